@@ -1,0 +1,98 @@
+"""Turning environment variables into one immutable ``Settings``; the only reader of ``os.environ``."""
+
+from __future__ import annotations
+
+import os
+import sys
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+
+from ollama_mcp.errors import ConfigError
+
+DEFAULT_OLLAMA_HOST = "http://127.0.0.1:11434"
+DEFAULT_EMBED_MODEL = "nomic-embed-text"
+
+
+@dataclass(frozen=True)
+class Settings:
+    """Everything the server is configured with; build it with ``from_env``."""
+
+    db_path: Path
+    ollama_host: str = DEFAULT_OLLAMA_HOST
+    embed_model: str = DEFAULT_EMBED_MODEL
+    # Seconds one embedding request may take before the memory is stored as pending instead.
+    # A cold model load on a laptop takes a few seconds; Claude Desktop gives up at 60 s.
+    embed_timeout: float = 15.0
+    connect_timeout: float = 2.0
+    max_content_chars: int = 100_000
+    log_level: str = "INFO"
+    # How long the background backfill waits after a failed embedding attempt, at most.
+    backfill_max_delay: float = 60.0
+
+    @classmethod
+    def from_env(cls, env: Mapping[str, str] | None = None) -> Settings:
+        """Read ``OLLAMA_MCP_*`` and ``OLLAMA_HOST`` from ``env`` (default: the process environment)."""
+        env = os.environ if env is None else env
+        db = env.get("OLLAMA_MCP_DB", "").strip()
+        if db:
+            db_path = Path(db).expanduser()
+            if not db_path.is_absolute():
+                raise ConfigError(
+                    f"OLLAMA_MCP_DB must be an absolute path, got {db!r}; clients such as Claude "
+                    "Desktop start servers in an arbitrary working directory, so a relative path "
+                    "would put the database somewhere different each time."
+                )
+        else:
+            db_path = default_db_path(env, sys.platform)
+        return cls(
+            db_path=db_path,
+            ollama_host=_host(env.get("OLLAMA_HOST", "")),
+            embed_model=env.get("OLLAMA_MCP_EMBED_MODEL", "").strip() or DEFAULT_EMBED_MODEL,
+            embed_timeout=_number(env, "OLLAMA_MCP_EMBED_TIMEOUT", 15.0, 0.1, 600.0),
+            max_content_chars=int(_number(env, "OLLAMA_MCP_MAX_CONTENT_CHARS", 100_000, 1, 10_000_000)),
+            log_level=_log_level(env.get("OLLAMA_MCP_LOG_LEVEL", "INFO")),
+        )
+
+
+def default_db_path(env: Mapping[str, str], platform: str) -> Path:
+    """The per-user data file: never relative to the working directory."""
+    home = Path(env.get("HOME") or env.get("USERPROFILE") or Path.home())
+    if platform == "darwin":
+        base = home / "Library" / "Application Support"
+    elif platform.startswith("win"):
+        base = Path(env.get("LOCALAPPDATA") or home / "AppData" / "Local")
+    else:
+        xdg = env.get("XDG_DATA_HOME", "")
+        base = Path(xdg) if xdg and Path(xdg).is_absolute() else home / ".local" / "share"
+    return base / "ollama-mcp" / "memory.db"
+
+
+def _host(raw: str) -> str:
+    raw = raw.strip()
+    if not raw:
+        return DEFAULT_OLLAMA_HOST
+    if "://" not in raw:
+        raw = "http://" + raw
+    # Ollama itself listens on 0.0.0.0 when OLLAMA_HOST says so; a client must dial loopback.
+    return raw.replace("://0.0.0.0", "://127.0.0.1")
+
+
+def _number(env: Mapping[str, str], name: str, default: float, low: float, high: float) -> float:
+    raw = env.get(name, "").strip()
+    if not raw:
+        return default
+    try:
+        value = float(raw)
+    except ValueError:
+        raise ConfigError(f"{name} must be a number between {low:g} and {high:g}, got {raw!r}.") from None
+    if not low <= value <= high:
+        raise ConfigError(f"{name} must be between {low:g} and {high:g}, got {raw!r}.")
+    return value
+
+
+def _log_level(raw: str) -> str:
+    level = raw.strip().upper() or "INFO"
+    if level not in {"DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"}:
+        raise ConfigError(f"OLLAMA_MCP_LOG_LEVEL must be DEBUG, INFO, WARNING or ERROR, got {raw!r}.")
+    return level

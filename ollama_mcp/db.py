@@ -1,0 +1,151 @@
+"""Opening the SQLite file safely for several processes, and applying ``schema/NNNN_*.sql`` once.
+
+Rules (measured in shared/notes/sqlite.md): WAL, a busy timeout on every connection, autocommit
+mode with every write transaction opened explicitly by ``BEGIN IMMEDIATE`` so that a writer
+waits for the lock instead of failing on a stale read snapshot.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import re
+import sqlite3
+from dataclasses import dataclass
+from importlib import resources
+from pathlib import Path
+
+import aiosqlite
+
+from ollama_mcp.errors import DatabaseBusyError, SchemaError, StorageError
+
+log = logging.getLogger(__name__)
+
+BUSY_TIMEOUT_MS = 10_000
+_MIGRATION_NAME = re.compile(r"^(\d{4})_([a-z0-9_]+)\.sql$")
+
+
+@dataclass(frozen=True)
+class Migration:
+    version: int
+    name: str
+    sql: str
+
+
+def migrations() -> list[Migration]:
+    """The migrations shipped with this version, in order."""
+    found = []
+    for entry in resources.files("ollama_mcp.schema").iterdir():
+        match = _MIGRATION_NAME.match(entry.name)
+        if match:
+            found.append(Migration(int(match[1]), match[2], entry.read_text(encoding="utf-8")))
+    found.sort(key=lambda m: m.version)
+    return found
+
+
+async def connect(path: Path) -> aiosqlite.Connection:
+    """Open (creating owner-only if new) and migrate the database at ``path``."""
+    _create_private(path)
+    try:
+        conn = await aiosqlite.connect(path, isolation_level=None)
+    except sqlite3.Error as exc:
+        raise StorageError(f"Could not open the database at {path}: {exc}. Check that the folder is writable.") from exc
+    try:
+        await conn.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
+        await conn.execute("PRAGMA foreign_keys = ON")
+        await conn.execute("PRAGMA synchronous = NORMAL")
+        mode = await (await conn.execute("PRAGMA journal_mode = WAL")).fetchone()
+        if mode is None or str(mode[0]).lower() != "wal":
+            log.warning("SQLite refused WAL mode (journal_mode=%s); concurrent processes will wait longer", mode)
+        await migrate(conn)
+    except BaseException:
+        await conn.close()
+        raise
+    return conn
+
+
+async def migrate(conn: aiosqlite.Connection) -> int:
+    """Apply the migrations this database lacks; safe when two processes start together."""
+    known = migrations()
+    newest_known = known[-1].version if known else 0
+    try:
+        await conn.execute("BEGIN IMMEDIATE")
+        try:
+            await conn.execute(
+                "CREATE TABLE IF NOT EXISTS schema_migrations ("
+                " version INTEGER PRIMARY KEY, name TEXT NOT NULL, applied_at TEXT NOT NULL)"
+            )
+            rows = await (await conn.execute("SELECT version FROM schema_migrations")).fetchall()
+            applied = {row[0] for row in rows}
+            if applied and max(applied) > newest_known:
+                raise SchemaError(
+                    f"This database was written by a newer ollama-mcp (schema version {max(applied)}; "
+                    f"this version knows up to {newest_known}). Upgrade ollama-mcp; the file was not changed."
+                )
+            for migration in known:
+                if migration.version in applied:
+                    continue
+                # executescript would COMMIT our transaction first, so run statement by statement.
+                for statement in split_statements(migration.sql):
+                    await conn.execute(statement)
+                await conn.execute(
+                    "INSERT INTO schema_migrations (version, name, applied_at)"
+                    " VALUES (?, ?, strftime('%Y-%m-%dT%H:%M:%fZ', 'now'))",
+                    (migration.version, migration.name),
+                )
+                log.info("applied schema migration %04d_%s", migration.version, migration.name)
+            await conn.execute("COMMIT")
+        except BaseException:
+            await conn.execute("ROLLBACK")
+            raise
+    except sqlite3.Error as exc:
+        raise translate(exc, "apply the schema migrations") from exc
+    return newest_known
+
+
+def split_statements(script: str) -> list[str]:
+    """The statements of a SQL script (triggers with inner semicolons stay whole)."""
+    statements: list[str] = []
+    pending = ""
+    for line in script.splitlines(keepends=True):
+        pending += line
+        if sqlite3.complete_statement(pending):
+            if pending.strip():
+                statements.append(pending.strip())
+            pending = ""
+    if pending.strip() and not all(
+        part.strip().startswith("--") or not part.strip() for part in pending.splitlines()
+    ):
+        raise SchemaError("A schema migration ends with an incomplete SQL statement; the package is damaged.")
+    return statements
+
+
+def translate(exc: sqlite3.Error, action: str) -> StorageError:
+    """Turn a sqlite3 error into the StorageError a user can act on (by SQLite's error code)."""
+    code = getattr(exc, "sqlite_errorcode", 0) & 0xFF
+    if code in (sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED):
+        return DatabaseBusyError(
+            f"Could not {action}: the database stayed locked by another process for "
+            f"{BUSY_TIMEOUT_MS // 1000} s. Nothing was changed; try again."
+        )
+    if code == sqlite3.SQLITE_FULL:
+        return StorageError(f"Could not {action}: the disk is full. Nothing was changed; free some space and retry.")
+    if code in (sqlite3.SQLITE_READONLY, sqlite3.SQLITE_CANTOPEN, sqlite3.SQLITE_PERM, sqlite3.SQLITE_IOERR):
+        return StorageError(
+            f"Could not {action}: the database file or its folder cannot be written ({exc}). "
+            "Nothing was changed; fix the permissions or free disk space, or set OLLAMA_MCP_DB to a writable path."
+        )
+    return StorageError(f"Could not {action}: SQLite said {str(exc)!r}. Nothing was changed.")
+
+
+def _create_private(path: Path) -> None:
+    """Create the folder (0700) and the file (0600) if missing, so no one else can read memories."""
+    try:
+        path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
+        os.close(fd)
+    except OSError as exc:
+        raise StorageError(
+            f"Could not create the database at {path}: {exc.strerror}. "
+            "Set OLLAMA_MCP_DB to an absolute path in a folder you can write to."
+        ) from exc

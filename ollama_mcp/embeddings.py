@@ -1,0 +1,164 @@
+"""Turning text into unit float32 vectors with an Ollama model: prefixes, chunking, batching.
+
+Nothing here falls back to another model or a fake vector: a failure is an ``OllamaError`` and
+the caller decides what "pending" means.
+"""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from ollama_mcp.errors import InputTooLongError, OllamaModelError, OllamaUnavailableError
+from ollama_mcp.ollama_client import ModelInfo, OllamaClient
+
+BATCH_SIZE = 32
+# Characters per token, pessimistic for English so that chunks fit the context; a chunk that
+# still does not fit is split in half and retried (the server says so; nothing is cut).
+CHARS_PER_TOKEN = 3
+MIN_CHUNK_CHARS, MAX_CHUNK_CHARS = 400, 6000
+QUERY_CACHE_SIZE = 512
+
+# (document prefix, query prefix) by model family; models not listed take none.
+_PREFIXES: dict[str, tuple[str, str]] = {
+    "nomic-embed-text": ("search_document: ", "search_query: "),
+    "mxbai-embed-large": ("", "Represent this sentence for searching relevant passages: "),
+    "embeddinggemma": ("title: none | text: ", "task: search result | query: "),
+    "qwen3-embedding": ("", "Instruct: Given a search query, retrieve relevant memories\nQuery: "),
+}
+
+
+@dataclass(frozen=True)
+class Chunk:
+    start: int
+    end: int
+
+
+@dataclass(frozen=True)
+class ChunkVector:
+    chunk_index: int
+    vector: np.ndarray  # float32, unit length
+
+
+def prefixes_for(model: str) -> tuple[str, str]:
+    family = model.split(":", 1)[0].rsplit("/", 1)[-1]
+    return _PREFIXES.get(family, ("", ""))
+
+
+def chunk_text(text: str, chunk_chars: int) -> list[Chunk]:
+    """Overlapping windows that cover all of ``text``, cut at whitespace where possible."""
+    if len(text) <= chunk_chars:
+        return [Chunk(0, len(text))]
+    overlap = chunk_chars // 8
+    chunks: list[Chunk] = []
+    start = 0
+    while True:
+        end = min(start + chunk_chars, len(text))
+        if end < len(text):
+            cut = text.rfind(" ", start + chunk_chars // 2, end)
+            end = cut if cut > start else end
+        chunks.append(Chunk(start, end))
+        if end >= len(text):
+            return chunks
+        start = max(end - overlap, start + 1)
+
+
+def to_blob(vector: np.ndarray) -> bytes:
+    return np.asarray(vector, dtype="<f4").tobytes()
+
+
+class Embedder:
+    """Embeds documents and queries with one Ollama model."""
+
+    def __init__(self, client: OllamaClient, model: str) -> None:
+        self.client = client
+        self.model = model
+        self.document_prefix, self.query_prefix = prefixes_for(model)
+        self._info: ModelInfo | None = None
+        self._queries: OrderedDict[str, np.ndarray] = OrderedDict()
+
+    async def info(self) -> ModelInfo:
+        """The model's description from Ollama, fetched once; refuses models that cannot embed."""
+        if self._info is None:
+            info = await self.client.show(self.model)
+            if info.capabilities and "embedding" not in info.capabilities:
+                raise OllamaModelError(
+                    f"Ollama model {self.model!r} is not an embedding model (it can: "
+                    f"{', '.join(info.capabilities)}); set OLLAMA_MCP_EMBED_MODEL to one such as "
+                    "nomic-embed-text and run `ollama pull nomic-embed-text`."
+                )
+            self._info = info
+        return self._info
+
+    async def chunk_chars(self) -> int:
+        context = (await self.info()).context_length or 512
+        return max(MIN_CHUNK_CHARS, min(MAX_CHUNK_CHARS, context * CHARS_PER_TOKEN))
+
+    async def embed_documents(self, texts: Sequence[str]) -> list[list[ChunkVector]]:
+        """For each text, the vectors of its chunks (one for short text)."""
+        size = await self.chunk_chars()
+        pieces: list[str] = []
+        owners: list[int] = []
+        for i, text in enumerate(texts):
+            for chunk in chunk_text(text, size):
+                pieces.append(self.document_prefix + text[chunk.start:chunk.end])
+                owners.append(i)
+        result: list[list[ChunkVector]] = [[] for _ in texts]
+        for start in range(0, len(pieces), BATCH_SIZE):
+            batch = pieces[start:start + BATCH_SIZE]
+            for owner, vectors in zip(owners[start:start + BATCH_SIZE], await self._embed_fitting(batch), strict=True):
+                for vector in vectors:
+                    result[owner].append(ChunkVector(len(result[owner]), vector))
+        return result
+
+    async def embed_query(self, query: str) -> np.ndarray:
+        cached = self._queries.get(query)
+        if cached is not None:
+            self._queries.move_to_end(query)
+            return cached
+        size = await self.chunk_chars()
+        # A query longer than the context keeps its beginning: a query is not stored, so no
+        # memory is lost, and the start of a question carries its subject.
+        text = self.query_prefix + query[: chunk_text(query, size)[0].end]
+        vector = (await self._embed_fitting([text]))[0][0]
+        self._queries[query] = vector
+        if len(self._queries) > QUERY_CACHE_SIZE:
+            self._queries.popitem(last=False)
+        return vector
+
+    async def _embed_fitting(self, pieces: list[str]) -> list[list[np.ndarray]]:
+        """Vectors for each piece; a piece over the context is halved (with overlap) until it fits."""
+        try:
+            return [[v] for v in self._unit(await self.client.embed(self.model, pieces))]
+        except InputTooLongError:
+            if len(pieces) > 1:
+                return [(await self._embed_fitting([p]))[0] for p in pieces]
+            piece = pieces[0]
+            if len(piece) < 16:
+                raise
+            half = len(piece) // 2
+            overlap = len(piece) // 16
+            left = await self._embed_fitting([piece[: half + overlap]])
+            right = await self._embed_fitting([piece[half - overlap:]])
+            return [left[0] + right[0]]
+
+    def _unit(self, vectors: list[list[float]]) -> list[np.ndarray]:
+        out = []
+        for raw in vectors:
+            vector = np.asarray(raw, dtype=np.float32)
+            norm = float(np.linalg.norm(vector)) if vector.size else 0.0
+            if vector.ndim != 1 or vector.size == 0 or not np.isfinite(vector).all() or norm == 0.0:
+                raise OllamaUnavailableError(
+                    f"Ollama returned an unusable vector (empty, zero or not finite) for model {self.model!r}; "
+                    "it will be retried. If it persists, re-pull the model."
+                )
+            out.append(vector / norm)
+        dims = {v.size for v in out}
+        if len(dims) > 1:
+            raise OllamaUnavailableError(
+                f"Ollama returned vectors of different sizes {sorted(dims)} in one reply for model {self.model!r}."
+            )
+        return out

@@ -1,0 +1,109 @@
+"""Every exception ollama-mcp raises on purpose.
+
+``str(exc)`` is always a complete sentence that is safe to show the model, the user and the
+log: it names what failed and what to do next, and it never quotes memory content, queries or
+summaries (the SDK logs tool errors at INFO, and users' words must stay out of log files).
+
+    OllamaMcpError
+    ├── ConfigError
+    ├── InvalidInputError
+    ├── NotFoundError
+    │   ├── ConversationNotFoundError
+    │   └── MemoryNotFoundError
+    ├── ConversationClosedError
+    ├── StorageError
+    │   ├── DatabaseBusyError
+    │   └── SchemaError
+    ├── OllamaError
+    │   ├── OllamaUnavailableError      (not reachable, timed out, malformed reply)
+    │   └── OllamaModelError            (model not pulled, or not an embedding model)
+    │       └── InputTooLongError       (one text exceeds the model's context: split, retry)
+    └── EmbeddingMismatchError          (a vector whose dimension does not fit the store)
+
+Third-party exceptions are translated once, where they enter (``ollama_client``, ``db``,
+``store``); anything else that escapes is a bug and is reported as an internal error.
+"""
+
+from __future__ import annotations
+
+
+class OllamaMcpError(Exception):
+    """Base of every deliberate ollama-mcp failure."""
+
+
+class ConfigError(OllamaMcpError):
+    """An environment variable or flag has a value we cannot use."""
+
+
+class InvalidInputError(OllamaMcpError):
+    """A caller-supplied value is wrong; the message names the field and the fix."""
+
+    def __init__(self, field: str, problem: str, fix: str) -> None:
+        self.field = field
+        super().__init__(f"{field}: {problem}; {fix}.")
+
+
+class NotFoundError(OllamaMcpError):
+    """Something named by id does not exist."""
+
+
+class ConversationNotFoundError(NotFoundError):
+    def __init__(self, conversation_id: str) -> None:
+        self.conversation_id = conversation_id
+        super().__init__(
+            f"conversation_id: no conversation {conversation_id} exists; call list_conversations "
+            "to see the ids, or init_conversation to start one."
+        )
+
+
+class MemoryNotFoundError(NotFoundError):
+    def __init__(self, memory_id: str) -> None:
+        self.memory_id = memory_id
+        super().__init__(
+            f"memory_id: no memory {memory_id} exists (it may have been deleted already); "
+            "use a memory_id returned by store_memory or a search."
+        )
+
+
+class ConversationClosedError(OllamaMcpError):
+    def __init__(self, conversation_id: str) -> None:
+        self.conversation_id = conversation_id
+        super().__init__(
+            f"conversation_id: conversation {conversation_id} has ended and accepts no new "
+            "memories; it stays searchable. Call init_conversation to start a new one."
+        )
+
+
+class StorageError(OllamaMcpError):
+    """The database could not do what was asked; existing data is unchanged."""
+
+
+class DatabaseBusyError(StorageError):
+    """Another process held the write lock for longer than the busy timeout."""
+
+
+class SchemaError(StorageError):
+    """The database file's schema cannot be used by this version."""
+
+
+class OllamaError(OllamaMcpError):
+    """Ollama could not compute what was asked."""
+
+
+class OllamaUnavailableError(OllamaError):
+    """Ollama is not reachable, too slow, or answered with something unusable."""
+
+
+class OllamaModelError(OllamaError):
+    """The configured model is missing or cannot do the job."""
+
+
+class EmbeddingMismatchError(OllamaMcpError):
+    """A vector's dimension differs from the one the stored vectors of its model use."""
+
+
+class InputTooLongError(OllamaModelError):
+    """One input exceeded the model's context; the embedder splits it and tries again."""
+
+    def __init__(self, model: str) -> None:
+        super().__init__(f"A text was longer than the context of embedding model {model!r}.")

@@ -1,0 +1,194 @@
+"""Checking and normalising caller-supplied values; every refusal names the field and the fix.
+
+The MCP layer's schema catches wrong JSON types; these checks hold the rules a schema cannot
+(or that must also hold for callers that are not MCP clients: the agent, the CLI, benchmarks).
+Error messages never quote the caller's text, since tool errors are logged.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import uuid
+from collections.abc import Sequence
+from datetime import UTC, datetime
+from typing import Any
+
+from ollama_mcp.domain import format_timestamp
+from ollama_mcp.errors import InvalidInputError
+
+MAX_QUERY_CHARS = 10_000
+MAX_TAGS = 32
+MAX_TAG_CHARS = 100
+MAX_NAME_CHARS = 500
+MAX_METADATA_BYTES = 64 * 1024
+MAX_METADATA_DEPTH = 16
+MAX_EMBEDDING_DIM = 16_384
+MAX_TOP_K = 100
+MAX_LIST_LIMIT = 500
+
+
+def text(field: str, value: object, limit: int, *, what: str = "text") -> str:
+    """A non-blank string of at most ``limit`` characters that SQLite can store as UTF-8."""
+    if not isinstance(value, str):
+        raise InvalidInputError(field, f"must be a string, got {type(value).__name__}", f"pass the {what} as a string")
+    if not value.strip():
+        raise InvalidInputError(field, "is empty", f"pass the {what} to use")
+    if len(value) > limit:
+        raise InvalidInputError(
+            field, f"is {len(value):,} characters long; the limit is {limit:,}", "split it into smaller pieces"
+        )
+    _encodable(field, value)
+    return value
+
+
+def optional_name(field: str, value: object) -> str | None:
+    if value is None:
+        return None
+    return text(field, value, MAX_NAME_CHARS, what="name").strip()
+
+
+def conversation_id(field: str, value: object) -> str | None:
+    """A canonical UUID string, or None when omitted."""
+    if value is None or value == "":
+        return None
+    return _uuid(field, value, "use a conversation_id returned by init_conversation or list_conversations, or omit it")
+
+
+def memory_id(field: str, value: object) -> str:
+    if value is None or value == "":
+        raise InvalidInputError(field, "is required", "pass a memory_id returned by store_memory or a search")
+    return _uuid(field, value, "pass a memory_id returned by store_memory or a search")
+
+
+def tags(field: str, value: object) -> tuple[str, ...]:
+    """Trimmed, de-duplicated tags in the order given."""
+    if value is None:
+        return ()
+    if isinstance(value, str) or not isinstance(value, Sequence):
+        raise InvalidInputError(field, "must be a list of strings", 'pass e.g. ["project-x", "decision"]')
+    if len(value) > MAX_TAGS:
+        raise InvalidInputError(field, f"has {len(value)} tags; the limit is {MAX_TAGS}", "pass fewer tags")
+    cleaned: list[str] = []
+    for i, tag in enumerate(value):
+        if not isinstance(tag, str):
+            raise InvalidInputError(f"{field}[{i}]", f"must be a string, got {type(tag).__name__}", "pass tags as strings")
+        tag = tag.strip()
+        if not tag:
+            raise InvalidInputError(f"{field}[{i}]", "is empty", "remove it or give it a name")
+        if len(tag) > MAX_TAG_CHARS:
+            raise InvalidInputError(f"{field}[{i}]", f"is longer than {MAX_TAG_CHARS} characters", "use a shorter tag")
+        _encodable(f"{field}[{i}]", tag)
+        if tag not in cleaned:
+            cleaned.append(tag)
+    return tuple(cleaned)
+
+
+def metadata(field: str, value: object) -> dict[str, Any]:
+    """A JSON object of bounded size and depth."""
+    if value is None:
+        return {}
+    if not isinstance(value, dict):
+        raise InvalidInputError(field, f"must be a JSON object, got {type(value).__name__}", 'pass e.g. {"source": "chat"}')
+    _check_json(field, value)
+    try:
+        encoded = json.dumps(value, ensure_ascii=False, allow_nan=False)
+    except (TypeError, ValueError) as exc:
+        raise InvalidInputError(field, f"cannot be stored as JSON ({exc})", "use only strings, numbers, booleans, null, lists and objects") from None
+    if len(encoded.encode("utf-8")) > MAX_METADATA_BYTES:
+        raise InvalidInputError(field, f"is larger than {MAX_METADATA_BYTES // 1024} KiB as JSON", "store large data as memory content instead")
+    return value
+
+
+def embedding(field: str, value: object) -> list[float] | None:
+    if value is None:
+        return None
+    if isinstance(value, str) or not isinstance(value, Sequence) or not value:
+        raise InvalidInputError(field, "must be a non-empty list of numbers", "pass the vector, or omit it to let Ollama compute it")
+    if len(value) > MAX_EMBEDDING_DIM:
+        raise InvalidInputError(field, f"has {len(value):,} numbers; the limit is {MAX_EMBEDDING_DIM:,}", "pass a real embedding or omit it")
+    numbers: list[float] = []
+    for x in value:
+        if isinstance(x, bool) or not isinstance(x, int | float):
+            raise InvalidInputError(field, "contains something that is not a number", "pass only numbers")
+        if not math.isfinite(x):
+            raise InvalidInputError(field, "contains NaN or infinity", "pass only finite numbers")
+        numbers.append(float(x))
+    if not any(numbers):
+        raise InvalidInputError(field, "is all zeros", "pass a real embedding or omit it")
+    return numbers
+
+
+def integer(field: str, value: object, low: int, high: int) -> int:
+    if isinstance(value, bool) or not isinstance(value, int):
+        if isinstance(value, float) and value.is_integer():
+            value = int(value)
+        else:
+            raise InvalidInputError(field, "must be a whole number", f"pass a number from {low} to {high}")
+    if not low <= value <= high:
+        raise InvalidInputError(field, f"is {value}, outside {low}..{high}", f"pass a number from {low} to {high}")
+    return value
+
+
+def threshold(field: str, value: object) -> float | None:
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
+        raise InvalidInputError(field, "must be a finite number", "pass a similarity from -1 to 1, or omit it")
+    if not -1.0 <= value <= 1.0:
+        raise InvalidInputError(field, f"is {value}, outside -1..1", "pass a cosine similarity from -1 to 1 (0.5 is a moderate match)")
+    return float(value)
+
+
+def timestamp(field: str, value: object) -> str | None:
+    """An ISO 8601 date or date-time (UTC when no zone is given), in the stored format."""
+    if value is None or value == "":
+        return None
+    if not isinstance(value, str):
+        raise InvalidInputError(field, "must be a string", 'pass an ISO 8601 date or time such as "2026-01-31" or "2026-01-31T09:00:00Z"')
+    try:
+        moment = datetime.fromisoformat(value.strip())
+    except ValueError:
+        raise InvalidInputError(field, "is not an ISO 8601 date or time", 'pass e.g. "2026-01-31" or "2026-01-31T09:00:00Z"') from None
+    if moment.tzinfo is None:
+        moment = moment.replace(tzinfo=UTC)
+    return format_timestamp(moment)
+
+
+def _uuid(field: str, value: object, fix: str) -> str:
+    if not isinstance(value, str):
+        raise InvalidInputError(field, "must be a string", fix)
+    try:
+        return str(uuid.UUID(value.strip()))
+    except ValueError:
+        raise InvalidInputError(field, "is not a valid id", fix) from None
+
+
+def _encodable(field: str, value: str) -> None:
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        raise InvalidInputError(
+            field, "contains an unpaired UTF-16 surrogate, which cannot be stored", "send valid Unicode text"
+        ) from None
+
+
+def _check_json(field: str, root: object) -> None:
+    """Depth and key checks without recursion (a deeply nested value must not crash us)."""
+    stack: list[tuple[object, int]] = [(root, 1)]
+    while stack:
+        node, depth = stack.pop()
+        if depth > MAX_METADATA_DEPTH:
+            raise InvalidInputError(field, f"is nested deeper than {MAX_METADATA_DEPTH} levels", "flatten it")
+        if isinstance(node, dict):
+            for key, child in node.items():
+                if not isinstance(key, str):
+                    raise InvalidInputError(field, "has a key that is not a string", "use string keys")
+                _encodable(field, key)
+                stack.append((child, depth + 1))
+        elif isinstance(node, list):
+            stack.extend((child, depth + 1) for child in node)
+        elif isinstance(node, str):
+            _encodable(field, node)
+        elif isinstance(node, float) and not math.isfinite(node):
+            raise InvalidInputError(field, "contains NaN or infinity", "use finite numbers")

@@ -1,0 +1,127 @@
+"""The pydantic models of tool results: the MCP-facing shape of domain values (and their schema)."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel
+
+from ollama_mcp.domain import Conversation, EndedConversation, Memory, SearchOutcome, StoredMemory
+
+
+class ConversationCreated(BaseModel):
+    conversation_id: str
+    name: str | None
+    created_at: str
+    status: Literal["created"] = "created"
+
+    @classmethod
+    def of(cls, c: Conversation) -> ConversationCreated:
+        return cls(conversation_id=c.id, name=c.name, created_at=c.created_at)
+
+
+class ConversationInfo(BaseModel):
+    conversation_id: str
+    name: str | None
+    status: Literal["active", "completed"]
+    anonymous: bool
+    created_at: str
+    ended_at: str | None
+    memory_count: int
+
+    @classmethod
+    def of(cls, c: Conversation) -> ConversationInfo:
+        return cls(
+            conversation_id=c.id, name=c.name, status=c.status, anonymous=c.anonymous,
+            created_at=c.created_at, ended_at=c.ended_at, memory_count=c.memory_count,
+        )
+
+
+class CurrentConversation(BaseModel):
+    current: ConversationInfo | None
+
+    @classmethod
+    def of(cls, c: Conversation | None) -> CurrentConversation:
+        return cls(current=None if c is None else ConversationInfo.of(c))
+
+
+class ConversationList(BaseModel):
+    conversations: list[ConversationInfo]
+
+
+class MemoryStored(BaseModel):
+    memory_id: str
+    conversation_id: str
+    stored_at: str
+    embedding_status: Literal["embedded", "pending"]
+    embedding_dimension: int | None
+    duplicate: bool
+    note: str | None = None
+
+    @classmethod
+    def of(cls, s: StoredMemory) -> MemoryStored:
+        note = s.embedding_note
+        if s.duplicate:
+            note = "This content was already stored in this conversation; returned the existing memory." + (
+                f" {note}" if note else ""
+            )
+        return cls(
+            memory_id=s.memory.id, conversation_id=s.memory.conversation_id, stored_at=s.memory.created_at,
+            embedding_status=s.embedding_status, embedding_dimension=s.embedding_dimension,
+            duplicate=s.duplicate, note=note,
+        )
+
+
+class Hit(BaseModel):
+    memory_id: str
+    conversation_id: str
+    content: str
+    similarity: float | None
+    created_at: str
+    tags: list[str]
+    kind: Literal["note", "message", "summary"]
+
+
+class SearchResults(BaseModel):
+    results: list[Hit]
+    mode: Literal["hybrid", "keyword"]
+    search_time_ms: float
+    notice: str | None = None
+
+    @classmethod
+    def of(cls, outcome: SearchOutcome) -> SearchResults:
+        return cls(
+            results=[
+                Hit(
+                    memory_id=h.memory.id, conversation_id=h.memory.conversation_id, content=h.memory.content,
+                    similarity=h.similarity, created_at=h.memory.created_at, tags=list(h.memory.tags),
+                    kind=h.memory.kind,
+                )
+                for h in outcome.hits
+            ],
+            mode=outcome.mode, search_time_ms=outcome.elapsed_ms, notice=outcome.notice,
+        )
+
+
+class ConversationEnded(BaseModel):
+    conversation_id: str
+    status: Literal["completed"] = "completed"
+    final_memory_count: int
+    ended_at: str
+
+    @classmethod
+    def of(cls, e: EndedConversation) -> ConversationEnded:
+        return cls(
+            conversation_id=e.conversation.id, final_memory_count=e.final_memory_count,
+            ended_at=e.conversation.ended_at or "",
+        )
+
+
+class MemoryDeleted(BaseModel):
+    memory_id: str
+    conversation_id: str
+    deleted: Literal[True] = True
+
+    @classmethod
+    def of(cls, m: Memory) -> MemoryDeleted:
+        return cls(memory_id=m.id, conversation_id=m.conversation_id)

@@ -1,0 +1,109 @@
+"""Ranking: keyword candidates from FTS5, vector candidates from the matrix, fused, filtered.
+
+``fts_query`` and ``fuse`` are pure so their behaviour is testable without I/O; ``HybridSearch``
+does the two look-ups and assembles hits.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from ollama_mcp.domain import SearchFilters, SearchHit
+from ollama_mcp.store import KIND_CODES, Store
+from ollama_mcp.vectors import Scope, VectorIndex
+
+_WORD = re.compile(r"\w+", re.UNICODE)
+MAX_QUERY_TERMS = 64
+# Reciprocal rank fusion: score = sum over lists of weight / (RRF_K + rank).
+RRF_K = 60
+KEYWORD_WEIGHT = 1.0
+VECTOR_WEIGHT = 1.0
+# How many candidates each side contributes before fusion, at least.
+MIN_DEPTH = 50
+
+
+def fts_query(text: str) -> str | None:
+    """An FTS5 expression matching any word of ``text``; user syntax is never passed through.
+
+    Every word becomes a quoted string ("a" OR "b"), so quotes, *, NEAR, OR, -, : and
+    parentheses in the query are just characters, and cannot raise or change the query.
+    """
+    terms = list(dict.fromkeys(word.lower() for word in _WORD.findall(text)))[:MAX_QUERY_TERMS]
+    if not terms:
+        return None
+    return " OR ".join('"' + term.replace('"', '""') + '"' for term in terms)
+
+
+def fuse(
+    keyword: Sequence[int],
+    vector: Sequence[int],
+    *,
+    k: int = RRF_K,
+    keyword_weight: float = KEYWORD_WEIGHT,
+    vector_weight: float = VECTOR_WEIGHT,
+) -> list[tuple[int, float]]:
+    """Reciprocal rank fusion of two ranked id lists, best first (ties: keyword order first)."""
+    scores: dict[int, float] = {}
+    for weight, ranked in ((keyword_weight, keyword), (vector_weight, vector)):
+        for rank, item in enumerate(ranked, start=1):
+            scores[item] = scores.get(item, 0.0) + weight / (k + rank)
+    return sorted(scores.items(), key=lambda pair: -pair[1])
+
+
+@dataclass(frozen=True)
+class Ranked:
+    seq: int
+    score: float
+    similarity: float | None
+
+
+class HybridSearch:
+    """Finds memories by keywords and, when a query vector is given, by meaning."""
+
+    def __init__(self, store: Store, index: VectorIndex) -> None:
+        self._store = store
+        self._index = index
+
+    async def search(
+        self,
+        query: str,
+        query_vector: np.ndarray | None,
+        filters: SearchFilters,
+        conversation_key: int | None,
+        top_k: int,
+        threshold: float | None,
+    ) -> list[SearchHit]:
+        depth = max(MIN_DEPTH, top_k * 4)
+        match = fts_query(query)
+        keyword = [seq for seq, _ in await self._store.keyword_search(match, filters, depth)] if match else []
+        vector: list[int] = []
+        similarity: dict[int, float] = {}
+        if query_vector is not None:
+            await self._index.refresh()
+            needs_sql_filter = bool(filters.tags or filters.since or filters.until)
+            scope = Scope(
+                conversation_key=conversation_key,
+                kind_codes=tuple(KIND_CODES[kind] for kind in filters.kinds),
+                memory_seqs=frozenset(await self._store.filtered_seqs(filters)) if needs_sql_filter else None,
+            )
+            ranked, extra = self._index.rank(query_vector, depth, scope, also=keyword)
+            vector = [seq for seq, _ in ranked]
+            similarity = {**extra, **dict(ranked)}
+        fused = [
+            Ranked(seq, score, similarity.get(seq))
+            for seq, score in fuse(keyword, vector)
+        ]
+        if threshold is not None:
+            # The threshold is on meaning; a keyword match with no vector yet (pending) is kept.
+            fused = [r for r in fused if r.similarity is None or r.similarity >= threshold]
+        chosen = fused[:top_k]
+        memories = await self._store.memories_by_seq(r.seq for r in chosen)
+        return [
+            SearchHit(memories[r.seq], r.score, None if r.similarity is None else round(r.similarity, 4))
+            for r in chosen
+            if r.seq in memories  # deleted by another process between ranking and reading
+        ]

@@ -1,0 +1,347 @@
+"""The use-cases behind the tools, one method per tool, and the one place that decides
+"store first, then embed, then index".
+
+A memory is committed before Ollama is asked for its vector, so nothing is lost when Ollama is
+down, slow or missing the model: the memory is stored as *pending*, keyword search finds it
+at once, and ``run_backfill`` embeds it as soon as Ollama answers (also after a restart, since
+"pending" is simply "has no vector for the configured model").
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+import uuid
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import anyio
+import numpy as np
+
+from ollama_mcp import inputs
+from ollama_mcp.domain import (
+    Conversation,
+    ConversationStatus,
+    EmbeddingRow,
+    EndedConversation,
+    Memory,
+    SearchFilters,
+    SearchOutcome,
+    StoredMemory,
+    utc_now,
+)
+from ollama_mcp.embeddings import Embedder, to_blob
+from ollama_mcp.errors import (
+    ConversationClosedError,
+    EmbeddingMismatchError,
+    InvalidInputError,
+    OllamaError,
+    OllamaMcpError,
+)
+from ollama_mcp.search import HybridSearch
+from ollama_mcp.store import Store
+from ollama_mcp.vectors import VectorIndex
+
+log = logging.getLogger(__name__)
+
+BACKFILL_BATCH = 32
+BACKFILL_POLL_SECONDS = 60.0  # also notices memories another process left pending
+
+
+@dataclass
+class _EmbeddingHealth:
+    """The last embedding failure; while set, stores do not wait on Ollama and searches use keywords."""
+
+    failure: OllamaMcpError | None = None
+
+    @property
+    def ok(self) -> bool:
+        return self.failure is None
+
+
+class MemoryService:
+    """Conversations and memories for one process (which also owns the 'current conversation')."""
+
+    def __init__(self, store: Store, embedder: Embedder, *, max_content_chars: int, backfill_max_delay: float = 60.0) -> None:
+        self.store = store
+        self.embedder = embedder
+        self.index = VectorIndex(store, embedder.model)
+        self._search = HybridSearch(store, self.index)
+        self._max_content_chars = max_content_chars
+        self._backfill_max_delay = backfill_max_delay
+        self._current_id: str | None = None
+        self._health = _EmbeddingHealth()
+        self._wake = anyio.Event()
+        self._model_dim: int | None = None
+
+    @property
+    def model(self) -> str:
+        return self.embedder.model
+
+    @property
+    def embedding_failure(self) -> OllamaMcpError | None:
+        return self._health.failure
+
+    # -- conversations --------------------------------------------------------------------------
+
+    async def init_conversation(self, name: object = None, metadata: object = None) -> Conversation:
+        conversation = await self.store.create_conversation(
+            str(uuid.uuid4()), inputs.optional_name("name", name), inputs.metadata("metadata", metadata),
+            anonymous=False, created_at=utc_now(),
+        )
+        self._current_id = conversation.id
+        return conversation
+
+    async def get_conversation_id(self) -> Conversation | None:
+        """The current conversation of this process, if any (and if it still exists)."""
+        if self._current_id is None:
+            return None
+        return await self.store.get_conversation(self._current_id)
+
+    async def list_conversations(self, status: object = None, limit: object = 20) -> list[Conversation]:
+        if status not in (None, "active", "completed"):
+            raise InvalidInputError("status", "must be 'active' or 'completed'", "pass one of them, or omit it for all")
+        state: ConversationStatus | None = status  # type: ignore[assignment]
+        return await self.store.list_conversations(state, inputs.integer("limit", limit, 1, inputs.MAX_LIST_LIMIT))
+
+    async def end_conversation(self, conversation_id: object = None, summary: object = None) -> EndedConversation:
+        target = inputs.conversation_id("conversation_id", conversation_id) or self._current_id
+        if target is None:
+            raise InvalidInputError(
+                "conversation_id", "is missing and no conversation is current", "pass the id of the conversation to end"
+            )
+        text = None if summary is None else inputs.text("summary", summary, self._max_content_chars, what="summary")
+        ended_at = utc_now()
+        summary_memory = None
+        if text is not None:
+            summary_memory = Memory(
+                id=str(uuid.uuid4()), seq=0, conversation_id=target, kind="summary", content=text,
+                tags=("summary",), metadata={}, created_at=ended_at,
+            )
+        conversation, count = await self.store.end_conversation(target, ended_at, text, summary_memory)
+        if self._current_id == target:
+            self._current_id = None
+        if summary_memory is not None:
+            self._wake_backfill()  # the summary is embedded in the background like any pending memory
+        return EndedConversation(conversation, count)
+
+    # -- memories -------------------------------------------------------------------------------
+
+    async def store_memory(
+        self,
+        content: object,
+        conversation_id: object = None,
+        tags: object = None,
+        metadata: object = None,
+        embedding: object = None,
+    ) -> StoredMemory:
+        text = inputs.text("content", content, self._max_content_chars, what="memory text")
+        given_id = inputs.conversation_id("conversation_id", conversation_id)
+        tag_list = inputs.tags("tags", tags)
+        meta = inputs.metadata("metadata", metadata)
+        vector = inputs.embedding("embedding", embedding)
+
+        conversation = await self._conversation_for_store(given_id)
+        memory = Memory(
+            id=str(uuid.uuid4()), seq=0, conversation_id=conversation.id, kind="note", content=text,
+            tags=tag_list, metadata=meta, created_at=utc_now(),
+        )
+        rows: list[EmbeddingRow] = []
+        if vector is not None:
+            expected = await self.store.model_dimension(self.model, conversation.id) or await self._known_dimension()
+            if expected is not None and len(vector) != expected:
+                raise InvalidInputError(
+                    "embedding", f"has {len(vector)} dimensions but this store's {self.model!r} vectors have {expected}",
+                    f"pass a {expected}-dimensional vector from {self.model!r}, or omit it",
+                )
+            unit = np.asarray(vector, dtype=np.float32)
+            unit /= np.linalg.norm(unit)
+            rows = [EmbeddingRow(0, 0, self.model, to_blob(unit), len(vector))]
+        stored, duplicate = await self.store.insert_memory(memory, rows)
+        if rows and not duplicate:
+            self.index.mark_dirty()
+            return StoredMemory(stored, False, "embedded", len(vector or ()))
+        if duplicate and not await self.store.memory_is_pending(stored.seq, self.model):
+            return StoredMemory(stored, True, "embedded", await self._known_dimension())
+        return await self._embed_now(stored, duplicate)
+
+    async def delete_memory(self, memory_id: object) -> Memory:
+        deleted = await self.store.delete_memory(inputs.memory_id("memory_id", memory_id))
+        self.index.remove([deleted.seq])
+        return deleted
+
+    async def search_memories(
+        self,
+        query: object,
+        conversation_id: object = None,
+        top_k: object = 5,
+        threshold: object = None,
+        tags: object = None,
+        since: object = None,
+        until: object = None,
+    ) -> SearchOutcome:
+        """Search one conversation: the given one, else the current one, else every conversation."""
+        target = inputs.conversation_id("conversation_id", conversation_id) or self._current_id
+        return await self._run_search(query, target, top_k, threshold, tags, since, until)
+
+    async def search_all_conversations(
+        self, query: object, top_k: object = 5, threshold: object = None, tags: object = None,
+        since: object = None, until: object = None,
+    ) -> SearchOutcome:
+        return await self._run_search(query, None, top_k, threshold, tags, since, until)
+
+    # -- background -----------------------------------------------------------------------------
+
+    async def run_backfill(self) -> None:
+        """Embed pending memories forever, backing off while Ollama fails; cancel to stop."""
+        delay = 1.0
+        while True:
+            try:
+                progressed = await self.backfill_once()
+            except (OllamaError, EmbeddingMismatchError) as exc:
+                self._fail(exc)
+                await self._sleep_or_wake(delay)
+                delay = min(delay * 2, self._backfill_max_delay)
+                continue
+            delay = 1.0
+            if not progressed:
+                await self._sleep_or_wake(BACKFILL_POLL_SECONDS)
+
+    async def backfill_once(self) -> int:
+        """Embed one batch of pending memories; returns how many were embedded.
+
+        With nothing pending but a recorded failure, it probes Ollama so that search can
+        leave keyword mode as soon as Ollama answers again.
+        """
+        pending = await self.store.pending_memories(self.model, BACKFILL_BATCH)
+        if not pending:
+            if not self._health.ok:
+                await self.embedder.info()
+                await self.embedder.embed_query("ollama-mcp health check")
+                self._recover()
+            return 0
+        embedded = await self._embed_and_store(pending)
+        self._recover()
+        log.info("embedded %d pending memories with %s", embedded, self.model)
+        return embedded
+
+    # -- internals ------------------------------------------------------------------------------
+
+    async def _conversation_for_store(self, given_id: str | None) -> Conversation:
+        if given_id is not None:
+            conversation = await self.store.get_conversation(given_id)
+        elif self._current_id is not None:
+            conversation = await self.store.get_conversation(self._current_id)
+        else:
+            conversation = await self.store.create_conversation(
+                str(uuid.uuid4()), None, {}, anonymous=True, created_at=utc_now()
+            )
+            self._current_id = conversation.id
+        if conversation.status != "active":
+            raise ConversationClosedError(conversation.id)
+        return conversation
+
+    async def _embed_now(self, memory: Memory, duplicate: bool) -> StoredMemory:
+        """Embed a just-stored memory inline, or leave it pending and say why."""
+        if self._health.ok:
+            try:
+                await self._embed_and_store([memory])
+                return StoredMemory(memory, duplicate, "embedded", self._model_dim)
+            except (OllamaError, EmbeddingMismatchError) as exc:
+                self._fail(exc)
+        self._wake_backfill()
+        return StoredMemory(
+            memory, duplicate, "pending", None,
+            f"Stored, but not embedded yet: {self._health.failure} It will be embedded automatically "
+            "when Ollama answers; keyword search finds it meanwhile.",
+        )
+
+    async def _embed_and_store(self, memories: Sequence[Memory]) -> int:
+        chunks = await self.embedder.embed_documents([m.content for m in memories])
+        rows: list[EmbeddingRow] = []
+        for memory, vectors in zip(memories, chunks, strict=True):
+            for chunk in vectors:
+                await self._check_dimension(chunk.vector.size)
+                rows.append(EmbeddingRow(memory.seq, chunk.chunk_index, self.model, to_blob(chunk.vector), chunk.vector.size))
+        written = await self.store.insert_embeddings(rows)
+        self.index.mark_dirty()
+        return len({row.memory_seq for row in rows}) if written else 0
+
+    async def _check_dimension(self, dim: int) -> None:
+        stored = self._model_dim or await self.store.model_dimension(self.model)
+        if stored is not None and stored != dim:
+            raise EmbeddingMismatchError(
+                f"Embedding model {self.model!r} now returns {dim}-dimensional vectors, but the stored vectors "
+                f"of that model have {stored}; the model changed under the same name. New memories stay "
+                "pending (keyword search still finds them) until the original model is pulled again or "
+                "OLLAMA_MCP_EMBED_MODEL names a new model, whose vectors are then computed for every memory."
+            )
+        self._model_dim = dim
+
+    async def _known_dimension(self) -> int | None:
+        if self._model_dim is None:
+            self._model_dim = await self.store.model_dimension(self.model)
+        return self._model_dim
+
+    async def _run_search(
+        self, query: object, conversation_id: str | None, top_k: object, threshold: object,
+        tags: object, since: object, until: object,
+    ) -> SearchOutcome:
+        started = time.perf_counter()
+        text = inputs.text("query", query, inputs.MAX_QUERY_CHARS, what="search text")
+        k = inputs.integer("top_k", top_k, 1, inputs.MAX_TOP_K)
+        floor = inputs.threshold("threshold", threshold)
+        filters = SearchFilters(
+            conversation_id=conversation_id, tags=inputs.tags("tags", tags),
+            since=inputs.timestamp("since", since), until=inputs.timestamp("until", until),
+        )
+        if filters.since and filters.until and filters.since > filters.until:
+            raise InvalidInputError("since", "is later than until", "swap them or widen the range")
+        key = None
+        if conversation_id is not None:
+            key = (await self.store.get_conversation(conversation_id)).key
+        vector, notice = await self._query_vector(text, floor)
+        if vector is not None:
+            try:
+                hits = await self._search.search(text, vector, filters, key, k, floor)
+            except EmbeddingMismatchError as exc:
+                self._fail(exc)
+                vector, notice = None, self._keyword_notice(floor)
+        if vector is None:
+            hits = await self._search.search(text, None, filters, key, k, floor)
+        elapsed = (time.perf_counter() - started) * 1000
+        return SearchOutcome(hits, "hybrid" if vector is not None else "keyword", round(elapsed, 2), notice)
+
+    async def _query_vector(self, text: str, threshold: float | None) -> tuple[np.ndarray | None, str | None]:
+        if self._health.ok:
+            try:
+                return await self.embedder.embed_query(text), None
+            except OllamaError as exc:
+                self._fail(exc)
+        return None, self._keyword_notice(threshold)
+
+    def _keyword_notice(self, threshold: float | None) -> str:
+        note = f"Semantic search is unavailable, so these are keyword matches only: {self._health.failure}"
+        if threshold is not None:
+            note += " The similarity threshold was not applied."
+        return note
+
+    def _fail(self, exc: OllamaMcpError) -> None:
+        if self._health.failure is None or type(self._health.failure) is not type(exc):
+            log.warning("embeddings unavailable: %s", exc)
+        self._health.failure = exc
+        self._wake_backfill()
+
+    def _recover(self) -> None:
+        if self._health.failure is not None:
+            log.info("embeddings available again with %s", self.model)
+        self._health.failure = None
+
+    def _wake_backfill(self) -> None:
+        self._wake.set()
+
+    async def _sleep_or_wake(self, seconds: float) -> None:
+        with anyio.move_on_after(seconds):
+            await self._wake.wait()
+        self._wake = anyio.Event()
+

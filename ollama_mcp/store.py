@@ -1,0 +1,407 @@
+"""All SQL: conversations, memories, tags, vectors and the keyword index, returned as domain values.
+
+Every write is one ``BEGIN IMMEDIATE`` transaction, so a row, its tags, its keyword entry (kept
+by triggers) and its vectors appear or vanish together, and several processes can share the
+file. One connection serves the whole process; a lock keeps concurrent tasks from interleaving
+statements inside each other's transactions.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import sqlite3
+from collections.abc import AsyncIterator, Callable, Iterable, Sequence
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import aiosqlite
+import anyio
+
+from ollama_mcp import db
+from ollama_mcp.domain import (
+    Conversation,
+    ConversationStatus,
+    EmbeddingRow,
+    Memory,
+    MemoryKind,
+    SearchFilters,
+)
+from ollama_mcp.errors import (
+    ConversationClosedError,
+    ConversationNotFoundError,
+    MemoryNotFoundError,
+)
+
+KIND_CODES: dict[str, int] = {"note": 0, "message": 1, "summary": 2}
+_VECTOR_BATCH_ROWS = 4096
+
+_CONVERSATION_COLUMNS = "c.rowid, c.id, c.name, c.status, c.anonymous, c.created_at, c.ended_at, c.metadata"
+_MEMORY_COLUMNS = "m.seq, m.id, m.conversation_id, m.kind, m.content, m.tags, m.metadata, m.created_at"
+
+
+@dataclass(frozen=True)
+class VectorBatch:
+    """Rows of ``memory_embeddings`` for one model, as the vector index needs them."""
+
+    ids: list[int]
+    memory_seqs: list[int]
+    conversation_keys: list[int]
+    kinds: list[int]
+    dims: list[int]
+    vectors: list[bytes]
+
+
+class Store:
+    """The only owner of SQL. Open with ``await Store.open(path)``; close with ``aclose``."""
+
+    def __init__(self, conn: aiosqlite.Connection, path: Path) -> None:
+        self._conn = conn
+        self.path = path
+        self._lock = anyio.Lock()
+
+    @classmethod
+    async def open(cls, path: Path) -> Store:
+        return cls(await db.connect(path), path)
+
+    async def aclose(self) -> None:
+        await self._conn.close()
+
+    # -- plumbing ---------------------------------------------------------------------------
+
+    @asynccontextmanager
+    async def _transaction(self, action: str, *, write: bool = True) -> AsyncIterator[aiosqlite.Connection]:
+        async with self._lock:
+            try:
+                await self._conn.execute("BEGIN IMMEDIATE" if write else "BEGIN")
+                try:
+                    yield self._conn
+                except BaseException:
+                    await self._conn.execute("ROLLBACK")
+                    raise
+                await self._conn.execute("COMMIT")
+            except sqlite3.Error as exc:
+                if self._conn.in_transaction:
+                    await self._conn.execute("ROLLBACK")
+                raise db.translate(exc, action) from exc
+
+    async def _fetchall(self, sql: str, params: Sequence[Any], action: str) -> list[sqlite3.Row | tuple]:
+        try:
+            return list(await self._conn.execute_fetchall(sql, params))
+        except sqlite3.Error as exc:
+            raise db.translate(exc, action) from exc
+
+    async def data_version(self) -> int:
+        """Changes whenever another connection commits: lets caches notice other processes."""
+        rows = await self._fetchall("PRAGMA data_version", (), "read the data version")
+        return int(rows[0][0])
+
+    # -- conversations ------------------------------------------------------------------------
+
+    async def create_conversation(
+        self, conversation_id: str, name: str | None, metadata: dict[str, Any], anonymous: bool, created_at: str
+    ) -> Conversation:
+        async with self._transaction("create the conversation") as conn:
+            cursor = await conn.execute(
+                "INSERT INTO conversations (id, name, anonymous, metadata, created_at) VALUES (?, ?, ?, ?, ?)",
+                (conversation_id, name, int(anonymous), _dump(metadata), created_at),
+            )
+            key = cursor.lastrowid
+        return Conversation(
+            key=int(key or 0), id=conversation_id, name=name, status="active", anonymous=anonymous,
+            created_at=created_at, metadata=metadata,
+        )
+
+    async def get_conversation(self, conversation_id: str) -> Conversation:
+        rows = await self._fetchall(
+            f"SELECT {_CONVERSATION_COLUMNS}, (SELECT count(*) FROM memories m"
+            " WHERE m.conversation_id = c.id AND m.kind = 'note') FROM conversations c WHERE c.id = ?",
+            (conversation_id,),
+            "read the conversation",
+        )
+        if not rows:
+            raise ConversationNotFoundError(conversation_id)
+        return _conversation(rows[0])
+
+    async def list_conversations(self, status: ConversationStatus | None, limit: int) -> list[Conversation]:
+        where, params = ("WHERE c.status = ?", [status]) if status else ("", [])
+        rows = await self._fetchall(
+            f"SELECT {_CONVERSATION_COLUMNS}, (SELECT count(*) FROM memories m"
+            " WHERE m.conversation_id = c.id AND m.kind = 'note')"
+            f" FROM conversations c {where} ORDER BY c.created_at DESC, c.rowid DESC LIMIT ?",
+            [*params, limit],
+            "list conversations",
+        )
+        return [_conversation(row) for row in rows]
+
+    async def end_conversation(
+        self, conversation_id: str, ended_at: str, summary: str | None, summary_memory: Memory | None
+    ) -> tuple[Conversation, int]:
+        """Mark the conversation completed (storing the summary as a searchable memory too)."""
+        async with self._transaction("end the conversation") as conn:
+            status = await _status(conn, conversation_id)
+            if status != "active":
+                raise ConversationClosedError(conversation_id)
+            if summary_memory is not None:
+                await _insert_memory_row(conn, summary_memory, role=None)
+            await conn.execute(
+                "UPDATE conversations SET status = 'completed', ended_at = ?, summary = ? WHERE id = ?",
+                (ended_at, summary, conversation_id),
+            )
+            count = await (await conn.execute(
+                "SELECT count(*) FROM memories WHERE conversation_id = ? AND kind = 'note'", (conversation_id,)
+            )).fetchone()
+        return await self.get_conversation(conversation_id), int(count[0] if count else 0)
+
+    # -- memories -----------------------------------------------------------------------------
+
+    async def insert_memory(self, memory: Memory, embeddings: Sequence[EmbeddingRow] = ()) -> tuple[Memory, bool]:
+        """Insert a memory into an active conversation; returns (memory, was_duplicate).
+
+        A note whose content already exists in the conversation is not inserted again: the
+        existing memory is returned, so a client retrying a slow call never duplicates.
+        """
+        async with self._transaction("store the memory") as conn:
+            status = await _status(conn, memory.conversation_id)
+            if status != "active":
+                raise ConversationClosedError(memory.conversation_id)
+            seq = await _insert_memory_row(conn, memory, role=None)
+            if seq is None:
+                existing = await (await conn.execute(
+                    f"SELECT {_MEMORY_COLUMNS} FROM memories m"
+                    " WHERE m.conversation_id = ? AND m.kind = 'note' AND m.content_hash = ?",
+                    (memory.conversation_id, content_hash(memory.content)),
+                )).fetchone()
+                assert existing is not None, "the unique index reported a conflict with no row"
+                return _memory(existing), True
+            stored = Memory(**{**memory.__dict__, "seq": seq})
+            await _insert_embeddings(conn, [EmbeddingRow(**{**row.__dict__, "memory_seq": seq}) for row in embeddings])
+        return stored, False
+
+    async def get_memory(self, memory_id: str) -> Memory:
+        rows = await self._fetchall(
+            f"SELECT {_MEMORY_COLUMNS} FROM memories m WHERE m.id = ?", (memory_id,), "read the memory"
+        )
+        if not rows:
+            raise MemoryNotFoundError(memory_id)
+        return _memory(rows[0])
+
+    async def memories_by_seq(self, seqs: Iterable[int]) -> dict[int, Memory]:
+        wanted = list(dict.fromkeys(seqs))
+        if not wanted:
+            return {}
+        rows = await self._fetchall(
+            f"SELECT {_MEMORY_COLUMNS} FROM memories m WHERE m.seq IN (SELECT value FROM json_each(?))",
+            (json.dumps(wanted),),
+            "read memories",
+        )
+        return {row[0]: _memory(row) for row in rows}
+
+    async def delete_memory(self, memory_id: str) -> Memory:
+        """Remove a memory with its tags, vectors (cascade) and keyword entry (trigger), at once."""
+        async with self._transaction("delete the memory") as conn:
+            row = await (await conn.execute(
+                f"SELECT {_MEMORY_COLUMNS} FROM memories m WHERE m.id = ?", (memory_id,)
+            )).fetchone()
+            if row is None:
+                raise MemoryNotFoundError(memory_id)
+            await conn.execute("DELETE FROM memories WHERE seq = ?", (row[0],))
+        return _memory(row)
+
+    # -- search ---------------------------------------------------------------------------------
+
+    async def keyword_search(self, match: str, filters: SearchFilters, limit: int) -> list[tuple[int, float]]:
+        """(memory seq, bm25) best first; ``match`` must already be a safe FTS5 expression."""
+        where, params = _filter_sql(filters)
+        rows = await self._fetchall(
+            "SELECT m.seq, bm25(memories_fts) AS rank FROM memories_fts"
+            " JOIN memories m ON m.seq = memories_fts.rowid"
+            f" WHERE memories_fts MATCH ? {''.join(' AND ' + w for w in where)}"
+            " ORDER BY rank LIMIT ?",
+            [match, *params, limit],
+            "search the keyword index",
+        )
+        return [(int(seq), float(rank)) for seq, rank in rows]
+
+    async def filtered_seqs(self, filters: SearchFilters) -> list[int]:
+        """Every memory seq that passes ``filters`` (used to mask the vector index)."""
+        where, params = _filter_sql(filters)
+        clause = f"WHERE {' AND '.join(where)}" if where else ""
+        rows = await self._fetchall(f"SELECT m.seq FROM memories m {clause}", params, "filter memories")
+        return [int(row[0]) for row in rows]
+
+    # -- vectors --------------------------------------------------------------------------------
+
+    async def insert_embeddings(self, rows: Sequence[EmbeddingRow]) -> int:
+        """Store vectors; rows of memories deleted meanwhile, or stored already, are skipped."""
+        if not rows:
+            return 0
+        async with self._transaction("store embeddings") as conn:
+            return await _insert_embeddings(conn, rows)
+
+    async def model_dimension(self, model: str, conversation_id: str | None = None) -> int | None:
+        """The dimension the stored vectors of ``model`` use (in one conversation, if given)."""
+        if conversation_id is None:
+            sql, params = "SELECT dim FROM memory_embeddings WHERE model = ? LIMIT 1", [model]
+        else:
+            sql = (
+                "SELECT e.dim FROM memory_embeddings e JOIN memories m ON m.seq = e.memory_seq"
+                " WHERE e.model = ? AND m.conversation_id = ? LIMIT 1"
+            )
+            params = [model, conversation_id]
+        rows = await self._fetchall(sql, params, "read the embedding dimension")
+        return int(rows[0][0]) if rows else None
+
+    async def pending_memories(self, model: str, limit: int, exclude: Sequence[int] = ()) -> list[Memory]:
+        """Memories with no vector yet for ``model``, oldest first."""
+        rows = await self._fetchall(
+            f"SELECT {_MEMORY_COLUMNS} FROM memories m WHERE NOT EXISTS"
+            " (SELECT 1 FROM memory_embeddings e WHERE e.memory_seq = m.seq AND e.model = ?)"
+            " AND m.seq NOT IN (SELECT value FROM json_each(?))"
+            " ORDER BY m.seq LIMIT ?",
+            (model, json.dumps(list(exclude)), limit),
+            "find memories awaiting embeddings",
+        )
+        return [_memory(row) for row in rows]
+
+    async def memory_is_pending(self, memory_seq: int, model: str) -> bool:
+        rows = await self._fetchall(
+            "SELECT NOT EXISTS (SELECT 1 FROM memory_embeddings WHERE memory_seq = ? AND model = ?)",
+            (memory_seq, model),
+            "read the embedding state",
+        )
+        return bool(rows[0][0])
+
+    async def count_pending(self, model: str) -> int:
+        rows = await self._fetchall(
+            "SELECT count(*) FROM memories m WHERE NOT EXISTS"
+            " (SELECT 1 FROM memory_embeddings e WHERE e.memory_seq = m.seq AND e.model = ?)",
+            (model,),
+            "count memories awaiting embeddings",
+        )
+        return int(rows[0][0])
+
+    async def vector_snapshot(
+        self,
+        model: str,
+        after_id: int,
+        reserve: Callable[[int], None],
+        sink: Callable[[VectorBatch], None],
+    ) -> int:
+        """Stream vectors of ``model`` with id > ``after_id`` to ``sink``; return the model's row count.
+
+        ``reserve`` is told first how many rows will come, so the caller can size its matrix once.
+        Everything comes from one read transaction, so comparing the returned count with what the
+        caller holds afterwards tells whether rows were deleted meanwhile.
+        """
+        async with self._transaction("load vectors", write=False) as conn:
+            counts = await (await conn.execute(
+                "SELECT count(*), count(*) FILTER (WHERE id > ?) FROM memory_embeddings WHERE model = ?",
+                (after_id, model),
+            )).fetchone()
+            total, new = (int(counts[0]), int(counts[1])) if counts else (0, 0)
+            reserve(new)
+            cursor = await conn.execute(
+                "SELECT e.id, e.memory_seq, c.rowid, m.kind, e.dim, e.vector FROM memory_embeddings e"
+                " JOIN memories m ON m.seq = e.memory_seq JOIN conversations c ON c.id = m.conversation_id"
+                " WHERE e.model = ? AND e.id > ? ORDER BY e.id",
+                (model, after_id),
+            )
+            while rows := await cursor.fetchmany(_VECTOR_BATCH_ROWS):
+                sink(VectorBatch(
+                    ids=[r[0] for r in rows], memory_seqs=[r[1] for r in rows],
+                    conversation_keys=[r[2] for r in rows], kinds=[KIND_CODES[r[3]] for r in rows],
+                    dims=[r[4] for r in rows], vectors=[r[5] for r in rows],
+                ))
+        return total
+
+
+# -- row helpers (module level so transactions can share them) -----------------------------------
+
+
+async def _status(conn: aiosqlite.Connection, conversation_id: str) -> str:
+    row = await (await conn.execute("SELECT status FROM conversations WHERE id = ?", (conversation_id,))).fetchone()
+    if row is None:
+        raise ConversationNotFoundError(conversation_id)
+    return str(row[0])
+
+
+async def _insert_memory_row(conn: aiosqlite.Connection, memory: Memory, role: str | None) -> int | None:
+    """Insert the row and its tags; None when an identical note already exists."""
+    cursor = await conn.execute(
+        "INSERT INTO memories (id, conversation_id, kind, role, content, content_hash, tags, metadata, created_at)"
+        " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)"
+        " ON CONFLICT (conversation_id, content_hash) WHERE kind = 'note' DO NOTHING",
+        (memory.id, memory.conversation_id, memory.kind, role, memory.content, content_hash(memory.content),
+         json.dumps(list(memory.tags)), _dump(memory.metadata), memory.created_at),
+    )
+    if cursor.rowcount == 0:
+        return None
+    seq = int(cursor.lastrowid or 0)
+    if memory.tags:
+        await conn.executemany(
+            "INSERT OR IGNORE INTO memory_tags (memory_seq, tag) VALUES (?, ?)", [(seq, tag) for tag in memory.tags]
+        )
+    return seq
+
+
+async def _insert_embeddings(conn: aiosqlite.Connection, rows: Sequence[EmbeddingRow]) -> int:
+    before = conn.total_changes
+    await conn.executemany(
+        "INSERT OR IGNORE INTO memory_embeddings (memory_seq, model, chunk_index, dim, vector, created_at)"
+        " SELECT ?, ?, ?, ?, ?, strftime('%Y-%m-%dT%H:%M:%fZ', 'now')"
+        " WHERE EXISTS (SELECT 1 FROM memories WHERE seq = ?)",
+        [(r.memory_seq, r.model, r.chunk_index, r.dim, r.vector, r.memory_seq) for r in rows],
+    )
+    return conn.total_changes - before
+
+
+def _filter_sql(filters: SearchFilters) -> tuple[list[str], list[Any]]:
+    where: list[str] = []
+    params: list[Any] = []
+    if filters.conversation_id is not None:
+        where.append("m.conversation_id = ?")
+        params.append(filters.conversation_id)
+    if filters.kinds and set(filters.kinds) != set(KIND_CODES):
+        where.append(f"m.kind IN ({', '.join('?' for _ in filters.kinds)})")
+        params.extend(filters.kinds)
+    if filters.since is not None:
+        where.append("m.created_at >= ?")
+        params.append(filters.since)
+    if filters.until is not None:
+        where.append("m.created_at <= ?")
+        params.append(filters.until)
+    if filters.tags:
+        where.append(
+            "m.seq IN (SELECT memory_seq FROM memory_tags WHERE tag IN (SELECT value FROM json_each(?))"
+            " GROUP BY memory_seq HAVING count(*) = ?)"
+        )
+        params.extend([json.dumps(list(filters.tags)), len(filters.tags)])
+    return where, params
+
+
+def content_hash(content: str) -> str:
+    """sha256 of the text: how a retried store finds the note it already stored."""
+    return hashlib.sha256(content.encode("utf-8")).hexdigest()
+
+
+def _dump(value: dict[str, Any]) -> str:
+    return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
+
+
+def _conversation(row: Sequence[Any]) -> Conversation:
+    return Conversation(
+        key=int(row[0]), id=row[1], name=row[2], status=row[3], anonymous=bool(row[4]), created_at=row[5],
+        ended_at=row[6], metadata=json.loads(row[7]), memory_count=int(row[8]) if len(row) > 8 else 0,
+    )
+
+
+def _memory(row: Sequence[Any]) -> Memory:
+    kind: MemoryKind = row[3]
+    return Memory(
+        seq=int(row[0]), id=row[1], conversation_id=row[2], kind=kind, content=row[4],
+        tags=tuple(json.loads(row[5])), metadata=json.loads(row[6]), created_at=row[7],
+    )
+

@@ -1,0 +1,188 @@
+"""The in-memory float32 matrix of one model's vectors: lazy load, incremental refresh, top-k.
+
+The matrix mirrors ``memory_embeddings`` for one model. It is loaded on the first search and
+then kept current cheaply: rows this process writes are fetched by id (ids only grow), and
+``PRAGMA data_version`` reveals commits by other processes (Claude Desktop often runs two
+copies of a server on one file). When the row count disagrees with the database after that
+fetch, something was deleted elsewhere and the matrix is rebuilt.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+import anyio
+import numpy as np
+
+from ollama_mcp.errors import EmbeddingMismatchError
+from ollama_mcp.store import Store, VectorBatch
+
+# How many chunk rows to rank per wanted memory: memories split into several chunks would
+# otherwise crowd the top-k with duplicates of themselves.
+_OVERFETCH = 4
+
+
+@dataclass(frozen=True)
+class Scope:
+    """Which rows may be ranked; ``None`` fields do not restrict."""
+
+    conversation_key: int | None = None
+    kind_codes: tuple[int, ...] | None = None
+    memory_seqs: frozenset[int] | None = None  # from SQL filters (tags, time) when present
+
+
+class VectorIndex:
+    """All vectors of one model, ranked by cosine similarity (the vectors are unit length)."""
+
+    def __init__(self, store: Store, model: str) -> None:
+        self._store = store
+        self.model = model
+        self._lock = anyio.Lock()
+        self._loaded = False
+        self._dirty = False
+        self._data_version: int | None = None
+        self.dim: int | None = None
+        self._reset()
+
+    @property
+    def size(self) -> int:
+        return self._n
+
+    def mark_dirty(self) -> None:
+        """This process wrote vectors: fetch them (by id) before the next search."""
+        self._dirty = True
+
+    def remove(self, memory_seqs: Iterable[int]) -> None:
+        """Drop a deleted memory's rows in place (this process deleted it)."""
+        if not self._loaded or self._n == 0:
+            return
+        keep = ~np.isin(self._seqs[: self._n], np.fromiter(memory_seqs, dtype=np.int64))
+        kept = int(keep.sum())
+        if kept == self._n:
+            return
+        for name in ("_matrix", "_ids", "_seqs", "_convs", "_kinds"):
+            array = getattr(self, name)
+            array[:kept] = array[: self._n][keep]
+        self._n = kept
+
+    async def refresh(self) -> None:
+        """Bring the matrix up to date with the database (cheap when nothing changed)."""
+        async with self._lock:
+            version = await self._store.data_version()
+            if self._loaded and not self._dirty and version == self._data_version:
+                return
+            self._dirty = False
+            total = await self._store.vector_snapshot(self.model, self._max_id, self._reserve, self._append)
+            if total != self._n + self._skipped:
+                # Rows vanished under us (another process deleted memories): rebuild from scratch.
+                self._reset()
+                await self._store.vector_snapshot(self.model, 0, self._reserve, self._append)
+            self._loaded = True
+            self._data_version = version
+
+    def check_dimension(self, vector: np.ndarray) -> None:
+        if self.dim is not None and vector.size != self.dim:
+            raise EmbeddingMismatchError(
+                f"Embedding model {self.model!r} now returns {vector.size}-dimensional vectors, but the "
+                f"stored vectors of that model have {self.dim}; the model changed under the same name. "
+                "Semantic search is off until the memories are embedded again (re-pull the original "
+                "model, or set OLLAMA_MCP_EMBED_MODEL to a new name so they are re-embedded)."
+            )
+
+    def rank(
+        self, query: np.ndarray, k: int, scope: Scope, also: Iterable[int] = ()
+    ) -> tuple[list[tuple[int, float]], dict[int, float]]:
+        """The ``k`` best memories in ``scope`` as (seq, similarity), and the similarity of ``also``.
+
+        A memory's similarity is that of its best chunk.
+        """
+        if self._n == 0:
+            return [], {}
+        self.check_dimension(query)
+        scores = self._matrix[: self._n] @ query.astype(np.float32, copy=False)
+        mask = self._mask(scope)
+        if mask is not None:
+            scores = np.where(mask, scores, -np.inf)
+        want = min(self._n, k * _OVERFETCH)
+        top = np.argpartition(-scores, want - 1)[:want] if want < self._n else np.arange(self._n)
+        top = top[np.argsort(-scores[top], kind="stable")]
+        ranked: list[tuple[int, float]] = []
+        seen: set[int] = set()
+        for row in top:
+            score = float(scores[row])
+            if score == -np.inf or len(ranked) == k:
+                break
+            seq = int(self._seqs[row])
+            if seq not in seen:
+                seen.add(seq)
+                ranked.append((seq, score))
+        extra = np.fromiter(also, dtype=np.int64)
+        similarities: dict[int, float] = {}
+        if extra.size:
+            rows = np.nonzero(np.isin(self._seqs[: self._n], extra))[0]
+            for row in rows:
+                seq, score = int(self._seqs[row]), float(scores[row])
+                if score != -np.inf and score > similarities.get(seq, -np.inf):
+                    similarities[seq] = score
+        return ranked, similarities
+
+    def _mask(self, scope: Scope) -> np.ndarray | None:
+        mask: np.ndarray | None = None
+
+        def both(m: np.ndarray) -> np.ndarray:
+            return m if mask is None else mask & m
+
+        if scope.conversation_key is not None:
+            mask = both(self._convs[: self._n] == scope.conversation_key)
+        if scope.kind_codes is not None:
+            mask = both(np.isin(self._kinds[: self._n], scope.kind_codes))
+        if scope.memory_seqs is not None:
+            mask = both(np.isin(self._seqs[: self._n], np.fromiter(scope.memory_seqs, dtype=np.int64)))
+        return mask
+
+    def _reset(self) -> None:
+        self._n = 0
+        self._skipped = 0
+        self._max_id = 0
+        self._capacity = 0
+        self.dim = None
+        self._matrix = np.zeros((0, 0), dtype=np.float32)
+        self._ids = np.zeros(0, dtype=np.int64)
+        self._seqs = np.zeros(0, dtype=np.int64)
+        self._convs = np.zeros(0, dtype=np.int64)
+        self._kinds = np.zeros(0, dtype=np.int8)
+
+    def _reserve(self, extra: int) -> None:
+        needed = self._n + extra
+        if needed <= self._capacity:
+            return
+        self._capacity = max(needed, self._capacity + self._capacity // 4, 64)
+        self._ids = _grow(self._ids, self._capacity)
+        self._seqs = _grow(self._seqs, self._capacity)
+        self._convs = _grow(self._convs, self._capacity)
+        self._kinds = _grow(self._kinds, self._capacity)
+        if self.dim is not None:
+            self._matrix = _grow(self._matrix, self._capacity)
+
+    def _append(self, batch: VectorBatch) -> None:
+        if self.dim is None and batch.dims:
+            self.dim = batch.dims[0]
+            self._matrix = np.zeros((self._capacity, self.dim), dtype=np.float32)
+        for row_id, seq, conv, kind, dim, blob in zip(
+            batch.ids, batch.memory_seqs, batch.conversation_keys, batch.kinds, batch.dims, batch.vectors, strict=True
+        ):
+            self._max_id = max(self._max_id, row_id)
+            if dim != self.dim:
+                self._skipped += 1  # another size under the same model name is never ranked with these
+                continue
+            i = self._n
+            self._matrix[i] = np.frombuffer(blob, dtype="<f4")
+            self._ids[i], self._seqs[i], self._convs[i], self._kinds[i] = row_id, seq, conv, kind
+            self._n += 1
+
+
+def _grow(array: np.ndarray, capacity: int) -> np.ndarray:
+    grown = np.zeros((capacity, *array.shape[1:]), dtype=array.dtype)
+    grown[: len(array)] = array
+    return grown

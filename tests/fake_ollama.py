@@ -1,0 +1,226 @@
+"""A fake Ollama HTTP server speaking the real wire format, for the real ``ollama`` client.
+
+It runs on a loopback port in a thread (so subprocess tests can use it too) and can be stopped
+and restarted on the same port (Ollama down / back), made slow, made to answer 404 for a model,
+to change a model's dimension, or to send malformed JSON.
+
+Embeddings are deterministic bags of words: each word (after a known task prefix is removed)
+adds +1 on an axis chosen by a stable hash, so texts sharing words are similar. ``concepts``
+maps words onto a shared axis, so a test can make "car" and "automobile" mean the same thing
+while sharing no keyword.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import socket
+import threading
+import time
+import zlib
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+import numpy as np
+
+PREFIXES = ("search_document: ", "search_query: ")
+_WORD = re.compile(r"\w+")
+
+
+@dataclass
+class FakeModel:
+    dim: int = 64
+    context: int = 2048  # in "tokens": the fake counts one token per word
+    capabilities: list[str] = field(default_factory=lambda: ["embedding"])
+    family: str = "nomic-bert"
+
+
+@dataclass
+class Request:
+    method: str
+    path: str
+    body: dict[str, Any]
+
+
+class FakeOllama:
+    def __init__(self) -> None:
+        self.models: dict[str, FakeModel] = {"nomic-embed-text": FakeModel()}
+        self.concepts: dict[str, str] = {}
+        self.requests: list[Request] = []
+        self.delay = 0.0
+        self.malformed = False
+        self.fail: tuple[int, str] | None = None  # (status, error text) for every request
+        self.chat_replies: list[dict[str, Any]] = []
+        self.port = 0
+        self._server: ThreadingHTTPServer | None = None
+        self._thread: threading.Thread | None = None
+        self._lock = threading.Lock()
+        self._connections: set[socket.socket] = set()
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    def start(self) -> FakeOllama:
+        fake = self
+
+        class Handler(_Handler):
+            owner = fake
+
+        self._server = ThreadingHTTPServer(("127.0.0.1", self.port), Handler)
+        self._server.daemon_threads = True
+        self.port = self._server.server_address[1]
+        self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        """Close the port: clients get 'connection refused', as when Ollama is not running."""
+        if self._server is not None:
+            self._server.shutdown()
+            self._server.server_close()
+            self._server = None
+        with self._lock:  # kept-alive connections too, or the client would still get answers
+            for connection in self._connections:
+                try:
+                    connection.shutdown(socket.SHUT_RDWR)
+                except OSError:
+                    pass
+            self._connections.clear()
+
+    def embed_requests(self) -> list[Request]:
+        with self._lock:
+            return [r for r in self.requests if r.path == "/api/embed"]
+
+    def vector(self, model: str, text: str) -> list[float]:
+        spec = self.models[model]
+        for prefix in PREFIXES:
+            if text.startswith(prefix):
+                text = text[len(prefix):]
+        v = np.zeros(spec.dim, dtype=np.float64)
+        for word in _WORD.findall(text.lower()):
+            key = self.concepts.get(word, word)
+            v[zlib.crc32(key.encode()) % spec.dim] += 1.0
+        if not v.any():
+            v[0] = 1.0
+        return (v / np.linalg.norm(v)).tolist()
+
+    # -- request handling (runs in the server's threads) ----------------------------------------
+
+    def handle(self, method: str, path: str, body: dict[str, Any]) -> tuple[int, Any]:
+        with self._lock:
+            self.requests.append(Request(method, path, body))
+        if self.delay:
+            time.sleep(self.delay)
+        if self.fail is not None:
+            return self.fail[0], {"error": self.fail[1]}
+        if method == "GET" and path == "/api/version":
+            return 200, {"version": "0.12.0"}
+        if method == "GET" and path == "/api/tags":
+            return 200, {"models": [_tag(name, spec) for name, spec in self.models.items()]}
+        if method == "POST" and path == "/api/show":
+            return self._show(body)
+        if method == "POST" and path == "/api/embed":
+            return self._embed(body)
+        if method == "POST" and path == "/api/chat":
+            return self._chat(body)
+        return 404, {"error": "404 page not found"}
+
+    def _model(self, body: dict[str, Any]) -> tuple[str, FakeModel | None]:
+        name = str(body.get("model", ""))
+        return name, self.models.get(name) or self.models.get(name.removesuffix(":latest"))
+
+    def _show(self, body: dict[str, Any]) -> tuple[int, Any]:
+        name, spec = self._model(body)
+        if spec is None:
+            return 404, {"error": f"model '{name}' not found"}
+        return 200, {
+            "modelfile": "# fake", "parameters": "", "template": "{{ .Prompt }}",
+            "details": {"format": "gguf", "family": spec.family, "parameter_size": "137M", "quantization_level": "F16"},
+            "model_info": {
+                "general.architecture": spec.family,
+                f"{spec.family}.context_length": spec.context,
+                f"{spec.family}.embedding_length": spec.dim,
+            },
+            "capabilities": spec.capabilities,
+            "modified_at": "2025-01-01T00:00:00Z",
+        }
+
+    def _embed(self, body: dict[str, Any]) -> tuple[int, Any]:
+        name, spec = self._model(body)
+        if spec is None:
+            return 404, {"error": f"model '{name}' not found"}
+        if "embedding" not in spec.capabilities:
+            return 400, {"error": f'"{name}" does not support embeddings'}
+        raw = body.get("input", [])
+        texts = [raw] if isinstance(raw, str) else list(raw)
+        if body.get("truncate") is False and any(len(t.split()) > spec.context for t in texts):
+            return 400, {"error": "the input length exceeds the context length"}
+        return 200, {
+            "model": name, "embeddings": [self.vector(name, t) for t in texts],
+            "total_duration": 1000, "load_duration": 10, "prompt_eval_count": sum(len(t.split()) for t in texts),
+        }
+
+    def _chat(self, body: dict[str, Any]) -> tuple[int, Any]:
+        name, spec = self._model(body)
+        if spec is None:
+            return 404, {"error": f"model '{name}' not found"}
+        if "completion" not in spec.capabilities:
+            return 400, {"error": f'"{name}" does not support chat'}
+        message = self.chat_replies.pop(0) if self.chat_replies else {"role": "assistant", "content": "ok"}
+        return 200, {
+            "model": name, "created_at": "2025-07-07T20:32:53.844124Z", "message": message,
+            "done": True, "done_reason": "stop", "total_duration": 1, "prompt_eval_count": 1, "eval_count": 1,
+        }
+
+
+class _Handler(BaseHTTPRequestHandler):
+    owner: FakeOllama
+    protocol_version = "HTTP/1.1"
+    disable_nagle_algorithm = True  # else header and body segments meet delayed ACKs: +40 ms a call
+
+    def setup(self) -> None:
+        super().setup()
+        with self.owner._lock:
+            self.owner._connections.add(self.connection)
+
+    def finish(self) -> None:
+        with self.owner._lock:
+            self.owner._connections.discard(self.connection)
+        super().finish()
+
+    def do_GET(self) -> None:  # noqa: N802
+        self._respond(*self.owner.handle("GET", self.path, {}))
+
+    def do_POST(self) -> None:  # noqa: N802
+        length = int(self.headers.get("Content-Length") or 0)
+        raw = self.rfile.read(length) if length else b""
+        try:
+            body = json.loads(raw or b"{}")
+        except ValueError:
+            self._respond(400, {"error": "invalid JSON"})
+            return
+        self._respond(*self.owner.handle("POST", self.path, body))
+
+    def _respond(self, status: int, payload: Any) -> None:
+        data = b'{"embeddings": [[0.1, 0.2' if self.owner.malformed else json.dumps(payload).encode()
+        self.send_response(status)
+        self.send_header("Content-Type", "application/json; charset=utf-8")
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        try:
+            self.wfile.write(data)
+        except (BrokenPipeError, ConnectionResetError):
+            pass  # the client gave up (timeout tests)
+
+    def log_message(self, format: str, *args: Any) -> None:  # noqa: A002
+        pass
+
+
+def _tag(name: str, spec: FakeModel) -> dict[str, Any]:
+    return {
+        "name": f"{name}:latest", "model": f"{name}:latest", "modified_at": "2025-01-01T00:00:00Z",
+        "size": 274302450, "digest": "0" * 64,
+        "details": {"format": "gguf", "family": spec.family, "parameter_size": "137M", "quantization_level": "F16"},
+    }
