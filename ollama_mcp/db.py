@@ -16,6 +16,7 @@ from importlib import resources
 from pathlib import Path
 
 import aiosqlite
+import anyio
 
 from ollama_mcp.errors import DatabaseBusyError, SchemaError, StorageError
 
@@ -44,7 +45,17 @@ def migrations() -> list[Migration]:
 
 
 async def connect(path: Path) -> aiosqlite.Connection:
-    """Open (creating owner-only if new) and migrate the database at ``path``."""
+    """Open (creating owner-only if new) and migrate the database at ``path``.
+
+    Shielded from cancellation: a client that disconnects while we open must not leave the
+    database thread half-open behind a closed event loop. It takes milliseconds (or, with
+    another process holding the write lock, at most the busy timeout).
+    """
+    with anyio.CancelScope(shield=True):
+        return await _connect(path)
+
+
+async def _connect(path: Path) -> aiosqlite.Connection:
     _create_private(path)
     try:
         conn = await aiosqlite.connect(path, isolation_level=None)

@@ -71,7 +71,7 @@ class FakeOllama:
         self._server = ThreadingHTTPServer(("127.0.0.1", self.port), Handler)
         self._server.daemon_threads = True
         self.port = self._server.server_address[1]
-        self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
+        self._thread = threading.Thread(target=self._server.serve_forever, args=(0.02,), daemon=True)
         self._thread.start()
         return self
 
@@ -205,14 +205,14 @@ class _Handler(BaseHTTPRequestHandler):
 
     def _respond(self, status: int, payload: Any) -> None:
         data = b'{"embeddings": [[0.1, 0.2' if self.owner.malformed else json.dumps(payload).encode()
-        self.send_response(status)
-        self.send_header("Content-Type", "application/json; charset=utf-8")
-        self.send_header("Content-Length", str(len(data)))
-        self.end_headers()
         try:
+            self.send_response(status)
+            self.send_header("Content-Type", "application/json; charset=utf-8")
+            self.send_header("Content-Length", str(len(data)))
+            self.end_headers()
             self.wfile.write(data)
-        except (BrokenPipeError, ConnectionResetError):
-            pass  # the client gave up (timeout tests)
+        except OSError:
+            self.close_connection = True  # the client gave up (timeout tests) or we were stopped
 
     def log_message(self, format: str, *args: Any) -> None:  # noqa: A002
         pass

@@ -1,0 +1,156 @@
+"""Bad input gets a tool error naming the field, changes nothing, and the server keeps answering."""
+
+from __future__ import annotations
+
+import sqlite3
+from pathlib import Path
+from typing import Any
+
+import pytest
+from hypothesis import HealthCheck, given, settings as hsettings, strategies as st
+
+from ollama_mcp.config import Settings
+from tests.conftest import connect
+
+pytestmark = pytest.mark.anyio
+
+MISSING = "00000000-0000-4000-8000-000000000000"
+NESTED: dict[str, Any] = {}
+_node = NESTED
+for _ in range(40):
+    _node["a"] = {}
+    _node = _node["a"]
+
+# (tool, arguments, text the error must contain: the field name at least)
+CASES: list[tuple[str, dict[str, Any], str]] = [
+    ("store_memory", {}, "content"),
+    ("store_memory", {"content": ""}, "content: is empty"),
+    ("store_memory", {"content": "   \n\t"}, "content: is empty"),
+    ("store_memory", {"content": 42}, "content"),
+    ("store_memory", {"content": "x" * 100_001}, "content: is 100,001 characters"),
+    ("store_memory", {"content": "lone \ud800 surrogate"}, "content: contains an unpaired"),
+    ("store_memory", {"content": "ok", "conversation_id": "not-a-uuid"}, "conversation_id: is not a valid id"),
+    ("store_memory", {"content": "ok", "conversation_id": "'; DROP TABLE memories; --"}, "conversation_id"),
+    ("store_memory", {"content": "ok", "conversation_id": MISSING}, f"no conversation {MISSING}"),
+    ("store_memory", {"content": "ok", "tags": "solo"}, "tags"),
+    ("store_memory", {"content": "ok", "tags": [1, 2]}, "tags"),
+    ("store_memory", {"content": "ok", "tags": [""]}, "tags[0]: is empty"),
+    ("store_memory", {"content": "ok", "tags": ["t" * 101]}, "tags[0]: is longer"),
+    ("store_memory", {"content": "ok", "metadata": [1, 2]}, "metadata"),
+    ("store_memory", {"content": "ok", "metadata": "key=value"}, "metadata"),
+    ("store_memory", {"content": "ok", "metadata": NESTED}, "metadata: is nested deeper"),
+    ("store_memory", {"content": "ok", "metadata": {"big": "x" * 70_000}}, "metadata: is larger"),
+    ("store_memory", {"content": "ok", "embedding": []}, "embedding"),
+    ("store_memory", {"content": "ok", "embedding": [0.0] * 64}, "embedding: is all zeros"),
+    ("store_memory", {"content": "ok", "embedding": ["a", "b"]}, "embedding"),
+    ("store_memory", {"content": "ok", "embedding": [1.0] * 20_000}, "embedding: has 20,000 numbers"),
+    ("search_memories", {}, "query"),
+    ("search_memories", {"query": ""}, "query: is empty"),
+    ("search_memories", {"query": "q" * 10_001}, "query: is 10,001 characters"),
+    ("search_memories", {"query": "q", "top_k": 0}, "top_k: is 0, outside 1..100"),
+    ("search_memories", {"query": "q", "top_k": 101}, "top_k: is 101"),
+    ("search_memories", {"query": "q", "top_k": -5}, "top_k"),
+    ("search_memories", {"query": "q", "top_k": 10**12}, "top_k"),
+    ("search_memories", {"query": "q", "top_k": "five"}, "top_k"),
+    ("search_memories", {"query": "q", "threshold": 1.5}, "threshold: is 1.5, outside -1..1"),
+    ("search_memories", {"query": "q", "threshold": -2}, "threshold"),
+    ("search_memories", {"query": "q", "conversation_id": "123"}, "conversation_id: is not a valid id"),
+    ("search_memories", {"query": "q", "conversation_id": MISSING}, "no conversation"),
+    ("search_memories", {"query": "q", "since": "yesterday"}, "since: is not an ISO 8601"),
+    ("search_memories", {"query": "q", "until": "2026-13-45"}, "until: is not an ISO 8601"),
+    ("search_memories", {"query": "q", "since": "2026-02-01", "until": "2026-01-01"}, "since: is later than until"),
+    ("search_memories", {"query": "q", "tags": [""]}, "tags[0]"),
+    ("search_all_conversations", {"query": " "}, "query: is empty"),
+    ("search_all_conversations", {"query": "q", "top_k": 1000}, "top_k"),
+    ("search_all_conversations", {"query": "q", "threshold": 3}, "threshold"),
+    ("init_conversation", {"name": ""}, "name: is empty"),
+    ("init_conversation", {"name": "n" * 501}, "name: is 501 characters"),
+    ("init_conversation", {"metadata": "not an object"}, "metadata"),
+    ("end_conversation", {"conversation_id": "nope"}, "conversation_id: is not a valid id"),
+    ("end_conversation", {"conversation_id": MISSING}, "no conversation"),
+    ("list_conversations", {"status": "archived"}, "status: must be 'active' or 'completed'"),
+    ("list_conversations", {"limit": 0}, "limit: is 0"),
+    ("list_conversations", {"limit": 100_000}, "limit"),
+    ("delete_memory", {}, "memory_id"),
+    ("delete_memory", {"memory_id": "abc"}, "memory_id: is not a valid id"),
+    ("delete_memory", {"memory_id": MISSING}, "no memory"),
+    ("no_such_tool", {}, "no_such_tool"),
+]
+
+
+def counts(db: Path) -> tuple[int, ...]:
+    with sqlite3.connect(db) as conn:
+        return tuple(
+            conn.execute(f"SELECT count(*) FROM {table}").fetchone()[0]
+            for table in ("conversations", "memories", "memory_embeddings", "memory_tags", "memories_fts")
+        )
+
+
+@pytest.mark.parametrize(("tool", "args", "expected"), CASES, ids=[f"{c[0]}-{i}" for i, c in enumerate(CASES)])
+async def test_bad_input_is_a_clear_tool_error_that_changes_nothing(
+    settings: Settings, db_path: Path, tool: str, args: dict[str, Any], expected: str
+) -> None:
+    async with connect(settings, "legacy") as client:
+        await client.call_tool("store_memory", {"content": "existing memory", "tags": ["t"]})
+        before = counts(db_path)
+        result = await client.call_tool(tool, args)
+        assert result.is_error
+        text = result.content[0].text  # type: ignore[union-attr]
+        assert expected in text
+        assert "internal error" not in text
+        assert counts(db_path) == before
+        after = await client.call_tool("search_memories", {"query": "existing"})
+        assert not after.is_error and after.structured_content["results"][0]["content"] == "existing memory"
+
+
+@pytest.mark.parametrize(
+    "query",
+    ['"', '""', "a*", "NEAR(a b)", "a OR b", "a AND NOT b", "(((", "col:value", "-x", "^start", "'; DROP TABLE x; --",
+     "\u202eRTL\u202c", "emoji 🧠🔥", "nul\x00byte", "✓"],
+)
+async def test_fts_syntax_in_queries_never_errors_or_injects(settings: Settings, query: str) -> None:
+    async with connect(settings) as client:
+        await client.call_tool("store_memory", {"content": "a b value start x"})
+        result = await client.call_tool("search_memories", {"query": query})
+        assert not result.is_error, result.content[0].text  # type: ignore[union-attr]
+
+
+@pytest.mark.parametrize(
+    "content", ["nul\x00inside", "\u202eright-to-left\u202c", "emoji 🧠 and 漢字", "e\u0301 combining", "\ufeffbom"]
+)
+async def test_unusual_unicode_content_round_trips_exactly(settings: Settings, content: str) -> None:
+    async with connect(settings) as client:
+        stored = await client.call_tool("store_memory", {"content": content})
+        assert not stored.is_error
+        found = await client.call_tool("search_all_conversations", {"query": content, "top_k": 1})
+        assert found.structured_content["results"][0]["content"] == content
+
+
+@hsettings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(
+    content=st.one_of(st.text(max_size=200), st.integers(), st.none(), st.lists(st.text(max_size=5), max_size=3)),
+    tags=st.one_of(st.none(), st.lists(st.one_of(st.text(max_size=10), st.integers()), max_size=4)),
+    top_k=st.one_of(st.integers(-10, 200), st.floats(allow_nan=True), st.text(max_size=3)),
+    threshold=st.one_of(st.none(), st.floats(allow_nan=True, allow_infinity=True)),
+)
+def test_fuzzed_inputs_get_a_result_or_a_clear_error(
+    settings: Settings, content: Any, tags: Any, top_k: Any, threshold: Any
+) -> None:
+    import anyio
+
+    async def run() -> None:
+        async with connect(settings) as client:
+            stored = await client.call_tool("store_memory", {"content": content, "tags": tags})
+            searched = await client.call_tool(
+                "search_memories", {"query": "q" if not isinstance(content, str) or not content.strip() else content,
+                                    "top_k": top_k, "threshold": threshold},
+            )
+            for result in (stored, searched):
+                if result.is_error:
+                    assert "internal error" not in result.content[0].text  # type: ignore[union-attr]
+                else:
+                    assert result.structured_content is not None
+            alive = await client.call_tool("list_conversations", {})
+            assert not alive.is_error
+
+    anyio.run(run)

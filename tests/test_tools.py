@@ -1,0 +1,221 @@
+"""The tools as an MCP client sees them, through the real in-memory client, in both protocol eras."""
+
+from __future__ import annotations
+
+import sqlite3
+import uuid
+from pathlib import Path
+from typing import Any
+
+import pytest
+from mcp import Client
+
+from ollama_mcp.config import Settings
+from tests.conftest import connect
+from tests.fake_ollama import FakeOllama
+
+pytestmark = pytest.mark.anyio
+
+ERAS = ["legacy", "auto"]  # legacy = the initialize handshake Claude Desktop and the Inspector speak
+
+
+async def call(client: Client, tool: str, **args: Any) -> dict[str, Any]:
+    result = await client.call_tool(tool, args)
+    assert not result.is_error, result.content[0].text  # type: ignore[union-attr]
+    assert result.structured_content is not None
+    return result.structured_content
+
+
+async def error(client: Client, tool: str, **args: Any) -> str:
+    result = await client.call_tool(tool, args)
+    assert result.is_error, result.structured_content
+    return result.content[0].text  # type: ignore[union-attr]
+
+
+def rows(db: Path, sql: str, *params: Any) -> list[tuple[Any, ...]]:
+    with sqlite3.connect(db) as conn:
+        return conn.execute(sql, params).fetchall()
+
+
+@pytest.mark.parametrize("mode", ERAS)
+async def test_init_store_search_end_round_trip_in_both_protocol_eras(settings: Settings, db_path: Path, mode: str) -> None:
+    async with connect(settings, mode) as client:
+        created = await call(client, "init_conversation", name="planning", metadata={"project": "x"})
+        assert created["status"] == "created" and created["name"] == "planning"
+        assert uuid.UUID(created["conversation_id"]).version == 4
+
+        stored = await call(client, "store_memory", content="We picked PostgreSQL for the billing service", tags=["db"])
+        assert stored["conversation_id"] == created["conversation_id"]
+        assert stored["embedding_status"] == "embedded" and stored["embedding_dimension"] == 64
+        assert stored["duplicate"] is False
+
+        found = await call(client, "search_memories", query="which database for billing?")
+        assert found["mode"] == "hybrid"
+        assert [hit["memory_id"] for hit in found["results"]][0] == stored["memory_id"]
+        assert found["results"][0]["tags"] == ["db"]
+        assert 0 < found["results"][0]["similarity"] <= 1
+
+        ended = await call(client, "end_conversation")
+        assert ended == {**ended, "conversation_id": created["conversation_id"], "status": "completed", "final_memory_count": 1}
+
+    assert rows(db_path, "SELECT status FROM conversations") == [("completed",)]
+    assert rows(db_path, "SELECT count(*) FROM memories") == [(1,)]
+
+
+async def test_store_without_a_conversation_creates_an_anonymous_current_one(settings: Settings, db_path: Path) -> None:
+    async with connect(settings) as client:
+        assert (await call(client, "get_conversation_id"))["current"] is None
+        stored = await call(client, "store_memory", content="first thought")
+        current = (await call(client, "get_conversation_id"))["current"]
+        assert current["conversation_id"] == stored["conversation_id"]
+        assert current["anonymous"] is True and current["status"] == "active" and current["memory_count"] == 1
+        again = await call(client, "store_memory", content="second thought")
+        assert again["conversation_id"] == stored["conversation_id"]
+    assert rows(db_path, "SELECT anonymous, count(*) FROM conversations") == [(1, 1)]
+
+
+async def test_identical_content_stored_twice_returns_the_existing_memory(settings: Settings, db_path: Path) -> None:
+    async with connect(settings) as client:
+        first = await call(client, "store_memory", content="retry me")
+        second = await call(client, "store_memory", content="retry me")
+    assert second["memory_id"] == first["memory_id"] and second["duplicate"] is True
+    assert "already stored" in second["note"]
+    assert rows(db_path, "SELECT count(*) FROM memories") == [(1,)]
+    assert rows(db_path, "SELECT count(*) FROM memory_embeddings") == [(1,)]
+
+
+async def test_same_content_in_two_conversations_is_two_memories(settings: Settings, db_path: Path) -> None:
+    async with connect(settings) as client:
+        a = await call(client, "init_conversation")
+        b = await call(client, "init_conversation")
+        one = await call(client, "store_memory", content="shared fact", conversation_id=a["conversation_id"])
+        two = await call(client, "store_memory", content="shared fact", conversation_id=b["conversation_id"])
+    assert one["memory_id"] != two["memory_id"] and not two["duplicate"]
+
+
+async def test_store_into_an_ended_conversation_is_a_tool_error_and_stores_nothing(settings: Settings, db_path: Path) -> None:
+    async with connect(settings) as client:
+        conv = await call(client, "init_conversation")
+        await call(client, "store_memory", content="before the end")
+        await call(client, "end_conversation", conversation_id=conv["conversation_id"])
+        text = await error(client, "store_memory", content="after the end", conversation_id=conv["conversation_id"])
+        assert "has ended" in text and "init_conversation" in text
+        # still searchable after the end
+        found = await call(client, "search_memories", query="before the end", conversation_id=conv["conversation_id"])
+        assert [h["content"] for h in found["results"]] == ["before the end"]
+    assert rows(db_path, "SELECT content FROM memories") == [("before the end",)]
+
+
+async def test_ending_an_ended_conversation_is_a_tool_error(settings: Settings) -> None:
+    async with connect(settings) as client:
+        conv = await call(client, "init_conversation")
+        await call(client, "end_conversation")
+        text = await error(client, "end_conversation", conversation_id=conv["conversation_id"])
+        assert "has ended" in text
+
+
+async def test_end_without_a_current_conversation_names_the_missing_id(settings: Settings) -> None:
+    async with connect(settings) as client:
+        text = await error(client, "end_conversation")
+    assert "conversation_id" in text and "no conversation is current" in text
+
+
+async def test_ending_with_a_summary_makes_it_searchable_across_conversations(settings: Settings, db_path: Path) -> None:
+    async with connect(settings) as client:
+        conv = await call(client, "init_conversation", name="infra")
+        await call(client, "store_memory", content="compared three queues")
+        ended = await call(client, "end_conversation", summary="Decision: use RabbitMQ for the job queue")
+        assert ended["final_memory_count"] == 1
+        await call(client, "init_conversation", name="later")
+        found = await call(client, "search_all_conversations", query="what did we decide about the job queue")
+    top = found["results"][0]
+    assert top["kind"] == "summary" and top["conversation_id"] == conv["conversation_id"]
+    assert "RabbitMQ" in top["content"]
+    assert rows(db_path, "SELECT summary FROM conversations WHERE id = ?", conv["conversation_id"]) == [
+        ("Decision: use RabbitMQ for the job queue",)
+    ]
+
+
+async def test_search_scope_is_given_then_current_then_all(settings: Settings) -> None:
+    async with connect(settings) as client:
+        a = await call(client, "init_conversation", name="a")
+        await call(client, "store_memory", content="apples are red")
+        b = await call(client, "init_conversation", name="b")
+        await call(client, "store_memory", content="apples are green")
+        current = await call(client, "search_memories", query="apples")
+        assert {h["conversation_id"] for h in current["results"]} == {b["conversation_id"]}
+        given = await call(client, "search_memories", query="apples", conversation_id=a["conversation_id"])
+        assert [h["content"] for h in given["results"]] == ["apples are red"]
+        everywhere = await call(client, "search_all_conversations", query="apples")
+        assert {h["conversation_id"] for h in everywhere["results"]} == {a["conversation_id"], b["conversation_id"]}
+        await call(client, "end_conversation")  # b is no longer current: search covers all
+        after = await call(client, "search_memories", query="apples")
+        assert len(after["results"]) == 2
+
+
+async def test_list_conversations_filters_by_status_newest_first(settings: Settings) -> None:
+    async with connect(settings) as client:
+        old = await call(client, "init_conversation", name="old")
+        await call(client, "end_conversation")
+        new = await call(client, "init_conversation", name="new")
+        listed = (await call(client, "list_conversations"))["conversations"]
+        assert [c["conversation_id"] for c in listed] == [new["conversation_id"], old["conversation_id"]]
+        done = (await call(client, "list_conversations", status="completed"))["conversations"]
+        assert [c["name"] for c in done] == ["old"] and done[0]["ended_at"]
+        assert len((await call(client, "list_conversations", limit=1))["conversations"]) == 1
+        assert "status" in await error(client, "list_conversations", status="archived")
+
+
+async def test_delete_memory_removes_row_vectors_tags_and_keyword_entry(settings: Settings, db_path: Path) -> None:
+    async with connect(settings) as client:
+        keep = await call(client, "store_memory", content="keep this zebra", tags=["t"])
+        gone = await call(client, "store_memory", content="remove this zebra", tags=["t"])
+        assert len((await call(client, "search_memories", query="zebra"))["results"]) == 2
+        deleted = await call(client, "delete_memory", memory_id=gone["memory_id"])
+        assert deleted == {"memory_id": gone["memory_id"], "conversation_id": gone["conversation_id"], "deleted": True}
+        found = await call(client, "search_memories", query="zebra")
+        assert [h["memory_id"] for h in found["results"]] == [keep["memory_id"]]
+        assert "no memory" in await error(client, "delete_memory", memory_id=gone["memory_id"])
+    assert rows(db_path, "SELECT count(*) FROM memories") == [(1,)]
+    assert rows(db_path, "SELECT count(*) FROM memory_embeddings") == [(1,)]
+    assert rows(db_path, "SELECT count(*) FROM memory_tags") == [(1,)]
+    assert rows(db_path, "SELECT count(*) FROM memories_fts WHERE memories_fts MATCH 'zebra'") == [(1,)]
+    assert rows(db_path, "SELECT rowid FROM memories_fts WHERE memories_fts MATCH 'remove'") == []
+
+
+async def test_caller_supplied_embedding_is_stored_as_given(settings: Settings, db_path: Path, fake_ollama: FakeOllama) -> None:
+    vector = [0.0] * 64
+    vector[3] = 2.0
+    async with connect(settings) as client:
+        stored = await call(client, "store_memory", content="bring your own vector", embedding=vector)
+        assert stored["embedding_status"] == "embedded" and stored["embedding_dimension"] == 64
+    assert fake_ollama.embed_requests() == []  # no Ollama call was needed
+    (blob,) = rows(db_path, "SELECT vector FROM memory_embeddings")[0]
+    import numpy as np
+
+    stored_vector = np.frombuffer(blob, dtype="<f4")
+    assert stored_vector[3] == pytest.approx(1.0) and np.count_nonzero(stored_vector) == 1
+
+
+async def test_caller_embedding_of_the_wrong_dimension_is_refused_and_stores_nothing(settings: Settings, db_path: Path) -> None:
+    async with connect(settings) as client:
+        await call(client, "store_memory", content="sets the dimension")  # a 64-d vector from Ollama
+        text = await error(client, "store_memory", content="wrong size", embedding=[0.5] * 10)
+    assert "embedding" in text and "10 dimensions" in text and "64" in text
+    assert rows(db_path, "SELECT content FROM memories") == [("sets the dimension",)]
+
+
+async def test_tool_annotations_are_honest(settings: Settings) -> None:
+    async with connect(settings) as client:
+        tools = {t.name: t for t in (await client.list_tools()).tools}
+    assert set(tools) == {
+        "init_conversation", "get_conversation_id", "store_memory", "search_memories",
+        "search_all_conversations", "end_conversation", "list_conversations", "delete_memory",
+    }
+    for name in ("get_conversation_id", "search_memories", "search_all_conversations", "list_conversations"):
+        assert tools[name].annotations.read_only_hint is True, name
+    assert tools["delete_memory"].annotations.destructive_hint is True
+    assert tools["store_memory"].annotations.destructive_hint is False
+    assert tools["store_memory"].annotations.idempotent_hint is True
+    assert all(t.annotations.open_world_hint is False for t in tools.values())
+    assert all(t.output_schema for t in tools.values())
