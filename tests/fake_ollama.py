@@ -5,7 +5,8 @@ and restarted on the same port (Ollama down / back), made slow, made to answer 4
 to change a model's dimension, or to send malformed JSON.
 
 Embeddings are deterministic bags of words: each word (after a known task prefix is removed)
-adds +1 on an axis chosen by a stable hash, so texts sharing words are similar. ``concepts``
+adds +1 on its own axis (words get axes in the order the fake first sees them, so two words
+share an axis only past ``dim`` distinct words), and texts sharing words are similar. ``concepts``
 maps words onto a shared axis, so a test can make "car" and "automobile" mean the same thing
 while sharing no keyword.
 """
@@ -17,7 +18,6 @@ import re
 import socket
 import threading
 import time
-import zlib
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
@@ -30,7 +30,7 @@ _WORD = re.compile(r"\w+")
 
 @dataclass
 class FakeModel:
-    dim: int = 64
+    dim: int = 256
     context: int = 2048  # in "tokens": the fake counts one token per word
     capabilities: list[str] = field(default_factory=lambda: ["embedding"])
     family: str = "nomic-bert"
@@ -57,6 +57,7 @@ class FakeOllama:
         self._thread: threading.Thread | None = None
         self._lock = threading.Lock()
         self._connections: set[socket.socket] = set()
+        self._axes: dict[str, int] = {}
 
     @property
     def url(self) -> str:
@@ -101,7 +102,9 @@ class FakeOllama:
         v = np.zeros(spec.dim, dtype=np.float64)
         for word in _WORD.findall(text.lower()):
             key = self.concepts.get(word, word)
-            v[zlib.crc32(key.encode()) % spec.dim] += 1.0
+            with self._lock:
+                axis = self._axes.setdefault(key, len(self._axes))
+            v[axis % spec.dim] += 1.0
         if not v.any():
             v[0] = 1.0
         return (v / np.linalg.norm(v)).tolist()

@@ -41,7 +41,7 @@ CASES: list[tuple[str, dict[str, Any], str]] = [
     ("store_memory", {"content": "ok", "metadata": NESTED}, "metadata: is nested deeper"),
     ("store_memory", {"content": "ok", "metadata": {"big": "x" * 70_000}}, "metadata: is larger"),
     ("store_memory", {"content": "ok", "embedding": []}, "embedding"),
-    ("store_memory", {"content": "ok", "embedding": [0.0] * 64}, "embedding: is all zeros"),
+    ("store_memory", {"content": "ok", "embedding": [0.0] * 256}, "embedding: is all zeros"),
     ("store_memory", {"content": "ok", "embedding": ["a", "b"]}, "embedding"),
     ("store_memory", {"content": "ok", "embedding": [1.0] * 20_000}, "embedding: has 20,000 numbers"),
     ("search_memories", {}, "query"),

@@ -132,8 +132,8 @@ async def test_a_model_that_changes_dimension_is_never_mixed_into_the_ranking(
     settings: Settings, db_path: Path, fake_ollama: FakeOllama
 ) -> None:
     async with connect(settings) as client:
-        first = await call(client, "store_memory", content="stored at sixty four dimensions")
-        assert first["embedding_dimension"] == 64
+        first = await call(client, "store_memory", content="stored at the first dimension")
+        assert first["embedding_dimension"] == 256
         fake_ollama.models["nomic-embed-text"].dim = 32  # same name, different model behind it
         second = await call(client, "store_memory", content="stored after the switch")
         assert second["embedding_status"] == "pending"
@@ -141,7 +141,7 @@ async def test_a_model_that_changes_dimension_is_never_mixed_into_the_ranking(
         found = await call(client, "search_memories", query="stored after the switch")
         assert found["mode"] == "keyword" and "32-dimensional" in found["notice"]
         assert {h["content"] for h in found["results"]} >= {"stored after the switch"}
-    assert query(db_path, "SELECT DISTINCT dim FROM memory_embeddings") == [(64,)]
+    assert query(db_path, "SELECT DISTINCT dim FROM memory_embeddings") == [(256,)]
 
 
 async def test_switching_the_configured_model_re_embeds_everything_under_the_new_model(
@@ -157,7 +157,7 @@ async def test_switching_the_configured_model_re_embeds_everything_under_the_new
         found = await call(client, "search_all_conversations", query="beta memory")
         assert found["mode"] == "hybrid" and found["results"][0]["content"] == "beta memory"
     assert query(db_path, "SELECT model, dim, count(*) FROM memory_embeddings GROUP BY model ORDER BY model") == [
-        ("all-minilm", 32, 3), ("nomic-embed-text", 64, 3),
+        ("all-minilm", 32, 3), ("nomic-embed-text", 256, 3),
     ]
 
 

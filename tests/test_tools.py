@@ -46,7 +46,7 @@ async def test_init_store_search_end_round_trip_in_both_protocol_eras(settings: 
 
         stored = await call(client, "store_memory", content="We picked PostgreSQL for the billing service", tags=["db"])
         assert stored["conversation_id"] == created["conversation_id"]
-        assert stored["embedding_status"] == "embedded" and stored["embedding_dimension"] == 64
+        assert stored["embedding_status"] == "embedded" and stored["embedding_dimension"] == 256
         assert stored["duplicate"] is False
 
         found = await call(client, "search_memories", query="which database for billing?")
@@ -184,11 +184,11 @@ async def test_delete_memory_removes_row_vectors_tags_and_keyword_entry(settings
 
 
 async def test_caller_supplied_embedding_is_stored_as_given(settings: Settings, db_path: Path, fake_ollama: FakeOllama) -> None:
-    vector = [0.0] * 64
+    vector = [0.0] * 256
     vector[3] = 2.0
     async with connect(settings) as client:
         stored = await call(client, "store_memory", content="bring your own vector", embedding=vector)
-        assert stored["embedding_status"] == "embedded" and stored["embedding_dimension"] == 64
+        assert stored["embedding_status"] == "embedded" and stored["embedding_dimension"] == 256
     assert fake_ollama.embed_requests() == []  # no Ollama call was needed
     (blob,) = rows(db_path, "SELECT vector FROM memory_embeddings")[0]
     import numpy as np
@@ -199,9 +199,9 @@ async def test_caller_supplied_embedding_is_stored_as_given(settings: Settings, 
 
 async def test_caller_embedding_of_the_wrong_dimension_is_refused_and_stores_nothing(settings: Settings, db_path: Path) -> None:
     async with connect(settings) as client:
-        await call(client, "store_memory", content="sets the dimension")  # a 64-d vector from Ollama
+        await call(client, "store_memory", content="sets the dimension")  # a 256-d vector from Ollama
         text = await error(client, "store_memory", content="wrong size", embedding=[0.5] * 10)
-    assert "embedding" in text and "10 dimensions" in text and "64" in text
+    assert "embedding" in text and "10 dimensions" in text and "256" in text
     assert rows(db_path, "SELECT content FROM memories") == [("sets the dimension",)]
 
 

@@ -1,0 +1,52 @@
+"""Settings from the environment: absolute per-user paths, host forms, and clear refusals."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from ollama_mcp.config import DEFAULT_EMBED_MODEL, Settings, default_db_path
+from ollama_mcp.errors import ConfigError
+
+
+def test_default_database_path_is_per_user_and_absolute_on_each_platform() -> None:
+    env = {"HOME": "/home/ana", "LOCALAPPDATA": r"C:\Users\ana\AppData\Local"}
+    assert default_db_path(env, "linux") == Path("/home/ana/.local/share/ollama-mcp/memory.db")
+    assert default_db_path({**env, "XDG_DATA_HOME": "/data/ana"}, "linux") == Path("/data/ana/ollama-mcp/memory.db")
+    assert default_db_path({**env, "XDG_DATA_HOME": "relative"}, "linux") == Path(
+        "/home/ana/.local/share/ollama-mcp/memory.db"
+    )
+    assert default_db_path(env, "darwin") == Path("/home/ana/Library/Application Support/ollama-mcp/memory.db")
+    assert default_db_path(env, "win32") == Path(r"C:\Users\ana\AppData\Local") / "ollama-mcp" / "memory.db"
+
+
+def test_defaults_need_no_environment_beyond_home() -> None:
+    settings = Settings.from_env({"HOME": "/home/ana"})
+    assert settings.db_path.is_absolute()
+    assert settings.ollama_host == "http://127.0.0.1:11434"
+    assert settings.embed_model == DEFAULT_EMBED_MODEL == "nomic-embed-text"
+
+
+@pytest.mark.parametrize(
+    ("raw", "expected"),
+    [("127.0.0.1:11434", "http://127.0.0.1:11434"), ("http://gpu-box:11434", "http://gpu-box:11434"),
+     ("0.0.0.0:11434", "http://127.0.0.1:11434"), ("", "http://127.0.0.1:11434")],
+)
+def test_ollama_host_accepts_the_forms_ollama_does(raw: str, expected: str) -> None:
+    assert Settings.from_env({"HOME": "/h", "OLLAMA_HOST": raw}).ollama_host == expected
+
+
+def test_a_relative_database_path_is_refused_because_the_cwd_is_arbitrary() -> None:
+    with pytest.raises(ConfigError, match="OLLAMA_MCP_DB must be an absolute path"):
+        Settings.from_env({"HOME": "/h", "OLLAMA_MCP_DB": "memory.db"})
+
+
+@pytest.mark.parametrize(
+    ("name", "value"),
+    [("OLLAMA_MCP_EMBED_TIMEOUT", "soon"), ("OLLAMA_MCP_EMBED_TIMEOUT", "0"), ("OLLAMA_MCP_MAX_CONTENT_CHARS", "-1"),
+     ("OLLAMA_MCP_LOG_LEVEL", "LOUD")],
+)
+def test_bad_settings_name_the_variable(name: str, value: str) -> None:
+    with pytest.raises(ConfigError, match=name):
+        Settings.from_env({"HOME": "/h", name: value})

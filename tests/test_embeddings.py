@@ -1,0 +1,99 @@
+"""Embedding through the real client: task prefixes, batching, and long text that is chunked so no
+part of it falls out of search."""
+
+from __future__ import annotations
+
+import sqlite3
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+
+from ollama_mcp.app import App, open_app
+from ollama_mcp.config import Settings
+from ollama_mcp.embeddings import chunk_text, prefixes_for
+from tests.fake_ollama import FakeModel, FakeOllama
+
+pytestmark = pytest.mark.anyio
+
+
+def test_chunks_cover_the_whole_text_with_overlap() -> None:
+    text = " ".join(f"word{i}" for i in range(500))
+    chunks = chunk_text(text, 400)
+    assert chunks[0].start == 0 and chunks[-1].end == len(text)
+    for before, after in zip(chunks, chunks[1:], strict=False):
+        assert after.start < before.end  # overlap: nothing falls between two chunks
+    assert all(c.end - c.start <= 400 for c in chunks)
+    assert chunk_text("short", 400) == [chunk_text("short", 400)[0]] and chunk_text("short", 400)[0].end == 5
+
+
+def test_model_task_prefixes_are_known_per_family() -> None:
+    assert prefixes_for("nomic-embed-text") == ("search_document: ", "search_query: ")
+    assert prefixes_for("nomic-embed-text:v1.5") == ("search_document: ", "search_query: ")
+    assert prefixes_for("all-minilm") == ("", "")
+
+
+async def test_documents_and_queries_get_the_nomic_prefixes(app: App, fake_ollama: FakeOllama) -> None:
+    await app.service.store_memory("prefix check")
+    await app.service.search_memories("prefix")
+    inputs = [text for r in fake_ollama.embed_requests() for text in r.body["input"]]
+    assert inputs == ["search_document: prefix check", "search_query: prefix"]
+    assert all(r.body["truncate"] is False for r in fake_ollama.embed_requests())
+
+
+async def test_a_long_memory_is_chunked_and_a_hit_on_a_late_chunk_returns_the_whole_memory(
+    settings: Settings, db_path: Path, fake_ollama: FakeOllama
+) -> None:
+    fake_ollama.models["nomic-embed-text"] = FakeModel(context=200)  # 600-character chunks
+    fake_ollama.concepts.update({"zeppelin": "airship", "dirigible": "airship"})
+    filler = " ".join(f"filler{i}" for i in range(400))
+    content = filler + " the last part mentions a zeppelin"
+    async with open_app(settings, background=False) as app:
+        stored = await app.service.store_memory(content)
+        await app.service.store_memory("a short unrelated memory")
+        outcome = await app.service.search_memories("dirigible")  # no shared keyword
+    assert outcome.hits[0].memory.id == stored.memory.id
+    assert outcome.hits[0].memory.content == content
+    with sqlite3.connect(db_path) as conn:
+        chunks = conn.execute(
+            "SELECT count(*) FROM memory_embeddings e JOIN memories m ON m.seq = e.memory_seq WHERE m.id = ?",
+            (stored.memory.id,),
+        ).fetchone()[0]
+    assert chunks > 3
+
+
+async def test_text_over_the_model_context_is_split_until_it_fits_never_truncated(
+    settings: Settings, db_path: Path, fake_ollama: FakeOllama
+) -> None:
+    fake_ollama.models["nomic-embed-text"] = FakeModel(context=20)  # far below our chunk estimate
+    content = " ".join(f"w{i}" for i in range(300))
+    async with open_app(settings, background=False) as app:
+        stored = await app.service.store_memory(content)
+    assert stored.embedding_status == "embedded"
+    too_long = [r for r in fake_ollama.embed_requests() if any(len(t.split()) > 21 for t in r.body["input"])]
+    assert too_long  # the server refused those ...
+    with sqlite3.connect(db_path) as conn:  # ... and the pieces that fit were stored
+        assert conn.execute("SELECT count(*) FROM memory_embeddings").fetchone()[0] >= 300 // 20
+
+
+async def test_many_pending_memories_are_embedded_in_batches(
+    settings: Settings, fake_ollama: FakeOllama
+) -> None:
+    fake_ollama.stop()
+    async with open_app(settings, background=False) as app:
+        for i in range(40):
+            await app.service.store_memory(f"pending number {i}")
+        fake_ollama.start()
+        before = len(fake_ollama.embed_requests())
+        assert await app.service.backfill_once() == 32
+        assert await app.service.backfill_once() == 8
+        batches = fake_ollama.embed_requests()[before:]
+    assert [len(r.body["input"]) for r in batches] == [32, 8]
+
+
+async def test_no_embedding_model_means_no_vectors_from_anything_else(settings: Settings, db_path: Path) -> None:
+    async with open_app(replace(settings, embed_model="missing-model"), background=False) as app:
+        stored = await app.service.store_memory("stays pending")
+        assert stored.embedding_status == "pending"
+    with sqlite3.connect(db_path) as conn:
+        assert conn.execute("SELECT count(*) FROM memory_embeddings").fetchone()[0] == 0

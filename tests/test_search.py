@@ -1,0 +1,96 @@
+"""Ranking behaviour that must not regress: fusion, filters, meaning without shared words,
+keyword matches for memories still waiting for their vectors."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from datetime import UTC, datetime, timedelta
+
+import pytest
+
+from ollama_mcp.app import App, open_app
+from ollama_mcp.config import Settings
+from ollama_mcp.search import fts_query, fuse
+from tests.fake_ollama import FakeModel, FakeOllama
+
+pytestmark = pytest.mark.anyio
+
+
+def test_fts_query_quotes_every_word_so_user_syntax_is_inert() -> None:
+    assert fts_query('say "hi" NEAR(a b) OR x*') == '"say" OR "hi" OR "near" OR "a" OR "b" OR "or" OR "x"'
+    assert fts_query("Ünïcode café") == '"ünïcode" OR "café"'
+    assert fts_query("?!* ()") is None
+    assert fts_query("dup dup DUP") == '"dup"'
+
+
+def test_fusion_ranks_items_found_by_both_lists_first() -> None:
+    fused = [item for item, _ in fuse([1, 2, 3], [3, 4, 1])]
+    assert fused[:2] == [1, 3]  # in both lists
+    assert set(fused) == {1, 2, 3, 4}
+    assert [i for i, _ in fuse([5, 6], [])] == [5, 6]
+    assert [i for i, _ in fuse([], [7, 8])] == [7, 8]
+
+
+async def test_a_memory_is_found_by_meaning_without_sharing_a_word(app: App, fake_ollama: FakeOllama) -> None:
+    fake_ollama.concepts.update({"car": "vehicle", "automobile": "vehicle", "sedan": "vehicle"})
+    svc = app.service
+    await svc.store_memory("I drive an automobile to work")
+    await svc.store_memory("The cat sleeps on the sofa")
+    outcome = await svc.search_memories("car")
+    assert outcome.mode == "hybrid"
+    assert outcome.hits[0].memory.content == "I drive an automobile to work"
+    assert outcome.hits[0].similarity and outcome.hits[0].similarity > 0.3
+
+
+async def test_an_exact_keyword_match_ranks_first(app: App) -> None:
+    svc = app.service
+    for text in ("notes about lunch", "the invoice number is INV-7781", "general thoughts about numbers"):
+        await svc.store_memory(text)
+    outcome = await svc.search_memories("INV-7781")
+    assert outcome.hits[0].memory.content == "the invoice number is INV-7781"
+
+
+async def test_tag_filter_requires_every_given_tag(app: App) -> None:
+    svc = app.service
+    await svc.store_memory("red apple", tags=["fruit", "red"])
+    await svc.store_memory("green apple", tags=["fruit"])
+    await svc.store_memory("red car", tags=["red"])
+    both = await svc.search_memories("apple", tags=["fruit", "red"], top_k=10)
+    assert [h.memory.content for h in both.hits] == ["red apple"]
+    fruit = await svc.search_memories("apple", tags=["fruit"], top_k=10)
+    assert {h.memory.content for h in fruit.hits} == {"red apple", "green apple"}
+
+
+async def test_time_filters_hold_for_both_keyword_and_vector_candidates(app: App) -> None:
+    svc = app.service
+    await svc.store_memory("an early memory about tea")
+    middle = datetime.now(UTC) + timedelta(microseconds=1)
+    await svc.store_memory("a later memory about tea")
+    later = await svc.search_memories("tea", since=middle.isoformat(), top_k=10)
+    assert [h.memory.content for h in later.hits] == ["a later memory about tea"]
+    earlier = await svc.search_memories("tea", until=middle.isoformat(), top_k=10)
+    assert [h.memory.content for h in earlier.hits] == ["an early memory about tea"]
+    assert (await svc.search_memories("tea", since="2999-01-01")).hits == []
+
+
+async def test_threshold_drops_weak_semantic_matches(app: App) -> None:
+    svc = app.service
+    await svc.store_memory("blue whale facts")
+    await svc.store_memory("completely unrelated text")
+    strict = await svc.search_memories("blue whale facts", threshold=0.9, top_k=10)
+    assert [h.memory.content for h in strict.hits] == ["blue whale facts"]
+
+
+async def test_a_memory_still_waiting_for_its_vector_is_found_by_keywords(
+    settings: Settings, fake_ollama: FakeOllama
+) -> None:
+    async with open_app(settings, background=False) as app:
+        await app.service.store_memory("the wifi password is on the fridge")
+    # A new model: every old memory is pending for it until the backfill runs (it does not here).
+    fake_ollama.models["all-minilm"] = FakeModel(dim=32, family="bert")
+    async with open_app(replace(settings, embed_model="all-minilm"), background=False) as app:
+        await app.service.store_memory("a fresh memory about bread")
+        outcome = await app.service.search_all_conversations("wifi password")
+        assert outcome.mode == "hybrid"
+        assert outcome.hits[0].memory.content == "the wifi password is on the fridge"
+        assert outcome.hits[0].similarity is None

@@ -1,0 +1,140 @@
+"""The SQLite file: migrations, concurrent first opens, refusing newer schemas, permissions, and the
+vector index noticing what another connection did."""
+
+from __future__ import annotations
+
+import os
+import sqlite3
+import stat
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from ollama_mcp import db
+from ollama_mcp.domain import EmbeddingRow, Memory, utc_now
+from ollama_mcp.errors import SchemaError, StorageError
+from ollama_mcp.store import Store
+from ollama_mcp.vectors import Scope, VectorIndex
+
+pytestmark = pytest.mark.anyio
+
+
+def tables(path: Path) -> set[str]:
+    with sqlite3.connect(path) as conn:
+        return {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type IN ('table', 'trigger')")}
+
+
+async def test_opening_twice_applies_each_migration_once(db_path: Path) -> None:
+    for _ in range(2):
+        store = await Store.open(db_path)
+        await store.aclose()
+    with sqlite3.connect(db_path) as conn:
+        versions = conn.execute("SELECT version, name FROM schema_migrations").fetchall()
+        assert conn.execute("PRAGMA journal_mode").fetchone() == ("wal",)
+    assert versions == [(m.version, m.name) for m in db.migrations()]
+    assert {"memories", "memories_fts", "memory_embeddings", "memories_ai", "memories_ad"} <= tables(db_path)
+
+
+def test_four_processes_creating_the_same_new_database_at_once_all_succeed(db_path: Path) -> None:
+    code = (
+        "import anyio, sys; from pathlib import Path; from ollama_mcp.store import Store\n"
+        "async def main():\n"
+        "    s = await Store.open(Path(sys.argv[1])); await s.aclose()\n"
+        "anyio.run(main)\n"
+    )
+    procs = [subprocess.Popen([sys.executable, "-c", code, str(db_path)], stderr=subprocess.PIPE) for _ in range(4)]
+    errors = [p.communicate(timeout=60)[1].decode() for p in procs]
+    assert [p.returncode for p in procs] == [0, 0, 0, 0], errors
+    with sqlite3.connect(db_path) as conn:
+        assert conn.execute("SELECT count(*) FROM schema_migrations").fetchone()[0] == len(db.migrations())
+
+
+async def test_a_database_from_a_newer_version_is_refused_and_left_untouched(db_path: Path) -> None:
+    store = await Store.open(db_path)
+    await store.aclose()
+    with sqlite3.connect(db_path) as conn:
+        conn.execute("INSERT INTO schema_migrations VALUES (9999, 'future', 'later')")
+    before = tables(db_path)
+    with pytest.raises(SchemaError, match="newer ollama-mcp .*schema version 9999.*Upgrade"):
+        await Store.open(db_path)
+    assert tables(db_path) == before
+
+
+async def test_database_and_folder_are_created_owner_only(tmp_path: Path) -> None:
+    path = tmp_path / "fresh" / "nested" / "memory.db"
+    store = await Store.open(path)
+    await store.aclose()
+    assert stat.S_IMODE(os.stat(path).st_mode) == 0o600
+    assert stat.S_IMODE(os.stat(path.parent).st_mode) == 0o700
+
+
+async def test_an_unusable_path_is_a_clear_storage_error(tmp_path: Path) -> None:
+    blocker = tmp_path / "a-file"
+    blocker.write_text("not a folder")
+    with pytest.raises(StorageError, match="Could not create the database .* OLLAMA_MCP_DB"):
+        await Store.open(blocker / "memory.db")
+
+
+def test_migration_scripts_split_into_whole_statements() -> None:
+    statements = db.split_statements(db.migrations()[0].sql)
+    triggers = [s for s in statements if s.startswith("CREATE TRIGGER")]
+    assert len(triggers) == 3 and all(s.rstrip().endswith("END;") for s in triggers)
+    assert all(sqlite3.complete_statement(s) for s in statements)
+
+
+async def _memory(store: Store, conversation_id: str, text: str) -> Memory:
+    memory = Memory(id=f"00000000-0000-4000-8000-{abs(hash(text)) % 10**12:012d}", seq=0,
+                    conversation_id=conversation_id, kind="note", content=text, tags=(), metadata={},
+                    created_at=utc_now())
+    stored, _ = await store.insert_memory(memory)
+    return stored
+
+
+def _row(seq: int, axis: int, dim: int = 8) -> EmbeddingRow:
+    vector = np.zeros(dim, dtype="<f4")
+    vector[axis] = 1.0
+    return EmbeddingRow(seq, 0, "m", vector.tobytes(), dim)
+
+
+async def test_vector_index_notices_inserts_and_deletes_made_by_another_connection(db_path: Path) -> None:
+    mine, theirs = await Store.open(db_path), await Store.open(db_path)
+    try:
+        conv = await mine.create_conversation("11111111-1111-4111-8111-111111111111", None, {}, False, utc_now())
+        first = await _memory(mine, conv.id, "first")
+        await mine.insert_embeddings([_row(first.seq, 0)])
+        index = VectorIndex(mine, "m")
+        await index.refresh()
+        assert index.size == 1
+
+        other = await _memory(theirs, conv.id, "other")  # another process's write
+        await theirs.insert_embeddings([_row(other.seq, 1)])
+        await index.refresh()
+        query = np.zeros(8, dtype=np.float32)
+        query[1] = 1.0
+        ranked, _ = index.rank(query, 5, Scope())
+        assert ranked[0] == (other.seq, pytest.approx(1.0))
+
+        await theirs.delete_memory(other.id)  # and its delete
+        await index.refresh()
+        assert index.size == 1
+        assert [seq for seq, _ in index.rank(query, 5, Scope())[0]] == [first.seq]
+    finally:
+        await mine.aclose()
+        await theirs.aclose()
+
+
+async def test_vectors_of_another_size_under_the_same_model_are_left_out_of_the_matrix(db_path: Path) -> None:
+    store = await Store.open(db_path)
+    try:
+        conv = await store.create_conversation("22222222-2222-4222-8222-222222222222", None, {}, False, utc_now())
+        a, b = await _memory(store, conv.id, "a"), await _memory(store, conv.id, "b")
+        await store.insert_embeddings([_row(a.seq, 0, dim=8), _row(b.seq, 0, dim=4)])
+        index = VectorIndex(store, "m")
+        await index.refresh()
+        await index.refresh()  # and the skipped row does not cause endless reloads
+        assert index.size == 1 and index.dim == 8
+    finally:
+        await store.aclose()
