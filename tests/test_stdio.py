@@ -116,8 +116,9 @@ async def test_two_server_processes_on_one_database_lose_nothing_and_see_each_ot
             tasks.start_soon(writer, first, "first")
             tasks.start_soon(writer, second, "second")
 
+        # the first process's index is now current with its own writes; the next row is the other's
+        await call(first, "search_memories", query="note", conversation_id=conv["conversation_id"])
         await call(second, "store_memory", content="my automobile is blue", conversation_id=conv["conversation_id"])
-        # the first process's vector index was loaded before; it must notice the other's rows
         found = await call(first, "search_memories", query="car", conversation_id=conv["conversation_id"])
         assert found["mode"] == "hybrid"
         assert found["results"][0]["content"] == "my automobile is blue"
