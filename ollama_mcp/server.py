@@ -48,12 +48,12 @@ INSTRUCTIONS = (
     "search_all_conversations for earlier chats, end_conversation when done."
 )
 
+# Only hints that differ from the spec's defaults (read_only false, destructive true,
+# idempotent false, open_world true) are spelled out: they are sent on every tools/list.
 _READ = ToolAnnotations(read_only_hint=True, open_world_hint=False)
-_WRITE = ToolAnnotations(read_only_hint=False, destructive_hint=False, idempotent_hint=False, open_world_hint=False)
-_IDEMPOTENT_WRITE = ToolAnnotations(
-    read_only_hint=False, destructive_hint=False, idempotent_hint=True, open_world_hint=False
-)
-_DELETE = ToolAnnotations(read_only_hint=False, destructive_hint=True, idempotent_hint=True, open_world_hint=False)
+_WRITE = ToolAnnotations(destructive_hint=False, open_world_hint=False)
+_IDEMPOTENT_WRITE = ToolAnnotations(destructive_hint=False, idempotent_hint=True, open_world_hint=False)
+_DELETE = ToolAnnotations(idempotent_hint=True, open_world_hint=False)
 
 ConversationId = Annotated[str | None, Field(description="Default: the current conversation.")]
 Tags = Annotated[list[str] | None, Field(description="Memories must have all of these tags.")]

@@ -1,0 +1,72 @@
+"""What a new user touches first: the example config, the tool list's size, and quiet imports."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from ollama_mcp.config import Settings
+from tests.conftest import connect
+
+pytestmark = pytest.mark.anyio
+ROOT = Path(__file__).resolve().parent.parent
+
+# The whole tools/list result as sent on the wire. Peers: 10,760 bytes for 9 tools and 42,678 for
+# 28 (shared/notes/users.md); ours must stay under 8 KB, with room left for ask_agent.
+TOOLS_LIST_BUDGET = 7_300
+
+
+def test_example_claude_desktop_config_is_valid_json_with_an_absolute_command() -> None:
+    config = json.loads((ROOT / "claude_desktop_config.example.json").read_text())
+    server = config["mcpServers"]["memory"]
+    assert server["command"].startswith("/") and server["command"].endswith("/ollama-mcp")
+    assert server["env"]["OLLAMA_HOST"].startswith("http://")
+    assert server["env"]["OLLAMA_MCP_EMBED_MODEL"] == "nomic-embed-text"
+
+
+async def test_the_whole_tools_list_stays_within_its_byte_budget(settings: Settings) -> None:
+    async with connect(settings, "legacy") as client:
+        listed = await client.list_tools()
+    wire = listed.model_dump_json(by_alias=True, exclude_none=True)
+    assert len(wire.encode()) <= TOOLS_LIST_BUDGET, len(wire.encode())
+    for tool in listed.tools:
+        assert tool.description and len(tool.description) <= 120, tool.name
+        assert "title" not in json.dumps(tool.input_schema)
+
+
+def test_importing_the_package_and_server_prints_nothing_on_stdout() -> None:
+    out = subprocess.run(
+        [sys.executable, "-c", "import ollama_mcp, ollama_mcp.server, ollama_mcp.app, ollama_mcp.cli"],
+        capture_output=True, cwd="/", timeout=60, check=True,
+    )
+    assert out.stdout == b""
+
+
+def test_the_handshake_path_does_not_import_numpy_ollama_or_sqlite() -> None:
+    code = (
+        "import sys; from ollama_mcp.config import Settings; from ollama_mcp.server import build_server\n"
+        "build_server(Settings.from_env({'HOME': '/tmp'}))\n"
+        "print(sorted(m for m in ('numpy', 'ollama', 'aiosqlite', 'ollama_mcp.app') if m in sys.modules))"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, timeout=60, check=True, text=True)
+    assert out.stdout.strip() == "[]"
+
+
+def test_cli_help_and_version_work_without_a_database(tmp_path: Path) -> None:
+    script = Path(sys.executable).parent / "ollama-mcp"
+    help_text = subprocess.run([str(script), "--help"], capture_output=True, text=True, timeout=60, check=True).stdout
+    assert "serve" in help_text and "OLLAMA_MCP_DB" in help_text
+    version = subprocess.run([str(script), "--version"], capture_output=True, text=True, timeout=60, check=True).stdout
+    assert version.startswith("ollama-mcp ")
+
+
+def test_a_bad_setting_is_reported_on_stderr_with_exit_code_2() -> None:
+    script = Path(sys.executable).parent / "ollama-mcp"
+    out = subprocess.run([str(script)], capture_output=True, text=True, timeout=60, stdin=subprocess.DEVNULL,
+                         env={"HOME": "/tmp", "OLLAMA_MCP_DB": "relative.db"})
+    assert out.returncode == 2 and out.stdout == ""
+    assert "OLLAMA_MCP_DB must be an absolute path" in out.stderr
