@@ -93,6 +93,11 @@ class Embedder:
             self._info = info
         return self._info
 
+    @property
+    def known_dimension(self) -> int | None:
+        """The model's vector size if Ollama has described it already (no network call)."""
+        return self._info.embedding_length if self._info else None
+
     async def chunk_chars(self) -> int:
         context = (await self.info()).context_length or 512
         return max(MIN_CHUNK_CHARS, min(MAX_CHUNK_CHARS, context * CHARS_PER_TOKEN))

@@ -35,7 +35,7 @@ class OllamaClient:
         )
 
     async def aclose(self) -> None:
-        await self._client._client.aclose()  # the ollama client exposes no close of its own
+        await self._client.close()
 
     async def embed(self, model: str, texts: Sequence[str]) -> list[list[float]]:
         """One vector per text. ``truncate=False``: an over-long input is an error, never cut silently."""

@@ -62,31 +62,51 @@ Threshold = Annotated[float | None, Field(description="Minimum cosine similarity
 
 
 class _AppHolder:
-    """Opens the app in the background and hands it to tool calls once it is ready."""
+    """Opens the app in the background and hands it to tool calls once it is ready.
+
+    If opening fails (a folder that is not writable, a database from a newer version), each
+    tool call reports why and the next one tries again, so fixing the cause needs no restart.
+    """
 
     def __init__(self, settings: Settings) -> None:
         self._settings = settings
-        self._ready = anyio.Event()
+        self._attempt_done = anyio.Event()
+        self._retry = anyio.Event()
         self._service: MemoryService | None = None
         self._failure: OllamaMcpError | None = None
+        self._failure_reported = False
 
     async def run(self) -> None:
-        try:
-            # Imported in a worker thread so the event loop keeps answering the handshake.
-            app_module = await anyio.to_thread.run_sync(importlib.import_module, "ollama_mcp.app")
-            async with app_module.open_app(self._settings) as app:
-                self._service = app.service
-                self._ready.set()
-                await anyio.sleep_forever()
-        except OllamaMcpError as exc:
-            log.error("could not start: %s", exc)
-            self._failure = exc
-            self._ready.set()
+        # Imported in a worker thread so the event loop keeps answering the handshake.
+        app_module = await anyio.to_thread.run_sync(importlib.import_module, "ollama_mcp.app")
+        while True:
+            try:
+                async with app_module.open_app(self._settings) as app:
+                    self._service, self._failure = app.service, None
+                    self._attempt_done.set()
+                    await anyio.sleep_forever()
+            except OllamaMcpError as exc:
+                log.error("could not open the memory store: %s", exc)
+                self._failure = exc
+            except Exception:
+                log.exception("could not open the memory store")
+                self._failure = OllamaMcpError(
+                    "The memory store could not be opened because of an internal error; details are in the server log."
+                )
+            self._attempt_done.set()
+            await self._retry.wait()
+            self._retry = anyio.Event()
 
     async def service(self) -> MemoryService:
-        await self._ready.wait()
+        await self._attempt_done.wait()
+        if self._service is None and self._failure_reported:
+            # A failure was reported by an earlier call: the user may have fixed it since.
+            self._attempt_done, self._failure_reported = anyio.Event(), False
+            self._retry.set()
+            await self._attempt_done.wait()
         if self._service is None:
-            raise self._failure or OllamaMcpError("The memory store is not available; see the server log.")
+            self._failure_reported = True
+            raise self._failure or OllamaMcpError("The memory store is not open; details are in the server log.")
         return self._service
 
 

@@ -96,7 +96,7 @@ class MemoryService:
         """The current conversation of this process, if any (and if it still exists)."""
         if self._current_id is None:
             return None
-        return await self.store.get_conversation(self._current_id)
+        return await self.store.get_conversation(self._current_id, count_memories=True)
 
     async def list_conversations(self, status: object = None, limit: object = 20) -> list[Conversation]:
         if status not in (None, "active", "completed"):
@@ -148,7 +148,11 @@ class MemoryService:
         )
         rows: list[EmbeddingRow] = []
         if vector is not None:
-            expected = await self.store.model_dimension(self.model, conversation.id) or await self._known_dimension()
+            expected = (
+                await self.store.model_dimension(self.model, conversation.id)
+                or await self._known_dimension()
+                or self.embedder.known_dimension
+            )
             if expected is not None and len(vector) != expected:
                 raise InvalidInputError(
                     "embedding", f"has {len(vector)} dimensions but this store's {self.model!r} vectors have {expected}",

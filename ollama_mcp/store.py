@@ -114,10 +114,14 @@ class Store:
             created_at=created_at, metadata=metadata,
         )
 
-    async def get_conversation(self, conversation_id: str) -> Conversation:
+    async def get_conversation(self, conversation_id: str, *, count_memories: bool = False) -> Conversation:
+        """The conversation (``memory_count`` is filled only when asked: it costs a count)."""
+        count = (
+            "(SELECT count(*) FROM memories m WHERE m.conversation_id = c.id AND m.kind = 'note')"
+            if count_memories else "0"
+        )
         rows = await self._fetchall(
-            f"SELECT {_CONVERSATION_COLUMNS}, (SELECT count(*) FROM memories m"
-            " WHERE m.conversation_id = c.id AND m.kind = 'note') FROM conversations c WHERE c.id = ?",
+            f"SELECT {_CONVERSATION_COLUMNS}, {count} FROM conversations c WHERE c.id = ?",
             (conversation_id,),
             "read the conversation",
         )
@@ -254,14 +258,13 @@ class Store:
         rows = await self._fetchall(sql, params, "read the embedding dimension")
         return int(rows[0][0]) if rows else None
 
-    async def pending_memories(self, model: str, limit: int, exclude: Sequence[int] = ()) -> list[Memory]:
+    async def pending_memories(self, model: str, limit: int) -> list[Memory]:
         """Memories with no vector yet for ``model``, oldest first."""
         rows = await self._fetchall(
             f"SELECT {_MEMORY_COLUMNS} FROM memories m WHERE NOT EXISTS"
             " (SELECT 1 FROM memory_embeddings e WHERE e.memory_seq = m.seq AND e.model = ?)"
-            " AND m.seq NOT IN (SELECT value FROM json_each(?))"
             " ORDER BY m.seq LIMIT ?",
-            (model, json.dumps(list(exclude)), limit),
+            (model, limit),
             "find memories awaiting embeddings",
         )
         return [_memory(row) for row in rows]

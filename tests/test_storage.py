@@ -14,10 +14,13 @@ import numpy as np
 import pytest
 
 from ollama_mcp import db
+from ollama_mcp.config import Settings
 from ollama_mcp.domain import EmbeddingRow, Memory, utc_now
 from ollama_mcp.errors import SchemaError, StorageError
 from ollama_mcp.store import Store
 from ollama_mcp.vectors import Scope, VectorIndex
+from tests.conftest import connect
+from tests.fake_ollama import FakeOllama
 
 pytestmark = pytest.mark.anyio
 
@@ -138,3 +141,19 @@ async def test_vectors_of_another_size_under_the_same_model_are_left_out_of_the_
         assert index.size == 1 and index.dim == 8
     finally:
         await store.aclose()
+
+
+async def test_an_unwritable_database_path_is_reported_by_each_tool_and_retried_once_fixed(
+    tmp_path: Path, fake_ollama: FakeOllama
+) -> None:
+    blocker = tmp_path / "data"
+    blocker.write_text("a file where the folder should be")
+    settings = Settings.from_env({"OLLAMA_MCP_DB": str(blocker / "memory.db"), "OLLAMA_HOST": fake_ollama.url})
+    async with connect(settings) as client:
+        for _ in range(2):
+            failed = await client.call_tool("store_memory", {"content": "lost?"})
+            assert failed.is_error and "Could not create the database" in failed.content[0].text  # type: ignore[union-attr]
+        blocker.unlink()  # the user fixes it; no restart
+        stored = await client.call_tool("store_memory", {"content": "kept"})
+        assert not stored.is_error
+        assert stored.structured_content["embedding_status"] == "embedded"
