@@ -19,9 +19,9 @@ import anyio
 from mcp.server import MCPServer
 from mcp.server.mcpserver import Context
 from mcp.server.mcpserver.exceptions import ToolError
+from mcp.types import CallToolResult, TextContent, ToolAnnotations
 from mcp.types import Tool as MCPTool
-from mcp.types import ToolAnnotations
-from pydantic import Field
+from pydantic import BaseModel, Field
 
 from ollama_mcp import __version__
 from ollama_mcp.config import Settings
@@ -110,6 +110,16 @@ class _AppHolder:
         return self._service
 
 
+def _reply(result: BaseModel) -> CallToolResult:
+    """The result as structured content, and as compact JSON text without nulls for the model.
+
+    The SDK's default text is indented JSON with every null spelled out; clients that show the
+    model the text (most do) would pay for that whitespace on every call.
+    """
+    text = result.model_dump_json(exclude_none=True)
+    return CallToolResult(content=[TextContent(type="text", text=text)], structured_content=result.model_dump(mode="json"))
+
+
 @contextmanager
 def _tool_errors() -> Iterator[None]:
     """Our errors become tool errors the model can read; anything else is a bug, logged with its stack."""
@@ -184,16 +194,16 @@ def build_server(settings: Settings) -> MCPServer:
     @server.tool(annotations=_WRITE)
     async def init_conversation(
         ctx: Context, name: str | None = None, metadata: dict[str, Any] | None = None
-    ) -> ConversationCreated:
+    ) -> Annotated[CallToolResult, ConversationCreated]:
         """Start a conversation and make it current: later memories go into it. Returns its id."""
         with _tool_errors():
-            return ConversationCreated.of(await (await service(ctx)).init_conversation(name, metadata))
+            return _reply(ConversationCreated.of(await (await service(ctx)).init_conversation(name, metadata)))
 
     @server.tool(annotations=_READ)
-    async def get_conversation_id(ctx: Context) -> CurrentConversation:
+    async def get_conversation_id(ctx: Context) -> Annotated[CallToolResult, CurrentConversation]:
         """The current conversation (null if none) with its name, status and memory count."""
         with _tool_errors():
-            return CurrentConversation.of(await (await service(ctx)).get_conversation_id())
+            return _reply(CurrentConversation.of(await (await service(ctx)).get_conversation_id()))
 
     @server.tool(annotations=_IDEMPOTENT_WRITE)
     async def store_memory(
@@ -203,11 +213,11 @@ def build_server(settings: Settings) -> MCPServer:
         tags: list[str] | None = None,
         metadata: dict[str, Any] | None = None,
         embedding: Annotated[list[float] | None, Field(description="Only a vector from the server's model.")] = None,
-    ) -> MemoryStored:
+    ) -> Annotated[CallToolResult, MemoryStored]:
         """Save a fact, decision or preference. The same text stored again returns the existing memory."""
         with _tool_errors():
             stored = await (await service(ctx)).store_memory(content, conversation_id, tags, metadata, embedding)
-            return MemoryStored.of(stored)
+            return _reply(MemoryStored.of(stored))
 
     @server.tool(annotations=_READ)
     async def search_memories(
@@ -219,47 +229,47 @@ def build_server(settings: Settings) -> MCPServer:
         tags: Tags = None,
         since: Annotated[str | None, Field(description="ISO 8601 date or time.")] = None,
         until: str | None = None,
-    ) -> SearchResults:
+    ) -> Annotated[CallToolResult, SearchResults]:
         """Find memories of one conversation by meaning and keywords, best first."""
         with _tool_errors():
             outcome = await (await service(ctx)).search_memories(
                 query, conversation_id, top_k, threshold, tags, since, until
             )
-            return SearchResults.of(outcome)
+            return _reply(SearchResults.of(outcome))
 
     @server.tool(annotations=_READ)
     async def search_all_conversations(
         ctx: Context, query: str, top_k: TopK = 5, threshold: Threshold = None, tags: Tags = None
-    ) -> SearchResults:
+    ) -> Annotated[CallToolResult, SearchResults]:
         """Like search_memories, across every conversation, including ended ones and their summaries."""
         with _tool_errors():
             outcome = await (await service(ctx)).search_all_conversations(query, top_k, threshold, tags)
-            return SearchResults.of(outcome)
+            return _reply(SearchResults.of(outcome))
 
     @server.tool(annotations=_WRITE)
     async def end_conversation(
         ctx: Context, conversation_id: ConversationId = None, summary: str | None = None
-    ) -> ConversationEnded:
+    ) -> Annotated[CallToolResult, ConversationEnded]:
         """Close a conversation; it stays searchable. A given summary is stored as a memory."""
         with _tool_errors():
-            return ConversationEnded.of(await (await service(ctx)).end_conversation(conversation_id, summary))
+            return _reply(ConversationEnded.of(await (await service(ctx)).end_conversation(conversation_id, summary)))
 
     @server.tool(annotations=_READ)
     async def list_conversations(
         ctx: Context,
         status: Annotated[str | None, Field(description="active or completed.")] = None,
         limit: int = 20,
-    ) -> ConversationList:
+    ) -> Annotated[CallToolResult, ConversationList]:
         """Conversations, newest first, with their ids and memory counts."""
         with _tool_errors():
             found = await (await service(ctx)).list_conversations(status, limit)
-            return ConversationList(conversations=[ConversationInfo.of(c) for c in found])
+            return _reply(ConversationList(conversations=[ConversationInfo.of(c) for c in found]))
 
     @server.tool(annotations=_DELETE)
-    async def delete_memory(ctx: Context, memory_id: str) -> MemoryDeleted:
+    async def delete_memory(ctx: Context, memory_id: str) -> Annotated[CallToolResult, MemoryDeleted]:
         """Permanently delete one memory (its text, keyword entry and vectors)."""
         with _tool_errors():
-            return MemoryDeleted.of(await (await service(ctx)).delete_memory(memory_id))
+            return _reply(MemoryDeleted.of(await (await service(ctx)).delete_memory(memory_id)))
 
     return server
 

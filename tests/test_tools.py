@@ -220,3 +220,14 @@ async def test_tool_annotations_are_honest(settings: Settings) -> None:
     assert tools["store_memory"].annotations.idempotent_hint is True
     assert all(t.annotations.open_world_hint is False for t in tools.values())
     assert all(t.output_schema for t in tools.values())
+
+
+async def test_result_text_is_compact_json_of_the_structured_content_without_nulls(settings: Settings) -> None:
+    import json
+
+    async with connect(settings, "legacy") as client:
+        result = await client.call_tool("store_memory", {"content": "compact please"})
+    text = result.content[0].text  # type: ignore[union-attr]
+    assert "\n" not in text and ": " not in text and "null" not in text
+    assert json.loads(text) == {k: v for k, v in result.structured_content.items() if v is not None}
+    assert result.structured_content["note"] is None  # the structured form keeps every field
