@@ -18,12 +18,16 @@ from ollama_mcp.vectors import Scope, VectorIndex
 
 _WORD = re.compile(r"\w+", re.UNICODE)
 MAX_QUERY_TERMS = 64
-# Reciprocal rank fusion: score = sum over lists of weight / (RRF_K + rank).
-RRF_K = 60
-KEYWORD_WEIGHT = 1.0
-VECTOR_WEIGHT = 1.0
-# How many candidates each side contributes before fusion, at least.
-MIN_DEPTH = 50
+
+
+@dataclass(frozen=True)
+class SearchTuning:
+    """The ranking's knobs. The defaults are the ones bench/locomo.py measured best (bench/README.md)."""
+
+    rrf_k: int = 60  # reciprocal rank fusion: score = sum over lists of weight / (rrf_k + rank)
+    keyword_weight: float = 1.0
+    vector_weight: float = 1.0
+    min_depth: int = 50  # candidates each side contributes before fusion, at least
 
 
 def fts_query(text: str) -> str | None:
@@ -42,9 +46,9 @@ def fuse(
     keyword: Sequence[int],
     vector: Sequence[int],
     *,
-    k: int = RRF_K,
-    keyword_weight: float = KEYWORD_WEIGHT,
-    vector_weight: float = VECTOR_WEIGHT,
+    k: int = 60,
+    keyword_weight: float = 1.0,
+    vector_weight: float = 1.0,
 ) -> list[tuple[int, float]]:
     """Reciprocal rank fusion of two ranked id lists, best first (ties: keyword order first)."""
     scores: dict[int, float] = {}
@@ -64,9 +68,10 @@ class Ranked:
 class HybridSearch:
     """Finds memories by keywords and, when a query vector is given, by meaning."""
 
-    def __init__(self, store: Store, index: VectorIndex) -> None:
+    def __init__(self, store: Store, index: VectorIndex, tuning: SearchTuning | None = None) -> None:
         self._store = store
         self._index = index
+        self.tuning = tuning or SearchTuning()
 
     async def search(
         self,
@@ -77,7 +82,8 @@ class HybridSearch:
         top_k: int,
         threshold: float | None,
     ) -> list[SearchHit]:
-        depth = max(MIN_DEPTH, top_k * 4)
+        tuning = self.tuning
+        depth = max(tuning.min_depth, top_k * 4)
         match = fts_query(query)
         keyword = [seq for seq, _ in await self._store.keyword_search(match, filters, depth)] if match else []
         vector: list[int] = []
@@ -95,7 +101,10 @@ class HybridSearch:
             similarity = {**extra, **dict(ranked)}
         fused = [
             Ranked(seq, score, similarity.get(seq))
-            for seq, score in fuse(keyword, vector)
+            for seq, score in fuse(
+                keyword, vector, k=tuning.rrf_k, keyword_weight=tuning.keyword_weight,
+                vector_weight=tuning.vector_weight,
+            )
         ]
         if threshold is not None:
             # The threshold is on meaning; a keyword match with no vector yet (pending) is kept.

@@ -38,7 +38,7 @@ from ollama_mcp.errors import (
     OllamaError,
     OllamaMcpError,
 )
-from ollama_mcp.search import HybridSearch
+from ollama_mcp.search import HybridSearch, SearchTuning
 from ollama_mcp.store import Store
 from ollama_mcp.vectors import VectorIndex
 
@@ -62,11 +62,19 @@ class _EmbeddingHealth:
 class MemoryService:
     """Conversations and memories for one process (which also owns the 'current conversation')."""
 
-    def __init__(self, store: Store, embedder: Embedder, *, max_content_chars: int, backfill_max_delay: float = 60.0) -> None:
+    def __init__(
+        self,
+        store: Store,
+        embedder: Embedder,
+        *,
+        max_content_chars: int,
+        backfill_max_delay: float = 60.0,
+        tuning: SearchTuning | None = None,
+    ) -> None:
         self.store = store
         self.embedder = embedder
         self.index = VectorIndex(store, embedder.model)
-        self._search = HybridSearch(store, self.index)
+        self._search = HybridSearch(store, self.index, tuning)
         self._max_content_chars = max_content_chars
         self._backfill_max_delay = backfill_max_delay
         self._current_id: str | None = None

