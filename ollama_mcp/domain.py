@@ -9,6 +9,8 @@ from typing import Any, Literal
 ConversationStatus = Literal["active", "completed"]
 MemoryKind = Literal["note", "message", "summary"]
 EmbeddingStatus = Literal["embedded", "pending"]
+# What a vector represents: the memory's own text, or that text with the memories before it.
+Facet = Literal["content", "context"]
 SearchMode = Literal["hybrid", "keyword"]
 
 
@@ -45,6 +47,7 @@ class Memory:
     tags: tuple[str, ...]
     metadata: dict[str, Any]
     created_at: str
+    context: str = ""  # filled by the store: the content preceded by its conversation's previous memories
 
 
 @dataclass(frozen=True)
@@ -95,6 +98,7 @@ class EmbeddingRow:
     """One stored vector: a chunk of a memory embedded by one model."""
 
     memory_seq: int
+    facet: Facet
     chunk_index: int
     model: str
     vector: bytes  # float32, little-endian

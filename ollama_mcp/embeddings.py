@@ -12,6 +12,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ollama_mcp.domain import Facet
 from ollama_mcp.errors import InputTooLongError, OllamaModelError, OllamaUnavailableError
 from ollama_mcp.ollama_client import ModelInfo, OllamaClient
 
@@ -102,21 +103,31 @@ class Embedder:
         context = (await self.info()).context_length or 512
         return max(MIN_CHUNK_CHARS, min(MAX_CHUNK_CHARS, context * CHARS_PER_TOKEN))
 
-    async def embed_documents(self, texts: Sequence[str]) -> list[list[ChunkVector]]:
-        """For each text, the vectors of its chunks (one for short text)."""
+    async def embed_documents(self, items: Sequence[tuple[str, Facet]]) -> list[list[ChunkVector]]:
+        """For each (text, facet), the vectors of its chunks, all in as few requests as possible.
+
+        A content text is chunked so that every part of it is searchable. A context text (a
+        memory preceded by earlier ones) keeps its end, the memory itself, within one chunk.
+        """
         size = await self.chunk_chars()
         pieces: list[str] = []
         owners: list[int] = []
-        for i, text in enumerate(texts):
-            for chunk in chunk_text(text, size):
-                pieces.append(self.document_prefix + text[chunk.start:chunk.end])
+        for i, (text, facet) in enumerate(items):
+            parts = [text[-size:]] if facet == "context" else [text[c.start:c.end] for c in chunk_text(text, size)]
+            for part in parts:
+                pieces.append(self.document_prefix + part)
                 owners.append(i)
-        result: list[list[ChunkVector]] = [[] for _ in texts]
-        for start in range(0, len(pieces), BATCH_SIZE):
-            batch = pieces[start:start + BATCH_SIZE]
-            for owner, vectors in zip(owners[start:start + BATCH_SIZE], await self._embed_fitting(batch), strict=True):
-                for vector in vectors:
-                    result[owner].append(ChunkVector(len(result[owner]), vector))
+        # A context that is just the memory (the first of a conversation) is the content again:
+        # each distinct piece is embedded once.
+        unique = list(dict.fromkeys(pieces))
+        vectors_of: dict[str, list[np.ndarray]] = {}
+        for start in range(0, len(unique), BATCH_SIZE):
+            batch = unique[start:start + BATCH_SIZE]
+            vectors_of.update(zip(batch, await self._embed_fitting(batch), strict=True))
+        result: list[list[ChunkVector]] = [[] for _ in items]
+        for owner, piece in zip(owners, pieces, strict=True):
+            for vector in vectors_of[piece]:
+                result[owner].append(ChunkVector(len(result[owner]), vector))
         return result
 
     async def embed_query(self, query: str) -> np.ndarray:

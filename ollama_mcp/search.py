@@ -22,12 +22,18 @@ MAX_QUERY_TERMS = 64
 
 @dataclass(frozen=True)
 class SearchTuning:
-    """The ranking's knobs. The defaults are the ones bench/locomo.py measured best (bench/README.md)."""
+    """The ranking's knobs; the defaults are what bench/locomo.py measured best (bench/README.md).
 
-    rrf_k: int = 60  # reciprocal rank fusion: score = sum over lists of weight / (rrf_k + rank)
+    Four ranked lists are fused: keywords in the memory's content, keywords in its context (the
+    content with the memories before it), and meaning of each. A weight of 0 leaves a list out.
+    """
+
+    rrf_k: int = 10  # reciprocal rank fusion: score = sum over lists of weight / (rrf_k + rank)
     keyword_weight: float = 1.0
+    keyword_context_weight: float = 1.0
     vector_weight: float = 1.0
-    min_depth: int = 50  # candidates each side contributes before fusion, at least
+    vector_context_weight: float = 1.0
+    min_depth: int = 50  # candidates each list contributes before fusion, at least
 
 
 def fts_query(text: str) -> str | None:
@@ -42,19 +48,13 @@ def fts_query(text: str) -> str | None:
     return " OR ".join('"' + term.replace('"', '""') + '"' for term in terms)
 
 
-def fuse(
-    keyword: Sequence[int],
-    vector: Sequence[int],
-    *,
-    k: int = 60,
-    keyword_weight: float = 1.0,
-    vector_weight: float = 1.0,
-) -> list[tuple[int, float]]:
-    """Reciprocal rank fusion of two ranked id lists, best first (ties: keyword order first)."""
+def fuse(ranked_lists: Sequence[tuple[float, Sequence[int]]], *, k: int) -> list[tuple[int, float]]:
+    """Weighted reciprocal rank fusion of ranked id lists, best first (ties: earlier lists first)."""
     scores: dict[int, float] = {}
-    for weight, ranked in ((keyword_weight, keyword), (vector_weight, vector)):
-        for rank, item in enumerate(ranked, start=1):
-            scores[item] = scores.get(item, 0.0) + weight / (k + rank)
+    for weight, ranked in ranked_lists:
+        if weight:
+            for rank, item in enumerate(ranked, start=1):
+                scores[item] = scores.get(item, 0.0) + weight / (k + rank)
     return sorted(scores.items(), key=lambda pair: -pair[1])
 
 
@@ -85,8 +85,16 @@ class HybridSearch:
         tuning = self.tuning
         depth = max(tuning.min_depth, top_k * 4)
         match = fts_query(query)
-        keyword = [seq for seq, _ in await self._store.keyword_search(match, filters, depth)] if match else []
+        keyword: list[int] = []
+        keyword_context: list[int] = []
+        if match:
+            keyword = [seq for seq, _ in await self._store.keyword_search(match, filters, depth, "content")]
+            if tuning.keyword_context_weight:
+                keyword_context = [
+                    seq for seq, _ in await self._store.keyword_search(match, filters, depth, "context")
+                ]
         vector: list[int] = []
+        vector_context: list[int] = []
         similarity: dict[int, float] = {}
         if query_vector is not None:
             await self._index.refresh()
@@ -96,14 +104,20 @@ class HybridSearch:
                 kind_codes=tuple(KIND_CODES[kind] for kind in filters.kinds),
                 memory_seqs=frozenset(await self._store.filtered_seqs(filters)) if needs_sql_filter else None,
             )
-            ranked, extra = self._index.rank(query_vector, depth, scope, also=keyword)
-            vector = [seq for seq, _ in ranked]
-            similarity = {**extra, **dict(ranked)}
+            ranking = self._index.rank(query_vector, depth, scope, also=[*keyword, *keyword_context])
+            vector = [seq for seq, _ in ranking.content]
+            vector_context = [seq for seq, _ in ranking.context]
+            similarity = ranking.similarity
         fused = [
             Ranked(seq, score, similarity.get(seq))
             for seq, score in fuse(
-                keyword, vector, k=tuning.rrf_k, keyword_weight=tuning.keyword_weight,
-                vector_weight=tuning.vector_weight,
+                [
+                    (tuning.keyword_weight, keyword),
+                    (tuning.keyword_context_weight, keyword_context),
+                    (tuning.vector_weight, vector),
+                    (tuning.vector_context_weight, vector_context),
+                ],
+                k=tuning.rrf_k,
             )
         ]
         if threshold is not None:

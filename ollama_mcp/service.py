@@ -24,6 +24,7 @@ from ollama_mcp.domain import (
     ConversationStatus,
     EmbeddingRow,
     EndedConversation,
+    Facet,
     Memory,
     SearchFilters,
     SearchOutcome,
@@ -168,18 +169,23 @@ class MemoryService:
                 )
             unit = np.asarray(vector, dtype=np.float32)
             unit /= np.linalg.norm(unit)
-            rows = [EmbeddingRow(0, 0, self.model, to_blob(unit), len(vector))]
+            rows = [EmbeddingRow(0, "content", 0, self.model, to_blob(unit), len(vector))]
         stored, duplicate = await self.store.insert_memory(memory, rows)
         if rows and not duplicate:
             self.index.mark_dirty()
+            self._wake_backfill()  # its context vector comes from Ollama, in the background
             return StoredMemory(stored, False, "embedded", len(vector or ()))
         if duplicate and not await self.store.memory_is_pending(stored.seq, self.model):
             return StoredMemory(stored, True, "embedded", await self._known_dimension())
         return await self._embed_now(stored, duplicate)
 
     async def delete_memory(self, memory_id: object) -> Memory:
-        deleted = await self.store.delete_memory(inputs.memory_id("memory_id", memory_id))
+        deleted, context_changed = await self.store.delete_memory(inputs.memory_id("memory_id", memory_id))
         self.index.remove([deleted.seq])
+        if context_changed:
+            # Their context no longer includes the deleted text; the backfill embeds the new one.
+            self.index.remove(context_changed, facet="context")
+            self._wake_backfill()
         return deleted
 
     async def search_memories(
@@ -257,7 +263,7 @@ class MemoryService:
         """Embed a just-stored memory inline, or leave it pending and say why."""
         if self._health.ok:
             try:
-                await self._embed_and_store([memory])
+                await self._embed_and_store([(memory, ("content", "context"))])
                 return StoredMemory(memory, duplicate, "embedded", self._model_dim)
             except (OllamaError, EmbeddingMismatchError) as exc:
                 self._fail(exc)
@@ -268,13 +274,17 @@ class MemoryService:
             "when Ollama answers; keyword search finds it meanwhile.",
         )
 
-    async def _embed_and_store(self, memories: Sequence[Memory]) -> int:
-        chunks = await self.embedder.embed_documents([m.content for m in memories])
+    async def _embed_and_store(self, work: Sequence[tuple[Memory, tuple[Facet, ...]]]) -> int:
+        """Embed the given facets of each memory and store the vectors; returns how many memories."""
+        jobs = [(memory, facet) for memory, facets in work for facet in facets]
+        texts = [(memory.content if facet == "content" else memory.context, facet) for memory, facet in jobs]
         rows: list[EmbeddingRow] = []
-        for memory, vectors in zip(memories, chunks, strict=True):
+        for (memory, facet), vectors in zip(jobs, await self.embedder.embed_documents(texts), strict=True):
             for chunk in vectors:
                 await self._check_dimension(chunk.vector.size)
-                rows.append(EmbeddingRow(memory.seq, chunk.chunk_index, self.model, to_blob(chunk.vector), chunk.vector.size))
+                rows.append(EmbeddingRow(
+                    memory.seq, facet, chunk.chunk_index, self.model, to_blob(chunk.vector), chunk.vector.size
+                ))
         written = await self.store.insert_embeddings(rows)
         self.index.mark_dirty()
         return len({row.memory_seq for row in rows}) if written else 0

@@ -25,6 +25,7 @@ from ollama_mcp.domain import (
     Conversation,
     ConversationStatus,
     EmbeddingRow,
+    Facet,
     Memory,
     MemoryKind,
     SearchFilters,
@@ -36,10 +37,15 @@ from ollama_mcp.errors import (
 )
 
 KIND_CODES: dict[str, int] = {"note": 0, "message": 1, "summary": 2}
+FACET_CODES: dict[str, int] = {"content": 0, "context": 1}
+# A memory's context is its content preceded by this many earlier memories of its conversation
+# (each clipped to its last CONTEXT_NEIGHBOUR_CHARS). Measured on LoCoMo: bench/README.md.
+CONTEXT_NEIGHBOURS = 2
+CONTEXT_NEIGHBOUR_CHARS = 1000
 _VECTOR_BATCH_ROWS = 4096
 
 _CONVERSATION_COLUMNS = "c.rowid, c.id, c.name, c.status, c.anonymous, c.created_at, c.ended_at, c.metadata"
-_MEMORY_COLUMNS = "m.seq, m.id, m.conversation_id, m.kind, m.content, m.tags, m.metadata, m.created_at"
+_MEMORY_COLUMNS = "m.seq, m.id, m.conversation_id, m.kind, m.content, m.tags, m.metadata, m.created_at, m.context"
 
 
 @dataclass(frozen=True)
@@ -50,6 +56,7 @@ class VectorBatch:
     memory_seqs: list[int]
     conversation_keys: list[int]
     kinds: list[int]
+    facets: list[int]
     dims: list[int]
     vectors: list[bytes]
 
@@ -180,7 +187,7 @@ class Store:
                 )).fetchone()
                 assert existing is not None, "the unique index reported a conflict with no row"
                 return _memory(existing), True
-            stored = Memory(**{**memory.__dict__, "seq": seq})
+            stored = await _memory_by_seq(conn, seq)
             await _insert_embeddings(conn, [EmbeddingRow(**{**row.__dict__, "memory_seq": seq}) for row in embeddings])
         return stored, False
 
@@ -203,26 +210,47 @@ class Store:
         )
         return {row[0]: _memory(row) for row in rows}
 
-    async def delete_memory(self, memory_id: str) -> Memory:
-        """Remove a memory with its tags, vectors (cascade) and keyword entry (trigger), at once."""
+    async def delete_memory(self, memory_id: str) -> tuple[Memory, list[int]]:
+        """Remove a memory with its tags, vectors (cascade) and keyword entries (triggers), at once.
+
+        The memories that had it in their context get a context without it (and lose their
+        context vectors, which the backfill recomputes): deleted text must not stay findable.
+        Returns the deleted memory and the seqs whose context changed.
+        """
         async with self._transaction("delete the memory") as conn:
             row = await (await conn.execute(
                 f"SELECT {_MEMORY_COLUMNS} FROM memories m WHERE m.id = ?", (memory_id,)
             )).fetchone()
             if row is None:
                 raise MemoryNotFoundError(memory_id)
-            await conn.execute("DELETE FROM memories WHERE seq = ?", (row[0],))
-        return _memory(row)
+            deleted = _memory(row)
+            await conn.execute("DELETE FROM memories WHERE seq = ?", (deleted.seq,))
+            followers = await (await conn.execute(
+                "SELECT seq, content FROM memories WHERE conversation_id = ? AND kind != 'summary' AND seq > ?"
+                " ORDER BY seq LIMIT ?",
+                (deleted.conversation_id, deleted.seq, CONTEXT_NEIGHBOURS),
+            )).fetchall() if deleted.kind != "summary" else []
+            for seq, content in followers:
+                context = await _context(conn, deleted.conversation_id, content, before_seq=seq)
+                await conn.execute("UPDATE memories SET context = ? WHERE seq = ?", (context, seq))
+                await conn.execute("DELETE FROM memory_embeddings WHERE memory_seq = ? AND facet = 'context'", (seq,))
+        return deleted, [seq for seq, _ in followers]
 
     # -- search ---------------------------------------------------------------------------------
 
-    async def keyword_search(self, match: str, filters: SearchFilters, limit: int) -> list[tuple[int, float]]:
-        """(memory seq, bm25) best first; ``match`` must already be a safe FTS5 expression."""
+    async def keyword_search(
+        self, match: str, filters: SearchFilters, limit: int, facet: Facet = "content"
+    ) -> list[tuple[int, float]]:
+        """(memory seq, bm25) best first, over the content or the context index.
+
+        ``match`` must already be a safe FTS5 expression (see ``search.fts_query``).
+        """
+        table = "memories_fts" if facet == "content" else "memory_contexts_fts"
         where, params = _filter_sql(filters)
         rows = await self._fetchall(
-            "SELECT m.seq, bm25(memories_fts) AS rank FROM memories_fts"
-            " JOIN memories m ON m.seq = memories_fts.rowid"
-            f" WHERE memories_fts MATCH ? {''.join(' AND ' + w for w in where)}"
+            f"SELECT m.seq, bm25({table}) AS rank FROM {table}"
+            f" JOIN memories m ON m.seq = {table}.rowid"
+            f" WHERE {table} MATCH ? {''.join(' AND ' + w for w in where)}"
             " ORDER BY rank LIMIT ?",
             [match, *params, limit],
             "search the keyword index",
@@ -258,29 +286,39 @@ class Store:
         rows = await self._fetchall(sql, params, "read the embedding dimension")
         return int(rows[0][0]) if rows else None
 
-    async def pending_memories(self, model: str, limit: int) -> list[Memory]:
-        """Memories with no vector yet for ``model``, oldest first."""
+    async def pending_memories(self, model: str, limit: int) -> list[tuple[Memory, tuple[Facet, ...]]]:
+        """Memories lacking a vector of ``model`` for some facet, oldest first, with those facets."""
+        missing = (
+            "NOT EXISTS (SELECT 1 FROM memory_embeddings e"
+            " WHERE e.memory_seq = m.seq AND e.model = ?1 AND e.facet = '{facet}')"
+        )
         rows = await self._fetchall(
-            f"SELECT {_MEMORY_COLUMNS} FROM memories m WHERE NOT EXISTS"
-            " (SELECT 1 FROM memory_embeddings e WHERE e.memory_seq = m.seq AND e.model = ?)"
-            " ORDER BY m.seq LIMIT ?",
+            f"SELECT {_MEMORY_COLUMNS}, {missing.format(facet='content')}, {missing.format(facet='context')}"
+            f" FROM memories m WHERE {missing.format(facet='content')} OR {missing.format(facet='context')}"
+            " ORDER BY m.seq LIMIT ?2",
             (model, limit),
             "find memories awaiting embeddings",
         )
-        return [_memory(row) for row in rows]
+        out: list[tuple[Memory, tuple[Facet, ...]]] = []
+        for row in rows:
+            facets: tuple[Facet, ...] = (("content",) if row[9] else ()) + (("context",) if row[10] else ())
+            out.append((_memory(row), facets))
+        return out
 
     async def memory_is_pending(self, memory_seq: int, model: str) -> bool:
         rows = await self._fetchall(
-            "SELECT NOT EXISTS (SELECT 1 FROM memory_embeddings WHERE memory_seq = ? AND model = ?)",
+            "SELECT NOT EXISTS (SELECT 1 FROM memory_embeddings"
+            " WHERE memory_seq = ? AND model = ? AND facet = 'content')",
             (memory_seq, model),
             "read the embedding state",
         )
         return bool(rows[0][0])
 
     async def count_pending(self, model: str) -> int:
+        """How many memories have no content vector of ``model`` yet."""
         rows = await self._fetchall(
-            "SELECT count(*) FROM memories m WHERE NOT EXISTS"
-            " (SELECT 1 FROM memory_embeddings e WHERE e.memory_seq = m.seq AND e.model = ?)",
+            "SELECT count(*) FROM memories m WHERE NOT EXISTS (SELECT 1 FROM memory_embeddings e"
+            " WHERE e.memory_seq = m.seq AND e.model = ? AND e.facet = 'content')",
             (model,),
             "count memories awaiting embeddings",
         )
@@ -307,7 +345,7 @@ class Store:
             total, new = (int(counts[0]), int(counts[1])) if counts else (0, 0)
             reserve(new)
             cursor = await conn.execute(
-                "SELECT e.id, e.memory_seq, c.rowid, m.kind, e.dim, e.vector FROM memory_embeddings e"
+                "SELECT e.id, e.memory_seq, c.rowid, m.kind, e.facet, e.dim, e.vector FROM memory_embeddings e"
                 " JOIN memories m ON m.seq = e.memory_seq JOIN conversations c ON c.id = m.conversation_id"
                 " WHERE e.model = ? AND e.id > ? ORDER BY e.id",
                 (model, after_id),
@@ -316,7 +354,7 @@ class Store:
                 sink(VectorBatch(
                     ids=[r[0] for r in rows], memory_seqs=[r[1] for r in rows],
                     conversation_keys=[r[2] for r in rows], kinds=[KIND_CODES[r[3]] for r in rows],
-                    dims=[r[4] for r in rows], vectors=[r[5] for r in rows],
+                    facets=[FACET_CODES[r[4]] for r in rows], dims=[r[5] for r in rows], vectors=[r[6] for r in rows],
                 ))
         return total
 
@@ -332,13 +370,16 @@ async def _status(conn: aiosqlite.Connection, conversation_id: str) -> str:
 
 
 async def _insert_memory_row(conn: aiosqlite.Connection, memory: Memory, role: str | None) -> int | None:
-    """Insert the row and its tags; None when an identical note already exists."""
+    """Insert the row (with its context) and its tags; None when an identical note already exists."""
+    context = memory.content
+    if memory.kind != "summary":
+        context = await _context(conn, memory.conversation_id, memory.content, before_seq=None)
     cursor = await conn.execute(
-        "INSERT INTO memories (id, conversation_id, kind, role, content, content_hash, tags, metadata, created_at)"
-        " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)"
+        "INSERT INTO memories (id, conversation_id, kind, role, content, content_hash, context, tags, metadata,"
+        " created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
         " ON CONFLICT (conversation_id, content_hash) WHERE kind = 'note' DO NOTHING",
         (memory.id, memory.conversation_id, memory.kind, role, memory.content, content_hash(memory.content),
-         json.dumps(list(memory.tags)), _dump(memory.metadata), memory.created_at),
+         context, json.dumps(list(memory.tags)), _dump(memory.metadata), memory.created_at),
     )
     if cursor.rowcount == 0:
         return None
@@ -350,13 +391,30 @@ async def _insert_memory_row(conn: aiosqlite.Connection, memory: Memory, role: s
     return seq
 
 
+async def _context(conn: aiosqlite.Connection, conversation_id: str, content: str, before_seq: int | None) -> str:
+    """``content`` preceded by the (clipped) memories just before it in its conversation."""
+    rows = await (await conn.execute(
+        "SELECT content FROM memories WHERE conversation_id = ? AND kind != 'summary' AND seq < ?"
+        " ORDER BY seq DESC LIMIT ?",
+        (conversation_id, before_seq if before_seq is not None else 2**62, CONTEXT_NEIGHBOURS),
+    )).fetchall()
+    earlier = [row[0][-CONTEXT_NEIGHBOUR_CHARS:] for row in reversed(rows)]
+    return "\n".join([*earlier, content])
+
+
+async def _memory_by_seq(conn: aiosqlite.Connection, seq: int) -> Memory:
+    row = await (await conn.execute(f"SELECT {_MEMORY_COLUMNS} FROM memories m WHERE m.seq = ?", (seq,))).fetchone()
+    assert row is not None, "a row read inside its own insert transaction"
+    return _memory(row)
+
+
 async def _insert_embeddings(conn: aiosqlite.Connection, rows: Sequence[EmbeddingRow]) -> int:
     before = conn.total_changes
     await conn.executemany(
-        "INSERT OR IGNORE INTO memory_embeddings (memory_seq, model, chunk_index, dim, vector, created_at)"
-        " SELECT ?, ?, ?, ?, ?, strftime('%Y-%m-%dT%H:%M:%fZ', 'now')"
+        "INSERT OR IGNORE INTO memory_embeddings (memory_seq, model, facet, chunk_index, dim, vector, created_at)"
+        " SELECT ?, ?, ?, ?, ?, ?, strftime('%Y-%m-%dT%H:%M:%fZ', 'now')"
         " WHERE EXISTS (SELECT 1 FROM memories WHERE seq = ?)",
-        [(r.memory_seq, r.model, r.chunk_index, r.dim, r.vector, r.memory_seq) for r in rows],
+        [(r.memory_seq, r.model, r.facet, r.chunk_index, r.dim, r.vector, r.memory_seq) for r in rows],
     )
     return conn.total_changes - before
 
@@ -405,6 +463,6 @@ def _memory(row: Sequence[Any]) -> Memory:
     kind: MemoryKind = row[3]
     return Memory(
         seq=int(row[0]), id=row[1], conversation_id=row[2], kind=kind, content=row[4],
-        tags=tuple(json.loads(row[5])), metadata=json.loads(row[6]), created_at=row[7],
+        tags=tuple(json.loads(row[5])), metadata=json.loads(row[6]), created_at=row[7], context=row[8],
     )
 

@@ -16,11 +16,20 @@ import anyio
 import numpy as np
 
 from ollama_mcp.errors import EmbeddingMismatchError
-from ollama_mcp.store import Store, VectorBatch
+from ollama_mcp.store import FACET_CODES, Store, VectorBatch
 
 # How many chunk rows to rank per wanted memory: memories split into several chunks would
 # otherwise crowd the top-k with duplicates of themselves.
 _OVERFETCH = 4
+
+
+@dataclass(frozen=True)
+class Ranking:
+    """Per facet, the best memories as (seq, similarity); and the content similarity of chosen seqs."""
+
+    content: list[tuple[int, float]]
+    context: list[tuple[int, float]]
+    similarity: dict[int, float]
 
 
 @dataclass(frozen=True)
@@ -53,15 +62,18 @@ class VectorIndex:
         """This process wrote vectors: fetch them (by id) before the next search."""
         self._dirty = True
 
-    def remove(self, memory_seqs: Iterable[int]) -> None:
-        """Drop a deleted memory's rows in place (this process deleted it)."""
+    def remove(self, memory_seqs: Iterable[int], facet: str | None = None) -> None:
+        """Drop rows of memories this process deleted (or, with ``facet``, only that facet's rows)."""
         if not self._loaded or self._n == 0:
             return
-        keep = ~np.isin(self._seqs[: self._n], np.fromiter(memory_seqs, dtype=np.int64))
+        drop = np.isin(self._seqs[: self._n], np.fromiter(memory_seqs, dtype=np.int64))
+        if facet is not None:
+            drop &= self._facets[: self._n] == FACET_CODES[facet]
+        keep = ~drop
         kept = int(keep.sum())
         if kept == self._n:
             return
-        for name in ("_matrix", "_ids", "_seqs", "_convs", "_kinds"):
+        for name in ("_matrix", "_ids", "_seqs", "_convs", "_kinds", "_facets"):
             array = getattr(self, name)
             array[:kept] = array[: self._n][keep]
         self._n = kept
@@ -90,20 +102,32 @@ class VectorIndex:
                 "model, or set OLLAMA_MCP_EMBED_MODEL to a new name so they are re-embedded)."
             )
 
-    def rank(
-        self, query: np.ndarray, k: int, scope: Scope, also: Iterable[int] = ()
-    ) -> tuple[list[tuple[int, float]], dict[int, float]]:
-        """The ``k`` best memories in ``scope`` as (seq, similarity), and the similarity of ``also``.
-
-        A memory's similarity is that of its best chunk.
+    def rank(self, query: np.ndarray, k: int, scope: Scope, also: Iterable[int] = ()) -> Ranking:
+        """The ``k`` best memories in ``scope`` by content and by context, and the content
+        similarity of the memories in ``also``. A memory's similarity is that of its best chunk.
         """
         if self._n == 0:
-            return [], {}
+            return Ranking([], [], {})
         self.check_dimension(query)
         scores = self._matrix[: self._n] @ query.astype(np.float32, copy=False)
         mask = self._mask(scope)
         if mask is not None:
-            scores = np.where(mask, scores, -np.inf)
+            scores[~mask] = -np.inf
+        is_content = self._facets[: self._n] == FACET_CODES["content"]
+        content_scores = np.where(is_content, scores, -np.inf)
+        scores[is_content] = -np.inf  # what is left are the context rows
+        by_content, by_context = self._top(content_scores, k), self._top(scores, k)
+        # Every candidate reports its content similarity, however it was found.
+        similarities = dict(by_content)
+        extra = np.fromiter({*also, *(seq for seq, _ in by_context)} - similarities.keys(), dtype=np.int64)
+        if extra.size:
+            for row in np.nonzero(np.isin(self._seqs[: self._n], extra) & is_content)[0]:
+                seq, score = int(self._seqs[row]), float(content_scores[row])
+                if score != -np.inf and score > similarities.get(seq, -np.inf):
+                    similarities[seq] = score
+        return Ranking(by_content, by_context, similarities)
+
+    def _top(self, scores: np.ndarray, k: int) -> list[tuple[int, float]]:
         want = min(self._n, k * _OVERFETCH)
         top = np.argpartition(-scores, want - 1)[:want] if want < self._n else np.arange(self._n)
         top = top[np.argsort(-scores[top], kind="stable")]
@@ -117,15 +141,7 @@ class VectorIndex:
             if seq not in seen:
                 seen.add(seq)
                 ranked.append((seq, score))
-        extra = np.fromiter(also, dtype=np.int64)
-        similarities: dict[int, float] = {}
-        if extra.size:
-            rows = np.nonzero(np.isin(self._seqs[: self._n], extra))[0]
-            for row in rows:
-                seq, score = int(self._seqs[row]), float(scores[row])
-                if score != -np.inf and score > similarities.get(seq, -np.inf):
-                    similarities[seq] = score
-        return ranked, similarities
+        return ranked
 
     def _mask(self, scope: Scope) -> np.ndarray | None:
         mask: np.ndarray | None = None
@@ -152,6 +168,7 @@ class VectorIndex:
         self._seqs = np.zeros(0, dtype=np.int64)
         self._convs = np.zeros(0, dtype=np.int64)
         self._kinds = np.zeros(0, dtype=np.int8)
+        self._facets = np.zeros(0, dtype=np.int8)
 
     def _reserve(self, extra: int) -> None:
         needed = self._n + extra
@@ -162,6 +179,7 @@ class VectorIndex:
         self._seqs = _grow(self._seqs, self._capacity)
         self._convs = _grow(self._convs, self._capacity)
         self._kinds = _grow(self._kinds, self._capacity)
+        self._facets = _grow(self._facets, self._capacity)
         if self.dim is not None:
             self._matrix = _grow(self._matrix, self._capacity)
 
@@ -169,8 +187,9 @@ class VectorIndex:
         if self.dim is None and batch.dims:
             self.dim = batch.dims[0]
             self._matrix = np.zeros((self._capacity, self.dim), dtype=np.float32)
-        for row_id, seq, conv, kind, dim, blob in zip(
-            batch.ids, batch.memory_seqs, batch.conversation_keys, batch.kinds, batch.dims, batch.vectors, strict=True
+        for row_id, seq, conv, kind, facet, dim, blob in zip(
+            batch.ids, batch.memory_seqs, batch.conversation_keys, batch.kinds, batch.facets, batch.dims,
+            batch.vectors, strict=True,
         ):
             self._max_id = max(self._max_id, row_id)
             if dim != self.dim:
@@ -178,7 +197,7 @@ class VectorIndex:
                 continue
             i = self._n
             self._matrix[i] = np.frombuffer(blob, dtype="<f4")
-            self._ids[i], self._seqs[i], self._convs[i], self._kinds[i] = row_id, seq, conv, kind
+            self._ids[i], self._seqs[i], self._convs[i], self._kinds[i], self._facets[i] = row_id, seq, conv, kind, facet
             self._n += 1
 
 

@@ -153,11 +153,11 @@ async def test_switching_the_configured_model_re_embeds_everything_under_the_new
     fake_ollama.models["all-minilm"] = FakeModel(dim=32, family="bert")
     async with connect(replace(settings, embed_model="all-minilm")) as client:
         await eventually(lambda: _async(query(
-            db_path, "SELECT count(*) FROM memory_embeddings WHERE model = 'all-minilm'")[0][0] == 3))
+            db_path, "SELECT count(*) FROM memory_embeddings WHERE model = 'all-minilm'")[0][0] == 6))
         found = await call(client, "search_all_conversations", query="beta memory")
         assert found["mode"] == "hybrid" and found["results"][0]["content"] == "beta memory"
     assert query(db_path, "SELECT model, dim, count(*) FROM memory_embeddings GROUP BY model ORDER BY model") == [
-        ("all-minilm", 32, 3), ("nomic-embed-text", 256, 3),
+        ("all-minilm", 32, 6), ("nomic-embed-text", 256, 6),  # a content and a context vector each
     ]
 
 

@@ -23,12 +23,13 @@ def test_fts_query_quotes_every_word_so_user_syntax_is_inert() -> None:
     assert fts_query("dup dup DUP") == '"dup"'
 
 
-def test_fusion_ranks_items_found_by_both_lists_first() -> None:
-    fused = [item for item, _ in fuse([1, 2, 3], [3, 4, 1])]
+def test_fusion_ranks_items_found_by_several_lists_first() -> None:
+    fused = [item for item, _ in fuse([(1.0, [1, 2, 3]), (1.0, [3, 4, 1])], k=10)]
     assert fused[:2] == [1, 3]  # in both lists
     assert set(fused) == {1, 2, 3, 4}
-    assert [i for i, _ in fuse([5, 6], [])] == [5, 6]
-    assert [i for i, _ in fuse([], [7, 8])] == [7, 8]
+    assert [i for i, _ in fuse([(1.0, [5, 6]), (1.0, [])], k=10)] == [5, 6]
+    assert [i for i, _ in fuse([(0.0, [9]), (1.0, [7, 8])], k=10)] == [7, 8]  # weight 0 leaves a list out
+    assert [i for i, _ in fuse([(1.0, [1, 2]), (3.0, [2, 1])], k=10)] == [2, 1]
 
 
 async def test_a_memory_is_found_by_meaning_without_sharing_a_word(app: App, fake_ollama: FakeOllama) -> None:

@@ -84,7 +84,7 @@ async def test_an_unusable_path_is_a_clear_storage_error(tmp_path: Path) -> None
 def test_migration_scripts_split_into_whole_statements() -> None:
     statements = db.split_statements(db.migrations()[0].sql)
     triggers = [s for s in statements if s.startswith("CREATE TRIGGER")]
-    assert len(triggers) == 3 and all(s.rstrip().endswith("END;") for s in triggers)
+    assert len(triggers) == 4 and all(s.rstrip().endswith("END;") for s in triggers)
     assert all(sqlite3.complete_statement(s) for s in statements)
 
 
@@ -99,7 +99,7 @@ async def _memory(store: Store, conversation_id: str, text: str) -> Memory:
 def _row(seq: int, axis: int, dim: int = 8) -> EmbeddingRow:
     vector = np.zeros(dim, dtype="<f4")
     vector[axis] = 1.0
-    return EmbeddingRow(seq, 0, "m", vector.tobytes(), dim)
+    return EmbeddingRow(seq, "content", 0, "m", vector.tobytes(), dim)
 
 
 async def test_vector_index_notices_inserts_and_deletes_made_by_another_connection(db_path: Path) -> None:
@@ -117,13 +117,13 @@ async def test_vector_index_notices_inserts_and_deletes_made_by_another_connecti
         await index.refresh()
         query = np.zeros(8, dtype=np.float32)
         query[1] = 1.0
-        ranked, _ = index.rank(query, 5, Scope())
+        ranked = index.rank(query, 5, Scope()).content
         assert ranked[0] == (other.seq, pytest.approx(1.0))
 
         await theirs.delete_memory(other.id)  # and its delete
         await index.refresh()
         assert index.size == 1
-        assert [seq for seq, _ in index.rank(query, 5, Scope())[0]] == [first.seq]
+        assert [seq for seq, _ in index.rank(query, 5, Scope()).content] == [first.seq]
     finally:
         await mine.aclose()
         await theirs.aclose()

@@ -11,7 +11,7 @@ import pytest
 from mcp import Client
 
 from ollama_mcp.config import Settings
-from tests.conftest import connect
+from tests.conftest import connect, eventually
 from tests.fake_ollama import FakeOllama
 
 pytestmark = pytest.mark.anyio
@@ -81,7 +81,7 @@ async def test_identical_content_stored_twice_returns_the_existing_memory(settin
     assert second["memory_id"] == first["memory_id"] and second["duplicate"] is True
     assert "already stored" in second["note"]
     assert rows(db_path, "SELECT count(*) FROM memories") == [(1,)]
-    assert rows(db_path, "SELECT count(*) FROM memory_embeddings") == [(1,)]
+    assert rows(db_path, "SELECT facet, count(*) FROM memory_embeddings GROUP BY facet") == [("content", 1), ("context", 1)]
 
 
 async def test_same_content_in_two_conversations_is_two_memories(settings: Settings, db_path: Path) -> None:
@@ -177,10 +177,34 @@ async def test_delete_memory_removes_row_vectors_tags_and_keyword_entry(settings
         assert [h["memory_id"] for h in found["results"]] == [keep["memory_id"]]
         assert "no memory" in await error(client, "delete_memory", memory_id=gone["memory_id"])
     assert rows(db_path, "SELECT count(*) FROM memories") == [(1,)]
-    assert rows(db_path, "SELECT count(*) FROM memory_embeddings") == [(1,)]
+    assert rows(db_path, "SELECT count(*) FROM memory_embeddings") == [(2,)]  # keep's content and context
     assert rows(db_path, "SELECT count(*) FROM memory_tags") == [(1,)]
     assert rows(db_path, "SELECT count(*) FROM memories_fts WHERE memories_fts MATCH 'zebra'") == [(1,)]
     assert rows(db_path, "SELECT rowid FROM memories_fts WHERE memories_fts MATCH 'remove'") == []
+    assert rows(db_path, "SELECT rowid FROM memory_contexts_fts WHERE memory_contexts_fts MATCH 'remove'") == []
+
+
+async def test_deleted_text_leaves_the_context_of_the_memories_after_it(settings: Settings, db_path: Path) -> None:
+    async with connect(settings) as client:
+        await call(client, "store_memory", content="we met on monday")
+        secret = await call(client, "store_memory", content="the door code is 4512")
+        after = await call(client, "store_memory", content="remember to buy milk")
+        assert rows(db_path, "SELECT context FROM memories WHERE id = ?", after["memory_id"]) == [
+            ("we met on monday\nthe door code is 4512\nremember to buy milk",)
+        ]
+        await call(client, "delete_memory", memory_id=secret["memory_id"])
+        assert rows(db_path, "SELECT context FROM memories WHERE id = ?", after["memory_id"]) == [
+            ("we met on monday\nremember to buy milk",)
+        ]
+        found = await call(client, "search_all_conversations", query="door code 4512", top_k=10)
+        assert all("4512" not in h["content"] for h in found["results"])
+        assert rows(db_path, "SELECT count(*) FROM memory_contexts_fts WHERE memory_contexts_fts MATCH '4512'") == [(0,)]
+        # the follower's context vector is recomputed from the new context in the background
+        await eventually(lambda: _count(db_path, "SELECT count(*) FROM memory_embeddings WHERE facet = 'context'", 2))
+
+
+async def _count(db: Path, sql: str, expected: int) -> bool:
+    return rows(db, sql)[0][0] == expected
 
 
 async def test_caller_supplied_embedding_is_stored_as_given(settings: Settings, db_path: Path, fake_ollama: FakeOllama) -> None:
