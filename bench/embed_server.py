@@ -74,10 +74,28 @@ class MiniLM:
         return [found[k].tolist() for k in keys]
 
 
-class EmbedServer:
-    """Serves ``MiniLM`` on a loopback port in a background thread."""
+class Synthetic:
+    """Deterministic pseudo-random unit vectors (seeded by the text): for speed benchmarks only."""
 
-    def __init__(self, model: MiniLM, port: int = 0) -> None:
+    def __init__(self, dim: int = 768) -> None:
+        self.dim = dim
+
+    def tokens(self, text: str) -> int:
+        return len(text.split())
+
+    def embed(self, texts: list[str]) -> list[list[float]]:
+        out = []
+        for text in texts:
+            seed = int.from_bytes(hashlib.sha256(text.encode("utf-8")).digest()[:8], "little")
+            v = np.random.default_rng(seed).standard_normal(self.dim).astype(np.float32)
+            out.append((v / np.linalg.norm(v)).tolist())
+        return out
+
+
+class EmbedServer:
+    """Serves ``MiniLM`` (or ``Synthetic``) on a loopback port in a background thread."""
+
+    def __init__(self, model: MiniLM | Synthetic, port: int = 0) -> None:
         self.model = model
         owner = self
 
@@ -115,7 +133,7 @@ class EmbedServer:
         if method == "POST" and path == "/api/show":
             return 200, {"modelfile": "", "parameters": "", "template": "", "details": {"family": "bert"},
                          "model_info": {"general.architecture": "bert", "bert.context_length": CONTEXT_TOKENS,
-                                        "bert.embedding_length": DIM},
+                                        "bert.embedding_length": getattr(self.model, "dim", DIM)},
                          "capabilities": ["embedding"], "modified_at": "2025-01-01T00:00:00Z"}
         if method == "POST" and path == "/api/embed":
             raw = body.get("input", [])

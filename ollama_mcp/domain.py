@@ -75,7 +75,7 @@ class SearchFilters:
 @dataclass(frozen=True)
 class SearchHit:
     memory: Memory
-    score: float  # the fused ranking score: only its order means anything
+    score: float  # the fused ranking score (inf for exact phrase matches): only its order means anything
     similarity: float | None  # cosine similarity to the query, when the memory has a vector
 
 

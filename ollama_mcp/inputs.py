@@ -14,6 +14,8 @@ from collections.abc import Sequence
 from datetime import UTC, datetime
 from typing import Any
 
+import numpy as np
+
 from ollama_mcp.domain import format_timestamp
 from ollama_mcp.errors import InvalidInputError
 
@@ -100,23 +102,27 @@ def metadata(field: str, value: object) -> dict[str, Any]:
     return value
 
 
-def embedding(field: str, value: object) -> list[float] | None:
+def embedding(field: str, value: object) -> np.ndarray | None:
+    """A finite, non-zero vector as float32, scaled to unit length (vectors are compared by cosine)."""
     if value is None:
         return None
-    if isinstance(value, str) or not isinstance(value, Sequence) or not value:
+    if isinstance(value, str | bytes) or not isinstance(value, Sequence | np.ndarray) or len(value) == 0:
         raise InvalidInputError(field, "must be a non-empty list of numbers", "pass the vector, or omit it to let Ollama compute it")
     if len(value) > MAX_EMBEDDING_DIM:
         raise InvalidInputError(field, f"has {len(value):,} numbers; the limit is {MAX_EMBEDDING_DIM:,}", "pass a real embedding or omit it")
-    numbers: list[float] = []
-    for x in value:
-        if isinstance(x, bool) or not isinstance(x, int | float):
-            raise InvalidInputError(field, "contains something that is not a number", "pass only numbers")
-        if not math.isfinite(x):
-            raise InvalidInputError(field, "contains NaN or infinity", "pass only finite numbers")
-        numbers.append(float(x))
-    if not any(numbers):
+    try:
+        vector = np.asarray(value)
+    except (TypeError, ValueError):
+        vector = np.asarray([], dtype=object)
+    if vector.ndim != 1 or vector.dtype.kind not in "iuf":  # bools, strings, nested lists, None ...
+        raise InvalidInputError(field, "contains something that is not a number", "pass only numbers")
+    vector = vector.astype(np.float64)
+    if not np.isfinite(vector).all():
+        raise InvalidInputError(field, "contains NaN or infinity", "pass only finite numbers")
+    norm = float(np.linalg.norm(vector))
+    if norm == 0.0:
         raise InvalidInputError(field, "is all zeros", "pass a real embedding or omit it")
-    return numbers
+    return (vector / norm).astype(np.float32)
 
 
 def integer(field: str, value: object, low: int, high: int) -> int:

@@ -167,17 +167,47 @@ class MemoryService:
                     "embedding", f"has {len(vector)} dimensions but this store's {self.model!r} vectors have {expected}",
                     f"pass a {expected}-dimensional vector from {self.model!r}, or omit it",
                 )
-            unit = np.asarray(vector, dtype=np.float32)
-            unit /= np.linalg.norm(unit)
-            rows = [EmbeddingRow(0, "content", 0, self.model, to_blob(unit), len(vector))]
+            rows = [EmbeddingRow(0, "content", 0, self.model, to_blob(vector), len(vector))]
         stored, duplicate = await self.store.insert_memory(memory, rows)
         if rows and not duplicate:
             self.index.mark_dirty()
             self._wake_backfill()  # its context vector comes from Ollama, in the background
-            return StoredMemory(stored, False, "embedded", len(vector or ()))
+            return StoredMemory(stored, False, "embedded", len(vector))
         if duplicate and not await self.store.memory_is_pending(stored.seq, self.model):
             return StoredMemory(stored, True, "embedded", await self._known_dimension())
         return await self._embed_now(stored, duplicate)
+
+    async def import_memories(
+        self, conversation_id: object, contents: Sequence[object], embeddings: Sequence[object] | None = None
+    ) -> int:
+        """Store many memories into one conversation at once (imports, benchmarks): returns how many
+        were new. Vectors given are the content vectors; whatever is missing is embedded in the
+        background. Imports may go into ended conversations (restoring is not chatting)."""
+        target = inputs.conversation_id("conversation_id", conversation_id)
+        if target is None:
+            raise InvalidInputError("conversation_id", "is required", "pass the conversation to import into")
+        if embeddings is not None and len(embeddings) != len(contents):
+            raise InvalidInputError("embeddings", "must have one entry per content", "pass as many vectors as texts")
+        now = utc_now()
+        memories, rows = [], []
+        expected = await self._known_dimension() or self.embedder.known_dimension
+        for i, content in enumerate(contents):
+            text = inputs.text(f"contents[{i}]", content, self._max_content_chars, what="memory text")
+            memories.append(Memory(id=str(uuid.uuid4()), seq=0, conversation_id=target, kind="note", content=text,
+                                   tags=(), metadata={}, created_at=now))
+            vector = None if embeddings is None else inputs.embedding(f"embeddings[{i}]", embeddings[i])
+            if vector is not None:
+                expected = expected or len(vector)
+                if len(vector) != expected:
+                    raise InvalidInputError(f"embeddings[{i}]", f"has {len(vector)} dimensions, not {expected}",
+                                            "pass vectors of one model")
+                rows.append(EmbeddingRow(0, "content", 0, self.model, to_blob(vector), len(vector)))
+            else:
+                rows.append(None)
+        added = await self.store.insert_memories(memories, rows)
+        self.index.mark_dirty()
+        self._wake_backfill()
+        return added
 
     async def delete_memory(self, memory_id: object) -> Memory:
         deleted, context_changed = await self.store.delete_memory(inputs.memory_id("memory_id", memory_id))

@@ -191,6 +191,64 @@ class Store:
             await _insert_embeddings(conn, [EmbeddingRow(**{**row.__dict__, "memory_seq": seq}) for row in embeddings])
         return stored, False
 
+    async def insert_memories(self, memories: Sequence[Memory], vectors: Sequence[EmbeddingRow | None]) -> int:
+        """Bulk insert (imports): one transaction, a few statements for the whole batch.
+
+        Same rules as ``insert_memory`` (notes already present are skipped; each memory's context
+        is its content after the two memories before it), without a round trip per row.
+        ``vectors[i]`` is an optional content vector for ``memories[i]``. Returns how many were new.
+        """
+        if not memories:
+            return 0
+        async with self._transaction("import memories") as conn:
+            rows = []
+            seen: dict[str, set[str]] = {}
+            recent: dict[str, list[str]] = {}
+            for memory in memories:
+                conv = memory.conversation_id
+                if conv not in recent:
+                    await _status(conn, conv)  # raises if the conversation does not exist
+                    earlier = await (await conn.execute(
+                        "SELECT content FROM memories WHERE conversation_id = ? AND kind != 'summary'"
+                        " ORDER BY seq DESC LIMIT ?", (conv, CONTEXT_NEIGHBOURS),
+                    )).fetchall()
+                    recent[conv] = [row[0] for row in reversed(earlier)]
+                    hashes = [content_hash(m.content) for m in memories if m.conversation_id == conv]
+                    existing = await (await conn.execute(
+                        "SELECT content_hash FROM memories WHERE conversation_id = ? AND kind = 'note'"
+                        " AND content_hash IN (SELECT value FROM json_each(?))", (conv, json.dumps(hashes)),
+                    )).fetchall()
+                    seen[conv] = {row[0] for row in existing}
+                digest = content_hash(memory.content)
+                if memory.kind == "note" and digest in seen[conv]:
+                    continue
+                seen[conv].add(digest)
+                context = memory.content
+                if memory.kind != "summary":
+                    context = "\n".join([*(t[-CONTEXT_NEIGHBOUR_CHARS:] for t in recent[conv]), memory.content])
+                    recent[conv] = [*recent[conv], memory.content][-CONTEXT_NEIGHBOURS:]
+                rows.append((memory, digest, context))
+            await conn.executemany(
+                "INSERT INTO memories (id, conversation_id, kind, content, content_hash, context, tags, metadata,"
+                " created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                [(m.id, m.conversation_id, m.kind, m.content, digest, context, json.dumps(list(m.tags)),
+                  _dump(m.metadata), m.created_at) for m, digest, context in rows],
+            )
+            seqs = dict(await (await conn.execute(
+                "SELECT id, seq FROM memories WHERE id IN (SELECT value FROM json_each(?))",
+                (json.dumps([m.id for m, _, _ in rows]),),
+            )).fetchall())
+            await conn.executemany(
+                "INSERT OR IGNORE INTO memory_tags (memory_seq, tag) VALUES (?, ?)",
+                [(seqs[m.id], tag) for m, _, _ in rows for tag in m.tags],
+            )
+            vector_of = {m.id: v for m, v in zip(memories, vectors, strict=True) if v is not None}
+            await _insert_embeddings(conn, [
+                EmbeddingRow(**{**vector_of[m.id].__dict__, "memory_seq": seqs[m.id]})
+                for m, _, _ in rows if m.id in vector_of
+            ])
+        return len(rows)
+
     async def get_memory(self, memory_id: str) -> Memory:
         rows = await self._fetchall(
             f"SELECT {_MEMORY_COLUMNS} FROM memories m WHERE m.id = ?", (memory_id,), "read the memory"

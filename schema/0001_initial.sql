@@ -32,6 +32,8 @@ CREATE TABLE memories (
     created_at      TEXT NOT NULL
 );
 CREATE INDEX memories_conversation ON memories (conversation_id, created_at);
+-- The memories just before a new one in its conversation (its context): a backwards range scan.
+CREATE INDEX memories_conversation_seq ON memories (conversation_id, seq);
 CREATE INDEX memories_created ON memories (created_at);
 -- Storing the same note twice in one conversation returns the first one.
 CREATE UNIQUE INDEX memories_note_once ON memories (conversation_id, content_hash) WHERE kind = 'note';

@@ -17,10 +17,17 @@ pytestmark = pytest.mark.anyio
 
 
 def test_fts_query_quotes_every_word_so_user_syntax_is_inert() -> None:
-    assert fts_query('say "hi" NEAR(a b) OR x*') == '"say" OR "hi" OR "near" OR "a" OR "b" OR "or" OR "x"'
+    assert fts_query('say "hi" NEAR(a b) OR x*') == '"say" OR "hi" OR "near" OR "b" OR "x"'
+    assert fts_query('quote"inside') == '"quote" OR "inside"'
     assert fts_query("Ünïcode café") == '"ünïcode" OR "café"'
     assert fts_query("?!* ()") is None
     assert fts_query("dup dup DUP") == '"dup"'
+
+
+def test_english_stop_words_are_left_out_of_keyword_queries_unless_nothing_else_is_left() -> None:
+    assert fts_query("What did we decide about the queue?") == '"decide" OR "queue"'
+    assert fts_query("who was it") == '"who" OR "was" OR "it"'
+    assert fts_query("Wer hat die Datenbank gewählt") == '"wer" OR "hat" OR "die" OR "datenbank" OR "gewählt"'
 
 
 def test_fusion_ranks_items_found_by_several_lists_first() -> None:
@@ -95,3 +102,17 @@ async def test_a_memory_still_waiting_for_its_vector_is_found_by_keywords(
         assert outcome.mode == "hybrid"
         assert outcome.hits[0].memory.content == "the wifi password is on the fridge"
         assert outcome.hits[0].similarity is None
+
+
+async def test_a_memory_containing_the_query_word_for_word_ranks_first(app: App) -> None:
+    svc = app.service
+    await svc.store_memory("the house was red and the car was blue")
+    await svc.store_memory("we painted the blue car near the red house")
+    await svc.store_memory("a house painted red beside a blue car")
+    for query, expected in (("red house", "we painted the blue car near the red house"),
+                            ("the car was blue", "the house was red and the car was blue")):
+        outcome = await svc.search_memories(query, top_k=3)
+        assert outcome.hits[0].memory.content == expected, query
+    # an exact phrase is kept even below a similarity threshold it would not pass on meaning
+    strict = await svc.search_memories("red house", threshold=0.99, top_k=3)
+    assert [h.memory.content for h in strict.hits][:1] == ["we painted the blue car near the red house"]

@@ -14,6 +14,7 @@ import numpy as np
 import pytest
 
 from ollama_mcp import db
+from ollama_mcp.app import App
 from ollama_mcp.config import Settings
 from ollama_mcp.domain import EmbeddingRow, Memory, utc_now
 from ollama_mcp.errors import SchemaError, StorageError
@@ -157,3 +158,19 @@ async def test_an_unwritable_database_path_is_reported_by_each_tool_and_retried_
         stored = await client.call_tool("store_memory", {"content": "kept"})
         assert not stored.is_error
         assert stored.structured_content["embedding_status"] == "embedded"
+
+
+async def test_bulk_import_keeps_the_rules_of_single_stores(app: App, db_path: Path) -> None:
+    svc = app.service
+    conv = await svc.init_conversation("import")
+    await svc.store_memory("already here", conv.id)
+    added = await svc.import_memories(conv.id, ["one", "two", "already here", "three", "two"])
+    assert added == 3  # duplicates of stored and of earlier imported notes are skipped
+    with sqlite3.connect(db_path) as conn:
+        contexts = dict(conn.execute("SELECT content, context FROM memories"))
+        assert contexts["three"] == "one\ntwo\nthree" and contexts["one"] == "already here\none"
+        fts = conn.execute("SELECT count(*) FROM memory_contexts_fts WHERE memory_contexts_fts MATCH 'three'").fetchone()
+    assert fts == (1,)
+    assert await svc.backfill_once() == 3  # imported without vectors: embedded in the background
+    outcome = await svc.search_memories("two", conv.id)
+    assert outcome.hits[0].memory.content == "two"
