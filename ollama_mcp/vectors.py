@@ -5,6 +5,9 @@ then kept current cheaply: rows this process writes are fetched by id (ids only 
 ``PRAGMA data_version`` reveals commits by other processes (Claude Desktop often runs two
 copies of a server on one file). When the row count disagrees with the database after that
 fetch, something was deleted elsewhere and the matrix is rebuilt.
+
+The matrix is kept in fixed-size blocks, so that growing it or compacting it after a delete
+never holds two copies of it at once: peak memory stays close to the vectors' own size.
 """
 
 from __future__ import annotations
@@ -21,6 +24,7 @@ from ollama_mcp.store import FACET_CODES, Store, VectorBatch
 # How many chunk rows to rank per wanted memory: memories split into several chunks would
 # otherwise crowd the top-k with duplicates of themselves.
 _OVERFETCH = 4
+BLOCK_ROWS = 8192
 
 
 @dataclass(frozen=True)
@@ -69,14 +73,19 @@ class VectorIndex:
         drop = np.isin(self._seqs[: self._n], np.fromiter(memory_seqs, dtype=np.int64))
         if facet is not None:
             drop &= self._facets[: self._n] == FACET_CODES[facet]
-        keep = ~drop
-        kept = int(keep.sum())
-        if kept == self._n:
+        if not drop.any():
             return
-        for name in ("_matrix", "_ids", "_seqs", "_convs", "_kinds", "_facets"):
+        keep = np.nonzero(~drop)[0]
+        # Compact in place, a block at a time: row keep[j] moves to j <= keep[j], and each
+        # block's sources are gathered before that block is written.
+        for start in range(0, len(keep), BLOCK_ROWS):
+            sources = keep[start:start + BLOCK_ROWS]
+            self._blocks[start // BLOCK_ROWS][: len(sources)] = self._gather(sources)
+        for name in ("_ids", "_seqs", "_convs", "_kinds", "_facets"):
             array = getattr(self, name)
-            array[:kept] = array[: self._n][keep]
-        self._n = kept
+            array[: len(keep)] = array[keep]
+        self._n = len(keep)
+        del self._blocks[-(-self._n // BLOCK_ROWS):]  # blocks past the last used row
 
     async def refresh(self) -> None:
         """Bring the matrix up to date with the database (cheap when nothing changed)."""
@@ -109,7 +118,7 @@ class VectorIndex:
         if self._n == 0:
             return Ranking([], [], {})
         self.check_dimension(query)
-        scores = self._matrix[: self._n] @ query.astype(np.float32, copy=False)
+        scores = self._scores(query.astype(np.float32, copy=False))
         mask = self._mask(scope)
         if mask is not None:
             scores[~mask] = -np.inf
@@ -157,13 +166,31 @@ class VectorIndex:
             mask = both(np.isin(self._seqs[: self._n], np.fromiter(scope.memory_seqs, dtype=np.int64)))
         return mask
 
+    def _scores(self, query: np.ndarray) -> np.ndarray:
+        scores = np.empty(self._n, dtype=np.float32)
+        for i, block in enumerate(self._blocks):
+            start = i * BLOCK_ROWS
+            rows = min(BLOCK_ROWS, self._n - start)
+            if rows <= 0:
+                break
+            np.matmul(block[:rows], query, out=scores[start:start + rows])
+        return scores
+
+    def _gather(self, rows: np.ndarray) -> np.ndarray:
+        out = np.empty((len(rows), self.dim or 0), dtype=np.float32)
+        owners = rows // BLOCK_ROWS
+        for block in np.unique(owners):
+            chosen = owners == block
+            out[chosen] = self._blocks[int(block)][rows[chosen] % BLOCK_ROWS]
+        return out
+
     def _reset(self) -> None:
         self._n = 0
         self._skipped = 0
         self._max_id = 0
         self._capacity = 0
         self.dim = None
-        self._matrix = np.zeros((0, 0), dtype=np.float32)
+        self._blocks: list[np.ndarray] = []
         self._ids = np.zeros(0, dtype=np.int64)
         self._seqs = np.zeros(0, dtype=np.int64)
         self._convs = np.zeros(0, dtype=np.int64)
@@ -171,6 +198,7 @@ class VectorIndex:
         self._facets = np.zeros(0, dtype=np.int8)
 
     def _reserve(self, extra: int) -> None:
+        """Size the (small) per-row arrays; vector blocks are added as rows arrive."""
         needed = self._n + extra
         if needed <= self._capacity:
             return
@@ -180,13 +208,11 @@ class VectorIndex:
         self._convs = _grow(self._convs, self._capacity)
         self._kinds = _grow(self._kinds, self._capacity)
         self._facets = _grow(self._facets, self._capacity)
-        if self.dim is not None:
-            self._matrix = _grow(self._matrix, self._capacity)
 
     def _append(self, batch: VectorBatch) -> None:
         if self.dim is None and batch.dims:
             self.dim = batch.dims[0]
-            self._matrix = np.zeros((self._capacity, self.dim), dtype=np.float32)
+        self._reserve(len(batch.ids))
         for row_id, seq, conv, kind, facet, dim, blob in zip(
             batch.ids, batch.memory_seqs, batch.conversation_keys, batch.kinds, batch.facets, batch.dims,
             batch.vectors, strict=True,
@@ -196,7 +222,10 @@ class VectorIndex:
                 self._skipped += 1  # another size under the same model name is never ranked with these
                 continue
             i = self._n
-            self._matrix[i] = np.frombuffer(blob, dtype="<f4")
+            block, offset = divmod(i, BLOCK_ROWS)
+            if block == len(self._blocks):
+                self._blocks.append(np.empty((BLOCK_ROWS, dim), dtype=np.float32))
+            self._blocks[block][offset] = np.frombuffer(blob, dtype="<f4")
             self._ids[i], self._seqs[i], self._convs[i], self._kinds[i], self._facets[i] = row_id, seq, conv, kind, facet
             self._n += 1
 

@@ -174,3 +174,32 @@ async def test_bulk_import_keeps_the_rules_of_single_stores(app: App, db_path: P
     assert await svc.backfill_once() == 3  # imported without vectors: embedded in the background
     outcome = await svc.search_memories("two", conv.id)
     assert outcome.hits[0].memory.content == "two"
+
+
+async def test_vector_index_spanning_several_blocks_ranks_and_compacts_correctly(db_path: Path) -> None:
+    import ollama_mcp.vectors as vectors
+
+    store = await Store.open(db_path)
+    old = vectors.BLOCK_ROWS
+    vectors.BLOCK_ROWS = 4  # small blocks: the same code paths as 8192-row blocks, on 10 rows
+    try:
+        conv = await store.create_conversation("33333333-3333-4333-8333-333333333333", None, {}, False, utc_now())
+        seqs = [(await _memory(store, conv.id, f"m{i}")).seq for i in range(10)]
+        await store.insert_embeddings([_row(seq, i % 8) for i, seq in enumerate(seqs)])
+        index = VectorIndex(store, "m")
+        await index.refresh()
+        assert index.size == 10
+        query = np.zeros(8, dtype=np.float32)
+        query[1] = 1.0
+        assert {seq for seq, _ in index.rank(query, 2, Scope()).content} == {seqs[1], seqs[9]}
+        index.remove([seqs[0], seqs[1], seqs[5]])  # rows move across block boundaries
+        assert index.size == 7
+        ranked = index.rank(query, 10, Scope()).content
+        assert ranked[0] == (seqs[9], pytest.approx(1.0))
+        assert sorted(seq for seq, _ in ranked) == sorted(set(seqs) - {seqs[0], seqs[1], seqs[5]})
+        query[:] = 0
+        query[6] = 1.0
+        assert index.rank(query, 1, Scope()).content[0] == (seqs[6], pytest.approx(1.0))
+    finally:
+        vectors.BLOCK_ROWS = old
+        await store.aclose()
