@@ -10,11 +10,12 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+import anyio
 import numpy as np
 
-from ollama_mcp.domain import SearchFilters, SearchHit
+from ollama_mcp.domain import Facet, SearchFilters, SearchHit
 from ollama_mcp.store import KIND_CODES, Store
-from ollama_mcp.vectors import Scope, VectorIndex
+from ollama_mcp.vectors import Ranking, Scope, VectorIndex
 
 _WORD = re.compile(r"\w+", re.UNICODE)
 MAX_QUERY_TERMS = 64
@@ -34,6 +35,11 @@ class SearchTuning:
     vector_weight: float = 1.0
     vector_context_weight: float = 1.0
     min_depth: int = 50  # candidates each list contributes before fusion, at least
+    # A query word found in more than this share of all memories (and in 500 at least) is left
+    # out of the keyword query when the query has rarer words: BM25 gives it almost no weight,
+    # yet scoring every memory it matches is what makes keyword search slow on large stores.
+    common_share: float = 0.1
+    common_min_docs: int = 500
 
 
 # English function words carry no topic: left out of keyword queries (unless a query has
@@ -50,18 +56,27 @@ STOP_WORDS = frozenset(
 )
 
 
-def fts_query(text: str) -> str | None:
-    """An FTS5 expression matching any word of ``text``; user syntax is never passed through.
+def query_terms(text: str) -> list[str]:
+    """The distinct lower-cased words of ``text``, English function words left out (unless
+    nothing else is left)."""
+    words = list(dict.fromkeys(word.lower() for word in _WORD.findall(text)))
+    return ([w for w in words if w not in STOP_WORDS] or words)[:MAX_QUERY_TERMS]
+
+
+def fts_any(terms: Sequence[str]) -> str | None:
+    """An FTS5 expression matching any of ``terms``; user syntax is never passed through.
 
     Every word becomes a quoted string ("a" OR "b"), so quotes, *, NEAR, OR, -, : and
     parentheses in the query are just characters, and cannot raise or change the query.
     """
-    words = list(dict.fromkeys(word.lower() for word in _WORD.findall(text)))
-    terms = [w for w in words if w not in STOP_WORDS] or words
-    terms = terms[:MAX_QUERY_TERMS]
     if not terms:
         return None
     return " OR ".join('"' + term.replace('"', '""') + '"' for term in terms)
+
+
+def fts_query(text: str) -> str | None:
+    """``fts_any`` of the query's words."""
+    return fts_any(query_terms(text))
 
 
 def fts_phrase(text: str) -> str | None:
@@ -96,6 +111,10 @@ class HybridSearch:
         self._store = store
         self._index = index
         self.tuning = tuning or SearchTuning()
+        self._common: dict[str, bool] = {}  # word -> is it common? (for the store size below)
+        self._common_for_size = 0
+        self._memory_count = 0
+        self._searches_since_count = 0
 
     async def search(
         self,
@@ -108,46 +127,42 @@ class HybridSearch:
     ) -> list[SearchHit]:
         tuning = self.tuning
         depth = max(tuning.min_depth, top_k * 4)
-        match = fts_query(query)
-        phrase = fts_phrase(query)
+        ranking: Ranking | None = None
+
+        async def by_meaning(vector: np.ndarray, scope: Scope) -> None:
+            nonlocal ranking
+            ranking = await self._index.rank(vector, depth, scope)
+
+        async with anyio.create_task_group() as tasks:
+            if query_vector is not None:
+                # The database calls first (one connection serves them in turn), then numpy in a
+                # thread while SQLite answers the keyword queries.
+                await self._index.refresh()
+                needs_sql_filter = bool(filters.tags or filters.since or filters.until)
+                scope = Scope(
+                    conversation_key=conversation_key,
+                    kind_codes=tuple(KIND_CODES[kind] for kind in filters.kinds),
+                    memory_seqs=frozenset(await self._store.filtered_seqs(filters)) if needs_sql_filter else None,
+                )
+                tasks.start_soon(by_meaning, query_vector, scope)
+            exact, keyword, keyword_context = await self._keywords(query, filters, top_k, depth)
+
+        vector = [seq for seq, _ in ranking.content] if ranking else []
+        vector_context = [seq for seq, _ in ranking.context] if ranking else []
+        fused_scores = fuse(
+            [
+                (tuning.keyword_weight, keyword),
+                (tuning.keyword_context_weight, keyword_context),
+                (tuning.vector_weight, vector),
+                (tuning.vector_context_weight, vector_context),
+            ],
+            k=tuning.rrf_k,
+        )
         # Memories that contain the query word for word come first, whatever the fusion says.
-        exact = [seq for seq, _ in await self._store.keyword_search(phrase, filters, top_k)] if phrase else []
-        keyword: list[int] = []
-        keyword_context: list[int] = []
-        if match:
-            keyword = [seq for seq, _ in await self._store.keyword_search(match, filters, depth, "content")]
-            if tuning.keyword_context_weight:
-                keyword_context = [
-                    seq for seq, _ in await self._store.keyword_search(match, filters, depth, "context")
-                ]
-        vector: list[int] = []
-        vector_context: list[int] = []
-        similarity: dict[int, float] = {}
-        if query_vector is not None:
-            await self._index.refresh()
-            needs_sql_filter = bool(filters.tags or filters.since or filters.until)
-            scope = Scope(
-                conversation_key=conversation_key,
-                kind_codes=tuple(KIND_CODES[kind] for kind in filters.kinds),
-                memory_seqs=frozenset(await self._store.filtered_seqs(filters)) if needs_sql_filter else None,
-            )
-            ranking = self._index.rank(query_vector, depth, scope, also=[*keyword, *keyword_context])
-            vector = [seq for seq, _ in ranking.content]
-            vector_context = [seq for seq, _ in ranking.context]
-            similarity = ranking.similarity
-        fused = [Ranked(seq, float("inf"), similarity.get(seq)) for seq in exact] + [
-            Ranked(seq, score, similarity.get(seq))
-            for seq, score in fuse(
-                [
-                    (tuning.keyword_weight, keyword),
-                    (tuning.keyword_context_weight, keyword_context),
-                    (tuning.vector_weight, vector),
-                    (tuning.vector_context_weight, vector_context),
-                ],
-                k=tuning.rrf_k,
-            )
-            if seq not in exact
-        ]
+        order = [(seq, float("inf")) for seq in exact] + [(seq, s) for seq, s in fused_scores if seq not in exact]
+        # Every candidate reports its content similarity, however it was found.
+        similarity = ranking.similarities(seq for seq, _ in order[: max(top_k * 4, 50)]) if ranking else {}
+        fused = [Ranked(seq, score, similarity.get(seq)) for seq, score in order]
         if threshold is not None:
             # The threshold is on meaning: exact matches, and keyword matches with no vector yet
             # (pending), are kept.
@@ -159,3 +174,41 @@ class HybridSearch:
             for r in chosen
             if r.seq in memories  # deleted by another process between ranking and reading
         ]
+
+    async def _keywords(
+        self, query: str, filters: SearchFilters, top_k: int, depth: int
+    ) -> tuple[list[int], list[int], list[int]]:
+        """(exact phrase matches, BM25 over content, BM25 over context), each best first."""
+        searches: list[tuple[str, Facet, int]] = []
+        phrase, match = fts_phrase(query), fts_any(await self._informative_terms(query_terms(query)))
+        if phrase:
+            searches.append((phrase, "content", top_k))
+        if match:
+            searches.append((match, "content", depth))
+            if self.tuning.keyword_context_weight:
+                searches.append((match, "context", depth))
+        found = await self._store.keyword_search(searches, filters) if searches else []
+        exact = found.pop(0) if phrase else []
+        keyword = found.pop(0) if match else []
+        keyword_context = found.pop(0) if found else []
+        return exact, keyword, keyword_context
+
+    async def _informative_terms(self, terms: list[str]) -> list[str]:
+        """``terms`` without those found in a large share of all memories (if any rarer remain)."""
+        if len(terms) < 2:
+            return terms
+        if self._searches_since_count % 64 == 0:  # the count moves slowly: read it now and then
+            self._memory_count = await self._store.approximate_memory_count()
+        self._searches_since_count += 1
+        size = self._memory_count
+        if not self._common_for_size or abs(size - self._common_for_size) > self._common_for_size // 5:
+            self._common.clear()  # the store grew or shrank by a fifth: shares have moved
+            self._common_for_size = max(size, 1)
+        cap = max(self.tuning.common_min_docs, int(size * self.tuning.common_share))
+        unknown = [t for t in terms if t not in self._common]
+        if unknown:
+            counts = await self._store.document_counts(unknown, cap)
+            if len(self._common) > 10_000:
+                self._common.clear()
+            self._common.update({term: counts[term] > cap for term in unknown})
+        return [t for t in terms if not self._common[t]] or terms

@@ -211,10 +211,10 @@ class MemoryService:
 
     async def delete_memory(self, memory_id: object) -> Memory:
         deleted, context_changed = await self.store.delete_memory(inputs.memory_id("memory_id", memory_id))
-        self.index.remove([deleted.seq])
+        await self.index.remove([deleted.seq])
         if context_changed:
             # Their context no longer includes the deleted text; the backfill embeds the new one.
-            self.index.remove(context_changed, facet="context")
+            await self.index.remove(context_changed, facet="context")
             self._wake_backfill()
         return deleted
 

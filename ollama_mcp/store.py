@@ -297,23 +297,43 @@ class Store:
     # -- search ---------------------------------------------------------------------------------
 
     async def keyword_search(
-        self, match: str, filters: SearchFilters, limit: int, facet: Facet = "content"
-    ) -> list[tuple[int, float]]:
-        """(memory seq, bm25) best first, over the content or the context index.
+        self, searches: Sequence[tuple[str, Facet, int]], filters: SearchFilters
+    ) -> list[list[int]]:
+        """For each (FTS5 expression, index, limit): memory seqs best first by BM25, in one query.
 
-        ``match`` must already be a safe FTS5 expression (see ``search.fts_query``).
+        The expressions must already be safe FTS5 syntax (see ``search.fts_query``).
         """
-        table = "memories_fts" if facet == "content" else "memory_contexts_fts"
         where, params = _filter_sql(filters)
-        rows = await self._fetchall(
-            f"SELECT m.seq, bm25({table}) AS rank FROM {table}"
-            f" JOIN memories m ON m.seq = {table}.rowid"
-            f" WHERE {table} MATCH ? {''.join(' AND ' + w for w in where)}"
-            " ORDER BY rank LIMIT ?",
-            [match, *params, limit],
-            "search the keyword index",
+        conditions = "".join(" AND " + w for w in where)
+        parts, args = [], []
+        for i, (match, facet, limit) in enumerate(searches):
+            table = "memories_fts" if facet == "content" else "memory_contexts_fts"
+            parts.append(
+                f"SELECT * FROM (SELECT {i} AS list, m.seq, bm25({table}) AS rank FROM {table}"
+                f" JOIN memories m ON m.seq = {table}.rowid WHERE {table} MATCH ?{conditions}"
+                " ORDER BY rank LIMIT ?)"
+            )
+            args.extend([match, *params, limit])
+        ranked: list[list[tuple[float, int]]] = [[] for _ in searches]
+        if parts:
+            for i, seq, rank in await self._fetchall(" UNION ALL ".join(parts), args, "search the keyword index"):
+                ranked[i].append((float(rank), int(seq)))
+        return [[seq for _, seq in sorted(found)] for found in ranked]
+
+    async def document_counts(self, terms: Sequence[str], cap: int) -> dict[str, int]:
+        """How many memories contain each word (counting stops past ``cap``), in one query."""
+        parts = " UNION ALL ".join(
+            "SELECT ?, (SELECT count(*) FROM (SELECT 1 FROM memories_fts WHERE memories_fts MATCH ? LIMIT ?))"
+            for _ in terms
         )
-        return [(int(seq), float(rank)) for seq, rank in rows]
+        args = [x for term in terms for x in (term, '"' + term.replace('"', '""') + '"', cap + 1)]
+        rows = await self._fetchall(parts, args, "count keyword matches")
+        return {row[0]: int(row[1]) for row in rows}
+
+    async def approximate_memory_count(self) -> int:
+        """The highest memory seq: the count of memories ever stored, read in constant time."""
+        rows = await self._fetchall("SELECT max(seq) FROM memories", (), "count memories")
+        return int(rows[0][0] or 0)
 
     async def filtered_seqs(self, filters: SearchFilters) -> list[int]:
         """Every memory seq that passes ``filters`` (used to mask the vector index)."""

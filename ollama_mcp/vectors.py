@@ -19,7 +19,7 @@ import anyio
 import numpy as np
 
 from ollama_mcp.errors import EmbeddingMismatchError
-from ollama_mcp.store import FACET_CODES, Store, VectorBatch
+from ollama_mcp.store import FACET_CODES, KIND_CODES, Store, VectorBatch
 
 # How many chunk rows to rank per wanted memory: memories split into several chunks would
 # otherwise crowd the top-k with duplicates of themselves.
@@ -29,11 +29,26 @@ BLOCK_ROWS = 8192
 
 @dataclass(frozen=True)
 class Ranking:
-    """Per facet, the best memories as (seq, similarity); and the content similarity of chosen seqs."""
+    """Per facet, the best memories as (seq, similarity); ``similarities`` gives any memory's
+    content similarity to the query (a memory's similarity is that of its best chunk)."""
 
     content: list[tuple[int, float]]
     context: list[tuple[int, float]]
-    similarity: dict[int, float]
+    _seqs: np.ndarray
+    _content_scores: np.ndarray
+
+    def similarities(self, seqs: Iterable[int]) -> dict[int, float]:
+        found = dict(self.content)
+        wanted = np.fromiter(set(seqs) - found.keys(), dtype=np.int64)
+        if wanted.size:
+            for row in np.nonzero(np.isin(self._seqs, wanted))[0]:
+                seq, score = int(self._seqs[row]), float(self._content_scores[row])
+                if score != -np.inf and score > found.get(seq, -np.inf):
+                    found[seq] = score
+        return found
+
+
+_EMPTY = Ranking([], [], np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.float32))
 
 
 @dataclass(frozen=True)
@@ -66,8 +81,21 @@ class VectorIndex:
         """This process wrote vectors: fetch them (by id) before the next search."""
         self._dirty = True
 
-    def remove(self, memory_seqs: Iterable[int], facet: str | None = None) -> None:
+    async def remove(self, memory_seqs: Iterable[int], facet: str | None = None) -> None:
         """Drop rows of memories this process deleted (or, with ``facet``, only that facet's rows)."""
+        async with self._lock:
+            self._remove(list(memory_seqs), facet)
+
+    async def rank(self, query: np.ndarray, k: int, scope: Scope) -> Ranking:
+        """Rank in a worker thread (numpy releases the GIL, so keyword search runs meanwhile);
+        call ``refresh`` first. The lock keeps refreshes and removals out while the thread reads."""
+        async with self._lock:
+            if self._n == 0:
+                return _EMPTY
+            self.check_dimension(query)
+            return await anyio.to_thread.run_sync(self._rank, query.astype(np.float32, copy=False), k, scope)
+
+    def _remove(self, memory_seqs: list[int], facet: str | None) -> None:
         if not self._loaded or self._n == 0:
             return
         drop = np.isin(self._seqs[: self._n], np.fromiter(memory_seqs, dtype=np.int64))
@@ -90,17 +118,20 @@ class VectorIndex:
     async def refresh(self) -> None:
         """Bring the matrix up to date with the database (cheap when nothing changed)."""
         async with self._lock:
-            version = await self._store.data_version()
-            if self._loaded and not self._dirty and version == self._data_version:
-                return
-            self._dirty = False
-            total = await self._store.vector_snapshot(self.model, self._max_id, self._reserve, self._append)
-            if total != self._n + self._skipped:
-                # Rows vanished under us (another process deleted memories): rebuild from scratch.
-                self._reset()
-                await self._store.vector_snapshot(self.model, 0, self._reserve, self._append)
-            self._loaded = True
-            self._data_version = version
+            await self._refresh()
+
+    async def _refresh(self) -> None:
+        version = await self._store.data_version()
+        if self._loaded and not self._dirty and version == self._data_version:
+            return
+        self._dirty = False
+        total = await self._store.vector_snapshot(self.model, self._max_id, self._reserve, self._append)
+        if total != self._n + self._skipped:
+            # Rows vanished under us (another process deleted memories): rebuild from scratch.
+            self._reset()
+            await self._store.vector_snapshot(self.model, 0, self._reserve, self._append)
+        self._loaded = True
+        self._data_version = version
 
     def check_dimension(self, vector: np.ndarray) -> None:
         if self.dim is not None and vector.size != self.dim:
@@ -111,30 +142,16 @@ class VectorIndex:
                 "model, or set OLLAMA_MCP_EMBED_MODEL to a new name so they are re-embedded)."
             )
 
-    def rank(self, query: np.ndarray, k: int, scope: Scope, also: Iterable[int] = ()) -> Ranking:
-        """The ``k`` best memories in ``scope`` by content and by context, and the content
-        similarity of the memories in ``also``. A memory's similarity is that of its best chunk.
-        """
-        if self._n == 0:
-            return Ranking([], [], {})
-        self.check_dimension(query)
-        scores = self._scores(query.astype(np.float32, copy=False))
+    def _rank(self, query: np.ndarray, k: int, scope: Scope) -> Ranking:
+        """The ``k`` best memories in ``scope`` by content and by context."""
+        scores = self._scores(query)
         mask = self._mask(scope)
         if mask is not None:
-            scores[~mask] = -np.inf
+            np.copyto(scores, -np.inf, where=~mask)
         is_content = self._facets[: self._n] == FACET_CODES["content"]
-        content_scores = np.where(is_content, scores, -np.inf)
-        scores[is_content] = -np.inf  # what is left are the context rows
-        by_content, by_context = self._top(content_scores, k), self._top(scores, k)
-        # Every candidate reports its content similarity, however it was found.
-        similarities = dict(by_content)
-        extra = np.fromiter({*also, *(seq for seq, _ in by_context)} - similarities.keys(), dtype=np.int64)
-        if extra.size:
-            for row in np.nonzero(np.isin(self._seqs[: self._n], extra) & is_content)[0]:
-                seq, score = int(self._seqs[row]), float(content_scores[row])
-                if score != -np.inf and score > similarities.get(seq, -np.inf):
-                    similarities[seq] = score
-        return Ranking(by_content, by_context, similarities)
+        content_scores = np.where(is_content, scores, np.float32(-np.inf))
+        np.copyto(scores, -np.inf, where=is_content)  # what is left are the context rows
+        return Ranking(self._top(content_scores, k), self._top(scores, k), self._seqs[: self._n].copy(), content_scores)
 
     def _top(self, scores: np.ndarray, k: int) -> list[tuple[int, float]]:
         want = min(self._n, k * _OVERFETCH)
@@ -161,7 +178,9 @@ class VectorIndex:
         if scope.conversation_key is not None:
             mask = both(self._convs[: self._n] == scope.conversation_key)
         if scope.kind_codes is not None:
-            mask = both(np.isin(self._kinds[: self._n], scope.kind_codes))
+            allowed = np.zeros(max(KIND_CODES.values()) + 1, dtype=bool)
+            allowed[list(scope.kind_codes)] = True
+            mask = both(allowed[self._kinds[: self._n]])
         if scope.memory_seqs is not None:
             mask = both(np.isin(self._seqs[: self._n], np.fromiter(scope.memory_seqs, dtype=np.int64)))
         return mask

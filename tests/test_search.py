@@ -10,7 +10,7 @@ import pytest
 
 from ollama_mcp.app import App, open_app
 from ollama_mcp.config import Settings
-from ollama_mcp.search import fts_query, fuse
+from ollama_mcp.search import SearchTuning, fts_query, fuse
 from tests.fake_ollama import FakeModel, FakeOllama
 
 pytestmark = pytest.mark.anyio
@@ -116,3 +116,19 @@ async def test_a_memory_containing_the_query_word_for_word_ranks_first(app: App)
     # an exact phrase is kept even below a similarity threshold it would not pass on meaning
     strict = await svc.search_memories("red house", threshold=0.99, top_k=3)
     assert [h.memory.content for h in strict.hits][:1] == ["we painted the blue car near the red house"]
+
+
+async def test_a_word_found_in_most_memories_is_left_out_of_a_query_that_has_rarer_words(
+    settings: Settings, fake_ollama: FakeOllama
+) -> None:
+    tuning = SearchTuning(common_min_docs=5, vector_weight=0, vector_context_weight=0)  # keywords only
+    async with open_app(settings, background=False, tuning=tuning) as app:
+        svc = app.service
+        conv = await svc.init_conversation("c")
+        await svc.import_memories(conv.id, [f"status report number {i} for the project" for i in range(30)])
+        await svc.import_memories(conv.id, ["the zeppelin arrives tuesday"])
+        outcome = await svc.search_memories("project zeppelin", conv.id, top_k=3)
+        # the common word no longer makes every memory a candidate to score
+        assert [h.memory.content for h in outcome.hits] == ["the zeppelin arrives tuesday"]
+        only_common = await svc.search_memories("project report", conv.id, top_k=3)
+        assert only_common.hits and "project" in only_common.hits[0].memory.content  # nothing rarer: kept

@@ -19,7 +19,7 @@ from ollama_mcp.config import Settings
 from ollama_mcp.domain import EmbeddingRow, Memory, utc_now
 from ollama_mcp.errors import SchemaError, StorageError
 from ollama_mcp.store import Store
-from ollama_mcp.vectors import Scope, VectorIndex
+from ollama_mcp.vectors import Ranking, Scope, VectorIndex
 from tests.conftest import connect
 from tests.fake_ollama import FakeOllama
 
@@ -118,13 +118,13 @@ async def test_vector_index_notices_inserts_and_deletes_made_by_another_connecti
         await index.refresh()
         query = np.zeros(8, dtype=np.float32)
         query[1] = 1.0
-        ranked = index.rank(query, 5, Scope()).content
+        ranked = (await _ranked(index, query, 5, Scope())).content
         assert ranked[0] == (other.seq, pytest.approx(1.0))
 
         await theirs.delete_memory(other.id)  # and its delete
         await index.refresh()
         assert index.size == 1
-        assert [seq for seq, _ in index.rank(query, 5, Scope()).content] == [first.seq]
+        assert [seq for seq, _ in (await _ranked(index, query, 5, Scope())).content] == [first.seq]
     finally:
         await mine.aclose()
         await theirs.aclose()
@@ -191,15 +191,20 @@ async def test_vector_index_spanning_several_blocks_ranks_and_compacts_correctly
         assert index.size == 10
         query = np.zeros(8, dtype=np.float32)
         query[1] = 1.0
-        assert {seq for seq, _ in index.rank(query, 2, Scope()).content} == {seqs[1], seqs[9]}
-        index.remove([seqs[0], seqs[1], seqs[5]])  # rows move across block boundaries
+        assert {seq for seq, _ in (await _ranked(index, query, 2, Scope())).content} == {seqs[1], seqs[9]}
+        await index.remove([seqs[0], seqs[1], seqs[5]])  # rows move across block boundaries
         assert index.size == 7
-        ranked = index.rank(query, 10, Scope()).content
+        ranked = (await _ranked(index, query, 10, Scope())).content
         assert ranked[0] == (seqs[9], pytest.approx(1.0))
         assert sorted(seq for seq, _ in ranked) == sorted(set(seqs) - {seqs[0], seqs[1], seqs[5]})
         query[:] = 0
         query[6] = 1.0
-        assert index.rank(query, 1, Scope()).content[0] == (seqs[6], pytest.approx(1.0))
+        assert (await _ranked(index, query, 1, Scope())).content[0] == (seqs[6], pytest.approx(1.0))
     finally:
         vectors.BLOCK_ROWS = old
         await store.aclose()
+
+
+async def _ranked(index: VectorIndex, query: np.ndarray, k: int, scope: Scope) -> Ranking:
+    await index.refresh()
+    return await index.rank(query, k, scope)
