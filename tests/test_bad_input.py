@@ -10,6 +10,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings as hsettings, strategies as st
 
 from ollama_mcp.config import Settings
+from ollama_mcp.errors import InvalidInputError
 from tests.conftest import connect
 
 pytestmark = pytest.mark.anyio
@@ -28,6 +29,8 @@ CASES: list[tuple[str, dict[str, Any], str]] = [
     ("store_memory", {"content": "   \n\t"}, "content: is empty"),
     ("store_memory", {"content": 42}, "content"),
     ("store_memory", {"content": "x" * 100_001}, "content: is 100,001 characters"),
+    ("store_memory", {"content": "x" * 10_000_000}, "content: is 10,000,000 characters"),
+    ("search_memories", {"query": "q" * 10_000_000}, "query: is 10,000,000 characters"),
     ("store_memory", {"content": "lone \ud800 surrogate"}, "content: contains an unpaired"),
     ("store_memory", {"content": "ok", "conversation_id": "not-a-uuid"}, "conversation_id: is not a valid id"),
     ("store_memory", {"content": "ok", "conversation_id": "'; DROP TABLE memories; --"}, "conversation_id"),
@@ -154,3 +157,15 @@ def test_fuzzed_inputs_get_a_result_or_a_clear_error(
             assert not alive.is_error
 
     anyio.run(run)
+
+
+async def test_nan_and_infinity_are_refused_by_the_service_itself(app: Any) -> None:
+    # JSON cannot carry NaN (clients send null), but the agent and the CLI call the service directly.
+    svc = app.service
+    with pytest.raises(InvalidInputError, match="threshold"):
+        await svc.search_memories("q", threshold=float("nan"))
+    with pytest.raises(InvalidInputError, match="metadata: contains NaN"):
+        await svc.store_memory("ok", metadata={"k": float("inf")})
+    with pytest.raises(InvalidInputError, match="embedding: contains NaN"):
+        await svc.store_memory("ok", embedding=[float("nan")] * 256)
+    assert (await svc.list_conversations()) == []  # nothing was created on the way

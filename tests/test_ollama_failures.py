@@ -13,6 +13,7 @@ from typing import Any
 
 import pytest
 
+from ollama_mcp.app import open_app
 from ollama_mcp.config import Settings
 from tests.conftest import connect, eventually
 from tests.fake_ollama import FakeModel, FakeOllama
@@ -102,7 +103,6 @@ async def test_slow_ollama_times_out_into_pending_instead_of_hanging(
         stored = await call(client, "store_memory", content="patience is a virtue")
         assert stored["embedding_status"] == "pending"
         assert "did not answer within 2 s" in stored["note"]
-        # while Ollama is known to be failing, a store does not wait on it again
         quick = await call(client, "store_memory", content="second while slow")
         assert quick["embedding_status"] == "pending"
         fake_ollama.delay = 0.0
@@ -168,3 +168,20 @@ async def _async(value: Any) -> Any:
 async def _search_mode(client: Any, text: str, mode: str) -> dict[str, Any] | None:
     found = await call(client, "search_memories", query=text)
     return found if found["mode"] == mode else None
+
+
+async def test_while_ollama_is_failing_a_store_does_not_wait_on_it_again(
+    settings: Settings, fake_ollama: FakeOllama
+) -> None:
+    fake_ollama.delay = 3.0  # beyond the 2 s timeout
+    async with open_app(settings, background=False) as app:  # no backfill probing in between
+        first = await app.service.store_memory("first while slow")
+        assert first.embedding_status == "pending"
+        asked = len(fake_ollama.requests)
+        second = await app.service.store_memory("second while slow")
+        assert second.embedding_status == "pending" and "did not answer within 2 s" in (second.embedding_note or "")
+        assert len(fake_ollama.requests) == asked  # it did not ask Ollama at all
+        fake_ollama.delay = 0.0
+        assert await app.service.backfill_once() == 2  # the backfill is what tries again
+        third = await app.service.store_memory("third, Ollama is back")
+        assert third.embedding_status == "embedded"

@@ -1,0 +1,290 @@
+"""It keeps working and loses nothing: several processes, kill -9, a full disk, a dying parent,
+and logs that never carry the user's words. Real processes, a real file, the fake Ollama."""
+
+from __future__ import annotations
+
+import json
+import os
+import resource
+import signal
+import sqlite3
+import subprocess
+import sys
+import threading
+import time
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+import anyio
+import pytest
+from mcp import Client
+
+from ollama_mcp.app import open_app
+from ollama_mcp.config import Settings
+from ollama_mcp.db import migrations
+from tests.fake_ollama import FakeOllama
+from tests.test_stdio import SCRIPT, server_env, stdio
+from tests.test_tools import call
+
+pytestmark = pytest.mark.anyio
+
+
+def query(db: Path, sql: str, *params: Any) -> list[tuple[Any, ...]]:
+    with sqlite3.connect(db) as conn:
+        return conn.execute(sql, params).fetchall()
+
+
+def assert_consistent(db: Path) -> None:
+    """The file is sound, and both keyword indexes and the vectors agree with the rows."""
+    with sqlite3.connect(db) as conn:
+        assert conn.execute("PRAGMA integrity_check").fetchone() == ("ok",)
+        assert conn.execute("PRAGMA foreign_key_check").fetchall() == []
+        # FTS5's own check that an external-content index matches its table
+        conn.execute("INSERT INTO memories_fts (memories_fts, rank) VALUES ('integrity-check', 1)")
+        conn.execute("INSERT INTO memory_contexts_fts (memory_contexts_fts, rank) VALUES ('integrity-check', 1)")
+        orphans = conn.execute(
+            "SELECT count(*) FROM memory_embeddings e LEFT JOIN memories m ON m.seq = e.memory_seq WHERE m.seq IS NULL"
+        ).fetchone()
+        assert orphans == (0,)
+
+
+async def test_four_processes_storing_250_each_amid_searches_store_everything_exactly_once(
+    db_path: Path, fake_ollama: FakeOllama
+) -> None:
+    per_process, processes = 250, 4
+    errors: list[str] = []
+    async with Client(stdio(db_path, fake_ollama), mode="legacy") as first:
+        conv = (await call(first, "init_conversation", name="shared"))["conversation_id"]
+
+    async def worker(n: int) -> None:
+        async with Client(stdio(db_path, fake_ollama), mode="legacy") as client:
+            for i in range(per_process):
+                stored = await client.call_tool(
+                    "store_memory", {"content": f"process{n} item{i} token{n}x{i}", "conversation_id": conv}
+                )
+                if stored.is_error:
+                    errors.append(stored.content[0].text)  # type: ignore[union-attr]
+                if i % 25 == 24:
+                    other = (n + 1) % processes
+                    found = await client.call_tool("search_memories", {"query": f"process{other}", "conversation_id": conv})
+                    if found.is_error:
+                        errors.append(found.content[0].text)  # type: ignore[union-attr]
+            # after everyone's last write has been acknowledged, each process sees the others'
+            await barrier.wait()
+            for other in range(processes):
+                found = await call(client, "search_memories", query=f"token{other}x{per_process - 1}",
+                                   conversation_id=conv, top_k=1)
+                assert found["results"][0]["content"] == f"process{other} item{per_process - 1} token{other}x{per_process - 1}"
+
+    barrier = _Barrier(processes)
+    with anyio.fail_after(240):
+        async with anyio.create_task_group() as tasks:
+            for n in range(processes):
+                tasks.start_soon(worker, n)
+    assert errors == []  # no "database is locked", nor anything else, reached a client
+    assert query(db_path, "SELECT count(*), count(DISTINCT content) FROM memories") == [(1000, 1000)]
+    assert_consistent(db_path)
+
+
+class _Barrier:
+    def __init__(self, parties: int) -> None:
+        self._parties, self._arrived, self._event = parties, 0, anyio.Event()
+
+    async def wait(self) -> None:
+        self._arrived += 1
+        if self._arrived == self._parties:
+            self._event.set()
+        await self._event.wait()
+
+
+def _start_raw(db: Path, fake: FakeOllama, **popen: Any) -> subprocess.Popen[bytes]:
+    env = {"PATH": os.environ.get("PATH", ""), "HOME": os.environ.get("HOME", "/root"), **server_env(db, fake)}
+    proc = subprocess.Popen([str(SCRIPT)], stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            cwd="/", env=env, **popen)
+    _send(proc, {"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
+        "protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "t", "version": "0"}}})
+    assert proc.stdout is not None and json.loads(proc.stdout.readline())["id"] == 0
+    _send(proc, {"jsonrpc": "2.0", "method": "notifications/initialized"})
+    return proc
+
+
+def _send(proc: subprocess.Popen[bytes], message: dict[str, Any]) -> None:
+    assert proc.stdin is not None
+    proc.stdin.write(json.dumps(message).encode() + b"\n")
+    proc.stdin.flush()
+
+
+def _store(proc: subprocess.Popen[bytes], request_id: int, content: str) -> None:
+    _send(proc, {"jsonrpc": "2.0", "id": request_id, "method": "tools/call",
+                 "params": {"name": "store_memory", "arguments": {"content": content}}})
+
+
+def test_kill_9_mid_batch_keeps_every_acknowledged_write_and_a_sound_file(db_path: Path, fake_ollama: FakeOllama) -> None:
+    proc = _start_raw(db_path, fake_ollama)
+    assert proc.stdout is not None
+
+    def send_all() -> None:  # a steady stream from a thread: requests are in flight when it dies
+        try:
+            for i in range(1, 3001):
+                _store(proc, i, f"crash test memory {i}")
+                time.sleep(0.002)
+        except (BrokenPipeError, OSError):
+            pass  # it was killed
+
+    writer = threading.Thread(target=send_all, daemon=True)
+    writer.start()
+    acknowledged = []
+    while len(acknowledged) < 60:
+        reply = json.loads(proc.stdout.readline())
+        assert reply["result"]["isError"] is False
+        acknowledged.append(reply["result"]["structuredContent"]["memory_id"])
+    proc.send_signal(signal.SIGKILL)
+    proc.wait(timeout=10)
+
+    assert_consistent(db_path)
+    present = {row[0] for row in query(db_path, "SELECT id FROM memories")}
+    assert set(acknowledged) <= present
+    assert len(present) < 3000  # it really died mid-batch
+    writer.join(timeout=10)
+    # restarted, it embeds whatever the crash left without vectors
+    proc = _start_raw(db_path, fake_ollama)
+    try:
+        deadline = time.monotonic() + 20
+        while query(db_path, "SELECT count(*) FROM memories m WHERE NOT EXISTS (SELECT 1 FROM memory_embeddings e"
+                             " WHERE e.memory_seq = m.seq AND e.facet = 'content')") != [(0,)]:
+            assert time.monotonic() < deadline, "pending memories were not embedded after the restart"
+            time.sleep(0.05)
+    finally:
+        assert proc.stdin is not None
+        proc.stdin.close()
+        proc.wait(timeout=15)
+    assert_consistent(db_path)
+
+
+def _limit_file_size() -> None:
+    signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # a write past the limit fails with EFBIG instead
+    resource.setrlimit(resource.RLIMIT_FSIZE, (2_000_000, 2_000_000))
+
+
+def test_a_full_disk_is_a_clear_error_and_the_data_already_stored_stays_intact(
+    db_path: Path, fake_ollama: FakeOllama
+) -> None:
+    proc = _start_raw(db_path, fake_ollama, preexec_fn=_limit_file_size)
+    assert proc.stdout is not None
+    try:
+        stored, failure = [], None
+        for i in range(1, 200):
+            _store(proc, i, f"memory {i} " + "x" * 20_000)
+            reply = json.loads(proc.stdout.readline())["result"]
+            if reply["isError"]:
+                failure = reply["content"][0]["text"]
+                break
+            stored.append(reply["structuredContent"]["memory_id"])
+        assert failure is not None, "the file-size limit was never reached"
+        assert "internal error" not in failure
+        assert "disk is full" in failure or "cannot be written" in failure
+        assert "Nothing was changed" in failure
+        # the server still answers, and searches still work
+        _send(proc, {"jsonrpc": "2.0", "id": 999, "method": "tools/call",
+                     "params": {"name": "search_all_conversations", "arguments": {"query": "memory 1"}}})
+        assert json.loads(proc.stdout.readline())["result"]["isError"] is False
+    finally:
+        assert proc.stdin is not None
+        proc.stdin.close()
+        proc.wait(timeout=15)
+    assert len(stored) >= 3
+    assert set(stored) <= {row[0] for row in query(db_path, "SELECT id FROM memories")}
+    assert_consistent(db_path)
+
+
+def test_the_server_exits_when_its_parent_dies(db_path: Path, fake_ollama: FakeOllama, tmp_path: Path) -> None:
+    pid_file = tmp_path / "child.pid"
+    parent_code = (
+        "import subprocess, sys, time\n"
+        f"child = subprocess.Popen([{str(SCRIPT)!r}], stdin=subprocess.PIPE, stdout=subprocess.PIPE, env={server_env(db_path, fake_ollama)!r})\n"
+        f"open({str(pid_file)!r}, 'w').write(str(child.pid))\n"
+        "time.sleep(600)\n"
+    )
+    parent = subprocess.Popen([sys.executable, "-c", parent_code])
+    deadline = time.monotonic() + 20
+    while not pid_file.exists() or not pid_file.read_text():
+        assert time.monotonic() < deadline
+        time.sleep(0.05)
+    child = int(pid_file.read_text())
+    time.sleep(1.0)  # let it finish starting
+    parent.kill()  # the pipe to the child's stdin closes with it
+    parent.wait(timeout=10)
+    deadline = time.monotonic() + 15
+    while _alive(child):
+        assert time.monotonic() < deadline, "the server outlived its parent"
+        time.sleep(0.05)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().split()[2]
+    except OSError:
+        return False
+    return state != "Z"
+
+
+def test_logs_never_contain_memory_text_queries_or_summaries(db_path: Path, fake_ollama: FakeOllama) -> None:
+    secrets = ["my bank pin is 8812", "the surprise party is on friday", "summary: chose vendor zebra-corp"]
+    env = {"PATH": os.environ.get("PATH", ""), "HOME": os.environ.get("HOME", "/root"),
+           **server_env(db_path, fake_ollama), "OLLAMA_MCP_LOG_LEVEL": "INFO"}
+    proc = subprocess.Popen([str(SCRIPT)], stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            cwd="/", env=env)
+    assert proc.stdout is not None
+    calls: list[tuple[str, dict[str, Any]]] = [
+        ("init_conversation", {"name": "private"}),
+        ("store_memory", {"content": secrets[0]}),
+        ("store_memory", {"content": secrets[0]}),  # duplicate
+        ("search_memories", {"query": secrets[1]}),
+        ("search_memories", {"query": secrets[1], "top_k": 0}),  # a refused call
+        ("store_memory", {"content": secrets[1] + " " + "y" * 100_001}),  # too long: refused
+        ("end_conversation", {"summary": secrets[2]}),
+        ("store_memory", {"content": secrets[1]}),  # into no conversation: a new anonymous one
+    ]
+    _send(proc, {"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
+        "protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "t", "version": "0"}}})
+    proc.stdout.readline()
+    _send(proc, {"jsonrpc": "2.0", "method": "notifications/initialized"})
+    for i, (tool, args) in enumerate(calls, 1):
+        if i == 4:
+            fake_ollama.stop()  # failures are logged too: they must not quote the user either
+        _send(proc, {"jsonrpc": "2.0", "id": i, "method": "tools/call", "params": {"name": tool, "arguments": args}})
+        assert json.loads(proc.stdout.readline())["id"] == i
+    assert proc.stdin is not None
+    proc.stdin.close()
+    proc.wait(timeout=15)
+    log = proc.stderr.read().decode() if proc.stderr else ""
+    assert "embeddings unavailable" in log  # the log does say what happened ...
+    for secret in secrets:
+        for fragment in (secret, secret.split()[-1]):  # ... never with the user's words
+            assert fragment not in log, fragment
+
+
+FIXTURES = sorted((Path(__file__).parent / "fixtures").glob("schema_*.db"))
+
+
+@pytest.mark.parametrize("fixture", FIXTURES, ids=[f.stem for f in FIXTURES])
+async def test_a_database_of_every_released_schema_opens_migrated_with_its_data(
+    fixture: Path, tmp_path: Path, fake_ollama: FakeOllama
+) -> None:
+    path = tmp_path / "memory.db"
+    path.write_bytes(fixture.read_bytes())
+    settings = Settings.from_env({"OLLAMA_MCP_DB": str(path), "OLLAMA_HOST": fake_ollama.url})
+    async with open_app(replace(settings, backfill_max_delay=0.2), background=False) as app:
+        svc = app.service
+        conversations = {c.name: c for c in await svc.list_conversations()}
+        assert conversations["fixture: ended"].status == "completed"
+        found = await svc.search_all_conversations("which database for billing", top_k=3)
+        assert found.mode == "hybrid"
+        assert "We chose PostgreSQL for billing" in [h.memory.content for h in found.hits]
+        summary = await svc.search_all_conversations("what was decided", top_k=5)
+        assert any(h.memory.kind == "summary" for h in summary.hits)
+        stored = await svc.store_memory("written after the upgrade", conversations["fixture: active"].id)
+        assert stored.embedding_status == "embedded"
+    assert query(path, "SELECT max(version) FROM schema_migrations") == [(migrations()[-1].version,)]
+    assert_consistent(path)
