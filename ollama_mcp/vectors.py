@@ -41,7 +41,7 @@ class Ranking:
         found = dict(self.content)
         wanted = np.fromiter(set(seqs) - found.keys(), dtype=np.int64)
         if wanted.size:
-            for row in np.nonzero(np.isin(self._seqs, wanted))[0]:
+            for row in np.nonzero(np.isin(self._seqs, wanted, kind="table"))[0]:  # O(rows), not O(rows x wanted)
                 seq, score = int(self._seqs[row]), float(self._content_scores[row])
                 if score != -np.inf and score > found.get(seq, -np.inf):
                     found[seq] = score
@@ -98,7 +98,7 @@ class VectorIndex:
     def _remove(self, memory_seqs: list[int], facet: str | None) -> None:
         if not self._loaded or self._n == 0:
             return
-        drop = np.isin(self._seqs[: self._n], np.fromiter(memory_seqs, dtype=np.int64))
+        drop = np.isin(self._seqs[: self._n], np.fromiter(memory_seqs, dtype=np.int64), kind="table")
         if facet is not None:
             drop &= self._facets[: self._n] == FACET_CODES[facet]
         if not drop.any():
@@ -182,7 +182,7 @@ class VectorIndex:
             allowed[list(scope.kind_codes)] = True
             mask = both(allowed[self._kinds[: self._n]])
         if scope.memory_seqs is not None:
-            mask = both(np.isin(self._seqs[: self._n], np.fromiter(scope.memory_seqs, dtype=np.int64)))
+            mask = both(np.isin(self._seqs[: self._n], np.fromiter(scope.memory_seqs, dtype=np.int64), kind="table"))
         return mask
 
     def _scores(self, query: np.ndarray) -> np.ndarray:
