@@ -225,7 +225,7 @@ class Store:
                 seen[conv].add(digest)
                 context = memory.content
                 if memory.kind != "summary":
-                    context = "\n".join([*(t[-CONTEXT_NEIGHBOUR_CHARS:] for t in recent[conv]), memory.content])
+                    context = compose_context(recent[conv], memory.content)
                     recent[conv] = [*recent[conv], memory.content][-CONTEXT_NEIGHBOURS:]
                 rows.append((memory, digest, context))
             await conn.executemany(
@@ -476,8 +476,13 @@ async def _context(conn: aiosqlite.Connection, conversation_id: str, content: st
         " ORDER BY seq DESC LIMIT ?",
         (conversation_id, before_seq if before_seq is not None else 2**62, CONTEXT_NEIGHBOURS),
     )).fetchall()
-    earlier = [row[0][-CONTEXT_NEIGHBOUR_CHARS:] for row in reversed(rows)]
-    return "\n".join([*earlier, content])
+    return compose_context([row[0] for row in reversed(rows)], content)
+
+
+def compose_context(earlier: Sequence[str], content: str) -> str:
+    """A memory's context: the last CONTEXT_NEIGHBOURS earlier texts, each clipped to its end, then the memory."""
+    clipped = [text[-CONTEXT_NEIGHBOUR_CHARS:] for text in earlier[-CONTEXT_NEIGHBOURS:]]
+    return "\n".join([*clipped, content])
 
 
 async def _memory_by_seq(conn: aiosqlite.Connection, seq: int) -> Memory:
