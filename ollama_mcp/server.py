@@ -77,10 +77,10 @@ class _AppHolder:
         self._failure_reported = False
 
     async def run(self) -> None:
-        # Imported in a worker thread so the event loop keeps answering the handshake.
-        app_module = await anyio.to_thread.run_sync(importlib.import_module, "ollama_mcp.app")
         while True:
             try:
+                # Imported in a worker thread so the event loop keeps answering the handshake.
+                app_module = await anyio.to_thread.run_sync(importlib.import_module, "ollama_mcp.app")
                 async with app_module.open_app(self._settings) as app:
                     self._service, self._failure = app.service, None
                     self._attempt_done.set()
