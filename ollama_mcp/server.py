@@ -87,9 +87,10 @@ class _AppHolder:
                     await anyio.sleep_forever()
             except OllamaMcpError as exc:
                 log.error("could not open the memory store: %s", exc)
-                self._failure = exc
+                self._service, self._failure = None, exc
             except Exception:
                 log.exception("could not open the memory store")
+                self._service = None
                 self._failure = OllamaMcpError(
                     "The memory store could not be opened because of an internal error; details are in the server log."
                 )

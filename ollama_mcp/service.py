@@ -251,6 +251,15 @@ class MemoryService:
                 await self._sleep_or_wake(delay)
                 delay = min(delay * 2, self._backfill_max_delay)
                 continue
+            except OllamaMcpError as exc:  # e.g. the database stayed busy: try again later
+                log.warning("background embedding paused: %s", exc)
+                await self._sleep_or_wake(delay)
+                delay = min(delay * 2, self._backfill_max_delay)
+                continue
+            except Exception:  # a bug: logged, and never allowed to take the tools down with it
+                log.exception("background embedding failed")
+                await self._sleep_or_wake(self._backfill_max_delay)
+                continue
             delay = 1.0
             if not progressed:
                 await self._sleep_or_wake(BACKFILL_POLL_SECONDS)
