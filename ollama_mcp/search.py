@@ -74,10 +74,6 @@ def fts_any(terms: Sequence[str]) -> str | None:
     return " OR ".join('"' + term.replace('"', '""') + '"' for term in terms)
 
 
-def fts_query(text: str) -> str | None:
-    """``fts_any`` of the query's words."""
-    return fts_any(query_terms(text))
-
 
 def fts_phrase(text: str) -> str | None:
     """An FTS5 phrase matching the words of ``text`` in order (two words at least), else None."""

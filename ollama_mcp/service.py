@@ -87,10 +87,6 @@ class MemoryService:
     def model(self) -> str:
         return self.embedder.model
 
-    @property
-    def embedding_failure(self) -> OllamaMcpError | None:
-        return self._health.failure
-
     # -- conversations --------------------------------------------------------------------------
 
     async def init_conversation(self, name: object = None, metadata: object = None) -> Conversation:

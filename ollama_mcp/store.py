@@ -249,14 +249,6 @@ class Store:
             ])
         return len(rows)
 
-    async def get_memory(self, memory_id: str) -> Memory:
-        rows = await self._fetchall(
-            f"SELECT {_MEMORY_COLUMNS} FROM memories m WHERE m.id = ?", (memory_id,), "read the memory"
-        )
-        if not rows:
-            raise MemoryNotFoundError(memory_id)
-        return _memory(rows[0])
-
     async def memories_by_seq(self, seqs: Iterable[int]) -> dict[int, Memory]:
         wanted = list(dict.fromkeys(seqs))
         if not wanted:
@@ -391,16 +383,6 @@ class Store:
             "read the embedding state",
         )
         return bool(rows[0][0])
-
-    async def count_pending(self, model: str) -> int:
-        """How many memories have no content vector of ``model`` yet."""
-        rows = await self._fetchall(
-            "SELECT count(*) FROM memories m WHERE NOT EXISTS (SELECT 1 FROM memory_embeddings e"
-            " WHERE e.memory_seq = m.seq AND e.model = ? AND e.facet = 'content')",
-            (model,),
-            "count memories awaiting embeddings",
-        )
-        return int(rows[0][0])
 
     async def vector_snapshot(
         self,

@@ -10,10 +10,14 @@ import pytest
 
 from ollama_mcp.app import App, open_app
 from ollama_mcp.config import Settings
-from ollama_mcp.search import SearchTuning, fts_query, fuse
+from ollama_mcp.search import SearchTuning, fts_any, fuse, query_terms
 from tests.fake_ollama import FakeModel, FakeOllama
 
 pytestmark = pytest.mark.anyio
+
+
+def fts_query(text: str) -> str | None:
+    return fts_any(query_terms(text))
 
 
 def test_fts_query_quotes_every_word_so_user_syntax_is_inert() -> None:
