@@ -82,6 +82,7 @@ class MemoryService:
         self._health = _EmbeddingHealth()
         self._wake = anyio.Event()
         self._model_dim: int | None = None
+        self._backfill_cursor = 0  # the last seq the backfill embedded in its current pass
 
     @property
     def model(self) -> str:
@@ -266,7 +267,12 @@ class MemoryService:
         With nothing pending but a recorded failure, it probes Ollama so that search can
         leave keyword mode as soon as Ollama answers again.
         """
-        pending = await self.store.pending_memories(self.model, BACKFILL_BATCH)
+        pending = await self.store.pending_memories(self.model, BACKFILL_BATCH, self._backfill_cursor)
+        if not pending and self._backfill_cursor:
+            # The pass reached the end; start over once, for anything that became pending behind
+            # the cursor (a context rewritten by a delete, a batch another process left).
+            self._backfill_cursor = 0
+            pending = await self.store.pending_memories(self.model, BACKFILL_BATCH)
         if not pending:
             if not self._health.ok:
                 await self.embedder.info()
@@ -274,8 +280,9 @@ class MemoryService:
                 self._recover()
             return 0
         embedded = await self._embed_and_store(pending)
+        self._backfill_cursor = pending[-1][0].seq
         self._recover()
-        log.info("embedded %d pending memories with %s", embedded, self.model)
+        log.debug("embedded %d pending memories with %s", embedded, self.model)
         return embedded
 
     # -- internals ------------------------------------------------------------------------------

@@ -356,17 +356,20 @@ class Store:
         rows = await self._fetchall(sql, params, "read the embedding dimension")
         return int(rows[0][0]) if rows else None
 
-    async def pending_memories(self, model: str, limit: int) -> list[tuple[Memory, tuple[Facet, ...]]]:
-        """Memories lacking a vector of ``model`` for some facet, oldest first, with those facets."""
+    async def pending_memories(
+        self, model: str, limit: int, after_seq: int = 0
+    ) -> list[tuple[Memory, tuple[Facet, ...]]]:
+        """Memories after ``after_seq`` lacking a vector of ``model`` for some facet, oldest first,
+        with those facets. (A cursor: a pass over a large store stays linear.)"""
         missing = (
             "NOT EXISTS (SELECT 1 FROM memory_embeddings e"
             " WHERE e.memory_seq = m.seq AND e.model = ?1 AND e.facet = '{facet}')"
         )
         rows = await self._fetchall(
             f"SELECT {_MEMORY_COLUMNS}, {missing.format(facet='content')}, {missing.format(facet='context')}"
-            f" FROM memories m WHERE {missing.format(facet='content')} OR {missing.format(facet='context')}"
-            " ORDER BY m.seq LIMIT ?2",
-            (model, limit),
+            f" FROM memories m WHERE m.seq > ?3 AND ({missing.format(facet='content')}"
+            f" OR {missing.format(facet='context')}) ORDER BY m.seq LIMIT ?2",
+            (model, limit, after_seq),
             "find memories awaiting embeddings",
         )
         out: list[tuple[Memory, tuple[Facet, ...]]] = []
