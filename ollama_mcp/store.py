@@ -387,26 +387,17 @@ class Store:
         )
         return bool(rows[0][0])
 
-    async def vector_snapshot(
-        self,
-        model: str,
-        after_id: int,
-        reserve: Callable[[int], None],
-        sink: Callable[[VectorBatch], None],
-    ) -> int:
+    async def vector_snapshot(self, model: str, after_id: int, sink: Callable[[VectorBatch], None]) -> int:
         """Stream vectors of ``model`` with id > ``after_id`` to ``sink``; return the model's row count.
 
-        ``reserve`` is told first how many rows will come, so the caller can size its matrix once.
         Everything comes from one read transaction, so comparing the returned count with what the
         caller holds afterwards tells whether rows were deleted meanwhile.
         """
         async with self._transaction("load vectors", write=False) as conn:
             counts = await (await conn.execute(
-                "SELECT count(*), count(*) FILTER (WHERE id > ?) FROM memory_embeddings WHERE model = ?",
-                (after_id, model),
+                "SELECT count(*) FROM memory_embeddings WHERE model = ?", (model,)
             )).fetchone()
-            total, new = (int(counts[0]), int(counts[1])) if counts else (0, 0)
-            reserve(new)
+            total = int(counts[0]) if counts else 0
             cursor = await conn.execute(
                 "SELECT e.id, e.memory_seq, c.rowid, m.kind, e.facet, e.dim, e.vector FROM memory_embeddings e"
                 " JOIN memories m ON m.seq = e.memory_seq JOIN conversations c ON c.id = m.conversation_id"

@@ -1,17 +1,19 @@
-"""The in-memory float32 matrix of one model's vectors: lazy load, incremental refresh, top-k.
+"""The in-memory float32 matrices of one model's vectors: lazy load, incremental refresh, top-k.
 
-The matrix mirrors ``memory_embeddings`` for one model. It is loaded on the first search and
-then kept current cheaply: rows this process writes are fetched by id (ids only grow), and
-``PRAGMA data_version`` reveals commits by other processes (Claude Desktop often runs two
-copies of a server on one file). When the row count disagrees with the database after that
-fetch, something was deleted elsewhere and the matrix is rebuilt.
+The matrices mirror ``memory_embeddings`` for one model, one matrix per facet (a memory's own
+text, and its context). They are loaded on the first search and then kept current cheaply:
+rows this process writes are fetched by id (ids only grow), and ``PRAGMA data_version``
+reveals commits by other processes (Claude Desktop often runs two copies of a server on one
+file). When the row count disagrees with the database after that fetch, something was deleted
+elsewhere and the matrices are rebuilt.
 
-The matrix is kept in fixed-size blocks, so that growing it or compacting it after a delete
+Each matrix is kept in fixed-size blocks, so that growing it or compacting it after a delete
 never holds two copies of it at once: peak memory stays close to the vectors' own size.
 """
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Iterable
 from dataclasses import dataclass
 
@@ -60,6 +62,114 @@ class Scope:
     memory_seqs: frozenset[int] | None = None  # from SQL filters (tags, time) when present
 
 
+class _Matrix:
+    """The rows of one facet: vectors in blocks, and per row its id, memory, conversation, kind."""
+
+    def __init__(self, dim: int) -> None:
+        self.dim = dim
+        self.n = 0
+        self.blocks: list[np.ndarray] = []
+        self.ids = np.zeros(0, dtype=np.int64)
+        self.seqs = np.zeros(0, dtype=np.int64)
+        self.convs = np.zeros(0, dtype=np.int64)
+        self.kinds = np.zeros(0, dtype=np.int8)
+        # Row counts per conversation and per kind: a scope that covers every row needs no mask.
+        self.per_conversation: Counter[int] = Counter()
+        self.per_kind: Counter[int] = Counter()
+
+    def append(self, row_id: int, seq: int, conv: int, kind: int, blob: bytes) -> None:
+        i = self.n
+        if i == len(self.ids):
+            capacity = max(64, i + i // 4)
+            for name in ("ids", "seqs", "convs", "kinds"):
+                setattr(self, name, _grow(getattr(self, name), capacity))
+        block, offset = divmod(i, BLOCK_ROWS)
+        if block == len(self.blocks):
+            self.blocks.append(np.empty((BLOCK_ROWS, self.dim), dtype=np.float32))
+        self.blocks[block][offset] = np.frombuffer(blob, dtype="<f4")
+        self.ids[i], self.seqs[i], self.convs[i], self.kinds[i] = row_id, seq, conv, kind
+        self.per_conversation[conv] += 1
+        self.per_kind[kind] += 1
+        self.n += 1
+
+    def remove(self, memory_seqs: np.ndarray) -> None:
+        drop = np.isin(self.seqs[: self.n], memory_seqs, kind="table")
+        if not drop.any():
+            return
+        self.per_conversation.subtract(Counter(self.convs[: self.n][drop].tolist()))
+        self.per_kind.subtract(Counter(self.kinds[: self.n][drop].tolist()))
+        keep = np.nonzero(~drop)[0]
+        # Compact in place, a block at a time: row keep[j] moves to j <= keep[j], and each
+        # block's sources are gathered before that block is written.
+        for start in range(0, len(keep), BLOCK_ROWS):
+            sources = keep[start:start + BLOCK_ROWS]
+            self.blocks[start // BLOCK_ROWS][: len(sources)] = self._gather(sources)
+        for name in ("ids", "seqs", "convs", "kinds"):
+            array = getattr(self, name)
+            array[: len(keep)] = array[keep]
+        self.n = len(keep)
+        del self.blocks[-(-self.n // BLOCK_ROWS):]  # blocks past the last used row
+
+    def scores(self, query: np.ndarray, scope: Scope) -> np.ndarray:
+        """Cosine similarity of every row to ``query``; -inf outside ``scope``."""
+        scores = np.empty(self.n, dtype=np.float32)
+        for i, block in enumerate(self.blocks):
+            start = i * BLOCK_ROWS
+            rows = min(BLOCK_ROWS, self.n - start)
+            if rows <= 0:
+                break
+            np.matmul(block[:rows], query, out=scores[start:start + rows])
+        mask = self._mask(scope)
+        if mask is not None:
+            np.copyto(scores, -np.inf, where=~mask)
+        return scores
+
+    def top(self, scores: np.ndarray, k: int) -> list[tuple[int, float]]:
+        """The ``k`` best memories (each once, by its best row) as (seq, score)."""
+        if self.n == 0:
+            return []
+        want = min(self.n, k * _OVERFETCH)
+        top = np.argpartition(-scores, want - 1)[:want] if want < self.n else np.arange(self.n)
+        top = top[np.argsort(-scores[top], kind="stable")]
+        ranked: list[tuple[int, float]] = []
+        seen: set[int] = set()
+        for row in top:
+            score = float(scores[row])
+            if score == -np.inf or len(ranked) == k:
+                break
+            seq = int(self.seqs[row])
+            if seq not in seen:
+                seen.add(seq)
+                ranked.append((seq, score))
+        return ranked
+
+    def _mask(self, scope: Scope) -> np.ndarray | None:
+        masks = []
+        if scope.conversation_key is not None and self.per_conversation[scope.conversation_key] != self.n:
+            masks.append(self.convs[: self.n] == scope.conversation_key)
+        if scope.kind_codes is not None and sum(self.per_kind[k] for k in set(scope.kind_codes)) != self.n:
+            allowed = np.zeros(max(KIND_CODES.values()) + 1, dtype=bool)
+            allowed[list(scope.kind_codes)] = True
+            masks.append(allowed[self.kinds[: self.n]])
+        if scope.memory_seqs is not None:
+            wanted = np.fromiter(scope.memory_seqs, dtype=np.int64)
+            masks.append(np.isin(self.seqs[: self.n], wanted, kind="table") if wanted.size else np.zeros(self.n, bool))
+        if not masks:
+            return None
+        mask = masks[0]
+        for more in masks[1:]:
+            mask &= more
+        return mask
+
+    def _gather(self, rows: np.ndarray) -> np.ndarray:
+        out = np.empty((len(rows), self.dim), dtype=np.float32)
+        owners = rows // BLOCK_ROWS
+        for block in np.unique(owners):
+            chosen = owners == block
+            out[chosen] = self.blocks[int(block)][rows[chosen] % BLOCK_ROWS]
+        return out
+
+
 class VectorIndex:
     """All vectors of one model, ranked by cosine similarity (the vectors are unit length)."""
 
@@ -70,12 +180,12 @@ class VectorIndex:
         self._loaded = False
         self._dirty = False
         self._data_version: int | None = None
-        self.dim: int | None = None
         self._reset()
 
     @property
     def size(self) -> int:
-        return self._n
+        """Rows held, over both facets."""
+        return sum(m.n for m in self._matrices.values())
 
     def mark_dirty(self) -> None:
         """This process wrote vectors: fetch them (by id) before the next search."""
@@ -84,54 +194,38 @@ class VectorIndex:
     async def remove(self, memory_seqs: Iterable[int], facet: str | None = None) -> None:
         """Drop rows of memories this process deleted (or, with ``facet``, only that facet's rows)."""
         async with self._lock:
-            self._remove(list(memory_seqs), facet)
+            seqs = np.fromiter(memory_seqs, dtype=np.int64)
+            if seqs.size:
+                for code, matrix in self._matrices.items():
+                    if facet is None or code == FACET_CODES[facet]:
+                        matrix.remove(seqs)
+
+    async def refresh(self) -> None:
+        """Bring the matrices up to date with the database (cheap when nothing changed)."""
+        async with self._lock:
+            version = await self._store.data_version()
+            if self._loaded and not self._dirty and version == self._data_version:
+                return
+            self._dirty = False
+            total = await self._store.vector_snapshot(self.model, self._max_id, self._append)
+            if total != self.size + self._skipped:
+                # Rows vanished under us (another process deleted memories): rebuild from scratch.
+                self._reset()
+                await self._store.vector_snapshot(self.model, 0, self._append)
+            self._loaded = True
+            self._data_version = version
 
     async def rank(self, query: np.ndarray, k: int, scope: Scope) -> Ranking:
-        """Rank in a worker thread (numpy releases the GIL, so keyword search runs meanwhile);
-        call ``refresh`` first. The lock keeps refreshes and removals out while the thread reads."""
+        """The ``k`` best memories in ``scope`` by content and by context; call ``refresh`` first.
+
+        Runs in a worker thread (numpy releases the GIL, so keyword search runs meanwhile); the
+        lock keeps refreshes and removals out while the thread reads.
+        """
         async with self._lock:
-            if self._n == 0:
+            if self.size == 0:
                 return _EMPTY
             self.check_dimension(query)
             return await anyio.to_thread.run_sync(self._rank, query.astype(np.float32, copy=False), k, scope)
-
-    def _remove(self, memory_seqs: list[int], facet: str | None) -> None:
-        if not self._loaded or self._n == 0:
-            return
-        drop = np.isin(self._seqs[: self._n], np.fromiter(memory_seqs, dtype=np.int64), kind="table")
-        if facet is not None:
-            drop &= self._facets[: self._n] == FACET_CODES[facet]
-        if not drop.any():
-            return
-        keep = np.nonzero(~drop)[0]
-        # Compact in place, a block at a time: row keep[j] moves to j <= keep[j], and each
-        # block's sources are gathered before that block is written.
-        for start in range(0, len(keep), BLOCK_ROWS):
-            sources = keep[start:start + BLOCK_ROWS]
-            self._blocks[start // BLOCK_ROWS][: len(sources)] = self._gather(sources)
-        for name in ("_ids", "_seqs", "_convs", "_kinds", "_facets"):
-            array = getattr(self, name)
-            array[: len(keep)] = array[keep]
-        self._n = len(keep)
-        del self._blocks[-(-self._n // BLOCK_ROWS):]  # blocks past the last used row
-
-    async def refresh(self) -> None:
-        """Bring the matrix up to date with the database (cheap when nothing changed)."""
-        async with self._lock:
-            await self._refresh()
-
-    async def _refresh(self) -> None:
-        version = await self._store.data_version()
-        if self._loaded and not self._dirty and version == self._data_version:
-            return
-        self._dirty = False
-        total = await self._store.vector_snapshot(self.model, self._max_id, self._reserve, self._append)
-        if total != self._n + self._skipped:
-            # Rows vanished under us (another process deleted memories): rebuild from scratch.
-            self._reset()
-            await self._store.vector_snapshot(self.model, 0, self._reserve, self._append)
-        self._loaded = True
-        self._data_version = version
 
     def check_dimension(self, vector: np.ndarray) -> None:
         if self.dim is not None and vector.size != self.dim:
@@ -143,110 +237,35 @@ class VectorIndex:
             )
 
     def _rank(self, query: np.ndarray, k: int, scope: Scope) -> Ranking:
-        """The ``k`` best memories in ``scope`` by content and by context."""
-        scores = self._scores(query)
-        mask = self._mask(scope)
-        if mask is not None:
-            np.copyto(scores, -np.inf, where=~mask)
-        is_content = self._facets[: self._n] == FACET_CODES["content"]
-        content_scores = np.where(is_content, scores, np.float32(-np.inf))
-        np.copyto(scores, -np.inf, where=is_content)  # what is left are the context rows
-        return Ranking(self._top(content_scores, k), self._top(scores, k), self._seqs[: self._n].copy(), content_scores)
-
-    def _top(self, scores: np.ndarray, k: int) -> list[tuple[int, float]]:
-        want = min(self._n, k * _OVERFETCH)
-        top = np.argpartition(-scores, want - 1)[:want] if want < self._n else np.arange(self._n)
-        top = top[np.argsort(-scores[top], kind="stable")]
-        ranked: list[tuple[int, float]] = []
-        seen: set[int] = set()
-        for row in top:
-            score = float(scores[row])
-            if score == -np.inf or len(ranked) == k:
-                break
-            seq = int(self._seqs[row])
-            if seq not in seen:
-                seen.add(seq)
-                ranked.append((seq, score))
-        return ranked
-
-    def _mask(self, scope: Scope) -> np.ndarray | None:
-        mask: np.ndarray | None = None
-
-        def both(m: np.ndarray) -> np.ndarray:
-            return m if mask is None else mask & m
-
-        if scope.conversation_key is not None:
-            mask = both(self._convs[: self._n] == scope.conversation_key)
-        if scope.kind_codes is not None:
-            allowed = np.zeros(max(KIND_CODES.values()) + 1, dtype=bool)
-            allowed[list(scope.kind_codes)] = True
-            mask = both(allowed[self._kinds[: self._n]])
-        if scope.memory_seqs is not None:
-            mask = both(np.isin(self._seqs[: self._n], np.fromiter(scope.memory_seqs, dtype=np.int64), kind="table"))
-        return mask
-
-    def _scores(self, query: np.ndarray) -> np.ndarray:
-        scores = np.empty(self._n, dtype=np.float32)
-        for i, block in enumerate(self._blocks):
-            start = i * BLOCK_ROWS
-            rows = min(BLOCK_ROWS, self._n - start)
-            if rows <= 0:
-                break
-            np.matmul(block[:rows], query, out=scores[start:start + rows])
-        return scores
-
-    def _gather(self, rows: np.ndarray) -> np.ndarray:
-        out = np.empty((len(rows), self.dim or 0), dtype=np.float32)
-        owners = rows // BLOCK_ROWS
-        for block in np.unique(owners):
-            chosen = owners == block
-            out[chosen] = self._blocks[int(block)][rows[chosen] % BLOCK_ROWS]
-        return out
+        content = self._matrices.get(FACET_CODES["content"])
+        context = self._matrices.get(FACET_CODES["context"])
+        content_scores = content.scores(query, scope) if content else np.zeros(0, dtype=np.float32)
+        by_context = context.top(context.scores(query, scope), k) if context else []
+        if content is None:
+            return Ranking([], by_context, np.zeros(0, dtype=np.int64), content_scores)
+        return Ranking(content.top(content_scores, k), by_context, content.seqs[: content.n].copy(), content_scores)
 
     def _reset(self) -> None:
-        self._n = 0
+        self.dim: int | None = None
+        self._matrices: dict[int, _Matrix] = {}
         self._skipped = 0
         self._max_id = 0
-        self._capacity = 0
-        self.dim = None
-        self._blocks: list[np.ndarray] = []
-        self._ids = np.zeros(0, dtype=np.int64)
-        self._seqs = np.zeros(0, dtype=np.int64)
-        self._convs = np.zeros(0, dtype=np.int64)
-        self._kinds = np.zeros(0, dtype=np.int8)
-        self._facets = np.zeros(0, dtype=np.int8)
-
-    def _reserve(self, extra: int) -> None:
-        """Size the (small) per-row arrays; vector blocks are added as rows arrive."""
-        needed = self._n + extra
-        if needed <= self._capacity:
-            return
-        self._capacity = max(needed, self._capacity + self._capacity // 4, 64)
-        self._ids = _grow(self._ids, self._capacity)
-        self._seqs = _grow(self._seqs, self._capacity)
-        self._convs = _grow(self._convs, self._capacity)
-        self._kinds = _grow(self._kinds, self._capacity)
-        self._facets = _grow(self._facets, self._capacity)
 
     def _append(self, batch: VectorBatch) -> None:
-        if self.dim is None and batch.dims:
-            self.dim = batch.dims[0]
-        self._reserve(len(batch.ids))
         for row_id, seq, conv, kind, facet, dim, blob in zip(
             batch.ids, batch.memory_seqs, batch.conversation_keys, batch.kinds, batch.facets, batch.dims,
             batch.vectors, strict=True,
         ):
             self._max_id = max(self._max_id, row_id)
+            if self.dim is None:
+                self.dim = dim
             if dim != self.dim:
                 self._skipped += 1  # another size under the same model name is never ranked with these
                 continue
-            i = self._n
-            block, offset = divmod(i, BLOCK_ROWS)
-            if block == len(self._blocks):
-                self._blocks.append(np.empty((BLOCK_ROWS, dim), dtype=np.float32))
-            self._blocks[block][offset] = np.frombuffer(blob, dtype="<f4")
-            self._ids[i], self._seqs[i], self._convs[i], self._kinds[i], self._facets[i] = row_id, seq, conv, kind, facet
-            self._n += 1
+            matrix = self._matrices.get(facet)
+            if matrix is None:
+                matrix = self._matrices[facet] = _Matrix(dim)
+            matrix.append(row_id, seq, conv, kind, blob)
 
 
 def _grow(array: np.ndarray, capacity: int) -> np.ndarray:
