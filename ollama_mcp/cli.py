@@ -24,6 +24,12 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"ollama-mcp {__version__}")
     commands = parser.add_subparsers(dest="command", metavar="COMMAND")
     commands.add_parser("serve", help="serve MCP over stdin/stdout (the default)")
+    commands.add_parser(
+        "doctor",
+        help="check the database, SQLite, Ollama and the embedding model, and say how to fix what fails",
+        description="Checks what normal use needs and prints one line per check with the fix for each "
+        "failure. Changes nothing. Exit code 1 when something blocks normal use.",
+    )
     return parser
 
 
@@ -34,6 +40,8 @@ def main(argv: Sequence[str] | None = None) -> None:
         _configure_logging(settings.log_level)
         if args.command in (None, "serve"):
             _serve(settings)
+        elif args.command == "doctor":
+            sys.exit(_doctor(settings))
     except OllamaMcpError as exc:
         print(f"ollama-mcp: {exc}", file=sys.stderr)
         sys.exit(2)
@@ -46,6 +54,20 @@ def _serve(settings: Settings) -> None:
 
     logging.getLogger(__name__).info("serving MCP over stdio; database %s", settings.db_path)
     build_server(settings).run("stdio")
+
+
+def _doctor(settings: Settings) -> int:
+    import anyio  # noqa: PLC0415  (kept off the serve path)
+
+    from ollama_mcp.doctor import run_checks  # noqa: PLC0415
+
+    checks = anyio.run(run_checks, settings)
+    for check in checks:
+        mark = "ok  " if check.ok else ("FAIL" if check.blocking else "warn")
+        print(f"{mark} {check.name:<12} {check.detail}")
+    failed = [c for c in checks if not c.ok and c.blocking]
+    print("\nAll checks passed." if not failed else f"\n{len(failed)} problem(s) block normal use; see FAIL above.")
+    return 1 if failed else 0
 
 
 def _configure_logging(level: str) -> None:

@@ -13,7 +13,11 @@ from dataclasses import dataclass
 import numpy as np
 
 from ollama_mcp.domain import Facet
-from ollama_mcp.errors import InputTooLongError, OllamaModelError, OllamaUnavailableError
+from ollama_mcp.errors import (
+    InputTooLongError,
+    OllamaModelError,
+    OllamaUnavailableError,
+)
 from ollama_mcp.ollama_client import ModelInfo, OllamaClient
 
 BATCH_SIZE = 32

@@ -10,7 +10,11 @@ import httpx
 import ollama
 from pydantic import ValidationError
 
-from ollama_mcp.errors import InputTooLongError, OllamaModelError, OllamaUnavailableError
+from ollama_mcp.errors import (
+    InputTooLongError,
+    OllamaModelError,
+    OllamaUnavailableError,
+)
 
 
 @dataclass(frozen=True)

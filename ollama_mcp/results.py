@@ -6,7 +6,13 @@ from typing import Literal
 
 from pydantic import BaseModel
 
-from ollama_mcp.domain import Conversation, EndedConversation, Memory, SearchOutcome, StoredMemory
+from ollama_mcp.domain import (
+    Conversation,
+    EndedConversation,
+    Memory,
+    SearchOutcome,
+    StoredMemory,
+)
 
 
 class ConversationCreated(BaseModel):
