@@ -30,6 +30,11 @@ def _parser() -> argparse.ArgumentParser:
         description="Checks what normal use needs and prints one line per check with the fix for each "
         "failure. Changes nothing. Exit code 1 when something blocks normal use.",
     )
+    commands.add_parser(
+        "stats",
+        help="show conversations, memories, pending embeddings, vectors per model and the database size",
+        description="Prints what the database holds. Read-only; needs no Ollama.",
+    )
     return parser
 
 
@@ -42,6 +47,11 @@ def main(argv: Sequence[str] | None = None) -> None:
             _serve(settings)
         elif args.command == "doctor":
             sys.exit(_doctor(settings))
+        elif args.command == "stats":
+            from ollama_mcp.doctor import stats  # noqa: PLC0415  (kept off the serve path)
+
+            for label, value in stats(settings):
+                print(f"{label:<14} {value}")
     except OllamaMcpError as exc:
         print(f"ollama-mcp: {exc}", file=sys.stderr)
         sys.exit(2)

@@ -1,7 +1,8 @@
-"""``ollama-mcp doctor``: checks what normal use needs and says, in plain words, how to fix what fails.
+"""The read-only reports of the CLI: ``doctor`` (checks what normal use needs and says, in plain
+words, how to fix what fails) and ``stats`` (what the store holds).
 
-It changes nothing: the database is opened read-only (or, if it does not exist yet, only its
-folder is checked), and Ollama is asked to describe the model and embed one probe text.
+Neither changes anything: the database is opened read-only (or, if it does not exist yet, only
+its folder is checked), and ``doctor`` asks Ollama to describe the model and embed one probe text.
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ from pathlib import Path
 from ollama_mcp.config import Settings
 from ollama_mcp.db import migrations
 from ollama_mcp.embeddings import Embedder
-from ollama_mcp.errors import OllamaError
+from ollama_mcp.errors import OllamaError, StorageError
 from ollama_mcp.ollama_client import OllamaClient
 
 
@@ -93,6 +94,13 @@ async def _ollama(settings: Settings) -> list[Check]:
 def _stored_vectors(settings: Settings, dim: int) -> list[Check]:
     if not settings.db_path.exists():
         return []
+    try:
+        return _vector_checks(settings, dim)
+    except sqlite3.Error as exc:
+        return [Check("vectors", False, f"the stored vectors could not be read ({exc}).")]
+
+
+def _vector_checks(settings: Settings, dim: int) -> list[Check]:
     with sqlite3.connect(f"file:{settings.db_path}?mode=ro", uri=True) as conn:
         stored = conn.execute(
             "SELECT dim FROM memory_embeddings WHERE model = ? LIMIT 1", (settings.embed_model,)
@@ -112,3 +120,40 @@ def _stored_vectors(settings: Settings, dim: int) -> list[Check]:
         checks.append(Check("pending", True, f"{pending:,} memories wait for their vectors; the server embeds "
                             "them in the background while it runs", blocking=False))
     return checks
+
+
+def stats(settings: Settings) -> list[tuple[str, str]]:
+    """What the store holds, as (label, value) lines; read-only."""
+    path = settings.db_path
+    if not path.exists():
+        return [("database", f"{path} (not created yet)")]
+    size = sum(p.stat().st_size for p in (path, path.with_name(path.name + "-wal")) if p.exists())
+    try:
+        return _stats(settings, path, size)
+    except sqlite3.Error as exc:
+        raise StorageError(f"{path} could not be read as an ollama-mcp database ({exc}); run `ollama-mcp doctor`.") from exc
+
+
+def _stats(settings: Settings, path: Path, size: int) -> list[tuple[str, str]]:
+    with sqlite3.connect(f"file:{path}?mode=ro", uri=True) as conn:
+        conversations = dict(conn.execute("SELECT status, count(*) FROM conversations GROUP BY status").fetchall())
+        kinds = dict(conn.execute("SELECT kind, count(*) FROM memories GROUP BY kind").fetchall())
+        models = conn.execute(
+            "SELECT model, dim, count(DISTINCT memory_seq) FROM memory_embeddings WHERE facet = 'content'"
+            " GROUP BY model, dim ORDER BY model"
+        ).fetchall()
+        pending = conn.execute(
+            "SELECT count(*) FROM memories m WHERE NOT EXISTS (SELECT 1 FROM memory_embeddings e"
+            " WHERE e.memory_seq = m.seq AND e.model = ? AND e.facet = 'content')",
+            (settings.embed_model,),
+        ).fetchone()[0]
+    lines = [
+        ("database", f"{path} ({size / 2**20:.1f} MiB)"),
+        ("conversations", f"{sum(conversations.values()):,} ({conversations.get('active', 0):,} active, "
+                          f"{conversations.get('completed', 0):,} completed)"),
+        ("memories", f"{kinds.get('note', 0):,} notes, {kinds.get('summary', 0):,} summaries, "
+                     f"{kinds.get('message', 0):,} messages"),
+        ("pending", f"{pending:,} without a vector of {settings.embed_model!r} (the configured model)"),
+    ]
+    lines += [("vectors", f"{model}: {count:,} memories, {dim} dimensions") for model, dim, count in models]
+    return lines

@@ -90,3 +90,14 @@ def test_doctor_refuses_a_database_from_a_newer_version_and_warns_on_open_permis
 def test_help_explains_doctor(command: list[str]) -> None:
     out = subprocess.run([str(SCRIPT), *command], capture_output=True, text=True, timeout=60, check=True).stdout
     assert "doctor" in out
+
+
+def test_stats_counts_what_the_store_holds(db_path: Path, fake_ollama: FakeOllama) -> None:
+    make_store(db_path, fake_ollama, "one", "two", "three")
+    env = {"PATH": os.environ.get("PATH", ""), "HOME": str(db_path.parent), "OLLAMA_MCP_DB": str(db_path),
+           "OLLAMA_HOST": "127.0.0.1:9"}  # stats needs no Ollama
+    out = subprocess.run([str(SCRIPT), "stats"], capture_output=True, text=True, timeout=60, env=env, check=True).stdout
+    assert "1 (1 active, 0 completed)" in out
+    assert "3 notes, 0 summaries, 0 messages" in out
+    assert "0 without a vector of 'nomic-embed-text'" in out
+    assert "nomic-embed-text: 3 memories, 256 dimensions" in out
