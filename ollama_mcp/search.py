@@ -10,7 +10,6 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-import anyio
 import numpy as np
 
 from ollama_mcp.domain import Facet, SearchFilters, SearchHit
@@ -125,23 +124,18 @@ class HybridSearch:
         depth = max(tuning.min_depth, top_k * 4)
         ranking: Ranking | None = None
 
-        async def by_meaning(vector: np.ndarray, scope: Scope) -> None:
-            nonlocal ranking
-            ranking = await self._index.rank(vector, depth, scope)
-
-        async with anyio.create_task_group() as tasks:
-            if query_vector is not None:
-                # The database calls first (one connection serves them in turn), then numpy in a
-                # thread while SQLite answers the keyword queries.
-                await self._index.refresh()
-                needs_sql_filter = bool(filters.tags or filters.since or filters.until)
-                scope = Scope(
-                    conversation_key=conversation_key,
-                    kind_codes=tuple(KIND_CODES[kind] for kind in filters.kinds),
-                    memory_seqs=frozenset(await self._store.filtered_seqs(filters)) if needs_sql_filter else None,
-                )
-                tasks.start_soon(by_meaning, query_vector, scope)
-            exact, keyword, keyword_context = await self._keywords(query, filters, top_k, depth)
+        exact, keyword, keyword_context = await self._keywords(query, filters, top_k, depth)
+        if query_vector is not None:
+            # After the keyword queries, not beside them: on two cores the matrix product (BLAS
+            # uses both) and SQLite only slow each other down.
+            await self._index.refresh()
+            needs_sql_filter = bool(filters.tags or filters.since or filters.until)
+            scope = Scope(
+                conversation_key=conversation_key,
+                kind_codes=tuple(KIND_CODES[kind] for kind in filters.kinds),
+                memory_seqs=frozenset(await self._store.filtered_seqs(filters)) if needs_sql_filter else None,
+            )
+            ranking = await self._index.rank(query_vector, depth, scope)
 
         vector = [seq for seq, _ in ranking.content] if ranking else []
         vector_context = [seq for seq, _ in ranking.context] if ranking else []

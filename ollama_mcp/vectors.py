@@ -218,8 +218,8 @@ class VectorIndex:
     async def rank(self, query: np.ndarray, k: int, scope: Scope) -> Ranking:
         """The ``k`` best memories in ``scope`` by content and by context; call ``refresh`` first.
 
-        Runs in a worker thread (numpy releases the GIL, so keyword search runs meanwhile); the
-        lock keeps refreshes and removals out while the thread reads.
+        Runs in a worker thread (numpy releases the GIL, so the event loop keeps serving other
+        requests); the lock keeps refreshes and removals out while the thread reads.
         """
         async with self._lock:
             if self.size == 0:
