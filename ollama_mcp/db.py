@@ -114,6 +114,16 @@ async def migrate(conn: aiosqlite.Connection) -> int:
     return newest_known
 
 
+def fts5_missing() -> str | None:
+    """Why this Python's SQLite cannot build our keyword index, or None when it can."""
+    try:
+        with sqlite3.connect(":memory:") as conn:
+            conn.execute("CREATE VIRTUAL TABLE t USING fts5 (x, tokenize = 'porter unicode61')")
+    except sqlite3.Error as exc:
+        return str(exc)
+    return None
+
+
 def split_statements(script: str) -> list[str]:
     """The statements of a SQL script (triggers with inner semicolons stay whole)."""
     statements: list[str] = []

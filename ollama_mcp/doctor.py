@@ -8,16 +8,17 @@ its folder is checked), and ``doctor`` asks Ollama to describe the model and emb
 from __future__ import annotations
 
 import os
-import sqlite3
 import stat
 from dataclasses import dataclass
 from pathlib import Path
+from sqlite3 import sqlite_version
 
 from ollama_mcp.config import Settings
-from ollama_mcp.db import migrations
+from ollama_mcp.db import fts5_missing, migrations
 from ollama_mcp.embeddings import Embedder
 from ollama_mcp.errors import OllamaError, StorageError
 from ollama_mcp.ollama_client import OllamaClient
+from ollama_mcp.store import StoreSummary, summarize
 
 
 @dataclass(frozen=True)
@@ -29,27 +30,24 @@ class Check:
 
 
 async def run_checks(settings: Settings) -> list[Check]:
-    checks = [_sqlite_features(), *_database(settings.db_path)]
-    checks.extend(await _ollama(settings))
-    return checks
+    database, summary = _database(settings.db_path, settings.embed_model)
+    return [_sqlite_features(), *database, *await _ollama(settings, summary)]
 
 
 def _sqlite_features() -> Check:
-    try:
-        with sqlite3.connect(":memory:") as conn:
-            conn.execute("CREATE VIRTUAL TABLE t USING fts5 (x, tokenize = 'porter unicode61')")
-    except sqlite3.Error as exc:
-        return Check("sqlite", False, f"SQLite {sqlite3.sqlite_version} lacks FTS5 ({exc}); use a Python built with FTS5.")
-    return Check("sqlite", True, f"SQLite {sqlite3.sqlite_version} with FTS5")
+    missing = fts5_missing()
+    if missing:
+        return Check("sqlite", False, f"SQLite {sqlite_version} lacks FTS5 ({missing}); use a Python built with FTS5.")
+    return Check("sqlite", True, f"SQLite {sqlite_version} with FTS5")
 
 
-def _database(path: Path) -> list[Check]:
+def _database(path: Path, model: str) -> tuple[list[Check], StoreSummary | None]:
     if not path.exists():
         folder = next((p for p in [path.parent, *path.parent.parents] if p.exists()), Path("/"))
         if folder.is_dir() and os.access(folder, os.W_OK | os.X_OK):
-            return [Check("database", True, f"{path} does not exist yet; it will be created on first use")]
+            return [Check("database", True, f"{path} does not exist yet; it will be created on first use")], None
         return [Check("database", False, f"{path} cannot be created: {folder} is not a writable folder. "
-                      "Set OLLAMA_MCP_DB to an absolute path in a folder you can write to.")]
+                      "Set OLLAMA_MCP_DB to an absolute path in a folder you can write to.")], None
     checks = []
     if not os.access(path, os.R_OK | os.W_OK) or not os.access(path.parent, os.W_OK | os.X_OK):
         checks.append(Check("database", False, f"{path} or its folder is not writable by you; fix the permissions "
@@ -59,22 +57,21 @@ def _database(path: Path) -> list[Check]:
         checks.append(Check("permissions", False, f"{path} is readable by others (mode {mode:o}); "
                             f"run `chmod 600 {path}` to keep memories private.", blocking=False))
     try:
-        with sqlite3.connect(f"file:{path}?mode=ro", uri=True) as conn:
-            version = conn.execute("SELECT max(version) FROM schema_migrations").fetchone()[0] or 0
-            memories = conn.execute("SELECT count(*) FROM memories").fetchone()[0]
-    except sqlite3.Error as exc:
-        return [*checks, Check("database", False, f"{path} could not be read as an ollama-mcp database ({exc}).")]
+        summary = summarize(path, model)
+    except StorageError as exc:
+        return [*checks, Check("database", False, str(exc))], None
     newest = migrations()[-1].version
-    if version > newest:
-        checks.append(Check("schema", False, f"{path} was written by a newer ollama-mcp (schema {version}, this "
-                            f"version knows {newest}); upgrade ollama-mcp."))
-    else:
-        note = "" if version == newest else f"; it will be upgraded from {version} on first use"
-        checks.append(Check("database", True, f"{path}: {memories:,} memories, schema {newest}{note}"))
-    return checks
+    if summary.schema_version > newest:
+        checks.append(Check("schema", False, f"{path} was written by a newer ollama-mcp (schema "
+                            f"{summary.schema_version}, this version knows {newest}); upgrade ollama-mcp."))
+        return checks, None
+    note = "" if summary.schema_version == newest else f"; it will be upgraded from {summary.schema_version} on first use"
+    memories = sum(summary.memories.values())
+    checks.append(Check("database", True, f"{path}: {memories:,} memories, schema {newest}{note}"))
+    return checks, summary
 
 
-async def _ollama(settings: Settings) -> list[Check]:
+async def _ollama(settings: Settings, summary: StoreSummary | None) -> list[Check]:
     client = OllamaClient(settings.ollama_host, timeout=settings.embed_timeout, connect_timeout=settings.connect_timeout)
     embedder = Embedder(client, settings.embed_model)
     try:
@@ -83,42 +80,21 @@ async def _ollama(settings: Settings) -> list[Check]:
             vector = await embedder.embed_query("ollama-mcp doctor probe")
         except OllamaError as exc:
             return [Check("ollama", False, str(exc))]
-        checks = [Check("ollama", True, f"{settings.ollama_host} answers; model {settings.embed_model!r} "
-                        f"embeds {vector.size}-dimensional vectors (context {info.context_length or '?'} tokens)")]
-        checks.extend(_stored_vectors(settings, vector.size))
-        return checks
     finally:
         await client.aclose()
-
-
-def _stored_vectors(settings: Settings, dim: int) -> list[Check]:
-    if not settings.db_path.exists():
-        return []
-    try:
-        return _vector_checks(settings, dim)
-    except sqlite3.Error as exc:
-        return [Check("vectors", False, f"the stored vectors could not be read ({exc}).")]
-
-
-def _vector_checks(settings: Settings, dim: int) -> list[Check]:
-    with sqlite3.connect(f"file:{settings.db_path}?mode=ro", uri=True) as conn:
-        stored = conn.execute(
-            "SELECT dim FROM memory_embeddings WHERE model = ? LIMIT 1", (settings.embed_model,)
-        ).fetchone()
-        pending = conn.execute(
-            "SELECT count(*) FROM memories m WHERE NOT EXISTS (SELECT 1 FROM memory_embeddings e"
-            " WHERE e.memory_seq = m.seq AND e.model = ? AND e.facet = 'content')",
-            (settings.embed_model,),
-        ).fetchone()[0]
-    checks = []
-    if stored and stored[0] != dim:
+    checks = [Check("ollama", True, f"{settings.ollama_host} answers; model {settings.embed_model!r} "
+                    f"embeds {vector.size}-dimensional vectors (context {info.context_length or '?'} tokens)")]
+    if summary is None:
+        return checks
+    stored = [dim for model, dim, _ in summary.vectors if model == settings.embed_model]
+    if stored and stored[0] != vector.size:
         checks.append(Check("vectors", False, f"stored vectors of {settings.embed_model!r} have {stored[0]} "
-                            f"dimensions but the model now returns {dim}: the model changed under the same name. "
-                            "Pull the original model again, or set OLLAMA_MCP_EMBED_MODEL to a new name so "
+                            f"dimensions but the model now returns {vector.size}: the model changed under the same "
+                            "name. Pull the original model again, or set OLLAMA_MCP_EMBED_MODEL to a new name so "
                             "every memory is embedded again."))
-    if pending:
-        checks.append(Check("pending", True, f"{pending:,} memories wait for their vectors; the server embeds "
-                            "them in the background while it runs", blocking=False))
+    if summary.pending:
+        checks.append(Check("pending", True, f"{summary.pending:,} memories wait for their vectors; the server "
+                            "embeds them in the background while it runs", blocking=False))
     return checks
 
 
@@ -128,32 +104,15 @@ def stats(settings: Settings) -> list[tuple[str, str]]:
     if not path.exists():
         return [("database", f"{path} (not created yet)")]
     size = sum(p.stat().st_size for p in (path, path.with_name(path.name + "-wal")) if p.exists())
-    try:
-        return _stats(settings, path, size)
-    except sqlite3.Error as exc:
-        raise StorageError(f"{path} could not be read as an ollama-mcp database ({exc}); run `ollama-mcp doctor`.") from exc
-
-
-def _stats(settings: Settings, path: Path, size: int) -> list[tuple[str, str]]:
-    with sqlite3.connect(f"file:{path}?mode=ro", uri=True) as conn:
-        conversations = dict(conn.execute("SELECT status, count(*) FROM conversations GROUP BY status").fetchall())
-        kinds = dict(conn.execute("SELECT kind, count(*) FROM memories GROUP BY kind").fetchall())
-        models = conn.execute(
-            "SELECT model, dim, count(DISTINCT memory_seq) FROM memory_embeddings WHERE facet = 'content'"
-            " GROUP BY model, dim ORDER BY model"
-        ).fetchall()
-        pending = conn.execute(
-            "SELECT count(*) FROM memories m WHERE NOT EXISTS (SELECT 1 FROM memory_embeddings e"
-            " WHERE e.memory_seq = m.seq AND e.model = ? AND e.facet = 'content')",
-            (settings.embed_model,),
-        ).fetchone()[0]
+    summary = summarize(path, settings.embed_model)
+    conversations, kinds = summary.conversations, summary.memories
     lines = [
         ("database", f"{path} ({size / 2**20:.1f} MiB)"),
         ("conversations", f"{sum(conversations.values()):,} ({conversations.get('active', 0):,} active, "
                           f"{conversations.get('completed', 0):,} completed)"),
         ("memories", f"{kinds.get('note', 0):,} notes, {kinds.get('summary', 0):,} summaries, "
                      f"{kinds.get('message', 0):,} messages"),
-        ("pending", f"{pending:,} without a vector of {settings.embed_model!r} (the configured model)"),
+        ("pending", f"{summary.pending:,} without a vector of {settings.embed_model!r} (the configured model)"),
     ]
-    lines += [("vectors", f"{model}: {count:,} memories, {dim} dimensions") for model, dim, count in models]
+    lines += [("vectors", f"{model}: {count:,} memories, {dim} dimensions") for model, dim, count in summary.vectors]
     return lines

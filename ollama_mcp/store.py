@@ -34,6 +34,7 @@ from ollama_mcp.errors import (
     ConversationClosedError,
     ConversationNotFoundError,
     MemoryNotFoundError,
+    StorageError,
 )
 
 KIND_CODES: dict[str, int] = {"note": 0, "message": 1, "summary": 2}
@@ -44,6 +45,10 @@ CONTEXT_NEIGHBOURS = 2
 CONTEXT_NEIGHBOUR_CHARS = 1000
 _VECTOR_BATCH_ROWS = 4096
 
+# "This memory has no vector of model ?1 for the facet": pending embeddings, everywhere.
+_MISSING_VECTOR = (
+    "NOT EXISTS (SELECT 1 FROM memory_embeddings e WHERE e.memory_seq = m.seq AND e.model = ?1 AND e.facet = '{}')"
+)
 _CONVERSATION_COLUMNS = "c.rowid, c.id, c.name, c.status, c.anonymous, c.created_at, c.ended_at, c.metadata"
 _MEMORY_COLUMNS = "m.seq, m.id, m.conversation_id, m.kind, m.content, m.tags, m.metadata, m.created_at, m.context"
 
@@ -361,14 +366,10 @@ class Store:
     ) -> list[tuple[Memory, tuple[Facet, ...]]]:
         """Memories after ``after_seq`` lacking a vector of ``model`` for some facet, oldest first,
         with those facets. (A cursor: a pass over a large store stays linear.)"""
-        missing = (
-            "NOT EXISTS (SELECT 1 FROM memory_embeddings e"
-            " WHERE e.memory_seq = m.seq AND e.model = ?1 AND e.facet = '{facet}')"
-        )
+        content, context = _MISSING_VECTOR.format("content"), _MISSING_VECTOR.format("context")
         rows = await self._fetchall(
-            f"SELECT {_MEMORY_COLUMNS}, {missing.format(facet='content')}, {missing.format(facet='context')}"
-            f" FROM memories m WHERE m.seq > ?3 AND ({missing.format(facet='content')}"
-            f" OR {missing.format(facet='context')}) ORDER BY m.seq LIMIT ?2",
+            f"SELECT {_MEMORY_COLUMNS}, {content}, {context} FROM memories m"
+            f" WHERE m.seq > ?3 AND ({content} OR {context}) ORDER BY m.seq LIMIT ?2",
             (model, limit, after_seq),
             "find memories awaiting embeddings",
         )
@@ -380,12 +381,11 @@ class Store:
 
     async def memory_is_pending(self, memory_seq: int, model: str) -> bool:
         rows = await self._fetchall(
-            "SELECT NOT EXISTS (SELECT 1 FROM memory_embeddings"
-            " WHERE memory_seq = ? AND model = ? AND facet = 'content')",
-            (memory_seq, model),
+            f"SELECT {_MISSING_VECTOR.format('content')} FROM memories m WHERE m.seq = ?2",
+            (model, memory_seq),
             "read the embedding state",
         )
-        return bool(rows[0][0])
+        return bool(rows and rows[0][0])
 
     async def vector_snapshot(self, model: str, after_id: int, sink: Callable[[VectorBatch], None]) -> int:
         """Stream vectors of ``model`` with id > ``after_id`` to ``sink``; return the model's row count.
@@ -411,6 +411,41 @@ class Store:
                     facets=[FACET_CODES[r[4]] for r in rows], dims=[r[5] for r in rows], vectors=[r[6] for r in rows],
                 ))
         return total
+
+
+@dataclass(frozen=True)
+class StoreSummary:
+    """What a database holds, for the CLI's read-only reports."""
+
+    schema_version: int
+    conversations: dict[str, int]  # by status
+    memories: dict[str, int]  # by kind
+    vectors: list[tuple[str, int, int]]  # (model, dimension, memories with a content vector)
+    pending: int  # memories without a content vector of the model asked about
+
+
+def summarize(path: Path, model: str) -> StoreSummary:
+    """Read ``path`` read-only (no migration, no write, no lock taken) for doctor and stats."""
+    try:
+        with sqlite3.connect(f"file:{path}?mode=ro", uri=True) as conn:
+            conn.execute(f"PRAGMA busy_timeout = {db.BUSY_TIMEOUT_MS}")
+            version = conn.execute("SELECT max(version) FROM schema_migrations").fetchone()[0] or 0
+            return StoreSummary(
+                schema_version=int(version),
+                conversations=dict(conn.execute("SELECT status, count(*) FROM conversations GROUP BY status")),
+                memories=dict(conn.execute("SELECT kind, count(*) FROM memories GROUP BY kind")),
+                vectors=conn.execute(
+                    "SELECT model, dim, count(DISTINCT memory_seq) FROM memory_embeddings WHERE facet = 'content'"
+                    " GROUP BY model, dim ORDER BY model"
+                ).fetchall(),
+                pending=conn.execute(
+                    f"SELECT count(*) FROM memories m WHERE {_MISSING_VECTOR.format('content')}", (model,)
+                ).fetchone()[0],
+            )
+    except sqlite3.Error as exc:
+        raise StorageError(
+            f"{path} could not be read as an ollama-mcp database ({exc}); run `ollama-mcp doctor`."
+        ) from exc
 
 
 # -- row helpers (module level so transactions can share them) -----------------------------------
