@@ -1,5 +1,6 @@
-"""The composition root: builds store → Ollama client → embedder → service, runs the background
-backfill, and closes everything in reverse order."""
+"""The composition root: builds store → Ollama clients → embedder, summarizer → service → lifecycle,
+runs the background work (embedding backfill, jobs, retention sweep), and closes everything in
+reverse order."""
 
 from __future__ import annotations
 
@@ -11,16 +12,21 @@ import anyio
 
 from ollama_mcp.config import Settings
 from ollama_mcp.embeddings import Embedder
+from ollama_mcp.jobs import JobRunner
+from ollama_mcp.lifecycle import ConversationLifecycle
 from ollama_mcp.ollama_client import OllamaClient
 from ollama_mcp.search import SearchTuning
 from ollama_mcp.service import MemoryService
 from ollama_mcp.store import Store
+from ollama_mcp.summaries import Summarizer
 
 
 @dataclass(frozen=True)
 class App:
     settings: Settings
     service: MemoryService
+    lifecycle: ConversationLifecycle
+    chat_client: OllamaClient
 
 
 @asynccontextmanager
@@ -33,22 +39,36 @@ async def open_app(
     """
     store = await Store.open(settings.db_path)
     client = OllamaClient(settings.ollama_host, timeout=settings.embed_timeout, connect_timeout=settings.connect_timeout)
+    # Chat replies take far longer than embeddings: a client of their own, with its own timeout.
+    chat_client = OllamaClient(
+        settings.ollama_host, timeout=settings.chat_timeout, connect_timeout=settings.connect_timeout,
+        model_setting="OLLAMA_MCP_CHAT_MODEL", timeout_setting="OLLAMA_MCP_CHAT_TIMEOUT",
+    )
     try:
+        jobs = JobRunner(store, lease=settings.job_lease, max_delay=settings.job_max_delay)
         service = MemoryService(
             store, Embedder(client, settings.embed_model),
             max_content_chars=settings.max_content_chars, backfill_max_delay=settings.backfill_max_delay,
-            tuning=tuning,
+            tuning=tuning, jobs=jobs, summaries=settings.chat_model is not None,
+        )
+        summarizer = None if settings.chat_model is None else Summarizer(chat_client, settings.chat_model)
+        lifecycle = ConversationLifecycle(
+            service, summarizer, compact_messages=settings.compact_messages, compact_tokens=settings.compact_tokens,
+            retention_days=settings.retention_days,
         )
         async with anyio.create_task_group() as tasks:
             if background:
                 tasks.start_soon(service.run_backfill)
+                tasks.start_soon(jobs.run_forever)
+                tasks.start_soon(lifecycle.run_retention, settings.retention_interval)
             try:
-                yield App(settings, service)
+                yield App(settings, service, lifecycle, chat_client)
             finally:
                 tasks.cancel_scope.cancel()
     finally:
         # Shielded: at shutdown this runs inside a cancelled scope, and an unawaited close
         # would leave the database thread running after the event loop is gone.
         with anyio.CancelScope(shield=True):
+            await chat_client.aclose()
             await client.aclose()
             await store.aclose()

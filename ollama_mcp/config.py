@@ -12,6 +12,13 @@ from ollama_mcp.errors import ConfigError
 
 DEFAULT_OLLAMA_HOST = "http://127.0.0.1:11434"
 DEFAULT_EMBED_MODEL = "nomic-embed-text"
+# Summaries and the agent: a 3B model calls tools reliably (smaller ones do not), follows a JSON
+# schema under constrained decoding, and runs on an 8 GB laptop (about 1.9 GB at Q4).
+DEFAULT_CHAT_MODEL = "qwen2.5:3b"
+AGENT_TOOLS = (
+    "search_memories", "search_all_conversations", "store_memory", "list_conversations", "get_current_time",
+    "delete_memory", "end_conversation",
+)
 
 
 @dataclass(frozen=True)
@@ -29,6 +36,26 @@ class Settings:
     log_level: str = "INFO"
     # How long the background backfill waits after a failed embedding attempt, at most.
     backfill_max_delay: float = 60.0
+    # The chat model writing summaries (None: summaries only when the client gives one).
+    chat_model: str | None = DEFAULT_CHAT_MODEL
+    # A summary is written in the background, so a slow CPU-only model may take its time.
+    chat_timeout: float = 120.0
+    # Delete conversations untouched for this many days (None: keep forever).
+    retention_days: float | None = None
+    # Compaction defaults; a conversation's metadata may override them (compact_after_messages,
+    # compact_after_tokens).
+    compact_messages: int = 50
+    compact_tokens: int = 8000
+    # Background jobs: the longest wait between retries, and how long a claimed job stays reserved
+    # without its worker renewing the claim (after that, the worker died and the job is resumed).
+    job_max_delay: float = 300.0
+    job_lease: float = 30.0
+    retention_interval: float = 3600.0
+    # ask_agent
+    agent_model: str | None = None  # None: the chat model
+    agent_max_steps: int = 5
+    agent_tools: tuple[str, ...] = AGENT_TOOLS
+    agent_deadline: float = 45.0
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> Settings:
@@ -52,7 +79,20 @@ class Settings:
             embed_timeout=_number(env, "OLLAMA_MCP_EMBED_TIMEOUT", 15.0, 0.1, 600.0),
             max_content_chars=int(_number(env, "OLLAMA_MCP_MAX_CONTENT_CHARS", 100_000, 1, 10_000_000)),
             log_level=_log_level(env.get("OLLAMA_MCP_LOG_LEVEL", "INFO")),
+            chat_model=_optional_model(env.get("OLLAMA_MCP_CHAT_MODEL"), DEFAULT_CHAT_MODEL),
+            chat_timeout=_number(env, "OLLAMA_MCP_CHAT_TIMEOUT", 120.0, 1.0, 3600.0),
+            retention_days=_number(env, "OLLAMA_MCP_RETENTION_DAYS", 0, 0, 365_000) or None,
+            compact_messages=int(_number(env, "OLLAMA_MCP_COMPACT_MESSAGES", 50, 4, 100_000)),
+            compact_tokens=int(_number(env, "OLLAMA_MCP_COMPACT_TOKENS", 8000, 500, 10_000_000)),
+            agent_model=env.get("OLLAMA_MCP_AGENT_MODEL", "").strip() or None,
+            agent_max_steps=int(_number(env, "OLLAMA_MCP_AGENT_MAX_STEPS", 5, 0, 50)),
+            agent_tools=_agent_tools(env.get("OLLAMA_MCP_AGENT_TOOLS", "")),
+            agent_deadline=_number(env, "OLLAMA_MCP_AGENT_DEADLINE", 45.0, 5.0, 3600.0),
         )
+
+    @property
+    def agent_chat_model(self) -> str | None:
+        return self.agent_model or self.chat_model
 
 
 def default_db_path(env: Mapping[str, str], platform: str) -> Path:
@@ -96,3 +136,23 @@ def _log_level(raw: str) -> str:
     if level not in {"DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"}:
         raise ConfigError(f"OLLAMA_MCP_LOG_LEVEL must be DEBUG, INFO, WARNING or ERROR, got {raw!r}.")
     return level
+
+
+def _optional_model(raw: str | None, default: str) -> str | None:
+    """A model name; unset means the default, and ``none`` (or ``off``) turns the feature off."""
+    value = (raw or "").strip()
+    if not value:
+        return default
+    return None if value.lower() in {"none", "off"} else value
+
+
+def _agent_tools(raw: str) -> tuple[str, ...]:
+    names = [name.strip() for name in raw.split(",") if name.strip()]
+    if not names:
+        return AGENT_TOOLS
+    unknown = sorted(set(names) - set(AGENT_TOOLS))
+    if unknown:
+        raise ConfigError(
+            f"OLLAMA_MCP_AGENT_TOOLS names unknown tools {', '.join(unknown)}; choose from {', '.join(AGENT_TOOLS)}."
+        )
+    return tuple(name for name in AGENT_TOOLS if name in names)

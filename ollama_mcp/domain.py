@@ -12,6 +12,9 @@ EmbeddingStatus = Literal["embedded", "pending"]
 # What a vector represents: the memory's own text, or that text with the memories before it.
 Facet = Literal["content", "context"]
 SearchMode = Literal["hybrid", "keyword"]
+Role = Literal["user", "assistant", "system", "tool"]
+SummaryStatus = Literal["none", "given", "pending", "done", "failed"]
+JobKind = Literal["summarize", "compact"]
 
 
 def utc_now() -> str:
@@ -35,6 +38,11 @@ class Conversation:
     ended_at: str | None = None
     metadata: dict[str, Any] = field(default_factory=dict)
     memory_count: int = 0
+    summary: str | None = None
+    summary_status: SummaryStatus = "none"
+    rolling_summary: str | None = None  # compaction: the oldest messages, summarized
+    summarized_through: int = 0  # the seq of the last message the rolling summary covers
+    expires_at: str | None = None
 
 
 @dataclass(frozen=True)
@@ -48,6 +56,11 @@ class Memory:
     metadata: dict[str, Any]
     created_at: str
     context: str = ""  # filled by the store: the content preceded by its conversation's previous memories
+    role: Role | None = None  # messages only
+    actor: str | None = None  # who wrote it: a user id, an agent or a tool name
+    tool_calls: tuple[dict[str, Any], ...] = ()  # assistant messages that called tools
+    tool_call_id: str | None = None  # tool messages: the call they answer
+    superseded_by: str | None = None  # the id of the version that replaced this one
 
 
 @dataclass(frozen=True)
@@ -70,6 +83,7 @@ class SearchFilters:
     since: str | None = None
     until: str | None = None
     kinds: tuple[MemoryKind, ...] = ("note", "summary")
+    include_superseded: bool = False
 
 
 @dataclass(frozen=True)
@@ -103,3 +117,14 @@ class EmbeddingRow:
     model: str
     vector: bytes  # float32, little-endian
     dim: int
+
+
+@dataclass(frozen=True)
+class Job:
+    """A unit of deferred work claimed from the jobs table."""
+
+    id: int
+    kind: JobKind
+    conversation_id: str
+    attempts: int  # including the current one
+    last_error: str | None = None

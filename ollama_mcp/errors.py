@@ -10,14 +10,16 @@ summaries (the SDK logs tool errors at INFO, and users' words must stay out of l
     ├── NotFoundError
     │   ├── ConversationNotFoundError
     │   └── MemoryNotFoundError
+    ├── MemorySupersededError          (update_memory on a version that was replaced)
     ├── ConversationClosedError
     ├── StorageError
     │   ├── DatabaseBusyError
     │   └── SchemaError
     ├── OllamaError
     │   ├── OllamaUnavailableError      (not reachable, timed out, malformed reply)
-    │   └── OllamaModelError            (model not pulled, or not an embedding model)
-    │       └── InputTooLongError       (one text exceeds the model's context: split, retry)
+    │   ├── OllamaModelError            (model not pulled, or not an embedding model)
+    │   │   └── InputTooLongError       (one text exceeds the model's context: split, retry)
+    │   └── ChatOutputError             (a chat model's reply is not the JSON asked for)
     └── EmbeddingMismatchError          (a vector whose dimension does not fit the store)
 
 Third-party exceptions are translated once, where they enter (``ollama_client``, ``db``,
@@ -65,6 +67,15 @@ class MemoryNotFoundError(NotFoundError):
         )
 
 
+class MemorySupersededError(OllamaMcpError):
+    def __init__(self, memory_id: str, latest_id: str) -> None:
+        self.memory_id = memory_id
+        self.latest_id = latest_id
+        super().__init__(
+            f"memory_id: memory {memory_id} is an older version, replaced by {latest_id}; update {latest_id} instead."
+        )
+
+
 class ConversationClosedError(OllamaMcpError):
     def __init__(self, conversation_id: str) -> None:
         self.conversation_id = conversation_id
@@ -107,3 +118,7 @@ class InputTooLongError(OllamaModelError):
 
     def __init__(self, model: str) -> None:
         super().__init__(f"A text was longer than the context of embedding model {model!r}.")
+
+
+class ChatOutputError(OllamaError):
+    """A chat model answered with something other than the structure asked for."""

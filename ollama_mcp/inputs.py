@@ -136,6 +136,29 @@ def integer(field: str, value: object, low: int, high: int) -> int:
     return value
 
 
+def flag(field: str, value: object) -> bool:
+    if value is None:
+        return False
+    if not isinstance(value, bool):
+        raise InvalidInputError(field, "must be true or false", "pass a boolean, or omit it")
+    return value
+
+
+MAX_TTL_HOURS = 24 * 365 * 100
+
+
+def ttl_hours(field: str, value: object) -> float | None:
+    """A conversation's time to live in hours (positive), or None to keep it."""
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 < value <= MAX_TTL_HOURS:
+        raise InvalidInputError(
+            field, f"must be a number of hours above 0 and at most {MAX_TTL_HOURS}",
+            "pass e.g. 24 to delete the conversation a day after it starts, or leave it out to keep it",
+        )
+    return float(value)
+
+
 def threshold(field: str, value: object) -> float | None:
     if value is None:
         return None

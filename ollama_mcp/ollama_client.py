@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from typing import Any
 
 import httpx
 import ollama
@@ -27,12 +28,33 @@ class ModelInfo:
     capabilities: tuple[str, ...]
 
 
-class OllamaClient:
-    """Thin async wrapper over ``ollama.AsyncClient`` whose failures are always ``OllamaError``s."""
+@dataclass(frozen=True)
+class ToolCall:
+    name: str
+    arguments: dict[str, Any]
 
-    def __init__(self, host: str, *, timeout: float, connect_timeout: float) -> None:
+
+@dataclass(frozen=True)
+class ChatReply:
+    content: str
+    tool_calls: tuple[ToolCall, ...] = field(default_factory=tuple)
+
+
+class OllamaClient:
+    """Thin async wrapper over ``ollama.AsyncClient`` whose failures are always ``OllamaError``s.
+
+    ``model_setting`` and ``timeout_setting`` name the variables a user changes to fix a missing
+    model or a timeout: one client embeds, another (with a longer timeout) chats.
+    """
+
+    def __init__(
+        self, host: str, *, timeout: float, connect_timeout: float,
+        model_setting: str = "OLLAMA_MCP_EMBED_MODEL", timeout_setting: str = "OLLAMA_MCP_EMBED_TIMEOUT",
+    ) -> None:
         self.host = host
         self.timeout = timeout
+        self._model_setting = model_setting
+        self._timeout_setting = timeout_setting
         # The ollama client's default timeout is infinite: a hung server would hang the tool call.
         self._client = ollama.AsyncClient(
             host=host, timeout=httpx.Timeout(timeout, connect=connect_timeout)
@@ -52,6 +74,32 @@ class OllamaClient:
                 f"with model {model!r}; the reply is unusable. Check the Ollama version."
             )
         return vectors
+
+    async def chat(
+        self,
+        model: str,
+        messages: Sequence[Mapping[str, Any]],
+        *,
+        tools: Sequence[Mapping[str, Any]] | None = None,
+        schema: Mapping[str, Any] | None = None,
+        temperature: float = 0.0,
+        num_ctx: int | None = None,
+    ) -> ChatReply:
+        """One non-streamed chat turn; ``schema`` constrains the reply to JSON of that shape."""
+        options: dict[str, Any] = {"temperature": temperature}
+        if num_ctx:
+            options["num_ctx"] = num_ctx  # Ollama's default context cuts long prompts silently
+        with self._translate(model, "chat"):
+            response = await self._client.chat(
+                model=model, messages=list(messages), tools=list(tools) if tools else None,
+                format=dict(schema) if schema else None, options=options, stream=False,
+            )
+            message = response.message
+            calls = tuple(
+                ToolCall(str(call.function.name), dict(call.function.arguments or {}))
+                for call in (message.tool_calls or ())
+            )
+        return ChatReply(message.content or "", calls)
 
     async def show(self, model: str) -> ModelInfo:
         with self._translate(model, "describe the model"):
@@ -74,14 +122,20 @@ class OllamaClient:
             if status == 404:
                 raise OllamaModelError(
                     f"Ollama at {self.host} does not have the model {model!r}; run `ollama pull {model}` "
-                    "or set OLLAMA_MCP_EMBED_MODEL to a model you have."
+                    f"or set {self._model_setting} to a model you have."
                 ) from exc
             if status == 400 and "context length" in (exc.error or ""):
                 raise InputTooLongError(model) from exc
-            if status == 400 and "does not support" in (exc.error or ""):
+            if status == 400 and "does not support tools" in (exc.error or ""):
                 raise OllamaModelError(
-                    f"Ollama model {model!r} cannot {action} ({exc.error}); set OLLAMA_MCP_EMBED_MODEL to an "
-                    "embedding model such as nomic-embed-text and run `ollama pull nomic-embed-text`."
+                    f"Ollama model {model!r} cannot call tools; set {self._model_setting} to a tool-capable "
+                    "model such as qwen2.5:3b and run `ollama pull qwen2.5:3b`."
+                ) from exc
+            if status == 400 and "does not support" in (exc.error or ""):
+                example = "nomic-embed-text" if action == "compute embeddings" else "qwen2.5:3b"
+                raise OllamaModelError(
+                    f"Ollama model {model!r} cannot {action} ({exc.error}); set {self._model_setting} to a "
+                    f"model that can, such as {example}, and run `ollama pull {example}`."
                 ) from exc
             raise OllamaUnavailableError(
                 f"Ollama at {self.host} failed to {action} with model {model!r} "
@@ -96,7 +150,7 @@ class OllamaClient:
             raise OllamaUnavailableError(
                 f"Ollama at {self.host} did not answer within {self.timeout:g} s while trying to {action} "
                 f"with model {model!r}; it may be loading the model or overloaded. It will be retried "
-                "(OLLAMA_MCP_EMBED_TIMEOUT sets the limit)."
+                f"({self._timeout_setting} sets the limit)."
             ) from exc
         except (httpx.HTTPError, ValidationError, ValueError, KeyError, TypeError) as exc:
             # A reply that is not the JSON Ollama sends (a proxy page, a truncated body, ...).

@@ -134,6 +134,7 @@ class HybridSearch:
                 conversation_key=conversation_key,
                 kind_codes=tuple(KIND_CODES[kind] for kind in filters.kinds),
                 memory_seqs=frozenset(await self._store.filtered_seqs(filters)) if needs_sql_filter else None,
+                excluded_seqs=frozenset() if filters.include_superseded else await self._store.superseded_seqs(),
             )
             ranking = await self._index.rank(query_vector, depth, scope)
 

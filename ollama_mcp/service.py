@@ -14,6 +14,7 @@ import time
 import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
 
 import anyio
 import numpy as np
@@ -29,6 +30,7 @@ from ollama_mcp.domain import (
     SearchFilters,
     SearchOutcome,
     StoredMemory,
+    format_timestamp,
     utc_now,
 )
 from ollama_mcp.embeddings import Embedder, to_blob
@@ -39,6 +41,7 @@ from ollama_mcp.errors import (
     OllamaError,
     OllamaMcpError,
 )
+from ollama_mcp.jobs import JobRunner
 from ollama_mcp.search import HybridSearch, SearchTuning
 from ollama_mcp.store import Store
 from ollama_mcp.vectors import VectorIndex
@@ -71,8 +74,12 @@ class MemoryService:
         max_content_chars: int,
         backfill_max_delay: float = 60.0,
         tuning: SearchTuning | None = None,
+        jobs: JobRunner | None = None,
+        summaries: bool = False,
     ) -> None:
         self.store = store
+        self.jobs = jobs or JobRunner(store)
+        self._summaries = summaries  # a chat model is configured to write missing summaries
         self.embedder = embedder
         self.index = VectorIndex(store, embedder.model)
         self._search = HybridSearch(store, self.index, tuning)
@@ -88,12 +95,24 @@ class MemoryService:
     def model(self) -> str:
         return self.embedder.model
 
+    @property
+    def max_content_chars(self) -> int:
+        return self._max_content_chars
+
+    def wake_backfill(self) -> None:
+        """Start embedding pending memories now (after storing some without waiting for vectors)."""
+        self._wake.set()
+
     # -- conversations --------------------------------------------------------------------------
 
     async def init_conversation(self, name: object = None, metadata: object = None) -> Conversation:
+        meta = inputs.metadata("metadata", metadata)
+        now = datetime.now(UTC)
+        ttl = inputs.ttl_hours("metadata.ttl_hours", meta.get("ttl_hours"))
+        expires_at = None if ttl is None else format_timestamp(now + timedelta(hours=ttl))
         conversation = await self.store.create_conversation(
-            str(uuid.uuid4()), inputs.optional_name("name", name), inputs.metadata("metadata", metadata),
-            anonymous=False, created_at=utc_now(),
+            str(uuid.uuid4()), inputs.optional_name("name", name), meta,
+            anonymous=False, created_at=format_timestamp(now), expires_at=expires_at,
         )
         self._current_id = conversation.id
         return conversation
@@ -124,11 +143,15 @@ class MemoryService:
                 id=str(uuid.uuid4()), seq=0, conversation_id=target, kind="summary", content=text,
                 tags=("summary",), metadata={}, created_at=ended_at,
             )
-        conversation, count = await self.store.end_conversation(target, ended_at, text, summary_memory)
+        conversation, count = await self.store.end_conversation(
+            target, ended_at, summary_memory, queue_summary=self._summaries
+        )
         if self._current_id == target:
             self._current_id = None
         if summary_memory is not None:
-            self._wake_backfill()  # the summary is embedded in the background like any pending memory
+            self.wake_backfill()  # the summary is embedded in the background like any pending memory
+        if conversation.summary_status == "pending":
+            self.jobs.wake()  # the chat model writes it in the background; the call returns now
         return EndedConversation(conversation, count)
 
     # -- memories -------------------------------------------------------------------------------
@@ -168,7 +191,7 @@ class MemoryService:
         stored, duplicate = await self.store.insert_memory(memory, rows)
         if rows and not duplicate:
             self.index.mark_dirty()
-            self._wake_backfill()  # its context vector comes from Ollama, in the background
+            self.wake_backfill()  # its context vector comes from Ollama, in the background
             return StoredMemory(stored, False, "embedded", len(vector))
         if duplicate and not await self.store.memory_is_pending(stored.seq, self.model):
             return StoredMemory(stored, True, "embedded", await self._known_dimension())
@@ -203,16 +226,41 @@ class MemoryService:
                 rows.append(None)
         added = await self.store.insert_memories(memories, rows)
         self.index.mark_dirty()
-        self._wake_backfill()
+        self.wake_backfill()
         return added
 
+    async def update_memory(
+        self, memory_id: object, content: object = None, tags: object = None, metadata: object = None
+    ) -> tuple[Memory, StoredMemory]:
+        """Store a new version of a memory (unchanged fields carried over); the old one stays as
+        history, marked superseded. Returns (old version, new version)."""
+        target = inputs.memory_id("memory_id", memory_id)
+        text = None if content is None else inputs.text("content", content, self._max_content_chars, what="memory text")
+        tag_list = None if tags is None else inputs.tags("tags", tags)
+        meta = None if metadata is None else inputs.metadata("metadata", metadata)
+        if text is None and tag_list is None and meta is None:
+            raise InvalidInputError("content", "tags and metadata are all missing", "pass at least one of them to change")
+        now = utc_now()
+
+        def revise(old: Memory) -> Memory:
+            return Memory(
+                id=str(uuid.uuid4()), seq=0, conversation_id=old.conversation_id, kind=old.kind,
+                content=old.content if text is None else text,
+                tags=old.tags if tag_list is None else tag_list,
+                metadata=old.metadata if meta is None else meta, created_at=now,
+            )
+
+        old, new = await self.store.update_memory(target, revise)
+        # The old version keeps its vectors: searches mask it out unless include_superseded.
+        return old, await self._embed_now(new, duplicate=False)
+
     async def delete_memory(self, memory_id: object) -> Memory:
-        deleted, context_changed = await self.store.delete_memory(inputs.memory_id("memory_id", memory_id))
-        await self.index.remove([deleted.seq])
+        deleted, seqs, context_changed = await self.store.delete_memory(inputs.memory_id("memory_id", memory_id))
+        await self.index.remove(seqs)
         if context_changed:
             # Their context no longer includes the deleted text; the backfill embeds the new one.
             await self.index.remove(context_changed, facet="context")
-            self._wake_backfill()
+            self.wake_backfill()
         return deleted
 
     async def search_memories(
@@ -224,16 +272,23 @@ class MemoryService:
         tags: object = None,
         since: object = None,
         until: object = None,
+        include_messages: object = False,
+        include_superseded: object = False,
     ) -> SearchOutcome:
         """Search one conversation: the given one, else the current one, else every conversation."""
         target = inputs.conversation_id("conversation_id", conversation_id) or self._current_id
-        return await self._run_search(query, target, top_k, threshold, tags, since, until)
+        return await self._run_search(
+            query, target, top_k, threshold, tags, since, until, include_messages, include_superseded
+        )
 
     async def search_all_conversations(
         self, query: object, top_k: object = 5, threshold: object = None, tags: object = None,
-        since: object = None, until: object = None,
+        since: object = None, until: object = None, include_messages: object = False,
+        include_superseded: object = False,
     ) -> SearchOutcome:
-        return await self._run_search(query, None, top_k, threshold, tags, since, until)
+        return await self._run_search(
+            query, None, top_k, threshold, tags, since, until, include_messages, include_superseded
+        )
 
     # -- background -----------------------------------------------------------------------------
 
@@ -309,7 +364,7 @@ class MemoryService:
                 return StoredMemory(memory, duplicate, "embedded", self._model_dim)
             except (OllamaError, EmbeddingMismatchError) as exc:
                 self._fail(exc)
-        self._wake_backfill()
+        self.wake_backfill()
         return StoredMemory(
             memory, duplicate, "pending", None,
             f"Stored, but not embedded yet: {self._health.failure} It will be embedded automatically "
@@ -349,15 +404,18 @@ class MemoryService:
 
     async def _run_search(
         self, query: object, conversation_id: str | None, top_k: object, threshold: object,
-        tags: object, since: object, until: object,
+        tags: object, since: object, until: object, include_messages: object, include_superseded: object,
     ) -> SearchOutcome:
         started = time.perf_counter()
         text = inputs.text("query", query, inputs.MAX_QUERY_CHARS, what="search text")
         k = inputs.integer("top_k", top_k, 1, inputs.MAX_TOP_K)
         floor = inputs.threshold("threshold", threshold)
+        messages = inputs.flag("include_messages", include_messages)
         filters = SearchFilters(
             conversation_id=conversation_id, tags=inputs.tags("tags", tags),
             since=inputs.timestamp("since", since), until=inputs.timestamp("until", until),
+            kinds=("note", "summary", "message") if messages else ("note", "summary"),
+            include_superseded=inputs.flag("include_superseded", include_superseded),
         )
         if filters.since and filters.until and filters.since > filters.until:
             raise InvalidInputError("since", "is later than until", "swap them or widen the range")
@@ -394,15 +452,12 @@ class MemoryService:
         if self._health.failure is None or type(self._health.failure) is not type(exc):
             log.warning("embeddings unavailable: %s", exc)
         self._health.failure = exc
-        self._wake_backfill()
+        self.wake_backfill()
 
     def _recover(self) -> None:
         if self._health.failure is not None:
             log.info("embeddings available again with %s", self.model)
         self._health.failure = None
-
-    def _wake_backfill(self) -> None:
-        self._wake.set()
 
     async def _sleep_or_wake(self, seconds: float) -> None:
         with anyio.move_on_after(seconds):

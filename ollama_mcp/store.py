@@ -13,7 +13,7 @@ import json
 import sqlite3
 from collections.abc import AsyncIterator, Callable, Iterable, Sequence
 from contextlib import asynccontextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -26,6 +26,8 @@ from ollama_mcp.domain import (
     ConversationStatus,
     EmbeddingRow,
     Facet,
+    Job,
+    JobKind,
     Memory,
     MemoryKind,
     SearchFilters,
@@ -33,7 +35,9 @@ from ollama_mcp.domain import (
 from ollama_mcp.errors import (
     ConversationClosedError,
     ConversationNotFoundError,
+    InvalidInputError,
     MemoryNotFoundError,
+    MemorySupersededError,
     StorageError,
 )
 
@@ -49,8 +53,15 @@ _VECTOR_BATCH_ROWS = 4096
 _MISSING_VECTOR = (
     "NOT EXISTS (SELECT 1 FROM memory_embeddings e WHERE e.memory_seq = m.seq AND e.model = ?1 AND e.facet = '{}')"
 )
-_CONVERSATION_COLUMNS = "c.rowid, c.id, c.name, c.status, c.anonymous, c.created_at, c.ended_at, c.metadata"
-_MEMORY_COLUMNS = "m.seq, m.id, m.conversation_id, m.kind, m.content, m.tags, m.metadata, m.created_at, m.context"
+_CONVERSATION_COLUMNS = (
+    "c.rowid, c.id, c.name, c.status, c.anonymous, c.created_at, c.ended_at, c.metadata, c.summary,"
+    " c.summary_status, c.rolling_summary, c.summarized_through, c.expires_at"
+)
+_MEMORY_COLUMNS = (
+    "m.seq, m.id, m.conversation_id, m.kind, m.content, m.tags, m.metadata, m.created_at, m.context,"
+    " m.role, m.actor, m.tool_calls, m.tool_call_id, m.superseded_by"
+)
+_MEMORY_WIDTH = 14  # columns in _MEMORY_COLUMNS: what a query selects after them starts here
 
 
 @dataclass(frozen=True)
@@ -113,23 +124,25 @@ class Store:
     # -- conversations ------------------------------------------------------------------------
 
     async def create_conversation(
-        self, conversation_id: str, name: str | None, metadata: dict[str, Any], anonymous: bool, created_at: str
+        self, conversation_id: str, name: str | None, metadata: dict[str, Any], anonymous: bool, created_at: str,
+        expires_at: str | None = None,
     ) -> Conversation:
         async with self._transaction("create the conversation") as conn:
             cursor = await conn.execute(
-                "INSERT INTO conversations (id, name, anonymous, metadata, created_at) VALUES (?, ?, ?, ?, ?)",
-                (conversation_id, name, int(anonymous), _dump(metadata), created_at),
+                "INSERT INTO conversations (id, name, anonymous, metadata, created_at, expires_at)"
+                " VALUES (?, ?, ?, ?, ?, ?)",
+                (conversation_id, name, int(anonymous), _dump(metadata), created_at, expires_at),
             )
             key = cursor.lastrowid
         return Conversation(
             key=int(key or 0), id=conversation_id, name=name, status="active", anonymous=anonymous,
-            created_at=created_at, metadata=metadata,
+            created_at=created_at, metadata=metadata, expires_at=expires_at,
         )
 
     async def get_conversation(self, conversation_id: str, *, count_memories: bool = False) -> Conversation:
         """The conversation (``memory_count`` is filled only when asked: it costs a count)."""
         count = (
-            "(SELECT count(*) FROM memories m WHERE m.conversation_id = c.id AND m.kind = 'note')"
+            "(SELECT count(*) FROM memories m WHERE m.conversation_id = c.id AND m.kind = 'note' AND m.superseded_by IS NULL)"
             if count_memories else "0"
         )
         rows = await self._fetchall(
@@ -145,7 +158,7 @@ class Store:
         where, params = ("WHERE c.status = ?", [status]) if status else ("", [])
         rows = await self._fetchall(
             f"SELECT {_CONVERSATION_COLUMNS}, (SELECT count(*) FROM memories m"
-            " WHERE m.conversation_id = c.id AND m.kind = 'note')"
+            " WHERE m.conversation_id = c.id AND m.kind = 'note' AND m.superseded_by IS NULL)"
             f" FROM conversations c {where} ORDER BY c.created_at DESC, c.rowid DESC LIMIT ?",
             [*params, limit],
             "list conversations",
@@ -153,21 +166,35 @@ class Store:
         return [_conversation(row) for row in rows]
 
     async def end_conversation(
-        self, conversation_id: str, ended_at: str, summary: str | None, summary_memory: Memory | None
+        self, conversation_id: str, ended_at: str, summary_memory: Memory | None, *, queue_summary: bool
     ) -> tuple[Conversation, int]:
-        """Mark the conversation completed (storing the summary as a searchable memory too)."""
+        """Mark the conversation completed, in one transaction with what becomes of its summary:
+        the given one stored (also as a searchable memory), or a summarize job queued when
+        ``queue_summary`` and the conversation has anything to summarize."""
         async with self._transaction("end the conversation") as conn:
             status = await _status(conn, conversation_id)
             if status != "active":
                 raise ConversationClosedError(conversation_id)
+            summary_status = "none"
             if summary_memory is not None:
-                await _insert_memory_row(conn, summary_memory, role=None)
+                await _insert_memory_row(conn, summary_memory)
+                summary_status = "given"
+            elif queue_summary:
+                has_content = await (await conn.execute(
+                    "SELECT 1 FROM memories WHERE conversation_id = ? AND kind != 'summary' LIMIT 1",
+                    (conversation_id,),
+                )).fetchone()
+                if has_content:
+                    await _enqueue(conn, "summarize", conversation_id, ended_at)
+                    summary_status = "pending"
             await conn.execute(
-                "UPDATE conversations SET status = 'completed', ended_at = ?, summary = ? WHERE id = ?",
-                (ended_at, summary, conversation_id),
+                "UPDATE conversations SET status = 'completed', ended_at = ?, summary = ?, summary_status = ?"
+                " WHERE id = ?",
+                (ended_at, summary_memory.content if summary_memory else None, summary_status, conversation_id),
             )
             count = await (await conn.execute(
-                "SELECT count(*) FROM memories WHERE conversation_id = ? AND kind = 'note'", (conversation_id,)
+                "SELECT count(*) FROM memories WHERE conversation_id = ? AND kind = 'note' AND superseded_by IS NULL",
+                (conversation_id,),
             )).fetchone()
         return await self.get_conversation(conversation_id), int(count[0] if count else 0)
 
@@ -183,11 +210,11 @@ class Store:
             status = await _status(conn, memory.conversation_id)
             if status != "active":
                 raise ConversationClosedError(memory.conversation_id)
-            seq = await _insert_memory_row(conn, memory, role=None)
+            seq = await _insert_memory_row(conn, memory)
             if seq is None:
                 existing = await (await conn.execute(
-                    f"SELECT {_MEMORY_COLUMNS} FROM memories m"
-                    " WHERE m.conversation_id = ? AND m.kind = 'note' AND m.content_hash = ?",
+                    f"SELECT {_MEMORY_COLUMNS} FROM memories m WHERE m.conversation_id = ? AND m.kind = 'note'"
+                    " AND m.content_hash = ? AND m.superseded_by IS NULL",
                     (memory.conversation_id, content_hash(memory.content)),
                 )).fetchone()
                 assert existing is not None, "the unique index reported a conflict with no row"
@@ -220,7 +247,7 @@ class Store:
                     recent[conv] = [row[0] for row in reversed(earlier)]
                     hashes = [content_hash(m.content) for m in memories if m.conversation_id == conv]
                     existing = await (await conn.execute(
-                        "SELECT content_hash FROM memories WHERE conversation_id = ? AND kind = 'note'"
+                        "SELECT content_hash FROM memories WHERE conversation_id = ? AND kind = 'note' AND superseded_by IS NULL"
                         " AND content_hash IN (SELECT value FROM json_each(?))", (conv, json.dumps(hashes)),
                     )).fetchall()
                     seen[conv] = {row[0] for row in existing}
@@ -265,12 +292,53 @@ class Store:
         )
         return {row[0]: _memory(row) for row in rows}
 
-    async def delete_memory(self, memory_id: str) -> tuple[Memory, list[int]]:
-        """Remove a memory with its tags, vectors (cascade) and keyword entries (triggers), at once.
+    async def get_memory(self, memory_id: str) -> Memory:
+        rows = await self._fetchall(
+            f"SELECT {_MEMORY_COLUMNS} FROM memories m WHERE m.id = ?", (memory_id,), "read the memory"
+        )
+        if not rows:
+            raise MemoryNotFoundError(memory_id)
+        return _memory(rows[0])
 
-        The memories that had it in their context get a context without it (and lose their
-        context vectors, which the backfill recomputes): deleted text must not stay findable.
-        Returns the deleted memory and the seqs whose context changed.
+    async def update_memory(self, memory_id: str, revise: Callable[[Memory], Memory]) -> tuple[Memory, Memory]:
+        """Store ``revise(old)`` as the new version of ``memory_id``; the old row stays, marked
+        ``superseded_by`` the new one. Returns (old, new), in one transaction.
+
+        The new version takes the old one's place in the conversation: its context is built from
+        the memories before the old version, not from the latest ones.
+        """
+        async with self._transaction("update the memory") as conn:
+            row = await (await conn.execute(
+                f"SELECT {_MEMORY_COLUMNS} FROM memories m WHERE m.id = ?", (memory_id,)
+            )).fetchone()
+            if row is None:
+                raise MemoryNotFoundError(memory_id)
+            old = _memory(row)
+            if old.superseded_by is not None:
+                raise MemorySupersededError(memory_id, await _latest_version(conn, memory_id))
+            if old.kind == "message":
+                raise InvalidInputError(
+                    "memory_id", "names a message of the conversation's transcript, which is never edited",
+                    "store a note with the correction instead",
+                )
+            new = revise(old)
+            await conn.execute("UPDATE memories SET superseded_by = ? WHERE seq = ?", (new.id, old.seq))
+            seq = await _insert_memory_row(conn, new, context_before=old.seq)
+            if seq is None:
+                raise InvalidInputError(
+                    "content", "is identical to another current memory of this conversation",
+                    "delete one of the two, or change the wording",
+                )
+            stored = await _memory_by_seq(conn, seq)
+        return replace(old, superseded_by=new.id), stored
+
+    async def delete_memory(self, memory_id: str) -> tuple[Memory, list[int], list[int]]:
+        """Remove a memory and all its versions, with their tags, vectors (cascade) and keyword
+        entries (triggers), at once: a deleted fact must not stay findable as an older version.
+
+        The memories that had a deleted one in their context get a context without it (and lose
+        their context vectors, which the backfill recomputes). Returns the named memory, the seqs
+        deleted and the seqs whose context changed.
         """
         async with self._transaction("delete the memory") as conn:
             row = await (await conn.execute(
@@ -278,18 +346,265 @@ class Store:
             )).fetchone()
             if row is None:
                 raise MemoryNotFoundError(memory_id)
-            deleted = _memory(row)
-            await conn.execute("DELETE FROM memories WHERE seq = ?", (deleted.seq,))
-            followers = await (await conn.execute(
-                "SELECT seq, content FROM memories WHERE conversation_id = ? AND kind != 'summary' AND seq > ?"
-                " ORDER BY seq LIMIT ?",
-                (deleted.conversation_id, deleted.seq, CONTEXT_NEIGHBOURS),
-            )).fetchall() if deleted.kind != "summary" else []
-            for seq, content in followers:
-                context = await _context(conn, deleted.conversation_id, content, before_seq=seq)
-                await conn.execute("UPDATE memories SET context = ? WHERE seq = ?", (context, seq))
-                await conn.execute("DELETE FROM memory_embeddings WHERE memory_seq = ? AND facet = 'context'", (seq,))
-        return deleted, [seq for seq, _ in followers]
+            named = _memory(row)
+            versions = await (await conn.execute(
+                "WITH RECURSIVE newer(id) AS (SELECT ?1 UNION SELECT m.superseded_by FROM memories m JOIN newer"
+                " ON m.id = newer.id WHERE m.superseded_by IS NOT NULL),"
+                " older(id) AS (SELECT ?1 UNION SELECT m.id FROM memories m JOIN older ON m.superseded_by = older.id)"
+                " SELECT seq, kind FROM memories WHERE id IN (SELECT id FROM newer UNION SELECT id FROM older)"
+                " ORDER BY seq",
+                (memory_id,),
+            )).fetchall()
+            deleted = [int(seq) for seq, _ in versions]
+            await conn.execute(
+                "DELETE FROM memories WHERE seq IN (SELECT value FROM json_each(?))", (json.dumps(deleted),)
+            )
+            changed: list[int] = []
+            if named.kind != "summary":
+                for seq in deleted:
+                    followers = await (await conn.execute(
+                        "SELECT seq, content FROM memories WHERE conversation_id = ? AND kind != 'summary'"
+                        " AND seq > ? ORDER BY seq LIMIT ?",
+                        (named.conversation_id, seq, CONTEXT_NEIGHBOURS),
+                    )).fetchall()
+                    for follower, content in followers:
+                        if follower in changed:
+                            continue
+                        context = await _context(conn, named.conversation_id, content, before_seq=follower)
+                        await conn.execute("UPDATE memories SET context = ? WHERE seq = ?", (context, follower))
+                        await conn.execute(
+                            "DELETE FROM memory_embeddings WHERE memory_seq = ? AND facet = 'context'", (follower,)
+                        )
+                        changed.append(follower)
+        return named, deleted, changed
+
+    async def superseded_seqs(self) -> frozenset[int]:
+        """Every memory replaced by a newer version (searches leave them out by default)."""
+        rows = await self._fetchall(
+            "SELECT seq FROM memories WHERE superseded_by IS NOT NULL", (), "read memory versions"
+        )
+        return frozenset(int(row[0]) for row in rows)
+
+    async def messages(self, conversation_id: str, limit: int, before_seq: int | None = None) -> list[Memory]:
+        """The latest ``limit`` messages before ``before_seq`` (default: all), oldest first."""
+        rows = await self._fetchall(
+            f"SELECT {_MEMORY_COLUMNS} FROM memories m WHERE m.conversation_id = ? AND m.kind = 'message'"
+            " AND m.seq < ? ORDER BY m.seq DESC LIMIT ?",
+            (conversation_id, before_seq if before_seq is not None else 2**62, limit),
+            "read the conversation's messages",
+        )
+        return [_memory(row) for row in reversed(rows)]
+
+    async def conversation_memories(
+        self, conversation_id: str, *, after_seq: int = 0, limit: int = -1, kinds: Sequence[MemoryKind] = ()
+    ) -> list[Memory]:
+        """Memories of every version (of ``kinds``, default all) after ``after_seq``, oldest first."""
+        kind_sql = "AND m.kind IN (SELECT value FROM json_each(?3))" if kinds else "AND ?3 IS NULL"
+        rows = await self._fetchall(
+            f"SELECT {_MEMORY_COLUMNS} FROM memories m WHERE m.conversation_id = ?1 AND m.seq > ?2 {kind_sql}"
+            " ORDER BY m.seq LIMIT ?4",
+            (conversation_id, after_seq, json.dumps(list(kinds)) if kinds else None, limit),
+            "read the conversation",
+        )
+        return [_memory(row) for row in rows]
+
+    async def transcript_size(self, conversation_id: str, after_seq: int) -> tuple[int, int]:
+        """(messages, characters) of the conversation's messages after ``after_seq``."""
+        rows = await self._fetchall(
+            "SELECT count(*), coalesce(sum(length(content)), 0) FROM memories"
+            " WHERE conversation_id = ? AND kind = 'message' AND seq > ?",
+            (conversation_id, after_seq), "measure the transcript",
+        )
+        return int(rows[0][0]), int(rows[0][1])
+
+    async def conversation_snapshot(
+        self, conversation_id: str, offset: int = 0, limit: int = -1
+    ) -> tuple[Conversation, list[Memory], int]:
+        """A conversation, its memories of every kind and version in order (from ``offset``, at
+        most ``limit``) and their total, read in one transaction: a concurrent delete either
+        happened before (not found) or not at all."""
+        async with self._transaction("read the conversation", write=False) as conn:
+            row = await (await conn.execute(
+                f"SELECT {_CONVERSATION_COLUMNS} FROM conversations c WHERE c.id = ?", (conversation_id,)
+            )).fetchone()
+            if row is None:
+                raise ConversationNotFoundError(conversation_id)
+            total = await (await conn.execute(
+                "SELECT count(*) FROM memories WHERE conversation_id = ?", (conversation_id,)
+            )).fetchone()
+            rows = await (await conn.execute(
+                f"SELECT {_MEMORY_COLUMNS} FROM memories m WHERE m.conversation_id = ? ORDER BY m.seq"
+                " LIMIT ? OFFSET ?", (conversation_id, limit, offset),
+            )).fetchall()
+        return _conversation(row), [_memory(r) for r in rows], int(total[0]) if total else 0
+
+    async def conversation_ids(self) -> list[str]:
+        rows = await self._fetchall(
+            "SELECT id FROM conversations ORDER BY created_at, rowid", (), "list conversations"
+        )
+        return [row[0] for row in rows]
+
+    async def import_conversation(
+        self, conversation: Conversation, memories: Sequence[Memory], summarized_through_id: str | None
+    ) -> tuple[bool, int]:
+        """Insert an exported conversation and its memories with their ids, in one transaction.
+
+        Idempotent: a conversation or memory whose id exists is left as it is (and a note whose
+        text is already current in the conversation is skipped), so importing twice changes
+        nothing. Returns (conversation was new, memories added).
+        """
+        async with self._transaction("import the conversation") as conn:
+            cursor = await conn.execute(
+                "INSERT OR IGNORE INTO conversations (id, name, anonymous, status, metadata, summary, summary_status,"
+                " rolling_summary, created_at, ended_at, expires_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                (conversation.id, conversation.name, int(conversation.anonymous), conversation.status,
+                 _dump(conversation.metadata), conversation.summary, conversation.summary_status,
+                 conversation.rolling_summary, conversation.created_at, conversation.ended_at,
+                 conversation.expires_at),
+            )
+            new_conversation = cursor.rowcount > 0
+            earlier = await (await conn.execute(
+                "SELECT content FROM memories WHERE conversation_id = ? AND kind != 'summary'"
+                " ORDER BY seq DESC LIMIT ?", (conversation.id, CONTEXT_NEIGHBOURS),
+            )).fetchall()
+            recent = [row[0] for row in reversed(earlier)]
+            rows = []
+            for m in memories:
+                context = m.content
+                if m.kind != "summary":
+                    context = compose_context(recent, m.content)
+                    recent = [*recent, m.content][-CONTEXT_NEIGHBOURS:]
+                rows.append((
+                    m.id, conversation.id, m.kind, m.role, m.actor,
+                    json.dumps(list(m.tool_calls)) if m.tool_calls else None, m.tool_call_id, m.content,
+                    content_hash(m.content), context, json.dumps(list(m.tags)), _dump(m.metadata), m.created_at,
+                    m.superseded_by,
+                ))
+            count_sql = "SELECT count(*) FROM memories WHERE conversation_id = ?"
+            before = (await (await conn.execute(count_sql, (conversation.id,))).fetchone() or (0,))[0]
+            await conn.executemany(
+                "INSERT OR IGNORE INTO memories (id, conversation_id, kind, role, actor, tool_calls, tool_call_id,"
+                " content, content_hash, context, tags, metadata, created_at, superseded_by)"
+                " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                rows,
+            )
+            after = (await (await conn.execute(count_sql, (conversation.id,))).fetchone() or (0,))[0]
+            await conn.execute(
+                "INSERT OR IGNORE INTO memory_tags (memory_seq, tag) SELECT m.seq, t.value FROM memories m,"
+                " json_each(m.tags) t WHERE m.conversation_id = ?",
+                (conversation.id,),
+            )
+            if summarized_through_id is not None:
+                await conn.execute(
+                    "UPDATE conversations SET summarized_through = (SELECT seq FROM memories WHERE id = ?)"
+                    " WHERE id = ? AND summarized_through = 0 AND EXISTS (SELECT 1 FROM memories WHERE id = ?)",
+                    (summarized_through_id, conversation.id, summarized_through_id),
+                )
+        return new_conversation, int(after) - int(before)
+
+    # -- deferred work ----------------------------------------------------------------------------
+
+    async def enqueue_job(self, kind: JobKind, conversation_id: str, now: str) -> bool:
+        """Queue a job unless one of that kind is already open for the conversation."""
+        async with self._transaction("queue background work") as conn:
+            return await _enqueue(conn, kind, conversation_id, now)
+
+    async def claim_job(self, now: str, lease_until: str) -> Job | None:
+        """Take the next due job (or one whose worker's lease lapsed: it died) under a lease."""
+        async with self._transaction("claim background work") as conn:
+            row = await (await conn.execute(
+                "UPDATE jobs SET state = 'running', attempts = attempts + 1, lease_until = ?2"
+                " WHERE id = (SELECT id FROM jobs WHERE (state = 'queued' AND run_after <= ?1)"
+                " OR (state = 'running' AND lease_until <= ?1) ORDER BY run_after, id LIMIT 1)"
+                " RETURNING id, kind, conversation_id, attempts, last_error",
+                (now, lease_until),
+            )).fetchone()
+        return None if row is None else Job(int(row[0]), row[1], row[2], int(row[3]), row[4])
+
+    async def renew_job(self, job_id: int, lease_until: str) -> None:
+        async with self._transaction("renew background work") as conn:
+            await conn.execute(
+                "UPDATE jobs SET lease_until = ? WHERE id = ? AND state = 'running'", (lease_until, job_id)
+            )
+
+    async def next_job_time(self) -> str | None:
+        """When the next job falls due (a queued job's run_after or a running job's lease end)."""
+        rows = await self._fetchall(
+            "SELECT min(CASE state WHEN 'queued' THEN run_after ELSE lease_until END) FROM jobs"
+            " WHERE state IN ('queued', 'running')", (), "read background work",
+        )
+        return rows[0][0] if rows else None
+
+    async def retry_job(self, job_id: int, run_after: str, error: str) -> None:
+        async with self._transaction("reschedule background work") as conn:
+            await conn.execute(
+                "UPDATE jobs SET state = 'queued', run_after = ?, lease_until = NULL, last_error = ? WHERE id = ?",
+                (run_after, error, job_id),
+            )
+
+    async def fail_job(self, job: Job, error: str, now: str) -> None:
+        """Give up on a job, keeping the reason; a summary that will not come is marked failed."""
+        async with self._transaction("record failed background work") as conn:
+            await conn.execute(
+                "UPDATE jobs SET state = 'failed', lease_until = NULL, last_error = ?, finished_at = ? WHERE id = ?",
+                (error, now, job.id),
+            )
+            if job.kind == "summarize":
+                await conn.execute(
+                    "UPDATE conversations SET summary_status = 'failed' WHERE id = ? AND summary_status = 'pending'",
+                    (job.conversation_id,),
+                )
+
+    async def finish_job(
+        self, job: Job, now: str, *, summary: Memory | None = None, rolling: tuple[str, int] | None = None
+    ) -> None:
+        """Mark a job done with what it produced, in one transaction: a conversation summary
+        (stored as a memory too) or a rolling summary reaching a message seq."""
+        async with self._transaction("store the result of background work") as conn:
+            if summary is not None:
+                await _insert_memory_row(conn, summary)
+                await conn.execute(
+                    "UPDATE conversations SET summary = ?, summary_status = 'done' WHERE id = ?",
+                    (summary.content, job.conversation_id),
+                )
+            if rolling is not None:
+                text, through = rolling
+                await conn.execute(
+                    "UPDATE conversations SET rolling_summary = ?, summarized_through = ?"
+                    " WHERE id = ? AND summarized_through < ?",
+                    (text, through, job.conversation_id, through),
+                )
+            await conn.execute(
+                "UPDATE jobs SET state = 'done', lease_until = NULL, finished_at = ? WHERE id = ?", (now, job.id)
+            )
+
+    async def job_counts(self) -> dict[str, int]:
+        rows = await self._fetchall("SELECT state, count(*) FROM jobs GROUP BY state", (), "count background work")
+        return {row[0]: int(row[1]) for row in rows}
+
+    # -- retention --------------------------------------------------------------------------------
+
+    async def expired_conversations(self, now: str, inactive_before: str | None) -> list[str]:
+        """Conversations past their own expiry, or (with ``inactive_before``) untouched since then."""
+        rows = await self._fetchall(
+            "SELECT id FROM conversations WHERE expires_at IS NOT NULL AND expires_at <= ?1"
+            " UNION SELECT c.id FROM conversations c WHERE ?2 IS NOT NULL"
+            " AND max(c.created_at, coalesce(c.ended_at, ''),"
+            " coalesce((SELECT max(m.created_at) FROM memories m WHERE m.conversation_id = c.id), '')) < ?2",
+            (now, inactive_before), "find expired conversations",
+        )
+        return [row[0] for row in rows]
+
+    async def delete_conversation(self, conversation_id: str) -> list[int]:
+        """Delete a conversation with its memories, messages, tags, vectors, keyword entries and
+        jobs in one transaction (foreign-key cascades and triggers). Returns the memory seqs."""
+        async with self._transaction("delete the conversation") as conn:
+            await _status(conn, conversation_id)
+            rows = await (await conn.execute(
+                "SELECT seq FROM memories WHERE conversation_id = ?", (conversation_id,)
+            )).fetchall()
+            await conn.execute("DELETE FROM conversations WHERE id = ?", (conversation_id,))
+        return [int(row[0]) for row in rows]
 
     # -- search ---------------------------------------------------------------------------------
 
@@ -375,7 +690,10 @@ class Store:
         )
         out: list[tuple[Memory, tuple[Facet, ...]]] = []
         for row in rows:
-            facets: tuple[Facet, ...] = (("content",) if row[9] else ()) + (("context",) if row[10] else ())
+            missing_content, missing_context = row[_MEMORY_WIDTH], row[_MEMORY_WIDTH + 1]
+            facets: tuple[Facet, ...] = (("content",) if missing_content else ()) + (
+                ("context",) if missing_context else ()
+            )
             out.append((_memory(row), facets))
         return out
 
@@ -458,17 +776,22 @@ async def _status(conn: aiosqlite.Connection, conversation_id: str) -> str:
     return str(row[0])
 
 
-async def _insert_memory_row(conn: aiosqlite.Connection, memory: Memory, role: str | None) -> int | None:
-    """Insert the row (with its context) and its tags; None when an identical note already exists."""
+async def _insert_memory_row(
+    conn: aiosqlite.Connection, memory: Memory, *, context_before: int | None = None
+) -> int | None:
+    """Insert the row (with its context: the memories before it, or before seq ``context_before``)
+    and its tags; None when an identical current note already exists."""
     context = memory.content
     if memory.kind != "summary":
-        context = await _context(conn, memory.conversation_id, memory.content, before_seq=None)
+        context = await _context(conn, memory.conversation_id, memory.content, before_seq=context_before)
     cursor = await conn.execute(
-        "INSERT INTO memories (id, conversation_id, kind, role, content, content_hash, context, tags, metadata,"
-        " created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
-        " ON CONFLICT (conversation_id, content_hash) WHERE kind = 'note' DO NOTHING",
-        (memory.id, memory.conversation_id, memory.kind, role, memory.content, content_hash(memory.content),
-         context, json.dumps(list(memory.tags)), _dump(memory.metadata), memory.created_at),
+        "INSERT INTO memories (id, conversation_id, kind, role, actor, tool_calls, tool_call_id, content,"
+        " content_hash, context, tags, metadata, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
+        " ON CONFLICT (conversation_id, content_hash) WHERE kind = 'note' AND superseded_by IS NULL DO NOTHING",
+        (memory.id, memory.conversation_id, memory.kind, memory.role, memory.actor,
+         json.dumps(list(memory.tool_calls)) if memory.tool_calls else None, memory.tool_call_id,
+         memory.content, content_hash(memory.content), context, json.dumps(list(memory.tags)),
+         _dump(memory.metadata), memory.created_at),
     )
     if cursor.rowcount == 0:
         return None
@@ -478,6 +801,25 @@ async def _insert_memory_row(conn: aiosqlite.Connection, memory: Memory, role: s
             "INSERT OR IGNORE INTO memory_tags (memory_seq, tag) VALUES (?, ?)", [(seq, tag) for tag in memory.tags]
         )
     return seq
+
+
+async def _latest_version(conn: aiosqlite.Connection, memory_id: str) -> str:
+    row = await (await conn.execute(
+        "WITH RECURSIVE chain(id, next) AS (SELECT id, superseded_by FROM memories WHERE id = ?"
+        " UNION ALL SELECT m.id, m.superseded_by FROM memories m JOIN chain ON m.id = chain.next)"
+        " SELECT id FROM chain WHERE next IS NULL",
+        (memory_id,),
+    )).fetchone()
+    return str(row[0]) if row else memory_id
+
+
+async def _enqueue(conn: aiosqlite.Connection, kind: JobKind, conversation_id: str, now: str) -> bool:
+    cursor = await conn.execute(
+        "INSERT INTO jobs (kind, conversation_id, run_after, created_at) VALUES (?, ?, ?, ?)"
+        " ON CONFLICT (kind, conversation_id) WHERE state IN ('queued', 'running') DO NOTHING",
+        (kind, conversation_id, now, now),
+    )
+    return cursor.rowcount > 0
 
 
 async def _context(conn: aiosqlite.Connection, conversation_id: str, content: str, before_seq: int | None) -> str:
@@ -519,6 +861,8 @@ def _filter_sql(filters: SearchFilters) -> tuple[list[str], list[Any]]:
     if filters.conversation_id is not None:
         where.append("m.conversation_id = ?")
         params.append(filters.conversation_id)
+    if not filters.include_superseded:
+        where.append("m.superseded_by IS NULL")
     if filters.kinds and set(filters.kinds) != set(KIND_CODES):
         where.append(f"m.kind IN ({', '.join('?' for _ in filters.kinds)})")
         params.extend(filters.kinds)
@@ -549,7 +893,9 @@ def _dump(value: dict[str, Any]) -> str:
 def _conversation(row: Sequence[Any]) -> Conversation:
     return Conversation(
         key=int(row[0]), id=row[1], name=row[2], status=row[3], anonymous=bool(row[4]), created_at=row[5],
-        ended_at=row[6], metadata=json.loads(row[7]), memory_count=int(row[8]) if len(row) > 8 else 0,
+        ended_at=row[6], metadata=json.loads(row[7]), summary=row[8], summary_status=row[9],
+        rolling_summary=row[10], summarized_through=int(row[11]), expires_at=row[12],
+        memory_count=int(row[13]) if len(row) > 13 else 0,
     )
 
 
@@ -558,5 +904,7 @@ def _memory(row: Sequence[Any]) -> Memory:
     return Memory(
         seq=int(row[0]), id=row[1], conversation_id=row[2], kind=kind, content=row[4],
         tags=tuple(json.loads(row[5])), metadata=json.loads(row[6]), created_at=row[7], context=row[8],
+        role=row[9], actor=row[10], tool_calls=tuple(json.loads(row[11])) if row[11] else (),
+        tool_call_id=row[12], superseded_by=row[13],
     )
 

@@ -60,6 +60,7 @@ class Scope:
     conversation_key: int | None = None
     kind_codes: tuple[int, ...] | None = None
     memory_seqs: frozenset[int] | None = None  # from SQL filters (tags, time) when present
+    excluded_seqs: frozenset[int] = frozenset()  # e.g. versions replaced by update_memory
 
 
 class _Matrix:
@@ -154,6 +155,9 @@ class _Matrix:
         if scope.memory_seqs is not None:
             wanted = np.fromiter(scope.memory_seqs, dtype=np.int64)
             masks.append(np.isin(self.seqs[: self.n], wanted, kind="table") if wanted.size else np.zeros(self.n, bool))
+        if scope.excluded_seqs:
+            unwanted = np.fromiter(scope.excluded_seqs, dtype=np.int64)
+            masks.append(~np.isin(self.seqs[: self.n], unwanted, kind="table"))
         if not masks:
             return None
         mask = masks[0]

@@ -49,7 +49,7 @@ def test_doctor_reports_the_store_and_pending_memories(db_path: Path, fake_ollam
     fake_ollama.start()
     done = doctor(db_path, fake_ollama)
     assert done.returncode == 0, done.stdout
-    assert "2 memories, schema 1" in done.stdout
+    assert "2 memories, schema 2" in done.stdout
     assert "warn pending" not in done.stdout and "2 memories wait for their vectors" in done.stdout
 
 
