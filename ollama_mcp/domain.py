@@ -128,3 +128,15 @@ class Job:
     conversation_id: str
     attempts: int  # including the current one
     last_error: str | None = None
+
+
+@dataclass(frozen=True)
+class Export:
+    """One page of a conversation's export: Markdown text or the JSON document's data."""
+
+    conversation_id: str
+    format: Literal["markdown", "json"]
+    page: int
+    pages: int
+    markdown: str | None
+    data: dict[str, Any] | None

@@ -20,7 +20,15 @@ from typing import Any
 import anyio
 
 from ollama_mcp import export, inputs
-from ollama_mcp.domain import Conversation, Job, Memory, Role, format_timestamp, utc_now
+from ollama_mcp.domain import (
+    Conversation,
+    Export,
+    Job,
+    Memory,
+    Role,
+    format_timestamp,
+    utc_now,
+)
 from ollama_mcp.errors import (
     ConversationNotFoundError,
     InvalidInputError,
@@ -359,16 +367,6 @@ class ConversationLifecycle:
             self.service.index.mark_dirty()
             self.service.wake_backfill()  # vectors are not exported: embed them with this model
         return new_conversations, new_memories
-
-
-@dataclass(frozen=True)
-class Export:
-    conversation_id: str
-    format: str
-    page: int
-    pages: int
-    markdown: str | None
-    data: dict[str, Any] | None
 
 
 def recall_line(memory: Memory) -> str:

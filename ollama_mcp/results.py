@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Any, Literal
 
 from pydantic import BaseModel
 
 from ollama_mcp.domain import (
     Conversation,
     EndedConversation,
+    Export,
     Memory,
     SearchOutcome,
     StoredMemory,
@@ -114,12 +115,46 @@ class ConversationEnded(BaseModel):
     status: Literal["completed"] = "completed"
     final_memory_count: int
     ended_at: str
+    # given: the summary passed in; pending: the local chat model writes one in the background;
+    # none: nothing to summarize, or no chat model configured.
+    summary_status: Literal["none", "given", "pending", "done", "failed"]
 
     @classmethod
     def of(cls, e: EndedConversation) -> ConversationEnded:
         return cls(
             conversation_id=e.conversation.id, final_memory_count=e.final_memory_count,
-            ended_at=e.conversation.ended_at or "",
+            ended_at=e.conversation.ended_at or "", summary_status=e.conversation.summary_status,
+        )
+
+
+class MemoryUpdated(BaseModel):
+    memory_id: str  # the new version
+    previous_id: str
+    conversation_id: str
+    embedding_status: Literal["embedded", "pending"]
+    note: str | None = None
+
+    @classmethod
+    def of(cls, old: Memory, new: StoredMemory) -> MemoryUpdated:
+        return cls(
+            memory_id=new.memory.id, previous_id=old.id, conversation_id=new.memory.conversation_id,
+            embedding_status=new.embedding_status, note=new.embedding_note,
+        )
+
+
+class ConversationExport(BaseModel):
+    conversation_id: str
+    format: Literal["markdown", "json"]
+    page: int
+    pages: int
+    markdown: str | None = None
+    data: dict[str, Any] | None = None
+
+    @classmethod
+    def of(cls, e: Export) -> ConversationExport:
+        return cls(
+            conversation_id=e.conversation_id, format=e.format,
+            page=e.page, pages=e.pages, markdown=e.markdown, data=e.data,
         )
 
 

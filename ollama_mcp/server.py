@@ -13,31 +13,39 @@ import importlib
 import logging
 from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager, contextmanager
-from typing import TYPE_CHECKING, Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 import anyio
 from mcp.server import MCPServer
-from mcp.server.mcpserver import Context
-from mcp.server.mcpserver.exceptions import ToolError
+from mcp.server.mcpserver import AssistantMessage, Context, UserMessage
+from mcp.server.mcpserver.exceptions import (
+    ResourceError,
+    ResourceNotFoundError,
+    ToolError,
+)
+from mcp.server.mcpserver.prompts.base import Message
 from mcp.types import CallToolResult, TextContent, ToolAnnotations
 from mcp.types import Tool as MCPTool
 from pydantic import BaseModel, Field
 
 from ollama_mcp import __version__
 from ollama_mcp.config import Settings
-from ollama_mcp.errors import OllamaMcpError
+from ollama_mcp.errors import NotFoundError, OllamaMcpError
 from ollama_mcp.results import (
     ConversationCreated,
     ConversationEnded,
+    ConversationExport,
     ConversationInfo,
     ConversationList,
     CurrentConversation,
     MemoryDeleted,
     MemoryStored,
+    MemoryUpdated,
     SearchResults,
 )
 
 if TYPE_CHECKING:
+    from ollama_mcp.app import App
     from ollama_mcp.service import MemoryService
 
 log = logging.getLogger(__name__)
@@ -59,6 +67,8 @@ ConversationId = Annotated[str | None, Field(description="Default: the current c
 Tags = Annotated[list[str] | None, Field(description="Memories must have all of these tags.")]
 TopK = Annotated[int, Field(description="1-100.")]
 Threshold = Annotated[float | None, Field(description="Minimum cosine similarity, -1 to 1.")]
+Messages = Annotated[bool, Field(description="Also transcript messages.")]
+Superseded = Annotated[bool, Field(description="Also replaced versions.")]
 
 
 class _AppHolder:
@@ -72,7 +82,7 @@ class _AppHolder:
         self._settings = settings
         self._attempt_done = anyio.Event()
         self._retry = anyio.Event()
-        self._service: MemoryService | None = None
+        self._app: App | None = None
         self._failure: OllamaMcpError | None = None
         self._failure_reported = False
 
@@ -82,15 +92,15 @@ class _AppHolder:
                 # Imported in a worker thread so the event loop keeps answering the handshake.
                 app_module = await anyio.to_thread.run_sync(importlib.import_module, "ollama_mcp.app")
                 async with app_module.open_app(self._settings) as app:
-                    self._service, self._failure = app.service, None
+                    self._app, self._failure = app, None
                     self._attempt_done.set()
                     await anyio.sleep_forever()
             except OllamaMcpError as exc:
                 log.error("could not open the memory store: %s", exc)
-                self._service, self._failure = None, exc
+                self._app, self._failure = None, exc
             except Exception:
                 log.exception("could not open the memory store")
-                self._service = None
+                self._app = None
                 self._failure = OllamaMcpError(
                     "The memory store could not be opened because of an internal error; details are in the server log."
                 )
@@ -98,17 +108,17 @@ class _AppHolder:
             await self._retry.wait()
             self._retry = anyio.Event()
 
-    async def service(self) -> MemoryService:
+    async def app(self) -> App:
         await self._attempt_done.wait()
-        if self._service is None and self._failure_reported:
+        if self._app is None and self._failure_reported:
             # A failure was reported by an earlier call: the user may have fixed it since.
             self._attempt_done, self._failure_reported = anyio.Event(), False
             self._retry.set()
             await self._attempt_done.wait()
-        if self._service is None:
+        if self._app is None:
             self._failure_reported = True
             raise self._failure or OllamaMcpError("The memory store is not open; details are in the server log.")
-        return self._service
+        return self._app
 
 
 def _reply(result: BaseModel) -> CallToolResult:
@@ -136,17 +146,17 @@ def _tool_errors() -> Iterator[None]:
 
 
 class _CompactServer(MCPServer):
-    """Publishes tool schemas without pydantic's titles and with short nullable types.
+    """Publishes tool schemas without pydantic's titles, with short nullable types, and without
+    output schemas.
 
-    Every byte of tools/list costs the user's context window on every turn.
+    Every byte of tools/list costs the user's context window on every turn. Output schemas were
+    half of it (3.5 of 7.2 KB for eight tools), and the results they describe are small JSON
+    objects whose keys say what they are; results still carry ``structuredContent``.
     """
 
     async def list_tools(self) -> list[MCPTool]:
         return [
-            tool.model_copy(update={
-                "input_schema": compact_schema(tool.input_schema),
-                "output_schema": None if tool.output_schema is None else compact_schema(tool.output_schema),
-            })
+            tool.model_copy(update={"input_schema": compact_schema(tool.input_schema), "output_schema": None})
             for tool in await super().list_tools()
         ]
 
@@ -174,27 +184,36 @@ def compact_schema(schema: Any) -> Any:
 
 
 def build_server(settings: Settings) -> MCPServer:
-    """The MCP server with every tool registered; nothing is opened until the lifespan starts."""
+    """The MCP server with every tool, resource and prompt registered; nothing is opened until the
+    lifespan starts."""
+    holders: list[_AppHolder] = []  # the running lifespan's holder, for the static resource
 
     @asynccontextmanager
     async def lifespan(_server: MCPServer) -> AsyncIterator[_AppHolder]:
         holder = _AppHolder(settings)
+        holders.append(holder)
         async with anyio.create_task_group() as tasks:
             tasks.start_soon(holder.run)
             try:
                 yield holder
             finally:
                 tasks.cancel_scope.cancel()
+                holders.remove(holder)
 
     server = _CompactServer("ollama-mcp", version=__version__, instructions=INSTRUCTIONS, lifespan=lifespan)
 
-    async def service(ctx: Context) -> MemoryService:
+    async def opened(ctx: Context) -> App:
         holder: _AppHolder = ctx.request_context.lifespan_context
-        return await holder.service()
+        return await holder.app()
+
+    async def service(ctx: Context) -> MemoryService:
+        return (await opened(ctx)).service
 
     @server.tool(annotations=_WRITE)
     async def init_conversation(
-        ctx: Context, name: str | None = None, metadata: dict[str, Any] | None = None
+        ctx: Context,
+        name: str | None = None,
+        metadata: Annotated[dict[str, Any] | None, Field(description="ttl_hours: delete after.")] = None,
     ) -> Annotated[CallToolResult, ConversationCreated]:
         """Start a conversation and make it current: later memories go into it. Returns its id."""
         with _tool_errors():
@@ -220,6 +239,19 @@ def build_server(settings: Settings) -> MCPServer:
             stored = await (await service(ctx)).store_memory(content, conversation_id, tags, metadata, embedding)
             return _reply(MemoryStored.of(stored))
 
+    @server.tool(annotations=_WRITE)
+    async def update_memory(
+        ctx: Context,
+        memory_id: str,
+        content: str | None = None,
+        tags: list[str] | None = None,
+        metadata: dict[str, Any] | None = None,
+    ) -> Annotated[CallToolResult, MemoryUpdated]:
+        """Correct a memory: saves a new version (omitted fields kept) and keeps the old one as history."""
+        with _tool_errors():
+            old, new = await (await service(ctx)).update_memory(memory_id, content, tags, metadata)
+            return _reply(MemoryUpdated.of(old, new))
+
     @server.tool(annotations=_READ)
     async def search_memories(
         ctx: Context,
@@ -230,28 +262,33 @@ def build_server(settings: Settings) -> MCPServer:
         tags: Tags = None,
         since: Annotated[str | None, Field(description="ISO 8601 date or time.")] = None,
         until: str | None = None,
+        include_messages: Messages = False,
+        include_superseded: Superseded = False,
     ) -> Annotated[CallToolResult, SearchResults]:
         """Find memories of one conversation by meaning and keywords, best first."""
         with _tool_errors():
             outcome = await (await service(ctx)).search_memories(
-                query, conversation_id, top_k, threshold, tags, since, until
+                query, conversation_id, top_k, threshold, tags, since, until, include_messages, include_superseded
             )
             return _reply(SearchResults.of(outcome))
 
     @server.tool(annotations=_READ)
     async def search_all_conversations(
-        ctx: Context, query: str, top_k: TopK = 5, threshold: Threshold = None, tags: Tags = None
+        ctx: Context, query: str, top_k: TopK = 5, threshold: Threshold = None, tags: Tags = None,
+        include_messages: Messages = False,
     ) -> Annotated[CallToolResult, SearchResults]:
         """Like search_memories, across every conversation, including ended ones and their summaries."""
         with _tool_errors():
-            outcome = await (await service(ctx)).search_all_conversations(query, top_k, threshold, tags)
+            outcome = await (await service(ctx)).search_all_conversations(
+                query, top_k, threshold, tags, include_messages=include_messages
+            )
             return _reply(SearchResults.of(outcome))
 
     @server.tool(annotations=_WRITE)
     async def end_conversation(
         ctx: Context, conversation_id: ConversationId = None, summary: str | None = None
     ) -> Annotated[CallToolResult, ConversationEnded]:
-        """Close a conversation; it stays searchable. A given summary is stored as a memory."""
+        """Close a conversation; it stays searchable. Without a summary, the local model writes one."""
         with _tool_errors():
             return _reply(ConversationEnded.of(await (await service(ctx)).end_conversation(conversation_id, summary)))
 
@@ -266,11 +303,88 @@ def build_server(settings: Settings) -> MCPServer:
             found = await (await service(ctx)).list_conversations(status, limit)
             return _reply(ConversationList(conversations=[ConversationInfo.of(c) for c in found]))
 
+    @server.tool(annotations=_READ)
+    async def export_conversation(
+        ctx: Context,
+        conversation_id: ConversationId = None,
+        format: Literal["markdown", "json"] = "markdown",
+        page: Annotated[int, Field(description="100 items a page.")] = 1,
+    ) -> Annotated[CallToolResult, ConversationExport]:
+        """A conversation with its summary, memories (every version) and messages."""
+        with _tool_errors():
+            app = await opened(ctx)
+            target = conversation_id or app.service.current_conversation_id
+            return _reply(ConversationExport.of(await app.lifecycle.export_conversation(target, format, page)))
+
     @server.tool(annotations=_DELETE)
     async def delete_memory(ctx: Context, memory_id: str) -> Annotated[CallToolResult, MemoryDeleted]:
-        """Permanently delete one memory (its text, keyword entry and vectors)."""
+        """Permanently delete one memory with all its versions."""
         with _tool_errors():
             return _reply(MemoryDeleted.of(await (await service(ctx)).delete_memory(memory_id)))
 
+    @server.resource("memory://conversations", mime_type="text/markdown", description="The latest conversations.")
+    async def conversations_resource() -> str:
+        if not holders:
+            raise ResourceError("The server is not running.")
+        with _resource_errors():
+            found = await (await holders[-1].app()).service.list_conversations(None, RESOURCE_LIST_LIMIT)
+        lines = ["# Conversations", ""] + [
+            f"- [{c.name or 'unnamed'}](memory://conversations/{c.id}) · {c.status} · {c.memory_count} memories"
+            f" · {c.created_at[:10]}"
+            for c in found
+        ]
+        return "\n".join(lines) + "\n"
+
+    @server.resource(
+        "memory://conversations/{conversation_id}", mime_type="text/markdown",
+        description="A conversation as Markdown: summary, memories, transcript (first page).",
+    )
+    async def conversation_resource(conversation_id: str, ctx: Context) -> str:
+        return await _conversation_page(await opened(ctx), conversation_id, 1)
+
+    @server.resource(
+        "memory://conversations/{conversation_id}/page/{page}", mime_type="text/markdown",
+        description="Further pages of a long conversation, 100 items each.",
+    )
+    async def conversation_page_resource(conversation_id: str, page: str, ctx: Context) -> str:
+        if not page.isdigit():
+            raise ResourceNotFoundError(f"page must be a page number, got {page!r}")
+        return await _conversation_page(await opened(ctx), conversation_id, int(page))
+
+    @server.prompt(description="Summary, recent messages and recalled memories of a conversation, within a token budget.")
+    async def build_context(
+        conversation_id: str, ctx: Context, token_budget: str = "4000", query: str = ""
+    ) -> list[Message]:
+        if not token_budget.strip().isdigit():
+            raise ValueError("token_budget must be a whole number of tokens, such as 4000")
+        with _resource_errors():
+            built = await (await opened(ctx)).lifecycle.build_context(
+                conversation_id, int(token_budget), query=query or None
+            )
+        return [
+            AssistantMessage(m["content"]) if m["role"] == "assistant"
+            else UserMessage(m["content"] if m["role"] == "user" else f"[{m['role']}] {m['content']}")
+            for m in built.messages
+        ]
+
     return server
 
+
+RESOURCE_LIST_LIMIT = 100
+
+
+async def _conversation_page(app: App, conversation_id: str, page: int) -> str:
+    with _resource_errors():
+        exported = await app.lifecycle.export_conversation(conversation_id, "markdown", page)
+    return exported.markdown or ""
+
+
+@contextmanager
+def _resource_errors() -> Iterator[None]:
+    """Resource reads and prompts: a missing item is 'not found', other failures say why."""
+    try:
+        yield
+    except NotFoundError as exc:
+        raise ResourceNotFoundError(str(exc)) from exc
+    except OllamaMcpError as exc:
+        raise ResourceError(str(exc)) from exc

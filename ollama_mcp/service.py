@@ -96,6 +96,10 @@ class MemoryService:
         return self.embedder.model
 
     @property
+    def current_conversation_id(self) -> str | None:
+        return self._current_id
+
+    @property
     def max_content_chars(self) -> int:
         return self._max_content_chars
 

@@ -49,6 +49,7 @@ def test_the_inspector_cli_lists_and_calls_every_tool(db_path: Path, fake_ollama
     assert {t["name"] for t in listed["tools"]} == {
         "init_conversation", "get_conversation_id", "store_memory", "search_memories",
         "search_all_conversations", "end_conversation", "list_conversations", "delete_memory",
+        "update_memory", "export_conversation",
     }
     # each Inspector call is a new server process: ids are passed explicitly
     conv = tool(db_path, fake_ollama, "init_conversation", name="inspector")["conversation_id"]
@@ -60,15 +61,35 @@ def test_the_inspector_cli_lists_and_calls_every_tool(db_path: Path, fake_ollama
     assert tool(db_path, fake_ollama, "get_conversation_id")["current"] is None  # a fresh process
     listed_conversations = tool(db_path, fake_ollama, "list_conversations", status="active")["conversations"]
     assert [c["conversation_id"] for c in listed_conversations] == [conv]
-    assert tool(db_path, fake_ollama, "end_conversation", conversation_id=conv)["status"] == "completed"
-    assert tool(db_path, fake_ollama, "delete_memory", memory_id=stored["memory_id"])["deleted"] is True
+    updated = tool(db_path, fake_ollama, "update_memory", memory_id=stored["memory_id"], content="The Inspector fixed this")
+    assert updated["previous_id"] == stored["memory_id"] and updated["memory_id"] != stored["memory_id"]
+    exported = tool(db_path, fake_ollama, "export_conversation", conversation_id=conv)
+    assert "The Inspector fixed this" in exported["markdown"] and f"replaced by {updated['memory_id']}" in exported["markdown"]
+    ended = tool(db_path, fake_ollama, "end_conversation", conversation_id=conv)
+    assert ended["status"] == "completed" and ended["summary_status"] == "pending"
+    assert tool(db_path, fake_ollama, "delete_memory", memory_id=updated["memory_id"])["deleted"] is True
     refused = tool(db_path, fake_ollama, "search_memories", expect=5, query="x", top_k=0)
     assert refused["isError"] is True and "top_k" in refused["content"][0]["text"]
 
 
-def test_the_inspector_cli_reads_resources_and_prompts_lists(db_path: Path, fake_ollama: FakeOllama) -> None:
-    assert inspect(db_path, fake_ollama, "--method", "resources/list")["resources"] == []
-    assert inspect(db_path, fake_ollama, "--method", "prompts/list")["prompts"] == []
+def test_the_inspector_cli_reads_resources_and_gets_the_context_prompt(db_path: Path, fake_ollama: FakeOllama) -> None:
+    conv = tool(db_path, fake_ollama, "init_conversation", name="resourceful")["conversation_id"]
+    tool(db_path, fake_ollama, "store_memory", content="Resources list conversations", conversation_id=conv)
+    listed = inspect(db_path, fake_ollama, "--method", "resources/list")["resources"]
+    assert [r["uri"] for r in listed] == ["memory://conversations"]
+    index = inspect(db_path, fake_ollama, "--method", "resources/read", "--uri", "memory://conversations")
+    assert f"memory://conversations/{conv}" in index["contents"][0]["text"]
+    page = inspect(db_path, fake_ollama, "--method", "resources/read", "--uri", f"memory://conversations/{conv}")
+    assert "# resourceful" in page["contents"][0]["text"] and "Resources list conversations" in page["contents"][0]["text"]
+    templates = inspect(db_path, fake_ollama, "--method", "resources/templates/list")["resourceTemplates"]
+    assert {t["uriTemplate"] for t in templates} == {
+        "memory://conversations/{conversation_id}", "memory://conversations/{conversation_id}/page/{page}",
+    }
+    prompts = inspect(db_path, fake_ollama, "--method", "prompts/list")["prompts"]
+    assert [p["name"] for p in prompts] == ["build_context"]
+    got = inspect(db_path, fake_ollama, "--method", "prompts/get", "--prompt-name", "build_context",
+                  "--prompt-args", f"conversation_id={conv}", "token_budget=2000", "query=what do resources list")
+    assert "Resources list conversations" in json.dumps(got["messages"])
 
 
 def test_the_inspector_cli_runs_the_server_from_a_claude_desktop_config(

@@ -235,15 +235,21 @@ async def test_tool_annotations_are_honest(settings: Settings) -> None:
     assert set(tools) == {
         "init_conversation", "get_conversation_id", "store_memory", "search_memories",
         "search_all_conversations", "end_conversation", "list_conversations", "delete_memory",
+        "update_memory", "export_conversation",
     }
-    for name in ("get_conversation_id", "search_memories", "search_all_conversations", "list_conversations"):
+    for name in (
+        "get_conversation_id", "search_memories", "search_all_conversations", "list_conversations",
+        "export_conversation",
+    ):
         assert tools[name].annotations.read_only_hint is True, name
     assert tools["delete_memory"].annotations.destructive_hint in (True, None)  # None: the spec's default, true
     assert tools["delete_memory"].annotations.read_only_hint in (False, None)
     assert tools["store_memory"].annotations.destructive_hint is False
     assert tools["store_memory"].annotations.idempotent_hint is True
     assert all(t.annotations.open_world_hint is False for t in tools.values())
-    assert all(t.output_schema for t in tools.values())
+    assert tools["update_memory"].annotations.destructive_hint is False  # the old version is kept
+    # Output schemas are left out of tools/list (half its bytes); results still carry structured content.
+    assert not any(t.output_schema for t in tools.values())
 
 
 async def test_result_text_is_compact_json_of_the_structured_content_without_nulls(settings: Settings) -> None:
