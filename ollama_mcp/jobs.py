@@ -75,10 +75,7 @@ class JobRunner:
         try:
             if handler is None:
                 raise OllamaMcpError(f"No handler for background job kind {job.kind!r}; this version cannot run it.")
-            async with anyio.create_task_group() as tasks:
-                tasks.start_soon(self._keep_lease, job)
-                await handler(job)
-                tasks.cancel_scope.cancel()
+            await self._run_leased(handler, job)
         except (OllamaUnavailableError, OllamaModelError) as exc:
             # Waiting for Ollama or for a model: not the job's fault, so no attempt is used up.
             await self._retry(job, str(exc), count=False)
@@ -89,6 +86,20 @@ class JobRunner:
             await self._retry(job, f"internal error ({type(exc).__name__}); details are in the server log.", count=True)
         return True
 
+    async def _run_leased(self, handler: Handler, job: Job) -> None:
+        """Run the handler while renewing the job's lease; its exception comes out unwrapped."""
+        failure: Exception | None = None
+        async with anyio.create_task_group() as tasks:
+            tasks.start_soon(self._keep_lease, job)
+            try:
+                await handler(job)
+            except Exception as exc:
+                failure = exc
+            finally:
+                tasks.cancel_scope.cancel()
+        if failure is not None:
+            raise failure
+
     async def _keep_lease(self, job: Job) -> None:
         while True:
             await anyio.sleep(self._lease / 3)
@@ -98,7 +109,9 @@ class JobRunner:
     async def _retry(self, job: Job, error: str, *, count: bool) -> None:
         if count and job.attempts >= self._max_attempts:
             log.warning("background job %d (%s) failed after %d attempts: %s", job.id, job.kind, job.attempts, error)
-            await self._store.fail_job(job, error, format_timestamp(datetime.now(UTC)))
+            await self._store.fail_job(
+                job, f"Gave up after {job.attempts} attempts: {error}", format_timestamp(datetime.now(UTC))
+            )
             return
         delay = min(self._max_delay, 2.0 ** min(job.attempts, 20))
         log.info("background job %d (%s) will be retried in %.0f s: %s", job.id, job.kind, delay, error)

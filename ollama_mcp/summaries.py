@@ -98,14 +98,14 @@ def parse(raw: str, model: str) -> dict[str, object]:
         data = json.loads(raw)
     except ValueError:
         raise ChatOutputError(
-            f"Chat model {model!r} did not reply with JSON for the summary; it will be asked again."
+            f"Chat model {model!r} did not reply with JSON for the summary."
         ) from None
     if not isinstance(data, dict) or not isinstance(data.get("summary"), str) or not data["summary"].strip():
-        raise ChatOutputError(f"Chat model {model!r} replied without a summary; it will be asked again.")
+        raise ChatOutputError(f"Chat model {model!r} replied without a summary.")
     for key in ("key_points", "decisions"):
         value = data.get(key, [])
         if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
-            raise ChatOutputError(f"Chat model {model!r} replied with a malformed {key}; it will be asked again.")
+            raise ChatOutputError(f"Chat model {model!r} replied with a malformed {key}.")
     return data
 
 

@@ -42,8 +42,8 @@ def settings(db_path: Path, fake_ollama: FakeOllama) -> Settings:
         "OLLAMA_HOST": fake_ollama.url,
         "OLLAMA_MCP_EMBED_TIMEOUT": "2",
     })
-    # Tests wait for recovery; a short ceiling keeps those waits small.
-    return replace(base, backfill_max_delay=0.2)
+    # Tests wait for recovery and retries; short ceilings keep those waits small.
+    return replace(base, backfill_max_delay=0.2, job_max_delay=0.2, chat_timeout=2.0)
 
 
 @asynccontextmanager

@@ -45,13 +45,21 @@ class Request:
 
 class FakeOllama:
     def __init__(self) -> None:
-        self.models: dict[str, FakeModel] = {"nomic-embed-text": FakeModel()}
+        self.models: dict[str, FakeModel] = {
+            "nomic-embed-text": FakeModel(),
+            "qwen2.5:3b": FakeModel(capabilities=["completion", "tools"], family="qwen2"),
+        }
         self.concepts: dict[str, str] = {}
         self.requests: list[Request] = []
         self.delay = 0.0
         self.malformed = False
         self.fail: tuple[int, str] | None = None  # (status, error text) for every request
+        # Scripted chat replies, used in order: a message dict ({"role": "assistant", "content": ...,
+        # "tool_calls": [...]}), optionally with "_delay" (seconds to wait first) or "_status"
+        # ((code, error text) to fail with). With none queued: a JSON summary when a format is
+        # asked for, else "ok".
         self.chat_replies: list[dict[str, Any]] = []
+        self.chat_delay = 0.0
         self.port = 0
         self._server: ThreadingHTTPServer | None = None
         self._thread: threading.Thread | None = None
@@ -93,6 +101,17 @@ class FakeOllama:
     def embed_requests(self) -> list[Request]:
         with self._lock:
             return [r for r in self.requests if r.path == "/api/embed"]
+
+    def chat_requests(self) -> list[Request]:
+        with self._lock:
+            return [r for r in self.requests if r.path == "/api/chat"]
+
+    def enqueue_chat(self, *replies: dict[str, Any] | str) -> None:
+        """Queue replies: a string is an assistant message with that content."""
+        with self._lock:
+            self.chat_replies.extend(
+                {"role": "assistant", "content": r} if isinstance(r, str) else r for r in replies
+            )
 
     def vector(self, model: str, text: str) -> list[float]:
         spec = self.models[model]
@@ -171,11 +190,31 @@ class FakeOllama:
             return 404, {"error": f"model '{name}' not found"}
         if "completion" not in spec.capabilities:
             return 400, {"error": f'"{name}" does not support chat'}
-        message = self.chat_replies.pop(0) if self.chat_replies else {"role": "assistant", "content": "ok"}
+        with self._lock:
+            scripted = dict(self.chat_replies.pop(0)) if self.chat_replies else None
+        delay = self.chat_delay if scripted is None else scripted.pop("_delay", self.chat_delay)
+        if delay:
+            time.sleep(delay)
+        if scripted is not None and "_status" in scripted:
+            status, text = scripted["_status"]
+            return status, {"error": text}
+        if body.get("tools") and "tools" not in spec.capabilities:
+            return 400, {"error": f"registry.ollama.ai/library/{name} does not support tools"}
+        message = scripted or {"role": "assistant", "content": _default_reply(body)}
         return 200, {
             "model": name, "created_at": "2025-07-07T20:32:53.844124Z", "message": message,
             "done": True, "done_reason": "stop", "total_duration": 1, "prompt_eval_count": 1, "eval_count": 1,
         }
+
+
+def _default_reply(body: dict[str, Any]) -> str:
+    """Without a script: a summary in the requested JSON shape that repeats the conversation's
+    words (so tests can find it by them), or plain "ok"."""
+    if not body.get("format"):
+        return "ok"
+    text = str(body["messages"][-1]["content"]) if body.get("messages") else ""
+    words = " ".join(_WORD.findall(text)[-60:])
+    return json.dumps({"summary": f"Summary: {words}", "key_points": ["fake point"], "decisions": []})
 
 
 class _Handler(BaseHTTPRequestHandler):

@@ -79,6 +79,20 @@ CASES: list[tuple[str, dict[str, Any], str]] = [
     ("delete_memory", {}, "memory_id"),
     ("delete_memory", {"memory_id": "abc"}, "memory_id: is not a valid id"),
     ("delete_memory", {"memory_id": MISSING}, "no memory"),
+    ("update_memory", {}, "memory_id"),
+    ("update_memory", {"memory_id": "abc", "content": "x"}, "memory_id: is not a valid id"),
+    ("update_memory", {"memory_id": MISSING, "content": "x"}, "no memory"),
+    ("update_memory", {"memory_id": MISSING}, "content: tags and metadata are all missing"),
+    ("update_memory", {"memory_id": MISSING, "content": ""}, "content: is empty"),
+    ("update_memory", {"memory_id": MISSING, "tags": [""]}, "tags[0]: is empty"),
+    ("search_memories", {"query": "q", "include_messages": "maybe"}, "include_messages"),
+    ("export_conversation", {"conversation_id": MISSING}, "no conversation"),
+    ("export_conversation", {"conversation_id": "x"}, "conversation_id: is not a valid id"),
+    ("export_conversation", {"format": "pdf"}, "format"),
+    ("export_conversation", {"page": 0}, "page: is 0"),
+    ("export_conversation", {"page": 2}, "page: is 2, but the conversation has 1 page"),
+    ("init_conversation", {"metadata": {"ttl_hours": 0}}, "metadata.ttl_hours: must be a number of hours"),
+    ("init_conversation", {"metadata": {"ttl_hours": "1d"}}, "metadata.ttl_hours"),
     ("no_such_tool", {}, "no_such_tool"),
 ]
 
@@ -87,7 +101,7 @@ def counts(db: Path) -> tuple[int, ...]:
     with sqlite3.connect(db) as conn:
         return tuple(
             conn.execute(f"SELECT count(*) FROM {table}").fetchone()[0]
-            for table in ("conversations", "memories", "memory_embeddings", "memory_tags", "memories_fts")
+            for table in ("conversations", "memories", "memory_embeddings", "memory_tags", "memories_fts", "jobs")
         )
 
 
