@@ -1,4 +1,4 @@
-"""The composition root: builds store → Ollama clients → embedder, summarizer → service → lifecycle,
+"""The composition root: builds store → Ollama clients → embedder, summarizer → service → lifecycle → agent,
 runs the background work (embedding backfill, jobs, retention sweep), and closes everything in
 reverse order."""
 
@@ -10,6 +10,7 @@ from dataclasses import dataclass
 
 import anyio
 
+from ollama_mcp.agent import Agent
 from ollama_mcp.config import Settings
 from ollama_mcp.embeddings import Embedder
 from ollama_mcp.jobs import JobRunner
@@ -26,7 +27,7 @@ class App:
     settings: Settings
     service: MemoryService
     lifecycle: ConversationLifecycle
-    chat_client: OllamaClient
+    agent: Agent
 
 
 @asynccontextmanager
@@ -56,13 +57,17 @@ async def open_app(
             service, summarizer, compact_messages=settings.compact_messages, compact_tokens=settings.compact_tokens,
             retention_days=settings.retention_days,
         )
+        agent = Agent(
+            lifecycle, chat_client, settings.agent_chat_model, allowed=settings.agent_tools,
+            max_steps=settings.agent_max_steps, deadline=settings.agent_deadline,
+        )
         async with anyio.create_task_group() as tasks:
             if background:
                 tasks.start_soon(service.run_backfill)
                 tasks.start_soon(jobs.run_forever)
                 tasks.start_soon(lifecycle.run_retention, settings.retention_interval)
             try:
-                yield App(settings, service, lifecycle, chat_client)
+                yield App(settings, service, lifecycle, agent)
             finally:
                 tasks.cancel_scope.cancel()
     finally:

@@ -140,3 +140,19 @@ class Export:
     pages: int
     markdown: str | None
     data: dict[str, Any] | None
+
+
+@dataclass(frozen=True)
+class AuditRow:
+    """One step of an ask_agent call, as recorded in agent_audit."""
+
+    request_id: str
+    conversation_id: str
+    step: int
+    tool: str | None
+    arguments_digest: str | None
+    risk: str | None
+    decision: str
+    outcome: str
+    duration_ms: float
+    created_at: str

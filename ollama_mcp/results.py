@@ -166,3 +166,12 @@ class MemoryDeleted(BaseModel):
     @classmethod
     def of(cls, m: Memory) -> MemoryDeleted:
         return cls(memory_id=m.id, conversation_id=m.conversation_id)
+
+
+class AgentReply(BaseModel):
+    conversation_id: str
+    response: str
+    tools_used: list[str]
+    steps: int
+    model: str
+    note: str | None = None

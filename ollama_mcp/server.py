@@ -17,13 +17,20 @@ from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 import anyio
 from mcp.server import MCPServer
-from mcp.server.mcpserver import AssistantMessage, Context, UserMessage
+from mcp.server.mcpserver import (
+    AcceptedElicitation,
+    AssistantMessage,
+    Context,
+    DeclinedElicitation,
+    UserMessage,
+)
 from mcp.server.mcpserver.exceptions import (
     ResourceError,
     ResourceNotFoundError,
     ToolError,
 )
 from mcp.server.mcpserver.prompts.base import Message
+from mcp.shared.exceptions import NoBackChannelError
 from mcp.types import CallToolResult, TextContent, ToolAnnotations
 from mcp.types import Tool as MCPTool
 from pydantic import BaseModel, Field
@@ -32,6 +39,7 @@ from ollama_mcp import __version__
 from ollama_mcp.config import Settings
 from ollama_mcp.errors import NotFoundError, OllamaMcpError
 from ollama_mcp.results import (
+    AgentReply,
     ConversationCreated,
     ConversationEnded,
     ConversationExport,
@@ -45,6 +53,7 @@ from ollama_mcp.results import (
 )
 
 if TYPE_CHECKING:
+    from ollama_mcp.agent import Confirm, Decision
     from ollama_mcp.app import App
     from ollama_mcp.service import MemoryService
 
@@ -62,6 +71,7 @@ _READ = ToolAnnotations(read_only_hint=True, open_world_hint=False)
 _WRITE = ToolAnnotations(destructive_hint=False, open_world_hint=False)
 _IDEMPOTENT_WRITE = ToolAnnotations(destructive_hint=False, idempotent_hint=True, open_world_hint=False)
 _DELETE = ToolAnnotations(idempotent_hint=True, open_world_hint=False)
+_AGENT = ToolAnnotations(open_world_hint=False)  # may delete, but only after the human confirms
 
 ConversationId = Annotated[str | None, Field(description="Default: the current conversation.")]
 Tags = Annotated[list[str] | None, Field(description="Memories must have all of these tags.")]
@@ -322,6 +332,21 @@ def build_server(settings: Settings) -> MCPServer:
         with _tool_errors():
             return _reply(MemoryDeleted.of(await (await service(ctx)).delete_memory(memory_id)))
 
+    @server.tool(annotations=_AGENT)
+    async def ask_agent(ctx: Context, query: str, conversation_id: ConversationId = None) -> Annotated[
+        CallToolResult, AgentReply
+    ]:
+        """Hand a question to the local model: it searches memory itself and returns one answer."""
+        with _tool_errors():
+            app = await opened(ctx)
+            answer = await app.agent.ask(
+                query, conversation_id, confirm=_confirmer(ctx), progress=ctx.report_progress
+            )
+            return _reply(AgentReply(
+                conversation_id=answer.conversation_id, response=answer.response, tools_used=answer.tools_used,
+                steps=answer.steps, model=answer.model, note=answer.note,
+            ))
+
     @server.resource("memory://conversations", mime_type="text/markdown", description="The latest conversations.")
     async def conversations_resource() -> str:
         if not holders:
@@ -371,6 +396,35 @@ def build_server(settings: Settings) -> MCPServer:
 
 
 RESOURCE_LIST_LIMIT = 100
+CONFIRM_TIMEOUT = 30.0  # a human who does not answer has said no
+
+
+class Confirmation(BaseModel):
+    confirm: bool = Field(description="Allow it?")
+
+
+def _confirmer(ctx: Context) -> Confirm | None:
+    """Ask the human through MCP elicitation; None when the client cannot ask (high-risk tools
+    are then refused, never run unconfirmed)."""
+    capabilities = ctx.client_capabilities
+    if capabilities is None or capabilities.elicitation is None:
+        return None
+
+    async def confirm(tool: str, question: str) -> Decision:
+        with anyio.move_on_after(CONFIRM_TIMEOUT):
+            try:
+                result = await ctx.elicit(question, Confirmation)
+            except NoBackChannelError:
+                return "unavailable"
+            except Exception:  # the client could not show it: nothing was confirmed
+                log.warning("asking the user to confirm %s failed", tool, exc_info=True)
+                return "cancel"
+            if isinstance(result, AcceptedElicitation):
+                return "accept" if result.data.confirm else "decline"
+            return "decline" if isinstance(result, DeclinedElicitation) else "cancel"
+        return "cancel"
+
+    return confirm
 
 
 async def _conversation_page(app: App, conversation_id: str, page: int) -> str:

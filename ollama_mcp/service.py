@@ -121,6 +121,14 @@ class MemoryService:
         self._current_id = conversation.id
         return conversation
 
+    async def resolve_conversation(self, conversation_id: object, *, create: bool = False) -> Conversation | None:
+        """The given conversation (which must be active), else the current one, else (with
+        ``create``) a new anonymous one that becomes current, else None."""
+        given = inputs.conversation_id("conversation_id", conversation_id)
+        if given is None and self._current_id is None and not create:
+            return None
+        return await self._conversation_for_store(given)
+
     async def get_conversation_id(self) -> Conversation | None:
         """The current conversation of this process, if any (and if it still exists)."""
         if self._current_id is None:

@@ -22,6 +22,7 @@ import anyio
 
 from ollama_mcp import db
 from ollama_mcp.domain import (
+    AuditRow,
     Conversation,
     ConversationStatus,
     EmbeddingRow,
@@ -581,6 +582,26 @@ class Store:
     async def job_counts(self) -> dict[str, int]:
         rows = await self._fetchall("SELECT state, count(*) FROM jobs GROUP BY state", (), "count background work")
         return {row[0]: int(row[1]) for row in rows}
+
+    # -- agent audit ------------------------------------------------------------------------------
+
+    async def insert_audit(self, rows: Sequence[AuditRow]) -> None:
+        if not rows:
+            return
+        async with self._transaction("write the agent audit") as conn:
+            await conn.executemany(
+                "INSERT INTO agent_audit (request_id, conversation_id, step, tool, arguments_digest, risk, decision,"
+                " outcome, duration_ms, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                [(r.request_id, r.conversation_id, r.step, r.tool, r.arguments_digest, r.risk, r.decision,
+                  r.outcome, r.duration_ms, r.created_at) for r in rows],
+            )
+
+    async def audit(self, request_id: str) -> list[AuditRow]:
+        rows = await self._fetchall(
+            "SELECT request_id, conversation_id, step, tool, arguments_digest, risk, decision, outcome, duration_ms,"
+            " created_at FROM agent_audit WHERE request_id = ? ORDER BY id", (request_id,), "read the agent audit",
+        )
+        return [AuditRow(*row) for row in rows]
 
     # -- retention --------------------------------------------------------------------------------
 

@@ -13,6 +13,7 @@ import pytest
 
 from ollama_mcp.app import open_app
 from ollama_mcp.config import Settings
+from ollama_mcp.db import migrations
 from tests.fake_ollama import FakeModel, FakeOllama
 
 SCRIPT = Path(sys.executable).parent / "ollama-mcp"
@@ -49,7 +50,7 @@ def test_doctor_reports_the_store_and_pending_memories(db_path: Path, fake_ollam
     fake_ollama.start()
     done = doctor(db_path, fake_ollama)
     assert done.returncode == 0, done.stdout
-    assert "2 memories, schema 2" in done.stdout
+    assert f"2 memories, schema {migrations()[-1].version}" in done.stdout
     assert "warn pending" not in done.stdout and "2 memories wait for their vectors" in done.stdout
 
 

@@ -14,6 +14,7 @@ import pytest
 
 from ollama_mcp.app import App, open_app
 from ollama_mcp.config import Settings
+from ollama_mcp.domain import AuditRow
 from ollama_mcp.errors import (
     ConversationNotFoundError,
     InvalidInputError,
@@ -395,7 +396,9 @@ def assert_no_trace(db: Path, conversation_id: str) -> None:
     with sqlite3.connect(db) as conn:
         assert conn.execute("SELECT count(*) FROM conversations WHERE id = ?", (conversation_id,)).fetchone() == (0,)
         assert conn.execute("SELECT count(*) FROM memories WHERE conversation_id = ?", (conversation_id,)).fetchone() == (0,)
-        assert conn.execute("SELECT count(*) FROM jobs WHERE conversation_id = ?", (conversation_id,)).fetchone() == (0,)
+        for table in ("jobs", "agent_audit"):
+            left = conn.execute(f"SELECT count(*) FROM {table} WHERE conversation_id = ?", (conversation_id,))
+            assert left.fetchone() == (0,), table
         for table in ("memory_tags", "memory_embeddings"):
             orphans = conn.execute(f"SELECT count(*) FROM {table} WHERE memory_seq NOT IN (SELECT seq FROM memories)")
             assert orphans.fetchone() == (0,), table
@@ -405,7 +408,9 @@ def assert_no_trace(db: Path, conversation_id: str) -> None:
             assert docs == conn.execute("SELECT count(*) FROM memories").fetchone(), fts
         assert conn.execute("PRAGMA foreign_key_check").fetchall() == []
         tables = {name for (name,) in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
-        checked = {"conversations", "memories", "jobs", "memory_tags", "memory_embeddings", "schema_migrations"}
+        checked = {
+            "conversations", "memories", "jobs", "agent_audit", "memory_tags", "memory_embeddings", "schema_migrations",
+        }
         unchecked = {t for t in tables - checked if not t.startswith(("memories_fts", "memory_contexts_fts", "sqlite_"))}
         assert unchecked == set(), "a new table must be added to this check"
 
@@ -419,6 +424,7 @@ async def test_the_ttl_sweep_deletes_expired_conversations_without_leaving_orpha
         await app.service.store_memory(f"secret plan for {conv[:4]}", conv, ["plan"])
         await app.lifecycle.add_message(conv, "user", "a message about the plan")
     await app.service.end_conversation(doomed.id)  # queues a summary job, which must go too
+    await app.service.store.insert_audit([AuditRow("r", doomed.id, 1, None, None, None, "answered", "ok", 1.0, "t")])
     await app.service.backfill_once()
     await app.service.search_all_conversations("secret plan")  # loads the vector index
     await anyio.sleep(0.4)

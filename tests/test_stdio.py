@@ -75,7 +75,7 @@ def test_raw_claude_desktop_session_gets_only_protocol_on_stdout_and_exits_when_
         _rpc(proc, {"jsonrpc": "2.0", "method": "notifications/initialized"})
         _rpc(proc, {"jsonrpc": "2.0", "id": 2, "method": "tools/list", "params": {}})
         listed = _read(proc)
-        assert listed["id"] == 2 and len(listed["result"]["tools"]) == 10
+        assert listed["id"] == 2 and len(listed["result"]["tools"]) == 11
         _rpc(proc, {"jsonrpc": "2.0", "id": 3, "method": "tools/call",
                     "params": {"name": "store_memory", "arguments": {"content": "raw wire memory"}}})
         stored = _read(proc)

@@ -235,7 +235,7 @@ async def test_tool_annotations_are_honest(settings: Settings) -> None:
     assert set(tools) == {
         "init_conversation", "get_conversation_id", "store_memory", "search_memories",
         "search_all_conversations", "end_conversation", "list_conversations", "delete_memory",
-        "update_memory", "export_conversation",
+        "update_memory", "export_conversation", "ask_agent",
     }
     for name in (
         "get_conversation_id", "search_memories", "search_all_conversations", "list_conversations",

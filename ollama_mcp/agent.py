@@ -1,0 +1,355 @@
+"""ask_agent: a local chat model answers from memory, using the memory tools itself, guarded.
+
+The loop runs over ``MemoryService`` directly (never over MCP). Every tool has a risk level:
+low-risk tools run at once; high-risk ones (deleting, ending) run only after a human says yes
+through ``confirm`` (MCP elicitation) and are refused when there is no one to ask. Text inside
+memories reaches the model only inside <memory> tags marked as data, and even if the model
+obeys it, nothing destructive happens without that yes. Failed tool calls, unknown tools and
+bad arguments are fed back to the model as tool messages; they never end the loop.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import time
+import uuid
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any, Literal
+
+import anyio
+
+from ollama_mcp.domain import AuditRow, utc_now
+from ollama_mcp.errors import InvalidInputError, OllamaMcpError
+from ollama_mcp.inputs import MAX_QUERY_CHARS, text
+from ollama_mcp.lifecycle import ConversationLifecycle, recall_block
+from ollama_mcp.ollama_client import OllamaClient, ToolCall
+
+log = logging.getLogger(__name__)
+
+Risk = Literal["low", "high"]
+# "unavailable": the client declared elicitation but this connection cannot carry the question
+# (the stateless 2026-07-28 era has no server-to-client requests inside a tool call).
+Decision = Literal["accept", "decline", "cancel", "unavailable"]
+# Asks the human whether the tool may run with these arguments; None: the client cannot ask.
+Confirm = Callable[[str, str], Awaitable[Decision]]
+Progress = Callable[[float, float, str], Awaitable[None]]
+
+CONTEXT_TOKENS = 6000  # what build_context may hand the model: room for tools and the answer in 8k
+CHAT_CONTEXT = 8192
+RESULT_CHARS = 4000  # a tool result fed back to the model is clipped to this
+
+
+@dataclass(frozen=True)
+class AgentTool:
+    name: str
+    description: str
+    parameters: dict[str, Any]  # flat JSON schema: Ollama's tool model drops anyOf, $ref, bounds
+    risk: Risk
+
+    def schema(self) -> dict[str, Any]:
+        return {"type": "function", "function": {
+            "name": self.name, "description": self.description, "parameters": self.parameters,
+        }}
+
+
+def _params(required: Sequence[str] = (), **props: tuple[str, str]) -> dict[str, Any]:
+    return {
+        "type": "object",
+        "properties": {name: {"type": kind, "description": doc} for name, (kind, doc) in props.items()},
+        "required": list(required),
+    }
+
+
+TOOLS: dict[str, AgentTool] = {t.name: t for t in (
+    AgentTool("search_memories", "Search the memories of the current conversation.",
+              _params(["query"], query=("string", "What to look for."), top_k=("integer", "How many, 1-20.")), "low"),
+    AgentTool("search_all_conversations", "Search the memories and summaries of every conversation.",
+              _params(["query"], query=("string", "What to look for."), top_k=("integer", "How many, 1-20.")), "low"),
+    AgentTool("store_memory", "Save a fact or decision in the current conversation.",
+              _params(["content"], content=("string", "The fact to remember.")), "low"),
+    AgentTool("list_conversations", "List recent conversations with their ids.",
+              _params(limit=("integer", "How many, 1-50.")), "low"),
+    AgentTool("get_current_time", "The current date and time.", _params(), "low"),
+    AgentTool("delete_memory", "Delete a memory permanently. Needs the user's confirmation.",
+              _params(["memory_id"], memory_id=("string", "The id of the memory.")), "high"),
+    AgentTool("end_conversation", "End a conversation. Needs the user's confirmation.",
+              _params(["conversation_id"], conversation_id=("string", "The id of the conversation.")), "high"),
+)}
+
+
+@dataclass
+class AgentAnswer:
+    conversation_id: str
+    response: str
+    tools_used: list[str]
+    steps: int
+    model: str
+    note: str | None = None
+    request_id: str = ""
+
+
+@dataclass
+class _Run:
+    request_id: str
+    conversation_id: str | None
+    audit: list[AuditRow] = field(default_factory=list)
+    tools_used: list[str] = field(default_factory=list)
+    steps: int = 0
+
+
+class ToolFailure(Exception):
+    """A tool call that did not run; its message is fed back to the model."""
+
+    def __init__(self, decision: str, message: str) -> None:
+        self.decision = decision
+        super().__init__(message)
+
+
+class Agent:
+    def __init__(
+        self,
+        lifecycle: ConversationLifecycle,
+        client: OllamaClient,
+        model: str | None,
+        *,
+        allowed: Sequence[str],
+        max_steps: int = 5,
+        deadline: float = 45.0,
+    ) -> None:
+        self.lifecycle = lifecycle
+        self.service = lifecycle.service
+        self.client = client
+        self.model = model
+        self.tools = [TOOLS[name] for name in allowed if name in TOOLS]
+        self.max_steps = max_steps
+        self.deadline = deadline
+
+    async def ask(
+        self,
+        query: object,
+        conversation_id: object = None,
+        *,
+        confirm: Confirm | None = None,
+        progress: Progress | None = None,
+    ) -> AgentAnswer:
+        question = text("query", query, MAX_QUERY_CHARS, what="question")
+        if self.model is None:
+            raise OllamaMcpError(
+                "ask_agent needs a chat model, but OLLAMA_MCP_CHAT_MODEL is 'none'; set OLLAMA_MCP_AGENT_MODEL "
+                "or OLLAMA_MCP_CHAT_MODEL to a tool-capable model such as qwen2.5:3b."
+            )
+        target = await self.service.resolve_conversation(conversation_id)
+        run = _Run(str(uuid.uuid4()), target.id if target else None)
+        messages = await self._opening(question, run.conversation_id)
+        answer, note = "", None
+        started = time.monotonic()
+        with anyio.move_on_after(self.deadline) as scope:
+            try:
+                answer, note = await self._loop(messages, run, confirm, progress)
+            except OllamaMcpError:
+                if run.tools_used:  # tools already ran: their audit rows must not be lost
+                    await self._write_audit(run)
+                raise
+        if scope.cancelled_caught:
+            note = f"Stopped after {self.deadline:g} s (OLLAMA_MCP_AGENT_DEADLINE); this is what the agent had so far."
+            answer = answer or _last_assistant_text(messages) or "The local agent did not finish in time."
+            run.audit.append(self._row(run, run.steps + 1, None, None, None, "deadline", note, started))
+        # Only now is anything written: a model that is missing or refuses tools changes nothing.
+        conversation = await self._conversation(run)
+        await self.lifecycle.add_message(conversation, "user", question, actor="user")
+        await self.lifecycle.add_message(conversation, "assistant", answer, actor=f"agent:{self.model}")
+        await self._write_audit(run)
+        return AgentAnswer(conversation, answer, run.tools_used, run.steps, self.model, note, run.request_id)
+
+    # -- the loop ---------------------------------------------------------------------------------
+
+    async def _loop(
+        self, messages: list[dict[str, Any]], run: _Run, confirm: Confirm | None, progress: Progress | None
+    ) -> tuple[str, str | None]:
+        schemas = [tool.schema() for tool in self.tools]
+        total = self.max_steps + 1
+        while True:
+            run.steps += 1
+            started = time.monotonic()
+            if progress:
+                await progress(run.steps - 1, total, f"step {run.steps}: asking {self.model}")
+            last_step = run.steps > self.max_steps
+            reply = await self.client.chat(
+                self.model or "", messages, tools=None if last_step else schemas, num_ctx=CHAT_CONTEXT
+            )
+            if not reply.tool_calls or last_step:
+                decision = "step_limit" if last_step and self.max_steps else "answered"
+                run.audit.append(self._row(run, run.steps, None, None, None, decision, "ok", started))
+                note = None
+                if decision == "step_limit":
+                    note = f"The agent reached its limit of {self.max_steps} tool steps (OLLAMA_MCP_AGENT_MAX_STEPS)."
+                answer = reply.content.strip() or _last_assistant_text(messages).strip()
+                return answer or "The local agent gave no answer.", note
+            messages.append({
+                "role": "assistant", "content": reply.content,
+                "tool_calls": [{"function": {"name": c.name, "arguments": c.arguments}} for c in reply.tool_calls],
+            })
+            for call in reply.tool_calls:
+                call_started = time.monotonic()
+                tool = TOOLS.get(call.name)
+                try:
+                    result = await self._run_tool(call, run, confirm)
+                    decision, outcome = ("confirmed" if tool and tool.risk == "high" else "ran"), "ok"
+                    run.tools_used.append(call.name)
+                except ToolFailure as failure:
+                    result, decision, outcome = f"Error: {failure}", failure.decision, str(failure)
+                except OllamaMcpError as exc:  # the tool ran and failed (unknown id, closed conversation...)
+                    result, decision, outcome = f"Error: {exc}", "ran", str(exc)
+                    run.tools_used.append(call.name)
+                run.audit.append(self._row(
+                    run, run.steps, call.name, _digest(call.arguments), tool.risk if tool else None, decision,
+                    outcome, call_started,
+                ))
+                messages.append({"role": "tool", "content": result[:RESULT_CHARS], "tool_name": call.name})
+
+    async def _run_tool(self, call: ToolCall, run: _Run, confirm: Confirm | None) -> str:
+        tool = TOOLS.get(call.name)
+        if tool is None:
+            raise ToolFailure("unknown_tool", f"there is no tool {call.name!r}; use one of {self._names()}.")
+        if tool not in self.tools:
+            raise ToolFailure("not_allowed", f"the tool {call.name!r} is turned off by the user's configuration.")
+        args = call.arguments if isinstance(call.arguments, Mapping) else {}
+        unknown = set(args) - set(tool.parameters["properties"])
+        missing = [name for name in tool.parameters["required"] if name not in args]
+        if unknown or missing:
+            raise ToolFailure("invalid_arguments", (
+                f"{call.name} takes {', '.join(tool.parameters['properties']) or 'no arguments'}"
+                + (f"; missing {', '.join(missing)}" if missing else "")
+                + (f"; unknown {', '.join(sorted(unknown))}" if unknown else "") + "."
+            ))
+        if tool.risk == "high":
+            if confirm is None:
+                raise ToolFailure("refused", (
+                    f"{call.name} needs the user's confirmation and this client cannot ask for it, so it was "
+                    "not run. Tell the user to do it themselves if they want it."
+                ))
+            decision = await confirm(call.name, _describe(call.name, args))
+            if decision == "unavailable":
+                raise ToolFailure("refused", (
+                    f"{call.name} needs the user's confirmation and this connection cannot ask for it, so it "
+                    "was not run. Tell the user to do it themselves if they want it."
+                ))
+            if decision != "accept":
+                raise ToolFailure("declined", f"the user did not confirm {call.name} ({decision}); it was not run.")
+        try:
+            return await self._execute(call.name, args, run)
+        except InvalidInputError as exc:
+            raise ToolFailure("invalid_arguments", str(exc)) from exc
+
+    async def _execute(self, name: str, args: Mapping[str, Any], run: _Run) -> str:
+        service = self.service
+        if name in ("search_memories", "search_all_conversations"):
+            top_k = _clamp(args.get("top_k", 5), 1, 20)
+            if name == "search_memories" and run.conversation_id:
+                outcome = await service.search_memories(args.get("query"), run.conversation_id, top_k)
+            else:
+                outcome = await service.search_all_conversations(args.get("query"), top_k)
+            return json.dumps({"results": [
+                {"memory_id": h.memory.id, "conversation_id": h.memory.conversation_id,
+                 "date": h.memory.created_at[:10], "content": h.memory.content, "kind": h.memory.kind}
+                for h in outcome.hits
+            ], "notice": outcome.notice}, ensure_ascii=False)
+        if name == "store_memory":
+            conversation = await self._conversation(run)
+            stored = await service.store_memory(args.get("content"), conversation, tags=["agent"])
+            return json.dumps({"memory_id": stored.memory.id, "duplicate": stored.duplicate})
+        if name == "list_conversations":
+            found = await service.list_conversations(None, _clamp(args.get("limit", 10), 1, 50))
+            return json.dumps([
+                {"conversation_id": c.id, "name": c.name, "status": c.status, "created_at": c.created_at[:10]}
+                for c in found
+            ], ensure_ascii=False)
+        if name == "get_current_time":
+            return _now_text()
+        if name == "delete_memory":
+            deleted = await service.delete_memory(args.get("memory_id"))
+            return json.dumps({"deleted": deleted.id})
+        if name == "end_conversation":
+            ended = await service.end_conversation(args.get("conversation_id"))
+            return json.dumps({"ended": ended.conversation.id, "summary_status": ended.conversation.summary_status})
+        raise ToolFailure("unknown_tool", f"there is no tool {name!r}.")
+
+    # -- helpers ------------------------------------------------------------------------------------
+
+    async def _opening(self, question: str, conversation_id: str | None) -> list[dict[str, Any]]:
+        """System prompt (role, tools, time, recalled memories as data), then the conversation."""
+        history: list[dict[str, str]] = []
+        recalled = []
+        if conversation_id is not None:
+            built = await self.lifecycle.build_context(conversation_id, CONTEXT_TOKENS, query=question)
+            history = [m for m in built.messages if not m["content"].startswith("Memories recalled")]
+            recalled = built.recalled
+        else:
+            recalled = [h.memory for h in (await self.service.search_all_conversations(question, top_k=5)).hits]
+        lines = [
+            "You are a local memory agent. You answer the user's question from their stored memories, "
+            "using the tools below when the memories given are not enough. Answer briefly and say when "
+            "the memories do not contain the answer. Never invent memories.",
+            f"Current date and time: {_now_text()}.",
+            "Tools: " + "; ".join(f"{t.name} ({t.description})" for t in self.tools) + ".",
+        ]
+        if recalled:
+            lines.append(recall_block(recalled))
+        return [{"role": "system", "content": "\n\n".join(lines)}, *history, {"role": "user", "content": question}]
+
+    async def _write_audit(self, run: _Run) -> None:
+        conversation = await self._conversation(run)
+        await self.service.store.insert_audit([
+            AuditRow(**{**row.__dict__, "conversation_id": conversation}) for row in run.audit
+        ])
+
+    async def _conversation(self, run: _Run) -> str:
+        if run.conversation_id is None:
+            run.conversation_id = (await self.service.resolve_conversation(None, create=True)).id  # type: ignore[union-attr]
+        return run.conversation_id
+
+    def _names(self) -> str:
+        return ", ".join(t.name for t in self.tools)
+
+    def _row(
+        self, run: _Run, step: int, tool: str | None, digest: str | None, risk: str | None, decision: str,
+        outcome: str, started: float,
+    ) -> AuditRow:
+        return AuditRow(
+            run.request_id, run.conversation_id or "", step, tool, digest, risk, decision, outcome[:500],
+            round((time.monotonic() - started) * 1000, 2), utc_now(),
+        )
+
+
+def _digest(arguments: object) -> str:
+    canonical = json.dumps(arguments, sort_keys=True, ensure_ascii=False, default=str)
+    return hashlib.sha256(canonical.encode("utf-8")).hexdigest()
+
+
+def _describe(name: str, args: Mapping[str, Any]) -> str:
+    target = args.get("memory_id") or args.get("conversation_id")
+    what = "delete the memory" if name == "delete_memory" else "end the conversation"
+    return f"The local agent wants to {what} {target}. Allow it?"
+
+
+def _clamp(value: object, low: int, high: int) -> int:
+    try:
+        return max(low, min(high, int(value)))  # type: ignore[call-overload]
+    except (TypeError, ValueError):
+        return low
+
+
+def _now_text() -> str:
+    now = datetime.now().astimezone()
+    return now.strftime("%A %Y-%m-%d %H:%M %Z (UTC%z)")
+
+
+def _last_assistant_text(messages: Sequence[Mapping[str, Any]]) -> str:
+    for message in reversed(messages):
+        if message.get("role") == "assistant" and message.get("content"):
+            return str(message["content"])
+    return ""
