@@ -61,6 +61,7 @@ async def open_app(
             lifecycle, chat_client, settings.agent_chat_model, allowed=settings.agent_tools,
             max_steps=settings.agent_max_steps, deadline=settings.agent_deadline,
         )
+        failure: Exception | None = None
         async with anyio.create_task_group() as tasks:
             if background:
                 tasks.start_soon(service.run_backfill)
@@ -68,8 +69,12 @@ async def open_app(
                 tasks.start_soon(lifecycle.run_retention, settings.retention_interval)
             try:
                 yield App(settings, service, lifecycle, agent)
+            except Exception as exc:  # re-raised below as itself, not wrapped in an ExceptionGroup
+                failure = exc
             finally:
                 tasks.cancel_scope.cancel()
+        if failure is not None:
+            raise failure
     finally:
         # Shielded: at shutdown this runs inside a cancelled scope, and an unawaited close
         # would leave the database thread running after the event loop is gone.

@@ -32,9 +32,46 @@ def _parser() -> argparse.ArgumentParser:
     )
     commands.add_parser(
         "stats",
-        help="show conversations, memories, pending embeddings, vectors per model and the database size",
+        help="show conversations, memories, messages, pending work, vectors per model and the database size",
         description="Prints what the database holds. Read-only; needs no Ollama.",
     )
+    exporter = commands.add_parser(
+        "export",
+        help="write every conversation (or one) as JSON or Markdown",
+        description="Writes conversations with their summaries, memories (every version) and messages. "
+        "JSON keeps every id and can be read back with `ollama-mcp import`; vectors are not included "
+        "(they are recomputed after an import). Example: ollama-mcp export -o backup.json",
+    )
+    exporter.add_argument("--conversation", metavar="ID", help="only this conversation")
+    exporter.add_argument("--format", choices=("json", "markdown"), default="json", help="default: json")
+    exporter.add_argument("-o", "--output", metavar="FILE", help="write here instead of standard output")
+    importer = commands.add_parser(
+        "import",
+        help="read an export file back (ids kept; importing twice changes nothing)",
+        description="Imports a JSON file written by `ollama-mcp export`, keeping every id. Conversations "
+        "and memories already present are left as they are, so importing twice changes nothing. "
+        "Everything is checked before anything is written. Vectors are computed afterwards by the "
+        "server, or now with `ollama-mcp reembed`.",
+    )
+    importer.add_argument("file", metavar="FILE", help="the export file, or - for standard input")
+    reembedder = commands.add_parser(
+        "reembed",
+        help="compute vectors for every memory with the configured (or given) model, with progress",
+        description="Embeds every memory that has no vector of the model yet; run it after switching "
+        "OLLAMA_MCP_EMBED_MODEL or after an import to have semantic search at once. Interrupt it "
+        "at any time: running it again resumes. --force recomputes every vector of the model "
+        "(after the model changed under the same name).",
+    )
+    reembedder.add_argument("--model", metavar="M", help="default: OLLAMA_MCP_EMBED_MODEL")
+    reembedder.add_argument("--force", action="store_true", help="drop the model's vectors and compute them all again")
+    pruner = commands.add_parser(
+        "prune",
+        help="delete expired conversations now (ttl_hours, OLLAMA_MCP_RETENTION_DAYS)",
+        description="Applies retention now: conversations past their ttl_hours, and with "
+        "OLLAMA_MCP_RETENTION_DAYS set, those idle for longer, are deleted with everything of "
+        "them. The server also does this at start-up and hourly. --dry-run lists without deleting.",
+    )
+    pruner.add_argument("--dry-run", action="store_true", help="list what would be deleted; delete nothing")
     return parser
 
 
@@ -52,8 +89,13 @@ def main(argv: Sequence[str] | None = None) -> None:
 
             for label, value in stats(settings):
                 print(f"{label:<14} {value}")
+        else:
+            sys.exit(_maintenance(settings, args))
     except OllamaMcpError as exc:
         print(f"ollama-mcp: {exc}", file=sys.stderr)
+        sys.exit(2)
+    except OSError as exc:  # e.g. an export -o FILE in a folder that does not exist
+        print(f"ollama-mcp: {exc.filename or 'a file'}: {exc.strerror}", file=sys.stderr)
         sys.exit(2)
     except KeyboardInterrupt:
         sys.exit(130)
@@ -64,6 +106,34 @@ def _serve(settings: Settings) -> None:
 
     logging.getLogger(__name__).info("serving MCP over stdio; database %s", settings.db_path)
     build_server(settings).run("stdio")
+
+
+def _maintenance(settings: Settings, args: argparse.Namespace) -> int:
+    import anyio  # noqa: PLC0415  (kept off the serve path)
+
+    from ollama_mcp import admin  # noqa: PLC0415
+
+    if args.command == "export":
+        if args.output:
+            with open(args.output, "w", encoding="utf-8") as out:
+                count = anyio.run(admin.export_store, settings, args.conversation, args.format, out)
+            print(f"exported {count:,} conversation(s) to {args.output}", file=sys.stderr)
+        else:
+            anyio.run(admin.export_store, settings, args.conversation, args.format, sys.stdout)
+    elif args.command == "import":
+        conversations, memories, total = anyio.run(admin.import_file, settings, args.file)
+        print(f"imported {conversations:,} new conversation(s) and {memories:,} new memories "
+              f"({total - memories:,} of {total:,} were already present)")
+    elif args.command == "reembed":
+        done, model = anyio.run(admin.reembed, settings, args.model, args.force)
+        print(f"embedded {done:,} memories with {model}; every memory now has a vector of it")
+    elif args.command == "prune":
+        found = anyio.run(admin.prune, settings, args.dry_run)
+        verb = "would delete" if args.dry_run else "deleted"
+        print(f"{verb} {len(found):,} conversation(s)")
+        for conversation_id, name in found:
+            print(f"  {conversation_id}  {name}")
+    return 0
 
 
 def _doctor(settings: Settings) -> int:

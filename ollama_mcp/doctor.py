@@ -80,10 +80,11 @@ async def _ollama(settings: Settings, summary: StoreSummary | None) -> list[Chec
             vector = await embedder.embed_query("ollama-mcp doctor probe")
         except OllamaError as exc:
             return [Check("ollama", False, str(exc))]
+        chat = await _chat_models(settings, client)
     finally:
         await client.aclose()
     checks = [Check("ollama", True, f"{settings.ollama_host} answers; model {settings.embed_model!r} "
-                    f"embeds {vector.size}-dimensional vectors (context {info.context_length or '?'} tokens)")]
+                    f"embeds {vector.size}-dimensional vectors (context {info.context_length or '?'} tokens)"), *chat]
     if summary is None:
         return checks
     stored = [dim for model, dim, _ in summary.vectors if model == settings.embed_model]
@@ -94,7 +95,42 @@ async def _ollama(settings: Settings, summary: StoreSummary | None) -> list[Chec
                             "every memory is embedded again."))
     if summary.pending:
         checks.append(Check("pending", True, f"{summary.pending:,} memories wait for their vectors; the server "
-                            "embeds them in the background while it runs", blocking=False))
+                            "embeds them in the background while it runs (or run `ollama-mcp reembed`)", blocking=False))
+    waiting = summary.jobs.get("queued", 0) + summary.jobs.get("running", 0)
+    if waiting:
+        checks.append(Check("jobs", True, f"{waiting:,} background job(s) (summaries, compaction) wait to run; "
+                            "the server runs them while it is running", blocking=False))
+    if summary.jobs.get("failed"):
+        checks.append(Check("jobs", False, f"{summary.jobs['failed']:,} background job(s) gave up; the newest "
+                            "reasons are below", blocking=False))
+    for kind, state, error in summary.job_problems:
+        checks.append(Check("jobs", False, f"{kind} ({state}): {error}", blocking=False))
+    return checks
+
+
+async def _chat_models(settings: Settings, client: OllamaClient) -> list[Check]:
+    """The chat model (summaries) and the agent's model: pulled, and able to call tools."""
+    models: dict[str | None, str] = {settings.chat_model: "summaries"}
+    agent = settings.agent_chat_model
+    models[agent] = "summaries and ask_agent" if agent in models else "ask_agent"
+    checks = []
+    for model, use in models.items():
+        if model is None:
+            checks.append(Check("chat", True, "no chat model (OLLAMA_MCP_CHAT_MODEL=none): summaries only when "
+                                "the client writes them, and no ask_agent", blocking=False))
+            continue
+        try:
+            info = await client.show(model)
+        except OllamaError:
+            checks.append(Check("chat", False, f"chat model {model!r} ({use}) is not pulled; run `ollama pull "
+                                f"{model}`. Until then summaries wait and ask_agent fails.", blocking=False))
+            continue
+        tools = "tools" in info.capabilities
+        if use.endswith("ask_agent") and not tools:
+            checks.append(Check("chat", False, f"model {model!r} cannot call tools, which ask_agent needs; set "
+                                "OLLAMA_MCP_AGENT_MODEL to a model such as qwen2.5:3b", blocking=False))
+        else:
+            checks.append(Check("chat", True, f"chat model {model!r} is pulled ({use})"))
     return checks
 
 
@@ -113,6 +149,7 @@ def stats(settings: Settings) -> list[tuple[str, str]]:
         ("memories", f"{kinds.get('note', 0):,} notes, {kinds.get('summary', 0):,} summaries, "
                      f"{kinds.get('message', 0):,} messages"),
         ("pending", f"{summary.pending:,} without a vector of {settings.embed_model!r} (the configured model)"),
+        ("jobs", ", ".join(f"{count:,} {state}" for state, count in sorted(summary.jobs.items())) or "none"),
     ]
     lines += [("vectors", f"{model}: {count:,} memories, {dim} dimensions") for model, dim, count in summary.vectors]
     return lines

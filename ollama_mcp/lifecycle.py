@@ -282,14 +282,27 @@ class ConversationLifecycle:
 
     # -- retention ------------------------------------------------------------------------------
 
-    async def sweep(self) -> list[str]:
-        """Delete every conversation past its TTL or (with a retention period) idle for longer."""
+    async def expired(self) -> list[Conversation]:
+        """The conversations the next sweep deletes."""
+        found = []
+        for conversation_id in await self._expired_ids():
+            try:
+                found.append(await self.store.get_conversation(conversation_id))
+            except ConversationNotFoundError:
+                continue
+        return found
+
+    async def _expired_ids(self) -> list[str]:
         now = datetime.now(UTC)
         cutoff = None
         if self._retention_days:
             cutoff = format_timestamp(now - timedelta(days=self._retention_days))
+        return await self.store.expired_conversations(format_timestamp(now), cutoff)
+
+    async def sweep(self) -> list[str]:
+        """Delete every conversation past its TTL or (with a retention period) idle for longer."""
         deleted = []
-        for conversation_id in await self.store.expired_conversations(format_timestamp(now), cutoff):
+        for conversation_id in await self._expired_ids():
             try:
                 seqs = await self.store.delete_conversation(conversation_id)
             except ConversationNotFoundError:
@@ -338,18 +351,24 @@ class ConversationLifecycle:
             return Export(conversation.id, "json", number, pages, None, export.conversation_json(conversation, memories))
         return Export(conversation.id, "markdown", number, pages, export.markdown(conversation, memories, number, pages), None)
 
-    async def export_all(self, conversation_id: str | None = None) -> dict[str, Any]:
-        """The whole store (or one conversation) as an export document, every memory included."""
-        ids = [conversation_id] if conversation_id else await self.store.conversation_ids()
-        conversations = []
+    async def snapshots(self, conversation_id: object = None) -> list[tuple[Conversation, list[Memory]]]:
+        """Every conversation (or the one given) with all its memories, oldest conversation first."""
+        given = inputs.conversation_id("conversation_id", conversation_id)
+        ids = [given] if given else await self.store.conversation_ids()
+        found = []
         for cid in ids:
             try:
                 conversation, memories, _ = await self.store.conversation_snapshot(cid)
             except ConversationNotFoundError:
-                if conversation_id:
+                if given:
                     raise
                 continue  # deleted while exporting the others
-            conversations.append(export.conversation_json(conversation, memories))
+            found.append((conversation, memories))
+        return found
+
+    async def export_all(self, conversation_id: object = None) -> dict[str, Any]:
+        """The whole store (or one conversation) as an export document, every memory included."""
+        conversations = [export.conversation_json(c, m) for c, m in await self.snapshots(conversation_id)]
         return export.document(conversations, utc_now())
 
     async def import_document(self, data: object) -> tuple[int, int]:

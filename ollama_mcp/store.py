@@ -718,6 +718,20 @@ class Store:
             out.append((_memory(row), facets))
         return out
 
+    async def pending_count(self, model: str) -> int:
+        """Memories lacking a vector of ``model`` for some facet."""
+        content, context = _MISSING_VECTOR.format("content"), _MISSING_VECTOR.format("context")
+        rows = await self._fetchall(
+            f"SELECT count(*) FROM memories m WHERE ({content} OR {context})", (model,), "count pending memories"
+        )
+        return int(rows[0][0])
+
+    async def delete_vectors(self, model: str) -> int:
+        """Drop every vector of ``model`` (reembed --force); the memories become pending."""
+        async with self._transaction("delete vectors") as conn:
+            cursor = await conn.execute("DELETE FROM memory_embeddings WHERE model = ?", (model,))
+            return cursor.rowcount
+
     async def memory_is_pending(self, memory_seq: int, model: str) -> bool:
         rows = await self._fetchall(
             f"SELECT {_MISSING_VECTOR.format('content')} FROM memories m WHERE m.seq = ?2",
@@ -761,6 +775,8 @@ class StoreSummary:
     memories: dict[str, int]  # by kind
     vectors: list[tuple[str, int, int]]  # (model, dimension, memories with a content vector)
     pending: int  # memories without a content vector of the model asked about
+    jobs: dict[str, int]  # background jobs by state
+    job_problems: list[tuple[str, str, str]]  # (kind, state, last error) of jobs waiting or failed
 
 
 def summarize(path: Path, model: str) -> StoreSummary:
@@ -780,6 +796,11 @@ def summarize(path: Path, model: str) -> StoreSummary:
                 pending=conn.execute(
                     f"SELECT count(*) FROM memories m WHERE {_MISSING_VECTOR.format('content')}", (model,)
                 ).fetchone()[0],
+                jobs=dict(conn.execute("SELECT state, count(*) FROM jobs GROUP BY state")) if version >= 2 else {},
+                job_problems=conn.execute(
+                    "SELECT kind, state, last_error FROM jobs WHERE last_error IS NOT NULL AND state != 'done'"
+                    " ORDER BY id DESC LIMIT 3"
+                ).fetchall() if version >= 2 else [],
             )
     except sqlite3.Error as exc:
         raise StorageError(

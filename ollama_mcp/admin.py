@@ -1,0 +1,124 @@
+"""The CLI's maintenance commands over the app: export, import, reembed, prune.
+
+Each opens the store like the server does (so several processes stay safe) and reports what it
+did. Long work shows a progress line with an ETA on a terminal and stays quiet when piped.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+from dataclasses import replace
+from pathlib import Path
+from typing import TextIO
+
+from ollama_mcp import export
+from ollama_mcp.app import open_app
+from ollama_mcp.config import Settings
+from ollama_mcp.domain import utc_now
+from ollama_mcp.errors import InvalidInputError, OllamaMcpError
+
+
+class ProgressLine:
+    """``done/total (pct) ETA`` rewritten in place on a terminal; nothing when not a terminal."""
+
+    def __init__(self, label: str, total: int, stream: TextIO = sys.stderr) -> None:
+        self.label = label
+        self.total = total
+        self.stream = stream
+        self.enabled = stream.isatty()
+        self.started = time.monotonic()
+        self._last = 0.0
+
+    def update(self, done: int) -> None:
+        now = time.monotonic()
+        if not self.enabled or (now - self._last < 0.2 and done < self.total):
+            return
+        self._last = now
+        elapsed = now - self.started
+        eta = "" if done == 0 else f" ETA {_duration(elapsed / done * max(self.total - done, 0))}"
+        pct = 100 * done / self.total if self.total else 100
+        self.stream.write(f"\r{self.label} {done:,}/{self.total:,} ({pct:.0f}%){eta}   ")
+        self.stream.flush()
+
+    def close(self) -> None:
+        if self.enabled:
+            self.stream.write("\n")
+
+
+async def export_store(settings: Settings, conversation_id: str | None, fmt: str, out: TextIO) -> int:
+    """Write the store (or one conversation) as JSON or Markdown; returns how many conversations."""
+    async with open_app(settings, background=False) as app:
+        found = await app.lifecycle.snapshots(conversation_id)
+    if fmt == "json":
+        conversations = [export.conversation_json(c, m) for c, m in found]
+        out.write(export.dumps(export.document(conversations, utc_now())) + "\n")
+    else:
+        out.write("\n---\n\n".join(export.markdown(c, m, 1, 1) for c, m in found))
+    return len(found)
+
+
+async def import_file(settings: Settings, path: str) -> tuple[int, int, int]:
+    """Import an export file ('-': standard input). Returns (new conversations, new memories,
+    memories in the file)."""
+    try:
+        raw = sys.stdin.read() if path == "-" else Path(path).read_text(encoding="utf-8")
+    except OSError as exc:
+        raise InvalidInputError("FILE", f"cannot be read ({exc.strerror})", "pass the path of an export file") from None
+    try:
+        data = json.loads(raw)
+    except ValueError as exc:
+        raise InvalidInputError("FILE", f"is not JSON ({exc})", "pass a file written by `ollama-mcp export`") from None
+    total = sum(len(c.get("memories", [])) for c in data.get("conversations", []) if isinstance(c, dict)) \
+        if isinstance(data, dict) and isinstance(data.get("conversations"), list) else 0
+    async with open_app(settings, background=False) as app:
+        conversations, memories = await app.lifecycle.import_document(data)
+    return conversations, memories, total
+
+
+async def reembed(settings: Settings, model: str | None, force: bool) -> tuple[int, str]:
+    """Embed every memory that lacks a vector of ``model`` (default: the configured one); with
+    ``force``, drop that model's vectors first. Resumable: run again after an interruption.
+    Returns (memories embedded, model)."""
+    chosen = replace(settings, embed_model=model or settings.embed_model)
+    async with open_app(chosen, background=False) as app:
+        service = app.service
+        if force:
+            await service.store.delete_vectors(chosen.embed_model)
+        total = await service.store.pending_count(chosen.embed_model)
+        progress = ProgressLine(f"embedding with {chosen.embed_model}", total)
+        done = 0
+        try:
+            progress.update(0)
+            while True:
+                embedded = await service.backfill_once()
+                if not embedded:
+                    break
+                done += embedded
+                progress.update(min(done, total))
+        finally:
+            progress.close()
+        left = await service.store.pending_count(chosen.embed_model)
+        if left:
+            raise OllamaMcpError(
+                f"{left:,} memories could not be embedded with {chosen.embed_model!r}; run `ollama-mcp doctor`."
+            )
+    return done, chosen.embed_model
+
+
+async def prune(settings: Settings, dry_run: bool) -> list[tuple[str, str]]:
+    """Apply retention now (TTLs and OLLAMA_MCP_RETENTION_DAYS); returns (id, name) of the
+    conversations deleted, or that would be with ``dry_run``."""
+    async with open_app(settings, background=False) as app:
+        expired = await app.lifecycle.expired()
+        names = [(c.id, c.name or "unnamed") for c in expired]
+        if not dry_run:
+            deleted = set(await app.lifecycle.sweep())
+            names = [(cid, name) for cid, name in names if cid in deleted]
+    return names
+
+
+def _duration(seconds: float) -> str:
+    seconds = int(seconds)
+    return f"{seconds // 60}m{seconds % 60:02d}s" if seconds >= 60 else f"{seconds}s"

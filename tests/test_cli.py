@@ -1,0 +1,142 @@
+"""The maintenance commands as a user runs them: the installed ``ollama-mcp`` script in a
+subprocess, against real files and the fake Ollama."""
+
+from __future__ import annotations
+
+import json
+import os
+import sqlite3
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import anyio
+import pytest
+
+from ollama_mcp.app import open_app
+from ollama_mcp.config import Settings
+from tests.fake_ollama import FakeModel, FakeOllama
+
+SCRIPT = Path(sys.executable).parent / "ollama-mcp"
+
+
+def run(db: Path, fake: FakeOllama, *args: str, stdin: str | None = None, **extra: str) -> subprocess.CompletedProcess[str]:
+    env = {"PATH": os.environ.get("PATH", ""), "HOME": str(db.parent), "OLLAMA_HOST": fake.url,
+           "OLLAMA_MCP_DB": str(db), "OLLAMA_MCP_EMBED_TIMEOUT": "2", **extra}
+    return subprocess.run([str(SCRIPT), *args], capture_output=True, text=True, timeout=120, env=env, cwd="/",
+                          input=stdin)
+
+
+def rows(db: Path, sql: str, *params: Any) -> list[tuple[Any, ...]]:
+    with sqlite3.connect(db) as conn:
+        return conn.execute(sql, params).fetchall()
+
+
+def fill(db: Path, fake: FakeOllama) -> str:
+    async def go() -> str:
+        async with open_app(Settings.from_env({"OLLAMA_MCP_DB": str(db), "OLLAMA_HOST": fake.url}),
+                            background=False) as app:
+            conv = await app.service.init_conversation("trip", {"ttl_hours": 1000})
+            first = await app.service.store_memory("Flights to Lisbon on May 3", conv.id, ["travel"])
+            await app.service.update_memory(first.memory.id, content="Flights to Lisbon on May 4")
+            await app.lifecycle.add_message(conv.id, "user", "book the hotel too")
+            await app.service.end_conversation(conv.id, "Lisbon trip planned")
+            return conv.id
+
+    return anyio.run(go)
+
+
+def test_export_then_import_into_a_new_store_round_trips_and_a_second_import_changes_nothing(
+    tmp_path: Path, fake_ollama: FakeOllama
+) -> None:
+    source, target = tmp_path / "a" / "memory.db", tmp_path / "b" / "memory.db"
+    conv = fill(source, fake_ollama)
+    backup = tmp_path / "backup.json"
+    done = run(source, fake_ollama, "export", "-o", str(backup))
+    assert done.returncode == 0 and "exported 1 conversation(s)" in done.stderr and done.stdout == ""
+    document = json.loads(backup.read_text())
+    assert [c["id"] for c in document["conversations"]] == [conv]
+
+    first = run(target, fake_ollama, "import", str(backup))
+    assert first.returncode == 0, first.stderr
+    assert "imported 1 new conversation(s) and 4 new memories (0 of 4 were already present)" in first.stdout
+    again = run(target, fake_ollama, "import", "-", stdin=backup.read_text())
+    assert "imported 0 new conversation(s) and 0 new memories (4 of 4 were already present)" in again.stdout
+    exported = json.loads(run(target, fake_ollama, "export").stdout)
+    assert {**exported, "exported_at": None} == {**document, "exported_at": None}
+    markdown = run(target, fake_ollama, "export", "--format", "markdown", "--conversation", conv).stdout
+    assert markdown.startswith("# trip") and "Flights to Lisbon on May 4" in markdown and "**user**" in markdown
+
+
+def test_import_of_a_bad_file_says_what_is_wrong_and_writes_nothing(tmp_path: Path, fake_ollama: FakeOllama) -> None:
+    db = tmp_path / "memory.db"
+    bad = tmp_path / "bad.json"
+    bad.write_text('{"format": "ollama-mcp-export", "version": 1, "conversations": [{"id": "nope"}]}')
+    done = run(db, fake_ollama, "import", str(bad))
+    assert done.returncode == 2 and "conversations[0].id: is not a valid id" in done.stderr
+    assert rows(db, "SELECT count(*) FROM conversations") == [(0,)]
+    bad.write_text("{not json")
+    assert "FILE: is not JSON" in run(db, fake_ollama, "import", str(bad)).stderr
+    assert "cannot be read" in run(db, fake_ollama, "import", str(tmp_path / "missing.json")).stderr
+    assert "No such file or directory" in run(db, fake_ollama, "export", "-o", str(tmp_path / "no" / "x.json")).stderr
+
+
+def test_reembed_fills_missing_vectors_with_another_model_and_force_recomputes(
+    tmp_path: Path, fake_ollama: FakeOllama
+) -> None:
+    db = tmp_path / "memory.db"
+    fill(db, fake_ollama)
+    fake_ollama.models["all-minilm"] = FakeModel(dim=64, family="bert")
+    done = run(db, fake_ollama, "reembed", "--model", "all-minilm")
+    assert done.returncode == 0, done.stderr
+    assert "embedded 4 memories with all-minilm" in done.stdout
+    assert "\r" not in done.stderr  # no progress line when not on a terminal
+    assert rows(db, "SELECT count(DISTINCT memory_seq), min(dim) FROM memory_embeddings WHERE model = 'all-minilm'") == [(4, 64)]
+    assert "embedded 0 memories" in run(db, fake_ollama, "reembed", "--model", "all-minilm").stdout
+    before = rows(db, "SELECT max(id) FROM memory_embeddings")[0][0]
+    forced = run(db, fake_ollama, "reembed", "--model", "all-minilm", "--force")
+    assert "embedded 4 memories" in forced.stdout
+    assert rows(db, "SELECT min(id) > ? FROM memory_embeddings WHERE model = 'all-minilm'", before) == [(1,)]
+
+
+def test_reembed_with_ollama_down_fails_clearly_and_can_be_run_again(tmp_path: Path, fake_ollama: FakeOllama) -> None:
+    db = tmp_path / "memory.db"
+    fill(db, fake_ollama)
+    fake_ollama.stop()
+    done = run(db, fake_ollama, "reembed", "--force")
+    assert done.returncode == 2 and "Ollama is not reachable" in done.stderr
+    fake_ollama.start()
+    assert "embedded 4 memories" in run(db, fake_ollama, "reembed").stdout
+
+
+def test_prune_dry_run_lists_and_prune_deletes_expired_conversations(tmp_path: Path, fake_ollama: FakeOllama) -> None:
+    db = tmp_path / "memory.db"
+    conv = fill(db, fake_ollama)
+    assert "would delete 0 conversation(s)" in run(db, fake_ollama, "prune", "--dry-run").stdout
+    rows(db, "UPDATE conversations SET expires_at = '2000-01-01T00:00:00.000000Z'")
+    dry = run(db, fake_ollama, "prune", "--dry-run")
+    assert "would delete 1 conversation(s)" in dry.stdout and f"{conv}  trip" in dry.stdout
+    assert rows(db, "SELECT count(*) FROM conversations") == [(1,)]
+    assert "deleted 1 conversation(s)" in run(db, fake_ollama, "prune").stdout
+    assert rows(db, "SELECT count(*) FROM conversations") == [(0,)] and rows(db, "SELECT count(*) FROM memories") == [(0,)]
+
+
+@pytest.mark.parametrize(("command", "phrase"), [
+    ("export", "can be read back with `ollama-mcp import`"),
+    ("import", "importing twice changes nothing"),
+    ("reembed", "running it again resumes"),
+    ("prune", "--dry-run"),
+    ("stats", "Read-only"),
+])
+def test_every_command_explains_itself_in_help(command: str, phrase: str) -> None:
+    out = subprocess.run([str(SCRIPT), command, "--help"], capture_output=True, text=True, timeout=60, check=True)
+    assert phrase in " ".join(out.stdout.split())
+
+
+def test_doctor_warns_about_a_missing_chat_model_without_failing(tmp_path: Path, fake_ollama: FakeOllama) -> None:
+    db = tmp_path / "memory.db"
+    del fake_ollama.models["qwen2.5:3b"]
+    done = run(db, fake_ollama, "doctor")
+    assert done.returncode == 0, done.stdout
+    assert "warn chat         chat model 'qwen2.5:3b' (summaries and ask_agent) is not pulled; run `ollama pull qwen2.5:3b`" in done.stdout
