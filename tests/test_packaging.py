@@ -16,8 +16,8 @@ pytestmark = pytest.mark.anyio
 ROOT = Path(__file__).resolve().parent.parent
 
 # The whole tools/list result as sent on the wire. Peers: 10,760 bytes for 9 tools and 42,678 for
-# 28 (shared/notes/users.md); ours must stay under 8 KB, with room left for ask_agent.
-TOOLS_LIST_BUDGET = 7_300
+# 28 (shared/notes/users.md); ours (11 tools, 5,077 bytes) must stay well under the 8 KB target.
+TOOLS_LIST_BUDGET = 6_000
 
 
 def test_example_claude_desktop_config_is_valid_json_with_an_absolute_command() -> None:
@@ -70,3 +70,25 @@ def test_a_bad_setting_is_reported_on_stderr_with_exit_code_2() -> None:
                          env={"HOME": "/tmp", "OLLAMA_MCP_DB": "relative.db"})
     assert out.returncode == 2 and out.stdout == ""
     assert "OLLAMA_MCP_DB must be an absolute path" in out.stderr
+
+
+def test_the_wheel_carries_metadata_migrations_and_the_entry_point_uvx_needs(tmp_path: Path) -> None:
+    import zipfile
+
+    subprocess.run(
+        [sys.executable, "-m", "pip", "wheel", str(ROOT), "--no-deps", "-q", "-w", str(tmp_path)],
+        check=True, capture_output=True, timeout=300,
+    )
+    [wheel] = tmp_path.glob("ollama_mcp-*.whl")
+    with zipfile.ZipFile(wheel) as archive:
+        names = set(archive.namelist())
+        metadata = archive.read(next(n for n in names if n.endswith(".dist-info/METADATA"))).decode()
+        entry_points = archive.read(next(n for n in names if n.endswith(".dist-info/entry_points.txt"))).decode()
+    shipped = {n.rsplit("/", 1)[-1] for n in names if n.startswith("ollama_mcp/schema/") and n.endswith(".sql")}
+    assert shipped == {p.name for p in (ROOT / "schema").glob("*.sql")}
+    assert "ollama-mcp = ollama_mcp.__main__:main" in entry_points
+    for line in ("Requires-Python: >=3.11", "License-Expression: MIT", "Description-Content-Type: text/markdown",
+                 "Project-URL: Homepage,", "Classifier: Programming Language :: Python :: 3.13", "Requires-Dist: mcp<3,>=2.3"):
+        assert line in metadata, line
+    assert "# ollama-mcp" in metadata  # the README is the long description
+    assert any(n.endswith("licenses/LICENSE") for n in names) and "ollama_mcp/py.typed" in names
