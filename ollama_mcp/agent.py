@@ -25,7 +25,7 @@ import anyio
 from ollama_mcp.domain import AuditRow, utc_now
 from ollama_mcp.errors import InvalidInputError, OllamaMcpError
 from ollama_mcp.inputs import MAX_QUERY_CHARS, text
-from ollama_mcp.lifecycle import ConversationLifecycle, recall_block
+from ollama_mcp.lifecycle import ConversationLifecycle, as_chat_message, recall_block
 from ollama_mcp.ollama_client import OllamaClient, ToolCall
 
 log = logging.getLogger(__name__)
@@ -286,7 +286,10 @@ class Agent:
         recalled = []
         if conversation_id is not None:
             built = await self.lifecycle.build_context(conversation_id, CONTEXT_TOKENS, query=question)
-            history = [m for m in built.messages if not m["content"].startswith("Memories recalled")]
+            # The recalled memories go into the system prompt (as data); the rest is the conversation.
+            history = ([{"role": "system", "content": built.summary}] if built.summary else []) + [
+                as_chat_message(m) for m in built.recent
+            ]
             recalled = built.recalled
         else:
             recalled = [h.memory for h in (await self.service.search_all_conversations(question, top_k=5)).hits]

@@ -66,9 +66,13 @@ class BuiltContext:
 
     messages: list[dict[str, str]]
     tokens: int
-    summary_included: bool
+    summary: str | None  # the rolling summary's message text, when it fit
     recalled: list[Memory]
     recent: list[Memory]
+
+    @property
+    def summary_included(self) -> bool:
+        return self.summary is not None
 
 
 class ConversationLifecycle:
@@ -209,7 +213,7 @@ class ConversationLifecycle:
         if recalled:
             messages.append({"role": "system", "content": recall_block(recalled)})
         messages.extend(as_chat_message(m) for m in kept)
-        return BuiltContext(messages, used, summary_text is not None, recalled, kept)
+        return BuiltContext(messages, used, summary_text, recalled, kept)
 
     # -- summaries and compaction (jobs) ----------------------------------------------------------
 
