@@ -169,6 +169,8 @@ class MemoryDeleted(BaseModel):
 
 
 class AgentReply(BaseModel):
+    """The MCP shape of ``agent.AgentAnswer`` (the audit's request id stays server-side)."""
+
     conversation_id: str
     response: str
     tools_used: list[str]

@@ -65,6 +65,9 @@ def test_the_inspector_cli_lists_and_calls_every_tool(db_path: Path, fake_ollama
     assert updated["previous_id"] == stored["memory_id"] and updated["memory_id"] != stored["memory_id"]
     exported = tool(db_path, fake_ollama, "export_conversation", conversation_id=conv)
     assert "The Inspector fixed this" in exported["markdown"] and f"replaced by {updated['memory_id']}" in exported["markdown"]
+    # The fake chat model answers "ok" without calling tools: one step, question and answer saved.
+    asked = tool(db_path, fake_ollama, "ask_agent", query="what did the Inspector store?", conversation_id=conv)
+    assert (asked["response"], asked["steps"], asked["conversation_id"]) == ("ok", 1, conv)
     ended = tool(db_path, fake_ollama, "end_conversation", conversation_id=conv)
     assert ended["status"] == "completed" and ended["summary_status"] == "pending"
     assert tool(db_path, fake_ollama, "delete_memory", memory_id=updated["memory_id"])["deleted"] is True
