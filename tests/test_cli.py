@@ -140,3 +140,24 @@ def test_doctor_warns_about_a_missing_chat_model_without_failing(tmp_path: Path,
     done = run(db, fake_ollama, "doctor")
     assert done.returncode == 0, done.stdout
     assert "warn chat         chat model 'qwen2.5:3b' (summaries and ask_agent) is not pulled; run `ollama pull qwen2.5:3b`" in done.stdout
+
+
+def test_the_progress_line_shows_count_percent_and_eta_on_a_terminal_only() -> None:
+    import io
+
+    from ollama_mcp.admin import ProgressLine
+
+    class Terminal(io.StringIO):
+        def isatty(self) -> bool:
+            return True
+
+    screen, pipe = Terminal(), io.StringIO()
+    for stream in (screen, pipe):
+        line = ProgressLine("embedding with m", 200, stream)
+        line.started -= 10  # ten seconds in
+        line.update(50)
+        line.update(200)
+        line.close()
+    assert "\rembedding with m 50/200 (25%) ETA 30s" in screen.getvalue()
+    assert "200/200 (100%) ETA 0s" in screen.getvalue() and screen.getvalue().endswith("\n")
+    assert pipe.getvalue() == ""
