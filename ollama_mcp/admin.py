@@ -85,8 +85,8 @@ async def reembed(settings: Settings, model: str | None, force: bool) -> tuple[i
     async with open_app(chosen, background=False) as app:
         service = app.service
         if force:
-            await service.store.delete_vectors(chosen.embed_model)
-        total = await service.store.pending_count(chosen.embed_model)
+            await service.forget_vectors()
+        total = await service.pending_count()
         progress = ProgressLine(f"embedding with {chosen.embed_model}", total)
         done = 0
         try:
@@ -99,7 +99,7 @@ async def reembed(settings: Settings, model: str | None, force: bool) -> tuple[i
                 progress.update(min(done, total))
         finally:
             progress.close()
-        left = await service.store.pending_count(chosen.embed_model)
+        left = await service.pending_count()
         if left:
             raise OllamaMcpError(
                 f"{left:,} memories could not be embedded with {chosen.embed_model!r}; run `ollama-mcp doctor`."

@@ -22,7 +22,7 @@ from typing import Any, Literal
 
 import anyio
 
-from ollama_mcp.domain import AuditRow, utc_now
+from ollama_mcp.domain import AgentAnswer, AuditRow, utc_now
 from ollama_mcp.errors import InvalidInputError, OllamaMcpError
 from ollama_mcp.inputs import MAX_QUERY_CHARS, text
 from ollama_mcp.lifecycle import ConversationLifecycle, as_chat_message, recall_block
@@ -79,17 +79,6 @@ TOOLS: dict[str, AgentTool] = {t.name: t for t in (
     AgentTool("end_conversation", "End a conversation. Needs the user's confirmation.",
               _params(["conversation_id"], conversation_id=("string", "The id of the conversation.")), "high"),
 )}
-
-
-@dataclass
-class AgentAnswer:
-    conversation_id: str
-    response: str
-    tools_used: list[str]
-    steps: int
-    model: str
-    note: str | None = None
-    request_id: str = ""
 
 
 @dataclass
@@ -163,7 +152,7 @@ class Agent:
         await self.lifecycle.add_message(conversation, "user", question, actor="user")
         await self.lifecycle.add_message(conversation, "assistant", answer, actor=f"agent:{self.model}")
         await self._write_audit(run)
-        return AgentAnswer(conversation, answer, run.tools_used, run.steps, self.model, note, run.request_id)
+        return AgentAnswer(conversation, answer, run.tools_used, run.steps, self.model, note)
 
     # -- the loop ---------------------------------------------------------------------------------
 

@@ -156,3 +156,15 @@ class AuditRow:
     outcome: str
     duration_ms: float
     created_at: str
+
+
+@dataclass(frozen=True)
+class AgentAnswer:
+    """What one ask_agent call produced."""
+
+    conversation_id: str
+    response: str
+    tools_used: list[str]
+    steps: int
+    model: str
+    note: str | None = None

@@ -326,16 +326,6 @@ class ConversationLifecycle:
                 log.warning("retention sweep postponed: %s", exc)
             await anyio.sleep(interval)
 
-    async def delete_conversation(self, conversation_id: object) -> int:
-        """Delete one conversation and everything of it now; returns how many memories went."""
-        target = inputs.conversation_id("conversation_id", conversation_id)
-        if target is None:
-            raise InvalidInputError("conversation_id", "is required", "pass the conversation to delete")
-        seqs = await self.store.delete_conversation(target)
-        await self.service.index.remove(seqs)
-        return len(seqs)
-
-
     # -- export and import ------------------------------------------------------------------------
 
     async def export_conversation(self, conversation_id: object, format: object = "markdown", page: object = 1) -> Export:

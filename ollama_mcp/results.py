@@ -7,6 +7,7 @@ from typing import Any, Literal
 from pydantic import BaseModel
 
 from ollama_mcp.domain import (
+    AgentAnswer,
     Conversation,
     EndedConversation,
     Export,
@@ -169,11 +170,16 @@ class MemoryDeleted(BaseModel):
 
 
 class AgentReply(BaseModel):
-    """The MCP shape of ``agent.AgentAnswer`` (the audit's request id stays server-side)."""
-
     conversation_id: str
     response: str
     tools_used: list[str]
     steps: int
     model: str
     note: str | None = None
+
+    @classmethod
+    def of(cls, a: AgentAnswer) -> AgentReply:
+        return cls(
+            conversation_id=a.conversation_id, response=a.response, tools_used=a.tools_used, steps=a.steps,
+            model=a.model, note=a.note,
+        )

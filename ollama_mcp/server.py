@@ -342,10 +342,7 @@ def build_server(settings: Settings) -> MCPServer:
             answer = await app.agent.ask(
                 query, conversation_id, confirm=_confirmer(ctx), progress=ctx.report_progress
             )
-            return _reply(AgentReply(
-                conversation_id=answer.conversation_id, response=answer.response, tools_used=answer.tools_used,
-                steps=answer.steps, model=answer.model, note=answer.note,
-            ))
+            return _reply(AgentReply.of(answer))
 
     @server.resource("memory://conversations", mime_type="text/markdown", description="The latest conversations.")
     async def conversations_resource() -> str:

@@ -73,12 +73,12 @@ class MemoryService:
         *,
         max_content_chars: int,
         backfill_max_delay: float = 60.0,
+        jobs: JobRunner,
         tuning: SearchTuning | None = None,
-        jobs: JobRunner | None = None,
         summaries: bool = False,
     ) -> None:
         self.store = store
-        self.jobs = jobs or JobRunner(store)
+        self.jobs = jobs
         self._summaries = summaries  # a chat model is configured to write missing summaries
         self.embedder = embedder
         self.index = VectorIndex(store, embedder.model)
@@ -301,6 +301,16 @@ class MemoryService:
         return await self._run_search(
             query, None, top_k, threshold, tags, since, until, include_messages, include_superseded
         )
+
+    async def pending_count(self) -> int:
+        """Memories still lacking a vector of this service's model."""
+        return await self.store.pending_count(self.model)
+
+    async def forget_vectors(self) -> None:
+        """Drop every vector of this service's model: everything becomes pending (reembed --force)."""
+        await self.store.delete_vectors(self.model)
+        self.index.mark_dirty()  # the refresh sees the lower row count and rebuilds
+        self._backfill_cursor = 0
 
     # -- background -----------------------------------------------------------------------------
 

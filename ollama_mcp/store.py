@@ -241,11 +241,7 @@ class Store:
                 conv = memory.conversation_id
                 if conv not in recent:
                     await _status(conn, conv)  # raises if the conversation does not exist
-                    earlier = await (await conn.execute(
-                        "SELECT content FROM memories WHERE conversation_id = ? AND kind != 'summary'"
-                        " ORDER BY seq DESC LIMIT ?", (conv, CONTEXT_NEIGHBOURS),
-                    )).fetchall()
-                    recent[conv] = [row[0] for row in reversed(earlier)]
+                    recent[conv] = await _earlier_contents(conn, conv)
                     hashes = [content_hash(m.content) for m in memories if m.conversation_id == conv]
                     existing = await (await conn.execute(
                         "SELECT content_hash FROM memories WHERE conversation_id = ? AND kind = 'note' AND superseded_by IS NULL"
@@ -464,11 +460,7 @@ class Store:
                  conversation.expires_at),
             )
             new_conversation = cursor.rowcount > 0
-            earlier = await (await conn.execute(
-                "SELECT content FROM memories WHERE conversation_id = ? AND kind != 'summary'"
-                " ORDER BY seq DESC LIMIT ?", (conversation.id, CONTEXT_NEIGHBOURS),
-            )).fetchall()
-            recent = [row[0] for row in reversed(earlier)]
+            recent = await _earlier_contents(conn, conversation.id)
             rows = []
             for m in memories:
                 context = m.content
@@ -579,10 +571,6 @@ class Store:
                 "UPDATE jobs SET state = 'done', lease_until = NULL, finished_at = ? WHERE id = ?", (now, job.id)
             )
 
-    async def job_counts(self) -> dict[str, int]:
-        rows = await self._fetchall("SELECT state, count(*) FROM jobs GROUP BY state", (), "count background work")
-        return {row[0]: int(row[1]) for row in rows}
-
     # -- agent audit ------------------------------------------------------------------------------
 
     async def insert_audit(self, rows: Sequence[AuditRow]) -> None:
@@ -595,13 +583,6 @@ class Store:
                 [(r.request_id, r.conversation_id, r.step, r.tool, r.arguments_digest, r.risk, r.decision,
                   r.outcome, r.duration_ms, r.created_at) for r in rows],
             )
-
-    async def audit(self, request_id: str) -> list[AuditRow]:
-        rows = await self._fetchall(
-            "SELECT request_id, conversation_id, step, tool, arguments_digest, risk, decision, outcome, duration_ms,"
-            " created_at FROM agent_audit WHERE request_id = ? ORDER BY id", (request_id,), "read the agent audit",
-        )
-        return [AuditRow(*row) for row in rows]
 
     # -- retention --------------------------------------------------------------------------------
 
@@ -866,12 +847,18 @@ async def _enqueue(conn: aiosqlite.Connection, kind: JobKind, conversation_id: s
 
 async def _context(conn: aiosqlite.Connection, conversation_id: str, content: str, before_seq: int | None) -> str:
     """``content`` preceded by the (clipped) memories just before it in its conversation."""
+    return compose_context(await _earlier_contents(conn, conversation_id, before_seq), content)
+
+
+async def _earlier_contents(conn: aiosqlite.Connection, conversation_id: str, before_seq: int | None = None) -> list[str]:
+    """The texts of the CONTEXT_NEIGHBOURS memories before ``before_seq`` (default: the latest),
+    oldest first; summaries are not part of anyone's context."""
     rows = await (await conn.execute(
         "SELECT content FROM memories WHERE conversation_id = ? AND kind != 'summary' AND seq < ?"
         " ORDER BY seq DESC LIMIT ?",
         (conversation_id, before_seq if before_seq is not None else 2**62, CONTEXT_NEIGHBOURS),
     )).fetchall()
-    return compose_context([row[0] for row in reversed(rows)], content)
+    return [row[0] for row in reversed(rows)]
 
 
 def compose_context(earlier: Sequence[str], content: str) -> str:
