@@ -1,6 +1,6 @@
 """The composition root: builds store → Ollama clients → embedder, summarizer → service → lifecycle → agent,
-runs the background work (embedding backfill, jobs, retention sweep), and closes everything in
-reverse order."""
+runs the background work (embedding backfill, jobs, retention sweep, keyword index upkeep), and
+closes everything in reverse order."""
 
 from __future__ import annotations
 
@@ -67,6 +67,7 @@ async def open_app(
                 tasks.start_soon(service.run_backfill)
                 tasks.start_soon(jobs.run_forever)
                 tasks.start_soon(lifecycle.run_retention, settings.retention_interval)
+                tasks.start_soon(service.run_upkeep, settings.upkeep_interval, settings.upkeep_min_new)
             try:
                 yield App(settings, service, lifecycle, agent)
             except Exception as exc:  # re-raised below as itself, not wrapped in an ExceptionGroup

@@ -51,6 +51,9 @@ class Settings:
     job_max_delay: float = 300.0
     job_lease: float = 30.0
     retention_interval: float = 3600.0
+    # Keyword index upkeep: checked this often, merged when this many memories arrived since.
+    upkeep_interval: float = 60.0
+    upkeep_min_new: int = 64
     # ask_agent
     agent_model: str | None = None  # None: the chat model
     agent_max_steps: int = 5

@@ -14,7 +14,7 @@ import numpy as np
 
 from ollama_mcp.domain import Facet, SearchFilters, SearchHit
 from ollama_mcp.store import KIND_CODES, Store
-from ollama_mcp.vectors import Ranking, Scope, VectorIndex
+from ollama_mcp.vectors import Scope, VectorIndex
 
 _WORD = re.compile(r"\w+", re.UNICODE)
 MAX_QUERY_TERMS = 64
@@ -74,12 +74,18 @@ def fts_any(terms: Sequence[str]) -> str | None:
 
 
 
-def fts_phrase(text: str) -> str | None:
-    """An FTS5 phrase matching the words of ``text`` in order (two words at least), else None."""
+def fts_phrase(text: str, required: Sequence[str] = ()) -> str | None:
+    """An FTS5 phrase matching the words of ``text`` in order (two words at least), else None.
+
+    ``required`` words (some of the phrase's own) are ANDed to it: that matches the same memories,
+    but FTS5 then checks word positions only where the rare words meet, instead of in every memory
+    holding "the" (2.5x faster at 100k memories).
+    """
     words = [word.lower() for word in _WORD.findall(text)][:MAX_QUERY_TERMS]
     if len(words) < 2:
         return None
-    return '"' + " ".join(words) + '"'
+    own = set(words)
+    return " AND ".join(['"' + " ".join(words) + '"', *('"' + w + '"' for w in required if w in own)])
 
 
 def fuse(ranked_lists: Sequence[tuple[float, Sequence[int]]], *, k: int) -> list[tuple[int, float]]:
@@ -122,9 +128,10 @@ class HybridSearch:
     ) -> list[SearchHit]:
         tuning = self.tuning
         depth = max(tuning.min_depth, top_k * 4)
-        ranking: Ranking | None = None
 
         exact, keyword, keyword_context = await self._keywords(query, filters, top_k, depth)
+        by_meaning: list[int] = []
+        similarity: dict[int, float] = {}
         if query_vector is not None:
             # After the keyword queries, not beside them: on two cores the matrix product (BLAS
             # uses both) and SQLite only slow each other down.
@@ -136,23 +143,24 @@ class HybridSearch:
                 memory_seqs=frozenset(await self._store.filtered_seqs(filters)) if needs_sql_filter else None,
                 excluded_seqs=frozenset() if filters.include_superseded else await self._store.superseded_seqs(),
             )
-            ranking = await self._index.rank(query_vector, depth, scope)
-
-        vector = [seq for seq, _ in ranking.content] if ranking else []
-        vector_context = [seq for seq, _ in ranking.context] if ranking else []
+            ranking = await self._index.rank(query_vector, depth, scope, candidates=[*exact, *keyword, *keyword_context])
+            by_meaning = [seq for seq, _ in ranking.ranked]
+            similarity = ranking.similarity
+        # Every candidate, however found, re-ranked by the meaning of its own text: precise where
+        # a memory's neighbours say little about it (standalone notes).
+        candidates = dict.fromkeys([*exact, *keyword, *keyword_context, *by_meaning])
+        by_content = sorted((seq for seq in candidates if seq in similarity), key=lambda seq: -similarity[seq])
         fused_scores = fuse(
             [
                 (tuning.keyword_weight, keyword),
                 (tuning.keyword_context_weight, keyword_context),
-                (tuning.vector_weight, vector),
-                (tuning.vector_context_weight, vector_context),
+                (tuning.vector_weight, by_content[:depth]),
+                (tuning.vector_context_weight, by_meaning),
             ],
             k=tuning.rrf_k,
         )
         # Memories that contain the query word for word come first, whatever the fusion says.
         order = [(seq, float("inf")) for seq in exact] + [(seq, s) for seq, s in fused_scores if seq not in exact]
-        # Every candidate reports its content similarity, however it was found.
-        similarity = ranking.similarities(seq for seq, _ in order[: max(top_k * 4, 50)]) if ranking else {}
         fused = [Ranked(seq, score, similarity.get(seq)) for seq, score in order]
         if threshold is not None:
             # The threshold is on meaning: exact matches, and keyword matches with no vector yet
@@ -171,7 +179,8 @@ class HybridSearch:
     ) -> tuple[list[int], list[int], list[int]]:
         """(exact phrase matches, BM25 over content, BM25 over context), each best first."""
         searches: list[tuple[str, Facet, int]] = []
-        phrase, match = fts_phrase(query), fts_any(await self._informative_terms(query_terms(query)))
+        terms = await self._informative_terms(query_terms(query))
+        phrase, match = fts_phrase(query, terms), fts_any(terms)
         if phrase:
             searches.append((phrase, "content", top_k))
         if match:

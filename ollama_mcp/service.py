@@ -90,6 +90,7 @@ class MemoryService:
         self._wake = anyio.Event()
         self._model_dim: int | None = None
         self._backfill_cursor = 0  # the last seq the backfill embedded in its current pass
+        self._merged_at = 0  # the memory count when this process last merged the keyword index
 
     @property
     def model(self) -> str:
@@ -337,6 +338,27 @@ class MemoryService:
             delay = 1.0
             if not progressed:
                 await self._sleep_or_wake(BACKFILL_POLL_SECONDS)
+
+    async def run_upkeep(self, interval: float, min_new: int) -> None:
+        """Every ``interval`` seconds, merge the keyword index if ``min_new`` memories arrived
+        since the last merge; cancel to stop."""
+        while True:
+            await anyio.sleep(interval)
+            try:
+                await self.merge_keyword_index(min_new)
+            except OllamaMcpError as exc:  # e.g. another process held the write lock throughout
+                log.warning("keyword index upkeep postponed: %s", exc)
+
+    async def merge_keyword_index(self, min_new: int = 0) -> bool:
+        """Merge the keyword index into one segment if ``min_new`` memories (stored by any
+        process) arrived since this process last did; returns whether it merged."""
+        count = await self.store.approximate_memory_count()
+        if count == self._merged_at or count - self._merged_at < min_new:
+            return False
+        await self.store.merge_keyword_indexes()
+        self._merged_at = count
+        log.debug("merged the keyword index at %d memories", count)
+        return True
 
     async def backfill_once(self) -> int:
         """Embed one batch of pending memories; returns how many were embedded.

@@ -1,7 +1,12 @@
 """The in-memory float32 matrices of one model's vectors: lazy load, incremental refresh, top-k.
 
 The matrices mirror ``memory_embeddings`` for one model, one matrix per facet (a memory's own
-text, and its context). They are loaded on the first search and then kept current cheaply:
+text, and its context). A search multiplies the query with the context matrix only, plus the
+own vectors of the few memories that have no context vector yet; own (content) vectors are
+looked up per candidate, for the similarity a hit reports and for re-ranking the candidates.
+Ranking by context alone is what bench/locomo.py measured as good as ranking by both (and it
+halves the work of every search: bench/README.md). The matrices are loaded on the first search
+and then kept current cheaply:
 rows this process writes are fetched by id (ids only grow), and ``PRAGMA data_version``
 reveals commits by other processes (Claude Desktop often runs two copies of a server on one
 file). When the row count disagrees with the database after that fetch, something was deleted
@@ -27,30 +32,19 @@ from ollama_mcp.store import FACET_CODES, KIND_CODES, Store, VectorBatch
 # otherwise crowd the top-k with duplicates of themselves.
 _OVERFETCH = 4
 BLOCK_ROWS = 8192
+_CONTENT, _CONTEXT = FACET_CODES["content"], FACET_CODES["context"]
 
 
 @dataclass(frozen=True)
 class Ranking:
-    """Per facet, the best memories as (seq, similarity); ``similarities`` gives any memory's
-    content similarity to the query (a memory's similarity is that of its best chunk)."""
+    """The best memories by meaning, as (seq, score), and the content similarity to the query of
+    those and of every other candidate asked for (a memory's similarity is its best chunk's)."""
 
-    content: list[tuple[int, float]]
-    context: list[tuple[int, float]]
-    _seqs: np.ndarray
-    _content_scores: np.ndarray
-
-    def similarities(self, seqs: Iterable[int]) -> dict[int, float]:
-        found = dict(self.content)
-        wanted = np.fromiter(set(seqs) - found.keys(), dtype=np.int64)
-        if wanted.size:
-            for row in np.nonzero(np.isin(self._seqs, wanted, kind="table"))[0]:  # O(rows), not O(rows x wanted)
-                seq, score = int(self._seqs[row]), float(self._content_scores[row])
-                if score != -np.inf and score > found.get(seq, -np.inf):
-                    found[seq] = score
-        return found
+    ranked: list[tuple[int, float]]
+    similarity: dict[int, float]
 
 
-_EMPTY = Ranking([], [], np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.float32))
+_EMPTY = Ranking([], {})
 
 
 @dataclass(frozen=True)
@@ -77,6 +71,7 @@ class _Matrix:
         # Row counts per conversation and per kind: a scope that covers every row needs no mask.
         self.per_conversation: Counter[int] = Counter()
         self.per_kind: Counter[int] = Counter()
+        self.rows_of: dict[int, list[int]] = {}  # memory seq -> its rows (one per chunk)
 
     def append(self, row_id: int, seq: int, conv: int, kind: int, blob: bytes) -> None:
         i = self.n
@@ -91,6 +86,7 @@ class _Matrix:
         self.ids[i], self.seqs[i], self.convs[i], self.kinds[i] = row_id, seq, conv, kind
         self.per_conversation[conv] += 1
         self.per_kind[kind] += 1
+        self.rows_of.setdefault(seq, []).append(i)
         self.n += 1
 
     def remove(self, memory_seqs: np.ndarray) -> None:
@@ -110,6 +106,9 @@ class _Matrix:
             array[: len(keep)] = array[keep]
         self.n = len(keep)
         del self.blocks[-(-self.n // BLOCK_ROWS):]  # blocks past the last used row
+        self.rows_of = {}
+        for row, seq in enumerate(self.seqs[: self.n].tolist()):
+            self.rows_of.setdefault(seq, []).append(row)
 
     def scores(self, query: np.ndarray, scope: Scope) -> np.ndarray:
         """Cosine similarity of every row to ``query``; -inf outside ``scope``."""
@@ -125,39 +124,44 @@ class _Matrix:
             np.copyto(scores, -np.inf, where=~mask)
         return scores
 
-    def top(self, scores: np.ndarray, k: int) -> list[tuple[int, float]]:
-        """The ``k`` best memories (each once, by its best row) as (seq, score)."""
-        if self.n == 0:
-            return []
-        want = min(self.n, k * _OVERFETCH)
-        top = np.argpartition(-scores, want - 1)[:want] if want < self.n else np.arange(self.n)
-        top = top[np.argsort(-scores[top], kind="stable")]
-        ranked: list[tuple[int, float]] = []
-        seen: set[int] = set()
-        for row in top:
-            score = float(scores[row])
-            if score == -np.inf or len(ranked) == k:
-                break
-            seq = int(self.seqs[row])
-            if seq not in seen:
-                seen.add(seq)
-                ranked.append((seq, score))
-        return ranked
+    def scores_at(self, query: np.ndarray, rows: np.ndarray, scope: Scope) -> np.ndarray:
+        """Like ``scores``, for the given rows only."""
+        scores = self._gather(rows) @ query
+        mask = self._mask(scope, rows)
+        if mask is not None:
+            np.copyto(scores, -np.inf, where=~mask)
+        return scores
 
-    def _mask(self, scope: Scope) -> np.ndarray | None:
+    def similarities(self, query: np.ndarray, seqs: Iterable[int]) -> dict[int, float]:
+        """The similarity of each of ``seqs`` that has rows here, by its best row."""
+        owners = [(seq, row) for seq in set(seqs) for row in self.rows_of.get(seq, ())]
+        if not owners:
+            return {}
+        scores = (self._gather(np.fromiter((row for _, row in owners), dtype=np.int64)) @ query).tolist()
+        found: dict[int, float] = {}
+        for (seq, _), score in zip(owners, scores, strict=True):
+            if score > found.get(seq, -np.inf):
+                found[seq] = score
+        return found
+
+    def _mask(self, scope: Scope, rows: np.ndarray | None = None) -> np.ndarray | None:
+        """Which rows (all, or ``rows``) are in ``scope``; None when all are."""
+        whole = rows is None
+        pick = slice(0, self.n) if rows is None else rows
+        seqs, convs, kinds = self.seqs[pick], self.convs[pick], self.kinds[pick]
         masks = []
-        if scope.conversation_key is not None and self.per_conversation[scope.conversation_key] != self.n:
-            masks.append(self.convs[: self.n] == scope.conversation_key)
-        if scope.kind_codes is not None and sum(self.per_kind[k] for k in set(scope.kind_codes)) != self.n:
+        if scope.conversation_key is not None and not (whole and self.per_conversation[scope.conversation_key] == self.n):
+            masks.append(convs == scope.conversation_key)
+        if scope.kind_codes is not None and not (whole and sum(self.per_kind[k] for k in set(scope.kind_codes)) == self.n):
             allowed = np.zeros(max(KIND_CODES.values()) + 1, dtype=bool)
             allowed[list(scope.kind_codes)] = True
-            masks.append(allowed[self.kinds[: self.n]])
+            masks.append(allowed[kinds])
         if scope.memory_seqs is not None:
             wanted = np.fromiter(scope.memory_seqs, dtype=np.int64)
-            masks.append(np.isin(self.seqs[: self.n], wanted, kind="table") if wanted.size else np.zeros(self.n, bool))
+            masks.append(np.isin(seqs, wanted, kind="table") if wanted.size else np.zeros(len(seqs), bool))
         if scope.excluded_seqs:
             unwanted = np.fromiter(scope.excluded_seqs, dtype=np.int64)
-            masks.append(~np.isin(self.seqs[: self.n], unwanted, kind="table"))
+            masks.append(~np.isin(seqs, unwanted, kind="table"))
         if not masks:
             return None
         mask = masks[0]
@@ -191,6 +195,14 @@ class VectorIndex:
         """Rows held, over both facets."""
         return sum(m.n for m in self._matrices.values())
 
+    @property
+    def ranked_rows(self) -> int:
+        """Rows a search multiplies the query with: the context vectors, and the own vectors of
+        memories that have no context vector yet."""
+        context = self._matrices.get(_CONTEXT, _NO_ROWS).n
+        content = self._matrices.get(_CONTENT, _NO_ROWS)
+        return context + sum(len(content.rows_of.get(seq, ())) for seq in self._uncovered)
+
     def mark_dirty(self) -> None:
         """This process wrote vectors: fetch them (by id) before the next search."""
         self._dirty = True
@@ -203,6 +215,12 @@ class VectorIndex:
                 for code, matrix in self._matrices.items():
                     if facet is None or code == FACET_CODES[facet]:
                         matrix.remove(seqs)
+                content = self._matrices.get(_CONTENT)
+                for seq in seqs.tolist():
+                    if facet == "context" and content is not None and seq in content.rows_of:
+                        self._uncovered.add(seq)  # ranked by its own vector until the new context's arrives
+                    else:
+                        self._uncovered.discard(seq)
 
     async def refresh(self) -> None:
         """Bring the matrices up to date with the database (cheap when nothing changed)."""
@@ -219,8 +237,9 @@ class VectorIndex:
             self._loaded = True
             self._data_version = version
 
-    async def rank(self, query: np.ndarray, k: int, scope: Scope) -> Ranking:
-        """The ``k`` best memories in ``scope`` by content and by context; call ``refresh`` first.
+    async def rank(self, query: np.ndarray, k: int, scope: Scope, candidates: Iterable[int] = ()) -> Ranking:
+        """The ``k`` best memories in ``scope`` by meaning, with the content similarity of those and
+        of ``candidates`` (found otherwise, e.g. by keywords); call ``refresh`` first.
 
         Runs in a worker thread (numpy releases the GIL, so the event loop keeps serving other
         requests); the lock keeps refreshes and removals out while the thread reads.
@@ -229,7 +248,9 @@ class VectorIndex:
             if self.size == 0:
                 return _EMPTY
             self.check_dimension(query)
-            return await anyio.to_thread.run_sync(self._rank, query.astype(np.float32, copy=False), k, scope)
+            return await anyio.to_thread.run_sync(
+                self._rank, query.astype(np.float32, copy=False), k, scope, list(candidates)
+            )
 
     def check_dimension(self, vector: np.ndarray) -> None:
         if self.dim is not None and vector.size != self.dim:
@@ -240,20 +261,28 @@ class VectorIndex:
                 "model, or set OLLAMA_MCP_EMBED_MODEL to a new name so they are re-embedded)."
             )
 
-    def _rank(self, query: np.ndarray, k: int, scope: Scope) -> Ranking:
-        content = self._matrices.get(FACET_CODES["content"])
-        context = self._matrices.get(FACET_CODES["context"])
-        content_scores = content.scores(query, scope) if content else np.zeros(0, dtype=np.float32)
-        by_context = context.top(context.scores(query, scope), k) if context else []
-        if content is None:
-            return Ranking([], by_context, np.zeros(0, dtype=np.int64), content_scores)
-        return Ranking(content.top(content_scores, k), by_context, content.seqs[: content.n].copy(), content_scores)
+    def _rank(self, query: np.ndarray, k: int, scope: Scope, candidates: list[int]) -> Ranking:
+        content = self._matrices.get(_CONTENT)
+        context = self._matrices.get(_CONTEXT)
+        seqs: list[np.ndarray] = []
+        scores: list[np.ndarray] = []
+        if context is not None:
+            seqs.append(context.seqs[: context.n])
+            scores.append(context.scores(query, scope))
+        if content is not None and self._uncovered:
+            rows = np.fromiter((row for seq in self._uncovered for row in content.rows_of[seq]), dtype=np.int64)
+            seqs.append(content.seqs[rows])
+            scores.append(content.scores_at(query, rows, scope))
+        ranked = _top(np.concatenate(seqs), np.concatenate(scores), k) if len(seqs) > 1 else _top(seqs[0], scores[0], k)
+        similarity = content.similarities(query, [*candidates, *(seq for seq, _ in ranked)]) if content else {}
+        return Ranking(ranked, similarity)
 
     def _reset(self) -> None:
         self.dim: int | None = None
         self._matrices: dict[int, _Matrix] = {}
         self._skipped = 0
         self._max_id = 0
+        self._uncovered: set[int] = set()  # memories with an own vector but no context vector yet
 
     def _append(self, batch: VectorBatch) -> None:
         for row_id, seq, conv, kind, facet, dim, blob in zip(
@@ -270,6 +299,32 @@ class VectorIndex:
             if matrix is None:
                 matrix = self._matrices[facet] = _Matrix(dim)
             matrix.append(row_id, seq, conv, kind, blob)
+            if facet == _CONTEXT:
+                self._uncovered.discard(seq)
+            elif seq not in self._matrices.get(_CONTEXT, _NO_ROWS).rows_of:
+                self._uncovered.add(seq)
+
+
+def _top(seqs: np.ndarray, scores: np.ndarray, k: int) -> list[tuple[int, float]]:
+    """The ``k`` best memories (each once, by its best row) as (seq, score); -inf rows never."""
+    n = len(seqs)
+    if n == 0:
+        return []
+    want = min(n, k * _OVERFETCH)
+    top = np.argpartition(-scores, want - 1)[:want] if want < n else np.arange(n)
+    top = top[np.argsort(-scores[top], kind="stable")]
+    ranked: list[tuple[int, float]] = []
+    seen: set[int] = set()
+    for seq, score in zip(seqs[top].tolist(), scores[top].tolist(), strict=True):
+        if score == -np.inf or len(ranked) == k:
+            break
+        if seq not in seen:
+            seen.add(seq)
+            ranked.append((seq, score))
+    return ranked
+
+
+_NO_ROWS = _Matrix(0)
 
 
 def _grow(array: np.ndarray, capacity: int) -> np.ndarray:

@@ -3,14 +3,18 @@ keyword matches for memories still waiting for their vectors."""
 
 from __future__ import annotations
 
+import sqlite3
 from dataclasses import replace
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 
+import anyio
 import pytest
 
 from ollama_mcp.app import App, open_app
 from ollama_mcp.config import Settings
-from ollama_mcp.search import SearchTuning, fts_any, fuse, query_terms
+from ollama_mcp.search import SearchTuning, fts_any, fts_phrase, fuse, query_terms
+from tests.conftest import eventually
 from tests.fake_ollama import FakeModel, FakeOllama
 
 pytestmark = pytest.mark.anyio
@@ -32,6 +36,13 @@ def test_english_stop_words_are_left_out_of_keyword_queries_unless_nothing_else_
     assert fts_query("What did we decide about the queue?") == '"decide" OR "queue"'
     assert fts_query("who was it") == '"who" OR "was" OR "it"'
     assert fts_query("Wer hat die Datenbank gewählt") == '"wer" OR "hat" OR "die" OR "datenbank" OR "gewählt"'
+
+
+def test_an_exact_phrase_query_also_names_its_rare_words_and_never_words_outside_the_phrase() -> None:
+    # ANDing words the phrase holds anyway matches the same memories, only faster
+    assert fts_phrase("The red house", ["red", "house"]) == '"the red house" AND "red" AND "house"'
+    assert fts_phrase("the red house", ["elsewhere"]) == '"the red house"'
+    assert fts_phrase("single", ["single"]) is None
 
 
 def test_fusion_ranks_items_found_by_several_lists_first() -> None:
@@ -136,3 +147,43 @@ async def test_a_word_found_in_most_memories_is_left_out_of_a_query_that_has_rar
         assert [h.memory.content for h in outcome.hits] == ["the zeppelin arrives tuesday"]
         only_common = await svc.search_memories("project report", conv.id, top_k=3)
         assert only_common.hits and "project" in only_common.hits[0].memory.content  # nothing rarer: kept
+
+
+def _segments(db_path: Path, table: str) -> int:
+    """How many segments an FTS5 index is split into (each has rows in its %_idx table)."""
+    with sqlite3.connect(db_path) as conn:
+        return conn.execute(f"SELECT count(DISTINCT segid) FROM {table}_idx").fetchone()[0]
+
+
+async def test_merging_the_keyword_index_leaves_one_segment_and_every_memory_findable(app: App, db_path: Path) -> None:
+    svc = app.service
+    for i in range(12):  # one write transaction each, as a chat stores them
+        await svc.store_memory(f"note {i} about the harbour crane number {i * 7}")
+    assert _segments(db_path, "memories_fts") > 1 and _segments(db_path, "memory_contexts_fts") > 1
+    assert not await svc.merge_keyword_index(min_new=64)  # only 12 new: not yet
+    assert _segments(db_path, "memories_fts") > 1
+    assert await svc.merge_keyword_index()
+    assert _segments(db_path, "memories_fts") == 1 and _segments(db_path, "memory_contexts_fts") == 1
+    assert not await svc.merge_keyword_index()  # nothing new since
+    with sqlite3.connect(db_path) as conn:
+        for table in ("memories_fts", "memory_contexts_fts"):
+            conn.execute(f"INSERT INTO {table} ({table}) VALUES ('integrity-check')")  # raises if corrupt
+    for i in (0, 5, 11):
+        outcome = await svc.search_memories(f"crane number {i * 7}")
+        assert outcome.hits[0].memory.content == f"note {i} about the harbour crane number {i * 7}"
+
+
+async def test_the_server_merges_the_keyword_index_in_the_background_once_enough_memories_arrived(
+    settings: Settings, db_path: Path
+) -> None:
+    async with open_app(replace(settings, upkeep_interval=0.05, upkeep_min_new=6), background=True) as app:
+        for i in range(5):
+            await app.service.store_memory(f"first batch {i}")
+        await anyio.sleep(0.3)
+        assert _segments(db_path, "memories_fts") > 1  # 5 new: below the bar
+        await app.service.store_memory("the sixth")
+
+        async def merged() -> bool:
+            return _segments(db_path, "memories_fts") == 1
+
+        await eventually(merged)

@@ -97,10 +97,49 @@ async def _memory(store: Store, conversation_id: str, text: str) -> Memory:
     return stored
 
 
-def _row(seq: int, axis: int, dim: int = 8) -> EmbeddingRow:
+def _row(seq: int, axis: int, dim: int = 8, facet: str = "content") -> EmbeddingRow:
     vector = np.zeros(dim, dtype="<f4")
     vector[axis] = 1.0
-    return EmbeddingRow(seq, "content", 0, "m", vector.tobytes(), dim)
+    return EmbeddingRow(seq, facet, 0, "m", vector.tobytes(), dim)
+
+
+def _axis(axis: int, dim: int = 8) -> np.ndarray:
+    vector = np.zeros(dim, dtype=np.float32)
+    vector[axis] = 1.0
+    return vector
+
+
+async def test_search_ranks_by_context_vectors_and_by_own_vectors_only_where_no_context_vector_exists(
+    db_path: Path,
+) -> None:
+    store = await Store.open(db_path)
+    try:
+        conv = await store.create_conversation("44444444-4444-4444-8444-444444444444", None, {}, False, utc_now())
+        both, own_only = await _memory(store, conv.id, "both"), await _memory(store, conv.id, "own only")
+        await store.insert_embeddings([
+            _row(both.seq, 0), _row(both.seq, 1, facet="context"),  # own meaning 0, in context 1
+            _row(own_only.seq, 2),  # no context vector yet
+        ])
+        index = VectorIndex(store, "m")
+        await index.refresh()
+        assert index.size == 3 and index.ranked_rows == 2  # the query meets one row per memory
+        by_context = await _ranked(index, _axis(1), 5, Scope())
+        assert by_context.ranked[0] == (both.seq, pytest.approx(1.0))
+        assert by_context.similarity[both.seq] == pytest.approx(0.0)  # its own text is about something else
+        assert (await _ranked(index, _axis(2), 5, Scope())).ranked[0] == (own_only.seq, pytest.approx(1.0))
+        # its own vector never competes while it has a context vector, but still gives its similarity
+        by_own = await _ranked(index, _axis(0), 5, Scope(), candidates=[both.seq])
+        assert by_own.ranked[0][1] == pytest.approx(0.0) and by_own.similarity[both.seq] == pytest.approx(1.0)
+
+        await index.remove([both.seq], facet="context")  # its context was rewritten: falls back to its own
+        assert index.ranked_rows == 2
+        assert (await _ranked(index, _axis(0), 5, Scope())).ranked[0] == (both.seq, pytest.approx(1.0))
+        await store.insert_embeddings([_row(own_only.seq, 3, facet="context")])  # the backfill catches up
+        index.mark_dirty()
+        assert (await _ranked(index, _axis(3), 5, Scope())).ranked[0] == (own_only.seq, pytest.approx(1.0))
+        assert (await _ranked(index, _axis(2), 1, Scope())).ranked[0][1] == pytest.approx(0.0)
+    finally:
+        await store.aclose()
 
 
 async def test_vector_index_notices_inserts_and_deletes_made_by_another_connection(db_path: Path) -> None:
@@ -118,13 +157,13 @@ async def test_vector_index_notices_inserts_and_deletes_made_by_another_connecti
         await index.refresh()
         query = np.zeros(8, dtype=np.float32)
         query[1] = 1.0
-        ranked = (await _ranked(index, query, 5, Scope())).content
+        ranked = (await _ranked(index, query, 5, Scope())).ranked
         assert ranked[0] == (other.seq, pytest.approx(1.0))
 
         await theirs.delete_memory(other.id)  # and its delete
         await index.refresh()
         assert index.size == 1
-        assert [seq for seq, _ in (await _ranked(index, query, 5, Scope())).content] == [first.seq]
+        assert [seq for seq, _ in (await _ranked(index, query, 5, Scope())).ranked] == [first.seq]
     finally:
         await mine.aclose()
         await theirs.aclose()
@@ -191,20 +230,20 @@ async def test_vector_index_spanning_several_blocks_ranks_and_compacts_correctly
         assert index.size == 10
         query = np.zeros(8, dtype=np.float32)
         query[1] = 1.0
-        assert {seq for seq, _ in (await _ranked(index, query, 2, Scope())).content} == {seqs[1], seqs[9]}
+        assert {seq for seq, _ in (await _ranked(index, query, 2, Scope())).ranked} == {seqs[1], seqs[9]}
         await index.remove([seqs[0], seqs[1], seqs[5]])  # rows move across block boundaries
         assert index.size == 7
-        ranked = (await _ranked(index, query, 10, Scope())).content
+        ranked = (await _ranked(index, query, 10, Scope())).ranked
         assert ranked[0] == (seqs[9], pytest.approx(1.0))
         assert sorted(seq for seq, _ in ranked) == sorted(set(seqs) - {seqs[0], seqs[1], seqs[5]})
         query[:] = 0
         query[6] = 1.0
-        assert (await _ranked(index, query, 1, Scope())).content[0] == (seqs[6], pytest.approx(1.0))
+        assert (await _ranked(index, query, 1, Scope())).ranked[0] == (seqs[6], pytest.approx(1.0))
     finally:
         vectors.BLOCK_ROWS = old
         await store.aclose()
 
 
-async def _ranked(index: VectorIndex, query: np.ndarray, k: int, scope: Scope) -> Ranking:
+async def _ranked(index: VectorIndex, query: np.ndarray, k: int, scope: Scope, candidates: list[int] | None = None) -> Ranking:
     await index.refresh()
-    return await index.rank(query, k, scope)
+    return await index.rank(query, k, scope, candidates or [])
