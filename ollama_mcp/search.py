@@ -8,12 +8,12 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
 from ollama_mcp.domain import Facet, SearchFilters, SearchHit
-from ollama_mcp.store import KIND_CODES, Store
+from ollama_mcp.store import KIND_CODES, SearchReads, Store
 from ollama_mcp.vectors import Scope, VectorIndex
 
 _WORD = re.compile(r"\w+", re.UNICODE)
@@ -129,19 +129,21 @@ class HybridSearch:
         tuning = self.tuning
         depth = max(tuning.min_depth, top_k * 4)
 
-        exact, keyword, keyword_context = await self._keywords(query, filters, top_k, depth)
+        wants_vectors = query_vector is not None
+        reads = await self._reads(query, filters, top_k, depth, superseded=wants_vectors and not filters.include_superseded)
+        exact, keyword, keyword_context = reads.keyword_lists
         by_meaning: list[int] = []
         similarity: dict[int, float] = {}
         if query_vector is not None:
             # After the keyword queries, not beside them: on two cores the matrix product (BLAS
             # uses both) and SQLite only slow each other down.
-            await self._index.refresh()
+            await self._index.refresh(reads.data_version)
             needs_sql_filter = bool(filters.tags or filters.since or filters.until)
             scope = Scope(
                 conversation_key=conversation_key,
                 kind_codes=tuple(KIND_CODES[kind] for kind in filters.kinds),
                 memory_seqs=frozenset(await self._store.filtered_seqs(filters)) if needs_sql_filter else None,
-                excluded_seqs=frozenset() if filters.include_superseded else await self._store.superseded_seqs(),
+                excluded_seqs=reads.superseded,
             )
             ranking = await self._index.rank(query_vector, depth, scope, candidates=[*exact, *keyword, *keyword_context])
             by_meaning = [seq for seq, _ in ranking.ranked]
@@ -174,10 +176,9 @@ class HybridSearch:
             if r.seq in memories  # deleted by another process between ranking and reading
         ]
 
-    async def _keywords(
-        self, query: str, filters: SearchFilters, top_k: int, depth: int
-    ) -> tuple[list[int], list[int], list[int]]:
-        """(exact phrase matches, BM25 over content, BM25 over context), each best first."""
+    async def _reads(self, query: str, filters: SearchFilters, top_k: int, depth: int, *, superseded: bool) -> SearchReads:
+        """The database's part, in one trip: keyword_lists are (exact phrase matches, BM25 over
+        content, BM25 over context), each best first."""
         searches: list[tuple[str, Facet, int]] = []
         terms = await self._informative_terms(query_terms(query))
         phrase, match = fts_phrase(query, terms), fts_any(terms)
@@ -187,11 +188,12 @@ class HybridSearch:
             searches.append((match, "content", depth))
             if self.tuning.keyword_context_weight:
                 searches.append((match, "context", depth))
-        found = await self._store.keyword_search(searches, filters) if searches else []
+        reads = await self._store.search_reads(searches, filters, superseded=superseded)
+        found = list(reads.keyword_lists)
         exact = found.pop(0) if phrase else []
         keyword = found.pop(0) if match else []
         keyword_context = found.pop(0) if found else []
-        return exact, keyword, keyword_context
+        return replace(reads, keyword_lists=[exact, keyword, keyword_context])
 
     async def _informative_terms(self, terms: list[str]) -> list[str]:
         """``terms`` without those found in a large share of all memories (if any rarer remain)."""

@@ -78,6 +78,15 @@ class VectorBatch:
     vectors: list[bytes]
 
 
+@dataclass(frozen=True)
+class SearchReads:
+    """What a search reads from the database before ranking (``Store.search_reads``)."""
+
+    keyword_lists: list[list[int]]  # per keyword search asked for: memory seqs, best first
+    superseded: frozenset[int]  # memories replaced by a newer version (if asked for)
+    data_version: int  # PRAGMA data_version at the time of reading
+
+
 class Store:
     """The only owner of SQL. Open with ``await Store.open(path)``; close with ``aclose``."""
 
@@ -375,13 +384,6 @@ class Store:
                         changed.append(follower)
         return named, deleted, changed
 
-    async def superseded_seqs(self) -> frozenset[int]:
-        """Every memory replaced by a newer version (searches leave them out by default)."""
-        rows = await self._fetchall(
-            "SELECT seq FROM memories WHERE superseded_by IS NOT NULL", (), "read memory versions"
-        )
-        return frozenset(int(row[0]) for row in rows)
-
     async def messages(self, conversation_id: str, limit: int, before_seq: int | None = None) -> list[Memory]:
         """The latest ``limit`` messages before ``before_seq`` (default: all), oldest first."""
         rows = await self._fetchall(
@@ -610,16 +612,23 @@ class Store:
 
     # -- search ---------------------------------------------------------------------------------
 
-    async def keyword_search(
-        self, searches: Sequence[tuple[str, Facet, int]], filters: SearchFilters
-    ) -> list[list[int]]:
-        """For each (FTS5 expression, index, limit): memory seqs best first by BM25, in one query.
+    async def search_reads(
+        self, searches: Sequence[tuple[str, Facet, int]], filters: SearchFilters, *, superseded: bool
+    ) -> SearchReads:
+        """Everything a search reads before ranking, in one statement: for each (FTS5 expression,
+        index, limit) the memory seqs best first by BM25; with ``superseded``, every replaced
+        version; and the data version (for the vector index's freshness check).
 
-        The expressions must already be safe FTS5 syntax (see ``search.fts_query``).
+        One statement because each trip to the database thread costs about 0.1 ms, a tenth of a
+        search at 10k memories. The expressions must already be safe FTS5 syntax (see
+        ``search.fts_any``).
         """
         where, params = _filter_sql(filters)
         conditions = "".join(" AND " + w for w in where)
-        parts, args = [], []
+        parts = ["SELECT -2 AS list, data_version AS seq, 0 AS score FROM pragma_data_version"]
+        args: list[Any] = []
+        if superseded:
+            parts.append("SELECT -1, seq, 0 FROM memories WHERE superseded_by IS NOT NULL")
         for i, (match, facet, limit) in enumerate(searches):
             table = "memories_fts" if facet == "content" else "memory_contexts_fts"
             # CROSS JOIN keeps the index as the outer loop (a plan driven by memories would run
@@ -633,10 +642,16 @@ class Store:
             )
             args.extend([match, *params, limit])
         ranked: list[list[tuple[float, int]]] = [[] for _ in searches]
-        if parts:
-            for i, seq, rank in await self._fetchall(" UNION ALL ".join(parts), args, "search the keyword index"):
-                ranked[i].append((float(rank), int(seq)))
-        return [[seq for _, seq in sorted(found)] for found in ranked]
+        replaced: set[int] = set()
+        version = 0
+        for i, seq, score in await self._fetchall(" UNION ALL ".join(parts), args, "search the keyword index"):
+            if i >= 0:
+                ranked[i].append((float(score), int(seq)))
+            elif i == -1:
+                replaced.add(int(seq))
+            else:
+                version = int(seq)
+        return SearchReads([[seq for _, seq in sorted(found)] for found in ranked], frozenset(replaced), version)
 
     async def merge_keyword_indexes(self) -> None:
         """Merge each keyword index into one segment (FTS5 'optimize').
