@@ -129,7 +129,7 @@ class _Matrix:
 
     def scores_at(self, query: np.ndarray, rows: np.ndarray, scope: Scope) -> np.ndarray:
         """Like ``scores``, for the given rows only."""
-        scores = self._gather(rows) @ query
+        scores = self._dot_rows(rows, query)
         mask = self._mask(scope, rows)
         if mask is not None:
             np.copyto(scores, -np.inf, where=~mask)
@@ -140,7 +140,7 @@ class _Matrix:
         owners = [(seq, row) for seq in set(seqs) for row in self.rows_of.get(seq, ())]
         if not owners:
             return {}
-        scores = (self._gather(np.fromiter((row for _, row in owners), dtype=np.int64)) @ query).tolist()
+        scores = self._dot_rows(np.fromiter((row for _, row in owners), dtype=np.int64), query).tolist()
         found: dict[int, float] = {}
         for (seq, _), score in zip(owners, scores, strict=True):
             if score > found.get(seq, -np.inf):
@@ -176,8 +176,17 @@ class _Matrix:
         out = np.empty((len(rows), self.dim), dtype=np.float32)
         owners = rows // BLOCK_ROWS
         for block in np.unique(owners):
-            chosen = owners == block
+            chosen = np.nonzero(owners == block)[0]  # indices: a boolean mask on the left is 8x slower
             out[chosen] = self.blocks[int(block)][rows[chosen] % BLOCK_ROWS]
+        return out
+
+    def _dot_rows(self, rows: np.ndarray, query: np.ndarray) -> np.ndarray:
+        """``query``'s dot product with each of ``rows``, block by block (no gathered copy)."""
+        out = np.empty(len(rows), dtype=np.float32)
+        owners = rows // BLOCK_ROWS
+        for block in np.unique(owners):
+            chosen = np.nonzero(owners == block)[0]
+            out[chosen] = self.blocks[int(block)][rows[chosen] % BLOCK_ROWS] @ query
         return out
 
 
