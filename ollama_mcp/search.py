@@ -25,14 +25,16 @@ class SearchTuning:
     """The ranking's knobs; the defaults are what bench/locomo.py measured best (bench/README.md).
 
     Four ranked lists are fused: keywords in the memory's content, keywords in its context (the
-    content with the memories before it), and meaning of each. A weight of 0 leaves a list out.
+    content with the memories before it), meaning in context (context vectors ranked over the
+    whole store), and the meaning of the memory's own text (the candidates of the other lists
+    re-ranked by their own vectors). A weight of 0 leaves a list out.
     """
 
     rrf_k: int = 10  # reciprocal rank fusion: score = sum over lists of weight / (rrf_k + rank)
     keyword_weight: float = 1.0
     keyword_context_weight: float = 1.0
-    vector_weight: float = 1.0
-    vector_context_weight: float = 1.0
+    vector_weight: float = 1.0  # own vectors, re-ranking the candidates
+    vector_context_weight: float = 1.0  # context vectors, over the whole store
     min_depth: int = 50  # candidates each list contributes before fusion, at least
     # A query word found in more than this share of all memories (and in 500 at least) is left
     # out of the keyword query when the query has rarer words: BM25 gives it almost no weight,
@@ -129,14 +131,14 @@ class HybridSearch:
         tuning = self.tuning
         depth = max(tuning.min_depth, top_k * 4)
 
-        wants_vectors = query_vector is not None
-        reads = await self._reads(query, filters, top_k, depth, superseded=wants_vectors and not filters.include_superseded)
+        exclude_versions = query_vector is not None and not filters.include_superseded
+        reads = await self._reads(query, filters, top_k, depth, superseded=exclude_versions)
         exact, keyword, keyword_context = reads.keyword_lists
         by_meaning: list[int] = []
         similarity: dict[int, float] = {}
         if query_vector is not None:
-            # After the keyword queries, not beside them: on two cores the matrix product (BLAS
-            # uses both) and SQLite only slow each other down.
+            # After the keyword queries, not beside them: both are CPU-bound and BLAS already uses
+            # both cores (measured: no gain, bench/README.md).
             await self._index.refresh(reads.data_version)
             needs_sql_filter = bool(filters.tags or filters.since or filters.until)
             scope = Scope(
