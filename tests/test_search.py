@@ -187,3 +187,19 @@ async def test_the_server_merges_the_keyword_index_in_the_background_once_enough
             return _segments(db_path, "memories_fts") == 1
 
         await eventually(merged)
+
+
+async def test_a_memory_another_process_stored_is_found_by_meaning_at_once(
+    settings: Settings, fake_ollama: FakeOllama
+) -> None:
+    fake_ollama.concepts.update({"car": "vehicle", "automobile": "vehicle"})
+    async with open_app(settings, background=False) as mine, open_app(settings, background=False) as theirs:
+        await mine.service.store_memory("The cat sleeps on the sofa")
+        assert [h.memory.content for h in (await mine.service.search_all_conversations("car")).hits] != [
+            "I drive an automobile to work"
+        ]  # the index is loaded now, before the other process writes
+        await theirs.service.store_memory("I drive an automobile to work")
+        outcome = await mine.service.search_all_conversations("car")
+        # no shared word: only a refreshed vector index can find it
+        assert outcome.hits[0].memory.content == "I drive an automobile to work"
+        assert outcome.hits[0].similarity and outcome.hits[0].similarity > 0.3
