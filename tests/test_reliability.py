@@ -288,3 +288,33 @@ async def test_a_database_of_every_released_schema_opens_migrated_with_its_data(
         assert stored.embedding_status == "embedded"
     assert query(path, "SELECT max(version) FROM schema_migrations") == [(migrations()[-1].version,)]
     assert_consistent(path)
+
+
+async def test_merging_the_keyword_index_while_another_process_writes_loses_nothing(
+    db_path: Path, fake_ollama: FakeOllama
+) -> None:
+    settings = Settings.from_env({"OLLAMA_MCP_DB": str(db_path), "OLLAMA_HOST": fake_ollama.url})
+    async with open_app(settings, background=False) as merger, open_app(settings, background=False) as writer:
+        await merger.service.import_memories((await merger.service.init_conversation("bulk")).id,
+                                             [f"bulk memory {i} about topic {i % 17}" for i in range(3000)])
+        conv = await writer.service.init_conversation("chat")
+        written: list[str] = []
+
+        async def write() -> None:
+            for i in range(60):
+                written.append((await writer.service.store_memory(f"live note {i} of the chat", conv.id)).memory.id)
+
+        async def merge() -> None:
+            for _ in range(3):
+                await merger.service.merge_keyword_index()
+                await anyio.sleep(0.01)
+
+        async with anyio.create_task_group() as group:
+            group.start_soon(write)
+            group.start_soon(merge)
+        assert len(written) == 60
+        assert query(db_path, "SELECT count(*) FROM memories WHERE conversation_id = ?", conv.id) == [(60,)]
+        for i in (0, 31, 59):
+            found = await merger.service.search_memories(f"live note {i} of the chat", conv.id, top_k=1)
+            assert found.hits[0].memory.content == f"live note {i} of the chat"
+    assert_consistent(db_path)
