@@ -87,6 +87,17 @@ class SearchFilters:
 
 
 @dataclass(frozen=True)
+class Scope:
+    """Which memories a ranking may return (the filters resolved to keys); ``None`` fields do not
+    restrict."""
+
+    conversation_key: int | None = None
+    kind_codes: tuple[int, ...] | None = None
+    memory_seqs: frozenset[int] | None = None  # from SQL filters (tags, time) when present
+    excluded_seqs: frozenset[int] = frozenset()  # e.g. versions replaced by update_memory
+
+
+@dataclass(frozen=True)
 class SearchHit:
     memory: Memory
     score: float  # the fused ranking score (inf for exact phrase matches): only its order means anything

@@ -49,6 +49,13 @@ FACET_CODES: dict[str, int] = {"content": 0, "context": 1}
 CONTEXT_NEIGHBOURS = 2
 CONTEXT_NEIGHBOUR_CHARS = 1000
 _VECTOR_BATCH_ROWS = 4096
+# The keyword indexes' tokenizer (schema/0001_initial.sql): scratch tables that tokenize new
+# memories and query words for the in-memory keyword index use the same one.
+TOKENIZER = "porter unicode61 remove_diacritics 2"
+KEYWORD_TABLES: dict[int, str] = {FACET_CODES["content"]: "memories_fts", FACET_CODES["context"]: "memory_contexts_fts"}
+# memory_changes rows older than this many are pruned by the upkeep (a reader further behind
+# rebuilds its index).
+KEPT_CHANGES = 10_000
 
 # "This memory has no vector of model ?1 for the facet": pending embeddings, everywhere.
 _MISSING_VECTOR = (
@@ -85,6 +92,31 @@ class SearchReads:
     keyword_lists: list[list[int]]  # per keyword search asked for: memory seqs, best first
     superseded: frozenset[int]  # memories replaced by a newer version (if asked for)
     data_version: int  # PRAGMA data_version at the time of reading
+    keyword_state: KeywordState  # how far the keyword index's inputs had come at that time
+
+
+@dataclass(frozen=True)
+class KeywordState:
+    """How far the memories had come: their highest seq and the newest ``memory_changes`` id.
+    An in-memory keyword index that saw the same two numbers holds exactly these memories."""
+
+    newest_seq: int
+    newest_change: int
+
+
+@dataclass(frozen=True)
+class KeywordRows:
+    """Memories for the keyword index: per memory (seq, conversation key, kind code), and the
+    postings of each index (facet code) as FTS5 has tokenized them: (token, seqs), the seqs as
+    space-separated text (as SQLite's group_concat hands them over: numpy parses it in one call),
+    a seq once per occurrence, ascending. From one read transaction, as of ``state``."""
+
+    state: KeywordState
+    memories: list[tuple[int, int, int]]
+    postings: dict[int, list[tuple[str, str]]]
+    # Memories deleted or rewritten since the state the caller asked from (they may be among
+    # ``memories`` again, rewritten); empty for a full snapshot.
+    changed: list[int]
 
 
 class Store:
@@ -94,6 +126,7 @@ class Store:
         self._conn = conn
         self.path = path
         self._lock = anyio.Lock()
+        self._keyword_scratch = False  # temp tables of this connection (keyword_rows) created
 
     @classmethod
     async def open(cls, path: Path) -> Store:
@@ -615,7 +648,11 @@ class Store:
         """
         where, params = _filter_sql(filters)
         conditions = "".join(" AND " + w for w in where)
-        parts = ["SELECT -2 AS list, data_version AS seq, 0 AS score FROM pragma_data_version"]
+        parts = [
+            "SELECT -2 AS list, data_version AS seq, 0 AS score FROM pragma_data_version",
+            "SELECT -3, (SELECT coalesce(max(seq), 0) FROM memories), 0",
+            "SELECT -4, (SELECT coalesce(max(seq), 0) FROM sqlite_sequence WHERE name = 'memory_changes'), 0",
+        ]
         args: list[Any] = []
         if superseded:
             parts.append("SELECT -1, seq, 0 FROM memories WHERE superseded_by IS NOT NULL")
@@ -633,18 +670,21 @@ class Store:
             args.extend([match, *params, limit])
         ranked: list[list[tuple[float, int]]] = [[] for _ in searches]
         replaced: set[int] = set()
-        version = 0
+        singles: dict[int, int] = {}
         for i, seq, score in await self._fetchall(" UNION ALL ".join(parts), args, "search the keyword index"):
             if i >= 0:
                 ranked[i].append((float(score), int(seq)))
             elif i == -1:
                 replaced.add(int(seq))
             else:
-                version = int(seq)
-        return SearchReads([[seq for _, seq in sorted(found)] for found in ranked], frozenset(replaced), version)
+                singles[i] = int(seq)
+        return SearchReads(
+            [[seq for _, seq in sorted(found)] for found in ranked], frozenset(replaced), singles[-2],
+            KeywordState(singles[-3], singles[-4]),
+        )
 
     async def merge_keyword_indexes(self) -> None:
-        """Merge each keyword index into one segment (FTS5 'optimize').
+        """Merge each keyword index into one segment (FTS5 'optimize'), and prune the change log.
 
         Every write transaction adds a small segment, and FTS5's own merging leaves a dozen or so
         behind; each query then looks every word up in each of them. Merging takes about 50 ms at
@@ -652,8 +692,122 @@ class Store:
         write), and makes keyword queries about 0.5 ms faster at 10k (bench/README.md).
         """
         async with self._transaction("merge the keyword indexes") as conn:
-            for table in ("memories_fts", "memory_contexts_fts"):
+            for table in KEYWORD_TABLES.values():
                 await conn.execute(f"INSERT INTO {table} ({table}) VALUES ('optimize')")
+            # The change log the in-memory keyword indexes read: the newest KEPT_CHANGES rows
+            # are plenty for any process that keeps searching; one further behind reloads.
+            await conn.execute(
+                "DELETE FROM memory_changes WHERE id <= (SELECT max(id) FROM memory_changes) - ?", (KEPT_CHANGES,)
+            )
+
+    async def keyword_rows(self, since: KeywordState | None = None) -> KeywordRows | None:
+        """The memories for an in-memory keyword index: all of them (``since`` None), or those
+        new or changed since ``since``; None when ``memory_changes`` was pruned past ``since``
+        (the caller must then load everything).
+
+        A full load reads the postings straight out of the FTS5 indexes (about 1 s at 100k
+        memories); new and changed memories are tokenized by scratch FTS5 tables with the same
+        tokenizer, so both give exactly the tokens FTS5 matches.
+        """
+        await self._ensure_keyword_scratch()
+        async with self._transaction("read the keyword index", write=False) as conn:
+            state = KeywordState(
+                *(await (await conn.execute(
+                    "SELECT (SELECT coalesce(max(seq), 0) FROM memories),"
+                    " (SELECT coalesce(max(seq), 0) FROM sqlite_sequence WHERE name = 'memory_changes')"
+                )).fetchone() or (0, 0))
+            )
+            columns = "SELECT m.seq, c.rowid, m.kind{} FROM memories m JOIN conversations c ON c.id = m.conversation_id"
+            if since is None:
+                cursor = await conn.execute(columns.format("") + " ORDER BY m.seq")
+                memories = [(int(seq), int(conv), KIND_CODES[kind]) for seq, conv, kind in await cursor.fetchall()]
+                postings: dict[int, list[tuple[str, str]]] = {}
+                for facet, table in KEYWORD_TABLES.items():
+                    cursor = await conn.execute(f"SELECT term, group_concat(doc, ' ') FROM temp.{table}_instance GROUP BY term")
+                    postings[facet] = [(str(term), str(docs)) for term, docs in await cursor.fetchall()]
+                return KeywordRows(state, memories, postings, [])
+            went_back = state.newest_change < since.newest_change or (
+                state.newest_change == since.newest_change and state.newest_seq < since.newest_seq
+            )
+            if went_back:
+                return None  # the file was replaced (a restored backup): start over
+            changed: list[int] = []
+            if state.newest_change > since.newest_change:
+                cursor = await conn.execute(
+                    "SELECT id, memory_seq FROM memory_changes WHERE id > ? ORDER BY id", (since.newest_change,)
+                )
+                log = await cursor.fetchall()
+                if not log or log[0][0] != since.newest_change + 1:
+                    return None  # pruned past what the caller saw
+                changed = sorted({int(seq) for _, seq in log})
+            # Two lookups by rowid: with "seq > ? OR seq IN (...)" SQLite scans the whole table
+            # (23 ms at 100k memories, on every search after a store).
+            select = columns.format(", m.content, m.context")
+            cursor = await conn.execute(
+                f"{select} WHERE m.seq > ?1 UNION ALL {select} WHERE m.seq IN (SELECT value FROM json_each(?2))"
+                " AND m.seq <= ?1",
+                (since.newest_seq, json.dumps(changed)),
+            )
+            rows = await cursor.fetchall()
+        memories = [(int(seq), int(conv), KIND_CODES[kind]) for seq, conv, kind, _, _ in rows]
+        texts = [(seq, content, context) for seq, _, _, content, context in rows]
+        return KeywordRows(state, memories, await self._tokenize_memories(texts), changed)
+
+    async def tokenize(self, words: Sequence[str]) -> list[list[str]]:
+        """Each of ``words`` as the keyword index's tokenizer splits and stems it."""
+        await self._ensure_keyword_scratch()
+        tokens: list[list[str]] = [[] for _ in words]
+        found = await self._tokenize_memories([(i, word, "") for i, word in enumerate(words)])
+        for token, docs in found.get(FACET_CODES["content"], []):
+            for doc in docs.split():
+                tokens[int(doc)].append(token)
+        return tokens
+
+    async def _tokenize_memories(self, texts: Sequence[tuple[int, str, str]]) -> dict[int, list[tuple[str, str]]]:
+        """(seq, content, context) tokenized like ``keyword_rows`` postings, in scratch tables."""
+        if not texts:
+            return {}
+        async with self._lock:
+            try:
+                await self._conn.executemany(
+                    "INSERT INTO temp.keyword_scratch (rowid, content, context) VALUES (?, ?, ?)", texts
+                )
+                # Ordered by term, then doc, then column: one group per (term, column) after a sort
+                # of a few hundred rows.
+                cursor = await self._conn.execute(
+                    "SELECT col, term, group_concat(doc, ' ') FROM (SELECT col, term, doc FROM"
+                    " temp.keyword_scratch_instance ORDER BY col, term, doc) GROUP BY col, term"
+                )
+                rows = await cursor.fetchall()
+            except sqlite3.Error as exc:
+                raise db.translate(exc, "tokenize memories") from exc
+            finally:
+                await self._conn.execute("INSERT INTO temp.keyword_scratch (keyword_scratch) VALUES ('delete-all')")
+        postings: dict[int, list[tuple[str, str]]] = {}
+        for column, term, docs in rows:
+            postings.setdefault(FACET_CODES[column], []).append((str(term), str(docs)))
+        return postings
+
+    async def _ensure_keyword_scratch(self) -> None:
+        """This connection's views of the FTS5 indexes' postings, and its scratch tokenizer."""
+        if self._keyword_scratch:
+            return
+        statements = [
+            f"CREATE VIRTUAL TABLE IF NOT EXISTS temp.{table}_instance USING fts5vocab(main, '{table}', 'instance')"
+            for table in KEYWORD_TABLES.values()
+        ] + [
+            "CREATE VIRTUAL TABLE IF NOT EXISTS temp.keyword_scratch USING fts5"
+            f" (content, context, content = '', tokenize = '{TOKENIZER}')",
+            "CREATE VIRTUAL TABLE IF NOT EXISTS temp.keyword_scratch_instance"
+            " USING fts5vocab(temp, 'keyword_scratch', 'instance')",
+        ]
+        async with self._lock:
+            try:
+                for statement in statements:
+                    await self._conn.execute(statement)
+            except sqlite3.Error as exc:
+                raise db.translate(exc, "prepare the keyword index") from exc
+        self._keyword_scratch = True
 
     async def document_counts(self, terms: Sequence[str], cap: int) -> dict[str, int]:
         """How many memories contain each word (counting stops past ``cap``), in one query."""

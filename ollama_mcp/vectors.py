@@ -25,6 +25,7 @@ from dataclasses import dataclass
 import anyio
 import numpy as np
 
+from ollama_mcp.domain import Scope
 from ollama_mcp.errors import EmbeddingMismatchError
 from ollama_mcp.store import FACET_CODES, KIND_CODES, Store, VectorBatch
 
@@ -48,16 +49,6 @@ class Ranking:
 
 
 _EMPTY = Ranking([], {})
-
-
-@dataclass(frozen=True)
-class Scope:
-    """Which rows may be ranked; ``None`` fields do not restrict."""
-
-    conversation_key: int | None = None
-    kind_codes: tuple[int, ...] | None = None
-    memory_seqs: frozenset[int] | None = None  # from SQL filters (tags, time) when present
-    excluded_seqs: frozenset[int] = frozenset()  # e.g. versions replaced by update_memory
 
 
 class _Matrix:

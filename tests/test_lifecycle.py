@@ -405,9 +405,13 @@ def assert_no_trace(db: Path, conversation_id: str) -> None:
             docs = conn.execute(f"SELECT count(*) FROM {fts}_docsize").fetchone()
             assert docs == conn.execute("SELECT count(*) FROM memories").fetchone(), fts
         assert conn.execute("PRAGMA foreign_key_check").fetchall() == []
+        # The change log keeps the seqs of deleted memories (for other processes' keyword
+        # indexes), never their words.
+        assert [row[1] for row in conn.execute("PRAGMA table_info(memory_changes)")] == ["id", "memory_seq"]
         tables = {name for (name,) in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
         checked = {
             "conversations", "memories", "jobs", "agent_audit", "memory_tags", "memory_embeddings", "schema_migrations",
+            "memory_changes",
         }
         unchecked = {t for t in tables - checked if not t.startswith(("memories_fts", "memory_contexts_fts", "sqlite_"))}
         assert unchecked == set(), "a new table must be added to this check"

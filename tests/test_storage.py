@@ -16,10 +16,10 @@ import pytest
 from ollama_mcp import db
 from ollama_mcp.app import App
 from ollama_mcp.config import Settings
-from ollama_mcp.domain import EmbeddingRow, Memory, utc_now
+from ollama_mcp.domain import EmbeddingRow, Memory, Scope, utc_now
 from ollama_mcp.errors import SchemaError, StorageError
 from ollama_mcp.store import Store
-from ollama_mcp.vectors import Ranking, Scope, VectorIndex
+from ollama_mcp.vectors import Ranking, VectorIndex
 from tests.conftest import connect
 from tests.fake_ollama import FakeOllama
 
