@@ -12,9 +12,10 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
-from ollama_mcp.domain import Facet, SearchFilters, SearchHit
-from ollama_mcp.store import KIND_CODES, SearchReads, Store
-from ollama_mcp.vectors import Scope, VectorIndex
+from ollama_mcp.domain import Facet, Scope, SearchFilters, SearchHit
+from ollama_mcp.keywords import KeywordIndex
+from ollama_mcp.store import FACET_CODES, KIND_CODES, SearchReads, Store
+from ollama_mcp.vectors import VectorIndex
 
 _WORD = re.compile(r"\w+", re.UNICODE)
 MAX_QUERY_TERMS = 64
@@ -108,11 +109,17 @@ class Ranked:
 
 
 class HybridSearch:
-    """Finds memories by keywords and, when a query vector is given, by meaning."""
+    """Finds memories by keywords and, when a query vector is given, by meaning.
+
+    Keyword lists come from the in-memory keyword index (``keywords.py``); from FTS5 itself when
+    a query word is several tokens to FTS5 ("e-mail": a phrase, which the postings cannot match).
+    The exact-phrase list always comes from FTS5, which knows word positions.
+    """
 
     def __init__(self, store: Store, index: VectorIndex, tuning: SearchTuning | None = None) -> None:
         self._store = store
         self._index = index
+        self.keywords = KeywordIndex(store)
         self.tuning = tuning or SearchTuning()
         self._common: dict[str, bool] = {}  # word -> is it common? (for the store size below)
         self._common_for_size = 0
@@ -131,22 +138,35 @@ class HybridSearch:
         tuning = self.tuning
         depth = max(tuning.min_depth, top_k * 4)
 
-        exclude_versions = query_vector is not None and not filters.include_superseded
-        reads = await self._reads(query, filters, top_k, depth, superseded=exclude_versions)
+        words = query_terms(query)
+        word_tokens = dict(zip(words, await self.keywords.tokens(words), strict=True))
+        in_memory = all(len(tokens) <= 1 for tokens in word_tokens.values())
+        if in_memory and not self.keywords.loaded:
+            await self.keywords.refresh()
+        terms = await self._informative_terms(words, word_tokens if in_memory else None)
+        needs_sql_filter = bool(filters.tags or filters.since or filters.until)
+        memory_seqs = frozenset(await self._store.filtered_seqs(filters)) if needs_sql_filter else None
+        exclude_versions = (in_memory or query_vector is not None) and not filters.include_superseded
+        reads = await self._reads(query, terms, filters, top_k, depth, fts=not in_memory, superseded=exclude_versions)
         exact, keyword, keyword_context = reads.keyword_lists
+        scope = Scope(
+            conversation_key=conversation_key,
+            kind_codes=tuple(KIND_CODES[kind] for kind in filters.kinds),
+            memory_seqs=memory_seqs,
+            excluded_seqs=reads.superseded,
+        )
+        if in_memory and terms:
+            await self.keywords.refresh(reads.keyword_state)
+            tokens = [token for term in terms for token in word_tokens[term]]
+            keyword = self.keywords.rank(FACET_CODES["content"], tokens, depth, scope)
+            if tuning.keyword_context_weight:
+                keyword_context = self.keywords.rank(FACET_CODES["context"], tokens, depth, scope)
         by_meaning: list[int] = []
         similarity: dict[int, float] = {}
         if query_vector is not None:
             # After the keyword queries, not beside them: both are CPU-bound and BLAS already uses
             # both cores (measured: no gain, bench/README.md).
             await self._index.refresh(reads.data_version)
-            needs_sql_filter = bool(filters.tags or filters.since or filters.until)
-            scope = Scope(
-                conversation_key=conversation_key,
-                kind_codes=tuple(KIND_CODES[kind] for kind in filters.kinds),
-                memory_seqs=frozenset(await self._store.filtered_seqs(filters)) if needs_sql_filter else None,
-                excluded_seqs=reads.superseded,
-            )
             ranking = await self._index.rank(query_vector, depth, scope, candidates=[*exact, *keyword, *keyword_context])
             by_meaning = [seq for seq, _ in ranking.ranked]
             similarity = ranking.similarity
@@ -178,12 +198,14 @@ class HybridSearch:
             if r.seq in memories  # deleted by another process between ranking and reading
         ]
 
-    async def _reads(self, query: str, filters: SearchFilters, top_k: int, depth: int, *, superseded: bool) -> SearchReads:
-        """The database's part, in one trip: keyword_lists are (exact phrase matches, BM25 over
-        content, BM25 over context), each best first."""
+    async def _reads(
+        self, query: str, terms: list[str], filters: SearchFilters, top_k: int, depth: int, *, fts: bool,
+        superseded: bool,
+    ) -> SearchReads:
+        """The database's part, in one trip: keyword_lists are (exact phrase matches, and with
+        ``fts`` BM25 over content and over context, from FTS5), each best first."""
         searches: list[tuple[str, Facet, int]] = []
-        terms = await self._informative_terms(query_terms(query))
-        phrase, match = fts_phrase(query, terms), fts_any(terms)
+        phrase, match = fts_phrase(query, terms), fts_any(terms) if fts else None
         if phrase:
             searches.append((phrase, "content", top_k))
         if match:
@@ -197,10 +219,19 @@ class HybridSearch:
         keyword_context = found.pop(0) if found else []
         return replace(reads, keyword_lists=[exact, keyword, keyword_context])
 
-    async def _informative_terms(self, terms: list[str]) -> list[str]:
-        """``terms`` without those found in a large share of all memories (if any rarer remain)."""
+    async def _informative_terms(self, terms: list[str], tokens: dict[str, tuple[str, ...]] | None) -> list[str]:
+        """``terms`` without those found in a large share of all memories (if any rarer remain).
+
+        ``tokens``: each term's token, when the in-memory keyword index can count them (else
+        FTS5 counts them).
+        """
         if len(terms) < 2:
             return terms
+        if tokens is not None:
+            size = self.keywords.size
+            cap = max(self.tuning.common_min_docs, int(size * self.tuning.common_share))
+            rare = [t for t in terms if sum(self.keywords.document_count(token) for token in tokens[t]) <= cap]
+            return rare or terms
         if self._searches_since_count % 64 == 0:  # the count moves slowly: read it now and then
             self._memory_count = await self._store.approximate_memory_count()
         self._searches_since_count += 1
