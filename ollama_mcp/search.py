@@ -1,7 +1,8 @@
-"""Ranking: keyword candidates from FTS5, vector candidates from the matrix, fused, filtered.
+"""Ranking: keyword candidates (the in-memory keyword index, FTS5 for exact phrases), vector
+candidates from the matrix, fused, filtered.
 
-``fts_query`` and ``fuse`` are pure so their behaviour is testable without I/O; ``HybridSearch``
-does the two look-ups and assembles hits.
+``query_terms``, ``fts_any``, ``fts_phrase`` and ``fuse`` are pure so their behaviour is testable
+without I/O; ``HybridSearch`` does the look-ups and assembles hits.
 """
 
 from __future__ import annotations

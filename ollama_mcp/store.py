@@ -710,47 +710,47 @@ class Store:
         tokenizer, so both give exactly the tokens FTS5 matches.
         """
         await self._ensure_keyword_scratch()
-        async with self._transaction("read the keyword index", write=False) as conn:
-            state = KeywordState(
-                *(await (await conn.execute(
-                    "SELECT (SELECT coalesce(max(seq), 0) FROM memories),"
-                    " (SELECT coalesce(max(seq), 0) FROM sqlite_sequence WHERE name = 'memory_changes')"
-                )).fetchone() or (0, 0))
-            )
-            columns = "SELECT m.seq, c.rowid, m.kind{} FROM memories m JOIN conversations c ON c.id = m.conversation_id"
-            if since is None:
+        state_sql = (
+            "SELECT (SELECT coalesce(max(seq), 0) FROM memories),"
+            " (SELECT coalesce(max(seq), 0) FROM sqlite_sequence WHERE name = 'memory_changes')"
+        )
+        columns = "SELECT m.seq, c.rowid, m.kind{} FROM memories m JOIN conversations c ON c.id = m.conversation_id"
+        if since is None:
+            async with self._transaction("read the keyword index", write=False) as conn:
+                state = KeywordState(*(await (await conn.execute(state_sql)).fetchone() or (0, 0)))
                 cursor = await conn.execute(columns.format("") + " ORDER BY m.seq")
                 memories = [(int(seq), int(conv), KIND_CODES[kind]) for seq, conv, kind in await cursor.fetchall()]
                 postings: dict[int, list[tuple[str, str]]] = {}
                 for facet, table in KEYWORD_TABLES.items():
                     cursor = await conn.execute(f"SELECT term, group_concat(doc, ' ') FROM temp.{table}_instance GROUP BY term")
                     postings[facet] = [(str(term), str(docs)) for term, docs in await cursor.fetchall()]
-                return KeywordRows(state, memories, postings, [])
-            went_back = state.newest_change < since.newest_change or (
-                state.newest_change == since.newest_change and state.newest_seq < since.newest_seq
-            )
-            if went_back:
-                return None  # the file was replaced (a restored backup): start over
-            changed: list[int] = []
-            if state.newest_change > since.newest_change:
-                cursor = await conn.execute(
-                    "SELECT id, memory_seq FROM memory_changes WHERE id > ? ORDER BY id", (since.newest_change,)
-                )
-                log = await cursor.fetchall()
-                if not log or log[0][0] != since.newest_change + 1:
-                    return None  # pruned past what the caller saw
-                changed = sorted({int(seq) for _, seq in log})
-            # Two lookups by rowid: with "seq > ? OR seq IN (...)" SQLite scans the whole table
-            # (23 ms at 100k memories, on every search after a store).
-            select = columns.format(", m.content, m.context")
-            cursor = await conn.execute(
-                f"{select} WHERE m.seq > ?1 UNION ALL {select} WHERE m.seq IN (SELECT value FROM json_each(?2))"
-                " AND m.seq <= ?1",
-                (since.newest_seq, json.dumps(changed)),
-            )
-            rows = await cursor.fetchall()
-        memories = [(int(seq), int(conv), KIND_CODES[kind]) for seq, conv, kind, _, _ in rows]
-        texts = [(seq, content, context) for seq, _, _, content, context in rows]
+            return KeywordRows(state, memories, postings, [])
+        # A catch-up runs on every search after a store: one statement (one snapshot, one trip to
+        # the database thread) reads the state, the change log since ``since``, and the memories
+        # new or changed since. Two lookups by rowid for the memories: with "seq > ? OR seq IN
+        # (...)" SQLite scans the whole table (23 ms at 100k memories).
+        select = columns.format(", m.content, m.context")
+        rows = await self._fetchall(
+            f"SELECT 0, s.*, NULL, NULL, NULL FROM ({state_sql}) s"
+            " UNION ALL SELECT 1, id, memory_seq, NULL, NULL, NULL FROM memory_changes WHERE id > ?2"
+            f" UNION ALL SELECT 2, * FROM ({select} WHERE m.seq > ?1)"
+            f" UNION ALL SELECT 2, * FROM ({select} WHERE m.seq <= ?1"
+            " AND m.seq IN (SELECT memory_seq FROM memory_changes WHERE id > ?2))",
+            (since.newest_seq, since.newest_change), "read the keyword index",
+        )
+        state = KeywordState(int(rows[0][1]), int(rows[0][2]))
+        went_back = state.newest_change < since.newest_change or (
+            state.newest_change == since.newest_change and state.newest_seq < since.newest_seq
+        )
+        if went_back:
+            return None  # the file was replaced (a restored backup): start over
+        log = sorted((int(row[1]), int(row[2])) for row in rows if row[0] == 1)
+        if state.newest_change > since.newest_change and (not log or log[0][0] != since.newest_change + 1):
+            return None  # pruned past what the caller saw
+        changed = sorted({seq for _, seq in log})
+        found = [row[1:] for row in rows if row[0] == 2]
+        memories = [(int(seq), int(conv), KIND_CODES[kind]) for seq, conv, kind, _, _ in found]
+        texts = [(seq, content, context) for seq, _, _, content, context in found]
         return KeywordRows(state, memories, await self._tokenize_memories(texts), changed)
 
     async def tokenize(self, words: Sequence[str]) -> list[list[str]]:
