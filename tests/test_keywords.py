@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import random
 import sqlite3
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from dataclasses import replace
 from pathlib import Path
 
@@ -74,18 +76,27 @@ async def test_the_in_memory_keyword_index_ranks_every_query_as_fts5_does(app: A
         assert index.size == conn.execute("SELECT count(*) FROM memories").fetchone()[0] > 240
 
 
-async def test_a_search_sees_what_another_process_inserted_deleted_or_rewrote_since_it_last_looked(
-    settings: Settings, db_path: Path
-) -> None:
+@asynccontextmanager
+async def two_processes(settings: Settings) -> AsyncIterator[tuple[App, App]]:
+    """Two servers' services on one file (each with its own connection and indexes)."""
     async with (
         open_app(settings, background=False, tuning=CONTENT_ONLY) as mine,
         open_app(settings, background=False, tuning=CONTENT_ONLY) as theirs,
     ):
+        yield mine, theirs
+
+
+async def test_a_search_sees_what_another_process_inserted_deleted_or_rewrote_since_it_last_looked(
+    settings: Settings, db_path: Path
+) -> None:
+    async with two_processes(settings) as (mine, theirs):
         conv = await mine.service.init_conversation("shared")
         a = await mine.service.store_memory("the harbour crane is red", conv.id)
         b = await mine.service.store_memory("the zeppelin lands on tuesday", conv.id)
         c = await mine.service.store_memory("the invoice for the crane", conv.id)
         assert [h.memory.id for h in (await mine.service.search_memories("zeppelin", conv.id)).hits] == [b.memory.id]
+        index = KeywordIndex(mine.service.store)  # another index on my connection, loaded now
+        await index.refresh()
         await theirs.service.delete_memory(b.memory.id)  # rewrites c's context (b was in it)
         await theirs.service.delete_memory(c.memory.id)  # the highest seqs gone: the next store reuses one
         d = await theirs.service.store_memory("the budget meeting moved", conv.id)
@@ -95,17 +106,13 @@ async def test_a_search_sees_what_another_process_inserted_deleted_or_rewrote_si
         assert [h.memory.id for h in (await mine.service.search_memories("budget", conv.id)).hits] == [d.memory.id]
         crane = await mine.service.search_memories("crane", conv.id)
         assert [h.memory.id for h in crane.hits] == [a.memory.id]
-        index = KeywordIndex(mine.service.store)
         await assert_ranks_as_fts5(index, db_path, [["crane"], ["budget", "zeppelin"], ["red", "tuesday"]])
 
 
 async def test_a_process_that_fell_behind_a_pruned_change_log_reloads_its_keyword_index(
     settings: Settings, db_path: Path
 ) -> None:
-    async with (
-        open_app(settings, background=False, tuning=CONTENT_ONLY) as mine,
-        open_app(settings, background=False, tuning=CONTENT_ONLY) as theirs,
-    ):
+    async with two_processes(settings) as (mine, theirs):
         conv = await mine.service.init_conversation("shared")
         doomed = await mine.service.store_memory("the secret zeppelin plan", conv.id)
         await mine.service.store_memory("an unrelated note", conv.id)
