@@ -310,7 +310,7 @@ class MemoryService:
     async def forget_vectors(self) -> None:
         """Drop every vector of this service's model: everything becomes pending (reembed --force)."""
         await self.store.delete_vectors(self.model)
-        self.index.mark_dirty()  # the refresh sees the lower row count and rebuilds
+        self.index.invalidate()
         self._backfill_cursor = 0
 
     # -- background -----------------------------------------------------------------------------

@@ -896,17 +896,23 @@ class Store:
         )
         return bool(rows and rows[0][0])
 
-    async def vector_snapshot(self, model: str, after_id: int, sink: Callable[[VectorBatch], None]) -> int:
-        """Stream vectors of ``model`` with id > ``after_id`` to ``sink``; return the model's row count.
+    async def vector_snapshot(
+        self, model: str, after_id: int, sink: Callable[[VectorBatch], None], *, count: bool = True
+    ) -> int | None:
+        """Stream vectors of ``model`` with id > ``after_id`` to ``sink``; return the model's row
+        count (with ``count``; else None).
 
         Everything comes from one read transaction, so comparing the returned count with what the
-        caller holds afterwards tells whether rows were deleted meanwhile.
+        caller holds afterwards tells whether rows were deleted meanwhile. The count reads the
+        whole model index (6-9 ms at 100k memories).
         """
         async with self._transaction("load vectors", write=False) as conn:
-            counts = await (await conn.execute(
-                "SELECT count(*) FROM memory_embeddings WHERE model = ?", (model,)
-            )).fetchone()
-            total = int(counts[0]) if counts else 0
+            total = None
+            if count:
+                counts = await (await conn.execute(
+                    "SELECT count(*) FROM memory_embeddings WHERE model = ?", (model,)
+                )).fetchone()
+                total = int(counts[0]) if counts else 0
             cursor = await conn.execute(
                 "SELECT e.id, e.memory_seq, c.rowid, m.kind, e.facet, e.dim, e.vector FROM memory_embeddings e"
                 " JOIN memories m ON m.seq = e.memory_seq JOIN conversations c ON c.id = m.conversation_id"

@@ -169,6 +169,30 @@ async def test_vector_index_notices_inserts_and_deletes_made_by_another_connecti
         await theirs.aclose()
 
 
+async def test_vector_index_follows_this_processs_own_writes_and_forgetting_its_vectors(
+    app: App, db_path: Path
+) -> None:
+    svc = app.service
+    for text in ("first note", "second note"):
+        await svc.store_memory(text)
+    await svc.backfill_once()
+    await svc.search_all_conversations("note")  # loads the matrices
+
+    def rows_in_database() -> int:
+        with sqlite3.connect(db_path) as conn:
+            return conn.execute("SELECT count(*) FROM memory_embeddings").fetchone()[0]
+
+    await svc.store_memory("third note")  # this process's write: fetched by id
+    await svc.backfill_once()
+    await svc.search_all_conversations("note")
+    assert svc.index.size == rows_in_database() == 6  # own and context vector of each
+    await svc.forget_vectors()  # deletes every row without naming them (reembed --force)
+    while await svc.backfill_once():
+        pass
+    await svc.search_all_conversations("note")
+    assert svc.index.size == rows_in_database() == 6  # rebuilt, not the old rows plus the new
+
+
 async def test_vectors_of_another_size_under_the_same_model_are_left_out_of_the_matrix(db_path: Path) -> None:
     store = await Store.open(db_path)
     try:
