@@ -14,10 +14,11 @@ import pytest
 
 from ollama_mcp.app import App, open_app
 from ollama_mcp.config import Settings
+from ollama_mcp.db import migrations
 from ollama_mcp.domain import Scope
 from ollama_mcp.keywords import KeywordIndex
 from ollama_mcp.search import SearchTuning, query_terms
-from ollama_mcp.store import FACET_CODES, KEYWORD_TABLES
+from ollama_mcp.store import FACET_CODES, KEYWORD_TABLES, TOKENIZER
 
 pytestmark = pytest.mark.anyio
 
@@ -160,12 +161,10 @@ async def test_keyword_filters_hold_in_the_in_memory_index(settings: Settings) -
         assert await found(conversation_id=two.id, tags=["plans"]) == set()
 
 
-def test_the_scratch_tokenizer_is_the_keyword_indexes_own(db_path: Path, tmp_path: Path) -> None:
+def test_the_scratch_tokenizer_is_the_keyword_indexes_own() -> None:
     """New memories and query words are tokenized by scratch tables: they must use the schema's
     tokenizer, or the in-memory index would match other words than FTS5."""
-    from ollama_mcp.store import TOKENIZER  # noqa: PLC0415
-
-    schema = (Path(__file__).parent.parent / "schema" / "0001_initial.sql").read_text()
+    schema = "".join(migration.sql for migration in migrations())
     for table in KEYWORD_TABLES.values():
         definition = schema[schema.index(f"CREATE VIRTUAL TABLE {table}"):]
         assert f"tokenize = '{TOKENIZER}'" in definition[: definition.index(");")]
