@@ -1,6 +1,6 @@
 """The composition root: builds store → Ollama clients → embedder, summarizer → service → lifecycle → agent,
-runs the background work (embedding backfill, jobs, retention sweep, keyword index upkeep), and
-closes everything in reverse order."""
+runs the background work (loading the search indexes, embedding backfill, jobs, retention sweep,
+keyword index upkeep), and closes everything in reverse order."""
 
 from __future__ import annotations
 
@@ -64,6 +64,7 @@ async def open_app(
         failure: Exception | None = None
         async with anyio.create_task_group() as tasks:
             if background:
+                tasks.start_soon(service.warm_up)
                 tasks.start_soon(service.run_backfill)
                 tasks.start_soon(jobs.run_forever)
                 tasks.start_soon(lifecycle.run_retention, settings.retention_interval)

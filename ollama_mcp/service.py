@@ -42,6 +42,7 @@ from ollama_mcp.errors import (
     OllamaMcpError,
 )
 from ollama_mcp.jobs import JobRunner
+from ollama_mcp.keywords import KeywordIndex
 from ollama_mcp.search import HybridSearch, SearchTuning
 from ollama_mcp.store import Store
 from ollama_mcp.vectors import VectorIndex
@@ -338,6 +339,21 @@ class MemoryService:
             delay = 1.0
             if not progressed:
                 await self._sleep_or_wake(BACKFILL_POLL_SECONDS)
+
+    @property
+    def keywords(self) -> KeywordIndex:
+        return self._search.keywords
+
+    async def warm_up(self) -> None:
+        """Load the keyword and vector indexes before the first search needs them (about 2 s
+        and 5 s of work at 100k memories), so that the first search answers at full speed."""
+        try:
+            await self.keywords.refresh()
+            await self.index.refresh()
+        except OllamaMcpError as exc:  # the first search will try again, and report it
+            log.warning("could not load the search indexes ahead of the first search: %s", exc)
+        except Exception:  # a bug: logged, and never allowed to take the tools down with it
+            log.exception("loading the search indexes failed")
 
     async def run_upkeep(self, interval: float, min_new: int) -> None:
         """Every ``interval`` seconds, merge the keyword index if ``min_new`` memories arrived

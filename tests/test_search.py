@@ -203,3 +203,16 @@ async def test_a_memory_another_process_stored_is_found_by_meaning_at_once(
         # no shared word: only a refreshed vector index can find it
         assert outcome.hits[0].memory.content == "I drive an automobile to work"
         assert outcome.hits[0].similarity and outcome.hits[0].similarity > 0.3
+
+
+async def test_the_server_loads_its_search_indexes_before_the_first_search(settings: Settings) -> None:
+    async with open_app(settings, background=False) as app:
+        conv = await app.service.init_conversation("c")
+        await app.service.import_memories(conv.id, ["the harbour crane", "the zeppelin"])
+        await app.service.backfill_once()
+    async with open_app(settings, background=True) as app:
+
+        async def loaded() -> bool:
+            return app.service.keywords.size == 2 and app.service.index.size == 4  # own + context vectors
+
+        await eventually(loaded)  # without any search
