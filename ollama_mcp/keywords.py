@@ -212,14 +212,16 @@ class KeywordIndex:
         return self._index.live
 
     async def tokens(self, words: Sequence[str]) -> list[tuple[str, ...]]:
-        """Each word as FTS5 tokenizes it (stemmed; "e-mail" is two tokens, "_" none)."""
-        unknown = [word for word in dict.fromkeys(words) if word not in self._tokens]
+        """Each word as FTS5 tokenizes it (stemmed; "config_value" is two tokens, "_" none)."""
+        known = {word: self._tokens[word] for word in words if word in self._tokens}
+        unknown = [word for word in dict.fromkeys(words) if word not in known]
         if unknown:
-            found = await self._store.tokenize(unknown)
-            if len(self._tokens) > _MAX_CACHED_WORDS:
+            found = dict(zip(unknown, map(tuple, await self._store.tokenize(unknown)), strict=True))
+            if len(self._tokens) > _MAX_CACHED_WORDS:  # (another search may have cleared it meanwhile)
                 self._tokens.clear()
-            self._tokens.update(zip(unknown, map(tuple, found), strict=True))
-        return [self._tokens[word] for word in words]
+            self._tokens.update(found)
+            known.update(found)
+        return [known[word] for word in words]
 
     async def refresh(self, state: KeywordState | None = None) -> None:
         """Bring the index up to date (cheap when ``state``, just read by the caller, is the one
