@@ -7,7 +7,8 @@ vocabulary when the index loads; scratch FTS5 tables with the same tokenizer for
 and for query words), so a word matches exactly the memories FTS5 would match, and a memory
 scores what FTS5's ``rank`` says, up to float rounding (tests check both).
 
-The index loads on the first search and then follows the database like the vector index does:
+The index loads when the server starts (``MemoryService.warm_up``; else on the first search)
+and then follows the database like the vector index does:
 each search's statement also reads the highest memory seq and the newest ``memory_changes`` id;
 when either moved (this process or another one wrote), the new and changed memories are read
 and tokenized. Each memory text is a document with an internal number; a memory deleted or

@@ -113,7 +113,8 @@ class HybridSearch:
     """Finds memories by keywords and, when a query vector is given, by meaning.
 
     Keyword lists come from the in-memory keyword index (``keywords.py``); from FTS5 itself when
-    a query word is several tokens to FTS5 ("e-mail": a phrase, which the postings cannot match).
+    a query word is several tokens to FTS5 ("config_value": a phrase, which the postings cannot
+match).
     The exact-phrase list always comes from FTS5, which knows word positions.
     """
 

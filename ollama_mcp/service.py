@@ -98,6 +98,11 @@ class MemoryService:
         return self.embedder.model
 
     @property
+    def keywords(self) -> KeywordIndex:
+        """The in-memory keyword index searches rank with (beside ``index``, the vectors)."""
+        return self._search.keywords
+
+    @property
     def current_conversation_id(self) -> str | None:
         return self._current_id
 
@@ -339,10 +344,6 @@ class MemoryService:
             delay = 1.0
             if not progressed:
                 await self._sleep_or_wake(BACKFILL_POLL_SECONDS)
-
-    @property
-    def keywords(self) -> KeywordIndex:
-        return self._search.keywords
 
     async def warm_up(self) -> None:
         """Load the keyword and vector indexes before the first search needs them (about 2 s

@@ -56,6 +56,10 @@ KEYWORD_TABLES: dict[int, str] = {FACET_CODES["content"]: "memories_fts", FACET_
 # memory_changes rows older than this many are pruned by the upkeep (a reader further behind
 # rebuilds its index).
 KEPT_CHANGES = 10_000
+# How far the keyword index's inputs have come (KeywordState): the highest memory seq, and the
+# AUTOINCREMENT counter of memory_changes (not max(id), which pruning the log would lower).
+_NEWEST_SEQ = "(SELECT coalesce(max(seq), 0) FROM memories)"
+_NEWEST_CHANGE = "(SELECT coalesce(max(seq), 0) FROM sqlite_sequence WHERE name = 'memory_changes')"
 
 # "This memory has no vector of model ?1 for the facet": pending embeddings, everywhere.
 _MISSING_VECTOR = (
@@ -650,14 +654,14 @@ class Store:
         conditions = "".join(" AND " + w for w in where)
         parts = [
             "SELECT -2 AS list, data_version AS seq, 0 AS score FROM pragma_data_version",
-            "SELECT -3, (SELECT coalesce(max(seq), 0) FROM memories), 0",
-            "SELECT -4, (SELECT coalesce(max(seq), 0) FROM sqlite_sequence WHERE name = 'memory_changes'), 0",
+            f"SELECT -3, {_NEWEST_SEQ}, 0",
+            f"SELECT -4, {_NEWEST_CHANGE}, 0",
         ]
         args: list[Any] = []
         if superseded:
             parts.append("SELECT -1, seq, 0 FROM memories WHERE superseded_by IS NOT NULL")
         for i, (match, facet, limit) in enumerate(searches):
-            table = "memories_fts" if facet == "content" else "memory_contexts_fts"
+            table = KEYWORD_TABLES[FACET_CODES[facet]]
             # CROSS JOIN keeps the index as the outer loop (a plan driven by memories would run
             # the MATCH once per row); ORDER BY the index's own rank column (BM25), not an alias,
             # lets FTS5 sort inside the index, and the join then stops at LIMIT: half the time
@@ -705,15 +709,12 @@ class Store:
         new or changed since ``since``; None when ``memory_changes`` was pruned past ``since``
         (the caller must then load everything).
 
-        A full load reads the postings straight out of the FTS5 indexes (about 1 s at 100k
+        A full load reads the postings straight out of the FTS5 indexes (about 2 s at 100k
         memories); new and changed memories are tokenized by scratch FTS5 tables with the same
         tokenizer, so both give exactly the tokens FTS5 matches.
         """
         await self._ensure_keyword_scratch()
-        state_sql = (
-            "SELECT (SELECT coalesce(max(seq), 0) FROM memories),"
-            " (SELECT coalesce(max(seq), 0) FROM sqlite_sequence WHERE name = 'memory_changes')"
-        )
+        state_sql = f"SELECT {_NEWEST_SEQ}, {_NEWEST_CHANGE}"
         columns = "SELECT m.seq, c.rowid, m.kind{} FROM memories m JOIN conversations c ON c.id = m.conversation_id"
         if since is None:
             async with self._transaction("read the keyword index", write=False) as conn:
@@ -772,8 +773,8 @@ class Store:
                 await self._conn.executemany(
                     "INSERT INTO temp.keyword_scratch (rowid, content, context) VALUES (?, ?, ?)", texts
                 )
-                # Ordered by term, then doc, then column: one group per (term, column) after a sort
-                # of a few hundred rows.
+                # Grouped per (column, term), each group's docs ascending: a sort of the few
+                # hundred rows of the memories just inserted.
                 cursor = await self._conn.execute(
                     "SELECT col, term, group_concat(doc, ' ') FROM (SELECT col, term, doc FROM"
                     " temp.keyword_scratch_instance ORDER BY col, term, doc) GROUP BY col, term"
