@@ -85,7 +85,7 @@ async def measure_size(n: int, dim: int, queries: int) -> dict[str, Any]:
 
                 # context vectors through the (synthetic, instant) Ollama-compatible server
                 started = time.perf_counter()
-                while await svc.backfill_once():
+                while await app.indexer.backfill_once():
                     pass
                 result["backfill_per_s"] = round(n / (time.perf_counter() - started))
 
@@ -95,20 +95,20 @@ async def measure_size(n: int, dim: int, queries: int) -> dict[str, Any]:
                     started = time.perf_counter()
                     await svc.store_memory(sentence(rng), conv.id, embedding=vectors[i % len(vectors)])
                     store_ms.append((time.perf_counter() - started) * 1000)
-                while await svc.backfill_once():
+                while await app.indexer.backfill_once():
                     pass
 
                 # search, excluding the embedding call: the search component given a query vector,
                 # in blocks alternating with the floor (numpy over a random matrix of the shape a
                 # search multiplies: one context vector per memory) so machine noise hits both alike.
                 # First right after the 200 single stores, then after the keyword index upkeep
-                # the server runs in the background (svc.run_upkeep), which is its usual state.
-                search = HybridSearch(svc.store, svc.index)
-                await svc.index.refresh()
+                # the server runs in the background (the keyword upkeep), which is its usual state.
+                search = HybridSearch(app.store, app.indexer.vectors)
+                await app.indexer.vectors.refresh()
                 started = time.perf_counter()
                 await search.keywords.refresh()  # what a server's first search also does
                 result["keyword_index_load_s"] = round(time.perf_counter() - started, 2)
-                rows, ranked_rows = svc.index.size, svc.index.ranked_rows
+                rows, ranked_rows = app.indexer.vectors.size, app.indexer.vectors.ranked_rows
                 matrix = np.random.default_rng(2).standard_normal((ranked_rows, dim)).astype(np.float32)
 
                 async def measure_search(matrix: np.ndarray) -> tuple[list[float], list[float]]:
@@ -134,7 +134,7 @@ async def measure_size(n: int, dim: int, queries: int) -> dict[str, Any]:
                     return search_ms, floor_ms
 
                 unmerged_ms, _ = await measure_search(matrix)
-                assert await svc.merge_keyword_index()
+                assert await app.indexer.merge_keywords()
                 search_ms, floor_ms = await measure_search(matrix)
                 del matrix
 

@@ -105,6 +105,7 @@ class Driver(Protocol):
 async def service_driver(env: dict[str, str], tuning: dict[str, Any]) -> AsyncIterator[Driver]:
     from ollama_mcp.app import open_app  # noqa: PLC0415
     from ollama_mcp.config import Settings  # noqa: PLC0415
+    from ollama_mcp.inputs import search_request  # noqa: PLC0415
     from ollama_mcp.search import SearchTuning  # noqa: PLC0415
 
     class ServiceDriver:
@@ -121,7 +122,7 @@ async def service_driver(env: dict[str, str], tuning: dict[str, Any]) -> AsyncIt
             return stored.memory.id
 
         async def search(self, conversation_id: str, query: str, k: int) -> list[str]:
-            outcome = await self.service.search_memories(query, conversation_id, top_k=k)
+            outcome = await self.service.search(search_request(query, conversation_id, top_k=k))
             if outcome.mode != "hybrid":
                 raise SystemExit(f"search fell back to {outcome.mode}: {outcome.notice}")
             return [hit.memory.id for hit in outcome.hits]

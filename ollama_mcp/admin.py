@@ -83,23 +83,22 @@ async def reembed(settings: Settings, model: str | None, force: bool) -> tuple[i
     Returns (memories embedded, model)."""
     chosen = replace(settings, embed_model=model or settings.embed_model)
     async with open_app(chosen, background=False) as app:
-        service = app.service
         if force:
-            await service.forget_vectors()
-        total = await service.pending_count()
+            await app.service.forget_vectors()
+        total = await app.indexer.pending_count()
         progress = ProgressLine(f"embedding with {chosen.embed_model}", total)
         done = 0
         try:
             progress.update(0)
             while True:
-                embedded = await service.backfill_once()
+                embedded = await app.indexer.backfill_once()
                 if not embedded:
                     break
                 done += embedded
                 progress.update(min(done, total))
         finally:
             progress.close()
-        left = await service.pending_count()
+        left = await app.indexer.pending_count()
         if left:
             raise OllamaMcpError(
                 f"{left:,} memories could not be embedded with {chosen.embed_model!r}; run `ollama-mcp doctor`."

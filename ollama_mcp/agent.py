@@ -24,9 +24,11 @@ import anyio
 
 from ollama_mcp.domain import AgentAnswer, AuditRow, utc_now
 from ollama_mcp.errors import InvalidInputError, OllamaMcpError
-from ollama_mcp.inputs import MAX_QUERY_CHARS, text
+from ollama_mcp.inputs import MAX_QUERY_CHARS, search_request, text
 from ollama_mcp.lifecycle import ConversationLifecycle, as_chat_message, recall_block
 from ollama_mcp.ollama_client import OllamaClient, ToolCall
+from ollama_mcp.service import MemoryService
+from ollama_mcp.store import Store
 
 log = logging.getLogger(__name__)
 
@@ -43,12 +45,27 @@ CHAT_CONTEXT = 8192
 RESULT_CHARS = 4000  # a tool result fed back to the model is clipped to this
 
 
+@dataclass
+class _Run:
+    request_id: str
+    conversation_id: str | None
+    audit: list[AuditRow] = field(default_factory=list)
+    tools_used: list[str] = field(default_factory=list)
+    steps: int = 0
+
+
+# Runs a tool for the agent with the model's arguments; returns the text fed back to the model.
+Handler = Callable[["Agent", Mapping[str, Any], _Run], Awaitable[str]]
+
+
 @dataclass(frozen=True)
 class AgentTool:
     name: str
     description: str
     parameters: dict[str, Any]  # flat JSON schema: Ollama's tool model drops anyOf, $ref, bounds
     risk: Risk
+    run: Handler
+    confirm: str = ""  # high risk: what the human is asked, with {target} for the id
 
     def schema(self) -> dict[str, Any]:
         return {"type": "function", "function": {
@@ -64,30 +81,74 @@ def _params(required: Sequence[str] = (), **props: tuple[str, str]) -> dict[str,
     }
 
 
+async def _search(agent: Agent, args: Mapping[str, Any], run: _Run, *, everywhere: bool) -> str:
+    request = search_request(
+        args.get("query"), run.conversation_id, _clamp(args.get("top_k", 5), 1, 20),
+        everywhere=everywhere or run.conversation_id is None,
+    )
+    outcome = await agent.service.search(request)
+    return json.dumps({"results": [
+        {"memory_id": h.memory.id, "conversation_id": h.memory.conversation_id,
+         "date": h.memory.created_at[:10], "content": h.memory.content, "kind": h.memory.kind}
+        for h in outcome.hits
+    ], "notice": outcome.notice}, ensure_ascii=False)
+
+
+async def _search_memories(agent: Agent, args: Mapping[str, Any], run: _Run) -> str:
+    return await _search(agent, args, run, everywhere=False)
+
+
+async def _search_all_conversations(agent: Agent, args: Mapping[str, Any], run: _Run) -> str:
+    return await _search(agent, args, run, everywhere=True)
+
+
+async def _store_memory(agent: Agent, args: Mapping[str, Any], run: _Run) -> str:
+    conversation = await agent.conversation(run)
+    stored = await agent.service.store_memory(args.get("content"), conversation, tags=["agent"])
+    return json.dumps({"memory_id": stored.memory.id, "duplicate": stored.duplicate})
+
+
+async def _list_conversations(agent: Agent, args: Mapping[str, Any], run: _Run) -> str:
+    found = await agent.service.list_conversations(None, _clamp(args.get("limit", 10), 1, 50))
+    return json.dumps([
+        {"conversation_id": c.id, "name": c.name, "status": c.status, "created_at": c.created_at[:10]}
+        for c in found
+    ], ensure_ascii=False)
+
+
+async def _get_current_time(agent: Agent, args: Mapping[str, Any], run: _Run) -> str:
+    return _now_text()
+
+
+async def _delete_memory(agent: Agent, args: Mapping[str, Any], run: _Run) -> str:
+    deleted = await agent.service.delete_memory(args.get("memory_id"))
+    return json.dumps({"deleted": deleted.id})
+
+
+async def _end_conversation(agent: Agent, args: Mapping[str, Any], run: _Run) -> str:
+    ended = await agent.service.end_conversation(args.get("conversation_id"))
+    return json.dumps({"ended": ended.conversation.id, "summary_status": ended.conversation.summary_status})
+
+
 TOOLS: dict[str, AgentTool] = {t.name: t for t in (
     AgentTool("search_memories", "Search the memories of the current conversation.",
-              _params(["query"], query=("string", "What to look for."), top_k=("integer", "How many, 1-20.")), "low"),
+              _params(["query"], query=("string", "What to look for."), top_k=("integer", "How many, 1-20.")),
+              "low", _search_memories),
     AgentTool("search_all_conversations", "Search the memories and summaries of every conversation.",
-              _params(["query"], query=("string", "What to look for."), top_k=("integer", "How many, 1-20.")), "low"),
+              _params(["query"], query=("string", "What to look for."), top_k=("integer", "How many, 1-20.")),
+              "low", _search_all_conversations),
     AgentTool("store_memory", "Save a fact or decision in the current conversation.",
-              _params(["content"], content=("string", "The fact to remember.")), "low"),
+              _params(["content"], content=("string", "The fact to remember.")), "low", _store_memory),
     AgentTool("list_conversations", "List recent conversations with their ids.",
-              _params(limit=("integer", "How many, 1-50.")), "low"),
-    AgentTool("get_current_time", "The current date and time.", _params(), "low"),
+              _params(limit=("integer", "How many, 1-50.")), "low", _list_conversations),
+    AgentTool("get_current_time", "The current date and time.", _params(), "low", _get_current_time),
     AgentTool("delete_memory", "Delete a memory permanently. Needs the user's confirmation.",
-              _params(["memory_id"], memory_id=("string", "The id of the memory.")), "high"),
+              _params(["memory_id"], memory_id=("string", "The id of the memory.")), "high", _delete_memory,
+              "The local agent wants to delete the memory {target}. Allow it?"),
     AgentTool("end_conversation", "End a conversation. Needs the user's confirmation.",
-              _params(["conversation_id"], conversation_id=("string", "The id of the conversation.")), "high"),
+              _params(["conversation_id"], conversation_id=("string", "The id of the conversation.")), "high",
+              _end_conversation, "The local agent wants to end the conversation {target}. Allow it?"),
 )}
-
-
-@dataclass
-class _Run:
-    request_id: str
-    conversation_id: str | None
-    audit: list[AuditRow] = field(default_factory=list)
-    tools_used: list[str] = field(default_factory=list)
-    steps: int = 0
 
 
 class ToolFailure(Exception):
@@ -101,6 +162,8 @@ class ToolFailure(Exception):
 class Agent:
     def __init__(
         self,
+        store: Store,
+        service: MemoryService,
         lifecycle: ConversationLifecycle,
         client: OllamaClient,
         model: str | None,
@@ -109,8 +172,9 @@ class Agent:
         max_steps: int = 5,
         deadline: float = 45.0,
     ) -> None:
+        self._store = store  # the audit trail
+        self.service = service
         self.lifecycle = lifecycle
-        self.service = lifecycle.service
         self.client = client
         self.model = model
         self.tools = [TOOLS[name] for name in allowed if name in TOOLS]
@@ -148,7 +212,7 @@ class Agent:
             answer = answer or _last_assistant_text(messages) or "The local agent did not finish in time."
             run.audit.append(self._row(run, run.steps + 1, None, None, None, "deadline", note, started))
         # Only now is anything written: a model that is missing or refuses tools changes nothing.
-        conversation = await self._conversation(run)
+        conversation = await self.conversation(run)
         await self.lifecycle.add_message(conversation, "user", question, actor="user")
         await self.lifecycle.add_message(conversation, "assistant", answer, actor=f"agent:{self.model}")
         await self._write_audit(run)
@@ -221,7 +285,8 @@ class Agent:
                     f"{call.name} needs the user's confirmation and this client cannot ask for it, so it was "
                     "not run. Tell the user to do it themselves if they want it."
                 ))
-            decision = await confirm(call.name, _describe(call.name, args))
+            target = args.get("memory_id") or args.get("conversation_id")
+            decision = await confirm(call.name, tool.confirm.format(target=target))
             if decision == "unavailable":
                 raise ToolFailure("refused", (
                     f"{call.name} needs the user's confirmation and this connection cannot ask for it, so it "
@@ -230,42 +295,9 @@ class Agent:
             if decision != "accept":
                 raise ToolFailure("declined", f"the user did not confirm {call.name} ({decision}); it was not run.")
         try:
-            return await self._execute(call.name, args, run)
+            return await tool.run(self, args, run)
         except InvalidInputError as exc:
             raise ToolFailure("invalid_arguments", str(exc)) from exc
-
-    async def _execute(self, name: str, args: Mapping[str, Any], run: _Run) -> str:
-        service = self.service
-        if name in ("search_memories", "search_all_conversations"):
-            top_k = _clamp(args.get("top_k", 5), 1, 20)
-            if name == "search_memories" and run.conversation_id:
-                outcome = await service.search_memories(args.get("query"), run.conversation_id, top_k)
-            else:
-                outcome = await service.search_all_conversations(args.get("query"), top_k)
-            return json.dumps({"results": [
-                {"memory_id": h.memory.id, "conversation_id": h.memory.conversation_id,
-                 "date": h.memory.created_at[:10], "content": h.memory.content, "kind": h.memory.kind}
-                for h in outcome.hits
-            ], "notice": outcome.notice}, ensure_ascii=False)
-        if name == "store_memory":
-            conversation = await self._conversation(run)
-            stored = await service.store_memory(args.get("content"), conversation, tags=["agent"])
-            return json.dumps({"memory_id": stored.memory.id, "duplicate": stored.duplicate})
-        if name == "list_conversations":
-            found = await service.list_conversations(None, _clamp(args.get("limit", 10), 1, 50))
-            return json.dumps([
-                {"conversation_id": c.id, "name": c.name, "status": c.status, "created_at": c.created_at[:10]}
-                for c in found
-            ], ensure_ascii=False)
-        if name == "get_current_time":
-            return _now_text()
-        if name == "delete_memory":
-            deleted = await service.delete_memory(args.get("memory_id"))
-            return json.dumps({"deleted": deleted.id})
-        if name == "end_conversation":
-            ended = await service.end_conversation(args.get("conversation_id"))
-            return json.dumps({"ended": ended.conversation.id, "summary_status": ended.conversation.summary_status})
-        raise ToolFailure("unknown_tool", f"there is no tool {name!r}.")
 
     # -- helpers ------------------------------------------------------------------------------------
 
@@ -281,7 +313,8 @@ class Agent:
             ]
             recalled = built.recalled
         else:
-            recalled = [h.memory for h in (await self.service.search_all_conversations(question, top_k=5)).hits]
+            everywhere = search_request(question, top_k=5, everywhere=True)
+            recalled = [h.memory for h in (await self.service.search(everywhere)).hits]
         lines = [
             "You are a local memory agent. You answer the user's question from their stored memories, "
             "using the tools below when the memories given are not enough. Answer briefly and say when "
@@ -294,12 +327,13 @@ class Agent:
         return [{"role": "system", "content": "\n\n".join(lines)}, *history, {"role": "user", "content": question}]
 
     async def _write_audit(self, run: _Run) -> None:
-        conversation = await self._conversation(run)
-        await self.service.store.insert_audit([
+        conversation = await self.conversation(run)
+        await self._store.insert_audit([
             AuditRow(**{**row.__dict__, "conversation_id": conversation}) for row in run.audit
         ])
 
-    async def _conversation(self, run: _Run) -> str:
+    async def conversation(self, run: _Run) -> str:
+        """The run's conversation, started (anonymous, and current) if it has none yet."""
         if run.conversation_id is None:
             run.conversation_id = (await self.service.resolve_conversation(None, create=True)).id  # type: ignore[union-attr]
         return run.conversation_id
@@ -320,12 +354,6 @@ class Agent:
 def _digest(arguments: object) -> str:
     canonical = json.dumps(arguments, sort_keys=True, ensure_ascii=False, default=str)
     return hashlib.sha256(canonical.encode("utf-8")).hexdigest()
-
-
-def _describe(name: str, args: Mapping[str, Any]) -> str:
-    target = args.get("memory_id") or args.get("conversation_id")
-    what = "delete the memory" if name == "delete_memory" else "end the conversation"
-    return f"The local agent wants to {what} {target}. Allow it?"
 
 
 def _clamp(value: object, low: int, high: int) -> int:

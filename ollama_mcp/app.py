@@ -1,6 +1,6 @@
-"""The composition root: builds store → Ollama clients → embedder, summarizer → service → lifecycle → agent,
-runs the background work (loading the search indexes, embedding backfill, jobs, retention sweep,
-keyword index upkeep), and closes everything in reverse order."""
+"""The composition root: builds store → Ollama clients → embedder → indexer → jobs → service →
+lifecycle → agent, runs the background work (loading the search indexes, embedding backfill,
+jobs, retention sweep, keyword index upkeep), and closes everything in reverse order."""
 
 from __future__ import annotations
 
@@ -11,8 +11,10 @@ from dataclasses import dataclass
 import anyio
 
 from ollama_mcp.agent import Agent
+from ollama_mcp.background import supervise
 from ollama_mcp.config import Settings
 from ollama_mcp.embeddings import Embedder
+from ollama_mcp.indexer import Indexer
 from ollama_mcp.jobs import JobRunner
 from ollama_mcp.lifecycle import ConversationLifecycle
 from ollama_mcp.ollama_client import OllamaClient
@@ -25,6 +27,9 @@ from ollama_mcp.summaries import Summarizer
 @dataclass(frozen=True)
 class App:
     settings: Settings
+    store: Store
+    indexer: Indexer
+    jobs: JobRunner
     service: MemoryService
     lifecycle: ConversationLifecycle
     agent: Agent
@@ -34,7 +39,7 @@ class App:
 async def open_app(
     settings: Settings, *, background: bool = True, tuning: SearchTuning | None = None
 ) -> AsyncIterator[App]:
-    """Open the database and Ollama client; with ``background``, embed pending memories meanwhile.
+    """Open the database and Ollama client; with ``background``, run the background work meanwhile.
 
     ``tuning`` overrides the ranking defaults (benchmarks only; the server always uses defaults).
     """
@@ -46,31 +51,47 @@ async def open_app(
         model_setting="OLLAMA_MCP_CHAT_MODEL", timeout_setting="OLLAMA_MCP_CHAT_TIMEOUT",
     )
     try:
+        indexer = Indexer(store, Embedder(client, settings.embed_model), tuning)
         jobs = JobRunner(store, lease=settings.job_lease, max_delay=settings.job_max_delay)
         service = MemoryService(
-            store, Embedder(client, settings.embed_model),
-            max_content_chars=settings.max_content_chars, backfill_max_delay=settings.backfill_max_delay,
-            tuning=tuning, jobs=jobs, summaries=settings.chat_model is not None,
+            store, indexer, jobs, max_content_chars=settings.max_content_chars,
+            summaries=settings.chat_model is not None,
         )
         summarizer = None if settings.chat_model is None else Summarizer(chat_client, settings.chat_model)
         lifecycle = ConversationLifecycle(
-            service, summarizer, compact_messages=settings.compact_messages, compact_tokens=settings.compact_tokens,
-            retention_days=settings.retention_days,
+            store, service, indexer, jobs, summarizer, compact_messages=settings.compact_messages,
+            compact_tokens=settings.compact_tokens, retention_days=settings.retention_days,
         )
         agent = Agent(
-            lifecycle, chat_client, settings.agent_chat_model, allowed=settings.agent_tools,
+            store, service, lifecycle, chat_client, settings.agent_chat_model, allowed=settings.agent_tools,
             max_steps=settings.agent_max_steps, deadline=settings.agent_deadline,
         )
         failure: Exception | None = None
         async with anyio.create_task_group() as tasks:
             if background:
-                tasks.start_soon(service.warm_up)
-                tasks.start_soon(service.run_backfill)
-                tasks.start_soon(jobs.run_forever)
-                tasks.start_soon(lifecycle.run_retention, settings.retention_interval)
-                tasks.start_soon(service.run_upkeep, settings.upkeep_interval, settings.upkeep_min_new)
+                interval = settings.upkeep_interval
+
+                async def merge_keywords() -> float:
+                    await indexer.merge_keywords(settings.upkeep_min_new)
+                    return interval
+
+                tasks.start_soon(supervise, "loading the search indexes", indexer.warm_up)
+                tasks.start_soon(lambda: supervise(
+                    "background embedding", indexer.backfill_step, wakeup=indexer.wakeup,
+                    max_delay=settings.backfill_max_delay,
+                ))
+                tasks.start_soon(lambda: supervise(
+                    "background jobs", jobs.step, wakeup=jobs.wakeup, max_delay=settings.job_max_delay,
+                ))
+                tasks.start_soon(lambda: supervise(
+                    "retention sweep", lifecycle.retention_step(settings.retention_interval),
+                    max_delay=settings.retention_interval,
+                ))
+                tasks.start_soon(lambda: supervise(
+                    "keyword index upkeep", merge_keywords, max_delay=interval, initial_delay=interval,
+                ))
             try:
-                yield App(settings, service, lifecycle, agent)
+                yield App(settings, store, indexer, jobs, service, lifecycle, agent)
             except Exception as exc:  # re-raised below as itself, not wrapped in an ExceptionGroup
                 failure = exc
             finally:

@@ -87,6 +87,22 @@ class SearchFilters:
 
 
 @dataclass(frozen=True)
+class SearchRequest:
+    """A search as a caller asked for it, checked once (``inputs.search_request``).
+
+    ``conversation_id`` is the conversation given; with none, the service searches the current
+    one, or all when there is none. ``everywhere`` searches every conversation whatever is given.
+    """
+
+    query: str
+    top_k: int = 5
+    threshold: float | None = None
+    conversation_id: str | None = None
+    everywhere: bool = False
+    filters: SearchFilters = SearchFilters()
+
+
+@dataclass(frozen=True)
 class Scope:
     """Which memories a ranking may return (the filters resolved to keys); ``None`` fields do not
     restrict."""

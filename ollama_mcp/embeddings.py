@@ -15,6 +15,7 @@ import numpy as np
 from ollama_mcp.domain import Facet
 from ollama_mcp.errors import (
     InputTooLongError,
+    InvalidInputError,
     OllamaModelError,
     OllamaUnavailableError,
 )
@@ -26,6 +27,7 @@ BATCH_SIZE = 32
 CHARS_PER_TOKEN = 3
 MIN_CHUNK_CHARS, MAX_CHUNK_CHARS = 400, 6000
 QUERY_CACHE_SIZE = 512
+MAX_EMBEDDING_DIM = 16_384  # the largest vector a caller may hand in
 
 # (document prefix, query prefix) by model family; models not listed take none.
 _PREFIXES: dict[str, tuple[str, str]] = {
@@ -182,3 +184,26 @@ class Embedder:
                 f"Ollama returned vectors of different sizes {sorted(dims)} in one reply for model {self.model!r}."
             )
         return out
+
+
+def given_vector(field: str, value: object) -> np.ndarray | None:
+    """A caller-supplied vector checked: finite, non-zero, as float32 as float32, scaled to unit length (vectors are compared by cosine)."""
+    if value is None:
+        return None
+    if isinstance(value, str | bytes) or not isinstance(value, Sequence | np.ndarray) or len(value) == 0:
+        raise InvalidInputError(field, "must be a non-empty list of numbers", "pass the vector, or omit it to let Ollama compute it")
+    if len(value) > MAX_EMBEDDING_DIM:
+        raise InvalidInputError(field, f"has {len(value):,} numbers; the limit is {MAX_EMBEDDING_DIM:,}", "pass a real embedding or omit it")
+    try:
+        vector = np.asarray(value)
+    except (TypeError, ValueError):
+        vector = np.asarray([], dtype=object)
+    if vector.ndim != 1 or vector.dtype.kind not in "iuf":  # bools, strings, nested lists, None ...
+        raise InvalidInputError(field, "contains something that is not a number", "pass only numbers")
+    vector = vector.astype(np.float64)
+    if not np.isfinite(vector).all():
+        raise InvalidInputError(field, "contains NaN or infinity", "pass only finite numbers")
+    norm = float(np.linalg.norm(vector))
+    if norm == 0.0:
+        raise InvalidInputError(field, "is all zeros", "pass a real embedding or omit it")
+    return (vector / norm).astype(np.float32)

@@ -14,9 +14,7 @@ from collections.abc import Sequence
 from datetime import UTC, datetime
 from typing import Any
 
-import numpy as np
-
-from ollama_mcp.domain import format_timestamp
+from ollama_mcp.domain import SearchFilters, SearchRequest, format_timestamp
 from ollama_mcp.errors import InvalidInputError
 
 MAX_QUERY_CHARS = 10_000
@@ -25,7 +23,6 @@ MAX_TAG_CHARS = 100
 MAX_NAME_CHARS = 500
 MAX_METADATA_BYTES = 64 * 1024
 MAX_METADATA_DEPTH = 16
-MAX_EMBEDDING_DIM = 16_384
 MAX_TOP_K = 100
 MAX_LIST_LIMIT = 500
 
@@ -102,29 +99,6 @@ def metadata(field: str, value: object) -> dict[str, Any]:
     return value
 
 
-def embedding(field: str, value: object) -> np.ndarray | None:
-    """A finite, non-zero vector as float32, scaled to unit length (vectors are compared by cosine)."""
-    if value is None:
-        return None
-    if isinstance(value, str | bytes) or not isinstance(value, Sequence | np.ndarray) or len(value) == 0:
-        raise InvalidInputError(field, "must be a non-empty list of numbers", "pass the vector, or omit it to let Ollama compute it")
-    if len(value) > MAX_EMBEDDING_DIM:
-        raise InvalidInputError(field, f"has {len(value):,} numbers; the limit is {MAX_EMBEDDING_DIM:,}", "pass a real embedding or omit it")
-    try:
-        vector = np.asarray(value)
-    except (TypeError, ValueError):
-        vector = np.asarray([], dtype=object)
-    if vector.ndim != 1 or vector.dtype.kind not in "iuf":  # bools, strings, nested lists, None ...
-        raise InvalidInputError(field, "contains something that is not a number", "pass only numbers")
-    vector = vector.astype(np.float64)
-    if not np.isfinite(vector).all():
-        raise InvalidInputError(field, "contains NaN or infinity", "pass only finite numbers")
-    norm = float(np.linalg.norm(vector))
-    if norm == 0.0:
-        raise InvalidInputError(field, "is all zeros", "pass a real embedding or omit it")
-    return (vector / norm).astype(np.float32)
-
-
 def integer(field: str, value: object, low: int, high: int) -> int:
     if isinstance(value, bool) or not isinstance(value, int):
         if isinstance(value, float) and value.is_integer():
@@ -182,6 +156,41 @@ def timestamp(field: str, value: object) -> str | None:
     if moment.tzinfo is None:
         moment = moment.replace(tzinfo=UTC)
     return format_timestamp(moment)
+
+
+# search_request's parameters are named like the tools' (and so like these checks).
+_tags, _threshold, _conversation_id = tags, threshold, conversation_id
+
+
+def search_request(
+    query: object,
+    conversation_id: object = None,
+    top_k: object = 5,
+    threshold: object = None,
+    tags: object = None,
+    since: object = None,
+    until: object = None,
+    include_messages: object = False,
+    include_superseded: object = False,
+    *,
+    everywhere: bool = False,
+) -> SearchRequest:
+    """A search request with every field checked; the first bad field raises."""
+    filters = SearchFilters(
+        tags=_tags("tags", tags), since=timestamp("since", since), until=timestamp("until", until),
+        kinds=("note", "summary", "message") if flag("include_messages", include_messages) else ("note", "summary"),
+        include_superseded=flag("include_superseded", include_superseded),
+    )
+    if filters.since and filters.until and filters.since > filters.until:
+        raise InvalidInputError("since", "is later than until", "swap them or widen the range")
+    return SearchRequest(
+        query=text("query", query, MAX_QUERY_CHARS, what="search text"),
+        top_k=integer("top_k", top_k, 1, MAX_TOP_K),
+        threshold=_threshold("threshold", threshold),
+        conversation_id=None if everywhere else _conversation_id("conversation_id", conversation_id),
+        everywhere=everywhere,
+        filters=filters,
+    )
 
 
 def _uuid(field: str, value: object, fix: str) -> str:

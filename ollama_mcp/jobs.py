@@ -23,6 +23,7 @@ from datetime import UTC, datetime, timedelta
 
 import anyio
 
+from ollama_mcp.background import Wakeup
 from ollama_mcp.domain import Job, JobKind, format_timestamp
 from ollama_mcp.errors import OllamaMcpError, OllamaModelError, OllamaUnavailableError
 from ollama_mcp.store import Store
@@ -37,7 +38,7 @@ IDLE_POLL_SECONDS = 60.0  # also notices jobs queued by another process
 
 
 class JobRunner:
-    """Runs due jobs one at a time; ``wake`` after queuing one to start it at once."""
+    """Runs due jobs one at a time (``step``, run by ``background.supervise``)."""
 
     def __init__(
         self, store: Store, *, lease: float = 30.0, max_delay: float = 300.0, max_attempts: int = MAX_ATTEMPTS
@@ -47,23 +48,14 @@ class JobRunner:
         self._lease = lease
         self._max_delay = max_delay
         self._max_attempts = max_attempts
-        self._wake = anyio.Event()
+        self.wakeup = Wakeup()  # set it after queuing a job to start it at once
 
     def register(self, kind: JobKind, handler: Handler) -> None:
         self._handlers[kind] = handler
 
-    def wake(self) -> None:
-        self._wake.set()
-
-    async def run_forever(self) -> None:
-        while True:
-            try:
-                ran = await self.run_once()
-            except OllamaMcpError as exc:  # the database stayed busy: try again shortly
-                log.warning("background jobs paused: %s", exc)
-                ran = False
-            if not ran:
-                await self._sleep_until_due()
+    async def step(self) -> float:
+        """One round for ``background.supervise``: run a due job, or say how long until one is due."""
+        return 0.0 if await self.run_once() else await self._until_due()
 
     async def run_once(self) -> bool:
         """Run the next due job, if any; returns whether one ran."""
@@ -119,12 +111,10 @@ class JobRunner:
             job.id, format_timestamp(datetime.now(UTC) + timedelta(seconds=delay)), error
         )
 
-    async def _sleep_until_due(self) -> None:
+    async def _until_due(self) -> float:
         seconds = IDLE_POLL_SECONDS
         due = await self._store.next_job_time()
         if due is not None:
             wait = (datetime.strptime(due, "%Y-%m-%dT%H:%M:%S.%fZ").replace(tzinfo=UTC) - datetime.now(UTC))
             seconds = min(seconds, max(0.01, wait.total_seconds()))
-        with anyio.move_on_after(seconds):
-            await self._wake.wait()
-        self._wake = anyio.Event()
+        return seconds

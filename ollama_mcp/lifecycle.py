@@ -17,9 +17,8 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-import anyio
-
 from ollama_mcp import export, inputs
+from ollama_mcp.background import Step
 from ollama_mcp.domain import (
     Conversation,
     Export,
@@ -34,7 +33,10 @@ from ollama_mcp.errors import (
     InvalidInputError,
     OllamaMcpError,
 )
+from ollama_mcp.indexer import Indexer
+from ollama_mcp.jobs import JobRunner
 from ollama_mcp.service import MemoryService
+from ollama_mcp.store import Store
 from ollama_mcp.summaries import Summarizer
 
 log = logging.getLogger(__name__)
@@ -80,21 +82,26 @@ class ConversationLifecycle:
 
     def __init__(
         self,
+        store: Store,
         service: MemoryService,
+        indexer: Indexer,
+        jobs: JobRunner,
         summarizer: Summarizer | None,
         *,
         compact_messages: int = 50,
         compact_tokens: int = 8000,
         retention_days: float | None = None,
     ) -> None:
+        self._store = store
         self.service = service
-        self.store = service.store
+        self._indexer = indexer
+        self._jobs = jobs
         self._summarizer = summarizer
         self._compact_messages = compact_messages
         self._compact_tokens = compact_tokens
         self._retention_days = retention_days
-        service.jobs.register("summarize", self._summarize_job)
-        service.jobs.register("compact", self._compact_job)
+        jobs.register("summarize", self._summarize_job)
+        jobs.register("compact", self._compact_job)
 
     # -- transcript -----------------------------------------------------------------------------
 
@@ -124,9 +131,9 @@ class ConversationLifecycle:
             metadata={}, created_at=utc_now(), role=role, actor=who, tool_calls=tuple(tool_calls),
             tool_call_id=tool_call_id,
         )
-        stored, _ = await self.store.insert_memory(message)
-        self.service.wake_backfill()
-        await self._maybe_compact(await self.store.get_conversation(target))
+        stored, _ = await self._store.insert_memory(message)
+        self._indexer.added()
+        await self._maybe_compact(await self._store.get_conversation(target))
         return stored
 
     async def history(self, conversation_id: object, limit: object = 20, before: object = None) -> list[Memory]:
@@ -135,14 +142,14 @@ class ConversationLifecycle:
         if target is None:
             raise InvalidInputError("conversation_id", "is required", "pass the conversation to read")
         count = inputs.integer("limit", limit, 1, MAX_HISTORY)
-        await self.store.get_conversation(target)
+        await self._store.get_conversation(target)
         before_seq = None
         if before is not None:
-            anchor = await self.store.get_memory(inputs.memory_id("before", before))
+            anchor = await self._store.get_memory(inputs.memory_id("before", before))
             if anchor.conversation_id != target or anchor.kind != "message":
                 raise InvalidInputError("before", "is not a message of this conversation", "pass a message id it returned")
             before_seq = anchor.seq
-        return await self.store.messages(target, count, before_seq)
+        return await self._store.messages(target, count, before_seq)
 
     # -- context --------------------------------------------------------------------------------
 
@@ -168,8 +175,8 @@ class ConversationLifecycle:
         window = inputs.integer("recent_messages", recent_messages, 0, MAX_HISTORY)
         k = inputs.integer("recall_k", recall_k, 0, inputs.MAX_TOP_K)
         ask = None if query is None else inputs.text("query", query, inputs.MAX_QUERY_CHARS, what="search text")
-        conversation = await self.store.get_conversation(target)
-        recent = [m for m in await self.store.messages(target, window) if m.seq > conversation.summarized_through]
+        conversation = await self._store.get_conversation(target)
+        recent = [m for m in await self._store.messages(target, window) if m.seq > conversation.summarized_through]
         latest_user = next((m for m in reversed(recent) if m.role == "user"), None)
         ask = ask or (latest_user.content if latest_user else None)
 
@@ -190,7 +197,7 @@ class ConversationLifecycle:
                 summary_text, used = text, used + estimate_tokens(text)
         recalled: list[Memory] = []
         if ask and k:
-            outcome = await self.service.search_all_conversations(ask, top_k=k)
+            outcome = await self.service.search(inputs.search_request(ask, top_k=k, everywhere=True))
             block_cost = estimate_tokens(DATA_NOTICE)
             for hit in outcome.hits:
                 cost = math.ceil(len(recall_line(hit.memory)) / CHARS_PER_TOKEN) + 1
@@ -219,53 +226,53 @@ class ConversationLifecycle:
 
     async def _summarize_job(self, job: Job) -> None:
         try:
-            conversation = await self.store.get_conversation(job.conversation_id)
+            conversation = await self._store.get_conversation(job.conversation_id)
         except ConversationNotFoundError:
-            return await self.store.finish_job(job, utc_now())  # deleted meanwhile: nothing to do
+            return await self._store.finish_job(job, utc_now())  # deleted meanwhile: nothing to do
         summarizer = self._require_summarizer()
-        items = await self.store.conversation_memories(job.conversation_id, kinds=("note", "message"))
+        items = await self._store.conversation_memories(job.conversation_id, kinds=("note", "message"))
         # Messages the rolling summary covers are read through it; every note is read itself.
         current = [
             m for m in items
             if m.superseded_by is None and (m.kind == "note" or m.seq > conversation.summarized_through)
         ]
         if not current and not conversation.rolling_summary:
-            return await self.store.finish_job(job, utc_now())
+            return await self._store.finish_job(job, utc_now())
         text = await summarizer.summarize(current, conversation.rolling_summary)
         now = utc_now()
         summary = Memory(
             id=str(uuid.uuid4()), seq=0, conversation_id=job.conversation_id, kind="summary", content=text,
             tags=("summary",), metadata={"written_by": summarizer.model}, created_at=now,
         )
-        await self.store.finish_job(job, now, summary=summary)
-        self.service.wake_backfill()
+        await self._store.finish_job(job, now, summary=summary)
+        self._indexer.added()
 
     async def _compact_job(self, job: Job) -> None:
         try:
-            conversation = await self.store.get_conversation(job.conversation_id)
+            conversation = await self._store.get_conversation(job.conversation_id)
         except ConversationNotFoundError:
-            return await self.store.finish_job(job, utc_now())
+            return await self._store.finish_job(job, utc_now())
         summarizer = self._require_summarizer()
-        pending = await self.store.conversation_memories(
+        pending = await self._store.conversation_memories(
             job.conversation_id, after_seq=conversation.summarized_through, kinds=("message",)
         )
         if len(pending) < 2:
-            return await self.store.finish_job(job, utc_now())
+            return await self._store.finish_job(job, utc_now())
         oldest_half = pending[: len(pending) // 2]
         text = await summarizer.summarize(oldest_half, conversation.rolling_summary)
-        await self.store.finish_job(job, utc_now(), rolling=(text, oldest_half[-1].seq))
+        await self._store.finish_job(job, utc_now(), rolling=(text, oldest_half[-1].seq))
         # Still over a threshold (a burst of messages while the model worked): go on.
-        await self._maybe_compact(await self.store.get_conversation(job.conversation_id))
+        await self._maybe_compact(await self._store.get_conversation(job.conversation_id))
 
     async def _maybe_compact(self, conversation: Conversation) -> None:
         if self._summarizer is None:
             return
-        messages, chars = await self.store.transcript_size(conversation.id, conversation.summarized_through)
+        messages, chars = await self._store.transcript_size(conversation.id, conversation.summarized_through)
         max_messages, max_tokens = self.compaction_thresholds(conversation)
         tokens = math.ceil(chars / CHARS_PER_TOKEN) + MESSAGE_OVERHEAD_TOKENS * messages
         if messages >= 2 and (messages > max_messages or tokens > max_tokens):
-            if await self.store.enqueue_job("compact", conversation.id, utc_now()):
-                self.service.jobs.wake()
+            if await self._store.enqueue_job("compact", conversation.id, utc_now()):
+                self._jobs.wakeup.set()
 
     def compaction_thresholds(self, conversation: Conversation) -> tuple[int, int]:
         """(messages, tokens) past which the transcript is compacted: the conversation's metadata
@@ -291,7 +298,7 @@ class ConversationLifecycle:
         found = []
         for conversation_id in await self._expired_ids():
             try:
-                found.append(await self.store.get_conversation(conversation_id))
+                found.append(await self._store.get_conversation(conversation_id))
             except ConversationNotFoundError:
                 continue
         return found
@@ -301,32 +308,30 @@ class ConversationLifecycle:
         cutoff = None
         if self._retention_days:
             cutoff = format_timestamp(now - timedelta(days=self._retention_days))
-        return await self.store.expired_conversations(format_timestamp(now), cutoff)
+        return await self._store.expired_conversations(format_timestamp(now), cutoff)
 
     async def sweep(self) -> list[str]:
         """Delete every conversation past its TTL or (with a retention period) idle for longer."""
         deleted = []
         for conversation_id in await self._expired_ids():
             try:
-                seqs = await self.store.delete_conversation(conversation_id)
+                seqs = await self._store.delete_conversation(conversation_id)
             except ConversationNotFoundError:
                 continue  # another process swept it first
-            await self.service.index.remove(seqs)
+            await self._indexer.removed(seqs)
             deleted.append(conversation_id)
         if deleted:
             log.info("retention: deleted %d expired conversations", len(deleted))
         return deleted
 
-    async def run_retention(self, interval: float) -> None:
-        """Sweep now and then every ``interval`` seconds; cancel to stop."""
-        while True:
-            try:
-                await self.sweep()
-            except OllamaMcpError as exc:
-                log.warning("retention sweep postponed: %s", exc)
-            except Exception:  # a bug: logged, and never allowed to take the tools down with it
-                log.exception("retention sweep failed")
-            await anyio.sleep(interval)
+    def retention_step(self, interval: float) -> Step:
+        """A step for ``background.supervise``: sweep, then wait ``interval`` seconds."""
+
+        async def step() -> float:
+            await self.sweep()
+            return interval
+
+        return step
 
     # -- export and import ------------------------------------------------------------------------
 
@@ -339,7 +344,7 @@ class ConversationLifecycle:
             raise InvalidInputError("format", "must be 'markdown' or 'json'", "pass one of them")
         number = inputs.integer("page", page, 1, 1_000_000)
         offset = (number - 1) * export.PAGE_ITEMS
-        conversation, memories, total = await self.store.conversation_snapshot(target, offset, export.PAGE_ITEMS)
+        conversation, memories, total = await self._store.conversation_snapshot(target, offset, export.PAGE_ITEMS)
         pages = max(1, math.ceil(total / export.PAGE_ITEMS))
         if number > pages:
             raise InvalidInputError("page", f"is {number}, but the conversation has {pages} page(s)", f"pass 1 to {pages}")
@@ -350,11 +355,11 @@ class ConversationLifecycle:
     async def snapshots(self, conversation_id: object = None) -> list[tuple[Conversation, list[Memory]]]:
         """Every conversation (or the one given) with all its memories, oldest conversation first."""
         given = inputs.conversation_id("conversation_id", conversation_id)
-        ids = [given] if given else await self.store.conversation_ids()
+        ids = [given] if given else await self._store.conversation_ids()
         found = []
         for cid in ids:
             try:
-                conversation, memories, _ = await self.store.conversation_snapshot(cid)
+                conversation, memories, _ = await self._store.conversation_snapshot(cid)
             except ConversationNotFoundError:
                 if given:
                     raise
@@ -373,14 +378,13 @@ class ConversationLifecycle:
         records = export.read_document(data)
         new_conversations = new_memories = 0
         for record in records:
-            created, added = await self.store.import_conversation(
+            created, added = await self._store.import_conversation(
                 record.conversation, record.memories, record.summarized_through_id
             )
             new_conversations += created
             new_memories += added
         if new_memories:
-            self.service.index.mark_dirty()
-            self.service.wake_backfill()  # vectors are not exported: embed them with this model
+            self._indexer.added()  # vectors are not exported: embed them with this model
         return new_conversations, new_memories
 
 

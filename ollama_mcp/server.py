@@ -38,6 +38,7 @@ from pydantic import BaseModel, Field
 from ollama_mcp import __version__
 from ollama_mcp.config import Settings
 from ollama_mcp.errors import NotFoundError, OllamaMcpError
+from ollama_mcp.inputs import search_request
 from ollama_mcp.results import (
     AgentReply,
     ConversationCreated,
@@ -55,7 +56,6 @@ from ollama_mcp.results import (
 if TYPE_CHECKING:
     from ollama_mcp.agent import Confirm, Decision
     from ollama_mcp.app import App
-    from ollama_mcp.service import MemoryService
 
 log = logging.getLogger(__name__)
 
@@ -141,11 +141,13 @@ def _reply(result: BaseModel) -> CallToolResult:
     return CallToolResult(content=[TextContent(type="text", text=text)], structured_content=result.model_dump(mode="json"))
 
 
-@contextmanager
-def _tool_errors() -> Iterator[None]:
-    """Our errors become tool errors the model can read; anything else is a bug, logged with its stack."""
+@asynccontextmanager
+async def _tool_call(ctx: Context) -> AsyncIterator[App]:
+    """A tool body's app, and its one error translation: our errors become tool errors the
+    model can read; anything else is a bug, logged with its stack and reported by type only."""
     try:
-        yield
+        holder: _AppHolder = ctx.request_context.lifespan_context
+        yield await holder.app()
     except OllamaMcpError as exc:
         raise ToolError(str(exc)) from exc
     except ToolError:
@@ -216,9 +218,6 @@ def build_server(settings: Settings) -> MCPServer:
         holder: _AppHolder = ctx.request_context.lifespan_context
         return await holder.app()
 
-    async def service(ctx: Context) -> MemoryService:
-        return (await opened(ctx)).service
-
     @server.tool(annotations=_WRITE)
     async def init_conversation(
         ctx: Context,
@@ -226,14 +225,14 @@ def build_server(settings: Settings) -> MCPServer:
         metadata: Annotated[dict[str, Any] | None, Field(description="ttl_hours: delete after.")] = None,
     ) -> Annotated[CallToolResult, ConversationCreated]:
         """Start a conversation and make it current: later memories go into it. Returns its id."""
-        with _tool_errors():
-            return _reply(ConversationCreated.of(await (await service(ctx)).init_conversation(name, metadata)))
+        async with _tool_call(ctx) as app:
+            return _reply(ConversationCreated.of(await app.service.init_conversation(name, metadata)))
 
     @server.tool(annotations=_READ)
     async def get_conversation_id(ctx: Context) -> Annotated[CallToolResult, CurrentConversation]:
         """The current conversation (null if none) with its name, status and memory count."""
-        with _tool_errors():
-            return _reply(CurrentConversation.of(await (await service(ctx)).get_conversation_id()))
+        async with _tool_call(ctx) as app:
+            return _reply(CurrentConversation.of(await app.service.get_conversation_id()))
 
     @server.tool(annotations=_IDEMPOTENT_WRITE)
     async def store_memory(
@@ -245,8 +244,8 @@ def build_server(settings: Settings) -> MCPServer:
         embedding: Annotated[list[float] | None, Field(description="Only a vector from the server's model.")] = None,
     ) -> Annotated[CallToolResult, MemoryStored]:
         """Save a fact, decision or preference. The same text stored again returns the existing memory."""
-        with _tool_errors():
-            stored = await (await service(ctx)).store_memory(content, conversation_id, tags, metadata, embedding)
+        async with _tool_call(ctx) as app:
+            stored = await app.service.store_memory(content, conversation_id, tags, metadata, embedding)
             return _reply(MemoryStored.of(stored))
 
     @server.tool(annotations=_WRITE)
@@ -258,8 +257,8 @@ def build_server(settings: Settings) -> MCPServer:
         metadata: dict[str, Any] | None = None,
     ) -> Annotated[CallToolResult, MemoryUpdated]:
         """Correct a memory: saves a new version (omitted fields kept) and keeps the old one as history."""
-        with _tool_errors():
-            old, new = await (await service(ctx)).update_memory(memory_id, content, tags, metadata)
+        async with _tool_call(ctx) as app:
+            old, new = await app.service.update_memory(memory_id, content, tags, metadata)
             return _reply(MemoryUpdated.of(old, new))
 
     @server.tool(annotations=_READ)
@@ -276,11 +275,11 @@ def build_server(settings: Settings) -> MCPServer:
         include_superseded: Superseded = False,
     ) -> Annotated[CallToolResult, SearchResults]:
         """Find memories of one conversation by meaning and keywords, best first."""
-        with _tool_errors():
-            outcome = await (await service(ctx)).search_memories(
+        async with _tool_call(ctx) as app:
+            request = search_request(
                 query, conversation_id, top_k, threshold, tags, since, until, include_messages, include_superseded
             )
-            return _reply(SearchResults.of(outcome))
+            return _reply(SearchResults.of(await app.service.search(request)))
 
     @server.tool(annotations=_READ)
     async def search_all_conversations(
@@ -288,19 +287,19 @@ def build_server(settings: Settings) -> MCPServer:
         include_messages: Messages = False,
     ) -> Annotated[CallToolResult, SearchResults]:
         """Like search_memories, across every conversation, including ended ones and their summaries."""
-        with _tool_errors():
-            outcome = await (await service(ctx)).search_all_conversations(
-                query, top_k, threshold, tags, include_messages=include_messages
+        async with _tool_call(ctx) as app:
+            request = search_request(
+                query, top_k=top_k, threshold=threshold, tags=tags, include_messages=include_messages, everywhere=True
             )
-            return _reply(SearchResults.of(outcome))
+            return _reply(SearchResults.of(await app.service.search(request)))
 
     @server.tool(annotations=_WRITE)
     async def end_conversation(
         ctx: Context, conversation_id: ConversationId = None, summary: str | None = None
     ) -> Annotated[CallToolResult, ConversationEnded]:
         """Close a conversation; it stays searchable. Without a summary, the local model writes one."""
-        with _tool_errors():
-            return _reply(ConversationEnded.of(await (await service(ctx)).end_conversation(conversation_id, summary)))
+        async with _tool_call(ctx) as app:
+            return _reply(ConversationEnded.of(await app.service.end_conversation(conversation_id, summary)))
 
     @server.tool(annotations=_READ)
     async def list_conversations(
@@ -309,8 +308,8 @@ def build_server(settings: Settings) -> MCPServer:
         limit: int = 20,
     ) -> Annotated[CallToolResult, ConversationList]:
         """Conversations, newest first, with their ids and memory counts."""
-        with _tool_errors():
-            found = await (await service(ctx)).list_conversations(status, limit)
+        async with _tool_call(ctx) as app:
+            found = await app.service.list_conversations(status, limit)
             return _reply(ConversationList(conversations=[ConversationInfo.of(c) for c in found]))
 
     @server.tool(annotations=_READ)
@@ -321,24 +320,22 @@ def build_server(settings: Settings) -> MCPServer:
         page: Annotated[int, Field(description="100 items a page.")] = 1,
     ) -> Annotated[CallToolResult, ConversationExport]:
         """A conversation with its summary, memories (every version) and messages."""
-        with _tool_errors():
-            app = await opened(ctx)
+        async with _tool_call(ctx) as app:
             target = conversation_id or app.service.current_conversation_id
             return _reply(ConversationExport.of(await app.lifecycle.export_conversation(target, format, page)))
 
     @server.tool(annotations=_DELETE)
     async def delete_memory(ctx: Context, memory_id: str) -> Annotated[CallToolResult, MemoryDeleted]:
         """Permanently delete one memory with all its versions."""
-        with _tool_errors():
-            return _reply(MemoryDeleted.of(await (await service(ctx)).delete_memory(memory_id)))
+        async with _tool_call(ctx) as app:
+            return _reply(MemoryDeleted.of(await app.service.delete_memory(memory_id)))
 
     @server.tool(annotations=_AGENT)
     async def ask_agent(ctx: Context, query: str, conversation_id: ConversationId = None) -> Annotated[
         CallToolResult, AgentReply
     ]:
         """Hand a question to the local model: it searches memory itself and returns one answer."""
-        with _tool_errors():
-            app = await opened(ctx)
+        async with _tool_call(ctx) as app:
             answer = await app.agent.ask(
                 query, conversation_id, confirm=_confirmer(ctx), progress=ctx.report_progress
             )

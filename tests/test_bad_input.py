@@ -13,6 +13,7 @@ from hypothesis import strategies as st
 
 from ollama_mcp.config import Settings
 from ollama_mcp.errors import InvalidInputError
+from ollama_mcp.inputs import search_request
 from tests.conftest import connect
 
 pytestmark = pytest.mark.anyio
@@ -179,7 +180,7 @@ async def test_nan_and_infinity_are_refused_by_the_service_itself(app: Any) -> N
     # JSON cannot carry NaN (clients send null), but the agent and the CLI call the service directly.
     svc = app.service
     with pytest.raises(InvalidInputError, match="threshold"):
-        await svc.search_memories("q", threshold=float("nan"))
+        await svc.search(search_request("q", threshold=float("nan")))
     with pytest.raises(InvalidInputError, match="metadata: contains NaN"):
         await svc.store_memory("ok", metadata={"k": float("inf")})
     with pytest.raises(InvalidInputError, match="embedding: contains NaN"):

@@ -12,6 +12,7 @@ import pytest
 from ollama_mcp.app import App, open_app
 from ollama_mcp.config import Settings
 from ollama_mcp.embeddings import chunk_text, prefixes_for
+from ollama_mcp.inputs import search_request
 from tests.fake_ollama import FakeModel, FakeOllama
 
 pytestmark = pytest.mark.anyio
@@ -35,7 +36,7 @@ def test_model_task_prefixes_are_known_per_family() -> None:
 
 async def test_documents_and_queries_get_the_nomic_prefixes(app: App, fake_ollama: FakeOllama) -> None:
     await app.service.store_memory("prefix check")
-    await app.service.search_memories("prefix")
+    await app.service.search(search_request("prefix"))
     inputs = [text for r in fake_ollama.embed_requests() for text in r.body["input"]]
     assert inputs == ["search_document: prefix check", "search_query: prefix"]
     assert all(r.body["truncate"] is False for r in fake_ollama.embed_requests())
@@ -51,7 +52,7 @@ async def test_a_long_memory_is_chunked_and_a_hit_on_a_late_chunk_returns_the_wh
     async with open_app(settings, background=False) as app:
         stored = await app.service.store_memory(content)
         await app.service.store_memory("a short unrelated memory")
-        outcome = await app.service.search_memories("dirigible")  # no shared keyword
+        outcome = await app.service.search(search_request("dirigible"))  # no shared keyword
     assert outcome.hits[0].memory.id == stored.memory.id
     assert outcome.hits[0].memory.content == content
     with sqlite3.connect(db_path) as conn:
@@ -85,9 +86,9 @@ async def test_many_pending_memories_are_embedded_in_batches(
             await app.service.store_memory(f"pending number {i}")
         fake_ollama.start()
         before = len(fake_ollama.embed_requests())
-        assert await app.service.backfill_once() == 32
-        assert await app.service.backfill_once() == 8
-        assert await app.service.backfill_once() == 0
+        assert await app.indexer.backfill_once() == 32
+        assert await app.indexer.backfill_once() == 8
+        assert await app.indexer.backfill_once() == 0
         batches = fake_ollama.embed_requests()[before:]
     # 40 contents and 40 contexts, less the first context, which is its content again
     assert sum(len(r.body["input"]) for r in batches) == 79

@@ -16,6 +16,7 @@ from ollama_mcp.app import App, open_app
 from ollama_mcp.config import Settings
 from ollama_mcp.db import migrations
 from ollama_mcp.domain import Scope
+from ollama_mcp.inputs import search_request
 from ollama_mcp.keywords import KeywordIndex
 from ollama_mcp.search import SearchTuning, query_terms
 from ollama_mcp.store import FACET_CODES, KEYWORD_TABLES, TOKENIZER
@@ -66,7 +67,7 @@ async def test_the_in_memory_keyword_index_ranks_every_query_as_fts5_does(app: A
     svc = app.service
     first, second = await svc.init_conversation("one"), await svc.init_conversation("two")
     await svc.import_memories(first.id, [sentence(rng) for _ in range(150)])
-    index = KeywordIndex(svc.store)
+    index = KeywordIndex(app.store)
     queries = [rng.sample(VOCABULARY, rng.randint(1, 4)) for _ in range(40)]
     await assert_ranks_as_fts5(index, db_path, queries)  # loaded from FTS5's own postings
     for _ in range(40):  # one at a time: each tokenized by the scratch tables
@@ -95,17 +96,17 @@ async def test_a_search_sees_what_another_process_inserted_deleted_or_rewrote_si
         a = await mine.service.store_memory("the harbour crane is red", conv.id)
         b = await mine.service.store_memory("the zeppelin lands on tuesday", conv.id)
         c = await mine.service.store_memory("the invoice for the crane", conv.id)
-        assert [h.memory.id for h in (await mine.service.search_memories("zeppelin", conv.id)).hits] == [b.memory.id]
-        index = KeywordIndex(mine.service.store)  # another index on my connection, loaded now
+        assert [h.memory.id for h in (await mine.service.search(search_request("zeppelin", conv.id))).hits] == [b.memory.id]
+        index = KeywordIndex(mine.store)  # another index on my connection, loaded now
         await index.refresh()
         await theirs.service.delete_memory(b.memory.id)  # rewrites c's context (b was in it)
         await theirs.service.delete_memory(c.memory.id)  # the highest seqs gone: the next store reuses one
         d = await theirs.service.store_memory("the budget meeting moved", conv.id)
         assert d.memory.seq <= c.memory.seq  # so "memories past the highest seq I saw" would miss it
-        assert (await mine.service.search_memories("zeppelin", conv.id)).hits == []
-        assert (await mine.service.search_memories("invoice", conv.id)).hits == []
-        assert [h.memory.id for h in (await mine.service.search_memories("budget", conv.id)).hits] == [d.memory.id]
-        crane = await mine.service.search_memories("crane", conv.id)
+        assert (await mine.service.search(search_request("zeppelin", conv.id))).hits == []
+        assert (await mine.service.search(search_request("invoice", conv.id))).hits == []
+        assert [h.memory.id for h in (await mine.service.search(search_request("budget", conv.id))).hits] == [d.memory.id]
+        crane = await mine.service.search(search_request("crane", conv.id))
         assert [h.memory.id for h in crane.hits] == [a.memory.id]
         await assert_ranks_as_fts5(index, db_path, [["crane"], ["budget", "zeppelin"], ["red", "tuesday"]])
 
@@ -117,12 +118,12 @@ async def test_a_process_that_fell_behind_a_pruned_change_log_reloads_its_keywor
         conv = await mine.service.init_conversation("shared")
         doomed = await mine.service.store_memory("the secret zeppelin plan", conv.id)
         await mine.service.store_memory("an unrelated note", conv.id)
-        assert (await mine.service.search_memories("zeppelin", conv.id)).hits  # loaded
+        assert (await mine.service.search(search_request("zeppelin", conv.id))).hits  # loaded
         await theirs.service.delete_memory(doomed.memory.id)
         with sqlite3.connect(db_path) as conn:  # what the upkeep does once 10,000 changes piled up
             conn.execute("DELETE FROM memory_changes")
         await theirs.service.store_memory("one more note", conv.id)
-        assert (await mine.service.search_memories("zeppelin", conv.id)).hits == []
+        assert (await mine.service.search(search_request("zeppelin", conv.id))).hits == []
 
 
 async def test_a_query_word_fts5_splits_in_two_matches_only_where_its_parts_stand_together(
@@ -132,7 +133,7 @@ async def test_a_query_word_fts5_splits_in_two_matches_only_where_its_parts_stan
         conv = await app.service.init_conversation("config")
         await app.service.store_memory("set config_value to 3 in the file", conv.id)
         await app.service.store_memory("the value lives in the config file", conv.id)  # apart
-        found = await app.service.search_memories("config_value", conv.id)
+        found = await app.service.search(search_request("config_value", conv.id))
         assert [h.memory.content for h in found.hits] == ["set config_value to 3 in the file"]
 
 
@@ -146,7 +147,7 @@ async def test_keyword_filters_hold_in_the_in_memory_index(settings: Settings) -
         old, newer = await svc.update_memory(note.memory.id, content="the zeppelin budget doubled")
 
         async def found(**filters: object) -> set[str]:
-            outcome = await svc.search_memories("zeppelin", **filters)  # type: ignore[arg-type]
+            outcome = await svc.search(search_request("zeppelin", **filters))  # type: ignore[arg-type]
             return {h.memory.content for h in outcome.hits}
 
         assert await found(conversation_id=one.id) == {"the zeppelin budget doubled"}
@@ -178,7 +179,7 @@ async def test_the_keyword_index_survives_more_deletes_than_it_keeps_masked(
         svc = app.service
         conv = await svc.init_conversation("churn")
         stored = [await svc.store_memory(f"harbour crane number {i}", conv.id) for i in range(80)]
-        index = KeywordIndex(svc.store)
+        index = KeywordIndex(app.store)
         await index.refresh()
         for memory in stored[:60]:  # three quarters deleted: the index rebuilds on the way
             await svc.delete_memory(memory.memory.id)

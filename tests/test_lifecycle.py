@@ -20,6 +20,7 @@ from ollama_mcp.errors import (
     InvalidInputError,
     MemorySupersededError,
 )
+from ollama_mcp.inputs import search_request
 from ollama_mcp.lifecycle import estimate_tokens
 from tests.conftest import connect, eventually
 from tests.fake_ollama import FakeOllama
@@ -94,17 +95,17 @@ async def test_a_missing_chat_model_never_fails_ending_and_the_job_says_why_unti
     conv = await conversation_with_notes(app, "Remember the milk")
     ended = await app.service.end_conversation(conv)
     assert ended.conversation.summary_status == "pending"
-    assert await app.service.jobs.run_once()
+    assert await app.jobs.run_once()
     [(kind, state, attempts, error)] = job_rows(db_path)
     assert (kind, state) == ("summarize", "queued") and "ollama pull qwen2.5:3b" in error
     # Waiting on a model uses up no attempts: it is retried however long the user takes.
     for _ in range(8):
         rows(db_path, "UPDATE jobs SET run_after = '2000-01-01T00:00:00.000000Z'")  # due now
-        assert await app.service.jobs.run_once()
+        assert await app.jobs.run_once()
     assert job_rows(db_path)[0][1] == "queued"
     fake_ollama.models["qwen2.5:3b"] = replace(fake_ollama.models["nomic-embed-text"], capabilities=["completion"])
     rows(db_path, "UPDATE jobs SET run_after = '2000-01-01T00:00:00.000000Z'")
-    assert await app.service.jobs.run_once()
+    assert await app.jobs.run_once()
     assert job_rows(db_path)[0][:2] == ("summarize", "done")
     assert rows(db_path, "SELECT summary_status FROM conversations")[0][0] == "done"
 
@@ -117,12 +118,12 @@ async def test_malformed_json_is_retried_and_then_recorded_as_failed_with_the_re
     fake_ollama.enqueue_chat("not json at all", '{"summary": ""}', '{"summary": "x", "key_points": "no"}')
     for _ in range(3):
         rows(db_path, "UPDATE jobs SET run_after = '2000-01-01T00:00:00.000000Z'")
-        assert await app.service.jobs.run_once()
+        assert await app.jobs.run_once()
         assert job_rows(db_path)[0][1] == "queued"
     fake_ollama.enqueue_chat("{", "[]")
     for _ in range(2):
         rows(db_path, "UPDATE jobs SET run_after = '2000-01-01T00:00:00.000000Z'")
-        assert await app.service.jobs.run_once()
+        assert await app.jobs.run_once()
     [(kind, state, attempts, error)] = job_rows(db_path)
     assert (state, attempts) == ("failed", 5)
     assert error == "Gave up after 5 attempts: Chat model 'qwen2.5:3b' replied without a summary."
@@ -137,10 +138,10 @@ async def test_a_chat_timeout_leaves_the_job_waiting_and_the_next_attempt_succee
         conv = await conversation_with_notes(app, "slow model")
         fake_ollama.enqueue_chat({"_delay": 1.0, "role": "assistant", "content": "late"})
         await app.service.end_conversation(conv)
-        assert await app.service.jobs.run_once()
+        assert await app.jobs.run_once()
         assert job_rows(db_path)[0][1] == "queued" and "did not answer within 0.3 s" in job_rows(db_path)[0][3]
         rows(db_path, "UPDATE jobs SET run_after = '2000-01-01T00:00:00.000000Z'")
-        assert await app.service.jobs.run_once()
+        assert await app.jobs.run_once()
         assert job_rows(db_path)[0][1] == "done"
 
 
@@ -174,7 +175,7 @@ async def test_two_processes_ending_and_summarizing_produce_one_summary(settings
         results = []
 
         async def work(app: App) -> None:
-            results.append(await app.service.jobs.run_once())
+            results.append(await app.jobs.run_once())
 
         async with anyio.create_task_group() as tasks:
             tasks.start_soon(work, one)
@@ -205,9 +206,9 @@ async def test_history_pages_backwards_in_chronological_order(app: App) -> None:
 async def test_messages_are_searched_only_when_asked_and_share_the_index(app: App) -> None:
     conv = await app.service.init_conversation("chat")
     message = await app.lifecycle.add_message(conv.id, "user", "The quokka is my favourite animal")
-    await app.service.backfill_once()
-    assert (await app.service.search_memories("quokka", conv.id)).hits == []
-    found = await app.service.search_memories("quokka", conv.id, include_messages=True)
+    await app.indexer.backfill_once()
+    assert (await app.service.search(search_request("quokka", conv.id))).hits == []
+    found = await app.service.search(search_request("quokka", conv.id, include_messages=True))
     assert [h.memory.id for h in found.hits] == [message.id] and found.hits[0].similarity is not None
 
 
@@ -219,7 +220,7 @@ async def test_compaction_summarizes_the_oldest_half_once_past_the_message_thres
     assert job_rows(db_path) == []  # at the threshold, not past it
     sent.append(await app.lifecycle.add_message(conv.id, "assistant", "topic6 is discussed"))
     assert job_rows(db_path) == [("compact", "queued", 0, None)]
-    assert await app.service.jobs.run_once()
+    assert await app.jobs.run_once()
     rolling, through = rows(db_path, "SELECT rolling_summary, summarized_through FROM conversations")[0]
     assert through == sent[2].seq  # 3 of 7: the oldest half
     assert "topic0" in rolling and "topic2" in rolling and "topic3" not in rolling
@@ -237,12 +238,12 @@ async def test_compaction_also_triggers_on_the_token_threshold_and_reads_the_pre
     conv = await app.service.init_conversation("wordy", {"compact_after_tokens": 300})
     for i in range(3):
         await app.lifecycle.add_message(conv.id, "user", f"chapter{i} " + "words " * 150)
-    assert await app.service.jobs.run_once()
+    assert await app.jobs.run_once()
     first_through = rows(db_path, "SELECT summarized_through FROM conversations")[0][0]
     assert first_through > 0
     for i in range(3, 6):
         await app.lifecycle.add_message(conv.id, "user", f"chapter{i} " + "words " * 150)
-    while await app.service.jobs.run_once():
+    while await app.jobs.run_once():
         pass
     assert rows(db_path, "SELECT summarized_through FROM conversations")[0][0] > first_through
     last_prompt = fake_ollama.chat_requests()[-1].body["messages"][-1]["content"]
@@ -255,7 +256,7 @@ async def test_build_context_never_exceeds_the_budget_and_keeps_the_latest_messa
     for i in range(30):
         await app.lifecycle.add_message(conv.id, "user" if i % 2 == 0 else "assistant", f"line {i} " + "x " * 40)
     await app.lifecycle.add_message(conv.id, "user", "when does the staging database password rotate?")
-    await app.service.backfill_once()
+    await app.indexer.backfill_once()
     for budget in (40, 120, 400, 2_000):
         built = await app.lifecycle.build_context(conv.id, budget)
         assert sum(estimate_tokens(m["content"]) for m in built.messages) <= budget, budget
@@ -296,9 +297,9 @@ async def test_update_memory_keeps_the_old_version_and_searches_see_only_the_lat
     assert rows(db_path, "SELECT id, superseded_by FROM memories ORDER BY seq") == [
         (first.memory.id, second.memory.id), (second.memory.id, None),
     ]
-    default = await app.service.search_memories("office wifi password", conv.id)
+    default = await app.service.search(search_request("office wifi password", conv.id))
     assert [h.memory.id for h in default.hits] == [second.memory.id]
-    history = await app.service.search_memories("office wifi password", conv.id, include_superseded=True)
+    history = await app.service.search(search_request("office wifi password", conv.id, include_superseded=True))
     assert {h.memory.id for h in history.hits} == {first.memory.id, second.memory.id}
     with pytest.raises(MemorySupersededError, match=f"update {second.memory.id} instead"):
         await app.service.update_memory(first.memory.id, content="again")
@@ -308,7 +309,7 @@ async def test_update_memory_keeps_the_old_version_and_searches_see_only_the_lat
     # Deleting the latest version deletes the whole chain: no old wording stays findable.
     await app.service.delete_memory(second.memory.id)
     assert rows(db_path, "SELECT count(*) FROM memories") == [(0,)]
-    assert (await app.service.search_memories("hunter2", conv.id, include_superseded=True)).hits == []
+    assert (await app.service.search(search_request("hunter2", conv.id, include_superseded=True))).hits == []
 
 
 async def test_an_update_may_return_to_an_earlier_wording_and_messages_are_never_edited(app: App) -> None:
@@ -353,9 +354,9 @@ async def test_export_round_trips_through_import_and_a_second_import_changes_not
         assert await restored.lifecycle.import_document(document) == (0, 0)
         assert strip(await restored.lifecycle.export_all()) == strip(again)
         # Imported memories are embedded with this store's model, then found by meaning too.
-        while await restored.service.backfill_once():
+        while await restored.indexer.backfill_once():
             pass
-        hit = (await restored.service.search_all_conversations("busy_timeout wal")).hits[0]
+        hit = (await restored.service.search(search_request("busy_timeout wal", everywhere=True))).hits[0]
         assert hit.memory.content == "Use SQLite with WAL and busy_timeout"
     assert strip(again) == strip(document)
     assert rows(copy.db_path, "SELECT tag FROM memory_tags") == [("db",), ("db",), ("summary",)]
@@ -426,13 +427,13 @@ async def test_the_ttl_sweep_deletes_expired_conversations_without_leaving_orpha
         await app.service.store_memory(f"secret plan for {conv[:4]}", conv, ["plan"])
         await app.lifecycle.add_message(conv, "user", "a message about the plan")
     await app.service.end_conversation(doomed.id)  # queues a summary job, which must go too
-    await app.service.store.insert_audit([AuditRow("r", doomed.id, 1, None, None, None, "answered", "ok", 1.0, "t")])
-    await app.service.backfill_once()
-    await app.service.search_all_conversations("secret plan")  # loads the vector index
+    await app.store.insert_audit([AuditRow("r", doomed.id, 1, None, None, None, "answered", "ok", 1.0, "t")])
+    await app.indexer.backfill_once()
+    await app.service.search(search_request("secret plan", everywhere=True))  # loads the vector index
     await anyio.sleep(0.4)
     assert await app.lifecycle.sweep() == [doomed.id]
     assert_no_trace(db_path, doomed.id)
-    found = await app.service.search_all_conversations("secret plan", include_messages=True)
+    found = await app.service.search(search_request("secret plan", include_messages=True, everywhere=True))
     assert {h.memory.conversation_id for h in found.hits} == {kept.id}
     assert await app.lifecycle.sweep() == []
 

@@ -11,6 +11,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
+import anyio
 import pytest
 
 from ollama_mcp.app import open_app
@@ -182,6 +183,20 @@ async def test_while_ollama_is_failing_a_store_does_not_wait_on_it_again(
         assert second.embedding_status == "pending" and "did not answer within 2 s" in (second.embedding_note or "")
         assert len(fake_ollama.requests) == asked  # it did not ask Ollama at all
         fake_ollama.delay = 0.0
-        assert await app.service.backfill_once() == 2  # the backfill is what tries again
+        assert await app.indexer.backfill_once() == 2  # the backfill is what tries again
         third = await app.service.store_memory("third, Ollama is back")
         assert third.embedding_status == "embedded"
+
+
+async def test_the_backfill_backs_off_while_ollama_fails_instead_of_asking_again_at_once(
+    settings: Settings, fake_ollama: FakeOllama
+) -> None:
+    fake_ollama.fail = (503, "server busy")
+    async with open_app(replace(settings, backfill_max_delay=30.0)) as app:
+        conversation = await app.service.init_conversation("outage")
+        stored = await app.service.store_memory("a note written while Ollama fails", conversation.id)
+        assert stored.embedding_status == "pending"
+        before = len(fake_ollama.requests)
+        await anyio.sleep(2.5)  # the backoff is the behaviour under test: 1 s, then 2 s
+        retries = len(fake_ollama.requests) - before
+    assert 1 <= retries <= 3, f"{retries} requests to Ollama in 2.5 s while it failed"

@@ -23,6 +23,7 @@ from mcp import Client
 from ollama_mcp.app import open_app
 from ollama_mcp.config import Settings
 from ollama_mcp.db import migrations
+from ollama_mcp.inputs import search_request
 from tests.fake_ollama import FakeOllama
 from tests.test_stdio import SCRIPT, server_env, stdio
 from tests.test_tools import call
@@ -279,10 +280,10 @@ async def test_a_database_of_every_released_schema_opens_migrated_with_its_data(
         svc = app.service
         conversations = {c.name: c for c in await svc.list_conversations()}
         assert conversations["fixture: ended"].status == "completed"
-        found = await svc.search_all_conversations("which database for billing", top_k=3)
+        found = await svc.search(search_request("which database for billing", top_k=3, everywhere=True))
         assert found.mode == "hybrid"
         assert "We chose PostgreSQL for billing" in [h.memory.content for h in found.hits]
-        summary = await svc.search_all_conversations("what was decided", top_k=5)
+        summary = await svc.search(search_request("what was decided", top_k=5, everywhere=True))
         assert any(h.memory.kind == "summary" for h in summary.hits)
         stored = await svc.store_memory("written after the upgrade", conversations["fixture: active"].id)
         assert stored.embedding_status == "embedded"
@@ -306,7 +307,7 @@ async def test_merging_the_keyword_index_while_another_process_writes_loses_noth
 
         async def merge() -> None:
             for _ in range(3):
-                await merger.service.merge_keyword_index()
+                await merger.indexer.merge_keywords()
                 await anyio.sleep(0.01)
 
         async with anyio.create_task_group() as group:
@@ -315,6 +316,6 @@ async def test_merging_the_keyword_index_while_another_process_writes_loses_noth
         assert len(written) == 60
         assert query(db_path, "SELECT count(*) FROM memories WHERE conversation_id = ?", conv.id) == [(60,)]
         for i in (0, 31, 59):
-            found = await merger.service.search_memories(f"live note {i} of the chat", conv.id, top_k=1)
+            found = await merger.service.search(search_request(f"live note {i} of the chat", conv.id, top_k=1))
             assert found.hits[0].memory.content == f"live note {i} of the chat"
     assert_consistent(db_path)

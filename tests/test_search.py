@@ -13,6 +13,7 @@ import pytest
 
 from ollama_mcp.app import App, open_app
 from ollama_mcp.config import Settings
+from ollama_mcp.inputs import search_request
 from ollama_mcp.search import SearchTuning, fts_any, fts_phrase, fuse, query_terms
 from tests.conftest import eventually
 from tests.fake_ollama import FakeModel, FakeOllama
@@ -59,7 +60,7 @@ async def test_a_memory_is_found_by_meaning_without_sharing_a_word(app: App, fak
     svc = app.service
     await svc.store_memory("I drive an automobile to work")
     await svc.store_memory("The cat sleeps on the sofa")
-    outcome = await svc.search_memories("car")
+    outcome = await svc.search(search_request("car"))
     assert outcome.mode == "hybrid"
     assert outcome.hits[0].memory.content == "I drive an automobile to work"
     assert outcome.hits[0].similarity and outcome.hits[0].similarity > 0.3
@@ -69,7 +70,7 @@ async def test_an_exact_keyword_match_ranks_first(app: App) -> None:
     svc = app.service
     for text in ("notes about lunch", "the invoice number is INV-7781", "general thoughts about numbers"):
         await svc.store_memory(text)
-    outcome = await svc.search_memories("INV-7781")
+    outcome = await svc.search(search_request("INV-7781"))
     assert outcome.hits[0].memory.content == "the invoice number is INV-7781"
 
 
@@ -78,9 +79,9 @@ async def test_tag_filter_requires_every_given_tag(app: App) -> None:
     await svc.store_memory("red apple", tags=["fruit", "red"])
     await svc.store_memory("green apple", tags=["fruit"])
     await svc.store_memory("red car", tags=["red"])
-    both = await svc.search_memories("apple", tags=["fruit", "red"], top_k=10)
+    both = await svc.search(search_request("apple", tags=["fruit", "red"], top_k=10))
     assert [h.memory.content for h in both.hits] == ["red apple"]
-    fruit = await svc.search_memories("apple", tags=["fruit"], top_k=10)
+    fruit = await svc.search(search_request("apple", tags=["fruit"], top_k=10))
     assert {h.memory.content for h in fruit.hits} == {"red apple", "green apple"}
 
 
@@ -89,18 +90,18 @@ async def test_time_filters_hold_for_both_keyword_and_vector_candidates(app: App
     await svc.store_memory("an early memory about tea")
     middle = datetime.now(UTC) + timedelta(microseconds=1)
     await svc.store_memory("a later memory about tea")
-    later = await svc.search_memories("tea", since=middle.isoformat(), top_k=10)
+    later = await svc.search(search_request("tea", since=middle.isoformat(), top_k=10))
     assert [h.memory.content for h in later.hits] == ["a later memory about tea"]
-    earlier = await svc.search_memories("tea", until=middle.isoformat(), top_k=10)
+    earlier = await svc.search(search_request("tea", until=middle.isoformat(), top_k=10))
     assert [h.memory.content for h in earlier.hits] == ["an early memory about tea"]
-    assert (await svc.search_memories("tea", since="2999-01-01")).hits == []
+    assert (await svc.search(search_request("tea", since="2999-01-01"))).hits == []
 
 
 async def test_threshold_drops_weak_semantic_matches(app: App) -> None:
     svc = app.service
     await svc.store_memory("blue whale facts")
     await svc.store_memory("completely unrelated text")
-    strict = await svc.search_memories("blue whale facts", threshold=0.9, top_k=10)
+    strict = await svc.search(search_request("blue whale facts", threshold=0.9, top_k=10))
     assert [h.memory.content for h in strict.hits] == ["blue whale facts"]
 
 
@@ -113,7 +114,7 @@ async def test_a_memory_still_waiting_for_its_vector_is_found_by_keywords(
     fake_ollama.models["all-minilm"] = FakeModel(dim=32, family="bert")
     async with open_app(replace(settings, embed_model="all-minilm"), background=False) as app:
         await app.service.store_memory("a fresh memory about bread")
-        outcome = await app.service.search_all_conversations("wifi password")
+        outcome = await app.service.search(search_request("wifi password", everywhere=True))
         assert outcome.mode == "hybrid"
         assert outcome.hits[0].memory.content == "the wifi password is on the fridge"
         assert outcome.hits[0].similarity is None
@@ -126,10 +127,10 @@ async def test_a_memory_containing_the_query_word_for_word_ranks_first(app: App)
     await svc.store_memory("a house painted red beside a blue car")
     for query, expected in (("red house", "we painted the blue car near the red house"),
                             ("the car was blue", "the house was red and the car was blue")):
-        outcome = await svc.search_memories(query, top_k=3)
+        outcome = await svc.search(search_request(query, top_k=3))
         assert outcome.hits[0].memory.content == expected, query
     # an exact phrase is kept even below a similarity threshold it would not pass on meaning
-    strict = await svc.search_memories("red house", threshold=0.99, top_k=3)
+    strict = await svc.search(search_request("red house", threshold=0.99, top_k=3))
     assert [h.memory.content for h in strict.hits][:1] == ["we painted the blue car near the red house"]
 
 
@@ -142,10 +143,10 @@ async def test_a_word_found_in_most_memories_is_left_out_of_a_query_that_has_rar
         conv = await svc.init_conversation("c")
         await svc.import_memories(conv.id, [f"status report number {i} for the project" for i in range(30)])
         await svc.import_memories(conv.id, ["the zeppelin arrives tuesday"])
-        outcome = await svc.search_memories("project zeppelin", conv.id, top_k=3)
+        outcome = await svc.search(search_request("project zeppelin", conv.id, top_k=3))
         # the common word no longer makes every memory a candidate to score
         assert [h.memory.content for h in outcome.hits] == ["the zeppelin arrives tuesday"]
-        only_common = await svc.search_memories("project report", conv.id, top_k=3)
+        only_common = await svc.search(search_request("project report", conv.id, top_k=3))
         assert only_common.hits and "project" in only_common.hits[0].memory.content  # nothing rarer: kept
 
 
@@ -160,16 +161,16 @@ async def test_merging_the_keyword_index_leaves_one_segment_and_every_memory_fin
     for i in range(12):  # one write transaction each, as a chat stores them
         await svc.store_memory(f"note {i} about the harbour crane number {i * 7}")
     assert _segments(db_path, "memories_fts") > 1 and _segments(db_path, "memory_contexts_fts") > 1
-    assert not await svc.merge_keyword_index(min_new=64)  # only 12 new: not yet
+    assert not await app.indexer.merge_keywords(min_new=64)  # only 12 new: not yet
     assert _segments(db_path, "memories_fts") > 1
-    assert await svc.merge_keyword_index()
+    assert await app.indexer.merge_keywords()
     assert _segments(db_path, "memories_fts") == 1 and _segments(db_path, "memory_contexts_fts") == 1
-    assert not await svc.merge_keyword_index()  # nothing new since
+    assert not await app.indexer.merge_keywords()  # nothing new since
     with sqlite3.connect(db_path) as conn:
         for table in ("memories_fts", "memory_contexts_fts"):
             conn.execute(f"INSERT INTO {table} ({table}) VALUES ('integrity-check')")  # raises if corrupt
     for i in (0, 5, 11):
-        outcome = await svc.search_memories(f"crane number {i * 7}")
+        outcome = await svc.search(search_request(f"crane number {i * 7}"))
         assert outcome.hits[0].memory.content == f"note {i} about the harbour crane number {i * 7}"
 
 
@@ -195,11 +196,11 @@ async def test_a_memory_another_process_stored_is_found_by_meaning_at_once(
     fake_ollama.concepts.update({"car": "vehicle", "automobile": "vehicle"})
     async with open_app(settings, background=False) as mine, open_app(settings, background=False) as theirs:
         await mine.service.store_memory("The cat sleeps on the sofa")
-        assert [h.memory.content for h in (await mine.service.search_all_conversations("car")).hits] != [
+        assert [h.memory.content for h in (await mine.service.search(search_request("car", everywhere=True))).hits] != [
             "I drive an automobile to work"
         ]  # the index is loaded now, before the other process writes
         await theirs.service.store_memory("I drive an automobile to work")
-        outcome = await mine.service.search_all_conversations("car")
+        outcome = await mine.service.search(search_request("car", everywhere=True))
         # no shared word: only a refreshed vector index can find it
         assert outcome.hits[0].memory.content == "I drive an automobile to work"
         assert outcome.hits[0].similarity and outcome.hits[0].similarity > 0.3
@@ -209,10 +210,10 @@ async def test_the_server_loads_its_search_indexes_before_the_first_search(setti
     async with open_app(settings, background=False) as app:
         conv = await app.service.init_conversation("c")
         await app.service.import_memories(conv.id, ["the harbour crane", "the zeppelin"])
-        await app.service.backfill_once()
+        await app.indexer.backfill_once()
     async with open_app(settings, background=True) as app:
 
         async def loaded() -> bool:
-            return app.service.keywords.size == 2 and app.service.index.size == 4  # own + context vectors
+            return app.indexer.keywords.size == 2 and app.indexer.vectors.size == 4  # own + context vectors
 
         await eventually(loaded)  # without any search

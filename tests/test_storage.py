@@ -18,6 +18,7 @@ from ollama_mcp.app import App
 from ollama_mcp.config import Settings
 from ollama_mcp.domain import EmbeddingRow, Memory, Scope, utc_now
 from ollama_mcp.errors import SchemaError, StorageError
+from ollama_mcp.inputs import search_request
 from ollama_mcp.store import Store
 from ollama_mcp.vectors import Ranking, VectorIndex
 from tests.conftest import connect
@@ -175,22 +176,22 @@ async def test_vector_index_follows_this_processs_own_writes_and_forgetting_its_
     svc = app.service
     for text in ("first note", "second note"):
         await svc.store_memory(text)
-    await svc.backfill_once()
-    await svc.search_all_conversations("note")  # loads the matrices
+    await app.indexer.backfill_once()
+    await svc.search(search_request("note", everywhere=True))  # loads the matrices
 
     def rows_in_database() -> int:
         with sqlite3.connect(db_path) as conn:
             return conn.execute("SELECT count(*) FROM memory_embeddings").fetchone()[0]
 
     await svc.store_memory("third note")  # this process's write: fetched by id
-    await svc.backfill_once()
-    await svc.search_all_conversations("note")
-    assert svc.index.size == rows_in_database() == 6  # own and context vector of each
+    await app.indexer.backfill_once()
+    await svc.search(search_request("note", everywhere=True))
+    assert app.indexer.vectors.size == rows_in_database() == 6  # own and context vector of each
     await svc.forget_vectors()  # deletes every row without naming them (reembed --force)
-    while await svc.backfill_once():
+    while await app.indexer.backfill_once():
         pass
-    await svc.search_all_conversations("note")
-    assert svc.index.size == rows_in_database() == 6  # rebuilt, not the old rows plus the new
+    await svc.search(search_request("note", everywhere=True))
+    assert app.indexer.vectors.size == rows_in_database() == 6  # rebuilt, not the old rows plus the new
 
 
 async def test_vectors_of_another_size_under_the_same_model_are_left_out_of_the_matrix(db_path: Path) -> None:
@@ -234,8 +235,8 @@ async def test_bulk_import_keeps_the_rules_of_single_stores(app: App, db_path: P
         assert contexts["three"] == "one\ntwo\nthree" and contexts["one"] == "already here\none"
         fts = conn.execute("SELECT count(*) FROM memory_contexts_fts WHERE memory_contexts_fts MATCH 'three'").fetchone()
     assert fts == (1,)
-    assert await svc.backfill_once() == 3  # imported without vectors: embedded in the background
-    outcome = await svc.search_memories("two", conv.id)
+    assert await app.indexer.backfill_once() == 3  # imported without vectors: embedded in the background
+    outcome = await svc.search(search_request("two", conv.id))
     assert outcome.hits[0].memory.content == "two"
 
 

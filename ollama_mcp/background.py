@@ -1,0 +1,86 @@
+"""Background loops: one supervisor for every piece of work the server repeats on its own
+(embedding backfill, jobs, retention, keyword merging, loading the indexes), so that each
+loop backs off, logs and survives failures the same way.
+
+A loop is a *step*: an async function that does one round of work and returns how many
+seconds to wait before the next round (0: go on at once; None: the work is done, stop).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Awaitable, Callable
+
+import anyio
+
+from ollama_mcp.errors import OllamaMcpError
+
+log = logging.getLogger(__name__)
+
+Step = Callable[[], Awaitable[float | None]]
+FIRST_RETRY_SECONDS = 1.0
+
+
+class Wakeup:
+    """Cuts a loop's wait short: ``set`` it when there is work to do now (a memory stored
+    without its vector, a job queued)."""
+
+    def __init__(self) -> None:
+        self._event = anyio.Event()
+
+    def set(self) -> None:
+        self._event.set()
+
+    def clear(self) -> None:
+        """Forget a wake-up that came before the work it asked for was done."""
+        if self._event.is_set():
+            self._event = anyio.Event()
+
+    async def wait(self, seconds: float) -> None:
+        """Wait ``seconds``, or less if ``set`` is called meanwhile (or was since the last wait)."""
+        with anyio.move_on_after(seconds):
+            await self._event.wait()
+        self._event = anyio.Event()
+
+
+async def supervise(
+    what: str,
+    step: Step,
+    *,
+    wakeup: Wakeup | None = None,
+    max_delay: float = 60.0,
+    initial_delay: float = 0.0,
+) -> None:
+    """Run ``step`` until it returns None (or forever); cancel to stop.
+
+    Our own errors (Ollama down, the database busy) are logged once per distinct message and
+    retried after 1 s, doubling up to ``max_delay``; anything else is a bug, logged with its
+    stack and retried after ``max_delay``. Nothing a step raises ends the loop or reaches the
+    tools.
+    """
+    if initial_delay:
+        await _pause(wakeup, initial_delay)
+    delay, last_error = FIRST_RETRY_SECONDS, ""
+    while True:
+        try:
+            wait = await step()
+            delay, last_error = FIRST_RETRY_SECONDS, ""
+        except OllamaMcpError as exc:
+            message = str(exc)
+            (log.debug if message == last_error else log.warning)("%s postponed: %s", what, message)
+            wait, last_error = delay, message
+            delay = min(delay * 2, max_delay)
+        except Exception:  # a bug: logged, and never allowed to take the tools down with it
+            log.exception("%s failed", what)
+            wait = max_delay
+        if wait is None:
+            return
+        if wait > 0:
+            await _pause(wakeup, wait)
+
+
+async def _pause(wakeup: Wakeup | None, seconds: float) -> None:
+    if wakeup is None:
+        await anyio.sleep(seconds)
+    else:
+        await wakeup.wait(seconds)

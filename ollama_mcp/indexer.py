@@ -1,0 +1,252 @@
+"""Index upkeep: the one owner of the search indexes (vectors and keywords), of the embedding
+health, and of the work that keeps the indexes current (loading them at start-up, embedding
+pending memories, merging the keyword index).
+
+Whatever changes memories tells the indexer through one door, and nothing else touches the
+indexes:
+
+- ``added()``: memories were stored (``vectors=True``: with some of their vectors); whatever
+  lacks a vector is embedded in the background, and new vectors are fetched before the next
+  search.
+- ``embed(memory)``: embed a just-stored memory now if Ollama answers, else leave it pending
+  and say why.
+- ``removed(seqs, contexts=...)``: memories were deleted (or only their contexts rewritten).
+- ``invalidate()``: vectors vanished without saying which (``reembed --force``).
+
+A memory is committed before Ollama is asked for its vector, so nothing is lost when Ollama is
+down, slow or missing the model: the memory is *pending* ("has no vector of the configured
+model"), keyword search finds it at once, and the backfill embeds it as soon as Ollama answers,
+also after a restart.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterable, Sequence
+
+import numpy as np
+
+from ollama_mcp.background import Wakeup
+from ollama_mcp.domain import (
+    EmbeddingRow,
+    Facet,
+    Memory,
+    SearchFilters,
+    SearchHit,
+    StoredMemory,
+)
+from ollama_mcp.embeddings import Embedder, to_blob
+from ollama_mcp.errors import EmbeddingMismatchError, OllamaError, OllamaMcpError
+from ollama_mcp.keywords import KeywordIndex
+from ollama_mcp.search import HybridSearch, SearchTuning
+from ollama_mcp.store import Store
+from ollama_mcp.vectors import VectorIndex
+
+log = logging.getLogger(__name__)
+
+BACKFILL_BATCH = 32
+BACKFILL_POLL_SECONDS = 60.0  # also notices memories another process left pending
+
+
+class Indexer:
+    """The vector and keyword indexes of one process, the embedding health, and their upkeep."""
+
+    def __init__(self, store: Store, embedder: Embedder, tuning: SearchTuning | None = None) -> None:
+        self._store = store
+        self.embedder = embedder
+        self.vectors = VectorIndex(store, embedder.model)
+        self._search = HybridSearch(store, self.vectors, tuning)
+        self.wakeup = Wakeup()  # wakes the backfill
+        self._failure: OllamaMcpError | None = None  # the last embedding failure; None: healthy
+        self._model_dim: int | None = None
+        self._backfill_cursor = 0  # the last seq the backfill embedded in its current pass
+        self._merged_at = 0  # the memory count when this process last merged the keyword index
+
+    @property
+    def model(self) -> str:
+        return self.embedder.model
+
+    @property
+    def keywords(self) -> KeywordIndex:
+        return self._search.keywords
+
+    @property
+    def tuning(self) -> SearchTuning:
+        return self._search.tuning
+
+    # -- the door -------------------------------------------------------------------------------
+
+    def added(self, *, vectors: bool = False) -> None:
+        """Memories were stored; with ``vectors``, some of their vectors too."""
+        if vectors:
+            self.vectors.mark_dirty()
+        self.wakeup.set()
+
+    async def embed(self, memory: Memory, duplicate: bool = False) -> StoredMemory:
+        """Embed a just-stored memory (its own text and its context) now, or leave it pending
+        and say why: while Ollama is known to fail, stores do not wait on it."""
+        if self._failure is None:
+            try:
+                await self._embed_and_store([(memory, ("content", "context"))])
+                return StoredMemory(memory, duplicate, "embedded", self._model_dim)
+            except (OllamaError, EmbeddingMismatchError) as exc:
+                self._fail(exc)
+        self.wakeup.set()
+        return StoredMemory(
+            memory, duplicate, "pending", None,
+            f"Stored, but not embedded yet: {self._failure} It will be embedded automatically "
+            "when Ollama answers; keyword search finds it meanwhile.",
+        )
+
+    async def removed(self, seqs: Iterable[int], *, contexts: Sequence[int] = ()) -> None:
+        """Memories ``seqs`` were deleted; ``contexts``: memories whose context was rewritten
+        (the deleted text was in it), embedded again in the background."""
+        await self.vectors.remove(seqs)
+        if contexts:
+            await self.vectors.remove(contexts, facet="context")
+            self.wakeup.set()
+
+    def invalidate(self) -> None:
+        """This model's vectors were dropped: rebuild the vector index and embed everything."""
+        self.vectors.invalidate()
+        self._backfill_cursor = 0
+        self.wakeup.set()
+
+    # -- what callers ask of the indexes --------------------------------------------------------
+
+    async def is_pending(self, memory: Memory) -> bool:
+        return await self._store.memory_is_pending(memory.seq, self.model)
+
+    async def expected_dimension(self, conversation_id: str | None = None) -> int | None:
+        """The dimension a given vector must have: what this store's vectors of the model have
+        (in ``conversation_id`` first), else what the model reported, else None (unknown)."""
+        found = await self._store.model_dimension(self.model, conversation_id) if conversation_id else None
+        return found or await self._known_dimension() or self.embedder.known_dimension
+
+    async def search(
+        self, text: str, filters: SearchFilters, conversation_key: int | None, top_k: int, threshold: float | None,
+    ) -> tuple[list[SearchHit], bool, str | None]:
+        """Ranked hits, whether meaning was used (else keywords only), and a notice saying why not."""
+        vector, notice = await self._query_vector(text, threshold)
+        if vector is not None:
+            try:
+                return await self._search.search(text, vector, filters, conversation_key, top_k, threshold), True, None
+            except EmbeddingMismatchError as exc:
+                self._fail(exc)
+                notice = self._keyword_notice(threshold)
+        return await self._search.search(text, None, filters, conversation_key, top_k, threshold), False, notice
+
+    async def pending_count(self) -> int:
+        """Memories still lacking a vector of this model."""
+        return await self._store.pending_count(self.model)
+
+    # -- background work (steps for background.supervise) ---------------------------------------
+
+    async def warm_up(self) -> None:
+        """Load the keyword and vector indexes before the first search needs them (about 2 s and
+        5 s of work at 100k memories), so that the first search answers at full speed."""
+        await self.keywords.refresh()
+        await self.vectors.refresh()
+
+    async def backfill_step(self) -> float:
+        """One round of the backfill: 0 (go on) after embedding some, else the idle poll."""
+        return 0.0 if await self.backfill_once() else BACKFILL_POLL_SECONDS
+
+    async def backfill_once(self) -> int:
+        """Embed one batch of pending memories; returns how many were embedded.
+
+        With nothing pending but a recorded failure, it probes Ollama so that search can leave
+        keyword mode as soon as Ollama answers again.
+        """
+        try:
+            pending = await self._store.pending_memories(self.model, BACKFILL_BATCH, self._backfill_cursor)
+            if not pending and self._backfill_cursor:
+                # The pass reached the end; start over once, for anything that became pending
+                # behind the cursor (a context rewritten by a delete, a batch another process left).
+                self._backfill_cursor = 0
+                pending = await self._store.pending_memories(self.model, BACKFILL_BATCH)
+            if not pending:
+                if self._failure is not None:
+                    await self.embedder.info()
+                    await self.embedder.embed_query("ollama-mcp health check")
+                    self._recover()
+                return 0
+            embedded = await self._embed_and_store(pending)
+        except (OllamaError, EmbeddingMismatchError) as exc:
+            self._fail(exc, wake=False)  # the backfill itself backs off: no wake-up of its own
+            raise
+        self._backfill_cursor = pending[-1][0].seq
+        self._recover()
+        log.debug("embedded %d pending memories with %s", embedded, self.model)
+        return embedded
+
+    async def merge_keywords(self, min_new: int = 0) -> bool:
+        """Merge the keyword index into one segment if ``min_new`` memories (stored by any
+        process) arrived since this process last did; returns whether it merged."""
+        count = await self._store.approximate_memory_count()
+        if count == self._merged_at or count - self._merged_at < min_new:
+            return False
+        await self._store.merge_keyword_indexes()
+        self._merged_at = count
+        log.debug("merged the keyword index at %d memories", count)
+        return True
+
+    # -- internals ------------------------------------------------------------------------------
+
+    async def _embed_and_store(self, work: Sequence[tuple[Memory, tuple[Facet, ...]]]) -> int:
+        """Embed the given facets of each memory and store the vectors; returns how many memories."""
+        jobs = [(memory, facet) for memory, facets in work for facet in facets]
+        texts = [(memory.content if facet == "content" else memory.context, facet) for memory, facet in jobs]
+        rows: list[EmbeddingRow] = []
+        for (memory, facet), vectors in zip(jobs, await self.embedder.embed_documents(texts), strict=True):
+            for chunk in vectors:
+                await self._check_dimension(chunk.vector.size)
+                rows.append(EmbeddingRow(
+                    memory.seq, facet, chunk.chunk_index, self.model, to_blob(chunk.vector), chunk.vector.size
+                ))
+        written = await self._store.insert_embeddings(rows)
+        self.vectors.mark_dirty()
+        return len({row.memory_seq for row in rows}) if written else 0
+
+    async def _check_dimension(self, dim: int) -> None:
+        stored = self._model_dim or await self._store.model_dimension(self.model)
+        if stored is not None and stored != dim:
+            raise EmbeddingMismatchError(
+                f"Embedding model {self.model!r} now returns {dim}-dimensional vectors, but the stored vectors "
+                f"of that model have {stored}; the model changed under the same name. New memories stay "
+                "pending (keyword search still finds them) until the original model is pulled again or "
+                "OLLAMA_MCP_EMBED_MODEL names a new model, whose vectors are then computed for every memory."
+            )
+        self._model_dim = dim
+
+    async def _known_dimension(self) -> int | None:
+        if self._model_dim is None:
+            self._model_dim = await self._store.model_dimension(self.model)
+        return self._model_dim
+
+    async def _query_vector(self, text: str, threshold: float | None) -> tuple[np.ndarray | None, str | None]:
+        if self._failure is None:
+            try:
+                return await self.embedder.embed_query(text), None
+            except OllamaError as exc:
+                self._fail(exc)
+        return None, self._keyword_notice(threshold)
+
+    def _keyword_notice(self, threshold: float | None) -> str:
+        note = f"Semantic search is unavailable, so these are keyword matches only: {self._failure}"
+        if threshold is not None:
+            note += " The similarity threshold was not applied."
+        return note
+
+    def _fail(self, exc: OllamaMcpError, *, wake: bool = True) -> None:
+        """Record an embedding failure; ``wake``: let the backfill probe for recovery now."""
+        if self._failure is None or type(self._failure) is not type(exc):
+            log.warning("embeddings unavailable: %s", exc)
+        self._failure = exc
+        if wake:
+            self.wakeup.set()
+
+    def _recover(self) -> None:
+        if self._failure is not None:
+            log.info("embeddings available again with %s", self.model)
+        self._failure = None
