@@ -52,7 +52,8 @@ async def connect(path: Path) -> aiosqlite.Connection:
     another process holding the write lock, at most the busy timeout).
     """
     with anyio.CancelScope(shield=True):
-        return await _connect(path)
+        conn = await _connect(path)
+    return conn
 
 
 async def _connect(path: Path) -> aiosqlite.Connection:

@@ -96,7 +96,7 @@ def markdown(conversation: Conversation, memories: Sequence[Memory], page: int, 
     if messages:
         lines += ["## Transcript", ""]
         for m in messages:
-            who = m.role or "user"
+            who: str = m.role or "user"
             if m.actor:
                 who += f" ({m.actor})"
             lines += [f"**{who}** · {_when(m.created_at)}", "", m.content, ""]

@@ -231,17 +231,18 @@ class KeywordIndex:
             if state is not None and state == self._state:
                 return
             index = self._index
-            rows = None
+            delta = None
             if self._state is not None and index.killed * 4 <= max(index.n, 64):
-                rows = await self._store.keyword_rows(self._state)
-            if rows is not None and len(rows.memories) <= _DELTA_LIMIT:
-                index.apply(rows)  # on the event loop: no search can see it half done
+                delta = await self._store.keyword_rows(self._state)
+            if delta is not None and len(delta.memories) <= _DELTA_LIMIT:
+                index.apply(delta)  # on the event loop: no search can see it half done
+                self._state = delta.state
             else:
                 rows = await self._store.keyword_rows()
                 fresh = _Index()
                 await anyio.to_thread.run_sync(fresh.apply, rows)
                 self._index = fresh
-            self._state = rows.state
+                self._state = rows.state
 
     def document_count(self, token: str) -> int:
         return self._index.document_count(token)

@@ -13,7 +13,7 @@ import importlib
 import logging
 from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager, contextmanager
-from typing import TYPE_CHECKING, Annotated, Any, Literal
+from typing import TYPE_CHECKING, Annotated, Any, Literal, cast
 
 import anyio
 from mcp.server import MCPServer
@@ -141,13 +141,18 @@ def _reply(result: BaseModel) -> CallToolResult:
     return CallToolResult(content=[TextContent(type="text", text=text)], structured_content=result.model_dump(mode="json"))
 
 
+async def _opened(ctx: Context) -> App:
+    """The app of the lifespan this request runs in, once it is open (else why it is not)."""
+    holder = cast(_AppHolder, ctx.request_context.lifespan_context)
+    return await holder.app()
+
+
 @asynccontextmanager
 async def _tool_call(ctx: Context) -> AsyncIterator[App]:
     """A tool body's app, and its one error translation: our errors become tool errors the
     model can read; anything else is a bug, logged with its stack and reported by type only."""
     try:
-        holder: _AppHolder = ctx.request_context.lifespan_context
-        yield await holder.app()
+        yield await _opened(ctx)
     except OllamaMcpError as exc:
         raise ToolError(str(exc)) from exc
     except ToolError:
@@ -213,10 +218,6 @@ def build_server(settings: Settings) -> MCPServer:
                 holders.remove(holder)
 
     server = _CompactServer("ollama-mcp", version=__version__, instructions=INSTRUCTIONS, lifespan=lifespan)
-
-    async def opened(ctx: Context) -> App:
-        holder: _AppHolder = ctx.request_context.lifespan_context
-        return await holder.app()
 
     @server.tool(annotations=_WRITE)
     async def init_conversation(
@@ -359,7 +360,7 @@ def build_server(settings: Settings) -> MCPServer:
         description="A conversation as Markdown: summary, memories, transcript (first page).",
     )
     async def conversation_resource(conversation_id: str, ctx: Context) -> str:
-        return await _conversation_page(await opened(ctx), conversation_id, 1)
+        return await _conversation_page(await _opened(ctx), conversation_id, 1)
 
     @server.resource(
         "memory://conversations/{conversation_id}/page/{page}", mime_type="text/markdown",
@@ -368,7 +369,7 @@ def build_server(settings: Settings) -> MCPServer:
     async def conversation_page_resource(conversation_id: str, page: str, ctx: Context) -> str:
         if not page.isdigit():
             raise ResourceNotFoundError(f"page must be a page number, got {page!r}")
-        return await _conversation_page(await opened(ctx), conversation_id, int(page))
+        return await _conversation_page(await _opened(ctx), conversation_id, int(page))
 
     @server.prompt(description="Summary, recent messages and recalled memories of a conversation, within a token budget.")
     async def build_context(
@@ -377,7 +378,7 @@ def build_server(settings: Settings) -> MCPServer:
         if not token_budget.strip().isdigit():
             raise ValueError("token_budget must be a whole number of tokens, such as 4000")
         with _resource_errors():
-            built = await (await opened(ctx)).lifecycle.build_context(
+            built = await (await _opened(ctx)).lifecycle.build_context(
                 conversation_id, int(token_budget), query=query or None
             )
         return [

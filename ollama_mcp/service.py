@@ -16,7 +16,6 @@ from datetime import UTC, datetime, timedelta
 from ollama_mcp import inputs
 from ollama_mcp.domain import (
     Conversation,
-    ConversationStatus,
     EmbeddingRow,
     EndedConversation,
     Memory,
@@ -85,8 +84,7 @@ class MemoryService:
     async def list_conversations(self, status: object = None, limit: object = 20) -> list[Conversation]:
         if status not in (None, "active", "completed"):
             raise InvalidInputError("status", "must be 'active' or 'completed'", "pass one of them, or omit it for all")
-        state: ConversationStatus | None = status  # type: ignore[assignment]
-        return await self._store.list_conversations(state, inputs.integer("limit", limit, 1, inputs.MAX_LIST_LIMIT))
+        return await self._store.list_conversations(status, inputs.integer("limit", limit, 1, inputs.MAX_LIST_LIMIT))
 
     async def end_conversation(self, conversation_id: object = None, summary: object = None) -> EndedConversation:
         target = inputs.conversation_id("conversation_id", conversation_id) or self._current_id
@@ -146,7 +144,7 @@ class MemoryService:
         stored, duplicate = await self._store.insert_memory(memory, rows)
         if rows and not duplicate:
             self._indexer.added(vectors=True)  # its context vector comes from Ollama, in the background
-            return StoredMemory(stored, False, "embedded", len(vector))
+            return StoredMemory(stored, False, "embedded", rows[0].dim)
         if duplicate and not await self._indexer.is_pending(stored):
             return StoredMemory(stored, True, "embedded", await self._indexer.expected_dimension())
         return await self._indexer.embed(stored, duplicate)

@@ -15,7 +15,7 @@ from collections.abc import AsyncIterator, Callable, Iterable, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any
+from typing import Any, overload
 
 import aiosqlite
 import anyio
@@ -309,10 +309,10 @@ class Store:
                 [(m.id, m.conversation_id, m.kind, m.content, digest, context, json.dumps(list(m.tags)),
                   _dump(m.metadata), m.created_at) for m, digest, context in rows],
             )
-            seqs = dict(await (await conn.execute(
+            seqs = {row[0]: row[1] for row in await (await conn.execute(
                 "SELECT id, seq FROM memories WHERE id IN (SELECT value FROM json_each(?))",
                 (json.dumps([m.id for m, _, _ in rows]),),
-            )).fetchall())
+            )).fetchall()}
             await conn.executemany(
                 "INSERT OR IGNORE INTO memory_tags (memory_seq, tag) VALUES (?, ?)",
                 [(seqs[m.id], tag) for m, _, _ in rows for tag in m.tags],
@@ -704,6 +704,11 @@ class Store:
                 "DELETE FROM memory_changes WHERE id <= (SELECT max(id) FROM memory_changes) - ?", (KEPT_CHANGES,)
             )
 
+    @overload
+    async def keyword_rows(self, since: None = None) -> KeywordRows: ...
+    @overload
+    async def keyword_rows(self, since: KeywordState) -> KeywordRows | None: ...
+
     async def keyword_rows(self, since: KeywordState | None = None) -> KeywordRows | None:
         """The memories for an in-memory keyword index: all of them (``since`` None), or those
         new or changed since ``since``; None when ``memory_changes`` was pruned past ``since``
@@ -869,10 +874,12 @@ class Store:
         out: list[tuple[Memory, tuple[Facet, ...]]] = []
         for row in rows:
             missing_content, missing_context = row[_MEMORY_WIDTH], row[_MEMORY_WIDTH + 1]
-            facets: tuple[Facet, ...] = (("content",) if missing_content else ()) + (
-                ("context",) if missing_context else ()
-            )
-            out.append((_memory(row), facets))
+            facets: list[Facet] = []
+            if missing_content:
+                facets.append("content")
+            if missing_context:
+                facets.append("context")
+            out.append((_memory(row), tuple(facets)))
         return out
 
     async def pending_count(self, model: str) -> int:
@@ -1040,7 +1047,7 @@ async def _earlier_contents(conn: aiosqlite.Connection, conversation_id: str, be
         " ORDER BY seq DESC LIMIT ?",
         (conversation_id, before_seq if before_seq is not None else 2**62, CONTEXT_NEIGHBOURS),
     )).fetchall()
-    return [row[0] for row in reversed(rows)]
+    return [row[0] for row in reversed(list(rows))]
 
 
 def compose_context(earlier: Sequence[str], content: str) -> str:

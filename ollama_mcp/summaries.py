@@ -86,7 +86,7 @@ def segments(items: Sequence[Memory]) -> list[str]:
 def describe(item: Memory) -> str:
     """One memory as a line for the model: who or what it is, when, and its (clipped) text."""
     text = item.content if len(item.content) <= ITEM_CHARS else item.content[:ITEM_CHARS] + " [...]"
-    who = item.role or item.kind
+    who: str = item.role or item.kind
     if item.actor:
         who += f" ({item.actor})"
     return f"[{item.created_at[:16].replace('T', ' ')}] {who}: {text}"
@@ -113,7 +113,8 @@ def render(data: dict[str, object]) -> str:
     """The structured summary as the text that is stored and searched."""
     parts = [str(data["summary"]).strip()]
     for title, key in (("Key points", "key_points"), ("Decisions", "decisions")):
-        entries = [str(e).strip() for e in data.get(key, []) or [] if str(e).strip()]  # type: ignore[union-attr]
+        found = data.get(key)
+        entries = [str(e).strip() for e in found if str(e).strip()] if isinstance(found, list) else []
         if entries:
             parts.append(f"{title}:\n" + "\n".join(f"- {e}" for e in entries))
     return "\n\n".join(parts)
