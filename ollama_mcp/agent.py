@@ -28,7 +28,7 @@ from ollama_mcp.inputs import MAX_QUERY_CHARS, search_request, text
 from ollama_mcp.lifecycle import ConversationLifecycle, as_chat_message, recall_block
 from ollama_mcp.ollama_client import OllamaClient, ToolCall
 from ollama_mcp.service import MemoryService
-from ollama_mcp.store import Store
+from ollama_mcp.storage import Storage
 
 log = logging.getLogger(__name__)
 
@@ -162,7 +162,7 @@ class ToolFailure(Exception):
 class Agent:
     def __init__(
         self,
-        store: Store,
+        store: Storage,
         service: MemoryService,
         lifecycle: ConversationLifecycle,
         client: OllamaClient,

@@ -26,7 +26,7 @@ import anyio
 from ollama_mcp.background import Wakeup
 from ollama_mcp.domain import Job, JobKind, format_timestamp
 from ollama_mcp.errors import OllamaMcpError, OllamaModelError, OllamaUnavailableError
-from ollama_mcp.store import Store
+from ollama_mcp.storage import Storage
 
 log = logging.getLogger(__name__)
 
@@ -41,7 +41,7 @@ class JobRunner:
     """Runs due jobs one at a time (``step``, run by ``background.supervise``)."""
 
     def __init__(
-        self, store: Store, *, lease: float = 30.0, max_delay: float = 300.0, max_attempts: int = MAX_ATTEMPTS
+        self, store: Storage, *, lease: float = 30.0, max_delay: float = 300.0, max_attempts: int = MAX_ATTEMPTS
     ) -> None:
         self._store = store
         self._handlers: dict[str, Handler] = {}

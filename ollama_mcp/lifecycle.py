@@ -36,7 +36,7 @@ from ollama_mcp.errors import (
 from ollama_mcp.indexer import Indexer
 from ollama_mcp.jobs import JobRunner
 from ollama_mcp.service import MemoryService
-from ollama_mcp.store import Store
+from ollama_mcp.storage import Storage
 from ollama_mcp.summaries import Summarizer
 
 log = logging.getLogger(__name__)
@@ -82,7 +82,7 @@ class ConversationLifecycle:
 
     def __init__(
         self,
-        store: Store,
+        store: Storage,
         service: MemoryService,
         indexer: Indexer,
         jobs: JobRunner,

@@ -29,14 +29,14 @@ from ollama_mcp.embeddings import given_vector, to_blob
 from ollama_mcp.errors import ConversationClosedError, InvalidInputError
 from ollama_mcp.indexer import Indexer
 from ollama_mcp.jobs import JobRunner
-from ollama_mcp.store import Store
+from ollama_mcp.storage import Storage
 
 
 class MemoryService:
     """Conversations and memories for one process (which also owns the 'current conversation')."""
 
     def __init__(
-        self, store: Store, indexer: Indexer, jobs: JobRunner, *, max_content_chars: int, summaries: bool = False
+        self, store: Storage, indexer: Indexer, jobs: JobRunner, *, max_content_chars: int, summaries: bool = False
     ) -> None:
         self._store = store
         self._indexer = indexer

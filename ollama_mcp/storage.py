@@ -1,0 +1,162 @@
+"""The storage seam: what the layers above storage (service, lifecycle, agent, jobs, and the
+embedding half of the indexer) may ask of a backend. Each backend implements all of it with the
+same results and the same errors (``errors.StorageError`` and its kin, ``NotFoundError``s,
+``ConversationClosedError``), so nothing above this seam branches on the backend.
+
+``store.Store`` is the SQLite implementation. What the SQLite backend's in-memory ranking reads
+besides (``search_reads``, ``keyword_rows``, ``tokenize``, ``vector_snapshot``,
+``document_counts``, ``filtered_seqs``, ``data_version``, ``approximate_memory_count``,
+``merge_keyword_indexes``) is not part of the seam: a backend that ranks inside its database
+has no use for it. Timestamps are ISO 8601 UTC text (``domain.format_timestamp``); a memory's
+``seq`` is its backend-assigned integer key.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Sequence
+from typing import Any, Protocol
+
+from ollama_mcp.domain import (
+    AuditRow,
+    Conversation,
+    ConversationStatus,
+    EmbeddingRow,
+    Facet,
+    Job,
+    JobKind,
+    Memory,
+    MemoryKind,
+)
+
+
+class Storage(Protocol):
+    """Conversations, memories, transcript, jobs, audit and vector rows of one store."""
+
+    # -- conversations -------------------------------------------------------------------
+
+    async def create_conversation(
+        self,
+        conversation_id: str,
+        name: str | None,
+        metadata: dict[str, Any],
+        anonymous: bool,
+        created_at: str,
+        expires_at: str | None = None,
+    ) -> Conversation: ...
+
+    async def get_conversation(self, conversation_id: str, *, count_memories: bool = False) -> Conversation:
+        """The conversation (``memory_count`` is filled only when asked: it costs a count)."""
+
+    async def list_conversations(self, status: ConversationStatus | None, limit: int) -> list[Conversation]: ...
+
+    async def end_conversation(
+        self, conversation_id: str, ended_at: str, summary_memory: Memory | None, *, queue_summary: bool
+    ) -> tuple[Conversation, int]:
+        """Complete the conversation; in the same transaction store ``summary_memory`` or (with
+        ``queue_summary``) queue its summarize job. Returns it and its final memory count."""
+
+    async def conversation_ids(self) -> list[str]: ...
+
+    async def expired_conversations(self, now: str, inactive_before: str | None) -> list[str]:
+        """Conversations past their own expiry, or (with ``inactive_before``) untouched since then."""
+
+    async def delete_conversation(self, conversation_id: str) -> list[int]:
+        """Delete a conversation with everything that belongs to it, in one transaction; returns
+        the seqs of the memories that went with it."""
+
+    # -- memories ------------------------------------------------------------------------
+
+    async def insert_memory(self, memory: Memory, embeddings: Sequence[EmbeddingRow] = ()) -> tuple[Memory, bool]:
+        """Insert a memory into an active conversation; returns (memory, was_duplicate)."""
+
+    async def insert_memories(self, memories: Sequence[Memory], vectors: Sequence[EmbeddingRow | None]) -> int:
+        """Bulk insert (imports): one transaction, a few statements for the whole batch."""
+
+    async def get_memory(self, memory_id: str) -> Memory: ...
+
+    async def update_memory(self, memory_id: str, revise: Callable[[Memory], Memory]) -> tuple[Memory, Memory]:
+        """Store ``revise(old)`` as the new version of ``memory_id``."""
+
+    async def delete_memory(self, memory_id: str) -> tuple[Memory, list[int], list[int]]:
+        """Delete a memory with all its versions, tags, vectors and keyword entries at once. Returns
+        it, the seqs deleted, and the seqs of later memories whose context changed."""
+
+    async def memories_by_seq(self, seqs: Iterable[int]) -> dict[int, Memory]: ...
+
+    # -- transcript and snapshots --------------------------------------------------------
+
+    async def messages(self, conversation_id: str, limit: int, before_seq: int | None = None) -> list[Memory]:
+        """The latest ``limit`` messages before ``before_seq`` (default: all), oldest first."""
+
+    async def conversation_memories(
+        self, conversation_id: str, *, after_seq: int = 0, limit: int = -1, kinds: Sequence[MemoryKind] = ()
+    ) -> list[Memory]:
+        """Memories of every version (of ``kinds``, default all) after ``after_seq``, oldest first."""
+
+    async def transcript_size(self, conversation_id: str, after_seq: int) -> tuple[int, int]:
+        """(messages, characters) of the conversation's messages after ``after_seq``."""
+
+    async def conversation_snapshot(
+        self, conversation_id: str, offset: int = 0, limit: int = -1
+    ) -> tuple[Conversation, list[Memory], int]:
+        """A conversation with its memories of every kind and version in order (from ``offset``,
+        at most ``limit``; -1: all) and their total, read consistently in one transaction."""
+
+    async def import_conversation(
+        self, conversation: Conversation, memories: Sequence[Memory], summarized_through_id: str | None
+    ) -> tuple[bool, int]:
+        """Insert an exported conversation and its memories with their ids, in one transaction."""
+
+    # -- jobs ----------------------------------------------------------------------------
+
+    async def enqueue_job(self, kind: JobKind, conversation_id: str, now: str) -> bool:
+        """Queue a job unless one of that kind is already open for the conversation."""
+
+    async def claim_job(self, now: str, lease_until: str) -> Job | None:
+        """Take the next due job (or one whose worker's lease lapsed: it died) under a lease."""
+
+    async def renew_job(self, job_id: int, lease_until: str) -> None: ...
+
+    async def next_job_time(self) -> str | None:
+        """When the next job falls due (a queued job's run_after or a running job's lease end)."""
+
+    async def retry_job(self, job_id: int, run_after: str, error: str) -> None: ...
+
+    async def fail_job(self, job: Job, error: str, now: str) -> None:
+        """Give up on a job, keeping the reason; a summary that will not come is marked failed."""
+
+    async def finish_job(
+        self, job: Job, now: str, *, summary: Memory | None = None, rolling: tuple[str, int] | None = None
+    ) -> None:
+        """Mark a job done in one transaction with what it produced: a conversation ``summary``
+        memory, or a ``rolling`` (summary text, seq it covers through)."""
+
+    # -- agent audit ---------------------------------------------------------------------
+
+    async def insert_audit(self, rows: Sequence[AuditRow]) -> None: ...
+
+    # -- vectors (what the embedding backfill needs) -------------------------------------
+
+    async def insert_embeddings(self, rows: Sequence[EmbeddingRow]) -> int:
+        """Store vectors; rows of memories deleted meanwhile, or stored already, are skipped."""
+
+    async def model_dimension(self, model: str, conversation_id: str | None = None) -> int | None:
+        """The dimension the stored vectors of ``model`` use (in one conversation, if given)."""
+
+    async def pending_memories(
+        self, model: str, limit: int, after_seq: int = 0
+    ) -> list[tuple[Memory, tuple[Facet, ...]]]:
+        """Up to ``limit`` memories after ``after_seq`` lacking a vector of ``model``, oldest first,
+        each with the facets it lacks."""
+
+    async def pending_count(self, model: str) -> int:
+        """Memories lacking a vector of ``model`` for some facet."""
+
+    async def memory_is_pending(self, memory_seq: int, model: str) -> bool: ...
+
+    async def delete_vectors(self, model: str) -> int:
+        """Drop every vector of ``model`` (reembed --force); the memories become pending."""
+
+    # -- life ----------------------------------------------------------------------------
+
+    async def aclose(self) -> None: ...
