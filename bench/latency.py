@@ -60,7 +60,6 @@ async def measure_size(n: int, dim: int, queries: int) -> dict[str, Any]:
     from ollama_mcp.app import open_app  # noqa: PLC0415
     from ollama_mcp.config import Settings  # noqa: PLC0415
     from ollama_mcp.domain import SearchFilters  # noqa: PLC0415
-    from ollama_mcp.search import HybridSearch  # noqa: PLC0415
 
     rng = random.Random(7)
     server = EmbedServer(Synthetic(dim)).start()
@@ -103,12 +102,12 @@ async def measure_size(n: int, dim: int, queries: int) -> dict[str, Any]:
                 # search multiplies: one context vector per memory) so machine noise hits both alike.
                 # First right after the 200 single stores, then after the keyword index upkeep
                 # the server runs in the background (the keyword upkeep), which is its usual state.
-                search = HybridSearch(app.store, app.indexer.vectors)
-                await app.indexer.vectors.refresh()
+                search = app.ranker  # the server's own ranker: its keyword index is not loaded yet
+                await app.ranker.vectors.refresh()
                 started = time.perf_counter()
                 await search.keywords.refresh()  # what a server's first search also does
                 result["keyword_index_load_s"] = round(time.perf_counter() - started, 2)
-                rows, ranked_rows = app.indexer.vectors.size, app.indexer.vectors.ranked_rows
+                rows, ranked_rows = app.ranker.vectors.size, app.ranker.vectors.ranked_rows
                 matrix = np.random.default_rng(2).standard_normal((ranked_rows, dim)).astype(np.float32)
 
                 async def measure_search(matrix: np.ndarray) -> tuple[list[float], list[float]]:
@@ -134,7 +133,7 @@ async def measure_size(n: int, dim: int, queries: int) -> dict[str, Any]:
                     return search_ms, floor_ms
 
                 unmerged_ms, _ = await measure_search(matrix)
-                assert await app.indexer.merge_keywords()
+                assert await app.ranker.upkeep()
                 search_ms, floor_ms = await measure_search(matrix)
                 del matrix
 

@@ -18,7 +18,7 @@ from ollama_mcp.indexer import Indexer
 from ollama_mcp.jobs import JobRunner
 from ollama_mcp.lifecycle import ConversationLifecycle
 from ollama_mcp.ollama_client import OllamaClient
-from ollama_mcp.search import SearchTuning
+from ollama_mcp.search import HybridSearch, SearchTuning
 from ollama_mcp.service import MemoryService
 from ollama_mcp.store import Store
 from ollama_mcp.summaries import Summarizer
@@ -28,6 +28,7 @@ from ollama_mcp.summaries import Summarizer
 class App:
     settings: Settings
     store: Store
+    ranker: HybridSearch
     indexer: Indexer
     jobs: JobRunner
     service: MemoryService
@@ -51,7 +52,8 @@ async def open_app(
         model_setting="OLLAMA_MCP_CHAT_MODEL", timeout_setting="OLLAMA_MCP_CHAT_TIMEOUT",
     )
     try:
-        indexer = Indexer(store, Embedder(client, settings.embed_model), tuning)
+        ranker = HybridSearch(store, settings.embed_model, tuning)
+        indexer = Indexer(store, Embedder(client, settings.embed_model), ranker)
         jobs = JobRunner(store, lease=settings.job_lease, max_delay=settings.job_max_delay)
         service = MemoryService(
             store, indexer, jobs, max_content_chars=settings.max_content_chars,
@@ -70,11 +72,6 @@ async def open_app(
         async with anyio.create_task_group() as tasks:
             if background:
                 interval = settings.upkeep_interval
-
-                async def merge_keywords() -> float:
-                    await indexer.merge_keywords(settings.upkeep_min_new)
-                    return interval
-
                 tasks.start_soon(supervise, "loading the search indexes", indexer.warm_up)
                 tasks.start_soon(lambda: supervise(
                     "background embedding", indexer.backfill_step, wakeup=indexer.wakeup,
@@ -88,10 +85,11 @@ async def open_app(
                     max_delay=settings.retention_interval,
                 ))
                 tasks.start_soon(lambda: supervise(
-                    "keyword index upkeep", merge_keywords, max_delay=interval, initial_delay=interval,
+                    "index upkeep", indexer.upkeep_step(interval, settings.upkeep_min_new),
+                    max_delay=interval, initial_delay=interval,
                 ))
             try:
-                yield App(settings, store, indexer, jobs, service, lifecycle, agent)
+                yield App(settings, store, ranker, indexer, jobs, service, lifecycle, agent)
             except Exception as exc:  # re-raised below as itself, not wrapped in an ExceptionGroup
                 failure = exc
             finally:

@@ -26,7 +26,7 @@ from collections.abc import Iterable, Sequence
 
 import numpy as np
 
-from ollama_mcp.background import Wakeup
+from ollama_mcp.background import Step, Wakeup
 from ollama_mcp.domain import (
     EmbeddingRow,
     Facet,
@@ -37,10 +37,7 @@ from ollama_mcp.domain import (
 )
 from ollama_mcp.embeddings import Embedder, to_blob
 from ollama_mcp.errors import EmbeddingMismatchError, OllamaError, OllamaMcpError
-from ollama_mcp.keywords import KeywordIndex
-from ollama_mcp.search import HybridSearch, SearchTuning
-from ollama_mcp.store import Store
-from ollama_mcp.vectors import VectorIndex
+from ollama_mcp.storage import Ranker, Storage
 
 log = logging.getLogger(__name__)
 
@@ -51,35 +48,25 @@ BACKFILL_POLL_SECONDS = 60.0  # also notices memories another process left pendi
 class Indexer:
     """The vector and keyword indexes of one process, the embedding health, and their upkeep."""
 
-    def __init__(self, store: Store, embedder: Embedder, tuning: SearchTuning | None = None) -> None:
+    def __init__(self, store: Storage, embedder: Embedder, ranker: Ranker) -> None:
         self._store = store
         self.embedder = embedder
-        self.vectors = VectorIndex(store, embedder.model)
-        self._search = HybridSearch(store, self.vectors, tuning)
+        self.ranker = ranker
         self.wakeup = Wakeup()  # wakes the backfill
         self._failure: OllamaMcpError | None = None  # the last embedding failure; None: healthy
         self._model_dim: int | None = None
         self._backfill_cursor = 0  # the last seq the backfill embedded in its current pass
-        self._merged_at = 0  # the memory count when this process last merged the keyword index
 
     @property
     def model(self) -> str:
         return self.embedder.model
-
-    @property
-    def keywords(self) -> KeywordIndex:
-        return self._search.keywords
-
-    @property
-    def tuning(self) -> SearchTuning:
-        return self._search.tuning
 
     # -- the door -------------------------------------------------------------------------------
 
     def added(self, *, vectors: bool = False) -> None:
         """Memories were stored; with ``vectors``, some of their vectors too."""
         if vectors:
-            self.vectors.mark_dirty()
+            self.ranker.vectors_added()
         self.wakeup.set()
 
     async def embed(self, memory: Memory, duplicate: bool = False) -> StoredMemory:
@@ -101,14 +88,13 @@ class Indexer:
     async def removed(self, seqs: Iterable[int], *, contexts: Sequence[int] = ()) -> None:
         """Memories ``seqs`` were deleted; ``contexts``: memories whose context was rewritten
         (the deleted text was in it), embedded again in the background."""
-        await self.vectors.remove(seqs)
+        await self.ranker.removed(seqs, contexts)
         if contexts:
-            await self.vectors.remove(contexts, facet="context")
             self.wakeup.set()
 
     def invalidate(self) -> None:
         """This model's vectors were dropped: rebuild the vector index and embed everything."""
-        self.vectors.invalidate()
+        self.ranker.invalidate()
         self._backfill_cursor = 0
         self.wakeup.set()
 
@@ -130,11 +116,11 @@ class Indexer:
         vector, notice = await self._query_vector(text, threshold)
         if vector is not None:
             try:
-                return await self._search.search(text, vector, filters, conversation_key, top_k, threshold), True, None
+                return await self.ranker.search(text, vector, filters, conversation_key, top_k, threshold), True, None
             except EmbeddingMismatchError as exc:
                 self._fail(exc)
                 notice = self._keyword_notice(threshold)
-        return await self._search.search(text, None, filters, conversation_key, top_k, threshold), False, notice
+        return await self.ranker.search(text, None, filters, conversation_key, top_k, threshold), False, notice
 
     async def pending_count(self) -> int:
         """Memories still lacking a vector of this model."""
@@ -143,10 +129,9 @@ class Indexer:
     # -- background work (steps for background.supervise) ---------------------------------------
 
     async def warm_up(self) -> None:
-        """Load the keyword and vector indexes before the first search needs them (about 2 s and
-        5 s of work at 100k memories), so that the first search answers at full speed."""
-        await self.keywords.refresh()
-        await self.vectors.refresh()
+        """Ready the ranker before the first search needs it (SQLite: load the keyword and vector
+        indexes, about 2 s and 5 s of work at 100k memories)."""
+        await self.ranker.warm_up()
 
     async def backfill_step(self) -> float:
         """One round of the backfill: 0 (go on) after embedding some, else the idle poll."""
@@ -180,16 +165,15 @@ class Indexer:
         log.debug("embedded %d pending memories with %s", embedded, self.model)
         return embedded
 
-    async def merge_keywords(self, min_new: int = 0) -> bool:
-        """Merge the keyword index into one segment if ``min_new`` memories (stored by any
-        process) arrived since this process last did; returns whether it merged."""
-        count = await self._store.approximate_memory_count()
-        if count == self._merged_at or count - self._merged_at < min_new:
-            return False
-        await self._store.merge_keyword_indexes()
-        self._merged_at = count
-        log.debug("merged the keyword index at %d memories", count)
-        return True
+    def upkeep_step(self, interval: float, min_new: int) -> Step:
+        """A step for ``background.supervise``: the ranker's upkeep, then wait ``interval``."""
+
+        async def step() -> float:
+            if await self.ranker.upkeep(min_new):
+                log.debug("index upkeep ran")
+            return interval
+
+        return step
 
     # -- internals ------------------------------------------------------------------------------
 
@@ -205,7 +189,7 @@ class Indexer:
                     memory.seq, facet, chunk.chunk_index, self.model, to_blob(chunk.vector), chunk.vector.size
                 ))
         written = await self._store.insert_embeddings(rows)
-        self.vectors.mark_dirty()
+        self.ranker.vectors_added()
         return len({row.memory_seq for row in rows}) if written else 0
 
     async def _check_dimension(self, dim: int) -> None:

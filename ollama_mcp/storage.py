@@ -1,4 +1,4 @@
-"""The storage seam: what the layers above storage (service, lifecycle, agent, jobs, and the
+"""The storage seam (``Storage``, and ``Ranker`` for search): what the layers above storage (service, lifecycle, agent, jobs, and the
 embedding half of the indexer) may ask of a backend. Each backend implements all of it with the
 same results and the same errors (``errors.StorageError`` and its kin, ``NotFoundError``s,
 ``ConversationClosedError``), so nothing above this seam branches on the backend.
@@ -16,6 +16,8 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any, Protocol
 
+import numpy as np
+
 from ollama_mcp.domain import (
     AuditRow,
     Conversation,
@@ -26,6 +28,8 @@ from ollama_mcp.domain import (
     JobKind,
     Memory,
     MemoryKind,
+    SearchFilters,
+    SearchHit,
 )
 
 
@@ -160,3 +164,39 @@ class Storage(Protocol):
     # -- life ----------------------------------------------------------------------------
 
     async def aclose(self) -> None: ...
+
+
+class Ranker(Protocol):
+    """Ranks a backend's memories for a query and keeps whatever index it ranks from current.
+
+    The indexer's door forwards to it. ``search.HybridSearch`` is the SQLite backend's, with
+    indexes held in memory; a backend that ranks inside its database keeps most of these as
+    no-ops. A ranker raises ``EmbeddingMismatchError`` when the query vector does not fit the
+    stored ones.
+    """
+
+    async def search(
+        self,
+        query: str,
+        query_vector: np.ndarray | None,
+        filters: SearchFilters,
+        conversation_key: int | None,
+        top_k: int,
+        threshold: float | None,
+    ) -> list[SearchHit]:
+        """The ``top_k`` best memories by keywords and (with ``query_vector``) by meaning."""
+
+    def vectors_added(self) -> None:
+        """Vectors were written (by this process)."""
+
+    async def removed(self, seqs: Iterable[int], contexts: Sequence[int] = ()) -> None:
+        """Memories ``seqs`` were deleted; ``contexts``: memories whose context vectors were."""
+
+    def invalidate(self) -> None:
+        """Vectors vanished without saying which."""
+
+    async def warm_up(self) -> None:
+        """Get ready to answer the first search at full speed."""
+
+    async def upkeep(self, min_new: int = 0) -> bool:
+        """Periodic index maintenance once ``min_new`` memories arrived; returns whether it ran."""

@@ -307,7 +307,7 @@ async def test_merging_the_keyword_index_while_another_process_writes_loses_noth
 
         async def merge() -> None:
             for _ in range(3):
-                await merger.indexer.merge_keywords()
+                await merger.ranker.upkeep()
                 await anyio.sleep(0.01)
 
         async with anyio.create_task_group() as group:

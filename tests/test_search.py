@@ -161,11 +161,11 @@ async def test_merging_the_keyword_index_leaves_one_segment_and_every_memory_fin
     for i in range(12):  # one write transaction each, as a chat stores them
         await svc.store_memory(f"note {i} about the harbour crane number {i * 7}")
     assert _segments(db_path, "memories_fts") > 1 and _segments(db_path, "memory_contexts_fts") > 1
-    assert not await app.indexer.merge_keywords(min_new=64)  # only 12 new: not yet
+    assert not await app.ranker.upkeep(min_new=64)  # only 12 new: not yet
     assert _segments(db_path, "memories_fts") > 1
-    assert await app.indexer.merge_keywords()
+    assert await app.ranker.upkeep()
     assert _segments(db_path, "memories_fts") == 1 and _segments(db_path, "memory_contexts_fts") == 1
-    assert not await app.indexer.merge_keywords()  # nothing new since
+    assert not await app.ranker.upkeep()  # nothing new since
     with sqlite3.connect(db_path) as conn:
         for table in ("memories_fts", "memory_contexts_fts"):
             conn.execute(f"INSERT INTO {table} ({table}) VALUES ('integrity-check')")  # raises if corrupt
@@ -214,6 +214,6 @@ async def test_the_server_loads_its_search_indexes_before_the_first_search(setti
     async with open_app(settings, background=True) as app:
 
         async def loaded() -> bool:
-            return app.indexer.keywords.size == 2 and app.indexer.vectors.size == 4  # own + context vectors
+            return app.ranker.keywords.size == 2 and app.ranker.vectors.size == 4  # own + context vectors
 
         await eventually(loaded)  # without any search

@@ -186,12 +186,12 @@ async def test_vector_index_follows_this_processs_own_writes_and_forgetting_its_
     await svc.store_memory("third note")  # this process's write: fetched by id
     await app.indexer.backfill_once()
     await svc.search(search_request("note", everywhere=True))
-    assert app.indexer.vectors.size == rows_in_database() == 6  # own and context vector of each
+    assert app.ranker.vectors.size == rows_in_database() == 6  # own and context vector of each
     await svc.forget_vectors()  # deletes every row without naming them (reembed --force)
     while await app.indexer.backfill_once():
         pass
     await svc.search(search_request("note", everywhere=True))
-    assert app.indexer.vectors.size == rows_in_database() == 6  # rebuilt, not the old rows plus the new
+    assert app.ranker.vectors.size == rows_in_database() == 6  # rebuilt, not the old rows plus the new
 
 
 async def test_vectors_of_another_size_under_the_same_model_are_left_out_of_the_matrix(db_path: Path) -> None:
