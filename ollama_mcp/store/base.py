@@ -1,0 +1,58 @@
+"""The store's plumbing: one connection per process, its lock, transactions and error translation."""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import AsyncIterator, Sequence
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Any, Self
+
+import aiosqlite
+import anyio
+
+from ollama_mcp import db
+
+
+class StoreBase:
+    """The connection a store's parts share; open with ``await Store.open(path)``, close with ``aclose``."""
+
+    def __init__(self, conn: aiosqlite.Connection, path: Path) -> None:
+        self._conn = conn
+        self.path = path
+        self._lock = anyio.Lock()
+        self._keyword_scratch = False  # temp tables of this connection (keyword_rows) created
+
+    @classmethod
+    async def open(cls, path: Path) -> Self:
+        return cls(await db.connect(path), path)
+
+    async def aclose(self) -> None:
+        await self._conn.close()
+
+    @asynccontextmanager
+    async def _transaction(self, action: str, *, write: bool = True) -> AsyncIterator[aiosqlite.Connection]:
+        async with self._lock:
+            try:
+                await self._conn.execute("BEGIN IMMEDIATE" if write else "BEGIN")
+                try:
+                    yield self._conn
+                except BaseException:
+                    await self._conn.execute("ROLLBACK")
+                    raise
+                await self._conn.execute("COMMIT")
+            except sqlite3.Error as exc:
+                if self._conn.in_transaction:
+                    await self._conn.execute("ROLLBACK")
+                raise db.translate(exc, action) from exc
+
+    async def _fetchall(self, sql: str, params: Sequence[Any], action: str) -> list[sqlite3.Row | tuple]:
+        try:
+            return list(await self._conn.execute_fetchall(sql, params))
+        except sqlite3.Error as exc:
+            raise db.translate(exc, action) from exc
+
+    async def data_version(self) -> int:
+        """Changes whenever another connection commits: lets caches notice other processes."""
+        rows = await self._fetchall("PRAGMA data_version", (), "read the data version")
+        return int(rows[0][0])

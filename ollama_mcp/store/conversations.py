@@ -1,0 +1,131 @@
+"""Conversations: create, read, list, end, and delete (retention)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ollama_mcp.domain import (
+    Conversation,
+    ConversationStatus,
+    Memory,
+)
+from ollama_mcp.errors import (
+    ConversationClosedError,
+    ConversationNotFoundError,
+)
+from ollama_mcp.store.base import StoreBase
+from ollama_mcp.store.rows import (
+    CONVERSATION_COLUMNS,
+    conversation_from_row,
+    conversation_status,
+    dump_json,
+    enqueue_job_row,
+    insert_memory_row,
+)
+
+
+class ConversationStore(StoreBase):
+    """Conversations: create, read, list, end, and delete (retention)."""
+
+    async def create_conversation(
+        self, conversation_id: str, name: str | None, metadata: dict[str, Any], anonymous: bool, created_at: str,
+        expires_at: str | None = None,
+    ) -> Conversation:
+        async with self._transaction("create the conversation") as conn:
+            cursor = await conn.execute(
+                "INSERT INTO conversations (id, name, anonymous, metadata, created_at, expires_at)"
+                " VALUES (?, ?, ?, ?, ?, ?)",
+                (conversation_id, name, int(anonymous), dump_json(metadata), created_at, expires_at),
+            )
+            key = cursor.lastrowid
+        return Conversation(
+            key=int(key or 0), id=conversation_id, name=name, status="active", anonymous=anonymous,
+            created_at=created_at, metadata=metadata, expires_at=expires_at,
+        )
+
+    async def get_conversation(self, conversation_id: str, *, count_memories: bool = False) -> Conversation:
+        """The conversation (``memory_count`` is filled only when asked: it costs a count)."""
+        count = (
+            "(SELECT count(*) FROM memories m WHERE m.conversation_id = c.id AND m.kind = 'note' AND m.superseded_by IS NULL)"
+            if count_memories else "0"
+        )
+        rows = await self._fetchall(
+            f"SELECT {CONVERSATION_COLUMNS}, {count} FROM conversations c WHERE c.id = ?",
+            (conversation_id,),
+            "read the conversation",
+        )
+        if not rows:
+            raise ConversationNotFoundError(conversation_id)
+        return conversation_from_row(rows[0])
+
+    async def list_conversations(self, status: ConversationStatus | None, limit: int) -> list[Conversation]:
+        where, params = ("WHERE c.status = ?", [status]) if status else ("", [])
+        rows = await self._fetchall(
+            f"SELECT {CONVERSATION_COLUMNS}, (SELECT count(*) FROM memories m"
+            " WHERE m.conversation_id = c.id AND m.kind = 'note' AND m.superseded_by IS NULL)"
+            f" FROM conversations c {where} ORDER BY c.created_at DESC, c.rowid DESC LIMIT ?",
+            [*params, limit],
+            "list conversations",
+        )
+        return [conversation_from_row(row) for row in rows]
+
+    async def end_conversation(
+        self, conversation_id: str, ended_at: str, summary_memory: Memory | None, *, queue_summary: bool
+    ) -> tuple[Conversation, int]:
+        """Mark the conversation completed, in one transaction with what becomes of its summary:
+        the given one stored (also as a searchable memory), or a summarize job queued when
+        ``queue_summary`` and the conversation has anything to summarize."""
+        async with self._transaction("end the conversation") as conn:
+            status = await conversation_status(conn, conversation_id)
+            if status != "active":
+                raise ConversationClosedError(conversation_id)
+            summary_status = "none"
+            if summary_memory is not None:
+                await insert_memory_row(conn, summary_memory)
+                summary_status = "given"
+            elif queue_summary:
+                has_content = await (await conn.execute(
+                    "SELECT 1 FROM memories WHERE conversation_id = ? AND kind != 'summary' LIMIT 1",
+                    (conversation_id,),
+                )).fetchone()
+                if has_content:
+                    await enqueue_job_row(conn, "summarize", conversation_id, ended_at)
+                    summary_status = "pending"
+            await conn.execute(
+                "UPDATE conversations SET status = 'completed', ended_at = ?, summary = ?, summary_status = ?"
+                " WHERE id = ?",
+                (ended_at, summary_memory.content if summary_memory else None, summary_status, conversation_id),
+            )
+            count = await (await conn.execute(
+                "SELECT count(*) FROM memories WHERE conversation_id = ? AND kind = 'note' AND superseded_by IS NULL",
+                (conversation_id,),
+            )).fetchone()
+        return await self.get_conversation(conversation_id), int(count[0] if count else 0)
+
+    async def conversation_ids(self) -> list[str]:
+        rows = await self._fetchall(
+            "SELECT id FROM conversations ORDER BY created_at, rowid", (), "list conversations"
+        )
+        return [row[0] for row in rows]
+
+    async def expired_conversations(self, now: str, inactive_before: str | None) -> list[str]:
+        """Conversations past their own expiry, or (with ``inactive_before``) untouched since then."""
+        rows = await self._fetchall(
+            "SELECT id FROM conversations WHERE expires_at IS NOT NULL AND expires_at <= ?1"
+            " UNION SELECT c.id FROM conversations c WHERE ?2 IS NOT NULL"
+            " AND max(c.created_at, coalesce(c.ended_at, ''),"
+            " coalesce((SELECT max(m.created_at) FROM memories m WHERE m.conversation_id = c.id), '')) < ?2",
+            (now, inactive_before), "find expired conversations",
+        )
+        return [row[0] for row in rows]
+
+    async def delete_conversation(self, conversation_id: str) -> list[int]:
+        """Delete a conversation with its memories, messages, tags, vectors, keyword entries and
+        jobs in one transaction (foreign-key cascades and triggers). Returns the memory seqs."""
+        async with self._transaction("delete the conversation") as conn:
+            await conversation_status(conn, conversation_id)
+            rows = await (await conn.execute(
+                "SELECT seq FROM memories WHERE conversation_id = ?", (conversation_id,)
+            )).fetchall()
+            await conn.execute("DELETE FROM conversations WHERE id = ?", (conversation_id,))
+        return [int(row[0]) for row in rows]

@@ -1,0 +1,208 @@
+"""SQL fragments, codes and row helpers shared by the store's parts (private to this package)."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Sequence
+from typing import Any
+
+import aiosqlite
+
+from ollama_mcp.domain import (
+    Conversation,
+    EmbeddingRow,
+    JobKind,
+    Memory,
+    MemoryKind,
+    SearchFilters,
+)
+from ollama_mcp.errors import (
+    ConversationNotFoundError,
+    MemoryNotFoundError,
+)
+
+KIND_CODES: dict[str, int] = {"note": 0, "message": 1, "summary": 2}
+FACET_CODES: dict[str, int] = {"content": 0, "context": 1}
+# A memory's context is its content preceded by this many earlier memories of its conversation
+# (each clipped to its last CONTEXT_NEIGHBOUR_CHARS). Measured on LoCoMo: bench/README.md.
+CONTEXT_NEIGHBOURS = 2
+CONTEXT_NEIGHBOUR_CHARS = 1000
+VECTOR_BATCH_ROWS = 4096
+# The keyword indexes' tokenizer (schema/0001_initial.sql): scratch tables that tokenize new
+# memories and query words for the in-memory keyword index use the same one.
+TOKENIZER = "porter unicode61 remove_diacritics 2"
+KEYWORD_TABLES: dict[int, str] = {FACET_CODES["content"]: "memories_fts", FACET_CODES["context"]: "memory_contexts_fts"}
+# memory_changes rows older than this many are pruned by the upkeep (a reader further behind
+# rebuilds its index).
+KEPT_CHANGES = 10_000
+# How far the keyword index's inputs have come (KeywordState): the highest memory seq, and the
+# AUTOINCREMENT counter of memory_changes (not max(id), which pruning the log would lower).
+NEWEST_SEQ = "(SELECT coalesce(max(seq), 0) FROM memories)"
+NEWEST_CHANGE = "(SELECT coalesce(max(seq), 0) FROM sqlite_sequence WHERE name = 'memory_changes')"
+# "This memory has no vector of model ?1 for the facet": pending embeddings, everywhere.
+MISSING_VECTOR = (
+    "NOT EXISTS (SELECT 1 FROM memory_embeddings e WHERE e.memory_seq = m.seq AND e.model = ?1 AND e.facet = '{}')"
+)
+CONVERSATION_COLUMNS = (
+    "c.rowid, c.id, c.name, c.status, c.anonymous, c.created_at, c.ended_at, c.metadata, c.summary,"
+    " c.summary_status, c.rolling_summary, c.summarized_through, c.expires_at"
+)
+MEMORY_COLUMNS = (
+    "m.seq, m.id, m.conversation_id, m.kind, m.content, m.tags, m.metadata, m.created_at, m.context,"
+    " m.role, m.actor, m.tool_calls, m.tool_call_id, m.superseded_by"
+)
+MEMORY_WIDTH = 14  # columns in MEMORY_COLUMNS: what a query selects after them starts here
+
+
+async def conversation_status(conn: aiosqlite.Connection, conversation_id: str) -> str:
+    row = await (await conn.execute("SELECT status FROM conversations WHERE id = ?", (conversation_id,))).fetchone()
+    if row is None:
+        raise ConversationNotFoundError(conversation_id)
+    return str(row[0])
+
+
+async def insert_memory_row(
+    conn: aiosqlite.Connection, memory: Memory, *, context_before: int | None = None
+) -> int | None:
+    """Insert the row (with its context: the memories before it, or before seq ``context_before``)
+    and its tags; None when an identical current note already exists."""
+    context = memory.content
+    if memory.kind != "summary":
+        context = await context_of(conn, memory.conversation_id, memory.content, before_seq=context_before)
+    cursor = await conn.execute(
+        "INSERT INTO memories (id, conversation_id, kind, role, actor, tool_calls, tool_call_id, content,"
+        " content_hash, context, tags, metadata, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
+        " ON CONFLICT (conversation_id, content_hash) WHERE kind = 'note' AND superseded_by IS NULL DO NOTHING",
+        (memory.id, memory.conversation_id, memory.kind, memory.role, memory.actor,
+         json.dumps(list(memory.tool_calls)) if memory.tool_calls else None, memory.tool_call_id,
+         memory.content, content_hash(memory.content), context, json.dumps(list(memory.tags)),
+         dump_json(memory.metadata), memory.created_at),
+    )
+    if cursor.rowcount == 0:
+        return None
+    seq = int(cursor.lastrowid or 0)
+    if memory.tags:
+        await conn.executemany(
+            "INSERT OR IGNORE INTO memory_tags (memory_seq, tag) VALUES (?, ?)", [(seq, tag) for tag in memory.tags]
+        )
+    return seq
+
+
+async def latest_version(conn: aiosqlite.Connection, memory_id: str) -> str:
+    row = await (await conn.execute(
+        "WITH RECURSIVE chain(id, next) AS (SELECT id, superseded_by FROM memories WHERE id = ?"
+        " UNION ALL SELECT m.id, m.superseded_by FROM memories m JOIN chain ON m.id = chain.next)"
+        " SELECT id FROM chain WHERE next IS NULL",
+        (memory_id,),
+    )).fetchone()
+    return str(row[0]) if row else memory_id
+
+
+async def enqueue_job_row(conn: aiosqlite.Connection, kind: JobKind, conversation_id: str, now: str) -> bool:
+    cursor = await conn.execute(
+        "INSERT INTO jobs (kind, conversation_id, run_after, created_at) VALUES (?, ?, ?, ?)"
+        " ON CONFLICT (kind, conversation_id) WHERE state IN ('queued', 'running') DO NOTHING",
+        (kind, conversation_id, now, now),
+    )
+    return cursor.rowcount > 0
+
+
+async def context_of(conn: aiosqlite.Connection, conversation_id: str, content: str, before_seq: int | None) -> str:
+    """``content`` preceded by the (clipped) memories just before it in its conversation."""
+    return compose_context(await earlier_contents(conn, conversation_id, before_seq), content)
+
+
+async def earlier_contents(conn: aiosqlite.Connection, conversation_id: str, before_seq: int | None = None) -> list[str]:
+    """The texts of the CONTEXT_NEIGHBOURS memories before ``before_seq`` (default: the latest),
+    oldest first; summaries are not part of anyone's context."""
+    rows = await (await conn.execute(
+        "SELECT content FROM memories WHERE conversation_id = ? AND kind != 'summary' AND seq < ?"
+        " ORDER BY seq DESC LIMIT ?",
+        (conversation_id, before_seq if before_seq is not None else 2**62, CONTEXT_NEIGHBOURS),
+    )).fetchall()
+    return [row[0] for row in reversed(list(rows))]
+
+
+def compose_context(earlier: Sequence[str], content: str) -> str:
+    """A memory's context: the last CONTEXT_NEIGHBOURS earlier texts, each clipped to its end, then the memory."""
+    clipped = [text[-CONTEXT_NEIGHBOUR_CHARS:] for text in earlier[-CONTEXT_NEIGHBOURS:]]
+    return "\n".join([*clipped, content])
+
+
+async def memory_by_id(conn: aiosqlite.Connection, memory_id: str) -> Memory:
+    row = await (await conn.execute(f"SELECT {MEMORY_COLUMNS} FROM memories m WHERE m.id = ?", (memory_id,))).fetchone()
+    if row is None:
+        raise MemoryNotFoundError(memory_id)
+    return memory_from_row(row)
+
+
+async def memory_by_seq(conn: aiosqlite.Connection, seq: int) -> Memory:
+    row = await (await conn.execute(f"SELECT {MEMORY_COLUMNS} FROM memories m WHERE m.seq = ?", (seq,))).fetchone()
+    assert row is not None, "a row read inside its own insert transaction"
+    return memory_from_row(row)
+
+
+async def insert_embedding_rows(conn: aiosqlite.Connection, rows: Sequence[EmbeddingRow]) -> int:
+    before = conn.total_changes
+    await conn.executemany(
+        "INSERT OR IGNORE INTO memory_embeddings (memory_seq, model, facet, chunk_index, dim, vector, created_at)"
+        " SELECT ?, ?, ?, ?, ?, ?, strftime('%Y-%m-%dT%H:%M:%fZ', 'now')"
+        " WHERE EXISTS (SELECT 1 FROM memories WHERE seq = ?)",
+        [(r.memory_seq, r.model, r.facet, r.chunk_index, r.dim, r.vector, r.memory_seq) for r in rows],
+    )
+    return conn.total_changes - before
+
+
+def filter_sql(filters: SearchFilters) -> tuple[list[str], list[Any]]:
+    where: list[str] = []
+    params: list[Any] = []
+    if filters.conversation_id is not None:
+        where.append("m.conversation_id = ?")
+        params.append(filters.conversation_id)
+    if not filters.include_superseded:
+        where.append("m.superseded_by IS NULL")
+    if filters.kinds and set(filters.kinds) != set(KIND_CODES):
+        where.append(f"m.kind IN ({', '.join('?' for _ in filters.kinds)})")
+        params.extend(filters.kinds)
+    if filters.since is not None:
+        where.append("m.created_at >= ?")
+        params.append(filters.since)
+    if filters.until is not None:
+        where.append("m.created_at <= ?")
+        params.append(filters.until)
+    if filters.tags:
+        where.append(
+            "m.seq IN (SELECT memory_seq FROM memory_tags WHERE tag IN (SELECT value FROM json_each(?))"
+            " GROUP BY memory_seq HAVING count(*) = ?)"
+        )
+        params.extend([json.dumps(list(filters.tags)), len(filters.tags)])
+    return where, params
+
+
+def content_hash(content: str) -> str:
+    """sha256 of the text: how a retried store finds the note it already stored."""
+    return hashlib.sha256(content.encode("utf-8")).hexdigest()
+
+
+def dump_json(value: dict[str, Any]) -> str:
+    return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
+
+
+def conversation_from_row(row: Sequence[Any]) -> Conversation:
+    return Conversation(
+        key=int(row[0]), id=row[1], name=row[2], status=row[3], anonymous=bool(row[4]), created_at=row[5],
+        ended_at=row[6], metadata=json.loads(row[7]), summary=row[8], summary_status=row[9],
+        rolling_summary=row[10], summarized_through=int(row[11]), expires_at=row[12],
+        memory_count=int(row[13]) if len(row) > 13 else 0,
+    )
+
+
+def memory_from_row(row: Sequence[Any]) -> Memory:
+    kind: MemoryKind = row[3]
+    return Memory(
+        seq=int(row[0]), id=row[1], conversation_id=row[2], kind=kind, content=row[4],
+        tags=tuple(json.loads(row[5])), metadata=json.loads(row[6]), created_at=row[7], context=row[8],
+        role=row[9], actor=row[10], tool_calls=tuple(json.loads(row[11])) if row[11] else (),
+        tool_call_id=row[12], superseded_by=row[13],
+    )
