@@ -31,11 +31,6 @@ class Wakeup:
     def set(self) -> None:
         self._event.set()
 
-    def clear(self) -> None:
-        """Forget a wake-up that came before the work it asked for was done."""
-        if self._event.is_set():
-            self._event = anyio.Event()
-
     async def wait(self, seconds: float) -> None:
         """Wait ``seconds``, or less if ``set`` is called meanwhile (or was since the last wait)."""
         with anyio.move_on_after(seconds):
