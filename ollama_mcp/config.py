@@ -65,6 +65,13 @@ class Settings:
         """Read ``OLLAMA_MCP_*`` and ``OLLAMA_HOST`` from ``env`` (default: the process environment)."""
         env = os.environ if env is None else env
         db = env.get("OLLAMA_MCP_DB", "").strip()
+        if "://" in db:
+            # Named by its scheme only: a database URL may carry a password.
+            scheme = db.split("://", 1)[0].lower()
+            raise ConfigError(
+                f"OLLAMA_MCP_DB is a {scheme}:// URL, but this version of ollama-mcp keeps memories in a "
+                "SQLite file only; set OLLAMA_MCP_DB to an absolute file path, or leave it unset for the default."
+            )
         if db:
             db_path = Path(db).expanduser()
             if not db_path.is_absolute():

@@ -50,3 +50,11 @@ def test_a_relative_database_path_is_refused_because_the_cwd_is_arbitrary() -> N
 def test_bad_settings_name_the_variable(name: str, value: str) -> None:
     with pytest.raises(ConfigError, match=name):
         Settings.from_env({"HOME": "/h", name: value})
+
+
+def test_a_database_url_is_refused_plainly_without_printing_its_password() -> None:
+    with pytest.raises(ConfigError) as refused:
+        Settings.from_env({"HOME": "/home/ana", "OLLAMA_MCP_DB": "postgresql://team:s3cret@db.example:5432/memory"})
+    message = str(refused.value)
+    assert "postgresql:// URL" in message and "SQLite file" in message and "absolute file path" in message
+    assert "s3cret" not in message and "db.example" not in message
