@@ -9,39 +9,23 @@ from __future__ import annotations
 
 import logging
 import os
-import re
 import sqlite3
-from dataclasses import dataclass
-from importlib import resources
 from pathlib import Path
 
 import aiosqlite
 import anyio
 
 from ollama_mcp.errors import DatabaseBusyError, SchemaError, StorageError
+from ollama_mcp.migrations import Migration, shipped
 
 log = logging.getLogger(__name__)
 
 BUSY_TIMEOUT_MS = 10_000
-_MIGRATION_NAME = re.compile(r"^(\d{4})_([a-z0-9_]+)\.sql$")
-
-
-@dataclass(frozen=True)
-class Migration:
-    version: int
-    name: str
-    sql: str
 
 
 def migrations() -> list[Migration]:
-    """The migrations shipped with this version, in order."""
-    found = []
-    for entry in resources.files("ollama_mcp.schema").iterdir():
-        match = _MIGRATION_NAME.match(entry.name)
-        if match:
-            found.append(Migration(int(match[1]), match[2], entry.read_text(encoding="utf-8")))
-    found.sort(key=lambda m: m.version)
-    return found
+    """The SQLite migrations shipped with this version, in order."""
+    return shipped("ollama_mcp.schema")
 
 
 async def connect(path: Path) -> aiosqlite.Connection:

@@ -1,7 +1,10 @@
-"""Shared fixtures: a real SQLite file per test, the fake Ollama on a loopback port, MCP clients."""
+"""Shared fixtures: a real SQLite file per test, a real PostgreSQL database per test (pgserver, or
+OLLAMA_MCP_TEST_POSTGRES_URL), the fake Ollama on a loopback port, MCP clients."""
 
 from __future__ import annotations
 
+import os
+import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from contextlib import asynccontextmanager
 from dataclasses import replace
@@ -9,8 +12,11 @@ from pathlib import Path
 from typing import Any
 
 import anyio
+import psycopg
 import pytest
 from mcp import Client
+from psycopg import sql
+from psycopg.conninfo import make_conninfo
 
 from ollama_mcp.app import App, open_app
 from ollama_mcp.config import Settings
@@ -21,6 +27,31 @@ from tests.fake_ollama import FakeOllama
 @pytest.fixture
 def anyio_backend() -> str:
     return "asyncio"
+
+
+@pytest.fixture(scope="session")
+def postgres_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """A PostgreSQL server for the whole session: OLLAMA_MCP_TEST_POSTGRES_URL (a superuser's
+    URL), else a private one from the pgserver wheel (PostgreSQL 16 + pgvector, about 1 s)."""
+    external = os.environ.get("OLLAMA_MCP_TEST_POSTGRES_URL")
+    if external:
+        yield external
+        return
+    import pgserver  # noqa: PLC0415 - only when the session needs PostgreSQL
+
+    server = pgserver.get_server(tmp_path_factory.mktemp("postgres"), cleanup_mode="stop")
+    yield server.get_uri()
+
+
+@pytest.fixture
+def postgres_url(postgres_server: str) -> Iterator[str]:
+    """A fresh, empty database on the session's server, dropped after the test."""
+    name = f"test_{uuid.uuid4().hex[:12]}"
+    with psycopg.connect(postgres_server, autocommit=True) as admin:
+        admin.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(name)))
+    yield make_conninfo(postgres_server, dbname=name)
+    with psycopg.connect(postgres_server, autocommit=True) as admin:
+        admin.execute(sql.SQL("DROP DATABASE {} WITH (FORCE)").format(sql.Identifier(name)))
 
 
 @pytest.fixture

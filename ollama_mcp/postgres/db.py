@@ -1,0 +1,106 @@
+"""Connecting to PostgreSQL and applying ``schema_postgres/NNNN_*.sql`` once, however many
+server processes start at the same moment.
+
+Errors are translated here, once: every message names the server as ``host:port/database``
+(never the password a URL may carry) and says what to do.
+"""
+
+from __future__ import annotations
+
+import logging
+
+import psycopg
+from psycopg import errors as pg_errors
+from psycopg.conninfo import conninfo_to_dict
+
+from ollama_mcp.errors import SchemaError, StorageError
+from ollama_mcp.migrations import Migration, shipped
+
+log = logging.getLogger(__name__)
+
+CONNECT_TIMEOUT_S = 10
+# pg_advisory_xact_lock key for migrations: one instance migrates, the others wait, then find
+# nothing left to do. Any fixed 64-bit number no other application on the database uses.
+MIGRATION_LOCK = 0x6F6C6C616D61_01  # "ollama" + 1
+
+
+def migrations() -> list[Migration]:
+    """The PostgreSQL migrations shipped with this version, in order."""
+    return shipped("ollama_mcp.schema_postgres")
+
+
+def describe(url: str) -> str:
+    """``host:port/database`` of a libpq URL or conninfo string, without user or password."""
+    try:
+        params = conninfo_to_dict(url)
+    except psycopg.ProgrammingError:
+        return "the PostgreSQL server in OLLAMA_MCP_DB"
+    host = str(params.get("host") or "localhost")
+    port = str(params.get("port") or "5432")
+    return f"{host}:{port}/{params.get('dbname') or params.get('user') or 'postgres'}"
+
+
+async def connect(url: str) -> psycopg.AsyncConnection:
+    """Open one connection (autocommit: every write is an explicit transaction)."""
+    try:
+        return await psycopg.AsyncConnection.connect(url, autocommit=True, connect_timeout=CONNECT_TIMEOUT_S)
+    except psycopg.Error as exc:
+        raise translate(exc, "connect", url) from exc
+
+
+async def migrate(conn: psycopg.AsyncConnection, url: str) -> int:
+    """Apply the migrations this database lacks, in one transaction under an advisory lock, so
+    that ten instances starting at once migrate once. Returns the schema version."""
+    known = migrations()
+    newest_known = known[-1].version if known else 0
+    try:
+        async with conn.transaction():
+            await conn.execute("SELECT pg_advisory_xact_lock(%s)", (MIGRATION_LOCK,))
+            await conn.execute(
+                "CREATE TABLE IF NOT EXISTS schema_migrations ("
+                " version integer PRIMARY KEY, name text NOT NULL, applied_at timestamptz NOT NULL DEFAULT now())"
+            )
+            cursor = await conn.execute("SELECT version FROM schema_migrations")
+            applied = {row[0] for row in await cursor.fetchall()}
+            if applied and max(applied) > newest_known:
+                raise SchemaError(
+                    f"The database {describe(url)} was written by a newer ollama-mcp (schema version "
+                    f"{max(applied)}; this version knows up to {newest_known}). Upgrade ollama-mcp; the "
+                    "database was not changed."
+                )
+            for migration in known:
+                if migration.version in applied:
+                    continue
+                await conn.execute(migration.sql.encode())  # bytes: a whole file of statements, no parameters
+                await conn.execute(
+                    "INSERT INTO schema_migrations (version, name) VALUES (%s, %s)", (migration.version, migration.name)
+                )
+                log.info("applied PostgreSQL schema migration %04d_%s", migration.version, migration.name)
+    except psycopg.Error as exc:
+        raise translate(exc, "apply the schema migrations", url) from exc
+    return newest_known
+
+
+def translate(exc: psycopg.Error, action: str, url: str) -> StorageError:
+    """A psycopg error as a StorageError that names the server (never the password) and the fix."""
+    where = describe(url)
+    if isinstance(exc, pg_errors.InsufficientPrivilege | pg_errors.FeatureNotSupported | pg_errors.UndefinedFile) \
+            and "vector" in str(exc):
+        return SchemaError(
+            f"The pgvector extension is missing in {where}, and this user may not create it. Run "
+            "`CREATE EXTENSION vector;` once in that database as a superuser (pgvector must be installed "
+            "on the server), then start ollama-mcp again."
+        )
+    if isinstance(exc, pg_errors.InvalidPassword | pg_errors.InvalidAuthorizationSpecification):
+        return StorageError(
+            f"PostgreSQL at {where} refused the login; check the user and password (in the URL, "
+            "PGPASSWORD or ~/.pgpass)."
+        )
+    if isinstance(exc, psycopg.OperationalError):
+        return StorageError(
+            f"Could not {action} to PostgreSQL at {where}: the server is unreachable or refused the "
+            "connection. Check that it is running and that OLLAMA_MCP_DB names the right host and port."
+            if action == "connect" else
+            f"Could not {action} on PostgreSQL at {where}: the connection failed. Check that the server is running."
+        )
+    return StorageError(f"Could not {action} on PostgreSQL at {where} ({type(exc).__name__}).")

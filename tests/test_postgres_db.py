@@ -1,0 +1,94 @@
+"""The PostgreSQL opener against a real server: migrations under an advisory lock, and errors
+that name the server and the fix without ever printing a password."""
+
+from __future__ import annotations
+
+import anyio
+import psycopg
+import pytest
+from psycopg import sql
+from psycopg.conninfo import make_conninfo
+
+from ollama_mcp.errors import SchemaError, StorageError
+from ollama_mcp.postgres import db
+
+pytestmark = pytest.mark.anyio
+
+
+def rows(url: str, query: str) -> list[tuple[object, ...]]:
+    with psycopg.connect(url) as conn:
+        return conn.execute(query).fetchall()
+
+
+async def open_and_migrate(url: str) -> int:
+    conn = await db.connect(url)
+    try:
+        return await db.migrate(conn, url)
+    finally:
+        await conn.close()
+
+
+async def test_ten_instances_starting_at_once_apply_each_migration_once(postgres_url: str) -> None:
+    versions: list[int] = []
+    errors: list[Exception] = []
+
+    async def instance() -> None:
+        try:
+            versions.append(await open_and_migrate(postgres_url))
+        except Exception as exc:  # collected: the assertion below shows them all
+            errors.append(exc)
+
+    with anyio.fail_after(60):
+        async with anyio.create_task_group() as tasks:
+            for _ in range(10):
+                tasks.start_soon(instance)
+    newest = db.migrations()[-1].version
+    assert errors == [] and versions == [newest] * 10
+    assert rows(postgres_url, "SELECT version, name FROM schema_migrations ORDER BY version") == [
+        (m.version, m.name) for m in db.migrations()
+    ]
+    assert rows(postgres_url, "SELECT count(*) FROM pg_extension WHERE extname = 'vector'") == [(1,)]
+
+
+async def test_a_database_from_a_newer_version_is_refused_and_left_unchanged(postgres_url: str) -> None:
+    await open_and_migrate(postgres_url)
+    with psycopg.connect(postgres_url, autocommit=True) as conn:
+        conn.execute("INSERT INTO schema_migrations (version, name) VALUES (9999, 'from_the_future')")
+    with pytest.raises(SchemaError, match=r"newer ollama-mcp \(schema version 9999.*Upgrade ollama-mcp"):
+        await open_and_migrate(postgres_url)
+    assert rows(postgres_url, "SELECT max(version), count(*) FROM schema_migrations") == [
+        (9999, len(db.migrations()) + 1)
+    ]
+
+
+async def test_a_user_who_may_not_create_pgvector_is_told_to_run_create_extension_as_a_superuser(
+    postgres_server: str,
+) -> None:
+    role, database, password = "member_no_vector", "team_no_vector", "pw-never-printed"
+    with psycopg.connect(postgres_server, autocommit=True) as admin:
+        admin.execute(sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(database)))
+        admin.execute(sql.SQL("DROP ROLE IF EXISTS {}").format(sql.Identifier(role)))
+        admin.execute(sql.SQL("CREATE ROLE {} LOGIN PASSWORD {}").format(sql.Identifier(role), sql.Literal(password)))
+        admin.execute(sql.SQL("CREATE DATABASE {} OWNER {}").format(sql.Identifier(database), sql.Identifier(role)))
+    url = make_conninfo(postgres_server, user=role, password=password, dbname=database)
+    try:
+        with pytest.raises(SchemaError) as refused:
+            await open_and_migrate(url)
+        message = str(refused.value)
+        assert "CREATE EXTENSION vector;" in message and "superuser" in message
+        assert f"/{database}" in message and password not in message
+        # Nothing was half-applied: the migration table was rolled back with the failed extension.
+        assert rows(url, "SELECT to_regclass('schema_migrations') IS NULL") == [(True,)]
+    finally:
+        with psycopg.connect(postgres_server, autocommit=True) as admin:
+            admin.execute(sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(database)))
+            admin.execute(sql.SQL("DROP ROLE IF EXISTS {}").format(sql.Identifier(role)))
+
+
+async def test_an_unreachable_server_is_named_by_host_and_port_without_the_password() -> None:
+    url = "postgresql://ana:s3cret-pw@127.0.0.1:1/team_memory?connect_timeout=2"
+    with pytest.raises(StorageError) as failed:
+        await db.connect(url)
+    message = str(failed.value)
+    assert "127.0.0.1:1/team_memory" in message and "unreachable" in message
+    assert "s3cret-pw" not in message and "ana:" not in message
