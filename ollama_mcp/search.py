@@ -121,7 +121,6 @@ class HybridSearch:
     def __init__(self, store: Store, model: str, tuning: SearchTuning | None = None) -> None:
         self._store = store
         self.vectors = VectorIndex(store, model)
-        self._index = self.vectors
         self.keywords = KeywordIndex(store)
         self.tuning = tuning or SearchTuning()
         self._merged_at = 0  # the memory count when this process last merged the keyword index
@@ -170,8 +169,8 @@ class HybridSearch:
         if query_vector is not None:
             # After the keyword queries, not beside them: both are CPU-bound and BLAS already uses
             # both cores (measured: no gain, bench/README.md).
-            await self._index.refresh(reads.data_version)
-            ranking = await self._index.rank(query_vector, depth, scope, candidates=[*exact, *keyword, *keyword_context])
+            await self.vectors.refresh(reads.data_version)
+            ranking = await self.vectors.rank(query_vector, depth, scope, candidates=[*exact, *keyword, *keyword_context])
             by_meaning = [seq for seq, _ in ranking.ranked]
             similarity = ranking.similarity
         # Every candidate, however found, re-ranked by the meaning of its own text: precise where

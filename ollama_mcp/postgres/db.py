@@ -71,7 +71,7 @@ async def migrate(conn: psycopg.AsyncConnection, url: str) -> int:
             for migration in known:
                 if migration.version in applied:
                     continue
-                await conn.execute(migration.sql.encode())  # bytes: a whole file of statements, no parameters
+                await conn.execute(migration.sql)  # a whole file of statements: fine without parameters
                 await conn.execute(
                     "INSERT INTO schema_migrations (version, name) VALUES (%s, %s)", (migration.version, migration.name)
                 )
