@@ -106,7 +106,7 @@ async def service_driver(env: dict[str, str], tuning: dict[str, Any]) -> AsyncIt
     from ollama_mcp.app import open_app  # noqa: PLC0415
     from ollama_mcp.config import Settings  # noqa: PLC0415
     from ollama_mcp.inputs import search_request  # noqa: PLC0415
-    from ollama_mcp.search import SearchTuning  # noqa: PLC0415
+    from ollama_mcp.ranking import SearchTuning  # noqa: PLC0415
 
     class ServiceDriver:
         def __init__(self, service: Any) -> None:

@@ -18,7 +18,8 @@ from ollama_mcp.indexer import Indexer
 from ollama_mcp.jobs import JobRunner
 from ollama_mcp.lifecycle import ConversationLifecycle
 from ollama_mcp.ollama_client import OllamaClient
-from ollama_mcp.search import HybridSearch, SearchTuning
+from ollama_mcp.ranking import SearchTuning
+from ollama_mcp.search import HybridSearch
 from ollama_mcp.service import MemoryService
 from ollama_mcp.store import Store
 from ollama_mcp.summaries import Summarizer

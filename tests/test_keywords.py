@@ -18,7 +18,7 @@ from ollama_mcp.db import migrations
 from ollama_mcp.domain import Scope
 from ollama_mcp.inputs import search_request
 from ollama_mcp.keywords import KeywordIndex
-from ollama_mcp.search import SearchTuning, query_terms
+from ollama_mcp.ranking import SearchTuning, query_terms
 from ollama_mcp.store import FACET_CODES, KEYWORD_TABLES, TOKENIZER
 
 pytestmark = pytest.mark.anyio

@@ -14,7 +14,8 @@ import pytest
 from ollama_mcp.app import App, open_app
 from ollama_mcp.config import Settings
 from ollama_mcp.inputs import search_request
-from ollama_mcp.search import SearchTuning, fts_any, fts_phrase, fuse, query_terms
+from ollama_mcp.ranking import SearchTuning, fuse, query_terms
+from ollama_mcp.search import fts_any, fts_phrase
 from tests.conftest import eventually
 from tests.fake_ollama import FakeModel, FakeOllama
 

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import hashlib
 import json
 from collections.abc import Sequence
 from typing import Any
@@ -21,13 +20,10 @@ from ollama_mcp.errors import (
     ConversationNotFoundError,
     MemoryNotFoundError,
 )
+from ollama_mcp.records import CONTEXT_NEIGHBOURS, compose_context, content_hash, dump_json
 
 KIND_CODES: dict[str, int] = {"note": 0, "message": 1, "summary": 2}
 FACET_CODES: dict[str, int] = {"content": 0, "context": 1}
-# A memory's context is its content preceded by this many earlier memories of its conversation
-# (each clipped to its last CONTEXT_NEIGHBOUR_CHARS). Measured on LoCoMo: bench/README.md.
-CONTEXT_NEIGHBOURS = 2
-CONTEXT_NEIGHBOUR_CHARS = 1000
 VECTOR_BATCH_ROWS = 4096
 # The keyword indexes' tokenizer (schema/0001_initial.sql): scratch tables that tokenize new
 # memories and query words for the in-memory keyword index use the same one.
@@ -124,12 +120,6 @@ async def earlier_contents(conn: aiosqlite.Connection, conversation_id: str, bef
     return [row[0] for row in reversed(list(rows))]
 
 
-def compose_context(earlier: Sequence[str], content: str) -> str:
-    """A memory's context: the last CONTEXT_NEIGHBOURS earlier texts, each clipped to its end, then the memory."""
-    clipped = [text[-CONTEXT_NEIGHBOUR_CHARS:] for text in earlier[-CONTEXT_NEIGHBOURS:]]
-    return "\n".join([*clipped, content])
-
-
 async def memory_by_id(conn: aiosqlite.Connection, memory_id: str) -> Memory:
     row = await (await conn.execute(f"SELECT {MEMORY_COLUMNS} FROM memories m WHERE m.id = ?", (memory_id,))).fetchone()
     if row is None:
@@ -178,15 +168,6 @@ def filter_sql(filters: SearchFilters) -> tuple[list[str], list[Any]]:
         )
         params.extend([json.dumps(list(filters.tags)), len(filters.tags)])
     return where, params
-
-
-def content_hash(content: str) -> str:
-    """sha256 of the text: how a retried store finds the note it already stored."""
-    return hashlib.sha256(content.encode("utf-8")).hexdigest()
-
-
-def dump_json(value: dict[str, Any]) -> str:
-    return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
 
 
 def conversation_from_row(row: Sequence[Any]) -> Conversation:

@@ -1,0 +1,115 @@
+"""What every backend's ranking shares (no I/O): the tuning knobs, the query's words, and the
+fusion of ranked lists. The SQLite ranker (``search``) and PostgreSQL's (``postgres.search``)
+both rank with these, so a LoCoMo figure measured on one describes the other's ranking too."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+WORD = re.compile(r"\w+", re.UNICODE)
+MAX_QUERY_TERMS = 64
+
+
+@dataclass(frozen=True)
+class SearchTuning:
+    """The ranking's knobs; the defaults are what bench/locomo.py measured best (bench/README.md).
+
+    Four ranked lists are fused: keywords in the memory's content, keywords in its context (the
+    content with the memories before it), meaning in context (context vectors ranked over the
+    whole store), and the meaning of the memory's own text (the candidates of the other lists
+    re-ranked by their own vectors). A weight of 0 leaves a list out.
+    """
+
+    rrf_k: int = 10  # reciprocal rank fusion: score = sum over lists of weight / (rrf_k + rank)
+    keyword_weight: float = 1.0
+    keyword_context_weight: float = 1.0
+    vector_weight: float = 1.0  # own vectors, re-ranking the candidates
+    vector_context_weight: float = 1.0  # context vectors, over the whole store
+    min_depth: int = 50  # candidates each list contributes before fusion, at least
+    # A query word found in more than this share of all memories (and in 500 at least) is left
+    # out of the keyword query when the query has rarer words: BM25 gives it almost no weight,
+    # yet scoring every memory it matches is what makes keyword search slow on large stores.
+    common_share: float = 0.1
+    common_min_docs: int = 500
+
+
+# English function words carry no topic: left out of keyword queries (unless a query has
+# nothing else) they stop matching every memory, which keeps BM25 fast and, on LoCoMo, ranks
+# slightly better (bench/README.md). Other languages' words pass through untouched.
+STOP_WORDS = frozenset(
+    "a an the and or but if of at by for with about against between into through during before after "
+    "above below to from up down in out on off over under again further then once here there when where "
+    "why how all any both each few more most other some such no nor not only own same so than too very "
+    "s t can will just don should now i me my myself we our ours ourselves you your yours yourself "
+    "yourselves he him his himself she her hers herself it its itself they them their theirs themselves "
+    "what which who whom this that these those am is are was were be been being have has had having do "
+    "does did doing would could".split()
+)
+
+
+def query_terms(text: str) -> list[str]:
+    """The distinct lower-cased words of ``text``, English function words left out (unless
+    nothing else is left)."""
+    words = list(dict.fromkeys(word.lower() for word in WORD.findall(text)))
+    return ([w for w in words if w not in STOP_WORDS] or words)[:MAX_QUERY_TERMS]
+
+
+def fuse(ranked_lists: Sequence[tuple[float, Sequence[int]]], *, k: int) -> list[tuple[int, float]]:
+    """Weighted reciprocal rank fusion of ranked id lists, best first (ties: earlier lists first)."""
+    scores: dict[int, float] = {}
+    for weight, ranked in ranked_lists:
+        if weight:
+            for rank, item in enumerate(ranked, start=1):
+                scores[item] = scores.get(item, 0.0) + weight / (k + rank)
+    return sorted(scores.items(), key=lambda pair: -pair[1])
+
+
+@dataclass(frozen=True)
+class Ranked:
+    seq: int
+    score: float
+    similarity: float | None
+
+
+def rank_lists(
+    tuning: SearchTuning,
+    *,
+    exact: Sequence[int],
+    keyword: Sequence[int],
+    keyword_context: Sequence[int],
+    by_meaning: Sequence[int],
+    similarity: dict[int, float],
+    top_k: int,
+    depth: int,
+    threshold: float | None,
+) -> list[Ranked]:
+    """The ``top_k`` best memories from a backend's candidate lists, best first.
+
+    ``exact``: memories holding the query word for word; ``keyword``/``keyword_context``: keyword
+    ranks over content and context; ``by_meaning``: vector ranks in context; ``similarity``: the
+    content similarity (to the query vector) of every candidate that has one.
+    """
+    # Every candidate, however found, re-ranked by the meaning of its own text: precise where a
+    # memory's neighbours say little about it (standalone notes).
+    candidates = dict.fromkeys([*exact, *keyword, *keyword_context, *by_meaning])
+    by_content = sorted((seq for seq in candidates if seq in similarity), key=lambda seq: -similarity[seq])
+    fused_scores = fuse(
+        [
+            (tuning.keyword_weight, keyword),
+            (tuning.keyword_context_weight, keyword_context),
+            (tuning.vector_weight, by_content[:depth]),
+            (tuning.vector_context_weight, by_meaning),
+        ],
+        k=tuning.rrf_k,
+    )
+    # Memories that contain the query word for word come first, whatever the fusion says.
+    exact_set = set(exact)
+    order = [(seq, float("inf")) for seq in exact] + [(seq, s) for seq, s in fused_scores if seq not in exact_set]
+    fused = [Ranked(seq, score, similarity.get(seq)) for seq, score in order]
+    if threshold is not None:
+        # The threshold is on meaning: exact matches, and keyword matches with no vector yet
+        # (pending), are kept.
+        fused = [r for r in fused if r.similarity is None or r.similarity >= threshold or r.seq in exact_set]
+    return fused[:top_k]
