@@ -1,4 +1,4 @@
-"""The composition root: builds store → Ollama clients → embedder → indexer → jobs → service →
+"""The composition root: builds the backend's store and ranker (``backends``) → Ollama clients → embedder → indexer → jobs → service →
 lifecycle → agent, runs the background work (loading the search indexes, embedding backfill,
 jobs, retention sweep, keyword index upkeep), and closes everything in reverse order."""
 
@@ -11,6 +11,7 @@ from dataclasses import dataclass
 import anyio
 
 from ollama_mcp.agent import Agent
+from ollama_mcp.backends import open_backend
 from ollama_mcp.background import supervise
 from ollama_mcp.config import Settings
 from ollama_mcp.embeddings import Embedder
@@ -19,17 +20,16 @@ from ollama_mcp.jobs import JobRunner
 from ollama_mcp.lifecycle import ConversationLifecycle
 from ollama_mcp.ollama_client import OllamaClient
 from ollama_mcp.ranking import SearchTuning
-from ollama_mcp.search import HybridSearch
 from ollama_mcp.service import MemoryService
-from ollama_mcp.store import Store
+from ollama_mcp.storage import Ranker, Storage
 from ollama_mcp.summaries import Summarizer
 
 
 @dataclass(frozen=True)
 class App:
     settings: Settings
-    store: Store
-    ranker: HybridSearch
+    store: Storage
+    ranker: Ranker
     indexer: Indexer
     jobs: JobRunner
     service: MemoryService
@@ -45,7 +45,7 @@ async def open_app(
 
     ``tuning`` overrides the ranking defaults (benchmarks only; the server always uses defaults).
     """
-    store = await Store.open(settings.db_path)
+    store, ranker = await open_backend(settings, tuning)
     client = OllamaClient(settings.ollama_host, timeout=settings.embed_timeout, connect_timeout=settings.connect_timeout)
     # Chat replies take far longer than embeddings: a client of their own, with its own timeout.
     chat_client = OllamaClient(
@@ -53,7 +53,6 @@ async def open_app(
         model_setting="OLLAMA_MCP_CHAT_MODEL", timeout_setting="OLLAMA_MCP_CHAT_TIMEOUT",
     )
     try:
-        ranker = HybridSearch(store, settings.embed_model, tuning)
         indexer = Indexer(store, Embedder(client, settings.embed_model), ranker)
         jobs = JobRunner(store, lease=settings.job_lease, max_delay=settings.job_max_delay)
         service = MemoryService(

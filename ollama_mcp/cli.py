@@ -104,7 +104,7 @@ def main(argv: Sequence[str] | None = None) -> None:
 def _serve(settings: Settings) -> None:
     from ollama_mcp.server import build_server  # noqa: PLC0415  (the CLI's other commands need no MCP)
 
-    logging.getLogger(__name__).info("serving MCP over stdio; database %s", settings.db_path)
+    logging.getLogger(__name__).info("serving MCP over stdio; database %s", settings.database)
     build_server(settings).run("stdio")
 
 

@@ -10,6 +10,7 @@ from pathlib import Path
 
 from ollama_mcp.errors import ConfigError
 
+POSTGRES_SCHEMES = ("postgresql", "postgres")
 DEFAULT_OLLAMA_HOST = "http://127.0.0.1:11434"
 DEFAULT_EMBED_MODEL = "nomic-embed-text"
 # Summaries and the agent: a 3B model calls tools reliably (smaller ones do not), follows a JSON
@@ -25,7 +26,9 @@ AGENT_TOOLS = (
 class Settings:
     """Everything the server is configured with; build it with ``from_env``."""
 
-    db_path: Path
+    db_path: Path  # the SQLite file (when postgres_url is None)
+    # A libpq URL (postgresql://user@host:5432/db): the PostgreSQL backend instead of the file.
+    postgres_url: str | None = None
     ollama_host: str = DEFAULT_OLLAMA_HOST
     embed_model: str = DEFAULT_EMBED_MODEL
     # Seconds one embedding request may take before the memory is stored as pending instead.
@@ -65,14 +68,17 @@ class Settings:
         """Read ``OLLAMA_MCP_*`` and ``OLLAMA_HOST`` from ``env`` (default: the process environment)."""
         env = os.environ if env is None else env
         db = env.get("OLLAMA_MCP_DB", "").strip()
+        postgres_url = None
         if "://" in db:
             # Named by its scheme only: a database URL may carry a password.
             scheme = db.split("://", 1)[0].lower()
-            raise ConfigError(
-                f"OLLAMA_MCP_DB is a {scheme}:// URL, but this version of ollama-mcp keeps memories in a "
-                "SQLite file only; set OLLAMA_MCP_DB to an absolute file path, or leave it unset for the default."
-            )
-        if db:
+            if scheme not in POSTGRES_SCHEMES:
+                raise ConfigError(
+                    f"OLLAMA_MCP_DB is a {scheme}:// URL; ollama-mcp keeps memories in a SQLite file (an absolute "
+                    "path) or in PostgreSQL (a postgresql:// URL). Set OLLAMA_MCP_DB to one of those."
+                )
+            postgres_url = db
+        if db and postgres_url is None:
             db_path = Path(db).expanduser()
             if not db_path.is_absolute():
                 raise ConfigError(
@@ -84,6 +90,7 @@ class Settings:
             db_path = default_db_path(env, sys.platform)
         return cls(
             db_path=db_path,
+            postgres_url=postgres_url,
             ollama_host=_host(env.get("OLLAMA_HOST", "")),
             embed_model=env.get("OLLAMA_MCP_EMBED_MODEL", "").strip() or DEFAULT_EMBED_MODEL,
             embed_timeout=_number(env, "OLLAMA_MCP_EMBED_TIMEOUT", 15.0, 0.1, 600.0),
@@ -99,6 +106,15 @@ class Settings:
             agent_tools=_agent_tools(env.get("OLLAMA_MCP_AGENT_TOOLS", "")),
             agent_deadline=_number(env, "OLLAMA_MCP_AGENT_DEADLINE", 45.0, 5.0, 3600.0),
         )
+
+    @property
+    def database(self) -> str:
+        """Where the memories live, for logs and reports: the file, or host:port/database (no password)."""
+        if self.postgres_url is None:
+            return str(self.db_path)
+        from ollama_mcp.postgres.db import describe  # noqa: PLC0415 - psycopg only for PostgreSQL users
+
+        return f"PostgreSQL at {describe(self.postgres_url)}"
 
     @property
     def agent_chat_model(self) -> str | None:

@@ -103,4 +103,10 @@ def translate(exc: psycopg.Error, action: str, url: str) -> StorageError:
             if action == "connect" else
             f"Could not {action} on PostgreSQL at {where}: the connection failed. Check that the server is running."
         )
-    return StorageError(f"Could not {action} on PostgreSQL at {where} ({type(exc).__name__}).")
+    # The primary message names the failure without row values (the detail may quote a row, and
+    # users' words stay out of logs); the SQLSTATE lets an administrator look it up.
+    log.warning("PostgreSQL error while trying to %s: %s [%s]", action, exc.diag.message_primary, exc.sqlstate)
+    return StorageError(
+        f"Could not {action} on PostgreSQL at {where} ({type(exc).__name__}, SQLSTATE {exc.sqlstate}); "
+        "details are in the server log."
+    )

@@ -1,0 +1,118 @@
+"""The PostgreSQL store's plumbing: a connection pool, transactions and error translation.
+
+The pool checks a connection before lending it (a server restart leaves dead ones behind: they
+are replaced, so the call after a restart succeeds without restarting ollama-mcp) and waits at
+most ``POOL_TIMEOUT_S`` for one, so an unreachable server fails a call with a clear error
+instead of hanging it.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import AsyncIterator, Sequence
+from contextlib import asynccontextmanager
+from typing import Any, Self
+
+import psycopg
+import psycopg_pool
+from pgvector.psycopg import register_vector_async
+from psycopg import sql
+
+from ollama_mcp.errors import StorageError
+from ollama_mcp.postgres import db
+
+POOL_MIN = 1
+POOL_MAX = 8
+POOL_TIMEOUT_S = 5.0
+# HNSW build parameters (pgvector's defaults); recall at the shipped ef_search: bench/README.md.
+HNSW_M = 16
+HNSW_EF_CONSTRUCTION = 64
+
+
+def vector_index_name(model: str, dim: int) -> str:
+    """The HNSW index of one (model, dimension): a stable name whatever characters the model has."""
+    return f"memory_embeddings_hnsw_{hashlib.sha256(f'{model}/{dim}'.encode()).hexdigest()[:16]}"
+
+
+class PgStoreBase:
+    """The pool a store's parts share; open with ``await PgStore.open(url)``, close with ``aclose``."""
+
+    def __init__(self, pool: psycopg_pool.AsyncConnectionPool, url: str, schema_version: int) -> None:
+        self._pool = pool
+        self.url = url
+        self.where = db.describe(url)  # host:port/database, never the password
+        self.schema_version = schema_version
+        self._indexed: set[tuple[str, int]] = set()  # (model, dim) whose HNSW index exists
+
+    @classmethod
+    async def open(cls, url: str) -> Self:
+        conn = await db.connect(url)
+        try:
+            version = await db.migrate(conn, url)
+        finally:
+            await conn.close()
+        pool = psycopg_pool.AsyncConnectionPool(
+            url, min_size=POOL_MIN, max_size=POOL_MAX, open=False, timeout=POOL_TIMEOUT_S,
+            kwargs={"autocommit": True, "connect_timeout": db.CONNECT_TIMEOUT_S},
+            configure=register_vector_async, check=psycopg_pool.AsyncConnectionPool.check_connection,
+            name="ollama-mcp",
+        )
+        try:
+            await pool.open(wait=True, timeout=POOL_TIMEOUT_S)
+        except psycopg_pool.PoolTimeout as exc:
+            await pool.close()
+            raise StorageError(
+                f"Could not open connections to PostgreSQL at {db.describe(url)} within {POOL_TIMEOUT_S:.0f} s; "
+                "check that the server is running and accepts connections."
+            ) from exc
+        return cls(pool, url, version)
+
+    async def aclose(self) -> None:
+        await self._pool.close()
+
+    async def ensure_vector_index(self, model: str, dim: int) -> None:
+        """Create the HNSW index (cosine) of ``model``'s ``dim``-dimensional vectors unless it exists:
+        a partial index over ``vector::vector(dim)``, which the ranker's queries name exactly."""
+        if (model, dim) in self._indexed:
+            return
+        name = vector_index_name(model, dim)
+        async with self._transaction("create the vector index") as conn:
+            await conn.execute("SELECT pg_advisory_xact_lock(%s)", (db.MIGRATION_LOCK,))
+            await conn.execute(sql.SQL(
+                "CREATE INDEX IF NOT EXISTS {} ON memory_embeddings USING hnsw ((vector::vector({})) vector_cosine_ops)"
+                " WITH (m = {}, ef_construction = {}) WHERE model = {} AND dim = {}"
+            ).format(sql.Identifier(name), sql.Literal(dim), sql.Literal(HNSW_M), sql.Literal(HNSW_EF_CONSTRUCTION),
+                     sql.Literal(model), sql.Literal(dim)))
+        self._indexed.add((model, dim))
+
+    @asynccontextmanager
+    async def _connection(self, action: str) -> AsyncIterator[psycopg.AsyncConnection]:
+        """A pooled connection (autocommit), with errors translated once."""
+        try:
+            async with self._pool.connection() as conn:
+                yield conn
+        except psycopg_pool.PoolTimeout as exc:
+            raise StorageError(
+                f"Could not {action}: no connection to PostgreSQL at {self.where} within {POOL_TIMEOUT_S:.0f} s. "
+                "Check that the server is running; ollama-mcp reconnects by itself once it is."
+            ) from exc
+        except psycopg.Error as exc:
+            raise db.translate(exc, action, self.url) from exc
+
+    @asynccontextmanager
+    async def _transaction(self, action: str) -> AsyncIterator[psycopg.AsyncConnection]:
+        """One transaction: everything inside commits together or not at all."""
+        async with self._connection(action) as conn, conn.transaction():
+            yield conn
+
+    @asynccontextmanager
+    async def reading(self, action: str) -> AsyncIterator[psycopg.AsyncConnection]:
+        """A connection inside a transaction for a sequence of reads (the ranker's: its SET LOCAL
+        settings end with it)."""
+        async with self._transaction(action) as conn:
+            yield conn
+
+    async def _fetchall(self, sql: Any, params: Sequence[Any] | dict[str, Any], action: str) -> list[tuple[Any, ...]]:
+        async with self._connection(action) as conn:
+            cursor = await conn.execute(sql, params)
+            return await cursor.fetchall()

@@ -1,0 +1,110 @@
+"""Conversations: create, read, list, end, and delete (retention)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from psycopg.types.json import Jsonb
+
+from ollama_mcp.domain import Conversation, ConversationStatus, Memory
+from ollama_mcp.errors import ConversationClosedError, ConversationNotFoundError
+from ollama_mcp.postgres.base import PgStoreBase
+from ollama_mcp.postgres.rows import (
+    CONVERSATION_COLUMNS,
+    conversation_from_row,
+    enqueue_job_row,
+    insert_memory_row,
+    lock_conversation,
+)
+
+
+class ConversationStore(PgStoreBase):
+    """Conversations: create, read, list, end, and delete (retention)."""
+
+    async def create_conversation(
+        self, conversation_id: str, name: str | None, metadata: dict[str, Any], anonymous: bool, created_at: str,
+        expires_at: str | None = None,
+    ) -> Conversation:
+        async with self._transaction("create the conversation") as conn:
+            cursor = await conn.execute(
+                "INSERT INTO conversations (id, name, anonymous, metadata, created_at, expires_at)"
+                " VALUES (%s, %s, %s, %s, %s, %s) RETURNING key",
+                (conversation_id, name, anonymous, Jsonb(metadata), created_at, expires_at),
+            )
+            row = await cursor.fetchone()
+        return Conversation(
+            key=int(row[0]) if row else 0, id=conversation_id, name=name, status="active", anonymous=anonymous,
+            created_at=created_at, metadata=metadata, expires_at=expires_at,
+        )
+
+    async def get_conversation(self, conversation_id: str, *, count_memories: bool = False) -> Conversation:
+        """The conversation, with its memory count (a column here: always filled)."""
+        rows = await self._fetchall(
+            f"SELECT {CONVERSATION_COLUMNS} FROM conversations c WHERE c.id = %s", (conversation_id,),
+            "read the conversation",
+        )
+        if not rows:
+            raise ConversationNotFoundError(conversation_id)
+        return conversation_from_row(rows[0])
+
+    async def list_conversations(self, status: ConversationStatus | None, limit: int) -> list[Conversation]:
+        rows = await self._fetchall(
+            f"SELECT {CONVERSATION_COLUMNS} FROM conversations c WHERE %(status)s::text IS NULL OR c.status = %(status)s"
+            " ORDER BY c.created_at DESC, c.key DESC LIMIT %(limit)s",
+            {"status": status, "limit": limit}, "list conversations",
+        )
+        return [conversation_from_row(row) for row in rows]
+
+    async def end_conversation(
+        self, conversation_id: str, ended_at: str, summary_memory: Memory | None, *, queue_summary: bool
+    ) -> tuple[Conversation, int]:
+        """Mark the conversation completed, in one transaction with what becomes of its summary
+        (stored, or a summarize job queued when there is anything to summarize)."""
+        async with self._transaction("end the conversation") as conn:
+            if await lock_conversation(conn, conversation_id) != "active":
+                raise ConversationClosedError(conversation_id)
+            summary_status = "none"
+            if summary_memory is not None:
+                await insert_memory_row(conn, summary_memory)
+                summary_status = "given"
+            elif queue_summary:
+                cursor = await conn.execute(
+                    "SELECT 1 FROM memories WHERE conversation_id = %s AND kind <> 'summary' LIMIT 1", (conversation_id,)
+                )
+                if await cursor.fetchone():
+                    await enqueue_job_row(conn, "summarize", conversation_id, ended_at)
+                    summary_status = "pending"
+            cursor = await conn.execute(
+                "UPDATE conversations SET status = 'completed', ended_at = %s, summary = %s, summary_status = %s"
+                f" WHERE id = %s RETURNING {CONVERSATION_COLUMNS.replace('c.', '')}",
+                (ended_at, summary_memory.content if summary_memory else None, summary_status, conversation_id),
+            )
+            row = await cursor.fetchone()
+        assert row is not None, "the row locked above"
+        ended = conversation_from_row(row)
+        return ended, ended.memory_count
+
+    async def conversation_ids(self) -> list[str]:
+        rows = await self._fetchall("SELECT id FROM conversations ORDER BY created_at, key", (), "list conversations")
+        return [row[0] for row in rows]
+
+    async def expired_conversations(self, now: str, inactive_before: str | None) -> list[str]:
+        """Conversations past their own expiry, or (with ``inactive_before``) untouched since then."""
+        rows = await self._fetchall(
+            "SELECT id FROM conversations WHERE expires_at IS NOT NULL AND expires_at <= %(now)s"
+            " UNION SELECT c.id FROM conversations c WHERE %(before)s::text IS NOT NULL"
+            " AND greatest(c.created_at, coalesce(c.ended_at, ''),"
+            " coalesce((SELECT max(m.created_at) FROM memories m WHERE m.conversation_id = c.id), '')) < %(before)s",
+            {"now": now, "before": inactive_before}, "find expired conversations",
+        )
+        return [row[0] for row in rows]
+
+    async def delete_conversation(self, conversation_id: str) -> list[int]:
+        """Delete a conversation with everything that belongs to it (foreign-key cascades), in one
+        transaction. Returns the memory seqs."""
+        async with self._transaction("delete the conversation") as conn:
+            await lock_conversation(conn, conversation_id)
+            cursor = await conn.execute("SELECT seq FROM memories WHERE conversation_id = %s", (conversation_id,))
+            seqs = [int(row[0]) for row in await cursor.fetchall()]
+            await conn.execute("DELETE FROM conversations WHERE id = %s", (conversation_id,))
+        return seqs

@@ -1,0 +1,173 @@
+"""SQL fragments and row helpers shared by the PostgreSQL store's parts (private to this package)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+import psycopg
+from psycopg.types.json import Jsonb
+
+from ollama_mcp.domain import Conversation, EmbeddingRow, JobKind, Memory, MemoryKind, SearchFilters, utc_now
+from ollama_mcp.errors import ConversationNotFoundError, MemoryNotFoundError
+from ollama_mcp.records import CONTEXT_NEIGHBOURS, compose_context, content_hash
+
+CONVERSATION_COLUMNS = (
+    "c.key, c.id, c.name, c.status, c.anonymous, c.created_at, c.ended_at, c.metadata, c.summary,"
+    " c.summary_status, c.rolling_summary, c.summarized_through, c.expires_at, c.memory_count"
+)
+MEMORY_COLUMNS = (
+    "m.seq, m.id, m.conversation_id, m.kind, m.content, m.tags, m.metadata, m.created_at, m.context,"
+    " m.role, m.actor, m.tool_calls, m.tool_call_id, m.superseded_by"
+)
+MEMORY_WIDTH = 14
+# "This memory has no vector of model %(model)s for the facet": pending embeddings.
+MISSING_VECTOR = (
+    "NOT EXISTS (SELECT 1 FROM memory_embeddings e WHERE e.memory_seq = m.seq AND e.model = %(model)s"
+    " AND e.facet = '{}')"
+)
+ALL_KINDS = frozenset({"note", "message", "summary"})
+
+
+async def lock_conversation(conn: psycopg.AsyncConnection, conversation_id: str) -> str:
+    """Lock the conversation's row for this transaction and return its status.
+
+    Every write that adds, replaces or removes a conversation's memories takes this lock first:
+    writes to one conversation queue up (its memories' contexts and counts stay consistent), writes
+    to different conversations run side by side, and all take their locks in the same order.
+    """
+    cursor = await conn.execute("SELECT status FROM conversations WHERE id = %s FOR UPDATE", (conversation_id,))
+    row = await cursor.fetchone()
+    if row is None:
+        raise ConversationNotFoundError(conversation_id)
+    return str(row[0])
+
+
+async def insert_memory_row(conn: psycopg.AsyncConnection, memory: Memory, *, context_before: int | None = None) -> int | None:
+    """Insert the row (with its context) and return its seq; None when an identical current note
+    exists (the unique index decides, so concurrent retries cannot both insert)."""
+    context = memory.content
+    if memory.kind != "summary":
+        context = compose_context(await earlier_contents(conn, memory.conversation_id, context_before), memory.content)
+    cursor = await conn.execute(
+        "INSERT INTO memories (id, conversation_id, kind, role, actor, tool_calls, tool_call_id, content,"
+        " content_hash, context, tags, metadata, created_at)"
+        " VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s)"
+        " ON CONFLICT (conversation_id, content_hash) WHERE kind = 'note' AND superseded_by IS NULL DO NOTHING"
+        " RETURNING seq",
+        (memory.id, memory.conversation_id, memory.kind, memory.role, memory.actor,
+         Jsonb(list(memory.tool_calls)) if memory.tool_calls else None, memory.tool_call_id, memory.content,
+         content_hash(memory.content), context, list(memory.tags), Jsonb(memory.metadata), memory.created_at),
+    )
+    row = await cursor.fetchone()
+    return None if row is None else int(row[0])
+
+
+async def earlier_contents(conn: psycopg.AsyncConnection, conversation_id: str, before_seq: int | None = None) -> list[str]:
+    """The texts of the CONTEXT_NEIGHBOURS memories before ``before_seq`` (default: the latest),
+    oldest first; summaries are not part of anyone's context."""
+    cursor = await conn.execute(
+        "SELECT content FROM memories WHERE conversation_id = %s AND kind <> 'summary' AND seq < %s"
+        " ORDER BY seq DESC LIMIT %s",
+        (conversation_id, before_seq if before_seq is not None else 2**62, CONTEXT_NEIGHBOURS),
+    )
+    return [row[0] for row in reversed(await cursor.fetchall())]
+
+
+async def latest_version(conn: psycopg.AsyncConnection, memory_id: str) -> str:
+    cursor = await conn.execute(
+        "WITH RECURSIVE chain(id, next) AS (SELECT id, superseded_by FROM memories WHERE id = %s"
+        " UNION ALL SELECT m.id, m.superseded_by FROM memories m JOIN chain ON m.id = chain.next)"
+        " SELECT id FROM chain WHERE next IS NULL",
+        (memory_id,),
+    )
+    row = await cursor.fetchone()
+    return str(row[0]) if row else memory_id
+
+
+async def enqueue_job_row(conn: psycopg.AsyncConnection, kind: JobKind, conversation_id: str, now: str) -> bool:
+    cursor = await conn.execute(
+        "INSERT INTO jobs (kind, conversation_id, run_after, created_at) VALUES (%s, %s, %s, %s)"
+        " ON CONFLICT (kind, conversation_id) WHERE state IN ('queued', 'running') DO NOTHING",
+        (kind, conversation_id, now, now),
+    )
+    return cursor.rowcount > 0
+
+
+async def memory_where(conn: psycopg.AsyncConnection, condition: str, params: Sequence[Any]) -> Memory | None:
+    cursor = await conn.execute(f"SELECT {MEMORY_COLUMNS} FROM memories m WHERE {condition}", params)
+    row = await cursor.fetchone()
+    return None if row is None else memory_from_row(row)
+
+
+async def memory_by_id(conn: psycopg.AsyncConnection, memory_id: str) -> Memory:
+    found = await memory_where(conn, "m.id = %s", (memory_id,))
+    if found is None:
+        raise MemoryNotFoundError(memory_id)
+    return found
+
+
+async def memory_by_seq(conn: psycopg.AsyncConnection, seq: int) -> Memory:
+    found = await memory_where(conn, "m.seq = %s", (seq,))
+    assert found is not None, "a row read inside its own insert transaction"
+    return found
+
+
+def vector_of(row: EmbeddingRow) -> np.ndarray:
+    return np.frombuffer(row.vector, dtype="<f4")
+
+
+async def insert_embedding_rows(conn: psycopg.AsyncConnection, rows: Sequence[EmbeddingRow]) -> int:
+    """Insert vectors; rows of memories deleted meanwhile, or stored already, are skipped."""
+    if not rows:
+        return 0
+    now = utc_now()
+    async with conn.cursor() as cursor:
+        await cursor.executemany(
+            "INSERT INTO memory_embeddings (memory_seq, model, facet, chunk_index, dim, vector, created_at)"
+            " SELECT %s, %s, %s, %s, %s, %s, %s WHERE EXISTS (SELECT 1 FROM memories WHERE seq = %s)"
+            " ON CONFLICT DO NOTHING",
+            [(r.memory_seq, r.model, r.facet, r.chunk_index, r.dim, vector_of(r), now, r.memory_seq) for r in rows],
+        )
+        return max(cursor.rowcount, 0)
+
+
+def filter_sql(filters: SearchFilters, params: dict[str, Any]) -> list[str]:
+    """WHERE conditions on ``memories m`` for ``filters``; their values are added to ``params``."""
+    where: list[str] = []
+    if filters.conversation_id is not None:
+        where.append("m.conversation_id = %(conversation_id)s")
+        params["conversation_id"] = filters.conversation_id
+    if not filters.include_superseded:
+        where.append("m.superseded_by IS NULL")
+    if filters.kinds and set(filters.kinds) != ALL_KINDS:
+        where.append("m.kind = ANY(%(kinds)s)")
+        params["kinds"] = list(filters.kinds)
+    if filters.since is not None:
+        where.append("m.created_at >= %(since)s")
+        params["since"] = filters.since
+    if filters.until is not None:
+        where.append("m.created_at <= %(until)s")
+        params["until"] = filters.until
+    if filters.tags:
+        where.append("m.tags @> %(tags)s")
+        params["tags"] = list(filters.tags)
+    return where
+
+
+def conversation_from_row(row: Sequence[Any]) -> Conversation:
+    return Conversation(
+        key=int(row[0]), id=row[1], name=row[2], status=row[3], anonymous=bool(row[4]), created_at=row[5],
+        ended_at=row[6], metadata=dict(row[7]), summary=row[8], summary_status=row[9],
+        rolling_summary=row[10], summarized_through=int(row[11]), expires_at=row[12], memory_count=int(row[13]),
+    )
+
+
+def memory_from_row(row: Sequence[Any]) -> Memory:
+    kind: MemoryKind = row[3]
+    return Memory(
+        seq=int(row[0]), id=row[1], conversation_id=row[2], kind=kind, content=row[4], tags=tuple(row[5]),
+        metadata=dict(row[6]), created_at=row[7], context=row[8], role=row[9], actor=row[10],
+        tool_calls=tuple(row[11]) if row[11] else (), tool_call_id=row[12], superseded_by=row[13],
+    )

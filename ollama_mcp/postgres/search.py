@@ -1,0 +1,204 @@
+"""The PostgreSQL backend's ``Ranker``: every list is ranked inside the database, so an instance
+holds no index of its own (nothing to load at start, nothing to go stale when another instance
+writes) and its memory stays flat however large the store grows.
+
+The lists are those of the SQLite ranker, fused by the same code (``ranking.rank_lists``):
+
+- exact: memories holding the query's words in order (``phraseto_tsquery``), best first;
+- keywords over content and over context: full-text search (GIN indexes over generated
+  ``tsvector`` columns), ranked by ``ts_rank_cd``;
+- meaning in context: nearest context vectors by the (model, dimension)'s HNSW index (a memory
+  without a context vector yet is ranked by its own vector), filtered after the index scan; when
+  the filters leave fewer than wanted, an exact scan of the filtered memories takes over;
+- the content similarity of every candidate, read by key.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+import numpy as np
+import psycopg
+from psycopg import sql
+
+from ollama_mcp.domain import SearchFilters, SearchHit
+from ollama_mcp.errors import EmbeddingMismatchError
+from ollama_mcp.postgres.rows import filter_sql
+from ollama_mcp.postgres.store import PgStore
+from ollama_mcp.ranking import MAX_QUERY_TERMS, WORD, SearchTuning, query_terms, rank_lists
+
+# HNSW candidates fetched per wanted memory before filtering (two facets, several chunks, and
+# filters drop some), and pgvector's ef_search for that many: recall@10 figures in bench/README.md.
+OVERFETCH = 4
+MIN_EF_SEARCH = 100
+
+
+class PgRanker:
+    """Ranks memories of a ``PgStore`` inside PostgreSQL; see the module's docstring."""
+
+    def __init__(self, store: PgStore, model: str, tuning: SearchTuning | None = None) -> None:
+        self._store = store
+        self.model = model
+        self.tuning = tuning or SearchTuning()
+
+    async def search(
+        self,
+        query: str,
+        query_vector: np.ndarray | None,
+        filters: SearchFilters,
+        conversation_key: int | None,
+        top_k: int,
+        threshold: float | None,
+    ) -> list[SearchHit]:
+        tuning = self.tuning
+        depth = max(tuning.min_depth, top_k * 4)
+        terms = query_terms(query)
+        params: dict[str, Any] = {}
+        where = filter_sql(filters, params)
+        async with self._store.reading("search memories") as conn:
+            exact = await self._exact(conn, query, where, params, top_k)
+            keyword = await self._keywords(conn, "content_words", terms, where, params, depth)
+            keyword_context = (
+                await self._keywords(conn, "context_words", terms, where, params, depth)
+                if tuning.keyword_context_weight else []
+            )
+            by_meaning: list[int] = []
+            similarity: dict[int, float] = {}
+            if query_vector is not None:
+                dim = await self._dimension(conn)
+                if dim is not None:
+                    if query_vector.size != dim:
+                        raise EmbeddingMismatchError(
+                            f"Embedding model {self.model!r} now returns {query_vector.size}-dimensional vectors, but "
+                            f"the stored vectors of that model have {dim}; the model changed under the same name. "
+                            "Semantic search is off until the memories are embedded again (re-pull the original "
+                            "model, or set OLLAMA_MCP_EMBED_MODEL to a new name so they are re-embedded)."
+                        )
+                    vector = query_vector.astype(np.float32, copy=False)
+                    by_meaning = await self._by_meaning(conn, vector, dim, where, params, depth)
+                    candidates = list(dict.fromkeys([*exact, *keyword, *keyword_context, *by_meaning]))
+                    similarity = await self._similarities(conn, vector, dim, candidates)
+        chosen = rank_lists(
+            tuning, exact=exact, keyword=keyword, keyword_context=keyword_context, by_meaning=by_meaning,
+            similarity=similarity, top_k=top_k, depth=depth, threshold=threshold,
+        )
+        memories = await self._store.memories_by_seq(r.seq for r in chosen)
+        return [
+            SearchHit(memories[r.seq], r.score, None if r.similarity is None else round(r.similarity, 4))
+            for r in chosen
+            if r.seq in memories  # deleted by another instance between ranking and reading
+        ]
+
+    async def _exact(
+        self, conn: psycopg.AsyncConnection, query: str, where: list[str], params: dict[str, Any], top_k: int
+    ) -> list[int]:
+        """Memories whose content holds the query's words in this order (two words at least)."""
+        words = [word.lower() for word in WORD.findall(query)][:MAX_QUERY_TERMS]
+        if len(words) < 2:
+            return []
+        conditions = " AND ".join(["m.content_words @@ q", *where])
+        cursor = await conn.execute(
+            f"SELECT m.seq FROM memories m, phraseto_tsquery('english', %(phrase)s) q WHERE {conditions}"
+            " AND numnode(q) > 0 ORDER BY ts_rank_cd(m.content_words, q) DESC, m.seq LIMIT %(limit)s",
+            {**params, "phrase": " ".join(words), "limit": top_k},
+        )
+        return [int(row[0]) for row in await cursor.fetchall()]
+
+    async def _keywords(
+        self, conn: psycopg.AsyncConnection, column: str, terms: Sequence[str], where: list[str],
+        params: dict[str, Any], depth: int,
+    ) -> list[int]:
+        """Memories matching any of ``terms`` in ``column``, best first."""
+        if not terms:
+            return []
+        # Each word becomes its own plainto_tsquery, ORed: the user's text is never parsed as
+        # tsquery syntax, so quotes, &, |, ! and : are just characters.
+        any_term = " || ".join(f"plainto_tsquery('english', %(term{i})s)" for i in range(len(terms)))
+        conditions = " AND ".join([f"m.{column} @@ query.q", *where])
+        cursor = await conn.execute(
+            f"SELECT m.seq FROM memories m, (SELECT {any_term} AS q) query WHERE {conditions} AND numnode(query.q) > 0"
+            f" ORDER BY ts_rank_cd(m.{column}, query.q, 1) DESC, m.seq LIMIT %(limit)s",
+            {**params, **{f"term{i}": term for i, term in enumerate(terms)}, "limit": depth},
+        )
+        return [int(row[0]) for row in await cursor.fetchall()]
+
+    async def _dimension(self, conn: psycopg.AsyncConnection) -> int | None:
+        cursor = await conn.execute("SELECT dim FROM memory_embeddings WHERE model = %s LIMIT 1", (self.model,))
+        row = await cursor.fetchone()
+        return None if row is None else int(row[0])
+
+    async def _by_meaning(
+        self, conn: psycopg.AsyncConnection, vector: np.ndarray, dim: int, where: list[str],
+        params: dict[str, Any], depth: int,
+    ) -> list[int]:
+        """The ``depth`` memories nearest in meaning (context vectors; own vectors where no context
+        vector exists yet) that pass the filters."""
+        covered = (
+            "(e.facet = 'context' OR NOT EXISTS (SELECT 1 FROM memory_embeddings c WHERE c.memory_seq = e.memory_seq"
+            " AND c.model = e.model AND c.facet = 'context'))"
+        )
+        filters = " AND ".join([covered, *where])
+        limit = depth * OVERFETCH
+        # The partial index is used only when its predicate appears literally in the query.
+        index_scan = sql.SQL(
+            "WITH near AS (SELECT e.memory_seq, e.facet, e.model, e.vector::vector({dim}) <=> %(q)s AS distance"
+            " FROM memory_embeddings e WHERE e.model = {model} AND e.dim = {dim}"
+            " ORDER BY e.vector::vector({dim}) <=> %(q)s LIMIT %(near)s)"
+            " SELECT e.memory_seq, min(e.distance) AS d FROM near e JOIN memories m ON m.seq = e.memory_seq"
+            " WHERE {filters} GROUP BY e.memory_seq ORDER BY d, e.memory_seq LIMIT %(limit)s"
+        ).format(dim=sql.Literal(dim), model=sql.Literal(self.model), filters=sql.SQL(filters))
+        values = {**params, "q": vector, "near": limit, "limit": depth}
+        await conn.execute(sql.SQL("SET LOCAL hnsw.ef_search = {}").format(sql.Literal(max(MIN_EF_SEARCH, limit))))
+        cursor = await conn.execute(index_scan, values)
+        found = [int(row[0]) for row in await cursor.fetchall()]
+        if len(found) >= depth or not where_restricts(where):
+            return found
+        # The filters kept too few of the index's neighbours: rank the filtered memories exactly
+        # ("+ 0" keeps the planner off the index, whose scan stops at ef_search rows).
+        exact_scan = sql.SQL(
+            "SELECT e.memory_seq, min((e.vector::vector({dim}) <=> %(q)s) + 0) AS d FROM memories m"
+            " JOIN memory_embeddings e ON e.memory_seq = m.seq AND e.model = {model} AND e.dim = {dim}"
+            " WHERE {filters} GROUP BY e.memory_seq ORDER BY d, e.memory_seq LIMIT %(limit)s"
+        ).format(dim=sql.Literal(dim), model=sql.Literal(self.model), filters=sql.SQL(filters))
+        cursor = await conn.execute(exact_scan, values)
+        return [int(row[0]) for row in await cursor.fetchall()]
+
+    async def _similarities(
+        self, conn: psycopg.AsyncConnection, vector: np.ndarray, dim: int, seqs: list[int]
+    ) -> dict[int, float]:
+        """The content similarity of each of ``seqs`` that has a content vector (its best chunk)."""
+        if not seqs:
+            return {}
+        cursor = await conn.execute(
+            sql.SQL(
+                "SELECT memory_seq, max(1 - (vector::vector({dim}) <=> %(q)s)) FROM memory_embeddings"
+                " WHERE memory_seq = ANY(%(seqs)s) AND model = %(model)s AND facet = 'content' AND dim = {dim}"
+                " GROUP BY memory_seq"
+            ).format(dim=sql.Literal(dim)),
+            {"q": vector, "seqs": seqs, "model": self.model},
+        )
+        return {int(seq): float(score) for seq, score in await cursor.fetchall()}
+
+    # -- the Ranker protocol's upkeep: nothing is held in this process ---------------------------
+
+    def vectors_added(self) -> None:
+        """Nothing to do: the database's indexes are current when the write commits."""
+
+    async def removed(self, seqs: Iterable[int], contexts: Sequence[int] = ()) -> None:
+        """Nothing to do: deleted rows left the indexes with the delete."""
+
+    def invalidate(self) -> None:
+        """Nothing to do: no copy of the vectors is held here."""
+
+    async def warm_up(self) -> None:
+        """Open the pool's connections ahead of the first search (the pool already did)."""
+
+    async def upkeep(self, min_new: int = 0) -> bool:
+        """PostgreSQL's autovacuum keeps the GIN and HNSW indexes; nothing runs here."""
+        return False
+
+
+def where_restricts(where: list[str]) -> bool:
+    """Whether the filters can exclude a large share of memories (beyond superseded versions)."""
+    return any(condition != "m.superseded_by IS NULL" for condition in where)

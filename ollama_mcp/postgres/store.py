@@ -1,0 +1,18 @@
+"""``PgStore``: the PostgreSQL backend's ``storage.Storage``, composed of its parts like the SQLite
+``store.Store`` is (``conversations``, ``memories``, ``transcript``, ``jobs``, ``vectors``;
+``base`` holds the pool and transactions, ``rows`` the shared SQL).
+
+Every write is one transaction. Writes that touch a conversation's memories lock that
+conversation's row first, so they queue per conversation and run side by side across
+conversations, in one lock order (no deadlocks between instances).
+"""
+
+from ollama_mcp.postgres.conversations import ConversationStore
+from ollama_mcp.postgres.jobs import JobStore
+from ollama_mcp.postgres.memories import MemoryStore
+from ollama_mcp.postgres.transcript import TranscriptStore
+from ollama_mcp.postgres.vectors import VectorStore
+
+
+class PgStore(ConversationStore, MemoryStore, TranscriptStore, JobStore, VectorStore):
+    """The PostgreSQL backend's ``storage.Storage``; open with ``await PgStore.open(url)``."""
