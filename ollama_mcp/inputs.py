@@ -27,8 +27,9 @@ MAX_TOP_K = 100
 MAX_LIST_LIMIT = 500
 
 
-def text(field: str, value: object, limit: int, *, what: str = "text") -> str:
-    """A non-blank string of at most ``limit`` characters that SQLite can store as UTF-8."""
+def text(field: str, value: object, limit: int, *, what: str = "text", stored: bool = True) -> str:
+    """A non-blank string of at most ``limit`` characters that every backend can store (or, not
+    ``stored``, at least encode)."""
     if not isinstance(value, str):
         raise InvalidInputError(field, f"must be a string, got {type(value).__name__}", f"pass the {what} as a string")
     if not value.strip():
@@ -37,7 +38,7 @@ def text(field: str, value: object, limit: int, *, what: str = "text") -> str:
         raise InvalidInputError(
             field, f"is {len(value):,} characters long; the limit is {limit:,}", "split it into smaller pieces"
         )
-    _encodable(field, value)
+    _encodable(field, value, stored=stored)
     return value
 
 
@@ -184,7 +185,7 @@ def search_request(
     if filters.since and filters.until and filters.since > filters.until:
         raise InvalidInputError("since", "is later than until", "swap them or widen the range")
     return SearchRequest(
-        query=text("query", query, MAX_QUERY_CHARS, what="search text"),
+        query=text("query", query, MAX_QUERY_CHARS, what="search text", stored=False).replace("\x00", " "),
         top_k=integer("top_k", top_k, 1, MAX_TOP_K),
         threshold=_threshold("threshold", threshold),
         conversation_id=None if everywhere else _conversation_id("conversation_id", conversation_id),
@@ -202,13 +203,18 @@ def _uuid(field: str, value: object, fix: str) -> str:
         raise InvalidInputError(field, "is not a valid id", fix) from None
 
 
-def _encodable(field: str, value: str) -> None:
+def _encodable(field: str, value: str, *, stored: bool = True) -> None:
+    """Text every backend can store: valid UTF-8 and, when ``stored``, no NUL character
+    (PostgreSQL's text and jsonb cannot hold U+0000, and one rule on both backends keeps a
+    memory portable between them). A search query (not stored) may contain NULs: they never match."""
     try:
         value.encode("utf-8")
     except UnicodeEncodeError:
         raise InvalidInputError(
             field, "contains an unpaired UTF-16 surrogate, which cannot be stored", "send valid Unicode text"
         ) from None
+    if stored and "\x00" in value:
+        raise InvalidInputError(field, "contains a NUL character (U+0000), which cannot be stored", "remove it")
 
 
 def _check_json(field: str, root: object) -> None:

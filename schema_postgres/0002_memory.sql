@@ -78,10 +78,12 @@ CREATE TABLE memory_embeddings (
 CREATE INDEX memory_embeddings_model ON memory_embeddings (model, dim);
 
 -- Memories handed to one instance's embedding backfill, until when: the backfills of several
--- instances never embed the same memory at the same time, and a dead instance's lease lapses.
+-- instances never embed the same memory at the same time; the holder may take its own again at once
+-- (Ollama came back), and a dead instance's lease lapses.
 CREATE TABLE embedding_leases (
     memory_seq  bigint NOT NULL REFERENCES memories (seq) ON DELETE CASCADE,
     model       text NOT NULL,
+    holder      text NOT NULL,                                  -- the instance (a random id per process)
     until       text NOT NULL,
     PRIMARY KEY (memory_seq, model)
 );

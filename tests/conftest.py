@@ -1,32 +1,67 @@
-"""Shared fixtures: a real SQLite file per test, a real PostgreSQL database per test (pgserver, or
-OLLAMA_MCP_TEST_POSTGRES_URL), the fake Ollama on a loopback port, MCP clients."""
+"""Shared fixtures: the test's database on each backend (a real SQLite file, and a real PostgreSQL
+database from pgserver or OLLAMA_MCP_TEST_POSTGRES_URL), the fake Ollama on a loopback port, MCP
+clients.
+
+Every test that uses ``settings`` (or ``app``, ``db``, ``database_url``) runs once per backend.
+A test about one backend's own behaviour is marked ``@pytest.mark.sqlite_only`` (or
+``postgres_only``). ``OLLAMA_MCP_TEST_BACKENDS=sqlite`` runs one backend only, for a quick loop.
+"""
 
 from __future__ import annotations
 
+import json
 import os
+import sqlite3
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from contextlib import asynccontextmanager
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit, urlunsplit
 
 import anyio
+import numpy as np
 import psycopg
 import pytest
 from mcp import Client
 from psycopg import sql
-from psycopg.conninfo import make_conninfo
 
 from ollama_mcp.app import App, open_app
 from ollama_mcp.config import Settings
 from ollama_mcp.server import build_server
 from tests.fake_ollama import FakeOllama
 
+BACKENDS = [name.strip() for name in os.environ.get("OLLAMA_MCP_TEST_BACKENDS", "sqlite,postgres").split(",") if name.strip()]
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line("markers", "sqlite_only: behaviour of the SQLite backend alone")
+    config.addinivalue_line("markers", "postgres_only: behaviour of the PostgreSQL backend alone")
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Leave out the other backend's run of a backend-specific test (deselected, not skipped)."""
+    kept, dropped = [], []
+    for item in items:
+        callspec = getattr(item, "callspec", None)
+        backend = callspec.params.get("backend") if callspec else None
+        other = {"sqlite": "postgres_only", "postgres": "sqlite_only"}.get(str(backend))
+        (dropped if other and item.get_closest_marker(other) else kept).append(item)
+    if dropped:
+        config.hook.pytest_deselected(items=dropped)
+        items[:] = kept
+
 
 @pytest.fixture
 def anyio_backend() -> str:
     return "asyncio"
+
+
+@pytest.fixture(params=BACKENDS)
+def backend(request: pytest.FixtureRequest) -> str:
+    """The storage backend this run of the test uses."""
+    return str(request.param)
 
 
 @pytest.fixture(scope="session")
@@ -43,15 +78,34 @@ def postgres_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     yield server.get_uri()
 
 
+def with_database(url: str, name: str) -> str:
+    """``url`` (a postgresql:// URL, as users write them) naming database ``name`` instead."""
+    parts = urlsplit(url)
+    return urlunsplit(parts._replace(path=f"/{name}"))
+
+
 @pytest.fixture
-def postgres_url(postgres_server: str) -> Iterator[str]:
+def postgres_databases(postgres_server: str) -> Iterator[Callable[[], str]]:
+    """Make fresh, empty databases on the session's server (URLs); all are dropped after the test."""
+    made: list[str] = []
+
+    def make() -> str:
+        name = f"test_{uuid.uuid4().hex[:12]}"
+        with psycopg.connect(postgres_server, autocommit=True) as admin:
+            admin.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(name)))
+        made.append(name)
+        return with_database(postgres_server, name)
+
+    yield make
+    with psycopg.connect(postgres_server, autocommit=True) as admin:
+        for name in made:
+            admin.execute(sql.SQL("DROP DATABASE {} WITH (FORCE)").format(sql.Identifier(name)))
+
+
+@pytest.fixture
+def postgres_url(postgres_databases: Callable[[], str]) -> str:
     """A fresh, empty database on the session's server, dropped after the test."""
-    name = f"test_{uuid.uuid4().hex[:12]}"
-    with psycopg.connect(postgres_server, autocommit=True) as admin:
-        admin.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(name)))
-    yield make_conninfo(postgres_server, dbname=name)
-    with psycopg.connect(postgres_server, autocommit=True) as admin:
-        admin.execute(sql.SQL("DROP DATABASE {} WITH (FORCE)").format(sql.Identifier(name)))
+    return postgres_databases()
 
 
 @pytest.fixture
@@ -67,9 +121,81 @@ def db_path(tmp_path: Path) -> Path:
 
 
 @pytest.fixture
-def settings(db_path: Path, fake_ollama: FakeOllama) -> Settings:
+def database_url(backend: str, db_path: Path, request: pytest.FixtureRequest) -> str:
+    """OLLAMA_MCP_DB for the test's backend: the SQLite file's path, or a fresh PostgreSQL database."""
+    return str(db_path) if backend == "sqlite" else str(request.getfixturevalue("postgres_url"))
+
+
+@pytest.fixture
+def another_database(backend: str, tmp_path: Path, request: pytest.FixtureRequest) -> Callable[[], Database]:
+    """Make another empty database of the test's backend (a copy's destination, say)."""
+    count = 0
+
+    def make() -> Database:
+        nonlocal count
+        count += 1
+        if backend == "sqlite":
+            return Database(backend, str(tmp_path / f"other{count}" / "memory.db"))
+        return Database(backend, request.getfixturevalue("postgres_databases")())
+
+    return make
+
+
+class Database:
+    """Plain SQL on the test's database, whichever the backend: to assert what was stored, or to
+    set a row up. ``?`` placeholders work on both."""
+
+    def __init__(self, backend: str, url: str) -> None:
+        self.backend = backend
+        self.url = url
+
+    def rows(self, query: str, *params: Any) -> list[tuple[Any, ...]]:
+        if self.backend == "sqlite":
+            with sqlite3.connect(self.url) as conn:
+                return [tuple(row) for row in conn.execute(query, params).fetchall()]
+        with psycopg.connect(self.url, autocommit=True) as conn:
+            cursor = conn.execute(query.replace("?", "%s"), params)  # type: ignore[arg-type]
+            return [tuple(row) for row in cursor.fetchall()] if cursor.description else []
+
+    def count(self, query: str, *params: Any) -> int:
+        return int(self.rows(query, *params)[0][0])
+
+    def tags(self) -> list[str]:
+        """Every memory's tags, sorted (a table of their own on SQLite, an array column on PostgreSQL)."""
+        query = "SELECT tag FROM memory_tags" if self.backend == "sqlite" else "SELECT unnest(tags) FROM memories"
+        return sorted(row[0] for row in self.rows(query))
+
+    def keyword_matches(self, facet: str, word: str) -> int:
+        """Memories whose content (or context) the backend's keyword index finds ``word`` in."""
+        if self.backend == "sqlite":
+            table = "memories_fts" if facet == "content" else "memory_contexts_fts"
+            return self.count(f"SELECT count(*) FROM {table} WHERE {table} MATCH ?", word)
+        column = "content_words" if facet == "content" else "context_words"
+        return self.count(f"SELECT count(*) FROM memories WHERE {column} @@ plainto_tsquery('english', ?)", word)
+
+    def vectors(self) -> list[np.ndarray]:
+        """Every stored vector, in insertion order."""
+        if self.backend == "sqlite":
+            return [np.frombuffer(row[0], dtype="<f4") for row in self.rows("SELECT vector FROM memory_embeddings ORDER BY id")]
+        found = self.rows("SELECT vector::text FROM memory_embeddings ORDER BY id")
+        return [np.array(json.loads(row[0]), dtype=np.float32) for row in found]
+
+    def settings(self, base: Settings) -> Settings:
+        """``base`` pointed at this database."""
+        if self.backend == "sqlite":
+            return replace(base, db_path=Path(self.url), postgres_url=None)
+        return replace(base, postgres_url=self.url)
+
+
+@pytest.fixture
+def db(backend: str, database_url: str) -> Database:
+    return Database(backend, database_url)
+
+
+@pytest.fixture
+def settings(database_url: str, fake_ollama: FakeOllama) -> Settings:
     base = Settings.from_env({
-        "OLLAMA_MCP_DB": str(db_path),
+        "OLLAMA_MCP_DB": database_url,
         "OLLAMA_HOST": fake_ollama.url,
         "OLLAMA_MCP_EMBED_TIMEOUT": "2",
     })

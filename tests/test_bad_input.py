@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import sqlite3
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -14,7 +12,7 @@ from hypothesis import strategies as st
 from ollama_mcp.config import Settings
 from ollama_mcp.errors import InvalidInputError
 from ollama_mcp.inputs import search_request
-from tests.conftest import connect
+from tests.conftest import Database, connect
 
 pytestmark = pytest.mark.anyio
 
@@ -98,27 +96,26 @@ CASES: list[tuple[str, dict[str, Any], str]] = [
 ]
 
 
-def counts(db: Path) -> tuple[int, ...]:
-    with sqlite3.connect(db) as conn:
-        return tuple(
-            conn.execute(f"SELECT count(*) FROM {table}").fetchone()[0]
-            for table in ("conversations", "memories", "memory_embeddings", "memory_tags", "memories_fts", "jobs")
-        )
+def counts(db: Database) -> tuple[int, ...]:
+    tables = ["conversations", "memories", "memory_embeddings", "jobs", "agent_audit"]
+    if db.backend == "sqlite":
+        tables += ["memory_tags", "memories_fts"]
+    return tuple(db.count(f"SELECT count(*) FROM {table}") for table in tables)
 
 
 @pytest.mark.parametrize(("tool", "args", "expected"), CASES, ids=[f"{c[0]}-{i}" for i, c in enumerate(CASES)])
 async def test_bad_input_is_a_clear_tool_error_that_changes_nothing(
-    settings: Settings, db_path: Path, tool: str, args: dict[str, Any], expected: str
+    settings: Settings, db: Database, tool: str, args: dict[str, Any], expected: str
 ) -> None:
     async with connect(settings, "legacy") as client:
         await client.call_tool("store_memory", {"content": "existing memory", "tags": ["t"]})
-        before = counts(db_path)
+        before = counts(db)
         result = await client.call_tool(tool, args)
         assert result.is_error
         text = result.content[0].text  # type: ignore[union-attr]
         assert expected in text
         assert "internal error" not in text
-        assert counts(db_path) == before
+        assert counts(db) == before
         after = await client.call_tool("search_memories", {"query": "existing"})
         assert not after.is_error and after.structured_content["results"][0]["content"] == "existing memory"
 
@@ -136,7 +133,7 @@ async def test_fts_syntax_in_queries_never_errors_or_injects(settings: Settings,
 
 
 @pytest.mark.parametrize(
-    "content", ["nul\x00inside", "\u202eright-to-left\u202c", "emoji 🧠 and 漢字", "e\u0301 combining", "\ufeffbom"]
+    "content", ["\u202eright-to-left\u202c", "emoji 🧠 and 漢字", "e\u0301 combining", "\ufeffbom"]
 )
 async def test_unusual_unicode_content_round_trips_exactly(settings: Settings, content: str) -> None:
     async with connect(settings) as client:
@@ -144,6 +141,18 @@ async def test_unusual_unicode_content_round_trips_exactly(settings: Settings, c
         assert not stored.is_error
         found = await client.call_tool("search_all_conversations", {"query": content, "top_k": 1})
         assert found.structured_content["results"][0]["content"] == content
+
+
+async def test_a_nul_character_is_refused_on_every_backend_and_stores_nothing(settings: Settings, db: Database) -> None:
+    async with connect(settings) as client:
+        for args in ({"content": "nul\x00inside"}, {"content": "ok", "tags": ["a\x00b"]},
+                     {"content": "ok", "metadata": {"k": "v\x00"}}):
+            result = await client.call_tool("store_memory", args)
+            assert result.is_error
+            assert "contains a NUL character (U+0000), which cannot be stored; remove it" in result.content[0].text  # type: ignore[union-attr]
+        found = await client.call_tool("search_all_conversations", {"query": "nul\x00inside"})
+        assert not found.is_error and found.structured_content["results"] == []
+    assert db.count("SELECT count(*) FROM memories") == 0
 
 
 @hsettings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])

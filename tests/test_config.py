@@ -52,9 +52,17 @@ def test_bad_settings_name_the_variable(name: str, value: str) -> None:
         Settings.from_env({"HOME": "/h", name: value})
 
 
-def test_a_database_url_is_refused_plainly_without_printing_its_password() -> None:
+def test_a_postgresql_url_selects_postgresql_and_is_described_without_its_password() -> None:
+    for url in ("postgresql://team:s3cret@db.example:5432/memory", "postgres://team:s3cret@db.example/memory"):
+        settings = Settings.from_env({"HOME": "/home/ana", "OLLAMA_MCP_DB": url})
+        assert settings.postgres_url == url
+        assert settings.database.startswith("PostgreSQL at db.example:5432/memory")
+        assert "s3cret" not in settings.database and "team" not in settings.database
+
+
+def test_a_url_of_another_database_is_refused_plainly_without_printing_its_password() -> None:
     with pytest.raises(ConfigError) as refused:
-        Settings.from_env({"HOME": "/home/ana", "OLLAMA_MCP_DB": "postgresql://team:s3cret@db.example:5432/memory"})
+        Settings.from_env({"HOME": "/home/ana", "OLLAMA_MCP_DB": "mysql://team:s3cret@db.example:3306/memory"})
     message = str(refused.value)
-    assert "postgresql:// URL" in message and "SQLite file" in message and "absolute file path" in message
+    assert "mysql:// URL" in message and "SQLite file" in message and "postgresql:// URL" in message
     assert "s3cret" not in message and "db.example" not in message

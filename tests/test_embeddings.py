@@ -3,9 +3,7 @@ part of it falls out of search."""
 
 from __future__ import annotations
 
-import sqlite3
 from dataclasses import replace
-from pathlib import Path
 
 import pytest
 
@@ -13,6 +11,7 @@ from ollama_mcp.app import App, open_app
 from ollama_mcp.config import Settings
 from ollama_mcp.embeddings import chunk_text, prefixes_for
 from ollama_mcp.inputs import search_request
+from tests.conftest import Database
 from tests.fake_ollama import FakeModel, FakeOllama
 
 pytestmark = pytest.mark.anyio
@@ -43,7 +42,7 @@ async def test_documents_and_queries_get_the_nomic_prefixes(app: App, fake_ollam
 
 
 async def test_a_long_memory_is_chunked_and_a_hit_on_a_late_chunk_returns_the_whole_memory(
-    settings: Settings, db_path: Path, fake_ollama: FakeOllama
+    settings: Settings, db: Database, fake_ollama: FakeOllama
 ) -> None:
     fake_ollama.models["nomic-embed-text"] = FakeModel(context=200)  # 600-character chunks
     fake_ollama.concepts.update({"zeppelin": "airship", "dirigible": "airship"})
@@ -55,16 +54,15 @@ async def test_a_long_memory_is_chunked_and_a_hit_on_a_late_chunk_returns_the_wh
         outcome = await app.service.search(search_request("dirigible"))  # no shared keyword
     assert outcome.hits[0].memory.id == stored.memory.id
     assert outcome.hits[0].memory.content == content
-    with sqlite3.connect(db_path) as conn:
-        chunks = conn.execute(
-            "SELECT count(*) FROM memory_embeddings e JOIN memories m ON m.seq = e.memory_seq WHERE m.id = ?",
-            (stored.memory.id,),
-        ).fetchone()[0]
+    chunks = db.count(
+        "SELECT count(*) FROM memory_embeddings e JOIN memories m ON m.seq = e.memory_seq WHERE m.id = ?",
+        stored.memory.id,
+    )
     assert chunks > 3
 
 
 async def test_text_over_the_model_context_is_split_until_it_fits_never_truncated(
-    settings: Settings, db_path: Path, fake_ollama: FakeOllama
+    settings: Settings, db: Database, fake_ollama: FakeOllama
 ) -> None:
     fake_ollama.models["nomic-embed-text"] = FakeModel(context=20)  # far below our chunk estimate
     content = " ".join(f"w{i}" for i in range(300))
@@ -73,8 +71,7 @@ async def test_text_over_the_model_context_is_split_until_it_fits_never_truncate
     assert stored.embedding_status == "embedded"
     too_long = [r for r in fake_ollama.embed_requests() if any(len(t.split()) > 21 for t in r.body["input"])]
     assert too_long  # the server refused those ...
-    with sqlite3.connect(db_path) as conn:  # ... and the pieces that fit were stored
-        assert conn.execute("SELECT count(*) FROM memory_embeddings").fetchone()[0] >= 300 // 20
+    assert db.count("SELECT count(*) FROM memory_embeddings") >= 300 // 20  # ... and the pieces that fit were stored
 
 
 async def test_many_pending_memories_are_embedded_in_batches(
@@ -95,9 +92,8 @@ async def test_many_pending_memories_are_embedded_in_batches(
     assert max(len(r.body["input"]) for r in batches) == 32
 
 
-async def test_no_embedding_model_means_no_vectors_from_anything_else(settings: Settings, db_path: Path) -> None:
+async def test_no_embedding_model_means_no_vectors_from_anything_else(settings: Settings, db: Database) -> None:
     async with open_app(replace(settings, embed_model="missing-model"), background=False) as app:
         stored = await app.service.store_memory("stays pending")
         assert stored.embedding_status == "pending"
-    with sqlite3.connect(db_path) as conn:
-        assert conn.execute("SELECT count(*) FROM memory_embeddings").fetchone()[0] == 0
+    assert db.count("SELECT count(*) FROM memory_embeddings") == 0

@@ -21,7 +21,7 @@ from ollama_mcp.keywords import KeywordIndex
 from ollama_mcp.ranking import SearchTuning, query_terms
 from ollama_mcp.store import FACET_CODES, KEYWORD_TABLES, TOKENIZER
 
-pytestmark = pytest.mark.anyio
+pytestmark = [pytest.mark.anyio, pytest.mark.sqlite_only]  # the SQLite backend's in-memory keyword index
 
 # Inflections FTS5's porter stemmer folds together, diacritics it strips, capitals, digits.
 VOCABULARY = (

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import json
 import sqlite3
+from collections.abc import Callable
 from dataclasses import replace
-from pathlib import Path
 from typing import Any
 
 import anyio
@@ -22,19 +22,18 @@ from ollama_mcp.errors import (
 )
 from ollama_mcp.inputs import search_request
 from ollama_mcp.lifecycle import estimate_tokens
-from tests.conftest import connect, eventually
+from tests.conftest import Database, connect, eventually
 from tests.fake_ollama import FakeOllama
 from tests.test_tools import call
 
 pytestmark = pytest.mark.anyio
 
 
-def rows(db: Path, sql: str, *params: Any) -> list[tuple[Any, ...]]:
-    with sqlite3.connect(db) as conn:
-        return conn.execute(sql, params).fetchall()
+def rows(db: Database, sql: str, *params: Any) -> list[tuple[Any, ...]]:
+    return db.rows(sql, *params)
 
 
-def job_rows(db: Path) -> list[tuple[Any, ...]]:
+def job_rows(db: Database) -> list[tuple[Any, ...]]:
     return rows(db, "SELECT kind, state, attempts, last_error FROM jobs ORDER BY id")
 
 
@@ -49,7 +48,7 @@ async def conversation_with_notes(app: App, *notes: str, **meta: Any) -> str:
 
 
 async def test_ending_without_a_summary_returns_at_once_and_a_searchable_summary_follows(
-    settings: Settings, db_path: Path, fake_ollama: FakeOllama
+    settings: Settings, db: Database, fake_ollama: FakeOllama
 ) -> None:
     fake_ollama.chat_delay = 0.5  # the model takes its time; the tool call must not wait for it
     async with connect(settings) as client:
@@ -60,14 +59,16 @@ async def test_ending_without_a_summary_returns_at_once_and_a_searchable_summary
         assert ended["summary_status"] == "pending"
 
         async def summarized() -> list[tuple[Any, ...]]:
-            return rows(db_path, "SELECT summary, summary_status FROM conversations WHERE id = ?", conv)[0][1] == "done"
+            return rows(db, "SELECT summary, summary_status FROM conversations WHERE id = ?", conv)[0][1] == "done"
 
         await eventually(summarized)
-        summary, = rows(db_path, "SELECT summary FROM conversations WHERE id = ?", conv)[0]
+        summary, = rows(db, "SELECT summary FROM conversations WHERE id = ?", conv)[0]
         assert "PostgreSQL" in summary and "Key points:\n- fake point" in summary
-        stored = rows(db_path, "SELECT kind, tags, content FROM memories WHERE conversation_id = ? AND kind = 'summary'", conv)
-        assert stored == [("summary", '["summary"]', summary)]
-        assert job_rows(db_path) == [("summarize", "done", 1, None)]
+        stored = rows(db, "SELECT kind, tags, content FROM memories WHERE conversation_id = ? AND kind = 'summary'", conv)
+        assert [(kind, tags if isinstance(tags, list) else json.loads(tags), text) for kind, tags, text in stored] == [
+            ("summary", ["summary"], summary)
+        ]
+        assert job_rows(db) == [("summarize", "done", 1, None)]
         found = await call(client, "search_all_conversations", query="what did we decide about billing postgresql")
         assert "summary" in [hit["kind"] for hit in found["results"]]
     request = fake_ollama.chat_requests()[0].body
@@ -75,100 +76,100 @@ async def test_ending_without_a_summary_returns_at_once_and_a_searchable_summary
     assert request["options"]["temperature"] == 0 and request["stream"] is False
 
 
-async def test_a_given_summary_is_stored_and_no_job_is_queued(app: App, db_path: Path) -> None:
+async def test_a_given_summary_is_stored_and_no_job_is_queued(app: App, db: Database) -> None:
     conv = await conversation_with_notes(app, "a note")
     ended = await app.service.end_conversation(conv, "We shipped it")
     assert ended.conversation.summary_status == "given"
-    assert job_rows(db_path) == []
+    assert job_rows(db) == []
 
 
-async def test_an_empty_conversation_gets_no_summary_job(app: App, db_path: Path) -> None:
+async def test_an_empty_conversation_gets_no_summary_job(app: App, db: Database) -> None:
     conv = await app.service.init_conversation("empty")
     ended = await app.service.end_conversation(conv.id)
-    assert ended.conversation.summary_status == "none" and job_rows(db_path) == []
+    assert ended.conversation.summary_status == "none" and job_rows(db) == []
 
 
 async def test_a_missing_chat_model_never_fails_ending_and_the_job_says_why_until_it_is_pulled(
-    app: App, db_path: Path, fake_ollama: FakeOllama
+    app: App, db: Database, fake_ollama: FakeOllama
 ) -> None:
     del fake_ollama.models["qwen2.5:3b"]
     conv = await conversation_with_notes(app, "Remember the milk")
     ended = await app.service.end_conversation(conv)
     assert ended.conversation.summary_status == "pending"
     assert await app.jobs.run_once()
-    [(kind, state, attempts, error)] = job_rows(db_path)
+    [(kind, state, attempts, error)] = job_rows(db)
     assert (kind, state) == ("summarize", "queued") and "ollama pull qwen2.5:3b" in error
     # Waiting on a model uses up no attempts: it is retried however long the user takes.
     for _ in range(8):
-        rows(db_path, "UPDATE jobs SET run_after = '2000-01-01T00:00:00.000000Z'")  # due now
+        rows(db, "UPDATE jobs SET run_after = '2000-01-01T00:00:00.000000Z'")  # due now
         assert await app.jobs.run_once()
-    assert job_rows(db_path)[0][1] == "queued"
+    assert job_rows(db)[0][1] == "queued"
     fake_ollama.models["qwen2.5:3b"] = replace(fake_ollama.models["nomic-embed-text"], capabilities=["completion"])
-    rows(db_path, "UPDATE jobs SET run_after = '2000-01-01T00:00:00.000000Z'")
+    rows(db, "UPDATE jobs SET run_after = '2000-01-01T00:00:00.000000Z'")
     assert await app.jobs.run_once()
-    assert job_rows(db_path)[0][:2] == ("summarize", "done")
-    assert rows(db_path, "SELECT summary_status FROM conversations")[0][0] == "done"
+    assert job_rows(db)[0][:2] == ("summarize", "done")
+    assert rows(db, "SELECT summary_status FROM conversations")[0][0] == "done"
 
 
 async def test_malformed_json_is_retried_and_then_recorded_as_failed_with_the_reason(
-    app: App, db_path: Path, fake_ollama: FakeOllama
+    app: App, db: Database, fake_ollama: FakeOllama
 ) -> None:
     conv = await conversation_with_notes(app, "Remember the milk")
     await app.service.end_conversation(conv)
     fake_ollama.enqueue_chat("not json at all", '{"summary": ""}', '{"summary": "x", "key_points": "no"}')
     for _ in range(3):
-        rows(db_path, "UPDATE jobs SET run_after = '2000-01-01T00:00:00.000000Z'")
+        rows(db, "UPDATE jobs SET run_after = '2000-01-01T00:00:00.000000Z'")
         assert await app.jobs.run_once()
-        assert job_rows(db_path)[0][1] == "queued"
+        assert job_rows(db)[0][1] == "queued"
     fake_ollama.enqueue_chat("{", "[]")
     for _ in range(2):
-        rows(db_path, "UPDATE jobs SET run_after = '2000-01-01T00:00:00.000000Z'")
+        rows(db, "UPDATE jobs SET run_after = '2000-01-01T00:00:00.000000Z'")
         assert await app.jobs.run_once()
-    [(kind, state, attempts, error)] = job_rows(db_path)
+    [(kind, state, attempts, error)] = job_rows(db)
     assert (state, attempts) == ("failed", 5)
     assert error == "Gave up after 5 attempts: Chat model 'qwen2.5:3b' replied without a summary."
-    assert rows(db_path, "SELECT summary_status, summary FROM conversations") == [("failed", None)]
-    assert rows(db_path, "SELECT count(*) FROM memories WHERE kind = 'summary'") == [(0,)]
+    assert rows(db, "SELECT summary_status, summary FROM conversations") == [("failed", None)]
+    assert rows(db, "SELECT count(*) FROM memories WHERE kind = 'summary'") == [(0,)]
 
 
 async def test_a_chat_timeout_leaves_the_job_waiting_and_the_next_attempt_succeeds(
-    settings: Settings, db_path: Path, fake_ollama: FakeOllama
+    settings: Settings, db: Database, fake_ollama: FakeOllama
 ) -> None:
     async with open_app(replace(settings, chat_timeout=0.3), background=False) as app:
         conv = await conversation_with_notes(app, "slow model")
         fake_ollama.enqueue_chat({"_delay": 1.0, "role": "assistant", "content": "late"})
         await app.service.end_conversation(conv)
         assert await app.jobs.run_once()
-        assert job_rows(db_path)[0][1] == "queued" and "did not answer within 0.3 s" in job_rows(db_path)[0][3]
-        rows(db_path, "UPDATE jobs SET run_after = '2000-01-01T00:00:00.000000Z'")
+        assert job_rows(db)[0][1] == "queued" and "did not answer within 0.3 s" in job_rows(db)[0][3]
+        rows(db, "UPDATE jobs SET run_after = '2000-01-01T00:00:00.000000Z'")
         assert await app.jobs.run_once()
-        assert job_rows(db_path)[0][1] == "done"
+        assert job_rows(db)[0][1] == "done"
 
 
 async def test_a_job_interrupted_by_a_crash_is_resumed_after_a_restart(
-    settings: Settings, db_path: Path, fake_ollama: FakeOllama
+    settings: Settings, db: Database, fake_ollama: FakeOllama
 ) -> None:
     fast = replace(settings, job_lease=0.6)
     fake_ollama.chat_delay = 30  # the first process dies while the model is still thinking
     async with open_app(fast) as first:
         conv = await conversation_with_notes(first, "Resume me after a crash")
         await first.service.end_conversation(conv)
-        await eventually(lambda: _async(job_rows(db_path)[0][1] == "running"))
+        await eventually(lambda: _async(job_rows(db)[0][1] == "running"))
     # Leaving the context cancelled the worker mid-request: the row is 'running' under a lease,
     # exactly as a killed process leaves it.
-    assert job_rows(db_path)[0][:3] == ("summarize", "running", 1)
+    assert job_rows(db)[0][:3] == ("summarize", "running", 1)
     fake_ollama.chat_delay = 0
     async with open_app(fast):
-        await eventually(lambda: _async(job_rows(db_path)[0][1] == "done"), timeout=10)
-    assert job_rows(db_path)[0][:3] == ("summarize", "done", 2)
-    assert rows(db_path, "SELECT count(*) FROM memories WHERE kind = 'summary'") == [(1,)]
+        await eventually(lambda: _async(job_rows(db)[0][1] == "done"), timeout=10)
+    assert job_rows(db)[0][:3] == ("summarize", "done", 2)
+    assert rows(db, "SELECT count(*) FROM memories WHERE kind = 'summary'") == [(1,)]
 
 
 async def _async(value: Any) -> Any:
     return value
 
 
-async def test_two_processes_ending_and_summarizing_produce_one_summary(settings: Settings, db_path: Path) -> None:
+async def test_two_processes_ending_and_summarizing_produce_one_summary(settings: Settings, db: Database) -> None:
     async with open_app(settings, background=False) as one, open_app(settings, background=False) as two:
         conv = await conversation_with_notes(one, "Only one summary please")
         await one.service.end_conversation(conv)
@@ -181,7 +182,7 @@ async def test_two_processes_ending_and_summarizing_produce_one_summary(settings
             tasks.start_soon(work, one)
             tasks.start_soon(work, two)
     assert sorted(results) == [False, True]
-    assert rows(db_path, "SELECT count(*) FROM memories WHERE kind = 'summary'") == [(1,)]
+    assert rows(db, "SELECT count(*) FROM memories WHERE kind = 'summary'") == [(1,)]
 
 
 # -- transcript, compaction, context ------------------------------------------------------------
@@ -213,39 +214,39 @@ async def test_messages_are_searched_only_when_asked_and_share_the_index(app: Ap
 
 
 async def test_compaction_summarizes_the_oldest_half_once_past_the_message_threshold(
-    app: App, db_path: Path, fake_ollama: FakeOllama
+    app: App, db: Database, fake_ollama: FakeOllama
 ) -> None:
     conv = await app.service.init_conversation("long", {"compact_after_messages": 6})
     sent = [await app.lifecycle.add_message(conv.id, "user", f"topic{i} is discussed") for i in range(6)]
-    assert job_rows(db_path) == []  # at the threshold, not past it
+    assert job_rows(db) == []  # at the threshold, not past it
     sent.append(await app.lifecycle.add_message(conv.id, "assistant", "topic6 is discussed"))
-    assert job_rows(db_path) == [("compact", "queued", 0, None)]
+    assert job_rows(db) == [("compact", "queued", 0, None)]
     assert await app.jobs.run_once()
-    rolling, through = rows(db_path, "SELECT rolling_summary, summarized_through FROM conversations")[0]
+    rolling, through = rows(db, "SELECT rolling_summary, summarized_through FROM conversations")[0]
     assert through == sent[2].seq  # 3 of 7: the oldest half
     assert "topic0" in rolling and "topic2" in rolling and "topic3" not in rolling
-    assert [r[1] for r in job_rows(db_path)] == ["done"]
+    assert [r[1] for r in job_rows(db)] == ["done"]
     # Old messages stay stored; they are just no longer sent verbatim.
-    assert rows(db_path, "SELECT count(*) FROM memories WHERE kind = 'message'") == [(7,)]
+    assert rows(db, "SELECT count(*) FROM memories WHERE kind = 'message'") == [(7,)]
     built = await app.lifecycle.build_context(conv.id, 10_000)
     assert built.summary_included and "topic0" in built.messages[0]["content"]
     assert [m.content for m in built.recent] == [f"topic{i} is discussed" for i in range(3, 7)]
 
 
 async def test_compaction_also_triggers_on_the_token_threshold_and_reads_the_previous_summary(
-    app: App, db_path: Path, fake_ollama: FakeOllama
+    app: App, db: Database, fake_ollama: FakeOllama
 ) -> None:
     conv = await app.service.init_conversation("wordy", {"compact_after_tokens": 300})
     for i in range(3):
         await app.lifecycle.add_message(conv.id, "user", f"chapter{i} " + "words " * 150)
     assert await app.jobs.run_once()
-    first_through = rows(db_path, "SELECT summarized_through FROM conversations")[0][0]
+    first_through = rows(db, "SELECT summarized_through FROM conversations")[0][0]
     assert first_through > 0
     for i in range(3, 6):
         await app.lifecycle.add_message(conv.id, "user", f"chapter{i} " + "words " * 150)
     while await app.jobs.run_once():
         pass
-    assert rows(db_path, "SELECT summarized_through FROM conversations")[0][0] > first_through
+    assert rows(db, "SELECT summarized_through FROM conversations")[0][0] > first_through
     last_prompt = fake_ollama.chat_requests()[-1].body["messages"][-1]["content"]
     assert last_prompt.startswith("Summary so far:\nSummary:")
 
@@ -288,13 +289,13 @@ async def test_recalled_memories_cannot_close_their_data_tag(app: App) -> None:
 
 
 async def test_update_memory_keeps_the_old_version_and_searches_see_only_the_latest(
-    app: App, db_path: Path
+    app: App, db: Database
 ) -> None:
     conv = await app.service.init_conversation("facts")
     first = await app.service.store_memory("The office wifi password is hunter2", conv.id, ["wifi"])
     old, second = await app.service.update_memory(first.memory.id, content="The office wifi password is correcthorse")
     assert old.id == first.memory.id and second.memory.tags == ("wifi",)  # tags carried over
-    assert rows(db_path, "SELECT id, superseded_by FROM memories ORDER BY seq") == [
+    assert rows(db, "SELECT id, superseded_by FROM memories ORDER BY seq") == [
         (first.memory.id, second.memory.id), (second.memory.id, None),
     ]
     default = await app.service.search(search_request("office wifi password", conv.id))
@@ -308,7 +309,7 @@ async def test_update_memory_keeps_the_old_version_and_searches_see_only_the_lat
     assert (await app.service.get_conversation_id()).memory_count == 1
     # Deleting the latest version deletes the whole chain: no old wording stays findable.
     await app.service.delete_memory(second.memory.id)
-    assert rows(db_path, "SELECT count(*) FROM memories") == [(0,)]
+    assert rows(db, "SELECT count(*) FROM memories") == [(0,)]
     assert (await app.service.search(search_request("hunter2", conv.id, include_superseded=True))).hits == []
 
 
@@ -341,13 +342,14 @@ async def _rich_conversation(app: App) -> str:
 
 
 async def test_export_round_trips_through_import_and_a_second_import_changes_nothing(
-    app: App, settings: Settings, tmp_path: Path
+    app: App, settings: Settings, another_database: Callable[[], Database]
 ) -> None:
     await _rich_conversation(app)
     other = await app.service.init_conversation("second")
     await app.service.store_memory("another note", other.id)
     document = await app.lifecycle.export_all()
-    copy = replace(settings, db_path=tmp_path / "copy" / "memory.db")
+    target = another_database()
+    copy = target.settings(settings)
     async with open_app(copy, background=False) as restored:
         assert await restored.lifecycle.import_document(json.loads(json.dumps(document))) == (2, 6)
         again = await restored.lifecycle.export_all()
@@ -359,10 +361,10 @@ async def test_export_round_trips_through_import_and_a_second_import_changes_not
         hit = (await restored.service.search(search_request("busy_timeout wal", everywhere=True))).hits[0]
         assert hit.memory.content == "Use SQLite with WAL and busy_timeout"
     assert strip(again) == strip(document)
-    assert rows(copy.db_path, "SELECT tag FROM memory_tags") == [("db",), ("db",), ("summary",)]
+    assert target.tags() == ["db", "db", "summary"]
 
 
-async def test_a_bad_import_document_names_the_field_and_writes_nothing(app: App, db_path: Path) -> None:
+async def test_a_bad_import_document_names_the_field_and_writes_nothing(app: App, db: Database) -> None:
     await _rich_conversation(app)
     document = await app.lifecycle.export_all()
     document["conversations"][0]["memories"][1]["created_at"] = "yesterday"
@@ -370,7 +372,7 @@ async def test_a_bad_import_document_names_the_field_and_writes_nothing(app: App
         await app.lifecycle.import_document(document)
     with pytest.raises(InvalidInputError, match="format"):
         await app.lifecycle.import_document({"conversations": []})
-    assert rows(db_path, "SELECT count(*) FROM conversations") == [(1,)]
+    assert rows(db, "SELECT count(*) FROM conversations") == [(1,)]
 
 
 async def test_export_pages_a_long_conversation_and_refuses_unknown_ids_and_pages(app: App) -> None:
@@ -390,17 +392,17 @@ async def test_export_pages_a_long_conversation_and_refuses_unknown_ids_and_page
 # -- retention ------------------------------------------------------------------------------------
 
 
-def assert_no_trace(db: Path, conversation_id: str) -> None:
+def assert_no_trace(db: Database, conversation_id: str) -> None:
     """Every table: nothing left of the conversation, and the keyword indexes match their rows."""
-    with sqlite3.connect(db) as conn:
-        assert conn.execute("SELECT count(*) FROM conversations WHERE id = ?", (conversation_id,)).fetchone() == (0,)
-        assert conn.execute("SELECT count(*) FROM memories WHERE conversation_id = ?", (conversation_id,)).fetchone() == (0,)
-        for table in ("jobs", "agent_audit"):
-            left = conn.execute(f"SELECT count(*) FROM {table} WHERE conversation_id = ?", (conversation_id,))
-            assert left.fetchone() == (0,), table
-        for table in ("memory_tags", "memory_embeddings"):
-            orphans = conn.execute(f"SELECT count(*) FROM {table} WHERE memory_seq NOT IN (SELECT seq FROM memories)")
-            assert orphans.fetchone() == (0,), table
+    for table in ("conversations WHERE id", "memories WHERE conversation_id", "jobs WHERE conversation_id",
+                  "agent_audit WHERE conversation_id"):
+        assert db.count(f"SELECT count(*) FROM {table} = ?", conversation_id) == 0, table
+    vector_tables = ("memory_tags", "memory_embeddings") if db.backend == "sqlite" else ("memory_embeddings", "embedding_leases")
+    for table in vector_tables:
+        assert db.count(f"SELECT count(*) FROM {table} WHERE memory_seq NOT IN (SELECT seq FROM memories)") == 0, table
+    if db.backend != "sqlite":
+        return  # PostgreSQL's keyword entries are generated columns of the rows themselves
+    with sqlite3.connect(db.url) as conn:
         for fts in ("memories_fts", "memory_contexts_fts"):
             conn.execute(f"INSERT INTO {fts} ({fts}) VALUES ('integrity-check')")
             docs = conn.execute(f"SELECT count(*) FROM {fts}_docsize").fetchone()
@@ -409,17 +411,10 @@ def assert_no_trace(db: Path, conversation_id: str) -> None:
         # The change log keeps the seqs of deleted memories (for other processes' keyword
         # indexes), never their words.
         assert [row[1] for row in conn.execute("PRAGMA table_info(memory_changes)")] == ["id", "memory_seq"]
-        tables = {name for (name,) in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
-        checked = {
-            "conversations", "memories", "jobs", "agent_audit", "memory_tags", "memory_embeddings", "schema_migrations",
-            "memory_changes",
-        }
-        unchecked = {t for t in tables - checked if not t.startswith(("memories_fts", "memory_contexts_fts", "sqlite_"))}
-        assert unchecked == set(), "a new table must be added to this check"
 
 
 async def test_the_ttl_sweep_deletes_expired_conversations_without_leaving_orphans(
-    app: App, db_path: Path
+    app: App, db: Database
 ) -> None:
     doomed = await app.service.init_conversation("short-lived", {"ttl_hours": 0.0001})
     kept = await app.service.init_conversation("kept")
@@ -432,14 +427,14 @@ async def test_the_ttl_sweep_deletes_expired_conversations_without_leaving_orpha
     await app.service.search(search_request("secret plan", everywhere=True))  # loads the vector index
     await anyio.sleep(0.4)
     assert await app.lifecycle.sweep() == [doomed.id]
-    assert_no_trace(db_path, doomed.id)
+    assert_no_trace(db, doomed.id)
     found = await app.service.search(search_request("secret plan", include_messages=True, everywhere=True))
     assert {h.memory.conversation_id for h in found.hits} == {kept.id}
     assert await app.lifecycle.sweep() == []
 
 
 async def test_global_retention_deletes_conversations_idle_for_longer_and_keeps_recent_ones(
-    settings: Settings, db_path: Path
+    settings: Settings, db: Database
 ) -> None:
     async with open_app(replace(settings, retention_days=30), background=False) as app:
         recent = await conversation_with_notes(app, "fresh")
@@ -451,15 +446,15 @@ async def test_global_retention_deletes_conversations_idle_for_longer_and_keeps_
         }
         await app.lifecycle.import_document({"format": "ollama-mcp-export", "version": 1, "conversations": [old]})
         assert await app.lifecycle.sweep() == [old["id"]]
-        assert_no_trace(db_path, old["id"])
-        assert rows(db_path, "SELECT id FROM conversations") == [(recent,)]
+        assert_no_trace(db, old["id"])
+        assert rows(db, "SELECT id FROM conversations") == [(recent,)]
 
 
-async def test_a_bad_ttl_is_refused_and_creates_nothing(app: App, db_path: Path) -> None:
+async def test_a_bad_ttl_is_refused_and_creates_nothing(app: App, db: Database) -> None:
     for bad in (0, -1, "24", True, 10**9):
         with pytest.raises(InvalidInputError, match="metadata.ttl_hours"):
             await app.service.init_conversation("x", {"ttl_hours": bad})
-    assert rows(db_path, "SELECT count(*) FROM conversations") == [(0,)]
+    assert rows(db, "SELECT count(*) FROM conversations") == [(0,)]
 
 
 # -- through MCP ----------------------------------------------------------------------------------

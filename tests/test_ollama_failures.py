@@ -6,9 +6,7 @@ answers 404 or garbage, and the real ollama client meets it.
 
 from __future__ import annotations
 
-import sqlite3
 from dataclasses import replace
-from pathlib import Path
 from typing import Any
 
 import anyio
@@ -16,24 +14,23 @@ import pytest
 
 from ollama_mcp.app import open_app
 from ollama_mcp.config import Settings
-from tests.conftest import connect, eventually
+from tests.conftest import Database, connect, eventually
 from tests.fake_ollama import FakeModel, FakeOllama
 from tests.test_tools import call
 
 pytestmark = pytest.mark.anyio
 
 
-def query(db: Path, sql: str, *params: Any) -> list[tuple[Any, ...]]:
-    with sqlite3.connect(db) as conn:
-        return conn.execute(sql, params).fetchall()
+def query(db: Database, sql: str, *params: Any) -> list[tuple[Any, ...]]:
+    return db.rows(sql, *params)
 
 
-def embedded_count(db: Path) -> int:
+def embedded_count(db: Database) -> int:
     return query(db, "SELECT count(DISTINCT memory_seq) FROM memory_embeddings")[0][0]
 
 
 async def test_ollama_down_stores_pending_searches_by_keyword_and_catches_up(
-    settings: Settings, db_path: Path, fake_ollama: FakeOllama
+    settings: Settings, db: Database, fake_ollama: FakeOllama
 ) -> None:
     fake_ollama.stop()
     async with connect(settings, "legacy") as client:
@@ -49,13 +46,13 @@ async def test_ollama_down_stores_pending_searches_by_keyword_and_catches_up(
         assert found["results"][0]["similarity"] is None
 
         fake_ollama.start()  # Ollama comes back on the same port
-        await eventually(lambda: _async(embedded_count(db_path) == 1))
+        await eventually(lambda: _async(embedded_count(db) == 1))
         recovered = await eventually(lambda: _search_mode(client, "deploy key", "hybrid"))
         assert recovered["results"][0]["similarity"] > 0
-    assert query(db_path, "SELECT count(*) FROM memories") == [(1,)]
+    assert query(db, "SELECT count(*) FROM memories") == [(1,)]
 
 
-async def test_ollama_going_down_mid_batch_loses_nothing(settings: Settings, db_path: Path, fake_ollama: FakeOllama) -> None:
+async def test_ollama_going_down_mid_batch_loses_nothing(settings: Settings, db: Database, fake_ollama: FakeOllama) -> None:
     async with connect(settings) as client:
         statuses = []
         for i in range(10):
@@ -64,25 +61,25 @@ async def test_ollama_going_down_mid_batch_loses_nothing(settings: Settings, db_
             stored = await call(client, "store_memory", content=f"batch item number {i}")
             statuses.append(stored["embedding_status"])
         assert statuses == ["embedded"] * 5 + ["pending"] * 5
-        assert query(db_path, "SELECT count(*) FROM memories") == [(10,)]
+        assert query(db, "SELECT count(*) FROM memories") == [(10,)]
         fake_ollama.start()
-        await eventually(lambda: _async(embedded_count(db_path) == 10))
+        await eventually(lambda: _async(embedded_count(db) == 10))
 
 
 async def test_pending_memories_are_embedded_on_the_next_start_without_any_call(
-    settings: Settings, db_path: Path, fake_ollama: FakeOllama
+    settings: Settings, db: Database, fake_ollama: FakeOllama
 ) -> None:
     fake_ollama.stop()
     async with connect(settings) as client:
         await call(client, "store_memory", content="written while Ollama was off")
-    assert embedded_count(db_path) == 0
+    assert embedded_count(db) == 0
     fake_ollama.start()
     async with connect(settings) as client:  # no tool call at all
-        await eventually(lambda: _async(embedded_count(db_path) == 1))
+        await eventually(lambda: _async(embedded_count(db) == 1))
 
 
 async def test_model_not_pulled_names_the_pull_command_and_recovers_after_pull(
-    settings: Settings, db_path: Path, fake_ollama: FakeOllama
+    settings: Settings, db: Database, fake_ollama: FakeOllama
 ) -> None:
     spec = fake_ollama.models.pop("nomic-embed-text")
     async with connect(settings) as client:
@@ -92,12 +89,12 @@ async def test_model_not_pulled_names_the_pull_command_and_recovers_after_pull(
         found = await call(client, "search_memories", query="model")
         assert found["mode"] == "keyword" and "ollama pull nomic-embed-text" in found["notice"]
         fake_ollama.models["nomic-embed-text"] = spec  # the user ran `ollama pull`
-        await eventually(lambda: _async(embedded_count(db_path) == 1))
-    assert query(db_path, "SELECT DISTINCT model FROM memory_embeddings") == [("nomic-embed-text",)]
+        await eventually(lambda: _async(embedded_count(db) == 1))
+    assert query(db, "SELECT DISTINCT model FROM memory_embeddings") == [("nomic-embed-text",)]
 
 
 async def test_slow_ollama_times_out_into_pending_instead_of_hanging(
-    settings: Settings, db_path: Path, fake_ollama: FakeOllama
+    settings: Settings, db: Database, fake_ollama: FakeOllama
 ) -> None:
     fake_ollama.delay = 3.0  # the client timeout in these settings is 2 s
     async with connect(settings) as client:
@@ -107,16 +104,16 @@ async def test_slow_ollama_times_out_into_pending_instead_of_hanging(
         quick = await call(client, "store_memory", content="second while slow")
         assert quick["embedding_status"] == "pending"
         fake_ollama.delay = 0.0
-        await eventually(lambda: _async(embedded_count(db_path) == 2), timeout=10)
+        await eventually(lambda: _async(embedded_count(db) == 2), timeout=10)
 
 
-async def test_malformed_replies_are_an_error_not_a_crash(settings: Settings, db_path: Path, fake_ollama: FakeOllama) -> None:
+async def test_malformed_replies_are_an_error_not_a_crash(settings: Settings, db: Database, fake_ollama: FakeOllama) -> None:
     fake_ollama.malformed = True
     async with connect(settings) as client:
         stored = await call(client, "store_memory", content="garbled reply")
         assert stored["embedding_status"] == "pending" and "could not be read" in stored["note"]
         fake_ollama.malformed = False
-        await eventually(lambda: _async(embedded_count(db_path) == 1))
+        await eventually(lambda: _async(embedded_count(db) == 1))
 
 
 async def test_a_chat_model_configured_for_embeddings_is_refused_plainly(
@@ -130,7 +127,7 @@ async def test_a_chat_model_configured_for_embeddings_is_refused_plainly(
 
 
 async def test_a_model_that_changes_dimension_is_never_mixed_into_the_ranking(
-    settings: Settings, db_path: Path, fake_ollama: FakeOllama
+    settings: Settings, db: Database, fake_ollama: FakeOllama
 ) -> None:
     async with connect(settings) as client:
         first = await call(client, "store_memory", content="stored at the first dimension")
@@ -142,11 +139,11 @@ async def test_a_model_that_changes_dimension_is_never_mixed_into_the_ranking(
         found = await call(client, "search_memories", query="stored after the switch")
         assert found["mode"] == "keyword" and "32-dimensional" in found["notice"]
         assert {h["content"] for h in found["results"]} >= {"stored after the switch"}
-    assert query(db_path, "SELECT DISTINCT dim FROM memory_embeddings") == [(256,)]
+    assert query(db, "SELECT DISTINCT dim FROM memory_embeddings") == [(256,)]
 
 
 async def test_switching_the_configured_model_re_embeds_everything_under_the_new_model(
-    settings: Settings, db_path: Path, fake_ollama: FakeOllama
+    settings: Settings, db: Database, fake_ollama: FakeOllama
 ) -> None:
     async with connect(settings) as client:
         for text in ("alpha memory", "beta memory", "gamma memory"):
@@ -154,10 +151,10 @@ async def test_switching_the_configured_model_re_embeds_everything_under_the_new
     fake_ollama.models["all-minilm"] = FakeModel(dim=32, family="bert")
     async with connect(replace(settings, embed_model="all-minilm")) as client:
         await eventually(lambda: _async(query(
-            db_path, "SELECT count(*) FROM memory_embeddings WHERE model = 'all-minilm'")[0][0] == 6))
+            db, "SELECT count(*) FROM memory_embeddings WHERE model = 'all-minilm'")[0][0] == 6))
         found = await call(client, "search_all_conversations", query="beta memory")
         assert found["mode"] == "hybrid" and found["results"][0]["content"] == "beta memory"
-    assert query(db_path, "SELECT model, dim, count(*) FROM memory_embeddings GROUP BY model ORDER BY model") == [
+    assert query(db, "SELECT model, dim, count(*) FROM memory_embeddings GROUP BY model, dim ORDER BY model") == [
         ("all-minilm", 32, 6), ("nomic-embed-text", 256, 6),  # a content and a context vector each
     ]
 

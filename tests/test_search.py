@@ -6,7 +6,6 @@ from __future__ import annotations
 import sqlite3
 from dataclasses import replace
 from datetime import UTC, datetime, timedelta
-from pathlib import Path
 
 import anyio
 import pytest
@@ -16,7 +15,7 @@ from ollama_mcp.config import Settings
 from ollama_mcp.inputs import search_request
 from ollama_mcp.ranking import SearchTuning, fuse, query_terms
 from ollama_mcp.search import fts_any, fts_phrase
-from tests.conftest import eventually
+from tests.conftest import Database, eventually
 from tests.fake_ollama import FakeModel, FakeOllama
 
 pytestmark = pytest.mark.anyio
@@ -151,23 +150,24 @@ async def test_a_word_found_in_most_memories_is_left_out_of_a_query_that_has_rar
         assert only_common.hits and "project" in only_common.hits[0].memory.content  # nothing rarer: kept
 
 
-def _segments(db_path: Path, table: str) -> int:
+def _segments(db: Database, table: str) -> int:
     """How many segments an FTS5 index is split into (each has rows in its %_idx table)."""
-    with sqlite3.connect(db_path) as conn:
+    with sqlite3.connect(db.url) as conn:
         return conn.execute(f"SELECT count(DISTINCT segid) FROM {table}_idx").fetchone()[0]
 
 
-async def test_merging_the_keyword_index_leaves_one_segment_and_every_memory_findable(app: App, db_path: Path) -> None:
+@pytest.mark.sqlite_only
+async def test_merging_the_keyword_index_leaves_one_segment_and_every_memory_findable(app: App, db: Database) -> None:
     svc = app.service
     for i in range(12):  # one write transaction each, as a chat stores them
         await svc.store_memory(f"note {i} about the harbour crane number {i * 7}")
-    assert _segments(db_path, "memories_fts") > 1 and _segments(db_path, "memory_contexts_fts") > 1
+    assert _segments(db, "memories_fts") > 1 and _segments(db, "memory_contexts_fts") > 1
     assert not await app.ranker.upkeep(min_new=64)  # only 12 new: not yet
-    assert _segments(db_path, "memories_fts") > 1
+    assert _segments(db, "memories_fts") > 1
     assert await app.ranker.upkeep()
-    assert _segments(db_path, "memories_fts") == 1 and _segments(db_path, "memory_contexts_fts") == 1
+    assert _segments(db, "memories_fts") == 1 and _segments(db, "memory_contexts_fts") == 1
     assert not await app.ranker.upkeep()  # nothing new since
-    with sqlite3.connect(db_path) as conn:
+    with sqlite3.connect(db.url) as conn:
         for table in ("memories_fts", "memory_contexts_fts"):
             conn.execute(f"INSERT INTO {table} ({table}) VALUES ('integrity-check')")  # raises if corrupt
     for i in (0, 5, 11):
@@ -175,18 +175,19 @@ async def test_merging_the_keyword_index_leaves_one_segment_and_every_memory_fin
         assert outcome.hits[0].memory.content == f"note {i} about the harbour crane number {i * 7}"
 
 
+@pytest.mark.sqlite_only
 async def test_the_server_merges_the_keyword_index_in_the_background_once_enough_memories_arrived(
-    settings: Settings, db_path: Path
+    settings: Settings, db: Database
 ) -> None:
     async with open_app(replace(settings, upkeep_interval=0.05, upkeep_min_new=6), background=True) as app:
         for i in range(5):
             await app.service.store_memory(f"first batch {i}")
         await anyio.sleep(0.3)
-        assert _segments(db_path, "memories_fts") > 1  # 5 new: below the bar
+        assert _segments(db, "memories_fts") > 1  # 5 new: below the bar
         await app.service.store_memory("the sixth")
 
         async def merged() -> bool:
-            return _segments(db_path, "memories_fts") == 1
+            return _segments(db, "memories_fts") == 1
 
         await eventually(merged)
 
@@ -207,6 +208,7 @@ async def test_a_memory_another_process_stored_is_found_by_meaning_at_once(
         assert outcome.hits[0].similarity and outcome.hits[0].similarity > 0.3
 
 
+@pytest.mark.sqlite_only  # PostgreSQL ranks in the database: nothing to load
 async def test_the_server_loads_its_search_indexes_before_the_first_search(settings: Settings) -> None:
     async with open_app(settings, background=False) as app:
         conv = await app.service.init_conversation("c")

@@ -21,7 +21,7 @@ from ollama_mcp.errors import SchemaError, StorageError
 from ollama_mcp.inputs import search_request
 from ollama_mcp.store import Store
 from ollama_mcp.vectors import Ranking, VectorIndex
-from tests.conftest import connect
+from tests.conftest import Database, connect
 from tests.fake_ollama import FakeOllama
 
 pytestmark = pytest.mark.anyio
@@ -170,6 +170,7 @@ async def test_vector_index_notices_inserts_and_deletes_made_by_another_connecti
         await theirs.aclose()
 
 
+@pytest.mark.sqlite_only
 async def test_vector_index_follows_this_processs_own_writes_and_forgetting_its_vectors(
     app: App, db_path: Path
 ) -> None:
@@ -224,17 +225,15 @@ async def test_an_unwritable_database_path_is_reported_by_each_tool_and_retried_
         assert stored.structured_content["embedding_status"] == "embedded"
 
 
-async def test_bulk_import_keeps_the_rules_of_single_stores(app: App, db_path: Path) -> None:
+async def test_bulk_import_keeps_the_rules_of_single_stores(app: App, db: Database) -> None:
     svc = app.service
     conv = await svc.init_conversation("import")
     await svc.store_memory("already here", conv.id)
     added = await svc.import_memories(conv.id, ["one", "two", "already here", "three", "two"])
     assert added == 3  # duplicates of stored and of earlier imported notes are skipped
-    with sqlite3.connect(db_path) as conn:
-        contexts = dict(conn.execute("SELECT content, context FROM memories"))
-        assert contexts["three"] == "one\ntwo\nthree" and contexts["one"] == "already here\none"
-        fts = conn.execute("SELECT count(*) FROM memory_contexts_fts WHERE memory_contexts_fts MATCH 'three'").fetchone()
-    assert fts == (1,)
+    contexts = dict(db.rows("SELECT content, context FROM memories"))
+    assert contexts["three"] == "one\ntwo\nthree" and contexts["one"] == "already here\none"
+    assert db.keyword_matches("context", "three") == 1
     assert await app.indexer.backfill_once() == 3  # imported without vectors: embedded in the background
     outcome = await svc.search(search_request("two", conv.id))
     assert outcome.hits[0].memory.content == "two"

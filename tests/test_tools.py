@@ -2,16 +2,15 @@
 
 from __future__ import annotations
 
-import sqlite3
 import uuid
-from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pytest
 from mcp import Client
 
 from ollama_mcp.config import Settings
-from tests.conftest import connect, eventually
+from tests.conftest import Database, connect, eventually
 from tests.fake_ollama import FakeOllama
 
 pytestmark = pytest.mark.anyio
@@ -32,13 +31,12 @@ async def error(client: Client, tool: str, **args: Any) -> str:
     return result.content[0].text  # type: ignore[union-attr]
 
 
-def rows(db: Path, sql: str, *params: Any) -> list[tuple[Any, ...]]:
-    with sqlite3.connect(db) as conn:
-        return conn.execute(sql, params).fetchall()
+def rows(db: Database, sql: str, *params: Any) -> list[tuple[Any, ...]]:
+    return db.rows(sql, *params)
 
 
 @pytest.mark.parametrize("mode", ERAS)
-async def test_init_store_search_end_round_trip_in_both_protocol_eras(settings: Settings, db_path: Path, mode: str) -> None:
+async def test_init_store_search_end_round_trip_in_both_protocol_eras(settings: Settings, db: Database, mode: str) -> None:
     async with connect(settings, mode) as client:
         created = await call(client, "init_conversation", name="planning", metadata={"project": "x"})
         assert created["status"] == "created" and created["name"] == "planning"
@@ -58,11 +56,11 @@ async def test_init_store_search_end_round_trip_in_both_protocol_eras(settings: 
         ended = await call(client, "end_conversation")
         assert ended == {**ended, "conversation_id": created["conversation_id"], "status": "completed", "final_memory_count": 1}
 
-    assert rows(db_path, "SELECT status FROM conversations") == [("completed",)]
-    assert rows(db_path, "SELECT count(*) FROM memories") == [(1,)]
+    assert rows(db, "SELECT status FROM conversations") == [("completed",)]
+    assert rows(db, "SELECT count(*) FROM memories") == [(1,)]
 
 
-async def test_store_without_a_conversation_creates_an_anonymous_current_one(settings: Settings, db_path: Path) -> None:
+async def test_store_without_a_conversation_creates_an_anonymous_current_one(settings: Settings, db: Database) -> None:
     async with connect(settings) as client:
         assert (await call(client, "get_conversation_id"))["current"] is None
         stored = await call(client, "store_memory", content="first thought")
@@ -71,20 +69,20 @@ async def test_store_without_a_conversation_creates_an_anonymous_current_one(set
         assert current["anonymous"] is True and current["status"] == "active" and current["memory_count"] == 1
         again = await call(client, "store_memory", content="second thought")
         assert again["conversation_id"] == stored["conversation_id"]
-    assert rows(db_path, "SELECT anonymous, count(*) FROM conversations") == [(1, 1)]
+    assert rows(db, "SELECT anonymous, count(*) FROM conversations GROUP BY anonymous") == [(1, 1)]
 
 
-async def test_identical_content_stored_twice_returns_the_existing_memory(settings: Settings, db_path: Path) -> None:
+async def test_identical_content_stored_twice_returns_the_existing_memory(settings: Settings, db: Database) -> None:
     async with connect(settings) as client:
         first = await call(client, "store_memory", content="retry me")
         second = await call(client, "store_memory", content="retry me")
     assert second["memory_id"] == first["memory_id"] and second["duplicate"] is True
     assert "already stored" in second["note"]
-    assert rows(db_path, "SELECT count(*) FROM memories") == [(1,)]
-    assert rows(db_path, "SELECT facet, count(*) FROM memory_embeddings GROUP BY facet") == [("content", 1), ("context", 1)]
+    assert rows(db, "SELECT count(*) FROM memories") == [(1,)]
+    assert rows(db, "SELECT facet, count(*) FROM memory_embeddings GROUP BY facet ORDER BY facet") == [("content", 1), ("context", 1)]
 
 
-async def test_same_content_in_two_conversations_is_two_memories(settings: Settings, db_path: Path) -> None:
+async def test_same_content_in_two_conversations_is_two_memories(settings: Settings, db: Database) -> None:
     async with connect(settings) as client:
         a = await call(client, "init_conversation")
         b = await call(client, "init_conversation")
@@ -93,7 +91,7 @@ async def test_same_content_in_two_conversations_is_two_memories(settings: Setti
     assert one["memory_id"] != two["memory_id"] and not two["duplicate"]
 
 
-async def test_store_into_an_ended_conversation_is_a_tool_error_and_stores_nothing(settings: Settings, db_path: Path) -> None:
+async def test_store_into_an_ended_conversation_is_a_tool_error_and_stores_nothing(settings: Settings, db: Database) -> None:
     async with connect(settings) as client:
         conv = await call(client, "init_conversation")
         await call(client, "store_memory", content="before the end")
@@ -103,7 +101,7 @@ async def test_store_into_an_ended_conversation_is_a_tool_error_and_stores_nothi
         # still searchable after the end (beside the summary the chat model may have written by now)
         found = await call(client, "search_memories", query="before the end", conversation_id=conv["conversation_id"])
         assert [h["content"] for h in found["results"] if h["kind"] == "note"] == ["before the end"]
-    assert rows(db_path, "SELECT content FROM memories WHERE kind = 'note'") == [("before the end",)]
+    assert rows(db, "SELECT content FROM memories WHERE kind = 'note'") == [("before the end",)]
 
 
 async def test_ending_an_ended_conversation_is_a_tool_error(settings: Settings) -> None:
@@ -120,7 +118,7 @@ async def test_end_without_a_current_conversation_names_the_missing_id(settings:
     assert "conversation_id" in text and "no conversation is current" in text
 
 
-async def test_ending_with_a_summary_makes_it_searchable_across_conversations(settings: Settings, db_path: Path) -> None:
+async def test_ending_with_a_summary_makes_it_searchable_across_conversations(settings: Settings, db: Database) -> None:
     async with connect(settings) as client:
         conv = await call(client, "init_conversation", name="infra")
         await call(client, "store_memory", content="compared three queues")
@@ -131,7 +129,7 @@ async def test_ending_with_a_summary_makes_it_searchable_across_conversations(se
     top = found["results"][0]
     assert top["kind"] == "summary" and top["conversation_id"] == conv["conversation_id"]
     assert "RabbitMQ" in top["content"]
-    assert rows(db_path, "SELECT summary FROM conversations WHERE id = ?", conv["conversation_id"]) == [
+    assert rows(db, "SELECT summary FROM conversations WHERE id = ?", conv["conversation_id"]) == [
         ("Decision: use RabbitMQ for the job queue",)
     ]
 
@@ -166,7 +164,7 @@ async def test_list_conversations_filters_by_status_newest_first(settings: Setti
         assert "status" in await error(client, "list_conversations", status="archived")
 
 
-async def test_delete_memory_removes_row_vectors_tags_and_keyword_entry(settings: Settings, db_path: Path) -> None:
+async def test_delete_memory_removes_row_vectors_tags_and_keyword_entry(settings: Settings, db: Database) -> None:
     async with connect(settings) as client:
         keep = await call(client, "store_memory", content="keep this zebra", tags=["t"])
         gone = await call(client, "store_memory", content="remove this zebra", tags=["t"])
@@ -176,57 +174,53 @@ async def test_delete_memory_removes_row_vectors_tags_and_keyword_entry(settings
         found = await call(client, "search_memories", query="zebra")
         assert [h["memory_id"] for h in found["results"]] == [keep["memory_id"]]
         assert "no memory" in await error(client, "delete_memory", memory_id=gone["memory_id"])
-    assert rows(db_path, "SELECT count(*) FROM memories") == [(1,)]
-    assert rows(db_path, "SELECT count(*) FROM memory_embeddings") == [(2,)]  # keep's content and context
-    assert rows(db_path, "SELECT count(*) FROM memory_tags") == [(1,)]
-    assert rows(db_path, "SELECT count(*) FROM memories_fts WHERE memories_fts MATCH 'zebra'") == [(1,)]
-    assert rows(db_path, "SELECT rowid FROM memories_fts WHERE memories_fts MATCH 'remove'") == []
-    assert rows(db_path, "SELECT rowid FROM memory_contexts_fts WHERE memory_contexts_fts MATCH 'remove'") == []
+    assert rows(db, "SELECT count(*) FROM memories") == [(1,)]
+    assert rows(db, "SELECT count(*) FROM memory_embeddings") == [(2,)]  # keep's content and context
+    assert db.tags() == ["t"]
+    assert db.keyword_matches("content", "zebra") == 1
+    assert db.keyword_matches("content", "remove") == 0 and db.keyword_matches("context", "remove") == 0
 
 
-async def test_deleted_text_leaves_the_context_of_the_memories_after_it(settings: Settings, db_path: Path) -> None:
+async def test_deleted_text_leaves_the_context_of_the_memories_after_it(settings: Settings, db: Database) -> None:
     async with connect(settings) as client:
         await call(client, "store_memory", content="we met on monday")
         secret = await call(client, "store_memory", content="the door code is 4512")
         after = await call(client, "store_memory", content="remember to buy milk")
-        assert rows(db_path, "SELECT context FROM memories WHERE id = ?", after["memory_id"]) == [
+        assert rows(db, "SELECT context FROM memories WHERE id = ?", after["memory_id"]) == [
             ("we met on monday\nthe door code is 4512\nremember to buy milk",)
         ]
         await call(client, "delete_memory", memory_id=secret["memory_id"])
-        assert rows(db_path, "SELECT context FROM memories WHERE id = ?", after["memory_id"]) == [
+        assert rows(db, "SELECT context FROM memories WHERE id = ?", after["memory_id"]) == [
             ("we met on monday\nremember to buy milk",)
         ]
         found = await call(client, "search_all_conversations", query="door code 4512", top_k=10)
         assert all("4512" not in h["content"] for h in found["results"])
-        assert rows(db_path, "SELECT count(*) FROM memory_contexts_fts WHERE memory_contexts_fts MATCH '4512'") == [(0,)]
+        assert db.keyword_matches("context", "4512") == 0
         # the follower's context vector is recomputed from the new context in the background
-        await eventually(lambda: _count(db_path, "SELECT count(*) FROM memory_embeddings WHERE facet = 'context'", 2))
+        await eventually(lambda: _count(db, "SELECT count(*) FROM memory_embeddings WHERE facet = 'context'", 2))
 
 
-async def _count(db: Path, sql: str, expected: int) -> bool:
+async def _count(db: Database, sql: str, expected: int) -> bool:
     return rows(db, sql)[0][0] == expected
 
 
-async def test_caller_supplied_embedding_is_stored_as_given(settings: Settings, db_path: Path, fake_ollama: FakeOllama) -> None:
+async def test_caller_supplied_embedding_is_stored_as_given(settings: Settings, db: Database, fake_ollama: FakeOllama) -> None:
     vector = [0.0] * 256
     vector[3] = 2.0
     async with connect(settings) as client:
         stored = await call(client, "store_memory", content="bring your own vector", embedding=vector)
         assert stored["embedding_status"] == "embedded" and stored["embedding_dimension"] == 256
     assert fake_ollama.embed_requests() == []  # no Ollama call was needed
-    (blob,) = rows(db_path, "SELECT vector FROM memory_embeddings")[0]
-    import numpy as np
-
-    stored_vector = np.frombuffer(blob, dtype="<f4")
+    stored_vector = db.vectors()[0]
     assert stored_vector[3] == pytest.approx(1.0) and np.count_nonzero(stored_vector) == 1
 
 
-async def test_caller_embedding_of_the_wrong_dimension_is_refused_and_stores_nothing(settings: Settings, db_path: Path) -> None:
+async def test_caller_embedding_of_the_wrong_dimension_is_refused_and_stores_nothing(settings: Settings, db: Database) -> None:
     async with connect(settings) as client:
         await call(client, "store_memory", content="sets the dimension")  # a 256-d vector from Ollama
         text = await error(client, "store_memory", content="wrong size", embedding=[0.5] * 10)
     assert "embedding" in text and "10 dimensions" in text and "256" in text
-    assert rows(db_path, "SELECT content FROM memories") == [("sets the dimension",)]
+    assert rows(db, "SELECT content FROM memories") == [("sets the dimension",)]
 
 
 async def test_tool_annotations_are_honest(settings: Settings) -> None:

@@ -9,6 +9,7 @@ instead of hanging it.
 from __future__ import annotations
 
 import hashlib
+import uuid
 from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
 from typing import Any, Self
@@ -43,6 +44,7 @@ class PgStoreBase:
         self.where = db.describe(url)  # host:port/database, never the password
         self.schema_version = schema_version
         self._indexed: set[tuple[str, int]] = set()  # (model, dim) whose HNSW index exists
+        self.holder = uuid.uuid4().hex  # this instance, in the leases it takes
 
     @classmethod
     async def open(cls, url: str) -> Self:

@@ -41,6 +41,12 @@ class PgRanker:
         self._store = store
         self.model = model
         self.tuning = tuning or SearchTuning()
+        # Whether a word is in a large share of all memories (a ranking heuristic, not data: a
+        # stale answer costs speed, never a result), for a store size that moved less than a fifth.
+        self._common: dict[str, bool] = {}
+        self._common_for_size = 0
+        self._memory_count = 0
+        self._searches_since_count = 0
 
     async def search(
         self,
@@ -53,10 +59,10 @@ class PgRanker:
     ) -> list[SearchHit]:
         tuning = self.tuning
         depth = max(tuning.min_depth, top_k * 4)
-        terms = query_terms(query)
         params: dict[str, Any] = {}
         where = filter_sql(filters, params)
         async with self._store.reading("search memories") as conn:
+            terms = await self._informative_terms(conn, query_terms(query))
             exact = await self._exact(conn, query, where, params, top_k)
             keyword = await self._keywords(conn, "content_words", terms, where, params, depth)
             keyword_context = (
@@ -122,6 +128,37 @@ class PgRanker:
             {**params, **{f"term{i}": term for i, term in enumerate(terms)}, "limit": depth},
         )
         return [int(row[0]) for row in await cursor.fetchall()]
+
+    async def _informative_terms(self, conn: psycopg.AsyncConnection, terms: list[str]) -> list[str]:
+        """``terms`` without those found in a large share of all memories (if any rarer remain):
+        they barely move the ranking, yet scoring every memory they match is what is slow."""
+        if len(terms) < 2:
+            return terms
+        if self._searches_since_count % 64 == 0:  # the size moves slowly: read it now and then
+            cursor = await conn.execute(
+                "SELECT CASE WHEN reltuples < 10000 THEN (SELECT count(*) FROM memories) ELSE reltuples::bigint END"
+                " FROM pg_class WHERE oid = 'memories'::regclass"
+            )
+            row = await cursor.fetchone()
+            self._memory_count = int(row[0]) if row else 0
+        self._searches_since_count += 1
+        size = self._memory_count
+        if not self._common_for_size or abs(size - self._common_for_size) > self._common_for_size // 5:
+            self._common.clear()
+            self._common_for_size = max(size, 1)
+        cap = max(self.tuning.common_min_docs, int(size * self.tuning.common_share))
+        for term in terms:
+            if term not in self._common:
+                cursor = await conn.execute(
+                    "SELECT count(*) FROM (SELECT 1 FROM memories WHERE content_words @@ plainto_tsquery('english', %s)"
+                    " LIMIT %s) AS found",
+                    (term, cap + 1),
+                )
+                row = await cursor.fetchone()
+                if len(self._common) > 10_000:
+                    self._common.clear()
+                self._common[term] = bool(row and row[0] > cap)
+        return [t for t in terms if not self._common[t]] or terms
 
     async def _dimension(self, conn: psycopg.AsyncConnection) -> int | None:
         cursor = await conn.execute("SELECT dim FROM memory_embeddings WHERE model = %s LIMIT 1", (self.model,))

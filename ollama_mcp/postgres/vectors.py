@@ -60,23 +60,23 @@ class VectorStore(PgStoreBase):
         content, context = MISSING_VECTOR.format("content"), MISSING_VECTOR.format("context")
         params = {
             "model": model, "limit": limit, "after": after_seq,
-            "now": format_timestamp(now), "until": format_timestamp(now + EMBEDDING_LEASE),
+            "now": format_timestamp(now), "until": format_timestamp(now + EMBEDDING_LEASE), "holder": self.holder,
         }
         async with self._transaction("find memories awaiting embeddings") as conn:
             cursor = await conn.execute(
                 f"SELECT {MEMORY_COLUMNS}, {content}, {context} FROM memories m"
                 f" WHERE m.seq > %(after)s AND ({content} OR {context})"
                 " AND NOT EXISTS (SELECT 1 FROM embedding_leases l WHERE l.memory_seq = m.seq"
-                " AND l.model = %(model)s AND l.until > %(now)s)"
+                " AND l.model = %(model)s AND l.until > %(now)s AND l.holder <> %(holder)s)"
                 " ORDER BY m.seq LIMIT %(limit)s FOR NO KEY UPDATE OF m SKIP LOCKED",
                 params,
             )
             rows = await cursor.fetchall()
             if rows:
                 await conn.execute(
-                    "INSERT INTO embedding_leases (memory_seq, model, until) SELECT seq, %(model)s, %(until)s"
+                    "INSERT INTO embedding_leases (memory_seq, model, holder, until) SELECT seq, %(model)s, %(holder)s, %(until)s"
                     " FROM unnest(%(seqs)s::bigint[]) AS seq"
-                    " ON CONFLICT (memory_seq, model) DO UPDATE SET until = excluded.until",
+                    " ON CONFLICT (memory_seq, model) DO UPDATE SET holder = excluded.holder, until = excluded.until",
                     {**params, "seqs": [row[0] for row in rows]},
                 )
         out: list[tuple[Memory, tuple[Facet, ...]]] = []
