@@ -30,6 +30,9 @@ class Check:
 
 
 async def run_checks(settings: Settings) -> list[Check]:
+    if settings.postgres_url is not None:
+        database, summary = _postgres(settings.postgres_url, settings.embed_model)
+        return [*database, *await _ollama(settings, summary)]
     database, summary = _database(settings.db_path, settings.embed_model)
     return [_sqlite_features(), *database, *await _ollama(settings, summary)]
 
@@ -68,6 +71,48 @@ def _database(path: Path, model: str) -> tuple[list[Check], StoreSummary | None]
     note = "" if summary.schema_version == newest else f"; it will be upgraded from {summary.schema_version} on first use"
     memories = sum(summary.memories.values())
     checks.append(Check("database", True, f"{path}: {memories:,} memories, schema {newest}{note}"))
+    return checks, summary
+
+
+def _postgres(url: str, model: str) -> tuple[list[Check], StoreSummary | None]:
+    """The PostgreSQL store: reachable, pgvector present, schema current, vector indexes ready."""
+    from ollama_mcp.postgres import db as pg_db  # noqa: PLC0415 - psycopg only for PostgreSQL users
+    from ollama_mcp.postgres.summary import summarize as pg_summarize  # noqa: PLC0415
+
+    where = pg_db.describe(url)
+    try:
+        found = pg_summarize(url, model)
+    except StorageError as exc:
+        return [Check("database", False, str(exc))], None
+    checks = [Check("postgres", True, f"PostgreSQL {found.server_version} at {where}")]
+    if found.pgvector_version is not None:
+        checks.append(Check("pgvector", True, f"pgvector {found.pgvector_version}"))
+    elif found.pgvector_available is None:
+        checks.append(Check("pgvector", False, f"the PostgreSQL server of {where} does not have pgvector installed; "
+                            "install it there (https://github.com/pgvector/pgvector#installation)."))
+    elif found.superuser:
+        checks.append(Check("pgvector", True, f"pgvector {found.pgvector_available} is installed; ollama-mcp "
+                            "creates the extension on first use"))
+    else:
+        checks.append(Check("pgvector", False, f"the pgvector extension is not created in {where} and this user "
+                            "may not create it; run `CREATE EXTENSION vector;` there once as a superuser."))
+    newest = pg_db.migrations()[-1].version
+    if found.store is None:
+        checks.append(Check("database", True, f"{where} has no ollama-mcp tables yet; they are created on first use"))
+        return checks, None
+    summary = found.store
+    if summary.schema_version > newest:
+        checks.append(Check("schema", False, f"{where} was written by a newer ollama-mcp (schema "
+                            f"{summary.schema_version}, this version knows {newest}); upgrade ollama-mcp."))
+        return checks, None
+    note = "" if summary.schema_version == newest else f"; it will be upgraded from {summary.schema_version} on first use"
+    checks.append(Check("database", True, f"{where}: {sum(summary.memories.values()):,} memories, "
+                        f"schema {summary.schema_version}{note}"))
+    for index_model, dim, ready in found.vector_indexes:
+        if not ready:
+            checks.append(Check("index", False, f"the HNSW index of {index_model!r} ({dim} dimensions) is not valid "
+                                "(a build was interrupted); searches by meaning of that model scan every vector. "
+                                "Run `REINDEX TABLE memory_embeddings;` on the database.", blocking=False))
     return checks, summary
 
 
@@ -136,19 +181,42 @@ async def _chat_models(settings: Settings, client: OllamaClient) -> list[Check]:
 
 def stats(settings: Settings) -> list[tuple[str, str]]:
     """What the store holds, as (label, value) lines; read-only."""
+    if settings.postgres_url is not None:
+        return _postgres_stats(settings.postgres_url, settings.embed_model)
     path = settings.db_path
     if not path.exists():
         return [("database", f"{path} (not created yet)")]
     size = sum(p.stat().st_size for p in (path, path.with_name(path.name + "-wal")) if p.exists())
     summary = summarize(path, settings.embed_model)
+    return [("backend", f"SQLite {sqlite_version}"), ("database", f"{path} ({size / 2**20:.1f} MiB)"),
+            ("schema", str(summary.schema_version)), *_holdings(summary, settings.embed_model)]
+
+
+def _postgres_stats(url: str, model: str) -> list[tuple[str, str]]:
+    from ollama_mcp.postgres import db as pg_db  # noqa: PLC0415 - psycopg only for PostgreSQL users
+    from ollama_mcp.postgres.summary import summarize as pg_summarize  # noqa: PLC0415
+
+    found = pg_summarize(url, model)
+    lines = [
+        ("backend", f"PostgreSQL {found.server_version}, pgvector {found.pgvector_version or 'not created'}"),
+        ("database", f"{pg_db.describe(url)} ({found.size_bytes / 2**20:.1f} MiB)"),
+    ]
+    if found.store is None:
+        return [*lines, ("schema", "none yet (created on first use)")]
+    indexes = [("index", f"HNSW {m} ({dim} dimensions): {'ready' if ready else 'INVALID, run REINDEX'}")
+               for m, dim, ready in found.vector_indexes]
+    return [*lines, ("schema", str(found.store.schema_version)), *_holdings(found.store, model), *indexes]
+
+
+def _holdings(summary: StoreSummary, model: str) -> list[tuple[str, str]]:
+    """What a store holds, the same lines on every backend."""
     conversations, kinds = summary.conversations, summary.memories
     lines = [
-        ("database", f"{path} ({size / 2**20:.1f} MiB)"),
         ("conversations", f"{sum(conversations.values()):,} ({conversations.get('active', 0):,} active, "
                           f"{conversations.get('completed', 0):,} completed)"),
         ("memories", f"{kinds.get('note', 0):,} notes, {kinds.get('summary', 0):,} summaries, "
                      f"{kinds.get('message', 0):,} messages"),
-        ("pending", f"{summary.pending:,} without a vector of {settings.embed_model!r} (the configured model)"),
+        ("pending", f"{summary.pending:,} without a vector of {model!r} (the configured model)"),
         ("jobs", ", ".join(f"{count:,} {state}" for state, count in sorted(summary.jobs.items())) or "none"),
     ]
     lines += [("vectors", f"{model}: {count:,} memories, {dim} dimensions") for model, dim, count in summary.vectors]

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import json
 import os
-import sqlite3
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -16,26 +16,26 @@ import pytest
 
 from ollama_mcp.app import open_app
 from ollama_mcp.config import Settings
+from tests.conftest import Database
 from tests.fake_ollama import FakeModel, FakeOllama
 
 SCRIPT = Path(sys.executable).parent / "ollama-mcp"
 
 
-def run(db: Path, fake: FakeOllama, *args: str, stdin: str | None = None, **extra: str) -> subprocess.CompletedProcess[str]:
-    env = {"PATH": os.environ.get("PATH", ""), "HOME": str(db.parent), "OLLAMA_HOST": fake.url,
-           "OLLAMA_MCP_DB": str(db), "OLLAMA_MCP_EMBED_TIMEOUT": "2", **extra}
+def run(db: Database, fake: FakeOllama, *args: str, stdin: str | None = None, **extra: str) -> subprocess.CompletedProcess[str]:
+    env = {"PATH": os.environ.get("PATH", ""), "HOME": "/nonexistent", "OLLAMA_HOST": fake.url,
+           "OLLAMA_MCP_DB": db.url, "OLLAMA_MCP_EMBED_TIMEOUT": "2", **extra}
     return subprocess.run([str(SCRIPT), *args], capture_output=True, text=True, timeout=120, env=env, cwd="/",
                           input=stdin)
 
 
-def rows(db: Path, sql: str, *params: Any) -> list[tuple[Any, ...]]:
-    with sqlite3.connect(db) as conn:
-        return conn.execute(sql, params).fetchall()
+def rows(db: Database, sql: str, *params: Any) -> list[tuple[Any, ...]]:
+    return db.rows(sql, *params)
 
 
-def fill(db: Path, fake: FakeOllama) -> str:
+def fill(db: Database, fake: FakeOllama) -> str:
     async def go() -> str:
-        async with open_app(Settings.from_env({"OLLAMA_MCP_DB": str(db), "OLLAMA_HOST": fake.url}),
+        async with open_app(Settings.from_env({"OLLAMA_MCP_DB": db.url, "OLLAMA_HOST": fake.url}),
                             background=False) as app:
             conv = await app.service.init_conversation("trip", {"ttl_hours": 1000})
             first = await app.service.store_memory("Flights to Lisbon on May 3", conv.id, ["travel"])
@@ -48,9 +48,9 @@ def fill(db: Path, fake: FakeOllama) -> str:
 
 
 def test_export_then_import_into_a_new_store_round_trips_and_a_second_import_changes_nothing(
-    tmp_path: Path, fake_ollama: FakeOllama
+    tmp_path: Path, db: Database, another_database: Callable[[], Database], fake_ollama: FakeOllama
 ) -> None:
-    source, target = tmp_path / "a" / "memory.db", tmp_path / "b" / "memory.db"
+    source, target = db, another_database()
     conv = fill(source, fake_ollama)
     backup = tmp_path / "backup.json"
     done = run(source, fake_ollama, "export", "-o", str(backup))
@@ -69,8 +69,9 @@ def test_export_then_import_into_a_new_store_round_trips_and_a_second_import_cha
     assert markdown.startswith("# trip") and "Flights to Lisbon on May 4" in markdown and "**user**" in markdown
 
 
-def test_import_of_a_bad_file_says_what_is_wrong_and_writes_nothing(tmp_path: Path, fake_ollama: FakeOllama) -> None:
-    db = tmp_path / "memory.db"
+def test_import_of_a_bad_file_says_what_is_wrong_and_writes_nothing(
+    tmp_path: Path, db: Database, fake_ollama: FakeOllama
+) -> None:
     bad = tmp_path / "bad.json"
     bad.write_text('{"format": "ollama-mcp-export", "version": 1, "conversations": [{"id": "nope"}]}')
     done = run(db, fake_ollama, "import", str(bad))
@@ -82,10 +83,7 @@ def test_import_of_a_bad_file_says_what_is_wrong_and_writes_nothing(tmp_path: Pa
     assert "No such file or directory" in run(db, fake_ollama, "export", "-o", str(tmp_path / "no" / "x.json")).stderr
 
 
-def test_reembed_fills_missing_vectors_with_another_model_and_force_recomputes(
-    tmp_path: Path, fake_ollama: FakeOllama
-) -> None:
-    db = tmp_path / "memory.db"
+def test_reembed_fills_missing_vectors_with_another_model_and_force_recomputes(db: Database, fake_ollama: FakeOllama) -> None:
     fill(db, fake_ollama)
     fake_ollama.models["all-minilm"] = FakeModel(dim=64, family="bert")
     done = run(db, fake_ollama, "reembed", "--model", "all-minilm")
@@ -100,8 +98,7 @@ def test_reembed_fills_missing_vectors_with_another_model_and_force_recomputes(
     assert rows(db, "SELECT min(id) > ? FROM memory_embeddings WHERE model = 'all-minilm'", before) == [(1,)]
 
 
-def test_reembed_with_ollama_down_fails_clearly_and_can_be_run_again(tmp_path: Path, fake_ollama: FakeOllama) -> None:
-    db = tmp_path / "memory.db"
+def test_reembed_with_ollama_down_fails_clearly_and_can_be_run_again(db: Database, fake_ollama: FakeOllama) -> None:
     fill(db, fake_ollama)
     fake_ollama.stop()
     done = run(db, fake_ollama, "reembed", "--force")
@@ -110,8 +107,7 @@ def test_reembed_with_ollama_down_fails_clearly_and_can_be_run_again(tmp_path: P
     assert "embedded 4 memories" in run(db, fake_ollama, "reembed").stdout
 
 
-def test_prune_dry_run_lists_and_prune_deletes_expired_conversations(tmp_path: Path, fake_ollama: FakeOllama) -> None:
-    db = tmp_path / "memory.db"
+def test_prune_dry_run_lists_and_prune_deletes_expired_conversations(db: Database, fake_ollama: FakeOllama) -> None:
     conv = fill(db, fake_ollama)
     assert "would delete 0 conversation(s)" in run(db, fake_ollama, "prune", "--dry-run").stdout
     rows(db, "UPDATE conversations SET expires_at = '2000-01-01T00:00:00.000000Z'")
@@ -134,8 +130,7 @@ def test_every_command_explains_itself_in_help(command: str, phrase: str) -> Non
     assert phrase in " ".join(out.stdout.split())
 
 
-def test_doctor_warns_about_a_missing_chat_model_without_failing(tmp_path: Path, fake_ollama: FakeOllama) -> None:
-    db = tmp_path / "memory.db"
+def test_doctor_warns_about_a_missing_chat_model_without_failing(db: Database, fake_ollama: FakeOllama) -> None:
     del fake_ollama.models["qwen2.5:3b"]
     done = run(db, fake_ollama, "doctor")
     assert done.returncode == 0, done.stdout

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import os
-import sqlite3
 import subprocess
 import sys
 from pathlib import Path
@@ -14,20 +13,26 @@ import pytest
 from ollama_mcp.app import open_app
 from ollama_mcp.config import Settings
 from ollama_mcp.db import migrations
+from ollama_mcp.postgres.db import migrations as postgres_migrations
+from tests.conftest import Database
 from tests.fake_ollama import FakeModel, FakeOllama
 
 SCRIPT = Path(sys.executable).parent / "ollama-mcp"
 
 
-def doctor(db: Path, fake: FakeOllama) -> subprocess.CompletedProcess[str]:
-    env = {"PATH": os.environ.get("PATH", ""), "HOME": str(db.parent), "OLLAMA_HOST": fake.url,
-           "OLLAMA_MCP_DB": str(db), "OLLAMA_MCP_EMBED_TIMEOUT": "2"}
+def doctor(db: Database | Path, fake: FakeOllama) -> subprocess.CompletedProcess[str]:
+    env = {"PATH": os.environ.get("PATH", ""), "HOME": "/nonexistent", "OLLAMA_HOST": fake.url,
+           "OLLAMA_MCP_DB": url(db), "OLLAMA_MCP_EMBED_TIMEOUT": "2"}
     return subprocess.run([str(SCRIPT), "doctor"], capture_output=True, text=True, timeout=60, env=env, cwd="/")
 
 
-def make_store(db: Path, fake: FakeOllama, *texts: str) -> None:
+def url(db: Database | Path) -> str:
+    return db.url if isinstance(db, Database) else str(db)
+
+
+def make_store(db: Database | Path, fake: FakeOllama, *texts: str) -> None:
     async def fill() -> None:
-        async with open_app(Settings.from_env({"OLLAMA_MCP_DB": str(db), "OLLAMA_HOST": fake.url}),
+        async with open_app(Settings.from_env({"OLLAMA_MCP_DB": url(db), "OLLAMA_HOST": fake.url}),
                             background=False) as app:
             for text in texts:
                 await app.service.store_memory(text)
@@ -35,55 +40,64 @@ def make_store(db: Path, fake: FakeOllama, *texts: str) -> None:
     anyio.run(fill)
 
 
-def test_doctor_passes_on_a_working_setup_and_creates_nothing(db_path: Path, fake_ollama: FakeOllama) -> None:
-    done = doctor(db_path, fake_ollama)
+def test_doctor_passes_on_a_working_setup_and_creates_nothing(db: Database, fake_ollama: FakeOllama) -> None:
+    done = doctor(db, fake_ollama)
     assert done.returncode == 0, done.stdout + done.stderr
-    assert "ok   database" in done.stdout and "will be created on first use" in done.stdout
+    assert "ok   database" in done.stdout and "created on first use" in done.stdout
     assert "ok   ollama" in done.stdout and "256-dimensional" in done.stdout
     assert "All checks passed." in done.stdout
-    assert not db_path.exists()
+    if db.backend == "sqlite":
+        assert not Path(db.url).exists()
+    else:
+        assert "ok   postgres     PostgreSQL 16" in done.stdout and "ok   pgvector     pgvector 0." in done.stdout
+        assert db.count("SELECT count(*) FROM pg_tables WHERE schemaname = 'public'") == 0
 
 
-def test_doctor_reports_the_store_and_pending_memories(db_path: Path, fake_ollama: FakeOllama) -> None:
+def test_doctor_reports_the_store_and_pending_memories(db: Database, fake_ollama: FakeOllama) -> None:
     fake_ollama.stop()
-    make_store(db_path, fake_ollama, "one", "two")
+    make_store(db, fake_ollama, "one", "two")
     fake_ollama.start()
-    done = doctor(db_path, fake_ollama)
+    done = doctor(db, fake_ollama)
     assert done.returncode == 0, done.stdout
-    assert f"2 memories, schema {migrations()[-1].version}" in done.stdout
+    newest = (migrations() if db.backend == "sqlite" else postgres_migrations())[-1].version
+    assert f"2 memories, schema {newest}" in done.stdout
     assert "warn pending" not in done.stdout and "2 memories wait for their vectors" in done.stdout
 
 
-def test_doctor_fails_with_the_fix_when_ollama_is_down(db_path: Path, fake_ollama: FakeOllama) -> None:
+def test_doctor_fails_with_the_fix_when_ollama_is_down(db: Database, fake_ollama: FakeOllama) -> None:
     fake_ollama.stop()
-    done = doctor(db_path, fake_ollama)
+    done = doctor(db, fake_ollama)
     assert done.returncode == 1
     assert "FAIL ollama" in done.stdout and "not reachable" in done.stdout and "ollama serve" in done.stdout
 
 
-def test_doctor_names_the_pull_command_for_a_missing_model(db_path: Path, fake_ollama: FakeOllama) -> None:
+def test_doctor_names_the_pull_command_for_a_missing_model(db: Database, fake_ollama: FakeOllama) -> None:
     del fake_ollama.models["nomic-embed-text"]
-    done = doctor(db_path, fake_ollama)
+    done = doctor(db, fake_ollama)
     assert done.returncode == 1 and "ollama pull nomic-embed-text" in done.stdout
 
 
-def test_doctor_catches_a_model_that_changed_dimension(db_path: Path, fake_ollama: FakeOllama) -> None:
-    make_store(db_path, fake_ollama, "stored at 256 dimensions")
+def test_doctor_catches_a_model_that_changed_dimension(db: Database, fake_ollama: FakeOllama) -> None:
+    make_store(db, fake_ollama, "stored at 256 dimensions")
     fake_ollama.models["nomic-embed-text"] = FakeModel(dim=64)
-    done = doctor(db_path, fake_ollama)
+    done = doctor(db, fake_ollama)
     assert done.returncode == 1 and "FAIL vectors" in done.stdout and "have 256 dimensions" in done.stdout
 
 
-def test_doctor_refuses_a_database_from_a_newer_version_and_warns_on_open_permissions(
-    db_path: Path, fake_ollama: FakeOllama
-) -> None:
-    make_store(db_path, fake_ollama, "x")
-    with sqlite3.connect(db_path) as conn:
-        conn.execute("INSERT INTO schema_migrations VALUES (9999, 'future', 'later')")
-    db_path.chmod(0o644)
-    done = doctor(db_path, fake_ollama)
+def test_doctor_refuses_a_database_from_a_newer_version(db: Database, fake_ollama: FakeOllama) -> None:
+    make_store(db, fake_ollama, "x")
+    db.rows("INSERT INTO schema_migrations (version, name, applied_at) VALUES (9999, 'future', now())"
+            if db.backend == "postgres" else "INSERT INTO schema_migrations VALUES (9999, 'future', 'later')")
+    done = doctor(db, fake_ollama)
     assert done.returncode == 1
     assert "FAIL schema" in done.stdout and "upgrade ollama-mcp" in done.stdout
+
+
+def test_doctor_warns_when_the_database_file_is_readable_by_others(db_path: Path, fake_ollama: FakeOllama) -> None:
+    make_store(db_path, fake_ollama, "x")
+    db_path.chmod(0o644)
+    done = doctor(db_path, fake_ollama)
+    assert done.returncode == 0
     assert "warn permissions" in done.stdout and f"chmod 600 {db_path}" in done.stdout
 
 
@@ -93,11 +107,16 @@ def test_help_explains_doctor(command: list[str]) -> None:
     assert "doctor" in out
 
 
-def test_stats_counts_what_the_store_holds(db_path: Path, fake_ollama: FakeOllama) -> None:
-    make_store(db_path, fake_ollama, "one", "two", "three")
-    env = {"PATH": os.environ.get("PATH", ""), "HOME": str(db_path.parent), "OLLAMA_MCP_DB": str(db_path),
+def test_stats_counts_what_the_store_holds(db: Database, fake_ollama: FakeOllama) -> None:
+    make_store(db, fake_ollama, "one", "two", "three")
+    env = {"PATH": os.environ.get("PATH", ""), "HOME": "/nonexistent", "OLLAMA_MCP_DB": db.url,
            "OLLAMA_HOST": "127.0.0.1:9"}  # stats needs no Ollama
     out = subprocess.run([str(SCRIPT), "stats"], capture_output=True, text=True, timeout=60, env=env, check=True).stdout
+    if db.backend == "postgres":
+        assert "PostgreSQL 16" in out and "pgvector 0." in out
+        assert "HNSW nomic-embed-text (256 dimensions): ready" in out and "postgres" not in out.split("database")[1][:0]
+    else:
+        assert "SQLite 3." in out
     assert "1 (1 active, 0 completed)" in out
     assert "3 notes, 0 summaries, 0 messages" in out
     assert "0 without a vector of 'nomic-embed-text'" in out

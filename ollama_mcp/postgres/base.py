@@ -70,7 +70,15 @@ class PgStoreBase:
         return cls(pool, url, version)
 
     async def aclose(self) -> None:
-        await self._pool.close()
+        """Give back this instance's backfill leases (another instance may embed those memories at
+        once), then close the pool."""
+        try:
+            async with self._connection("release embedding leases") as conn:
+                await conn.execute("DELETE FROM embedding_leases WHERE holder = %s", (self.holder,))
+        except StorageError:
+            pass  # the server is gone: the leases lapse by themselves
+        finally:
+            await self._pool.close()
 
     async def ensure_vector_index(self, model: str, dim: int) -> None:
         """Create the HNSW index (cosine) of ``model``'s ``dim``-dimensional vectors unless it exists:
