@@ -24,6 +24,7 @@ from ollama_mcp.app import open_app
 from ollama_mcp.config import Settings
 from ollama_mcp.db import migrations
 from ollama_mcp.inputs import search_request
+from tests.conftest import Database
 from tests.fake_ollama import FakeOllama
 from tests.test_stdio import SCRIPT, server_env, stdio
 from tests.test_tools import call
@@ -31,14 +32,22 @@ from tests.test_tools import call
 pytestmark = pytest.mark.anyio
 
 
-def query(db: Path, sql: str, *params: Any) -> list[tuple[Any, ...]]:
-    with sqlite3.connect(db) as conn:
-        return conn.execute(sql, params).fetchall()
+def query(db: Database | Path, sql: str, *params: Any) -> list[tuple[Any, ...]]:
+    return (db if isinstance(db, Database) else Database("sqlite", str(db))).rows(sql, *params)
 
 
-def assert_consistent(db: Path) -> None:
-    """The file is sound, and both keyword indexes and the vectors agree with the rows."""
-    with sqlite3.connect(db) as conn:
+def assert_consistent(db: Database | Path) -> None:
+    """The store is sound: on SQLite the file, both keyword indexes and the vectors agree with the
+    rows; on PostgreSQL the per-conversation counts the triggers keep agree with the rows."""
+    if isinstance(db, Database) and db.backend == "postgres":
+        drifted = db.count(
+            "SELECT count(*) FROM conversations c WHERE memory_count <> (SELECT count(*) FROM memories m"
+            " WHERE m.conversation_id = c.id AND m.kind = 'note' AND m.superseded_by IS NULL)"
+            " OR message_count <> (SELECT count(*) FROM memories m WHERE m.conversation_id = c.id AND m.kind = 'message')"
+        )
+        assert drifted == 0
+        return
+    with sqlite3.connect(db.url if isinstance(db, Database) else db) as conn:
         assert conn.execute("PRAGMA integrity_check").fetchone() == ("ok",)
         assert conn.execute("PRAGMA foreign_key_check").fetchall() == []
         # FTS5's own check that an external-content index matches its table
@@ -51,15 +60,15 @@ def assert_consistent(db: Path) -> None:
 
 
 async def test_four_processes_storing_250_each_amid_searches_store_everything_exactly_once(
-    db_path: Path, fake_ollama: FakeOllama
+    db: Database, fake_ollama: FakeOllama
 ) -> None:
     per_process, processes = 250, 4
     errors: list[str] = []
-    async with Client(stdio(db_path, fake_ollama), mode="legacy") as first:
+    async with Client(stdio(db.url, fake_ollama), mode="legacy") as first:
         conv = (await call(first, "init_conversation", name="shared"))["conversation_id"]
 
     async def worker(n: int) -> None:
-        async with Client(stdio(db_path, fake_ollama), mode="legacy") as client:
+        async with Client(stdio(db.url, fake_ollama), mode="legacy") as client:
             for i in range(per_process):
                 stored = await client.call_tool(
                     "store_memory", {"content": f"process{n} item{i} token{n}x{i}", "conversation_id": conv}
@@ -84,8 +93,8 @@ async def test_four_processes_storing_250_each_amid_searches_store_everything_ex
             for n in range(processes):
                 tasks.start_soon(worker, n)
     assert errors == []  # no "database is locked", nor anything else, reached a client
-    assert query(db_path, "SELECT count(*), count(DISTINCT content) FROM memories") == [(1000, 1000)]
-    assert_consistent(db_path)
+    assert query(db, "SELECT count(*), count(DISTINCT content) FROM memories") == [(1000, 1000)]
+    assert_consistent(db)
 
 
 class _Barrier:
@@ -99,7 +108,7 @@ class _Barrier:
         await self._event.wait()
 
 
-def _start_raw(db: Path, fake: FakeOllama, **popen: Any) -> subprocess.Popen[bytes]:
+def _start_raw(db: Path | str, fake: FakeOllama, **popen: Any) -> subprocess.Popen[bytes]:
     env = {"PATH": os.environ.get("PATH", ""), "HOME": os.environ.get("HOME", "/root"), **server_env(db, fake)}
     proc = subprocess.Popen([str(SCRIPT)], stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                             cwd="/", env=env, **popen)
@@ -121,8 +130,8 @@ def _store(proc: subprocess.Popen[bytes], request_id: int, content: str) -> None
                  "params": {"name": "store_memory", "arguments": {"content": content}}})
 
 
-def test_kill_9_mid_batch_keeps_every_acknowledged_write_and_a_sound_file(db_path: Path, fake_ollama: FakeOllama) -> None:
-    proc = _start_raw(db_path, fake_ollama)
+def test_kill_9_mid_batch_keeps_every_acknowledged_write_and_a_sound_file(db: Database, fake_ollama: FakeOllama) -> None:
+    proc = _start_raw(db.url, fake_ollama)
     assert proc.stdout is not None
 
     def send_all() -> None:  # a steady stream from a thread: requests are in flight when it dies
@@ -143,16 +152,16 @@ def test_kill_9_mid_batch_keeps_every_acknowledged_write_and_a_sound_file(db_pat
     proc.send_signal(signal.SIGKILL)
     proc.wait(timeout=10)
 
-    assert_consistent(db_path)
-    present = {row[0] for row in query(db_path, "SELECT id FROM memories")}
+    assert_consistent(db)
+    present = {row[0] for row in query(db, "SELECT id FROM memories")}
     assert set(acknowledged) <= present
     assert len(present) < 3000  # it really died mid-batch
     writer.join(timeout=10)
     # restarted, it embeds whatever the crash left without vectors
-    proc = _start_raw(db_path, fake_ollama)
+    proc = _start_raw(db.url, fake_ollama)
     try:
         deadline = time.monotonic() + 20
-        while query(db_path, "SELECT count(*) FROM memories m WHERE NOT EXISTS (SELECT 1 FROM memory_embeddings e"
+        while query(db, "SELECT count(*) FROM memories m WHERE NOT EXISTS (SELECT 1 FROM memory_embeddings e"
                              " WHERE e.memory_seq = m.seq AND e.facet = 'content')") != [(0,)]:
             assert time.monotonic() < deadline, "pending memories were not embedded after the restart"
             time.sleep(0.05)
@@ -160,7 +169,7 @@ def test_kill_9_mid_batch_keeps_every_acknowledged_write_and_a_sound_file(db_pat
         assert proc.stdin is not None
         proc.stdin.close()
         proc.wait(timeout=15)
-    assert_consistent(db_path)
+    assert_consistent(db)
 
 
 def _limit_file_size() -> None:

@@ -23,11 +23,12 @@ pytestmark = pytest.mark.anyio
 SCRIPT = Path(sys.executable).parent / "ollama-mcp"
 
 
-def server_env(db: Path, fake: FakeOllama) -> dict[str, str]:
+def server_env(db: Path | str, fake: FakeOllama) -> dict[str, str]:
+    """The environment Claude Desktop gives the server; ``db``: a SQLite path or a PostgreSQL URL."""
     return {"OLLAMA_HOST": fake.url, "OLLAMA_MCP_DB": str(db), "OLLAMA_MCP_EMBED_TIMEOUT": "5"}
 
 
-def stdio(db: Path, fake: FakeOllama, command: list[str] | None = None) -> StdioServerParameters:
+def stdio(db: Path | str, fake: FakeOllama, command: list[str] | None = None) -> StdioServerParameters:
     command = command or [sys.executable, "-m", "ollama_mcp"]
     return StdioServerParameters(command=command[0], args=command[1:], env=server_env(db, fake), cwd="/")
 
