@@ -253,7 +253,12 @@ async def amain(args: argparse.Namespace) -> dict[str, Any]:
         host = server.url
     try:
         with tempfile.TemporaryDirectory() as tmp:
-            env = {"OLLAMA_HOST": host, "OLLAMA_MCP_DB": str(Path(tmp) / "locomo.db"),
+            database = str(Path(tmp) / "locomo.db")
+            if args.postgres:
+                import pgserver  # noqa: PLC0415 - the PostgreSQL backend only
+
+                database = pgserver.get_server(Path(tmp) / "pg", cleanup_mode="stop").get_uri()
+            env = {"OLLAMA_HOST": host, "OLLAMA_MCP_DB": database,
                    "OLLAMA_MCP_EMBED_MODEL": args.model, "OLLAMA_MCP_LOG_LEVEL": "WARNING", "HOME": tmp}
             driver = mcp_driver if args.mcp else service_driver
             started = time.perf_counter()
@@ -264,7 +269,8 @@ async def amain(args: argparse.Namespace) -> dict[str, Any]:
         if server is not None:
             server.stop()
     rows = table(per_category)
-    return {"path": "mcp-stdio" if args.mcp else "service", "tuning": _tuning(args.tune), "rows": rows,
+    return {"path": "mcp-stdio" if args.mcp else "service", "backend": "postgres" if args.postgres else "sqlite",
+            "tuning": _tuning(args.tune), "rows": rows,
             "median_ms": medians, "seconds": round(elapsed, 1),
             "skipped_questions": sum(s.skipped for s in samples)}
 
@@ -273,6 +279,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description="LoCoMo retrieval benchmark for ollama-mcp.")
     parser.add_argument("--data", type=Path, default=DEFAULT_DATA, help=f"dataset (default {DEFAULT_DATA})")
     parser.add_argument("--mcp", action="store_true", help="drive the real ollama-mcp process over MCP stdio")
+    parser.add_argument("--postgres", action="store_true", help="the PostgreSQL backend (a private pgserver) instead of SQLite")
     parser.add_argument("--ollama-host", help="use this Ollama-compatible server instead of starting one")
     parser.add_argument("--model", default="all-minilm", help="embedding model name (default all-minilm)")
     parser.add_argument("--tune", action="append", default=[], metavar="KEY=VALUE", help="override a SearchTuning field")
