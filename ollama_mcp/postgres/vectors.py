@@ -63,22 +63,36 @@ class VectorStore(PgStoreBase):
             "now": format_timestamp(now), "until": format_timestamp(now + EMBEDDING_LEASE), "holder": self.holder,
         }
         async with self._transaction("find memories awaiting embeddings") as conn:
+            # Three statements, each reading what is committed when it starts (READ COMMITTED):
+            # candidates; then the leases, decided by the lease rows themselves (a row another
+            # instance holds is kept from us, even one it took a moment ago); then the claimed
+            # memories read again, which drops those another instance embedded meanwhile.
             cursor = await conn.execute(
-                f"SELECT {MEMORY_COLUMNS}, {content}, {context} FROM memories m"
-                f" WHERE m.seq > %(after)s AND ({content} OR {context})"
+                f"SELECT m.seq FROM memories m WHERE m.seq > %(after)s AND ({content} OR {context})"
                 " AND NOT EXISTS (SELECT 1 FROM embedding_leases l WHERE l.memory_seq = m.seq"
                 " AND l.model = %(model)s AND l.until > %(now)s AND l.holder <> %(holder)s)"
-                " ORDER BY m.seq LIMIT %(limit)s FOR NO KEY UPDATE OF m SKIP LOCKED",
+                " ORDER BY m.seq LIMIT %(limit)s",
                 params,
             )
+            candidates = [row[0] for row in await cursor.fetchall()]
+            if not candidates:
+                return []
+            cursor = await conn.execute(
+                "INSERT INTO embedding_leases (memory_seq, model, holder, until)"
+                " SELECT c.seq, %(model)s, %(holder)s, %(until)s FROM unnest(%(seqs)s::bigint[]) AS c(seq)"
+                " WHERE EXISTS (SELECT 1 FROM memories m WHERE m.seq = c.seq)"  # not deleted meanwhile
+                " ON CONFLICT (memory_seq, model) DO UPDATE SET holder = excluded.holder, until = excluded.until"
+                " WHERE embedding_leases.until <= %(now)s OR embedding_leases.holder = %(holder)s"
+                " RETURNING memory_seq",
+                {**params, "seqs": candidates},
+            )
+            claimed = [row[0] for row in await cursor.fetchall()]
+            cursor = await conn.execute(
+                f"SELECT {MEMORY_COLUMNS}, {content}, {context} FROM memories m"
+                f" WHERE m.seq = ANY(%(claimed)s) AND ({content} OR {context}) ORDER BY m.seq",
+                {**params, "claimed": claimed},
+            )
             rows = await cursor.fetchall()
-            if rows:
-                await conn.execute(
-                    "INSERT INTO embedding_leases (memory_seq, model, holder, until) SELECT seq, %(model)s, %(holder)s, %(until)s"
-                    " FROM unnest(%(seqs)s::bigint[]) AS seq"
-                    " ON CONFLICT (memory_seq, model) DO UPDATE SET holder = excluded.holder, until = excluded.until",
-                    {**params, "seqs": [row[0] for row in rows]},
-                )
         out: list[tuple[Memory, tuple[Facet, ...]]] = []
         for row in rows:
             facets: list[Facet] = []
