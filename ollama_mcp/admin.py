@@ -1,4 +1,4 @@
-"""The CLI's maintenance commands over the app: export, import, reembed, prune.
+"""The CLI's maintenance commands over the app: export, import, reembed, prune, migrate.
 
 Each opens the store like the server does (so several processes stay safe) and reports what it
 did. Long work shows a progress line with an ETA on a terminal and stays quiet when piped.
@@ -15,9 +15,11 @@ from typing import TextIO
 
 from ollama_mcp import export
 from ollama_mcp.app import open_app
+from ollama_mcp.backends import open_backend
 from ollama_mcp.config import Settings
 from ollama_mcp.domain import utc_now
 from ollama_mcp.errors import InvalidInputError, OllamaMcpError
+from ollama_mcp.transfer import CopyReport, copy_store
 
 
 class ProgressLine:
@@ -116,6 +118,29 @@ async def prune(settings: Settings, dry_run: bool) -> list[tuple[str, str]]:
             deleted = set(await app.lifecycle.sweep())
             names = [(cid, name) for cid, name in names if cid in deleted]
     return names
+
+
+async def migrate(settings: Settings, destination: Settings) -> CopyReport:
+    """Copy the store ``settings`` names into the one ``destination`` names (``transfer``)."""
+    if settings.database == destination.database:
+        raise InvalidInputError("--to", "names the store being copied", "name another database")
+    source, _ = await open_backend(settings)
+    try:
+        target, _ = await open_backend(destination)
+        try:
+            bar = ProgressLine("copying conversations", 0)
+
+            def progress(done: int, total: int) -> None:
+                bar.total = total
+                bar.update(done)
+
+            report = await copy_store(source, target, progress)
+            bar.close()
+            return report
+        finally:
+            await target.aclose()
+    finally:
+        await source.aclose()
 
 
 def _duration(seconds: float) -> str:

@@ -72,6 +72,16 @@ def _parser() -> argparse.ArgumentParser:
         "them. The server also does this at start-up and hourly. --dry-run lists without deleting.",
     )
     pruner.add_argument("--dry-run", action="store_true", help="list what would be deleted; delete nothing")
+    migrator = commands.add_parser(
+        "migrate",
+        help="copy the whole store to another backend (a PostgreSQL URL, or a SQLite file)",
+        description="Copies every conversation, memory version, message, summary, job, audit row and "
+        "vector from the store OLLAMA_MCP_DB names into --to, keeping every id. Running it again adds "
+        "nothing, and resumes a copy that was interrupted. Counts are checked at the end; any "
+        "difference fails loudly. The source is left as it is. Example: "
+        "ollama-mcp migrate --to postgresql://memory@db.example/memory",
+    )
+    migrator.add_argument("--to", required=True, metavar="DB", help="a postgresql:// URL or an absolute SQLite file path")
     return parser
 
 
@@ -127,6 +137,14 @@ def _maintenance(settings: Settings, args: argparse.Namespace) -> int:
     elif args.command == "reembed":
         done, model = anyio.run(admin.reembed, settings, args.model, args.force)
         print(f"embedded {done:,} memories with {model}; every memory now has a vector of it")
+    elif args.command == "migrate":
+        destination = settings.with_database(args.to)
+        report = anyio.run(admin.migrate, settings, destination)
+        totals = report.totals
+        print(f"copied to {destination.database}: {report.conversations:,} new conversation(s), {report.memories:,} "
+              f"new memories, {report.vectors:,} new vectors; counts match ({totals['conversations']:,} conversations, "
+              f"{totals['memories']:,} memories, {totals['vectors']:,} vectors, {totals['jobs']:,} jobs, "
+              f"{totals['audit']:,} audit rows)")
     elif args.command == "prune":
         found = anyio.run(admin.prune, settings, args.dry_run)
         verb = "would delete" if args.dry_run else "deleted"

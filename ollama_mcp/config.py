@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 import sys
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from ollama_mcp.errors import ConfigError
@@ -67,26 +67,8 @@ class Settings:
     def from_env(cls, env: Mapping[str, str] | None = None) -> Settings:
         """Read ``OLLAMA_MCP_*`` and ``OLLAMA_HOST`` from ``env`` (default: the process environment)."""
         env = os.environ if env is None else env
-        db = env.get("OLLAMA_MCP_DB", "").strip()
-        postgres_url = None
-        if "://" in db:
-            # Named by its scheme only: a database URL may carry a password.
-            scheme = db.split("://", 1)[0].lower()
-            if scheme not in POSTGRES_SCHEMES:
-                raise ConfigError(
-                    f"OLLAMA_MCP_DB is a {scheme}:// URL; ollama-mcp keeps memories in a SQLite file (an absolute "
-                    "path) or in PostgreSQL (a postgresql:// URL). Set OLLAMA_MCP_DB to one of those."
-                )
-            postgres_url = db
-        if db and postgres_url is None:
-            db_path = Path(db).expanduser()
-            if not db_path.is_absolute():
-                raise ConfigError(
-                    f"OLLAMA_MCP_DB must be an absolute path, got {db!r}; clients such as Claude "
-                    "Desktop start servers in an arbitrary working directory, so a relative path "
-                    "would put the database somewhere different each time."
-                )
-        else:
+        db_path, postgres_url = _database("OLLAMA_MCP_DB", env.get("OLLAMA_MCP_DB", ""))
+        if db_path is None:
             db_path = default_db_path(env, sys.platform)
         return cls(
             db_path=db_path,
@@ -107,6 +89,14 @@ class Settings:
             agent_deadline=_number(env, "OLLAMA_MCP_AGENT_DEADLINE", 45.0, 5.0, 3600.0),
         )
 
+    def with_database(self, value: str, name: str = "--to") -> Settings:
+        """These settings with another database (``ollama-mcp migrate --to``), checked by the same
+        rules as OLLAMA_MCP_DB; ``name`` is what errors call the value."""
+        if not value.strip():
+            raise ConfigError(f"{name} is empty; give an absolute SQLite file path or a postgresql:// URL.")
+        db_path, postgres_url = _database(name, value)
+        return replace(self, db_path=db_path or self.db_path, postgres_url=postgres_url)
+
     @property
     def database(self) -> str:
         """Where the memories live, for logs and reports: the file, or host:port/database (no password)."""
@@ -119,6 +109,30 @@ class Settings:
     @property
     def agent_chat_model(self) -> str | None:
         return self.agent_model or self.chat_model
+
+
+def _database(name: str, raw: str) -> tuple[Path | None, str | None]:
+    """(the SQLite file, the PostgreSQL URL) that ``raw`` names; (None, None) when it is empty."""
+    db = raw.strip()
+    if "://" in db:
+        # Named by its scheme only: a database URL may carry a password.
+        scheme = db.split("://", 1)[0].lower()
+        if scheme not in POSTGRES_SCHEMES:
+            raise ConfigError(
+                f"{name} is a {scheme}:// URL; ollama-mcp keeps memories in a SQLite file (an absolute "
+                f"path) or in PostgreSQL (a postgresql:// URL). Set {name} to one of those."
+            )
+        return None, db
+    if not db:
+        return None, None
+    db_path = Path(db).expanduser()
+    if not db_path.is_absolute():
+        raise ConfigError(
+            f"{name} must be an absolute path, got {db!r}; clients such as Claude "
+            "Desktop start servers in an arbitrary working directory, so a relative path "
+            "would put the database somewhere different each time."
+        )
+    return db_path, None
 
 
 def default_db_path(env: Mapping[str, str], platform: str) -> Path:

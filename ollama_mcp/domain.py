@@ -158,6 +158,20 @@ class Job:
 
 
 @dataclass(frozen=True)
+class JobRecord:
+    """A jobs row as it is, for copying a store between backends."""
+
+    kind: JobKind
+    state: str
+    attempts: int
+    run_after: str
+    lease_until: str | None
+    last_error: str | None
+    created_at: str
+    finished_at: str | None
+
+
+@dataclass(frozen=True)
 class Export:
     """One page of a conversation's export: Markdown text or the JSON document's data."""
 

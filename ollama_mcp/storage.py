@@ -26,6 +26,7 @@ from ollama_mcp.domain import (
     Facet,
     Job,
     JobKind,
+    JobRecord,
     Memory,
     MemoryKind,
     SearchFilters,
@@ -138,6 +139,18 @@ class Storage(Protocol):
     # -- agent audit ---------------------------------------------------------------------
 
     async def insert_audit(self, rows: Sequence[AuditRow]) -> None: ...
+
+    # -- copying a store (``ollama-mcp migrate``) ------------------------------------------
+
+    async def conversation_extras(self, conversation_id: str) -> tuple[list[JobRecord], list[AuditRow]]:
+        """The conversation's jobs and audit rows, oldest first."""
+
+    async def import_extras(self, conversation_id: str, jobs: Sequence[JobRecord], audit: Sequence[AuditRow]) -> bool:
+        """Insert them in one transaction unless the conversation has jobs or audit rows already
+        (a copy that ran before); returns whether it inserted."""
+
+    async def conversation_vectors(self, conversation_id: str) -> list[tuple[str, EmbeddingRow]]:
+        """Every vector of the conversation's memories, with the id of the memory it belongs to."""
 
     # -- vectors (what the embedding backfill needs) -------------------------------------
 

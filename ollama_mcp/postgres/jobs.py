@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from ollama_mcp.domain import AuditRow, Job, JobKind, Memory
+from ollama_mcp.domain import AuditRow, Job, JobKind, JobRecord, Memory
 from ollama_mcp.postgres.base import PgStoreBase
 from ollama_mcp.postgres.rows import enqueue_job_row, insert_memory_row
 
@@ -102,3 +102,44 @@ class JobStore(PgStoreBase):
                 [(r.request_id, r.conversation_id, r.step, r.tool, r.arguments_digest, r.risk, r.decision,
                   r.outcome, r.duration_ms, r.created_at) for r in rows],
             )
+
+    async def conversation_extras(self, conversation_id: str) -> tuple[list[JobRecord], list[AuditRow]]:
+        """The conversation's jobs and audit rows, oldest first."""
+        async with self._transaction("read the conversation's jobs") as conn:
+            cursor = await conn.execute(
+                "SELECT kind, state, attempts, run_after, lease_until, last_error, created_at, finished_at FROM jobs"
+                " WHERE conversation_id = %s ORDER BY id", (conversation_id,),
+            )
+            jobs = [JobRecord(*row) for row in await cursor.fetchall()]
+            cursor = await conn.execute(
+                "SELECT request_id, conversation_id, step, tool, arguments_digest, risk, decision, outcome,"
+                " duration_ms, created_at FROM agent_audit WHERE conversation_id = %s ORDER BY id", (conversation_id,),
+            )
+            audit = [AuditRow(*row) for row in await cursor.fetchall()]
+        return jobs, audit
+
+    async def import_extras(self, conversation_id: str, jobs: Sequence[JobRecord], audit: Sequence[AuditRow]) -> bool:
+        """Insert them in one transaction unless the conversation has jobs or audit rows already."""
+        async with self._transaction("copy the conversation's jobs") as conn:
+            await conn.execute("SELECT 1 FROM conversations WHERE id = %s FOR UPDATE", (conversation_id,))
+            cursor = await conn.execute(
+                "SELECT (SELECT count(*) FROM jobs WHERE conversation_id = %(c)s)"
+                " + (SELECT count(*) FROM agent_audit WHERE conversation_id = %(c)s)", {"c": conversation_id},
+            )
+            present = await cursor.fetchone()
+            if present and present[0]:
+                return False
+            async with conn.cursor() as cur:
+                await cur.executemany(
+                    "INSERT INTO jobs (kind, conversation_id, state, attempts, run_after, lease_until, last_error,"
+                    " created_at, finished_at) VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s)",
+                    [(j.kind, conversation_id, j.state, j.attempts, j.run_after, j.lease_until, j.last_error,
+                      j.created_at, j.finished_at) for j in jobs],
+                )
+                await cur.executemany(
+                    "INSERT INTO agent_audit (request_id, conversation_id, step, tool, arguments_digest, risk, decision,"
+                    " outcome, duration_ms, created_at) VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s)",
+                    [(r.request_id, conversation_id, r.step, r.tool, r.arguments_digest, r.risk, r.decision,
+                      r.outcome, r.duration_ms, r.created_at) for r in audit],
+                )
+        return bool(jobs or audit)

@@ -6,6 +6,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from datetime import UTC, datetime, timedelta
 
+import numpy as np
+
 from ollama_mcp.domain import EmbeddingRow, Facet, Memory, format_timestamp
 from ollama_mcp.postgres.base import PgStoreBase
 from ollama_mcp.postgres.rows import (
@@ -117,6 +119,18 @@ class VectorStore(PgStoreBase):
             {"model": model, "seq": memory_seq}, "read the embedding state",
         )
         return bool(rows and rows[0][0])
+
+    async def conversation_vectors(self, conversation_id: str) -> list[tuple[str, EmbeddingRow]]:
+        """Every vector of the conversation's memories, with the id of the memory it belongs to."""
+        rows = await self._fetchall(
+            "SELECT m.id, e.memory_seq, e.facet, e.chunk_index, e.model, e.vector, e.dim FROM memories m"
+            " JOIN memory_embeddings e ON e.memory_seq = m.seq WHERE m.conversation_id = %s ORDER BY e.id",
+            (conversation_id,), "read the conversation's vectors",
+        )
+        return [
+            (row[0], EmbeddingRow(row[1], row[2], row[3], row[4], np.asarray(row[5].to_numpy(), dtype="<f4").tobytes(), row[6]))
+            for row in rows
+        ]
 
     async def delete_vectors(self, model: str) -> int:
         """Drop every vector of ``model`` (reembed --force); the memories become pending."""

@@ -8,6 +8,7 @@ from ollama_mcp.domain import (
     AuditRow,
     Job,
     JobKind,
+    JobRecord,
     Memory,
 )
 from ollama_mcp.store.base import StoreBase
@@ -104,3 +105,39 @@ class JobStore(StoreBase):
                 [(r.request_id, r.conversation_id, r.step, r.tool, r.arguments_digest, r.risk, r.decision,
                   r.outcome, r.duration_ms, r.created_at) for r in rows],
             )
+
+    async def conversation_extras(self, conversation_id: str) -> tuple[list[JobRecord], list[AuditRow]]:
+        """The conversation's jobs and audit rows, oldest first."""
+        async with self._transaction("read the conversation's jobs", write=False) as conn:
+            jobs = await (await conn.execute(
+                "SELECT kind, state, attempts, run_after, lease_until, last_error, created_at, finished_at FROM jobs"
+                " WHERE conversation_id = ? ORDER BY id", (conversation_id,),
+            )).fetchall()
+            audit = await (await conn.execute(
+                "SELECT request_id, conversation_id, step, tool, arguments_digest, risk, decision, outcome,"
+                " duration_ms, created_at FROM agent_audit WHERE conversation_id = ? ORDER BY id", (conversation_id,),
+            )).fetchall()
+        return [JobRecord(*row) for row in jobs], [AuditRow(*row) for row in audit]
+
+    async def import_extras(self, conversation_id: str, jobs: Sequence[JobRecord], audit: Sequence[AuditRow]) -> bool:
+        """Insert them in one transaction unless the conversation has jobs or audit rows already."""
+        async with self._transaction("copy the conversation's jobs") as conn:
+            present = await (await conn.execute(
+                "SELECT (SELECT count(*) FROM jobs WHERE conversation_id = ?1)"
+                " + (SELECT count(*) FROM agent_audit WHERE conversation_id = ?1)", (conversation_id,),
+            )).fetchone()
+            if present and present[0]:
+                return False
+            await conn.executemany(
+                "INSERT INTO jobs (kind, conversation_id, state, attempts, run_after, lease_until, last_error,"
+                " created_at, finished_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                [(j.kind, conversation_id, j.state, j.attempts, j.run_after, j.lease_until, j.last_error,
+                  j.created_at, j.finished_at) for j in jobs],
+            )
+            await conn.executemany(
+                "INSERT INTO agent_audit (request_id, conversation_id, step, tool, arguments_digest, risk, decision,"
+                " outcome, duration_ms, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                [(r.request_id, conversation_id, r.step, r.tool, r.arguments_digest, r.risk, r.decision,
+                  r.outcome, r.duration_ms, r.created_at) for r in audit],
+            )
+        return bool(jobs or audit)

@@ -104,6 +104,15 @@ class VectorStore(StoreBase):
         )
         return bool(rows and rows[0][0])
 
+    async def conversation_vectors(self, conversation_id: str) -> list[tuple[str, EmbeddingRow]]:
+        """Every vector of the conversation's memories, with the id of the memory it belongs to."""
+        rows = await self._fetchall(
+            "SELECT m.id, e.memory_seq, e.facet, e.chunk_index, e.model, e.vector, e.dim FROM memories m"
+            " JOIN memory_embeddings e ON e.memory_seq = m.seq WHERE m.conversation_id = ? ORDER BY e.id",
+            (conversation_id,), "read the conversation's vectors",
+        )
+        return [(row[0], EmbeddingRow(row[1], row[2], row[3], row[4], bytes(row[5]), row[6])) for row in rows]
+
     async def vector_snapshot(
         self, model: str, after_id: int, sink: Callable[[VectorBatch], None], *, count: bool = True
     ) -> int | None:

@@ -1,0 +1,78 @@
+"""Copying a whole store to another backend (``ollama-mcp migrate --to``): every conversation with
+every memory version, message and summary, its jobs and audit rows, and every vector.
+
+Conversation by conversation, each step idempotent: a conversation's rows go in one transaction
+(ids kept; what exists is left alone), then its vectors (rows present are skipped), then its jobs
+and audit rows (once). A copy killed half-way is resumed by running it again, and a second run
+adds nothing. At the end every conversation's rows are counted on both sides; any difference is
+an error that names the conversation and the table.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field, replace
+
+from ollama_mcp.errors import NotFoundError, StorageError
+from ollama_mcp.storage import Storage
+
+
+@dataclass
+class CopyReport:
+    conversations: int = 0
+    memories: int = 0  # added to the target by this run
+    vectors: int = 0
+    extras: int = 0  # conversations whose jobs and audit rows this run copied
+    totals: dict[str, int] = field(default_factory=dict)  # what the source holds, counted
+
+
+async def copy_store(source: Storage, target: Storage, progress: Callable[[int, int], None] | None = None) -> CopyReport:
+    """Copy everything in ``source`` into ``target``; then check the counts (``StorageError`` on a difference)."""
+    report = CopyReport()
+    ids = await source.conversation_ids()
+    for done, conversation_id in enumerate(ids, start=1):
+        conversation, memories, _ = await source.conversation_snapshot(conversation_id)
+        by_seq = {m.seq: m.id for m in memories}
+        through = by_seq.get(conversation.summarized_through) if conversation.summarized_through else None
+        new, added = await target.import_conversation(conversation, memories, through)
+        report.conversations += int(new)
+        report.memories += added
+        vectors = await source.conversation_vectors(conversation_id)
+        if vectors:
+            _, copied, _ = await target.conversation_snapshot(conversation_id)
+            seq_of = {m.id: m.seq for m in copied}
+            report.vectors += await target.insert_embeddings(
+                [replace(row, memory_seq=seq_of[memory_id]) for memory_id, row in vectors]
+            )
+        jobs, audit = await source.conversation_extras(conversation_id)
+        report.extras += int(await target.import_extras(conversation_id, jobs, audit))
+        if progress is not None:
+            progress(done, len(ids))
+    report.totals = await check_counts(source, target, ids)
+    return report
+
+
+async def check_counts(source: Storage, target: Storage, ids: list[str]) -> dict[str, int]:
+    """Count each conversation's memories, vectors, jobs and audit rows on both sides; raise on any
+    difference. Returns the source's totals."""
+    totals = {"conversations": len(ids), "memories": 0, "vectors": 0, "jobs": 0, "audit": 0}
+    for conversation_id in ids:
+        counts = []
+        for store in (source, target):
+            try:
+                _, _, total = await store.conversation_snapshot(conversation_id, limit=0)
+            except NotFoundError:
+                counts.append({"memories": 0, "vectors": 0, "jobs": 0, "audit": 0})  # not copied at all
+                continue
+            jobs, audit = await store.conversation_extras(conversation_id)
+            vectors = await store.conversation_vectors(conversation_id)
+            counts.append({"memories": total, "vectors": len(vectors), "jobs": len(jobs), "audit": len(audit)})
+        for table, count in counts[0].items():
+            if counts[1][table] != count:
+                raise StorageError(
+                    f"The copy is incomplete: conversation {conversation_id} has {count} {table} rows in the source "
+                    f"and {counts[1][table]} in the target. Run `ollama-mcp migrate` again; if the difference "
+                    "stays, the target held other data for that conversation."
+                )
+            totals[table] += count
+    return totals
