@@ -1,0 +1,149 @@
+"""The PostgreSQL backend at scale: search and store latency without the embedding call, HNSW
+recall@10 against exact search, bulk import rate, and the peak RSS of a server instance, at
+growing store sizes (synthetic 384-d vectors and Zipf text; bench/latency.py's generators).
+
+    python bench/postgres_scale.py                    # 10k and 100k memories
+    python bench/postgres_scale.py --sizes 10000 --json out.json
+
+Each size gets a private PostgreSQL (pgserver). The floor for search is an exact scan of the
+same vectors inside PostgreSQL, timed alternately with our searches.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import random
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from bench.latency import percentile, sentence, through_mcp, words  # noqa: E402
+
+
+def clustered(rng: Any, n: int, dim: int, clusters: int = 256) -> Any:
+    """Unit vectors around ``clusters`` centres: embeddings of real text are clustered, and HNSW's
+    recall on structureless Gaussian noise says little about them."""
+    import numpy as np  # noqa: PLC0415
+
+    centres = rng.standard_normal((clusters, dim)).astype(np.float32)
+    out = centres[rng.integers(0, clusters, n)] + 0.6 * rng.standard_normal((n, dim)).astype(np.float32)
+    return out / np.linalg.norm(out, axis=1, keepdims=True)
+
+
+async def measure(n: int, dim: int, queries: int) -> dict[str, Any]:
+    import numpy as np  # noqa: PLC0415
+    import pgserver  # noqa: PLC0415
+
+    from bench.embed_server import EmbedServer, Synthetic  # noqa: PLC0415
+    from ollama_mcp.app import open_app  # noqa: PLC0415
+    from ollama_mcp.config import Settings  # noqa: PLC0415
+    from ollama_mcp.domain import EmbeddingRow, SearchFilters  # noqa: PLC0415
+
+    rng, vectors_rng = random.Random(7), np.random.default_rng(1)
+    server = EmbedServer(Synthetic(dim)).start()
+    result: dict[str, Any] = {"memories": n, "dim": dim}
+    with tempfile.TemporaryDirectory() as tmp:
+        pg = pgserver.get_server(Path(tmp) / "pg", cleanup_mode="stop")
+        env = {"OLLAMA_HOST": server.url, "OLLAMA_MCP_DB": pg.get_uri(), "OLLAMA_MCP_EMBED_MODEL": "all-minilm",
+               "HOME": tmp, "OLLAMA_MCP_LOG_LEVEL": "WARNING"}
+        try:
+            async with open_app(Settings.from_env(env), background=False) as app:
+                svc, store = app.service, app.store
+                conv = await svc.init_conversation("scale")
+                content = clustered(vectors_rng, n, dim)
+                started = time.perf_counter()
+                for start in range(0, n, 5000):
+                    count = min(5000, n - start)
+                    await svc.import_memories(conv.id, [sentence(rng) for _ in range(count)], list(content[start:start + count]))
+                result["bulk_insert_per_s"] = round(n / (time.perf_counter() - started))
+                # context vectors written directly (synthetic: near their own vectors), as the backfill would
+                seqs = [m.seq for m in (await store.conversation_snapshot(conv.id))[1]]
+                context = content + 0.3 * clustered(vectors_rng, n, dim)
+                context /= np.linalg.norm(context, axis=1, keepdims=True)
+                started = time.perf_counter()
+                for start in range(0, n, 5000):
+                    await store.insert_embeddings([
+                        EmbeddingRow(seq, "context", 0, "all-minilm", context[i].astype("<f4").tobytes(), dim)
+                        for i, seq in enumerate(seqs[start:start + 5000], start=start)  # noqa: B007
+                    ])
+                result["context_vectors_per_s"] = round(n / (time.perf_counter() - started))
+                pg.psql("VACUUM ANALYZE;")
+
+                store_ms = []
+                for i in range(queries):
+                    started = time.perf_counter()
+                    await svc.store_memory(sentence(rng), conv.id, embedding=content[i])
+                    store_ms.append((time.perf_counter() - started) * 1000)
+
+                # recall@10 of the HNSW scan against an exact scan, for queries near stored memories
+                async with store.reading("bench") as conn:  # type: ignore[attr-defined]
+                    hits = 0
+                    exact_ms, index_ms = [], []
+                    for i in range(queries):
+                        q = context[rng.randrange(n)] + 0.2 * clustered(vectors_rng, 1, dim)[0]
+                        q = (q / np.linalg.norm(q)).astype(np.float32)
+                        await conn.execute(f"SET LOCAL hnsw.ef_search = {100}")
+                        started = time.perf_counter()
+                        cursor = await conn.execute(
+                            f"SELECT memory_seq FROM memory_embeddings WHERE model = 'all-minilm' AND dim = {dim}"
+                            f" AND facet = 'context' ORDER BY vector::vector({dim}) <=> %s LIMIT 10", (q,))
+                        approx = [r[0] for r in await cursor.fetchall()]
+                        index_ms.append((time.perf_counter() - started) * 1000)
+                        started = time.perf_counter()
+                        cursor = await conn.execute(
+                            f"SELECT memory_seq FROM memory_embeddings WHERE model = 'all-minilm' AND dim = {dim}"
+                            f" AND facet = 'context' ORDER BY (vector::vector({dim}) <=> %s) + 0 LIMIT 10", (q,))
+                        exact = [r[0] for r in await cursor.fetchall()]
+                        exact_ms.append((time.perf_counter() - started) * 1000)
+                        hits += len(set(approx) & set(exact))
+                result["hnsw_recall_at_10"] = round(hits / (10 * queries), 3)
+                result["hnsw_scan_ms_p50"] = round(statistics.median(index_ms), 2)
+                result["exact_scan_ms_p50"] = round(statistics.median(exact_ms), 2)
+
+                search_ms = []
+                for _ in range(queries):
+                    q = context[rng.randrange(n)] + 0.2 * clustered(vectors_rng, 1, dim)[0]
+                    q = (q / np.linalg.norm(q)).astype(np.float32)
+                    started = time.perf_counter()
+                    found = await app.ranker.search(" ".join(words(rng, 5)), q, SearchFilters(), conv.key, 10, None)
+                    search_ms.append((time.perf_counter() - started) * 1000)
+                    assert len(found) == 10
+            result.update(await through_mcp(env, conv.id, queries, rng))
+        finally:
+            server.stop()
+            pg.cleanup()
+    result.update({
+        "store_ms_p50": round(statistics.median(store_ms), 2),
+        "search_ms_p50": round(statistics.median(search_ms), 2),
+        "search_ms_p95": round(percentile(search_ms, 0.95), 2),
+        "search_to_exact_scan": round(statistics.median(search_ms) / result["exact_scan_ms_p50"], 2),
+    })
+    return result
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description="ollama-mcp on PostgreSQL at scale")
+    parser.add_argument("--sizes", type=int, nargs="+", default=[10_000, 100_000])
+    parser.add_argument("--dim", type=int, default=384)
+    parser.add_argument("--queries", type=int, default=100)
+    parser.add_argument("--json", type=Path)
+    args = parser.parse_args()
+    import anyio  # noqa: PLC0415
+
+    results = []
+    for n in args.sizes:
+        results.append(anyio.run(measure, n, args.dim, args.queries))
+        print(json.dumps(results[-1]), flush=True)
+    if args.json:
+        args.json.write_text(json.dumps(results, indent=2))
+
+
+if __name__ == "__main__":
+    main()
