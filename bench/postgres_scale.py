@@ -86,7 +86,7 @@ async def measure(n: int, dim: int, queries: int) -> dict[str, Any]:
                 async with store.reading("bench") as conn:  # type: ignore[attr-defined]
                     hits = 0
                     exact_ms, index_ms = [], []
-                    for i in range(queries):
+                    for _ in range(queries):
                         q = context[rng.randrange(n)] + 0.2 * clustered(vectors_rng, 1, dim)[0]
                         q = (q / np.linalg.norm(q)).astype(np.float32)
                         await conn.execute(f"SET LOCAL hnsw.ef_search = {100}")

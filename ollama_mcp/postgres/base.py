@@ -55,7 +55,9 @@ class PgStoreBase:
             await conn.close()
         pool = psycopg_pool.AsyncConnectionPool(
             url, min_size=POOL_MIN, max_size=POOL_MAX, open=False, timeout=POOL_TIMEOUT_S,
-            kwargs={"autocommit": True, "connect_timeout": db.CONNECT_TIMEOUT_S},
+            # No server-side prepared statements: after five runs PostgreSQL may switch a prepared query
+            # to a generic plan, which for "ORDER BY distance LIMIT $n" can drop the HNSW index.
+            kwargs={"autocommit": True, "connect_timeout": db.CONNECT_TIMEOUT_S, "prepare_threshold": None},
             configure=register_vector_async, check=psycopg_pool.AsyncConnectionPool.check_connection,
             name="ollama-mcp",
         )
