@@ -112,6 +112,16 @@ class OllamaModelError(OllamaError):
 class EmbeddingMismatchError(OllamaMcpError):
     """A vector's dimension differs from the one the stored vectors of its model use."""
 
+    @classmethod
+    def model_changed(cls, model: str, returned: int, stored: int) -> EmbeddingMismatchError:
+        """A query vector that no longer fits the stored ones: the model changed under its name."""
+        return cls(
+            f"Embedding model {model!r} now returns {returned}-dimensional vectors, but the "
+            f"stored vectors of that model have {stored}; the model changed under the same name. "
+            "Semantic search is off until the memories are embedded again (re-pull the original "
+            "model, or set OLLAMA_MCP_EMBED_MODEL to a new name so they are re-embedded)."
+        )
+
 
 class InputTooLongError(OllamaModelError):
     """One input exceeded the model's context; the embedder splits it and tries again."""

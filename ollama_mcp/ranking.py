@@ -8,6 +8,8 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from ollama_mcp.domain import Memory, SearchHit
+
 WORD = re.compile(r"\w+", re.UNICODE)
 MAX_QUERY_TERMS = 64
 
@@ -113,3 +115,12 @@ def rank_lists(
         # (pending), are kept.
         fused = [r for r in fused if r.similarity is None or r.similarity >= threshold or r.seq in exact_set]
     return fused[:top_k]
+
+
+def to_hits(chosen: Sequence[Ranked], memories: dict[int, Memory]) -> list[SearchHit]:
+    """The ranked memories as search hits, in order; one deleted since it was ranked is left out."""
+    return [
+        SearchHit(memories[r.seq], r.score, None if r.similarity is None else round(r.similarity, 4))
+        for r in chosen
+        if r.seq in memories
+    ]

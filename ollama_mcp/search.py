@@ -14,7 +14,7 @@ import numpy as np
 
 from ollama_mcp.domain import Facet, Scope, SearchFilters, SearchHit
 from ollama_mcp.keywords import KeywordIndex
-from ollama_mcp.ranking import MAX_QUERY_TERMS, WORD, SearchTuning, query_terms, rank_lists
+from ollama_mcp.ranking import MAX_QUERY_TERMS, WORD, SearchTuning, query_terms, rank_lists, to_hits
 from ollama_mcp.store import FACET_CODES, KIND_CODES, SearchReads, Store
 from ollama_mcp.vectors import VectorIndex
 
@@ -113,12 +113,7 @@ class HybridSearch:
             tuning, exact=exact, keyword=keyword, keyword_context=keyword_context, by_meaning=by_meaning,
             similarity=similarity, top_k=top_k, depth=depth, threshold=threshold,
         )
-        memories = await self._store.memories_by_seq(r.seq for r in chosen)
-        return [
-            SearchHit(memories[r.seq], r.score, None if r.similarity is None else round(r.similarity, 4))
-            for r in chosen
-            if r.seq in memories  # deleted by another process between ranking and reading
-        ]
+        return to_hits(chosen, await self._store.memories_by_seq(r.seq for r in chosen))
 
     # -- keeping the indexes current (the Ranker protocol) ----------------------------------------
 

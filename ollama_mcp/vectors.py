@@ -274,12 +274,7 @@ class VectorIndex:
 
     def check_dimension(self, vector: np.ndarray) -> None:
         if self.dim is not None and vector.size != self.dim:
-            raise EmbeddingMismatchError(
-                f"Embedding model {self.model!r} now returns {vector.size}-dimensional vectors, but the "
-                f"stored vectors of that model have {self.dim}; the model changed under the same name. "
-                "Semantic search is off until the memories are embedded again (re-pull the original "
-                "model, or set OLLAMA_MCP_EMBED_MODEL to a new name so they are re-embedded)."
-            )
+            raise EmbeddingMismatchError.model_changed(self.model, vector.size, self.dim)
 
     def _rank(self, query: np.ndarray, k: int, scope: Scope, candidates: list[int]) -> Ranking:
         content = self._matrices.get(_CONTENT)

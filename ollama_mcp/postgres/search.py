@@ -6,7 +6,7 @@ The lists are those of the SQLite ranker, fused by the same code (``ranking.rank
 
 - exact: memories holding the query's words in order (``phraseto_tsquery``), best first;
 - keywords over content and over context: full-text search (GIN indexes over generated
-  ``tsvector`` columns), ranked by ``ts_rank_cd``;
+  ``tsvector`` columns) finds the matches, BM25 from term statistics ranks them;
 - meaning in context: nearest context vectors by the (model, dimension)'s HNSW index (a memory
   without a context vector yet is ranked by its own vector), filtered after the index scan; when
   the filters leave fewer than wanted, an exact scan of the filtered memories takes over;
@@ -25,9 +25,9 @@ from psycopg import sql
 
 from ollama_mcp.domain import SearchFilters, SearchHit
 from ollama_mcp.errors import EmbeddingMismatchError
-from ollama_mcp.postgres.rows import filter_sql
+from ollama_mcp.postgres.rows import ALL_KINDS, filter_sql, stored_dimension
 from ollama_mcp.postgres.store import PgStore
-from ollama_mcp.ranking import MAX_QUERY_TERMS, WORD, SearchTuning, query_terms, rank_lists
+from ollama_mcp.ranking import MAX_QUERY_TERMS, WORD, SearchTuning, query_terms, rank_lists, to_hits
 
 # HNSW candidates fetched per wanted memory before filtering (two facets, several chunks, and
 # filters drop some), and pgvector's ef_search for that many: recall@10 figures in bench/README.md.
@@ -36,6 +36,7 @@ OVERFETCH = 4
 BM25_K1 = 1.2
 BM25_B = 0.75
 EXACT_STATISTICS_ROWS = 10_000
+SIZE_EVERY = 64
 MIN_EF_SEARCH = 100
 
 
@@ -46,15 +47,15 @@ class PgRanker:
         self._store = store
         self.model = model
         self.tuning = tuning or SearchTuning()
-        # Whether a word is in a large share of all memories (a ranking heuristic, not data: a
-        # stale answer costs speed, never a result), for a store size that moved less than a fifth.
-        self._common: dict[str, bool] = {}
-        self._common_for_size = 0
+        # Ranking inputs, not data (old values move scores a little, never a result set): the
+        # store's size and average words per memory, read every SIZE_EVERY searches; and per word,
+        # whether it is common and its document frequency, kept while the size moves less than a fifth.
+        self._searches = 0
         self._memory_count = 0
-        self._searches_since_count = 0
-        self._averages: dict[str, tuple[int, float]] = {}  # column -> (memories, average distinct words)
+        self._average_words: dict[str, float] = {}  # column -> average distinct words per memory
+        self._cached_for_size = 0
+        self._common: dict[str, bool] = {}  # query word -> in a large share of all memories?
         self._frequencies: dict[tuple[str, str], int] = {}  # (column, lexeme) -> memories holding it
-        self._frequencies_for: dict[str, int] = {}  # the memory count those frequencies were read at
 
     async def search(
         self,
@@ -70,6 +71,7 @@ class PgRanker:
         params: dict[str, Any] = {}
         where = filter_sql(filters, params)
         async with self._store.reading("search memories") as conn:
+            await self._read_size(conn)
             terms = await self._informative_terms(conn, query_terms(query))
             exact = await self._exact(conn, query, where, params, top_k)
             keyword = await self._keywords(conn, "content_words", terms, where, params, depth)
@@ -80,29 +82,19 @@ class PgRanker:
             by_meaning: list[int] = []
             similarity: dict[int, float] = {}
             if query_vector is not None:
-                dim = await self._dimension(conn)
+                dim = await stored_dimension(conn, self.model)
                 if dim is not None:
                     if query_vector.size != dim:
-                        raise EmbeddingMismatchError(
-                            f"Embedding model {self.model!r} now returns {query_vector.size}-dimensional vectors, but "
-                            f"the stored vectors of that model have {dim}; the model changed under the same name. "
-                            "Semantic search is off until the memories are embedded again (re-pull the original "
-                            "model, or set OLLAMA_MCP_EMBED_MODEL to a new name so they are re-embedded)."
-                        )
+                        raise EmbeddingMismatchError.model_changed(self.model, query_vector.size, dim)
                     vector = query_vector.astype(np.float32, copy=False)
-                    by_meaning = await self._by_meaning(conn, vector, dim, where, params, depth)
+                    by_meaning = await self._by_meaning(conn, vector, dim, where, params, depth, narrow=narrows(filters))
                     candidates = list(dict.fromkeys([*exact, *keyword, *keyword_context, *by_meaning]))
                     similarity = await self._similarities(conn, vector, dim, candidates)
         chosen = rank_lists(
             tuning, exact=exact, keyword=keyword, keyword_context=keyword_context, by_meaning=by_meaning,
             similarity=similarity, top_k=top_k, depth=depth, threshold=threshold,
         )
-        memories = await self._store.memories_by_seq(r.seq for r in chosen)
-        return [
-            SearchHit(memories[r.seq], r.score, None if r.similarity is None else round(r.similarity, 4))
-            for r in chosen
-            if r.seq in memories  # deleted by another instance between ranking and reading
-        ]
+        return to_hits(chosen, await self._store.memories_by_seq(r.seq for r in chosen))
 
     async def _exact(
         self, conn: psycopg.AsyncConnection, query: str, where: list[str], params: dict[str, Any], top_k: int
@@ -158,27 +150,37 @@ class PgRanker:
         )
         return [int(row[0]) for row in await cursor.fetchall()]
 
+    async def _read_size(self, conn: psycopg.AsyncConnection) -> None:
+        """Every SIZE_EVERY searches: the memory count (exact below EXACT_STATISTICS_ROWS, else the
+        planner's estimate) and the average distinct words per memory (from a sample of about
+        EXACT_STATISTICS_ROWS rows), so that reading them never stalls a search on a full scan."""
+        self._searches += 1
+        if (self._searches - 1) % SIZE_EVERY:
+            return
+        cursor = await conn.execute(
+            "SELECT CASE WHEN reltuples < %(exact)s THEN (SELECT count(*) FROM memories) ELSE reltuples::bigint END"
+            " FROM pg_class WHERE oid = 'memories'::regclass",
+            {"exact": EXACT_STATISTICS_ROWS},
+        )
+        row = await cursor.fetchone()
+        self._memory_count = count = int(row[0]) if row else 0
+        share = 100.0 if count <= EXACT_STATISTICS_ROWS else 100.0 * EXACT_STATISTICS_ROWS / count
+        cursor = await conn.execute(
+            "SELECT coalesce(avg(length(content_words)), 0), coalesce(avg(length(context_words)), 0)"
+            " FROM memories TABLESAMPLE SYSTEM (%s)", (share,),
+        )
+        row = await cursor.fetchone()
+        self._average_words = {"content_words": float(row[0]), "context_words": float(row[1])} if row else {}
+        if not self._cached_for_size or abs(count - self._cached_for_size) > self._cached_for_size // 5:
+            self._common.clear()  # the store grew or shrank by a fifth: shares have moved
+            self._frequencies.clear()
+            self._cached_for_size = max(count, 1)
+
     async def _statistics(
         self, conn: psycopg.AsyncConnection, column: str, lexemes: Sequence[str]
     ) -> tuple[int, float, list[int]]:
         """BM25's inputs for ``column``: the memory count, the average number of distinct words,
-        and each lexeme's document frequency. Counts are cached (a ranking input, not data:
-        slightly old counts move scores a little, never a result set) and read again whenever
-        the store grew or shrank by a fifth."""
-        if self._searches_since_count % 64 == 0 or column not in self._averages:
-            # Exact on small stores; on large ones the planner's row estimate and a sample of about
-            # 10,000 rows, so that reading the statistics never stalls a search on a full scan.
-            count = await self._memories(conn)
-            share = 100.0 if count <= EXACT_STATISTICS_ROWS else 100.0 * EXACT_STATISTICS_ROWS / count
-            cursor = await conn.execute(
-                f"SELECT coalesce(avg(length({column})), 0) FROM memories TABLESAMPLE SYSTEM (%s)", (share,)
-            )
-            row = await cursor.fetchone()
-            self._averages[column] = (count, float(row[0]) if row else 0.0)
-        count, average = self._averages[column]
-        if abs(count - self._frequencies_for.get(column, 0)) > self._frequencies_for.get(column, 0) // 5:
-            self._frequencies = {key: df for key, df in self._frequencies.items() if key[0] != column}
-            self._frequencies_for[column] = max(count, 1)
+        and each lexeme's document frequency (cached, see ``__init__``)."""
         for lexeme in lexemes:
             if (column, lexeme) not in self._frequencies:
                 cursor = await conn.execute(
@@ -188,21 +190,15 @@ class PgRanker:
                 if len(self._frequencies) > 20_000:
                     self._frequencies.clear()
                 self._frequencies[(column, lexeme)] = int(row[0]) if row else 0
-        return count, average, [self._frequencies[(column, lexeme)] for lexeme in lexemes]
+        average = self._average_words.get(column, 0.0)
+        return self._memory_count, average, [self._frequencies[(column, lexeme)] for lexeme in lexemes]
 
     async def _informative_terms(self, conn: psycopg.AsyncConnection, terms: list[str]) -> list[str]:
         """``terms`` without those found in a large share of all memories (if any rarer remain):
         they barely move the ranking, yet scoring every memory they match is what is slow."""
         if len(terms) < 2:
             return terms
-        if self._searches_since_count % 64 == 0:  # the size moves slowly: read it now and then
-            self._memory_count = await self._memories(conn)
-        self._searches_since_count += 1
-        size = self._memory_count
-        if not self._common_for_size or abs(size - self._common_for_size) > self._common_for_size // 5:
-            self._common.clear()
-            self._common_for_size = max(size, 1)
-        cap = max(self.tuning.common_min_docs, int(size * self.tuning.common_share))
+        cap = max(self.tuning.common_min_docs, int(self._memory_count * self.tuning.common_share))
         for term in terms:
             if term not in self._common:
                 cursor = await conn.execute(
@@ -216,24 +212,9 @@ class PgRanker:
                 self._common[term] = bool(row and row[0] > cap)
         return [t for t in terms if not self._common[t]] or terms
 
-    async def _memories(self, conn: psycopg.AsyncConnection) -> int:
-        """How many memories there are: exact below EXACT_STATISTICS_ROWS, else the planner's estimate."""
-        cursor = await conn.execute(
-            "SELECT CASE WHEN reltuples < %(exact)s THEN (SELECT count(*) FROM memories) ELSE reltuples::bigint END"
-            " FROM pg_class WHERE oid = 'memories'::regclass",
-            {"exact": EXACT_STATISTICS_ROWS},
-        )
-        row = await cursor.fetchone()
-        return int(row[0]) if row else 0
-
-    async def _dimension(self, conn: psycopg.AsyncConnection) -> int | None:
-        cursor = await conn.execute("SELECT dim FROM memory_embeddings WHERE model = %s LIMIT 1", (self.model,))
-        row = await cursor.fetchone()
-        return None if row is None else int(row[0])
-
     async def _by_meaning(
         self, conn: psycopg.AsyncConnection, vector: np.ndarray, dim: int, where: list[str],
-        params: dict[str, Any], depth: int,
+        params: dict[str, Any], depth: int, *, narrow: bool,
     ) -> list[int]:
         """The ``depth`` memories nearest in meaning (context vectors; own vectors where no context
         vector exists yet) that pass the filters."""
@@ -255,7 +236,7 @@ class PgRanker:
         await conn.execute(sql.SQL("SET LOCAL hnsw.ef_search = {}").format(sql.Literal(max(MIN_EF_SEARCH, limit))))
         cursor = await conn.execute(index_scan, values)
         found = [int(row[0]) for row in await cursor.fetchall()]
-        if len(found) >= depth or not where_restricts(where):
+        if len(found) >= depth or not narrow:
             return found
         # The filters kept too few of the index's neighbours: rank the filtered memories exactly
         # ("+ 0" keeps the planner off the index, whose scan stops at ef_search rows).
@@ -302,6 +283,7 @@ class PgRanker:
         return False
 
 
-def where_restricts(where: list[str]) -> bool:
-    """Whether the filters can exclude a large share of memories (beyond superseded versions)."""
-    return any(condition != "m.superseded_by IS NULL" for condition in where)
+def narrows(filters: SearchFilters) -> bool:
+    """Whether ``filters`` can exclude a large share of memories (beyond replaced versions)."""
+    return bool(filters.conversation_id or filters.tags or filters.since or filters.until) or \
+        set(filters.kinds) != ALL_KINDS

@@ -16,6 +16,7 @@ from ollama_mcp.postgres.rows import (
     MISSING_VECTOR,
     insert_embedding_rows,
     memory_from_row,
+    stored_dimension,
 )
 
 # How long a memory handed to one instance's backfill stays reserved for it: long enough to embed
@@ -42,13 +43,13 @@ class VectorStore(PgStoreBase):
     async def model_dimension(self, model: str, conversation_id: str | None = None) -> int | None:
         """The dimension the stored vectors of ``model`` use (in one conversation, if given)."""
         if conversation_id is None:
-            sql, params = "SELECT dim FROM memory_embeddings WHERE model = %s LIMIT 1", [model]
-        else:
-            sql = (
-                "SELECT e.dim FROM memories m JOIN memory_embeddings e ON e.memory_seq = m.seq"
-                " WHERE e.model = %s AND m.conversation_id = %s LIMIT 1"
-            )
-            params = [model, conversation_id]
+            async with self._connection("read the embedding dimension") as conn:
+                return await stored_dimension(conn, model)
+        sql = (
+            "SELECT e.dim FROM memories m JOIN memory_embeddings e ON e.memory_seq = m.seq"
+            " WHERE e.model = %s AND m.conversation_id = %s LIMIT 1"
+        )
+        params = [model, conversation_id]
         rows = await self._fetchall(sql, params, "read the embedding dimension")
         return int(rows[0][0]) if rows else None
 
