@@ -108,9 +108,9 @@ def _postgres(url: str, model: str) -> tuple[list[Check], StoreSummary | None]:
     note = "" if summary.schema_version == newest else f"; it will be upgraded from {summary.schema_version} on first use"
     checks.append(Check("database", True, f"{where}: {sum(summary.memories.values()):,} memories, "
                         f"schema {summary.schema_version}{note}"))
-    for index_model, dim, ready in found.vector_indexes:
+    for index_model, dim, facet, ready in found.vector_indexes:
         if not ready:
-            checks.append(Check("index", False, f"the HNSW index of {index_model!r} ({dim} dimensions) is not valid "
+            checks.append(Check("index", False, f"the HNSW index of {index_model!r} ({dim} dimensions, {facet}) is not valid "
                                 "(a build was interrupted); searches by meaning of that model scan every vector. "
                                 "Run `REINDEX TABLE memory_embeddings;` on the database.", blocking=False))
     return checks, summary
@@ -203,8 +203,8 @@ def _postgres_stats(url: str, model: str) -> list[tuple[str, str]]:
     ]
     if found.store is None:
         return [*lines, ("schema", "none yet (created on first use)")]
-    indexes = [("index", f"HNSW {m} ({dim} dimensions): {'ready' if ready else 'INVALID, run REINDEX'}")
-               for m, dim, ready in found.vector_indexes]
+    indexes = [("index", f"HNSW {m} ({dim} dimensions, {facet}): {'ready' if ready else 'INVALID, run REINDEX'}")
+               for m, dim, facet, ready in found.vector_indexes]
     return [*lines, ("schema", str(found.store.schema_version)), *_holdings(found.store, model), *indexes]
 
 

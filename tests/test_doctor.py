@@ -114,7 +114,8 @@ def test_stats_counts_what_the_store_holds(db: Database, fake_ollama: FakeOllama
     out = subprocess.run([str(SCRIPT), "stats"], capture_output=True, text=True, timeout=60, env=env, check=True).stdout
     if db.backend == "postgres":
         assert "PostgreSQL 16" in out and "pgvector 0." in out
-        assert "HNSW nomic-embed-text (256 dimensions): ready" in out and "postgres" not in out.split("database")[1][:0]
+        assert "HNSW nomic-embed-text (256 dimensions, content): ready" in out
+        assert "HNSW nomic-embed-text (256 dimensions, context): ready" in out and "postgres" not in out.split("database")[1][:0]
     else:
         assert "SQLite 3." in out
     assert "1 (1 active, 0 completed)" in out

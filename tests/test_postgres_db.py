@@ -92,3 +92,23 @@ async def test_an_unreachable_server_is_named_by_host_and_port_without_the_passw
     message = str(failed.value)
     assert "127.0.0.1:1/team_memory" in message and "unreachable" in message
     assert "s3cret-pw" not in message and "ana:" not in message
+
+
+async def test_an_hnsw_index_over_both_facets_is_replaced_by_one_per_facet_on_upgrade(postgres_url: str) -> None:
+    from ollama_mcp.postgres.base import vector_index_name  # noqa: PLC0415
+
+    await open_and_migrate(postgres_url)
+    with psycopg.connect(postgres_url, autocommit=True) as conn:  # a database as version 2 left it
+        conn.execute("DELETE FROM schema_migrations WHERE version >= 3")
+        conn.execute(
+            "CREATE INDEX memory_embeddings_hnsw_0123456789abcdef ON memory_embeddings USING hnsw"
+            " ((vector::vector(4)) vector_cosine_ops) WHERE model = 'it''s:7b' AND dim = 4"
+        )
+    await open_and_migrate(postgres_url)
+    indexes = rows(postgres_url, "SELECT indexname, indexdef FROM pg_indexes WHERE indexname LIKE 'memory_embeddings_hnsw_%'"
+                                 " ORDER BY indexname")
+    assert sorted(name for name, _ in indexes) == sorted(
+        vector_index_name("it's:7b", 4, facet) for facet in ("content", "context")
+    )
+    assert all("vector(4)" in definition and "model = 'it''s:7b'" in definition for _, definition in indexes)
+    assert {definition.split("facet = ")[1][:9] for _, definition in indexes} == {"'content'", "'context'"}

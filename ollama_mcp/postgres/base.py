@@ -30,9 +30,13 @@ HNSW_M = 16
 HNSW_EF_CONSTRUCTION = 64
 
 
-def vector_index_name(model: str, dim: int) -> str:
-    """The HNSW index of one (model, dimension): a stable name whatever characters the model has."""
-    return f"memory_embeddings_hnsw_{hashlib.sha256(f'{model}/{dim}'.encode()).hexdigest()[:16]}"
+FACETS = ("content", "context")
+
+
+def vector_index_name(model: str, dim: int, facet: str) -> str:
+    """The HNSW index of one (model, dimension, facet): a stable name whatever characters the model
+    has (schema_postgres/0003 computes the same name in SQL)."""
+    return f"memory_embeddings_hnsw_{hashlib.sha256(f'{model}/{dim}/{facet}'.encode()).hexdigest()[:16]}"
 
 
 class PgStoreBase:
@@ -83,18 +87,20 @@ class PgStoreBase:
             await self._pool.close()
 
     async def ensure_vector_index(self, model: str, dim: int) -> None:
-        """Create the HNSW index (cosine) of ``model``'s ``dim``-dimensional vectors unless it exists:
-        a partial index over ``vector::vector(dim)``, which the ranker's queries name exactly."""
+        """Create the HNSW indexes (cosine) of ``model``'s ``dim``-dimensional vectors unless they
+        exist: one partial index per facet over ``vector::vector(dim)``, which the ranker's queries
+        name exactly. One per facet, because a scan filtered to one facet after the index stops at
+        ef_search rows: over both facets, half of them were wasted (recall@10 0.72 at 100k)."""
         if (model, dim) in self._indexed:
             return
-        name = vector_index_name(model, dim)
         async with self._transaction("create the vector index") as conn:
             await conn.execute("SELECT pg_advisory_xact_lock(%s)", (db.MIGRATION_LOCK,))
-            await conn.execute(sql.SQL(
-                "CREATE INDEX IF NOT EXISTS {} ON memory_embeddings USING hnsw ((vector::vector({})) vector_cosine_ops)"
-                " WITH (m = {}, ef_construction = {}) WHERE model = {} AND dim = {}"
-            ).format(sql.Identifier(name), sql.Literal(dim), sql.Literal(HNSW_M), sql.Literal(HNSW_EF_CONSTRUCTION),
-                     sql.Literal(model), sql.Literal(dim)))
+            for facet in FACETS:
+                await conn.execute(sql.SQL(
+                    "CREATE INDEX IF NOT EXISTS {} ON memory_embeddings USING hnsw ((vector::vector({})) vector_cosine_ops)"
+                    " WITH (m = {}, ef_construction = {}) WHERE model = {} AND dim = {} AND facet = {}"
+                ).format(sql.Identifier(vector_index_name(model, dim, facet)), sql.Literal(dim), sql.Literal(HNSW_M),
+                         sql.Literal(HNSW_EF_CONSTRUCTION), sql.Literal(model), sql.Literal(dim), sql.Literal(facet)))
         self._indexed.add((model, dim))
 
     @asynccontextmanager

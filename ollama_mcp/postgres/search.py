@@ -35,8 +35,15 @@ OVERFETCH = 4
 # BM25's parameters, as SQLite's FTS5 uses them.
 BM25_K1 = 1.2
 BM25_B = 0.75
+# Above this many memories, document frequencies of common words come from the planner's
+# statistics (ANALYZE's most common lexemes of each tsvector column) rather than from counting.
 EXACT_STATISTICS_ROWS = 10_000
 SIZE_EVERY = 64
+# Memories a keyword list scores at most: those holding the query's rarest words, adding commoner
+# words while their document frequencies stay under this. A word in more memories than this adds
+# to the scores of the memories found but finds none itself; this bounds a search on a large
+# store (the rarest words carry most of BM25's weight).
+KEYWORD_ROWS = 2_000
 MIN_EF_SEARCH = 100
 
 
@@ -48,13 +55,14 @@ class PgRanker:
         self.model = model
         self.tuning = tuning or SearchTuning()
         # Ranking inputs, not data (old values move scores a little, never a result set): the
-        # store's size and average words per memory, read every SIZE_EVERY searches; and per word,
-        # whether it is common and its document frequency, kept while the size moves less than a fifth.
+        # store's size, average words per memory and the planner's common lexemes, read every
+        # SIZE_EVERY searches; and each lexeme's document frequency, kept while the size moves less
+        # than a fifth.
         self._searches = 0
         self._memory_count = 0
         self._average_words: dict[str, float] = {}  # column -> average distinct words per memory
         self._cached_for_size = 0
-        self._common: dict[str, bool] = {}  # query word -> in a large share of all memories?
+        self._common_shares: dict[str, dict[str, float]] = {}  # column -> lexeme -> share (planner's)
         self._frequencies: dict[tuple[str, str], int] = {}  # (column, lexeme) -> memories holding it
 
     async def search(
@@ -72,11 +80,11 @@ class PgRanker:
         where = filter_sql(filters, params)
         async with self._store.reading("search memories") as conn:
             await self._read_size(conn)
-            terms = await self._informative_terms(conn, query_terms(query))
+            lexemes = await self._informative_lexemes(conn, query_terms(query))
             exact = await self._exact(conn, query, where, params, top_k)
-            keyword = await self._keywords(conn, "content_words", terms, where, params, depth)
+            keyword = await self._keywords(conn, "content_words", lexemes, where, params, depth)
             keyword_context = (
-                await self._keywords(conn, "context_words", terms, where, params, depth)
+                await self._keywords(conn, "context_words", lexemes, where, params, depth)
                 if tuning.keyword_context_weight else []
             )
             by_meaning: list[int] = []
@@ -112,48 +120,47 @@ class PgRanker:
         return [int(row[0]) for row in await cursor.fetchall()]
 
     async def _keywords(
-        self, conn: psycopg.AsyncConnection, column: str, terms: Sequence[str], where: list[str],
+        self, conn: psycopg.AsyncConnection, column: str, lexemes: Sequence[str], where: list[str],
         params: dict[str, Any], depth: int,
     ) -> list[int]:
-        """Memories matching any of ``terms`` in ``column``, best first by BM25.
+        """Memories holding any of ``lexemes`` in ``column``, best first by BM25.
 
         PostgreSQL finds the matches (GIN index); BM25 scores them from each match's term counts
-        (its tsvector) and each word's document frequency (``_statistics``). ``ts_rank_cd`` alone
-        has no inverse document frequency, and ranked LoCoMo 0.03 lower (bench/README.md).
+        (its tsvector) and each word's document frequency. ``ts_rank_cd`` alone has no inverse
+        document frequency, and ranked LoCoMo 0.03 lower (bench/README.md). The memories scored
+        are bounded by KEYWORD_ROWS (see there).
         """
-        if not terms:
-            return []
-        # Each word becomes its own plainto_tsquery, ORed: the user's text is never parsed as
-        # tsquery syntax, so quotes, &, |, ! and : are just characters.
-        any_term = " || ".join(f"plainto_tsquery('english', %(term{i})s)" for i in range(len(terms)))
-        words = {f"term{i}": term for i, term in enumerate(terms)}
-        cursor = await conn.execute(
-            "SELECT DISTINCT lexeme FROM unnest(tsvector_to_array(to_tsvector('english', %(text)s))) AS lexeme",
-            {"text": " ".join(terms)},
-        )
-        lexemes = [row[0] for row in await cursor.fetchall()]
         if not lexemes:
             return []
-        count, average, frequencies = await self._statistics(conn, column, lexemes)
+        frequencies = await self._document_frequencies(conn, column, lexemes)
+        count = self._memory_count
         idf = [math.log(1 + (count - df + 0.5) / (df + 0.5)) for df in frequencies]
-        conditions = " AND ".join([f"m.{column} @@ query.q", *where])
+        finding: list[str] = []
+        rows = 0
+        for df, lexeme in sorted(zip(frequencies, lexemes, strict=True)):
+            if finding and rows + df > KEYWORD_ROWS:
+                break
+            finding.append(lexeme)
+            rows += df
+        conditions = " AND ".join([f"m.{column} @@ %(match)s::tsquery", *where])
         cursor = await conn.execute(
-            f"WITH words(lexeme, idf) AS (SELECT * FROM unnest(%(lexemes)s::text[], %(idf)s::float8[]))"
-            f" SELECT m.seq, sum(w.idf * u.tf * {BM25_K1 + 1}"
-            f" / (u.tf + {BM25_K1} * (1 - {BM25_B} + {BM25_B} * length(m.{column}) / %(average)s))) AS score"
-            f" FROM memories m CROSS JOIN (SELECT {any_term} AS q) query"
-            f" CROSS JOIN LATERAL (SELECT v.lexeme, coalesce(array_length(v.positions, 1), 1) AS tf"
-            f" FROM unnest(m.{column}) v) u JOIN words w ON w.lexeme = u.lexeme"
-            f" WHERE {conditions} AND numnode(query.q) > 0"
-            " GROUP BY m.seq ORDER BY score DESC, m.seq LIMIT %(limit)s",
-            {**params, **words, "lexemes": lexemes, "idf": idf, "average": max(average, 1.0), "limit": depth},
+            f"WITH words(lexeme, idf) AS (SELECT * FROM unnest(%(lexemes)s::text[], %(idf)s::float8[])),"
+            f" found AS (SELECT m.seq, m.{column} AS words FROM memories m WHERE {conditions} LIMIT %(rows)s)"
+            f" SELECT f.seq, sum(w.idf * u.tf * {BM25_K1 + 1}"
+            f" / (u.tf + {BM25_K1} * (1 - {BM25_B} + {BM25_B} * length(f.words) / %(average)s))) AS score"
+            " FROM found f CROSS JOIN LATERAL (SELECT v.lexeme, coalesce(array_length(v.positions, 1), 1) AS tf"
+            " FROM unnest(f.words) v) u JOIN words w ON w.lexeme = u.lexeme"
+            " GROUP BY f.seq ORDER BY score DESC, f.seq LIMIT %(limit)s",
+            {**params, "lexemes": list(lexemes), "idf": idf, "match": tsquery_any(finding), "rows": KEYWORD_ROWS,
+             "average": max(self._average_words.get(column, 0.0), 1.0), "limit": depth},
         )
         return [int(row[0]) for row in await cursor.fetchall()]
 
     async def _read_size(self, conn: psycopg.AsyncConnection) -> None:
         """Every SIZE_EVERY searches: the memory count (exact below EXACT_STATISTICS_ROWS, else the
-        planner's estimate) and the average distinct words per memory (from a sample of about
-        EXACT_STATISTICS_ROWS rows), so that reading them never stalls a search on a full scan."""
+        planner's estimate), the average distinct words per memory (from a sample of about
+        EXACT_STATISTICS_ROWS rows) and, on large stores, the planner's most common lexemes, so
+        that reading them never stalls a search on a full scan."""
         self._searches += 1
         if (self._searches - 1) % SIZE_EVERY:
             return
@@ -171,46 +178,60 @@ class PgRanker:
         )
         row = await cursor.fetchone()
         self._average_words = {"content_words": float(row[0]), "context_words": float(row[1])} if row else {}
+        self._common_shares = {}
+        if count > EXACT_STATISTICS_ROWS:
+            # ANALYZE's most common elements of a tsvector column, each with the share of rows
+            # holding it (the array's last three entries are its minimum, maximum and null share).
+            cursor = await conn.execute(
+                "SELECT attname, most_common_elems::text::text[], most_common_elem_freqs FROM pg_stats"
+                " WHERE schemaname = current_schema() AND tablename = 'memories'"
+                " AND attname IN ('content_words', 'context_words') AND most_common_elems IS NOT NULL"
+            )
+            for column, elements, shares in await cursor.fetchall():
+                self._common_shares[column] = dict(zip(elements, shares, strict=False))
         if not self._cached_for_size or abs(count - self._cached_for_size) > self._cached_for_size // 5:
-            self._common.clear()  # the store grew or shrank by a fifth: shares have moved
-            self._frequencies.clear()
+            self._frequencies.clear()  # the store grew or shrank by a fifth: frequencies have moved
             self._cached_for_size = max(count, 1)
 
-    async def _statistics(
+    async def _document_frequencies(
         self, conn: psycopg.AsyncConnection, column: str, lexemes: Sequence[str]
-    ) -> tuple[int, float, list[int]]:
-        """BM25's inputs for ``column``: the memory count, the average number of distinct words,
-        and each lexeme's document frequency (cached, see ``__init__``)."""
+    ) -> list[int]:
+        """How many memories hold each of ``lexemes`` in ``column``: estimated from the planner's
+        statistics for common words of a large store, counted for the others (cached, see
+        ``__init__``)."""
+        common = self._common_shares.get(column, {})
         for lexeme in lexemes:
-            if (column, lexeme) not in self._frequencies:
+            if (column, lexeme) in self._frequencies:
+                continue
+            if lexeme in common:
+                found = round(common[lexeme] * self._memory_count)
+            else:
                 cursor = await conn.execute(
-                    f"SELECT count(*) FROM memories WHERE {column} @@ plainto_tsquery('simple', %s)", (lexeme,)
+                    f"SELECT count(*) FROM memories WHERE {column} @@ %s::tsquery", (tsquery_any([lexeme]),)
                 )
                 row = await cursor.fetchone()
-                if len(self._frequencies) > 20_000:
-                    self._frequencies.clear()
-                self._frequencies[(column, lexeme)] = int(row[0]) if row else 0
-        average = self._average_words.get(column, 0.0)
-        return self._memory_count, average, [self._frequencies[(column, lexeme)] for lexeme in lexemes]
+                found = int(row[0]) if row else 0
+            if len(self._frequencies) > 20_000:
+                self._frequencies.clear()
+            self._frequencies[(column, lexeme)] = found
+        return [self._frequencies[(column, lexeme)] for lexeme in lexemes]
 
-    async def _informative_terms(self, conn: psycopg.AsyncConnection, terms: list[str]) -> list[str]:
-        """``terms`` without those found in a large share of all memories (if any rarer remain):
-        they barely move the ranking, yet scoring every memory they match is what is slow."""
-        if len(terms) < 2:
-            return terms
+    async def _informative_lexemes(self, conn: psycopg.AsyncConnection, terms: list[str]) -> list[str]:
+        """The distinct lexemes of ``terms``, without those found in a large share of all memories
+        (if any rarer remain): they barely move the ranking, yet scoring every memory they match
+        is what is slow."""
+        if not terms:
+            return []
+        cursor = await conn.execute(
+            "SELECT DISTINCT lexeme FROM unnest(tsvector_to_array(to_tsvector('english', %(text)s))) AS lexeme",
+            {"text": " ".join(terms)},
+        )
+        lexemes = sorted(row[0] for row in await cursor.fetchall())
+        if len(lexemes) < 2:
+            return lexemes
         cap = max(self.tuning.common_min_docs, int(self._memory_count * self.tuning.common_share))
-        for term in terms:
-            if term not in self._common:
-                cursor = await conn.execute(
-                    "SELECT count(*) FROM (SELECT 1 FROM memories WHERE content_words @@ plainto_tsquery('english', %s)"
-                    " LIMIT %s) AS found",
-                    (term, cap + 1),
-                )
-                row = await cursor.fetchone()
-                if len(self._common) > 10_000:
-                    self._common.clear()
-                self._common[term] = bool(row and row[0] > cap)
-        return [t for t in terms if not self._common[t]] or terms
+        frequencies = await self._document_frequencies(conn, "content_words", lexemes)
+        return [lexeme for lexeme, df in zip(lexemes, frequencies, strict=True) if df <= cap] or lexemes
 
     async def _by_meaning(
         self, conn: psycopg.AsyncConnection, vector: np.ndarray, dim: int, where: list[str],
@@ -218,20 +239,27 @@ class PgRanker:
     ) -> list[int]:
         """The ``depth`` memories nearest in meaning (context vectors; own vectors where no context
         vector exists yet) that pass the filters."""
-        covered = (
-            "(e.facet = 'context' OR NOT EXISTS (SELECT 1 FROM memory_embeddings c WHERE c.memory_seq = e.memory_seq"
-            " AND c.model = e.model AND c.facet = 'context'))"
-        )
-        filters = " AND ".join([covered, *where])
+        filters = " AND ".join(where) or "true"
         limit = depth * OVERFETCH
-        # The partial index is used only when its predicate appears literally in the query.
+        # Two scans of the facets' HNSW indexes (each index is used only when its predicate appears
+        # literally in the query): the nearest context vectors, and the nearest content vectors of
+        # memories with no context vector yet (imports and the backfill leave those for a while).
+        dim_sql, model_sql = sql.Literal(dim), sql.Literal(self.model)
+
+        def nearest(facet: str) -> sql.Composed:
+            return sql.SQL(
+                "SELECT e.memory_seq, e.vector::vector({dim}) <=> %(q)s AS distance FROM memory_embeddings e"
+                " WHERE e.model = {model} AND e.dim = {dim} AND e.facet = {facet}"
+                " ORDER BY e.vector::vector({dim}) <=> %(q)s LIMIT %(near)s"
+            ).format(dim=dim_sql, model=model_sql, facet=sql.Literal(facet))
+
         index_scan = sql.SQL(
-            "WITH near AS (SELECT e.memory_seq, e.facet, e.model, e.vector::vector({dim}) <=> %(q)s AS distance"
-            " FROM memory_embeddings e WHERE e.model = {model} AND e.dim = {dim}"
-            " ORDER BY e.vector::vector({dim}) <=> %(q)s LIMIT %(near)s)"
+            "WITH near AS (({context}) UNION ALL (SELECT u.memory_seq, u.distance FROM ({content}) u"
+            " WHERE NOT EXISTS (SELECT 1 FROM memory_embeddings c WHERE c.memory_seq = u.memory_seq"
+            " AND c.model = {model} AND c.facet = 'context')))"
             " SELECT e.memory_seq, min(e.distance) AS d FROM near e JOIN memories m ON m.seq = e.memory_seq"
             " WHERE {filters} GROUP BY e.memory_seq ORDER BY d, e.memory_seq LIMIT %(limit)s"
-        ).format(dim=sql.Literal(dim), model=sql.Literal(self.model), filters=sql.SQL(filters))
+        ).format(context=nearest("context"), content=nearest("content"), model=model_sql, filters=sql.SQL(filters))
         values = {**params, "q": vector, "near": limit, "limit": depth}
         await conn.execute(sql.SQL("SET LOCAL hnsw.ef_search = {}").format(sql.Literal(max(MIN_EF_SEARCH, limit))))
         cursor = await conn.execute(index_scan, values)
@@ -240,11 +268,15 @@ class PgRanker:
             return found
         # The filters kept too few of the index's neighbours: rank the filtered memories exactly
         # ("+ 0" keeps the planner off the index, whose scan stops at ef_search rows).
+        covered = (
+            "(e.facet = 'context' OR NOT EXISTS (SELECT 1 FROM memory_embeddings c WHERE c.memory_seq = e.memory_seq"
+            " AND c.model = e.model AND c.facet = 'context'))"
+        )
         exact_scan = sql.SQL(
             "SELECT e.memory_seq, min((e.vector::vector({dim}) <=> %(q)s) + 0) AS d FROM memories m"
             " JOIN memory_embeddings e ON e.memory_seq = m.seq AND e.model = {model} AND e.dim = {dim}"
-            " WHERE {filters} GROUP BY e.memory_seq ORDER BY d, e.memory_seq LIMIT %(limit)s"
-        ).format(dim=sql.Literal(dim), model=sql.Literal(self.model), filters=sql.SQL(filters))
+            " WHERE {covered} AND {filters} GROUP BY e.memory_seq ORDER BY d, e.memory_seq LIMIT %(limit)s"
+        ).format(dim=dim_sql, model=model_sql, covered=sql.SQL(covered), filters=sql.SQL(filters))
         cursor = await conn.execute(exact_scan, values)
         return [int(row[0]) for row in await cursor.fetchall()]
 
@@ -287,3 +319,8 @@ def narrows(filters: SearchFilters) -> bool:
     """Whether ``filters`` can exclude a large share of memories (beyond replaced versions)."""
     return bool(filters.conversation_id or filters.tags or filters.since or filters.until) or \
         set(filters.kinds) != ALL_KINDS
+
+
+def tsquery_any(lexemes: Iterable[str]) -> str:
+    """A tsquery matching any of ``lexemes`` taken literally (quoted: no operator, no stemming)."""
+    return " | ".join("'" + lexeme.replace("\\", "\\\\").replace("'", "''") + "'" for lexeme in lexemes)

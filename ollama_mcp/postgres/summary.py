@@ -22,7 +22,7 @@ class PgSummary:
     pgvector_available: str | None  # the version the server could create (None: not installed there)
     superuser: bool  # whether this user may create the extension
     size_bytes: int
-    vector_indexes: list[tuple[str, str, bool]]  # (model, dimension, ready) per HNSW index
+    vector_indexes: list[tuple[str, str, str, bool]]  # (model, dimension, facet, ready) per HNSW index
 
 
 def summarize(url: str, model: str) -> PgSummary:
@@ -55,10 +55,11 @@ def summarize(url: str, model: str) -> PgSummary:
                 ).fetchall()],
             )
             indexes = conn.execute(
-                "SELECT substring(pg_get_expr(i.indpred, i.indrelid) FROM 'model = ''(.*)''::text'),"
-                " substring(pg_get_indexdef(i.indexrelid) FROM 'vector\\((\\d+)\\)'), i.indisvalid AND i.indisready"
+                "SELECT replace(substring(pg_get_expr(i.indpred, i.indrelid) FROM 'model = ''(.*?)''::text'), '''''', ''''),"
+                " substring(pg_get_indexdef(i.indexrelid) FROM 'vector\\((\\d+)\\)'),"
+                " substring(pg_get_expr(i.indpred, i.indrelid) FROM 'facet = ''(\\w+)''::text'), i.indisvalid AND i.indisready"
                 " FROM pg_index i JOIN pg_class c ON c.oid = i.indexrelid"
-                " WHERE c.relname LIKE 'memory_embeddings_hnsw_%' ORDER BY 1, 2"
+                " WHERE c.relname LIKE 'memory_embeddings_hnsw_%' ORDER BY 1, 2, 3"
             ).fetchall()
             return PgSummary(store, *facts, [tuple(row) for row in indexes])
     except psycopg.Error as exc:
