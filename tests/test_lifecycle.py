@@ -313,6 +313,23 @@ async def test_update_memory_keeps_the_old_version_and_searches_see_only_the_lat
     assert (await app.service.search(search_request("hunter2", conv.id, include_superseded=True))).hits == []
 
 
+async def test_the_memory_count_follows_imports_new_versions_and_deletions(app: App) -> None:
+    conv = await app.service.init_conversation("counted")
+    other = await app.service.init_conversation("other")
+    assert await app.service.import_memories(conv.id, [f"imported fact {i}" for i in range(300)]) == 300
+    await app.service.import_memories(other.id, ["elsewhere"])
+    first = await app.service.store_memory("The office wifi password is hunter2", conv.id)
+    await app.service.update_memory(first.memory.id, content="The office wifi password is correcthorse")
+    await app.service.delete_memory((await app.service.store_memory("short-lived", conv.id)).memory.id)
+
+    async def count(conversation_id: str) -> int:
+        found = await app.store.get_conversation(conversation_id, count_memories=True)
+        assert found is not None
+        return found.memory_count
+
+    assert (await count(conv.id), await count(other.id)) == (301, 1)
+
+
 async def test_an_update_may_return_to_an_earlier_wording_and_messages_are_never_edited(app: App) -> None:
     conv = await app.service.init_conversation("facts")
     first = await app.service.store_memory("Deploys happen on Tuesday", conv.id)

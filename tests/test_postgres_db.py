@@ -99,7 +99,7 @@ async def test_an_hnsw_index_over_both_facets_is_replaced_by_one_per_facet_on_up
 
     await open_and_migrate(postgres_url)
     with psycopg.connect(postgres_url, autocommit=True) as conn:  # a database as version 2 left it
-        conn.execute("DELETE FROM schema_migrations WHERE version >= 3")
+        conn.execute("DELETE FROM schema_migrations WHERE version = 3")
         conn.execute(
             "CREATE INDEX memory_embeddings_hnsw_0123456789abcdef ON memory_embeddings USING hnsw"
             " ((vector::vector(4)) vector_cosine_ops) WHERE model = 'it''s:7b' AND dim = 4"
