@@ -56,24 +56,28 @@ async def measure(n: int, dim: int, queries: int) -> dict[str, Any]:
         try:
             async with open_app(Settings.from_env(env), background=False) as app:
                 svc, store = app.service, app.store
+                # HNSW builds beyond a few thousand vectors want more than the default 64 MB (a
+                # server setting; the bench sets what a team would for a store this size).
+                pg.psql("ALTER SYSTEM SET maintenance_work_mem = '2GB'; SELECT pg_reload_conf();")
                 conv = await svc.init_conversation("scale")
                 content = clustered(vectors_rng, n, dim)
-                started = time.perf_counter()
-                for start in range(0, n, 5000):
-                    count = min(5000, n - start)
-                    await svc.import_memories(conv.id, [sentence(rng) for _ in range(count)], list(content[start:start + count]))
-                result["bulk_insert_per_s"] = round(n / (time.perf_counter() - started))
-                # context vectors written directly (synthetic: near their own vectors), as the backfill would
-                seqs = [m.seq for m in (await store.conversation_snapshot(conv.id))[1]]
                 context = content + 0.3 * clustered(vectors_rng, n, dim)
                 context /= np.linalg.norm(context, axis=1, keepdims=True)
                 started = time.perf_counter()
-                for start in range(0, n, 5000):
-                    await store.insert_embeddings([
-                        EmbeddingRow(seq, "context", 0, "all-minilm", context[i].astype("<f4").tobytes(), dim)
-                        for i, seq in enumerate(seqs[start:start + 5000], start=start)  # noqa: B007
-                    ])
-                result["context_vectors_per_s"] = round(n / (time.perf_counter() - started))
+                async with store.bulk_load():  # as `ollama-mcp migrate` loads: indexes built at the end
+                    for start in range(0, n, 5000):
+                        count = min(5000, n - start)
+                        await svc.import_memories(conv.id, [sentence(rng) for _ in range(count)], list(content[start:start + count]))
+                    # context vectors written directly (synthetic: near their own vectors), as the backfill would
+                    seqs = [m.seq for m in (await store.conversation_snapshot(conv.id))[1]]
+                    for start in range(0, n, 5000):
+                        await store.insert_embeddings([
+                            EmbeddingRow(seq, "context", 0, "all-minilm", context[i].astype("<f4").tobytes(), dim)
+                            for i, seq in enumerate(seqs[start:start + 5000], start=start)  # noqa: B007
+                        ])
+                    loaded = time.perf_counter()
+                result["index_build_s"] = round(time.perf_counter() - loaded, 1)
+                result["bulk_import_per_s"] = round(n / (time.perf_counter() - started))  # both vectors, indexes built
                 pg.psql("VACUUM ANALYZE;")
 
                 store_ms = []

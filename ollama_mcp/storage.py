@@ -14,6 +14,7 @@ has no use for it. Timestamps are ISO 8601 UTC text (``domain.format_timestamp``
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Sequence
+from contextlib import AbstractAsyncContextManager
 from typing import Any, Protocol
 
 import numpy as np
@@ -175,6 +176,12 @@ class Storage(Protocol):
         """Drop every vector of ``model`` (reembed --force); the memories become pending."""
 
     # -- life ----------------------------------------------------------------------------
+
+    def bulk_load(self) -> AbstractAsyncContextManager[None]:
+        """A context for writing many memories and vectors at once (``migrate``): a backend may
+        postpone index upkeep to its end. Everything written inside is stored and findable as
+        usual; an interruption leaves at most slower searches, until the next write."""
+        ...
 
     async def aclose(self) -> None: ...
 

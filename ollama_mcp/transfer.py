@@ -30,24 +30,25 @@ async def copy_store(source: Storage, target: Storage, progress: Callable[[int, 
     """Copy everything in ``source`` into ``target``; then check the counts (``StorageError`` on a difference)."""
     report = CopyReport()
     ids = await source.conversation_ids()
-    for done, conversation_id in enumerate(ids, start=1):
-        conversation, memories, _ = await source.conversation_snapshot(conversation_id)
-        by_seq = {m.seq: m.id for m in memories}
-        through = by_seq.get(conversation.summarized_through) if conversation.summarized_through else None
-        new, added = await target.import_conversation(conversation, memories, through)
-        report.conversations += int(new)
-        report.memories += added
-        vectors = await source.conversation_vectors(conversation_id)
-        if vectors:
-            _, copied, _ = await target.conversation_snapshot(conversation_id)
-            seq_of = {m.id: m.seq for m in copied}
-            report.vectors += await target.insert_embeddings(
-                [replace(row, memory_seq=seq_of[memory_id]) for memory_id, row in vectors]
-            )
-        jobs, audit = await source.conversation_extras(conversation_id)
-        report.extras += int(await target.import_extras(conversation_id, jobs, audit))
-        if progress is not None:
-            progress(done, len(ids))
+    async with target.bulk_load():
+        for done, conversation_id in enumerate(ids, start=1):
+            conversation, memories, _ = await source.conversation_snapshot(conversation_id)
+            by_seq = {m.seq: m.id for m in memories}
+            through = by_seq.get(conversation.summarized_through) if conversation.summarized_through else None
+            new, added = await target.import_conversation(conversation, memories, through)
+            report.conversations += int(new)
+            report.memories += added
+            vectors = await source.conversation_vectors(conversation_id)
+            if vectors:
+                _, copied, _ = await target.conversation_snapshot(conversation_id)
+                seq_of = {m.id: m.seq for m in copied}
+                report.vectors += await target.insert_embeddings(
+                    [replace(row, memory_seq=seq_of[memory_id]) for memory_id, row in vectors]
+                )
+            jobs, audit = await source.conversation_extras(conversation_id)
+            report.extras += int(await target.import_extras(conversation_id, jobs, audit))
+            if progress is not None:
+                progress(done, len(ids))
     report.totals = await check_counts(source, target, ids)
     return report
 

@@ -102,14 +102,18 @@ async def test_an_interrupted_copy_is_resumed_by_running_it_again(
         def die_after_the_first(done: int, total: int) -> None:
             raise KeyboardInterrupt  # as a kill between two conversations
 
+        hnsw = "SELECT count(*) FROM pg_indexes WHERE starts_with(indexname, 'memory_embeddings_hnsw_')"
         with pytest.raises(KeyboardInterrupt):
             await copy_store(source, target, die_after_the_first)
+        # the vector indexes are built once the copy completes (the next vector written builds them too)
+        assert Database("postgres", postgres_url).rows(hnsw) == [(0,)]
         ids = await source.conversation_ids()
         with pytest.raises(StorageError, match=f"conversation {ids[1]} has 4 memories rows in the source and 0"):
             await check_counts(source, target, ids)
         report = await copy_store(source, target)
         assert (report.conversations, report.memories) == (1, 4)
         assert report.totals == {"conversations": 2, "memories": 8, "vectors": 16, "jobs": 1, "audit": 1}
+        assert Database("postgres", postgres_url).rows(hnsw) == [(2,)]  # content and context
     finally:
         await source.aclose()
         await target.aclose()

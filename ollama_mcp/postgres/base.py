@@ -48,6 +48,7 @@ class PgStoreBase:
         self.where = db.describe(url)  # host:port/database, never the password
         self.schema_version = schema_version
         self._indexed: set[tuple[str, int]] = set()  # (model, dim) whose HNSW index exists
+        self._postponed: set[tuple[str, int]] | None = None  # inside bulk_load: indexes to build at its end
         self.holder = uuid.uuid4().hex  # this instance, in the leases it takes
 
     @classmethod
@@ -93,6 +94,9 @@ class PgStoreBase:
         ef_search rows: over both facets, half of them were wasted (recall@10 0.72 at 100k)."""
         if (model, dim) in self._indexed:
             return
+        if self._postponed is not None:
+            self._postponed.add((model, dim))
+            return
         async with self._transaction("create the vector index") as conn:
             await conn.execute("SELECT pg_advisory_xact_lock(%s)", (db.MIGRATION_LOCK,))
             for facet in FACETS:
@@ -102,6 +106,20 @@ class PgStoreBase:
                 ).format(sql.Identifier(vector_index_name(model, dim, facet)), sql.Literal(dim), sql.Literal(HNSW_M),
                          sql.Literal(HNSW_EF_CONSTRUCTION), sql.Literal(model), sql.Literal(dim), sql.Literal(facet)))
         self._indexed.add((model, dim))
+
+    @asynccontextmanager
+    async def bulk_load(self) -> AsyncIterator[None]:
+        """HNSW indexes that do not exist yet are built once at the end, from all the vectors:
+        several times faster than growing them one insert at a time (bench/README.md). An index
+        that exists already is kept current by each insert as usual."""
+        self._postponed = postponed = set()
+        try:
+            yield
+        finally:
+            self._postponed = None
+        # Not after a failure: the next write of a vector builds them (ensure_vector_index).
+        for model, dim in sorted(postponed):
+            await self.ensure_vector_index(model, dim)
 
     @asynccontextmanager
     async def _connection(self, action: str) -> AsyncIterator[psycopg.AsyncConnection]:

@@ -31,6 +31,11 @@ class StoreBase:
         await self._conn.close()
 
     @asynccontextmanager
+    async def bulk_load(self) -> AsyncIterator[None]:
+        """Nothing to postpone: SQLite's keyword index keeps up by itself, and vectors are ranked in memory."""
+        yield
+
+    @asynccontextmanager
     async def _transaction(self, action: str, *, write: bool = True) -> AsyncIterator[aiosqlite.Connection]:
         async with self._lock:
             try:
