@@ -116,3 +116,28 @@ async def test_a_database_restarted_mid_session_fails_calls_clearly_then_recover
         second = await call(client, "store_memory", content="stored after the restart")
         found = await call(client, "search_all_conversations", query="stored restart", top_k=5)
     assert {h["memory_id"] for h in found["results"]} == {first["memory_id"], second["memory_id"]}
+
+
+async def test_a_burst_that_keeps_every_connection_busy_queues_instead_of_reporting_the_server_down(
+    settings: Settings,
+) -> None:
+    from ollama_mcp.postgres.base import POOL_MAX, POOL_TIMEOUT_S  # noqa: PLC0415
+
+    async with open_app(settings, background=False) as app:
+        conv = await app.service.init_conversation("busy")
+        store = app.store
+
+        async def hold() -> None:
+            async with store.reading("hold a connection") as conn:  # type: ignore[attr-defined]
+                await conn.execute("SELECT pg_sleep(%s)", (POOL_TIMEOUT_S + 1.5,))
+
+        with anyio.fail_after(30):
+            async with anyio.create_task_group() as tasks:
+                for _ in range(POOL_MAX):
+                    tasks.start_soon(hold)
+                await anyio.sleep(0.5)  # every connection is taken now
+                started = anyio.current_time()
+                stored = await app.service.store_memory("stored after the burst", conv.id)
+                waited = anyio.current_time() - started
+    assert stored.memory.content == "stored after the burst"
+    assert waited > POOL_TIMEOUT_S  # it queued past the unreachable-server limit, and then succeeded

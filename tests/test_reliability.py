@@ -147,7 +147,7 @@ def test_kill_9_mid_batch_keeps_every_acknowledged_write_and_a_sound_file(db: Da
     acknowledged = []
     while len(acknowledged) < 60:
         reply = json.loads(proc.stdout.readline())
-        assert reply["result"]["isError"] is False
+        assert reply["result"]["isError"] is False, reply["result"]["content"]
         acknowledged.append(reply["result"]["structuredContent"]["memory_id"])
     proc.send_signal(signal.SIGKILL)
     proc.wait(timeout=10)

@@ -14,6 +14,7 @@ from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
 from typing import Any, Self
 
+import anyio
 import psycopg
 import psycopg_pool
 from pgvector.psycopg import register_vector_async
@@ -24,7 +25,8 @@ from ollama_mcp.postgres import db
 
 POOL_MIN = 1
 POOL_MAX = 8
-POOL_TIMEOUT_S = 5.0
+POOL_TIMEOUT_S = 5.0  # a server that gives no connection this long is reported as unreachable
+POOL_BUSY_WAIT_S = 30.0  # while every connection is in use by this instance, a call queues this long (clients give up at 60 s)
 # HNSW build parameters (pgvector's defaults); recall at the shipped ef_search: bench/README.md.
 HNSW_M = 16
 HNSW_EF_CONSTRUCTION = 64
@@ -49,6 +51,7 @@ class PgStoreBase:
         self.schema_version = schema_version
         self._indexed: set[tuple[str, int]] = set()  # (model, dim) whose HNSW index exists
         self._postponed: set[tuple[str, int]] | None = None  # inside bulk_load: indexes to build at its end
+        self._index_lock = anyio.Lock()  # one check per process, not one per concurrent first store
         self.holder = uuid.uuid4().hex  # this instance, in the leases it takes
 
     @classmethod
@@ -97,22 +100,26 @@ class PgStoreBase:
         if self._postponed is not None:
             self._postponed.add((model, dim))
             return
-        async with self._transaction("create the vector index") as conn:
-            await conn.execute("SELECT pg_advisory_xact_lock(%s)", (db.MIGRATION_LOCK,))
-            for facet in FACETS:
-                await conn.execute(sql.SQL(
-                    "CREATE INDEX IF NOT EXISTS {} ON memory_embeddings USING hnsw ((vector::vector({})) vector_cosine_ops)"
-                    " WITH (m = {}, ef_construction = {}) WHERE model = {} AND dim = {} AND facet = {}"
-                ).format(sql.Identifier(vector_index_name(model, dim, facet)), sql.Literal(dim), sql.Literal(HNSW_M),
-                         sql.Literal(HNSW_EF_CONSTRUCTION), sql.Literal(model), sql.Literal(dim), sql.Literal(facet)))
-        self._indexed.add((model, dim))
+        async with self._index_lock:
+            if (model, dim) in self._indexed:
+                return
+            async with self._transaction("create the vector index") as conn:
+                await conn.execute("SELECT pg_advisory_xact_lock(%s)", (db.MIGRATION_LOCK,))
+                for facet in FACETS:
+                    await conn.execute(sql.SQL(
+                        "CREATE INDEX IF NOT EXISTS {} ON memory_embeddings USING hnsw ((vector::vector({})) vector_cosine_ops)"
+                        " WITH (m = {}, ef_construction = {}) WHERE model = {} AND dim = {} AND facet = {}"
+                    ).format(sql.Identifier(vector_index_name(model, dim, facet)), sql.Literal(dim), sql.Literal(HNSW_M),
+                             sql.Literal(HNSW_EF_CONSTRUCTION), sql.Literal(model), sql.Literal(dim), sql.Literal(facet)))
+            self._indexed.add((model, dim))
 
     @asynccontextmanager
     async def bulk_load(self) -> AsyncIterator[None]:
         """HNSW indexes that do not exist yet are built once at the end, from all the vectors:
         several times faster than growing them one insert at a time (bench/README.md). An index
         that exists already is kept current by each insert as usual."""
-        self._postponed = postponed = set()
+        postponed: set[tuple[str, int]] = set()
+        self._postponed = postponed
         try:
             yield
         finally:
@@ -124,16 +131,36 @@ class PgStoreBase:
     @asynccontextmanager
     async def _connection(self, action: str) -> AsyncIterator[psycopg.AsyncConnection]:
         """A pooled connection (autocommit), with errors translated once."""
+        conn = await self._checkout(action)
         try:
-            async with self._pool.connection() as conn:
-                yield conn
-        except psycopg_pool.PoolTimeout as exc:
-            raise StorageError(
-                f"Could not {action}: no connection to PostgreSQL at {self.where} within {POOL_TIMEOUT_S:.0f} s. "
-                "Check that the server is running; ollama-mcp reconnects by itself once it is."
-            ) from exc
+            yield conn
         except psycopg.Error as exc:
             raise db.translate(exc, action, self.url) from exc
+        finally:
+            await self._pool.putconn(conn)
+
+    async def _checkout(self, action: str) -> psycopg.AsyncConnection:
+        """A connection from the pool. A burst of calls queues for one while all of this
+        instance's connections are in use; a server that gives none is reported as unreachable."""
+        waited = 0.0
+        while True:
+            try:
+                return await self._pool.getconn(timeout=POOL_TIMEOUT_S)
+            except psycopg_pool.PoolTimeout as exc:
+                waited += POOL_TIMEOUT_S
+                stats = self._pool.get_stats()
+                busy = stats.get("pool_size", 0) >= POOL_MAX and stats.get("pool_available", 0) == 0
+                if busy and waited < POOL_BUSY_WAIT_S:
+                    continue
+                if busy:
+                    raise StorageError(
+                        f"Could not {action}: PostgreSQL at {self.where} is busy; all {POOL_MAX} connections of "
+                        f"this server stayed in use for {waited:.0f} s. Retry; if it lasts, see the server's load."
+                    ) from exc
+                raise StorageError(
+                    f"Could not {action}: no connection to PostgreSQL at {self.where} within {POOL_TIMEOUT_S:.0f} s. "
+                    "Check that the server is running; ollama-mcp reconnects by itself once it is."
+                ) from exc
 
     @asynccontextmanager
     async def _transaction(self, action: str) -> AsyncIterator[psycopg.AsyncConnection]:
