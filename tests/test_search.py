@@ -8,10 +8,13 @@ from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 
 import anyio
+import numpy as np
 import pytest
 
 from ollama_mcp.app import App, open_app
 from ollama_mcp.config import Settings
+from ollama_mcp.domain import SearchFilters
+from ollama_mcp.errors import EmbeddingMismatchError
 from ollama_mcp.inputs import search_request
 from ollama_mcp.ranking import SearchTuning, fuse, query_terms
 from ollama_mcp.search import fts_any, fts_phrase
@@ -64,6 +67,12 @@ async def test_a_memory_is_found_by_meaning_without_sharing_a_word(app: App, fak
     assert outcome.mode == "hybrid"
     assert outcome.hits[0].memory.content == "I drive an automobile to work"
     assert outcome.hits[0].similarity and outcome.hits[0].similarity > 0.3
+
+
+async def test_a_query_vector_of_another_dimension_is_refused_by_the_ranker_as_one_clear_error(app: App) -> None:
+    await app.service.store_memory("stored at the first dimension")
+    with pytest.raises(EmbeddingMismatchError, match="now returns 32-dimensional vectors"):
+        await app.ranker.search("first dimension", np.ones(32, dtype=np.float32), SearchFilters(), None, 5, None)
 
 
 async def test_an_exact_keyword_match_ranks_first(app: App) -> None:

@@ -124,6 +124,12 @@ async def test_ending_with_a_summary_makes_it_searchable_across_conversations(se
         await call(client, "store_memory", content="compared three queues")
         ended = await call(client, "end_conversation", summary="Decision: use RabbitMQ for the job queue")
         assert ended["final_memory_count"] == 1
+        # The summary is embedded in the background, like any memory stored without waiting.
+        summary_vectors = (
+            "SELECT count(*) FROM memory_embeddings e JOIN memories m ON m.seq = e.memory_seq"
+            " WHERE m.kind = 'summary' AND e.facet = 'content'"
+        )
+        await eventually(lambda: _count(db, summary_vectors, 1))
         await call(client, "init_conversation", name="later")
         found = await call(client, "search_all_conversations", query="what did we decide about the job queue")
     top = found["results"][0]

@@ -16,9 +16,10 @@ The lists are those of the SQLite ranker, fused by the same code (``ranking.rank
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Sequence
 from typing import Any
 
+import anyio
 import numpy as np
 import psycopg
 from psycopg import sql
@@ -78,31 +79,73 @@ class PgRanker:
         depth = max(tuning.min_depth, top_k * 4)
         params: dict[str, Any] = {}
         where = filter_sql(filters, params)
-        async with self._store.reading("search memories") as conn:
-            await self._read_size(conn)
-            lexemes = await self._informative_lexemes(conn, query_terms(query))
-            exact = await self._exact(conn, query, where, params, top_k)
-            keyword = await self._keywords(conn, "content_words", lexemes, where, params, depth)
-            keyword_context = (
-                await self._keywords(conn, "context_words", lexemes, where, params, depth)
-                if tuning.keyword_context_weight else []
-            )
-            by_meaning: list[int] = []
-            similarity: dict[int, float] = {}
-            if query_vector is not None:
-                dim = await stored_dimension(conn, self.model)
-                if dim is not None:
-                    if query_vector.size != dim:
-                        raise EmbeddingMismatchError.model_changed(self.model, query_vector.size, dim)
-                    vector = query_vector.astype(np.float32, copy=False)
-                    by_meaning = await self._by_meaning(conn, vector, dim, where, params, depth, narrow=narrows(filters))
-                    candidates = list(dict.fromkeys([*exact, *keyword, *keyword_context, *by_meaning]))
-                    similarity = await self._similarities(conn, vector, dim, candidates)
+        lists: dict[str, list[int]] = {}
+        similarity: dict[int, float] = {}  # content similarity of every candidate with a vector
+        vector = None if query_vector is None else query_vector.astype(np.float32, copy=False)
+
+        async def similarities(conn: psycopg.AsyncConnection, found: list[int]) -> None:
+            if vector is not None:  # (a stored dimension other than the query's matches no row)
+                similarity.update(await self._similarities(conn, vector, vector.size, found))
+
+        async def by_content_words(conn: psycopg.AsyncConnection) -> None:
+            lists["exact"] = await self._exact(conn, query, where, params, top_k)
+            lexemes = await self._informative_lexemes(conn, words)
+            lists["keyword"] = await self._keywords(conn, "content_words", lexemes, where, params, depth)
+            await similarities(conn, list(dict.fromkeys([*lists["exact"], *lists["keyword"]])))
+
+        async def by_context_words(conn: psycopg.AsyncConnection) -> None:
+            lexemes = await self._informative_lexemes(conn, words)
+            lists["keyword_context"] = await self._keywords(conn, "context_words", lexemes, where, params, depth)
+            await similarities(conn, lists["keyword_context"])
+
+        async def by_meaning(conn: psycopg.AsyncConnection) -> None:
+            assert vector is not None
+            dim = await stored_dimension(conn, self.model)
+            if dim is None:
+                return
+            if vector.size != dim:
+                raise EmbeddingMismatchError.model_changed(self.model, vector.size, dim)
+            lists["by_meaning"] = await self._by_meaning(conn, vector, dim, where, params, depth, narrow=narrows(filters))
+            similarity.update(await self._similarities(conn, vector, dim, lists["by_meaning"]))
+
+        # The lists run at once, each on its own connection (each statement reads its own committed
+        # snapshot either way): a search waits for the slowest list, not for their sum.
+        words = query_terms(query)
+        self._searches += 1
+        if (self._searches - 1) % SIZE_EVERY == 0:
+            async with self._store.reading("search memories") as conn:
+                await self._read_size(conn)
+        parts = [by_content_words]
+        if tuning.keyword_context_weight:
+            parts.append(by_context_words)
+        if vector is not None:
+            parts.append(by_meaning)
+        await self._concurrently(parts)
         chosen = rank_lists(
-            tuning, exact=exact, keyword=keyword, keyword_context=keyword_context, by_meaning=by_meaning,
+            tuning, exact=lists["exact"], keyword=lists["keyword"], keyword_context=lists.get("keyword_context", []),
+            by_meaning=lists.get("by_meaning", []),
             similarity=similarity, top_k=top_k, depth=depth, threshold=threshold,
         )
         return to_hits(chosen, await self._store.memories_by_seq(r.seq for r in chosen))
+
+    async def _concurrently(self, parts: Sequence[Callable[[psycopg.AsyncConnection], Awaitable[None]]]) -> None:
+        """Runs each part on its own pooled connection, all at once; the first failure is raised as
+        itself (not as an exception group), after the other parts have stopped."""
+        failures: list[Exception] = []
+
+        async def run(part: Callable[[psycopg.AsyncConnection], Awaitable[None]]) -> None:
+            try:
+                async with self._store.reading("search memories") as conn:
+                    await part(conn)
+            except Exception as exc:  # re-raised below, once every part has stopped
+                failures.append(exc)
+                group.cancel_scope.cancel()
+
+        async with anyio.create_task_group() as group:
+            for part in parts:
+                group.start_soon(run, part)
+        if failures:
+            raise failures[0]
 
     async def _exact(
         self, conn: psycopg.AsyncConnection, query: str, where: list[str], params: dict[str, Any], top_k: int
@@ -157,13 +200,10 @@ class PgRanker:
         return [int(row[0]) for row in await cursor.fetchall()]
 
     async def _read_size(self, conn: psycopg.AsyncConnection) -> None:
-        """Every SIZE_EVERY searches: the memory count (exact below EXACT_STATISTICS_ROWS, else the
+        """Read every SIZE_EVERY searches: the memory count (exact below EXACT_STATISTICS_ROWS, else the
         planner's estimate), the average distinct words per memory (from a sample of about
         EXACT_STATISTICS_ROWS rows) and, on large stores, the planner's most common lexemes, so
         that reading them never stalls a search on a full scan."""
-        self._searches += 1
-        if (self._searches - 1) % SIZE_EVERY:
-            return
         cursor = await conn.execute(
             "SELECT CASE WHEN reltuples < %(exact)s THEN (SELECT count(*) FROM memories) ELSE reltuples::bigint END"
             " FROM pg_class WHERE oid = 'memories'::regclass",
