@@ -49,16 +49,15 @@ class ProgressLine:
             self.stream.write("\n")
 
 
-async def export_store(settings: Settings, conversation_id: str | None, fmt: str, out: TextIO) -> int:
-    """Write the store (or one conversation) as JSON or Markdown; returns how many conversations."""
+async def export_store(settings: Settings, conversation_id: str | None, fmt: str) -> tuple[str, int]:
+    """The store (or one conversation) as JSON or Markdown text, and how many conversations it
+    holds. Nothing is written: the caller writes the text once it is complete."""
     async with open_app(settings, background=False) as app:
         found = await app.lifecycle.snapshots(conversation_id)
     if fmt == "json":
         conversations = [export.conversation_json(c, m) for c, m in found]
-        out.write(export.dumps(export.document(conversations, utc_now())) + "\n")
-    else:
-        out.write("\n---\n\n".join(export.markdown(c, m, 1, 1) for c, m in found))
-    return len(found)
+        return export.dumps(export.document(conversations, utc_now())) + "\n", len(found)
+    return "\n---\n\n".join(export.markdown(c, m, 1, 1) for c, m in found), len(found)
 
 
 async def import_file(settings: Settings, path: str) -> tuple[int, int, int]:

@@ -44,7 +44,8 @@ def _parser() -> argparse.ArgumentParser:
     )
     exporter.add_argument("--conversation", metavar="ID", help="only this conversation")
     exporter.add_argument("--format", choices=("json", "markdown"), default="json", help="default: json")
-    exporter.add_argument("-o", "--output", metavar="FILE", help="write here instead of standard output")
+    exporter.add_argument("-o", "--output", metavar="FILE", help="write here (owner-only) instead of standard output")
+    exporter.add_argument("--force", action="store_true", help="replace FILE if it exists")
     importer = commands.add_parser(
         "import",
         help="read an export file back (ids kept; importing twice changes nothing)",
@@ -124,12 +125,16 @@ def _maintenance(settings: Settings, args: argparse.Namespace) -> int:
     from ollama_mcp import admin  # noqa: PLC0415
 
     if args.command == "export":
-        if args.output:
-            with open(args.output, "w", encoding="utf-8") as out:
-                count = anyio.run(admin.export_store, settings, args.conversation, args.format, out)
-            print(f"exported {count:,} conversation(s) to {args.output}", file=sys.stderr)
+        from ollama_mcp import files  # noqa: PLC0415
+
+        # The output is checked before the store is opened, and written only once complete.
+        target = files.checked_output(args.output, settings, force=args.force) if args.output else None
+        text, count = anyio.run(admin.export_store, settings, args.conversation, args.format)
+        if target is None:
+            sys.stdout.write(text)
         else:
-            anyio.run(admin.export_store, settings, args.conversation, args.format, sys.stdout)
+            files.write_private(target, text)
+            print(f"exported {count:,} conversation(s) to {target}", file=sys.stderr)
     elif args.command == "import":
         conversations, memories, total = anyio.run(admin.import_file, settings, args.file)
         print(f"imported {conversations:,} new conversation(s) and {memories:,} new memories "

@@ -57,6 +57,15 @@ async def _connect(path: Path) -> aiosqlite.Connection:
         if mode is None or str(mode[0]).lower() != "wal":
             log.warning("SQLite refused WAL mode (journal_mode=%s); concurrent processes will wait longer", mode)
         await migrate(conn)
+    except sqlite3.DatabaseError as exc:
+        await conn.close()
+        if getattr(exc, "sqlite_errorcode", 0) & 0xFF not in (sqlite3.SQLITE_NOTADB, sqlite3.SQLITE_CORRUPT):
+            raise
+        raise StorageError(
+            f"The file {path} is not a usable ollama-mcp database (SQLite: {exc}); it was left as it is. "
+            "Move it aside to start a new store there, restore a backup (or re-import an export), "
+            "or set OLLAMA_MCP_DB to another file."
+        ) from exc
     except BaseException:
         await conn.close()
         raise

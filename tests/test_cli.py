@@ -83,6 +83,62 @@ def test_import_of_a_bad_file_says_what_is_wrong_and_writes_nothing(
     assert "No such file or directory" in run(db, fake_ollama, "export", "-o", str(tmp_path / "no" / "x.json")).stderr
 
 
+def test_an_export_is_owner_only_and_an_existing_file_is_replaced_only_with_force(
+    db: Database, fake_ollama: FakeOllama, tmp_path: Path
+) -> None:
+    fill(db, fake_ollama)
+    backup = tmp_path / "backup.json"
+    assert run(db, fake_ollama, "export", "-o", str(backup)).returncode == 0
+    assert backup.stat().st_mode & 0o777 == 0o600
+    before = backup.read_bytes()
+    refused = run(db, fake_ollama, "export", "-o", str(backup), "--format", "markdown")
+    assert refused.returncode == 2 and "--output" in refused.stderr and "pass --force to replace it" in refused.stderr
+    assert backup.read_bytes() == before
+    replaced = run(db, fake_ollama, "export", "-o", str(backup), "--format", "markdown", "--force")
+    assert replaced.returncode == 0 and backup.read_text().startswith("#")
+    assert backup.stat().st_mode & 0o777 == 0o600
+    assert not list(tmp_path.glob(".backup.json.*"))  # no temporary file left behind
+
+
+def test_a_failed_export_leaves_the_previous_export_byte_for_byte(
+    db: Database, fake_ollama: FakeOllama, tmp_path: Path
+) -> None:
+    fill(db, fake_ollama)
+    backup = tmp_path / "backup.json"
+    assert run(db, fake_ollama, "export", "-o", str(backup)).returncode == 0
+    before = backup.read_bytes()
+    if db.backend == "sqlite":
+        broken = tmp_path / "broken.db"
+        broken.write_bytes(b"this is not a database" * 100)
+        unreadable = str(broken)
+    else:
+        unreadable = "postgresql://nobody@127.0.0.1:9/nothing?connect_timeout=1"
+    failed = run(db, fake_ollama, "export", "-o", str(backup), "--force", OLLAMA_MCP_DB=unreadable)
+    assert failed.returncode == 2 and "exported" not in failed.stderr and "Traceback" not in failed.stderr
+    assert ("is not a usable ollama-mcp database" if db.backend == "sqlite" else "127.0.0.1:9") in failed.stderr
+    assert backup.read_bytes() == before
+    assert not list(tmp_path.glob(".backup.json.*"))
+
+
+@pytest.mark.parametrize("companion", ["", "-wal", "-shm", "-journal"])
+def test_an_export_onto_the_database_or_its_companion_files_is_refused_before_the_store_is_opened(
+    companion: str, db: Database, fake_ollama: FakeOllama, tmp_path: Path
+) -> None:
+    if db.backend != "sqlite":
+        pytest.skip("a PostgreSQL store has no file to overwrite")
+    fill(db, fake_ollama)
+    stored = db.count("SELECT count(*) FROM memories")
+    before = Path(db.url).read_bytes()
+    done = run(db, fake_ollama, "export", "-o", db.url + companion, "--force")
+    assert done.returncode == 2 and "is the memory database itself" in done.stderr
+    assert "write the export to another file" in done.stderr
+    assert Path(db.url).read_bytes() == before and db.count("SELECT count(*) FROM memories") == stored
+    linked = tmp_path / "innocent.json"
+    os.link(db.url, linked)  # another name for the same file
+    assert "is the memory database itself" in run(db, fake_ollama, "export", "-o", str(linked), "--force").stderr
+    assert Path(db.url).read_bytes() == before
+
+
 def test_reembed_fills_missing_vectors_with_another_model_and_force_recomputes(db: Database, fake_ollama: FakeOllama) -> None:
     fill(db, fake_ollama)
     fake_ollama.models["all-minilm"] = FakeModel(dim=64, family="bert")
