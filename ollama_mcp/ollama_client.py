@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -16,6 +17,8 @@ from ollama_mcp.errors import (
     OllamaModelError,
     OllamaUnavailableError,
 )
+
+log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -134,12 +137,15 @@ class OllamaClient:
             if status == 400 and "does not support" in (exc.error or ""):
                 example = "nomic-embed-text" if action == "compute embeddings" else "qwen2.5:3b"
                 raise OllamaModelError(
-                    f"Ollama model {model!r} cannot {action} ({exc.error}); set {self._model_setting} to a "
-                    f"model that can, such as {example}, and run `ollama pull {example}`."
+                    f"Ollama model {model!r} cannot {action} (Ollama says the model does not support it); set "
+                    f"{self._model_setting} to a model that can, such as {example}, and run `ollama pull {example}`."
                 ) from exc
+            # The body is not quoted: Ollama, or a proxy before it, may echo the text it was sent
+            # (a memory, a query), and this message reaches logs and clients. It is logged at DEBUG.
+            log.debug("Ollama's error body (HTTP %s) while trying to %s: %r", status, action, exc.error)
             raise OllamaUnavailableError(
-                f"Ollama at {self.host} failed to {action} with model {model!r} "
-                f"(HTTP {status}: {exc.error}). It will be retried."
+                f"Ollama at {self.host} failed to {action} with model {model!r} (HTTP {status}, an error "
+                f"of {len(exc.error or '')} characters; OLLAMA_MCP_LOG_LEVEL=DEBUG logs it). It will be retried."
             ) from exc
         except (ConnectionError, httpx.ConnectError) as exc:
             raise OllamaUnavailableError(

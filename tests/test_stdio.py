@@ -128,3 +128,39 @@ async def test_two_server_processes_on_one_database_lose_nothing_and_see_each_ot
         assert conn.execute("SELECT count(*) FROM memories").fetchone()[0] == 2 * per_process + 1
         assert conn.execute("SELECT count(DISTINCT memory_seq) FROM memory_embeddings").fetchone()[0] == 2 * per_process + 1
         assert conn.execute("PRAGMA integrity_check").fetchone() == ("ok",)
+
+
+def test_an_ollama_error_that_echoes_its_input_never_puts_memory_text_in_the_log(
+    db_path: Path, fake_ollama: FakeOllama
+) -> None:
+    stored_text, query = "the door code is 4711 zebra", "zebra door code"
+    # A proxy before Ollama that quotes what it was sent in its error body.
+    fake_ollama.fail = (502, f"upstream failed for input {stored_text!r} / {query!r}")
+    env = {"PATH": os.environ.get("PATH", ""), "HOME": os.environ.get("HOME", "/root"),
+           **server_env(db_path, fake_ollama), "OLLAMA_MCP_LOG_LEVEL": "INFO"}
+    proc = subprocess.Popen(
+        [str(SCRIPT)], stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd="/", env=env
+    )
+    try:
+        _rpc(proc, {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+            "protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "t", "version": "0"}}})
+        _read(proc)
+        _rpc(proc, {"jsonrpc": "2.0", "method": "notifications/initialized"})
+        _rpc(proc, {"jsonrpc": "2.0", "id": 2, "method": "tools/call",
+                    "params": {"name": "store_memory", "arguments": {"content": stored_text}}})
+        stored = _read(proc)["result"]["structuredContent"]
+        assert stored["embedding_status"] == "pending"
+        assert "HTTP 502" in stored["note"] and "4711" not in stored["note"]
+        _rpc(proc, {"jsonrpc": "2.0", "id": 3, "method": "tools/call",
+                    "params": {"name": "search_memories", "arguments": {"query": query}}})
+        found = _read(proc)["result"]["structuredContent"]
+        assert found["mode"] == "keyword" and "zebra" not in (found["notice"] or "")
+        assert proc.stdin is not None
+        proc.stdin.close()
+        assert proc.wait(timeout=15) == 0
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+        stderr = proc.stderr.read().decode() if proc.stderr else ""
+    assert "502" in stderr  # the failure is logged ...
+    assert "4711" not in stderr and "zebra" not in stderr  # ... without the text it was sent
