@@ -8,6 +8,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
+import anyio
 import httpx
 import ollama
 from pydantic import ValidationError
@@ -118,8 +119,11 @@ class OllamaClient:
 
     @contextmanager
     def _translate(self, model: str, action: str) -> Iterator[None]:
+        """Errors translated once, and the timeout bounding the whole request: httpx's timeouts
+        bound each read, so a server sending a byte at a time would otherwise never time out."""
         try:
-            yield
+            with anyio.fail_after(self.timeout):
+                yield
         except ollama.ResponseError as exc:
             status = exc.status_code
             if status == 404:
@@ -152,7 +156,7 @@ class OllamaClient:
                 f"Ollama is not reachable at {self.host}; start it (`ollama serve` or the Ollama app) "
                 "or set OLLAMA_HOST to where it listens."
             ) from exc
-        except httpx.TimeoutException as exc:
+        except (httpx.TimeoutException, TimeoutError) as exc:
             raise OllamaUnavailableError(
                 f"Ollama at {self.host} did not answer within {self.timeout:g} s while trying to {action} "
                 f"with model {model!r}; it may be loading the model or overloaded. It will be retried "

@@ -53,6 +53,7 @@ class FakeOllama:
         self.requests: list[Request] = []
         self.delay = 0.0
         self.malformed = False
+        self.trickle = 0.0  # > 0: send each reply's body one byte at a time, this many seconds apart
         self.fail: tuple[int, str] | None = None  # (status, error text) for every request
         # Scripted chat replies, used in order: a message dict ({"role": "assistant", "content": ...,
         # "tool_calls": [...]}), optionally with "_delay" (seconds to wait first) or "_status"
@@ -252,7 +253,13 @@ class _Handler(BaseHTTPRequestHandler):
             self.send_header("Content-Type", "application/json; charset=utf-8")
             self.send_header("Content-Length", str(len(data)))
             self.end_headers()
-            self.wfile.write(data)
+            if self.owner.trickle:  # a slow proxy: each read gets a byte before its timeout
+                for byte in range(len(data)):
+                    self.wfile.write(data[byte:byte + 1])
+                    self.wfile.flush()
+                    time.sleep(self.owner.trickle)
+            else:
+                self.wfile.write(data)
         except OSError:
             self.close_connection = True  # the client gave up (timeout tests) or we were stopped
 

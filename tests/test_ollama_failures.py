@@ -6,6 +6,7 @@ answers 404 or garbage, and the real ollama client meets it.
 
 from __future__ import annotations
 
+import time
 from dataclasses import replace
 from typing import Any
 
@@ -105,6 +106,24 @@ async def test_slow_ollama_times_out_into_pending_instead_of_hanging(
         assert quick["embedding_status"] == "pending"
         fake_ollama.delay = 0.0
         await eventually(lambda: _async(embedded_count(db) == 2), timeout=10)
+
+
+async def test_an_ollama_that_trickles_its_reply_is_timed_out_as_a_whole_not_per_read(
+    settings: Settings, db: Database, fake_ollama: FakeOllama
+) -> None:
+    fake_ollama.trickle = 0.5  # a byte every 0.5 s: each read is quick, a reply takes over 20 s
+    async with connect(settings) as client:
+        started = time.monotonic()
+        stored = await call(client, "store_memory", content="written while Ollama trickles")
+        stored_in = time.monotonic() - started
+        started = time.monotonic()
+        found = await call(client, "search_memories", query="trickles")
+        searched_in = time.monotonic() - started
+    assert stored["embedding_status"] == "pending" and "did not answer within 2 s" in stored["note"]
+    assert found["mode"] == "keyword" and found["results"][0]["content"] == "written while Ollama trickles"
+    # The client timeout in these settings is 2 s; a per-read timeout would take the whole reply.
+    assert stored_in < 10 and searched_in < 10, (stored_in, searched_in)
+    assert query(db, "SELECT count(*) FROM memories") == [(1,)]
 
 
 async def test_malformed_replies_are_an_error_not_a_crash(settings: Settings, db: Database, fake_ollama: FakeOllama) -> None:
