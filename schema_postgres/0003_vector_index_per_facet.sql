@@ -19,7 +19,7 @@ BEGIN
         FOREACH facet IN ARRAY ARRAY['content', 'context'] LOOP
             EXECUTE format(
                 'CREATE INDEX IF NOT EXISTS %I ON memory_embeddings USING hnsw ((vector::vector(%s)) vector_cosine_ops)'
-                ' WITH (m = 16, ef_construction = 64) WHERE model = %L AND dim = %s AND facet = %L',
+                ' WITH (m = 16, ef_construction = 128) WHERE model = %L AND dim = %s AND facet = %L',
                 'memory_embeddings_hnsw_' || left(encode(sha256(convert_to(old.model || '/' || old.dim || '/' || facet, 'UTF8')), 'hex'), 16),
                 old.dim, old.model, old.dim, facet);
         END LOOP;
