@@ -79,6 +79,7 @@ class PgRanker:
         depth = max(tuning.min_depth, top_k * 4)
         params: dict[str, Any] = {}
         where = filter_sql(filters, params)
+        words = query_terms(query)
         lists: dict[str, list[int]] = {}
         similarity: dict[int, float] = {}  # content similarity of every candidate with a vector
         vector = None if query_vector is None else query_vector.astype(np.float32, copy=False)
@@ -106,15 +107,14 @@ class PgRanker:
             if vector.size != dim:
                 raise EmbeddingMismatchError.model_changed(self.model, vector.size, dim)
             lists["by_meaning"] = await self._by_meaning(conn, vector, dim, where, params, depth, narrow=narrows(filters))
-            similarity.update(await self._similarities(conn, vector, dim, lists["by_meaning"]))
+            await similarities(conn, lists["by_meaning"])
 
-        # The lists run at once, each on its own connection (each statement reads its own committed
-        # snapshot either way): a search waits for the slowest list, not for their sum.
-        words = query_terms(query)
         self._searches += 1
-        if (self._searches - 1) % SIZE_EVERY == 0:
+        if (self._searches - 1) % SIZE_EVERY == 0:  # before the lists: the keyword lists use what it reads
             async with self._store.reading("search memories") as conn:
                 await self._read_size(conn)
+        # The lists run at once, each on its own connection (each statement reads its own committed
+        # snapshot either way): a search waits for the slowest list, not for their sum.
         parts = [by_content_words]
         if tuning.keyword_context_weight:
             parts.append(by_context_words)
