@@ -52,6 +52,7 @@ from ollama_mcp.results import (
     MemoryUpdated,
     SearchResults,
 )
+from ollama_mcp.stdio import answering_stdio_server
 
 if TYPE_CHECKING:
     from ollama_mcp.agent import Confirm, Decision
@@ -164,7 +165,7 @@ async def _tool_call(ctx: Context) -> AsyncIterator[App]:
 
 class _CompactServer(MCPServer):
     """Publishes tool schemas without pydantic's titles, with short nullable types, and without
-    output schemas.
+    output schemas; over stdio, answers request lines the SDK cannot parse (``stdio``).
 
     Every byte of tools/list costs the user's context window on every turn. Output schemas were
     half of it (3.5 of 7.2 KB for eight tools), and the results they describe are small JSON
@@ -176,6 +177,11 @@ class _CompactServer(MCPServer):
             tool.model_copy(update={"input_schema": compact_schema(tool.input_schema), "output_schema": None})
             for tool in await super().list_tools()
         ]
+
+    async def run_stdio_async(self) -> None:
+        async with answering_stdio_server() as (read_stream, write_stream):
+            lowlevel = self._lowlevel_server  # what MCPServer.run_stdio_async runs, on our streams
+            await lowlevel.run(read_stream, write_stream, lowlevel.create_initialization_options())
 
 
 def compact_schema(schema: Any) -> Any:

@@ -5,9 +5,12 @@ from __future__ import annotations
 
 import json
 import os
+import select
 import sqlite3
 import subprocess
 import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -48,13 +51,42 @@ async def test_the_installed_server_stores_and_searches_over_stdio_from_cwd_root
 
 
 def _rpc(proc: subprocess.Popen[bytes], message: dict[str, Any]) -> None:
+    _send_line(proc, json.dumps(message).encode())
+
+
+def _send_line(proc: subprocess.Popen[bytes], line: bytes) -> None:
     assert proc.stdin is not None
-    proc.stdin.write(json.dumps(message).encode() + b"\n")
+    proc.stdin.write(line + b"\n")
     proc.stdin.flush()
 
 
-def _read(proc: subprocess.Popen[bytes]) -> dict[str, Any]:
+@contextmanager
+def _raw_server(db_path: Path, fake: FakeOllama, **env: str) -> Iterator[tuple[subprocess.Popen[bytes], list[str]]]:
+    """The real script started as Claude Desktop starts it, past ``initialize``; yields the process
+    and a list that holds its stderr once it has exited (the caller closes stdin to end it)."""
+    full_env = {"PATH": os.environ.get("PATH", ""), "HOME": os.environ.get("HOME", "/root"),
+                **server_env(db_path, fake), **env}
+    proc = subprocess.Popen(
+        [str(SCRIPT)], stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd="/", bufsize=0, env=full_env
+    )
+    stderr: list[str] = []
+    try:
+        _rpc(proc, {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+            "protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "t", "version": "0"}}})
+        assert _read(proc)["id"] == 1
+        _rpc(proc, {"jsonrpc": "2.0", "method": "notifications/initialized"})
+        yield proc, stderr
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+        stderr.append(proc.stderr.read().decode() if proc.stderr else "")
+
+
+def _read(proc: subprocess.Popen[bytes], timeout: float = 20) -> dict[str, Any]:
+    """The next line on stdout, failing (not hanging) when none comes within ``timeout`` seconds."""
     assert proc.stdout is not None
+    if not select.select([proc.stdout], [], [], timeout)[0]:  # stdout is unbuffered (bufsize=0)
+        raise AssertionError(f"no answer on stdout within {timeout} s")
     line = proc.stdout.readline()
     assert line, "the server closed stdout"
     return json.loads(line)  # every byte on stdout must be protocol
@@ -65,7 +97,7 @@ def test_raw_claude_desktop_session_gets_only_protocol_on_stdout_and_exits_when_
 ) -> None:
     env = {"PATH": os.environ.get("PATH", ""), "HOME": os.environ.get("HOME", "/root"), **server_env(db_path, fake_ollama)}
     proc = subprocess.Popen(
-        [str(SCRIPT)], stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd="/", env=env
+        [str(SCRIPT)], stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd="/", bufsize=0, env=env
     )
     try:
         _rpc(proc, {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
@@ -136,16 +168,7 @@ def test_an_ollama_error_that_echoes_its_input_never_puts_memory_text_in_the_log
     stored_text, query = "the door code is 4711 zebra", "zebra door code"
     # A proxy before Ollama that quotes what it was sent in its error body.
     fake_ollama.fail = (502, f"upstream failed for input {stored_text!r} / {query!r}")
-    env = {"PATH": os.environ.get("PATH", ""), "HOME": os.environ.get("HOME", "/root"),
-           **server_env(db_path, fake_ollama), "OLLAMA_MCP_LOG_LEVEL": "INFO"}
-    proc = subprocess.Popen(
-        [str(SCRIPT)], stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd="/", env=env
-    )
-    try:
-        _rpc(proc, {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
-            "protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "t", "version": "0"}}})
-        _read(proc)
-        _rpc(proc, {"jsonrpc": "2.0", "method": "notifications/initialized"})
+    with _raw_server(db_path, fake_ollama, OLLAMA_MCP_LOG_LEVEL="INFO") as (proc, stderr):
         _rpc(proc, {"jsonrpc": "2.0", "id": 2, "method": "tools/call",
                     "params": {"name": "store_memory", "arguments": {"content": stored_text}}})
         stored = _read(proc)["result"]["structuredContent"]
@@ -158,9 +181,43 @@ def test_an_ollama_error_that_echoes_its_input_never_puts_memory_text_in_the_log
         assert proc.stdin is not None
         proc.stdin.close()
         assert proc.wait(timeout=15) == 0
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-        stderr = proc.stderr.read().decode() if proc.stderr else ""
-    assert "502" in stderr  # the failure is logged ...
-    assert "4711" not in stderr and "zebra" not in stderr  # ... without the text it was sent
+    assert "502" in stderr[0]  # the failure is logged ...
+    assert "4711" not in stderr[0] and "zebra" not in stderr[0]  # ... without the text it was sent
+
+
+def test_every_request_line_the_sdk_cannot_parse_gets_an_error_with_its_id_and_the_server_keeps_serving(
+    db_path: Path, fake_ollama: FakeOllama
+) -> None:
+    call_line = '{"jsonrpc":"2.0","id":%s,"method":"tools/call","params":{"name":"store_memory","arguments":%s}}'
+    unreadable = [
+        # an unpaired surrogate escape: valid to Python's json, refused by the SDK's parser
+        (call_line % (5, '{"content":"secret \\ud800 text"}'), 5, -32700, "surrogate escape"),
+        # nesting deeper than the SDK's parser allows
+        (call_line % ('"deep"', '{"content":"x","metadata":{"a":' + "[" * 300 + "]" * 300 + "}}"), "deep", -32700,
+         "deeper than the limit"),
+        # cut off mid-message: the id still stands before any nesting
+        ('{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"store_me', 7, -32700, "while parsing a string"),
+        # not JSON at all: no id to recover, so null as JSON-RPC asks
+        ("secret garbage", None, -32700, "expected value"),
+        # JSON, but no method
+        ('{"jsonrpc":"2.0","id":9}', 9, -32600, "method"),
+    ]
+    with _raw_server(db_path, fake_ollama, OLLAMA_MCP_LOG_LEVEL="INFO") as (proc, stderr):
+        for line, request_id, code, reason in unreadable:
+            _send_line(proc, line.encode())
+            answer = _read(proc)
+            assert answer["id"] == request_id, line
+            assert answer["error"]["code"] == code
+            assert reason in answer["error"]["message"] and "nothing was done" in answer["error"]["message"]
+        _send_line(proc, b'{"jsonrpc":"2.0","method":42}')  # a malformed notification: never answered
+        _rpc(proc, {"jsonrpc": "2.0", "id": 10, "method": "tools/call",
+                    "params": {"name": "store_memory", "arguments": {"content": "still serving"}}})
+        stored = _read(proc)
+        assert stored["id"] == 10 and stored["result"]["isError"] is False
+        assert proc.stdin is not None
+        proc.stdin.close()
+        assert proc.wait(timeout=15) == 0
+    with sqlite3.connect(db_path) as conn:
+        assert conn.execute("SELECT content FROM memories").fetchall() == [("still serving",)]
+    assert stderr[0].count("answered an unreadable request line") == len(unreadable)
+    assert "secret" not in stderr[0] and "Traceback" not in stderr[0]
