@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import os
 import sqlite3
+import tempfile
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from contextlib import asynccontextmanager
@@ -65,17 +66,24 @@ def backend(request: pytest.FixtureRequest) -> str:
 
 
 @pytest.fixture(scope="session")
-def postgres_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+def postgres_server() -> Iterator[str]:
     """A PostgreSQL server for the whole session: OLLAMA_MCP_TEST_POSTGRES_URL (a superuser's
-    URL), else a private one from the pgserver wheel (PostgreSQL 16 + pgvector, about 1 s)."""
+    URL), else a private one from the pgserver wheel (PostgreSQL 16 + pgvector, about 1 s).
+
+    Its data folder is not under pytest's basetemp: pytest deletes all but the newest three of
+    those, so a fourth test session started meanwhile would pull the folder, and the socket,
+    from under this session's server."""
     external = os.environ.get("OLLAMA_MCP_TEST_POSTGRES_URL")
     if external:
         yield external
         return
     import pgserver  # noqa: PLC0415 - only when the session needs PostgreSQL
 
-    server = pgserver.get_server(tmp_path_factory.mktemp("postgres"), cleanup_mode="stop")
-    yield server.get_uri()
+    server = pgserver.get_server(tempfile.mkdtemp(prefix="ollama-mcp-test-pg-"), cleanup_mode="delete")
+    try:
+        yield server.get_uri()
+    finally:
+        server.cleanup()  # stops it and removes its folder
 
 
 def with_database(url: str, name: str) -> str:
