@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import os
 import resource
+import shutil
 import signal
 import sqlite3
 import subprocess
@@ -27,7 +28,7 @@ from ollama_mcp.inputs import search_request
 from tests.conftest import Database
 from tests.fake_ollama import FakeOllama
 from tests.test_stdio import SCRIPT, server_env, stdio
-from tests.test_tools import call
+from tests.test_tools import call, error
 
 pytestmark = pytest.mark.anyio
 
@@ -206,6 +207,26 @@ def test_a_full_disk_is_a_clear_error_and_the_data_already_stored_stays_intact(
     assert len(stored) >= 3
     assert set(stored) <= {row[0] for row in query(db_path, "SELECT id FROM memories")}
     assert_consistent(db_path)
+
+
+async def test_a_database_folder_moved_or_deleted_under_a_running_server_gets_no_write_acknowledged(
+    db_path: Path, fake_ollama: FakeOllama, tmp_path: Path
+) -> None:
+    folder, aside = db_path.parent, tmp_path / "moved-aside"
+    async with Client(stdio(db_path, fake_ollama), mode="legacy") as client:
+        before = await call(client, "store_memory", content="stored before the move")
+        folder.rename(aside)  # SQLite keeps writing to the open file, wherever it now is
+        refused = await error(client, "store_memory", content="stored while moved away")
+        assert f"the database file {db_path} was deleted, moved or replaced" in refused
+        assert "Nothing was changed" in refused and "Restart the MCP client" in refused
+        assert "update" in await error(client, "update_memory", memory_id=before["memory_id"], content="edited")
+        aside.rename(folder)  # the same file back at its path: writes go on
+        await call(client, "store_memory", content="stored after the return")
+        assert query(db_path, "SELECT content FROM memories ORDER BY created_at") == [
+            ("stored before the move",), ("stored after the return",)]
+        shutil.rmtree(folder)
+        assert "was deleted, moved or replaced" in await error(client, "store_memory", content="stored into nothing")
+        assert "Nothing was changed" in await error(client, "init_conversation", name="nobody would see it")
 
 
 def test_the_server_exits_when_its_parent_dies(db_path: Path, fake_ollama: FakeOllama, tmp_path: Path) -> None:

@@ -12,6 +12,19 @@ import aiosqlite
 import anyio
 
 from ollama_mcp import db
+from ollama_mcp.errors import StorageError
+
+
+def _identity(path: Path) -> tuple[int, int] | None:
+    """Which file ``path`` names now (device, inode); None when there is none. A stat: ~2 µs.
+
+    SQLite keeps writing to an open file after it was unlinked or replaced; comparing this before
+    each commit is how a write into a file that no longer has a name is refused, not acknowledged."""
+    try:
+        stat = path.stat()
+    except OSError:
+        return None
+    return (stat.st_dev, stat.st_ino)
 
 
 class StoreBase:
@@ -20,6 +33,7 @@ class StoreBase:
     def __init__(self, conn: aiosqlite.Connection, path: Path) -> None:
         self._conn = conn
         self.path = path
+        self._identity = _identity(path)  # the file this connection opened, to notice it vanish
         self._lock = anyio.Lock()
         self._keyword_scratch = False  # temp tables of this connection (keyword_rows) created
 
@@ -45,11 +59,22 @@ class StoreBase:
                 except BaseException:
                     await self._conn.execute("ROLLBACK")
                     raise
+                if write and _identity(self.path) != self._identity:
+                    await self._conn.execute("ROLLBACK")
+                    raise StorageError(self._gone(action))
                 await self._conn.execute("COMMIT")
             except sqlite3.Error as exc:
                 if self._conn.in_transaction:
                     await self._conn.execute("ROLLBACK")
                 raise db.translate(exc, action) from exc
+
+    def _gone(self, action: str) -> str:
+        return (
+            f"Could not {action}: the database file {self.path} was deleted, moved or replaced while "
+            "this server was running, and a change saved now would go to a file nobody can open "
+            "again. Nothing was changed. Restart the MCP client (or the server) to open the store "
+            f"at {self.path} again, or put the file back there."
+        )
 
     async def _fetchall(self, sql: str, params: Sequence[Any], action: str) -> list[sqlite3.Row | tuple]:
         try:
