@@ -66,7 +66,7 @@ async def open_app(
         )
         agent = Agent(
             store, service, lifecycle, chat_client, settings.agent_chat_model, allowed=settings.agent_tools,
-            max_steps=settings.agent_max_steps, deadline=settings.agent_deadline,
+            confirm=settings.agent_confirm, max_steps=settings.agent_max_steps, deadline=settings.agent_deadline,
         )
         failure: Exception | None = None
         async with anyio.create_task_group() as tasks:

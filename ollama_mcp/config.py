@@ -20,6 +20,8 @@ AGENT_TOOLS = (
     "search_memories", "search_all_conversations", "store_memory", "list_conversations", "get_current_time",
     "delete_memory", "end_conversation",
 )
+# The agent's tools that change the store: by default each runs only after the user says yes.
+AGENT_WRITING_TOOLS = ("store_memory", "delete_memory", "end_conversation")
 
 
 @dataclass(frozen=True)
@@ -62,6 +64,8 @@ class Settings:
     agent_max_steps: int = 5
     agent_tools: tuple[str, ...] = AGENT_TOOLS
     agent_deadline: float = 45.0
+    # The agent's tools that need the user's confirmation (elicitation) before they run.
+    agent_confirm: tuple[str, ...] = AGENT_WRITING_TOOLS
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> Settings:
@@ -86,6 +90,7 @@ class Settings:
             agent_model=env.get("OLLAMA_MCP_AGENT_MODEL", "").strip() or None,
             agent_max_steps=int(_number(env, "OLLAMA_MCP_AGENT_MAX_STEPS", 5, 0, 50)),
             agent_tools=_agent_tools(env.get("OLLAMA_MCP_AGENT_TOOLS", "")),
+            agent_confirm=_agent_confirm(env.get("OLLAMA_MCP_AGENT_CONFIRM", "")),
             agent_deadline=_number(env, "OLLAMA_MCP_AGENT_DEADLINE", 45.0, 5.0, 3600.0),
         )
 
@@ -184,6 +189,22 @@ def _optional_model(raw: str | None, default: str) -> str | None:
     if not value:
         return default
     return None if value.lower() in {"none", "off"} else value
+
+
+def _agent_confirm(raw: str) -> tuple[str, ...]:
+    """OLLAMA_MCP_AGENT_CONFIRM: tool names, or ``none``; empty: every writing tool."""
+    if raw.strip().lower() == "none":
+        return ()
+    names = [name.strip() for name in raw.split(",") if name.strip()]
+    if not names:
+        return AGENT_WRITING_TOOLS
+    unknown = sorted(set(names) - set(AGENT_TOOLS))
+    if unknown:
+        raise ConfigError(
+            f"OLLAMA_MCP_AGENT_CONFIRM names unknown tools {', '.join(unknown)}; list some of "
+            f"{', '.join(AGENT_TOOLS)}, or 'none' to let the agent write without asking."
+        )
+    return tuple(name for name in AGENT_TOOLS if name in names)
 
 
 def _agent_tools(raw: str) -> tuple[str, ...]:

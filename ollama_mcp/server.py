@@ -201,6 +201,8 @@ def compact_schema(schema: Any) -> Any:
         if isinstance(other.get("type"), str):
             del out["anyOf"]
             out = {**other, **out, "type": [other["type"], "null"]}
+            if isinstance(out.get("enum"), list) and None not in out["enum"]:
+                out["enum"] = [*out["enum"], None]  # else a validating client refuses the null it may send
     if "default" in out and (out["default"] is None or "const" in out):
         del out["default"]
     return out
@@ -338,13 +340,18 @@ def build_server(settings: Settings) -> MCPServer:
             return _reply(MemoryDeleted.of(await app.service.delete_memory(memory_id)))
 
     @server.tool(annotations=_AGENT)
-    async def ask_agent(ctx: Context, query: str, conversation_id: ConversationId = None) -> Annotated[
-        CallToolResult, AgentReply
-    ]:
+    async def ask_agent(
+        ctx: Context,
+        query: str,
+        conversation_id: ConversationId = None,
+        scope: Annotated[
+            Literal["conversation", "all"] | None, Field(description="Default: conversation if its id is given.")
+        ] = None,
+    ) -> Annotated[CallToolResult, AgentReply]:
         """Hand a question to the local model: it searches memory itself and returns one answer."""
         async with _tool_call(ctx) as app:
             answer = await app.agent.ask(
-                query, conversation_id, confirm=_confirmer(ctx), progress=ctx.report_progress
+                query, conversation_id, scope, confirm=_confirmer(ctx), progress=ctx.report_progress
             )
             return _reply(AgentReply.of(answer))
 

@@ -120,7 +120,10 @@ class MemoryService:
         tags: object = None,
         metadata: object = None,
         embedding: object = None,
+        *,
+        actor: str | None = None,
     ) -> StoredMemory:
+        """Store a note; ``actor`` (set by our own code, never from a tool's input) says who wrote it."""
         text = inputs.text("content", content, self._max_content_chars, what="memory text")
         given_id = inputs.conversation_id("conversation_id", conversation_id)
         tag_list = inputs.tags("tags", tags)
@@ -130,7 +133,7 @@ class MemoryService:
         conversation = await self._conversation_for_store(given_id)
         memory = Memory(
             id=str(uuid.uuid4()), seq=0, conversation_id=conversation.id, kind="note", content=text,
-            tags=tag_list, metadata=meta, created_at=utc_now(),
+            tags=tag_list, metadata=meta, created_at=utc_now(), actor=actor,
         )
         rows: list[EmbeddingRow] = []
         if vector is not None:

@@ -45,11 +45,22 @@ def test_a_relative_database_path_is_refused_because_the_cwd_is_arbitrary() -> N
 @pytest.mark.parametrize(
     ("name", "value"),
     [("OLLAMA_MCP_EMBED_TIMEOUT", "soon"), ("OLLAMA_MCP_EMBED_TIMEOUT", "0"), ("OLLAMA_MCP_MAX_CONTENT_CHARS", "-1"),
-     ("OLLAMA_MCP_LOG_LEVEL", "LOUD")],
+     ("OLLAMA_MCP_LOG_LEVEL", "LOUD"), ("OLLAMA_MCP_AGENT_CONFIRM", "store_memory,forget_everything")],
 )
 def test_bad_settings_name_the_variable(name: str, value: str) -> None:
     with pytest.raises(ConfigError, match=name):
         Settings.from_env({"HOME": "/h", name: value})
+
+
+@pytest.mark.parametrize(
+    ("raw", "expected"),
+    [("", ("store_memory", "delete_memory", "end_conversation")), ("none", ()), (" NONE ", ()),
+     ("delete_memory, search_all_conversations", ("search_all_conversations", "delete_memory"))],
+)
+def test_agent_confirm_lists_the_tools_that_need_a_yes_and_defaults_to_every_writing_one(
+    raw: str, expected: tuple[str, ...]
+) -> None:
+    assert Settings.from_env({"HOME": "/h", "OLLAMA_MCP_AGENT_CONFIRM": raw}).agent_confirm == expected
 
 
 def test_a_postgresql_url_selects_postgresql_and_is_described_without_its_password() -> None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import uuid
 from typing import Any
 
+import jsonschema
 import numpy as np
 import pytest
 from mcp import Client
@@ -250,6 +251,11 @@ async def test_tool_annotations_are_honest(settings: Settings) -> None:
     assert tools["update_memory"].annotations.destructive_hint is False  # the old version is kept
     # Output schemas are left out of tools/list (half its bytes); results still carry structured content.
     assert not any(t.output_schema for t in tools.values())
+    # The compacted schemas still accept what the tools accept: a nullable choice takes null.
+    scope = tools["ask_agent"].input_schema
+    jsonschema.validate({"query": "q", "scope": None, "conversation_id": None}, scope)
+    with pytest.raises(jsonschema.ValidationError):
+        jsonschema.validate({"query": "q", "scope": "everything"}, scope)
 
 
 async def test_result_text_is_compact_json_of_the_structured_content_without_nulls(settings: Settings) -> None:
