@@ -59,13 +59,9 @@ async def _connect(path: Path) -> aiosqlite.Connection:
         await migrate(conn)
     except sqlite3.DatabaseError as exc:
         await conn.close()
-        if getattr(exc, "sqlite_errorcode", 0) & 0xFF not in (sqlite3.SQLITE_NOTADB, sqlite3.SQLITE_CORRUPT):
+        if not is_damage(exc):
             raise
-        raise StorageError(
-            f"The file {path} is not a usable ollama-mcp database (SQLite: {exc}); it was left as it is. "
-            "Move it aside to start a new store there, restore a backup (or re-import an export), "
-            "or set OLLAMA_MCP_DB to another file."
-        ) from exc
+        raise damaged(path, str(exc)) from exc
     except BaseException:
         await conn.close()
         raise
@@ -138,8 +134,26 @@ def split_statements(script: str) -> list[str]:
     return statements
 
 
-def translate(exc: sqlite3.Error, action: str) -> StorageError:
-    """Turn a sqlite3 error into the StorageError a user can act on (by SQLite's error code)."""
+def is_damage(exc: sqlite3.Error) -> bool:
+    """Whether SQLite says the file is not a database, or a damaged one."""
+    return getattr(exc, "sqlite_errorcode", 0) & 0xFF in (sqlite3.SQLITE_NOTADB, sqlite3.SQLITE_CORRUPT)
+
+
+def damaged(path: Path, cause: str) -> StorageError:
+    """The one message for a file at OLLAMA_MCP_DB that cannot serve as the store: which file, why,
+    and what to do, every option keeping the file (it may be the user's only copy)."""
+    return StorageError(
+        f"The file {path} is not a usable ollama-mcp database ({cause}); it was left as it is. "
+        "Move it aside to start a new store there, restore a backup (or re-import an export), "
+        "or set OLLAMA_MCP_DB to another file."
+    )
+
+
+def translate(exc: sqlite3.Error, action: str, path: Path | None = None) -> StorageError:
+    """Turn a sqlite3 error into the StorageError a user can act on (by SQLite's error code);
+    ``path``: the database file, named when the error says the file is damaged."""
+    if path is not None and is_damage(exc):
+        return damaged(path, f"SQLite: {exc}")
     code = getattr(exc, "sqlite_errorcode", 0) & 0xFF
     if code in (sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED):
         return DatabaseBusyError(

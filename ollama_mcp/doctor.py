@@ -14,11 +14,12 @@ from pathlib import Path
 from sqlite3 import sqlite_version
 
 from ollama_mcp.config import Settings
-from ollama_mcp.db import fts5_missing, migrations
+from ollama_mcp.db import damaged, fts5_missing, migrations
 from ollama_mcp.embeddings import Embedder
 from ollama_mcp.errors import OllamaError, StorageError
 from ollama_mcp.ollama_client import OllamaClient
 from ollama_mcp.store import StoreSummary, summarize
+from ollama_mcp.store.summary import quick_check
 
 
 @dataclass(frozen=True)
@@ -61,8 +62,11 @@ def _database(path: Path, model: str) -> tuple[list[Check], StoreSummary | None]
                             f"run `chmod 600 {path}` to keep memories private.", blocking=False))
     try:
         summary = summarize(path, model)
+        problem = quick_check(path)
     except StorageError as exc:
         return [*checks, Check("database", False, str(exc))], None
+    if problem is not None:
+        return [*checks, Check("database", False, str(damaged(path, f"SQLite's quick_check found: {problem}")))], None
     newest = migrations()[-1].version
     if summary.schema_version > newest:
         checks.append(Check("schema", False, f"{path} was written by a newer ollama-mcp (schema "

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import sqlite3
 import subprocess
 import sys
 from pathlib import Path
@@ -122,3 +123,35 @@ def test_stats_counts_what_the_store_holds(db: Database, fake_ollama: FakeOllama
     assert "3 notes, 0 summaries, 0 messages" in out
     assert "0 without a vector of 'nomic-embed-text'" in out
     assert "nomic-embed-text: 3 memories, 256 dimensions" in out
+
+
+@pytest.mark.parametrize("how", ["random bytes", "truncated", "another program's database", "a damaged page"])
+def test_doctor_and_stats_name_a_damaged_database_with_what_to_do_and_leave_it_as_it_is(
+    db_path: Path, fake_ollama: FakeOllama, how: str
+) -> None:
+    if how == "another program's database":
+        db_path.parent.mkdir(parents=True)
+        with sqlite3.connect(db_path) as conn:
+            conn.execute("CREATE TABLE photos (name TEXT)")
+        conn.close()
+    else:
+        from tests.test_stdio import _damage  # noqa: PLC0415
+
+        _damage(db_path, fake_ollama, how)
+    before = db_path.read_bytes()
+    checked = doctor(db_path, fake_ollama)
+    env = {"PATH": os.environ.get("PATH", ""), "HOME": "/nonexistent", "OLLAMA_MCP_DB": str(db_path)}
+    counted = subprocess.run([str(SCRIPT), "stats"], capture_output=True, text=True, timeout=60, env=env)
+    assert checked.returncode == 1
+    message = f"The file {db_path} is not a usable ollama-mcp database"
+    assert f"FAIL database     {message}" in checked.stdout
+    said_by = [checked.stdout]
+    if how == "a damaged page":  # stats reads the tables it counts, which are sound
+        assert "quick_check found: *** in database main ***" in checked.stdout, checked.stdout
+        assert counted.returncode == 0
+    else:
+        assert counted.returncode == 2 and counted.stderr.startswith(f"ollama-mcp: {message}")
+        said_by.append(counted.stderr)
+    for said in said_by:
+        assert "it was left as it is. Move it aside to start a new store there, restore a backup" in said
+    assert db_path.read_bytes() == before

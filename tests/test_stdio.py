@@ -19,6 +19,7 @@ import pytest
 from mcp import Client, StdioServerParameters
 
 from tests.fake_ollama import FakeOllama
+from tests.test_doctor import make_store
 from tests.test_tools import call
 
 pytestmark = pytest.mark.anyio
@@ -221,3 +222,45 @@ def test_every_request_line_the_sdk_cannot_parse_gets_an_error_with_its_id_and_t
         assert conn.execute("SELECT content FROM memories").fetchall() == [("still serving",)]
     assert stderr[0].count("answered an unreadable request line") == len(unreadable)
     assert "secret" not in stderr[0] and "Traceback" not in stderr[0]
+
+
+def _damage(db_path: Path, fake: FakeOllama, how: str) -> None:
+    db_path.parent.mkdir(parents=True, exist_ok=True)
+    if how == "random bytes":
+        db_path.write_bytes(os.urandom(8192))
+        return
+    make_store(db_path, fake, *(f"memory number {i} " + "lorem ipsum " * 80 for i in range(300)))
+    with db_path.open("r+b") as file:
+        if how == "truncated":  # a copy cut short, as by a full disk or an interrupted sync
+            file.truncate(db_path.stat().st_size // 2)
+        else:  # one damaged page of the keyword index: only a full read (quick_check) or a search finds it
+            with sqlite3.connect(db_path) as conn:
+                page = conn.execute("SELECT max(pageno) FROM dbstat WHERE name = 'memory_contexts_fts_data'").fetchone()[0]
+                size = conn.execute("PRAGMA page_size").fetchone()[0]
+            conn.close()
+            file.seek((page - 1) * size + 8)
+            file.write(b"\xff" * 32)
+
+
+@pytest.mark.parametrize("how", ["random bytes", "truncated"])
+def test_a_damaged_database_is_named_with_what_to_do_by_every_tool_and_left_byte_for_byte(
+    db_path: Path, fake_ollama: FakeOllama, how: str
+) -> None:
+    _damage(db_path, fake_ollama, how)
+    before = db_path.read_bytes()
+    calls = [("store_memory", {"content": "a new memory"}), ("search_memories", {"query": "memory number 7"}),
+             ("list_conversations", {})]
+    with _raw_server(db_path, fake_ollama) as (proc, stderr):
+        for request_id, (tool, arguments) in enumerate(calls, start=2):
+            _rpc(proc, {"jsonrpc": "2.0", "id": request_id, "method": "tools/call",
+                        "params": {"name": tool, "arguments": arguments}})
+            reply = _read(proc)["result"]
+            assert reply["isError"] is True, (tool, reply)
+            text = reply["content"][0]["text"]
+            assert f"The file {db_path} is not a usable ollama-mcp database" in text, (tool, text)
+            assert "it was left as it is. Move it aside" in text and "OLLAMA_MCP_DB" in text
+        assert proc.stdin is not None
+        proc.stdin.close()
+        assert proc.wait(timeout=15) == 0
+    assert db_path.read_bytes() == before
+    assert "Traceback" not in stderr[0] and "details are in the server log" not in stderr[0]

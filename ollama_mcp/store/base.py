@@ -66,7 +66,7 @@ class StoreBase:
             except sqlite3.Error as exc:
                 if self._conn.in_transaction:
                     await self._conn.execute("ROLLBACK")
-                raise db.translate(exc, action) from exc
+                raise db.translate(exc, action, self.path) from exc
 
     def _gone(self, action: str) -> str:
         return (
@@ -80,7 +80,7 @@ class StoreBase:
         try:
             return list(await self._conn.execute_fetchall(sql, params))
         except sqlite3.Error as exc:
-            raise db.translate(exc, action) from exc
+            raise db.translate(exc, action, self.path) from exc
 
     async def data_version(self) -> int:
         """Changes whenever another connection commits: lets caches notice other processes."""

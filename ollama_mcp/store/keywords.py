@@ -209,7 +209,7 @@ class KeywordStore(StoreBase):
                 )
                 rows = await cursor.fetchall()
             except sqlite3.Error as exc:
-                raise db.translate(exc, "tokenize memories") from exc
+                raise db.translate(exc, "tokenize memories", self.path) from exc
             finally:
                 await self._conn.execute("INSERT INTO temp.keyword_scratch (keyword_scratch) VALUES ('delete-all')")
         postings: dict[int, list[tuple[str, str]]] = {}
@@ -235,7 +235,7 @@ class KeywordStore(StoreBase):
                 for statement in statements:
                     await self._conn.execute(statement)
             except sqlite3.Error as exc:
-                raise db.translate(exc, "prepare the keyword index") from exc
+                raise db.translate(exc, "prepare the keyword index", self.path) from exc
         self._keyword_scratch = True
 
     async def document_counts(self, terms: Sequence[str], cap: int) -> dict[str, int]:

@@ -7,9 +7,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ollama_mcp import db
-from ollama_mcp.errors import (
-    StorageError,
-)
+from ollama_mcp.errors import StorageError
 from ollama_mcp.store.rows import MISSING_VECTOR
 
 
@@ -50,6 +48,24 @@ def summarize(path: Path, model: str) -> StoreSummary:
                 ).fetchall() if version >= 2 else [],
             )
     except sqlite3.Error as exc:
-        raise StorageError(
-            f"{path} could not be read as an ollama-mcp database ({exc}); run `ollama-mcp doctor`."
-        ) from exc
+        raise _unreadable(path, exc, "read the database") from exc
+
+
+def quick_check(path: Path) -> str | None:
+    """SQLite's ``quick_check`` of ``path``, read-only: None when sound, else its first finding.
+    It reads the whole file (about a second per GB): for doctor, not for every start."""
+    try:
+        with sqlite3.connect(f"file:{path}?mode=ro", uri=True) as conn:
+            conn.execute(f"PRAGMA busy_timeout = {db.BUSY_TIMEOUT_MS}")
+            findings = [row[0] for row in conn.execute("PRAGMA quick_check(3)")]
+    except sqlite3.Error as exc:
+        raise _unreadable(path, exc, "check the database") from exc
+    return None if findings == ["ok"] else "; ".join(findings)
+
+
+def _unreadable(path: Path, exc: sqlite3.Error, action: str) -> StorageError:
+    if db.is_damage(exc):
+        return db.damaged(path, f"SQLite: {exc}")
+    if "no such table" in str(exc):
+        return db.damaged(path, "a SQLite database without ollama-mcp's tables")
+    return db.translate(exc, action)
