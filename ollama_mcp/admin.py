@@ -18,7 +18,7 @@ from ollama_mcp.app import open_app
 from ollama_mcp.backends import open_backend
 from ollama_mcp.config import Settings
 from ollama_mcp.domain import utc_now
-from ollama_mcp.errors import InvalidInputError, OllamaMcpError
+from ollama_mcp.errors import InvalidInputError, OllamaMcpError, StorageError
 from ollama_mcp.transfer import CopyReport, copy_store
 
 
@@ -52,6 +52,7 @@ class ProgressLine:
 async def export_store(settings: Settings, conversation_id: str | None, fmt: str) -> tuple[str, int]:
     """The store (or one conversation) as JSON or Markdown text, and how many conversations it
     holds. Nothing is written: the caller writes the text once it is complete."""
+    _must_exist(settings, "export")
     async with open_app(settings, background=False) as app:
         found = await app.lifecycle.snapshots(conversation_id)
     if fmt == "json":
@@ -110,6 +111,7 @@ async def reembed(settings: Settings, model: str | None, force: bool) -> tuple[i
 async def prune(settings: Settings, dry_run: bool) -> list[tuple[str, str]]:
     """Apply retention now (TTLs and OLLAMA_MCP_RETENTION_DAYS); returns (id, name) of the
     conversations deleted, or that would be with ``dry_run``."""
+    _must_exist(settings, "prune")
     async with open_app(settings, background=False) as app:
         expired = await app.lifecycle.expired()
         names = [(c.id, c.name or "unnamed") for c in expired]
@@ -145,3 +147,14 @@ async def migrate(settings: Settings, destination: Settings) -> CopyReport:
 def _duration(seconds: float) -> str:
     seconds = int(seconds)
     return f"{seconds // 60}m{seconds % 60:02d}s" if seconds >= 60 else f"{seconds}s"
+
+
+def _must_exist(settings: Settings, what: str) -> None:
+    """Commands that only read (or remove) must not create an empty SQLite store on the way: a
+    mistyped OLLAMA_MCP_DB would otherwise look like a store that holds nothing."""
+    path = settings.db_path
+    if settings.postgres_url is None and not path.exists():
+        raise StorageError(
+            f"There is no memory database at {path}, so there is nothing to {what}; nothing was created. "
+            "Check OLLAMA_MCP_DB (the server creates the file when it first stores a memory)."
+        )

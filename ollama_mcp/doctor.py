@@ -8,7 +8,9 @@ its folder is checked), and ``doctor`` asks Ollama to describe the model and emb
 from __future__ import annotations
 
 import os
+import shutil
 import stat
+import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 from sqlite3 import sqlite_version
@@ -20,6 +22,8 @@ from ollama_mcp.errors import OllamaError, StorageError
 from ollama_mcp.ollama_client import OllamaClient
 from ollama_mcp.store import StoreSummary, summarize
 from ollama_mcp.store.summary import quick_check
+
+MIN_FREE_BYTES = 50 * 2**20  # below this a new store (and its WAL) soon fills the disk
 
 
 @dataclass(frozen=True)
@@ -47,11 +51,7 @@ def _sqlite_features() -> Check:
 
 def _database(path: Path, model: str) -> tuple[list[Check], StoreSummary | None]:
     if not path.exists():
-        folder = next((p for p in [path.parent, *path.parent.parents] if p.exists()), Path("/"))
-        if folder.is_dir() and os.access(folder, os.W_OK | os.X_OK):
-            return [Check("database", True, f"{path} does not exist yet; it will be created on first use")], None
-        return [Check("database", False, f"{path} cannot be created: {folder} is not a writable folder. "
-                      "Set OLLAMA_MCP_DB to an absolute path in a folder you can write to.")], None
+        return [_creatable(path)], None
     checks = []
     if not os.access(path, os.R_OK | os.W_OK) or not os.access(path.parent, os.W_OK | os.X_OK):
         checks.append(Check("database", False, f"{path} or its folder is not writable by you; fix the permissions "
@@ -76,6 +76,27 @@ def _database(path: Path, model: str) -> tuple[list[Check], StoreSummary | None]
     memories = sum(summary.memories.values())
     checks.append(Check("database", True, f"{path}: {memories:,} memories, schema {newest}{note}"))
     return checks, summary
+
+
+def _creatable(path: Path) -> Check:
+    """Whether the server could create the store at ``path``: tried, not guessed from permission
+    bits (root passes every access() test, and /sys or a read-only mount still refuse), with a
+    probe file in the nearest folder that exists, removed at once."""
+    folder = next((p for p in [path.parent, *path.parent.parents] if p.exists()), Path("/"))
+    fix = "Set OLLAMA_MCP_DB to an absolute path in a folder you can write to."
+    if not folder.is_dir():
+        return Check("database", False, f"{path} cannot be created: {folder} is not a folder. {fix}")
+    try:
+        with tempfile.TemporaryFile(dir=folder, prefix=".ollama-mcp-doctor-"):
+            pass
+    except OSError as exc:
+        return Check("database", False, f"{path} cannot be created: {folder} refuses new files ({exc.strerror}). {fix}")
+    free = shutil.disk_usage(folder).free
+    if free < MIN_FREE_BYTES:
+        return Check("database", False, f"{path} cannot be created: only {free / 2**20:.1f} MiB are free on the disk "
+                     f"of {folder}. Free some space, or {fix[0].lower()}{fix[1:]}")
+    return Check("database", True, f"{path} does not exist yet; it will be created on first use "
+                 f"({free / 2**30:.1f} GiB free)")
 
 
 def _postgres(url: str, model: str) -> tuple[list[Check], StoreSummary | None]:

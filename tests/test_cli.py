@@ -212,3 +212,13 @@ def test_the_progress_line_shows_count_percent_and_eta_on_a_terminal_only() -> N
     assert "\rembedding with m 50/200 (25%) ETA 30s" in screen.getvalue()
     assert "200/200 (100%) ETA 0s" in screen.getvalue() and screen.getvalue().endswith("\n")
     assert pipe.getvalue() == ""
+
+
+@pytest.mark.parametrize("command", [["export"], ["export", "--format", "markdown"], ["prune", "--dry-run"]])
+def test_reading_commands_on_a_store_that_does_not_exist_say_so_and_create_nothing(
+    db_path: Path, fake_ollama: FakeOllama, command: list[str]
+) -> None:
+    done = run(Database("sqlite", str(db_path)), fake_ollama, *command)
+    assert done.returncode == 2 and done.stdout == ""
+    assert f"There is no memory database at {db_path}" in done.stderr and "Check OLLAMA_MCP_DB" in done.stderr
+    assert not db_path.parent.exists()

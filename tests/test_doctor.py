@@ -155,3 +155,13 @@ def test_doctor_and_stats_name_a_damaged_database_with_what_to_do_and_leave_it_a
     for said in said_by:
         assert "it was left as it is. Move it aside to start a new store there, restore a backup" in said
     assert db_path.read_bytes() == before
+
+
+def test_doctor_fails_with_the_fix_when_the_store_could_not_be_created_there(fake_ollama: FakeOllama) -> None:
+    # /sys refuses new files even to root, whom every permission-bit test lets through
+    done = doctor(Path("/sys/ollama-mcp/memory.db"), fake_ollama)
+    assert done.returncode == 1
+    assert ("FAIL database     /sys/ollama-mcp/memory.db cannot be created: /sys refuses new files"
+            in done.stdout), done.stdout
+    assert "Set OLLAMA_MCP_DB to an absolute path in a folder you can write to." in done.stdout
+    assert not Path("/sys/ollama-mcp").exists()
