@@ -9,7 +9,7 @@ from collections.abc import Sequence
 
 from ollama_mcp import __version__
 from ollama_mcp.config import Settings
-from ollama_mcp.errors import OllamaMcpError
+from ollama_mcp.errors import ConfigError, OllamaMcpError
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -89,11 +89,12 @@ def _parser() -> argparse.ArgumentParser:
 def main(argv: Sequence[str] | None = None) -> None:
     args = _parser().parse_args(argv)
     try:
+        if args.command in (None, "serve"):
+            _serve(_settings_for_serving())
+            return
         settings = Settings.from_env()
         _configure_logging(settings.log_level)
-        if args.command in (None, "serve"):
-            _serve(settings)
-        elif args.command == "doctor":
+        if args.command == "doctor":
             sys.exit(_doctor(settings))
         elif args.command == "stats":
             from ollama_mcp.doctor import stats  # noqa: PLC0415  (kept off the serve path)
@@ -112,10 +113,24 @@ def main(argv: Sequence[str] | None = None) -> None:
         sys.exit(130)
 
 
-def _serve(settings: Settings) -> None:
+def _settings_for_serving() -> Settings | ConfigError:
+    """The settings, or why they cannot be used: a server that exited before ``initialize`` would
+    show the client only a disconnected server, so it serves and every tool call gives the fix."""
+    try:
+        settings = Settings.from_env()
+    except ConfigError as exc:
+        _configure_logging("INFO")
+        logging.getLogger(__name__).error("the settings cannot be used: %s", exc)
+        return exc
+    _configure_logging(settings.log_level)
+    return settings
+
+
+def _serve(settings: Settings | ConfigError) -> None:
     from ollama_mcp.server import build_server  # noqa: PLC0415  (the CLI's other commands need no MCP)
 
-    logging.getLogger(__name__).info("serving MCP over stdio; database %s", settings.database)
+    if isinstance(settings, Settings):
+        logging.getLogger(__name__).info("serving MCP over stdio; database %s", settings.database)
     build_server(settings).run("stdio")
 
 

@@ -37,7 +37,7 @@ from pydantic import BaseModel, Field
 
 from ollama_mcp import __version__
 from ollama_mcp.config import Settings
-from ollama_mcp.errors import NotFoundError, OllamaMcpError
+from ollama_mcp.errors import ConfigError, NotFoundError, OllamaMcpError
 from ollama_mcp.inputs import search_request
 from ollama_mcp.results import (
     AgentReply,
@@ -87,9 +87,11 @@ class _AppHolder:
 
     If opening fails (a folder that is not writable, a database from a newer version), each
     tool call reports why and the next one tries again, so fixing the cause needs no restart.
+    Settings that cannot be used (a ``ConfigError`` instead of ``Settings``) are reported the
+    same way; they are read once per process, so only a restart with new ones helps.
     """
 
-    def __init__(self, settings: Settings) -> None:
+    def __init__(self, settings: Settings | ConfigError) -> None:
         self._settings = settings
         self._attempt_done = anyio.Event()
         self._retry = anyio.Event()
@@ -100,6 +102,8 @@ class _AppHolder:
     async def run(self) -> None:
         while True:
             try:
+                if isinstance(self._settings, ConfigError):
+                    raise self._settings
                 # Imported in a worker thread so the event loop keeps answering the handshake.
                 app_module = await anyio.to_thread.run_sync(importlib.import_module, "ollama_mcp.app")
                 async with app_module.open_app(self._settings) as app:
@@ -208,9 +212,10 @@ def compact_schema(schema: Any) -> Any:
     return out
 
 
-def build_server(settings: Settings) -> MCPServer:
+def build_server(settings: Settings | ConfigError) -> MCPServer:
     """The MCP server with every tool, resource and prompt registered; nothing is opened until the
-    lifespan starts."""
+    lifespan starts. Given a ConfigError, it still answers ``initialize`` and lists its tools, and
+    every call returns that error's message."""
     holders: list[_AppHolder] = []  # the running lifespan's holder, for the static resource
 
     @asynccontextmanager

@@ -64,9 +64,9 @@ def test_cli_help_and_version_work_without_a_database(tmp_path: Path) -> None:
     assert version.startswith("ollama-mcp ")
 
 
-def test_a_bad_setting_is_reported_on_stderr_with_exit_code_2() -> None:
-    script = Path(sys.executable).parent / "ollama-mcp"
-    out = subprocess.run([str(script)], capture_output=True, text=True, timeout=60, stdin=subprocess.DEVNULL,
+def test_a_bad_setting_is_reported_by_a_command_on_stderr_with_exit_code_2() -> None:
+    script = Path(sys.executable).parent / "ollama-mcp"  # (the server reports it through its tools)
+    out = subprocess.run([str(script), "stats"], capture_output=True, text=True, timeout=60, stdin=subprocess.DEVNULL,
                          env={"HOME": "/tmp", "OLLAMA_MCP_DB": "relative.db"})
     assert out.returncode == 2 and out.stdout == ""
     assert "OLLAMA_MCP_DB must be an absolute path" in out.stderr

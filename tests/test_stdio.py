@@ -264,3 +264,25 @@ def test_a_damaged_database_is_named_with_what_to_do_by_every_tool_and_left_byte
         assert proc.wait(timeout=15) == 0
     assert db_path.read_bytes() == before
     assert "Traceback" not in stderr[0] and "details are in the server log" not in stderr[0]
+
+
+@pytest.mark.parametrize(("name", "value", "said"), [
+    ("OLLAMA_MCP_DB", "memory.db", "OLLAMA_MCP_DB must be an absolute path"),
+    ("OLLAMA_MCP_EMBED_TIMEOUT", "soon", "OLLAMA_MCP_EMBED_TIMEOUT"),
+])
+def test_settings_that_cannot_be_used_are_told_through_every_tool_not_by_exiting_before_initialize(
+    db_path: Path, fake_ollama: FakeOllama, name: str, value: str, said: str
+) -> None:
+    with _raw_server(db_path, fake_ollama, **{name: value}) as (proc, stderr):
+        _rpc(proc, {"jsonrpc": "2.0", "id": 2, "method": "tools/list", "params": {}})
+        assert len(_read(proc)["result"]["tools"]) == 11
+        for request_id in (3, 4):  # every call, not only the first
+            _rpc(proc, {"jsonrpc": "2.0", "id": request_id, "method": "tools/call",
+                        "params": {"name": "store_memory", "arguments": {"content": "kept nowhere"}}})
+            reply = _read(proc)["result"]
+            assert reply["isError"] is True and said in reply["content"][0]["text"]
+        assert proc.stdin is not None
+        proc.stdin.close()
+        assert proc.wait(timeout=15) == 0
+    assert said in stderr[0] and "Traceback" not in stderr[0]
+    assert not db_path.exists() and not (Path("/") / "memory.db").exists()
