@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import argparse
 import logging
+import os
+import signal
 import sys
 from collections.abc import Sequence
 
@@ -131,7 +133,31 @@ def _serve(settings: Settings | ConfigError) -> None:
 
     if isinstance(settings, Settings):
         logging.getLogger(__name__).info("serving MCP over stdio; database %s", settings.database)
+    if sys.stdin.isatty():
+        _started_by_hand()
     build_server(settings).run("stdio")
+
+
+def _started_by_hand() -> None:
+    """Run in a terminal, the server says what it is and stops on Ctrl-C.
+
+    An MCP client talks to it over a pipe; a person at a terminal gets one line saying so. Ctrl-C
+    must end it at once: the SDK reads stdin in a worker thread that cannot be interrupted, so a
+    KeyboardInterrupt would leave the process waiting for a line forever. Exiting without
+    unwinding is safe: every acknowledged write is committed, and SQLite's WAL needs no close.
+    """
+    print(
+        "ollama-mcp is an MCP server: an MCP client (Claude Desktop, Claude Code, ...) starts it and "
+        "talks to it over stdin/stdout, so it is waiting for one here. To check the setup run "
+        "`ollama-mcp doctor`; to stop, press Ctrl-C.",
+        file=sys.stderr, flush=True,
+    )
+
+    def stop(_signal: int, _frame: object) -> None:
+        logging.shutdown()
+        os._exit(130)
+
+    signal.signal(signal.SIGINT, stop)
 
 
 def _maintenance(settings: Settings, args: argparse.Namespace) -> int:

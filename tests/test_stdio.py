@@ -3,12 +3,16 @@ directory ``/``, a minimal environment, sometimes two copies on one database at 
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
+import pty
 import select
+import signal
 import sqlite3
 import subprocess
 import sys
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -129,6 +133,7 @@ def test_raw_claude_desktop_session_gets_only_protocol_on_stdout_and_exits_when_
             proc.kill()
         stderr = proc.stderr.read().decode() if proc.stderr else ""
     assert "raw wire memory" not in stderr  # logs never carry memory content
+    assert "is an MCP server" not in stderr  # said only to a person at a terminal
     assert "Traceback" not in stderr
 
 
@@ -286,3 +291,35 @@ def test_settings_that_cannot_be_used_are_told_through_every_tool_not_by_exiting
         assert proc.wait(timeout=15) == 0
     assert said in stderr[0] and "Traceback" not in stderr[0]
     assert not db_path.exists() and not (Path("/") / "memory.db").exists()
+
+
+def test_started_by_hand_in_a_terminal_it_says_what_it_is_and_ctrl_c_stops_it(
+    db_path: Path, fake_ollama: FakeOllama
+) -> None:
+    pid, terminal = pty.fork()
+    if pid == 0:  # the child: the server with a terminal as stdin, stdout and stderr
+        os.execve(str(SCRIPT), [str(SCRIPT)], {"PATH": os.environ.get("PATH", ""), "HOME": "/nonexistent",
+                                               **server_env(db_path, fake_ollama)})
+    said = b""
+    try:
+        deadline = time.monotonic() + 30
+        while b"to stop, press Ctrl-C." not in said and time.monotonic() < deadline:
+            if select.select([terminal], [], [], 0.5)[0]:
+                said += os.read(terminal, 4096)
+        assert b"ollama-mcp is an MCP server" in said and b"ollama-mcp doctor" in said
+        os.write(terminal, b"\x03")  # Ctrl-C, as the terminal sends it: SIGINT to the process
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline:
+            done, status = os.waitpid(pid, os.WNOHANG)
+            if done:
+                assert os.waitstatus_to_exitcode(status) == 130
+                break
+            time.sleep(0.05)
+        else:
+            raise AssertionError("Ctrl-C did not stop the server within 10 s")
+    finally:
+        with contextlib.suppress(ChildProcessError, ProcessLookupError):
+            if os.waitpid(pid, os.WNOHANG)[0] == 0:
+                os.kill(pid, signal.SIGKILL)
+                os.waitpid(pid, 0)
+        os.close(terminal)
