@@ -18,7 +18,7 @@ from sqlite3 import sqlite_version
 from ollama_mcp.config import Settings
 from ollama_mcp.db import damaged, fts5_missing, migrations
 from ollama_mcp.embeddings import Embedder
-from ollama_mcp.errors import OllamaError, StorageError
+from ollama_mcp.errors import OllamaError, OllamaModelError, StorageError
 from ollama_mcp.ollama_client import OllamaClient
 from ollama_mcp.store import StoreSummary, summarize
 from ollama_mcp.store.summary import quick_check
@@ -191,9 +191,13 @@ async def _chat_models(settings: Settings, client: OllamaClient) -> list[Check]:
             continue
         try:
             info = await client.show(model)
-        except OllamaError:
-            checks.append(Check("chat", False, f"chat model {model!r} ({use}) is not pulled; run `ollama pull "
-                                f"{model}`. Until then summaries wait and ask_agent fails.", blocking=False))
+        except OllamaModelError:
+            setting = "OLLAMA_MCP_CHAT_MODEL" if use.startswith("summaries") else "OLLAMA_MCP_AGENT_MODEL"
+            advice = await client.missing_model(model, setting)
+            checks.append(Check("chat", False, f"{advice} Until then {use} cannot run.", blocking=False))
+            continue
+        except OllamaError as exc:
+            checks.append(Check("chat", False, str(exc), blocking=False))
             continue
         tools = "tools" in info.capabilities
         if use.endswith("ask_agent") and not tools:

@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+import difflib
 import logging
-from collections.abc import Iterator, Mapping, Sequence
-from contextlib import contextmanager
+from collections.abc import AsyncIterator, Mapping, Sequence
+from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -69,7 +70,7 @@ class OllamaClient:
 
     async def embed(self, model: str, texts: Sequence[str]) -> list[list[float]]:
         """One vector per text. ``truncate=False``: an over-long input is an error, never cut silently."""
-        with self._translate(model, "compute embeddings"):
+        async with self._translate(model, "compute embeddings"):
             response = await self._client.embed(model=model, input=list(texts), truncate=False)
             vectors = [list(v) for v in response.embeddings]
         if len(vectors) != len(texts):
@@ -93,7 +94,7 @@ class OllamaClient:
         options: dict[str, Any] = {"temperature": temperature}
         if num_ctx:
             options["num_ctx"] = num_ctx  # Ollama's default context cuts long prompts silently
-        with self._translate(model, "chat"):
+        async with self._translate(model, "chat"):
             response = await self._client.chat(
                 model=model, messages=list(messages), tools=list(tools) if tools else None,
                 format=dict(schema) if schema else None, options=options, stream=False,
@@ -106,7 +107,7 @@ class OllamaClient:
         return ChatReply(message.content or "", calls)
 
     async def show(self, model: str) -> ModelInfo:
-        with self._translate(model, "describe the model"):
+        async with self._translate(model, "describe the model"):
             response = await self._client.show(model)
         info = dict(response.modelinfo or {})
         arch = str(info.get("general.architecture", ""))
@@ -117,8 +118,36 @@ class OllamaClient:
             capabilities=tuple(response.capabilities or ()),
         )
 
-    @contextmanager
-    def _translate(self, model: str, action: str) -> Iterator[None]:
+    async def missing_model(self, model: str, setting: str | None = None) -> str:
+        """What to tell a user whose model Ollama does not have: the closest pulled model of the
+        right kind when there is one (a typo: `ollama pull nomic-embed-txt` would only fail),
+        else the pull to run and what is pulled."""
+        setting = setting or self._model_setting
+        kind = "embedding" if "EMBED" in setting else "completion"
+        pulled, closest = await self._closest_pulled(model, kind)
+        missing = f"Ollama at {self.host} does not have the model {model!r}"
+        if closest is not None:
+            return f"{missing}; you have pulled {closest!r}, which is close: set {setting}={closest}."
+        have = f" (pulled: {', '.join(pulled[:6])})" if pulled else ""
+        return f"{missing}; run `ollama pull {model}`, or set {setting} to a model you have{have}."
+
+    async def _closest_pulled(self, model: str, kind: str) -> tuple[list[str], str | None]:
+        """The pulled models' names, and the one nearest to ``model`` that has ``kind`` (Ollama's
+        capability: embedding or completion). Best effort: ([], None) when Ollama cannot say."""
+        try:
+            with anyio.fail_after(min(self.timeout, 5.0)):
+                listed = await self._client.list()
+                pulled = [str(m.model).removesuffix(":latest") for m in listed.models if m.model]
+                wanted = model.removesuffix(":latest")
+                for name in _near(wanted, pulled):
+                    if kind in ((await self._client.show(name)).capabilities or ()):
+                        return pulled, name
+                return pulled, None
+        except (ollama.ResponseError, httpx.HTTPError, ConnectionError, TimeoutError, ValidationError):
+            return [], None
+
+    @asynccontextmanager
+    async def _translate(self, model: str, action: str) -> AsyncIterator[None]:
         """Errors translated once, and the timeout bounding the whole request: httpx's timeouts
         bound each read, so a server sending a byte at a time would otherwise never time out."""
         try:
@@ -127,10 +156,7 @@ class OllamaClient:
         except ollama.ResponseError as exc:
             status = exc.status_code
             if status == 404:
-                raise OllamaModelError(
-                    f"Ollama at {self.host} does not have the model {model!r}; run `ollama pull {model}` "
-                    f"or set {self._model_setting} to a model you have."
-                ) from exc
+                raise OllamaModelError(await self.missing_model(model)) from exc
             if status == 400 and "context length" in (exc.error or ""):
                 raise InputTooLongError(model) from exc
             if status == 400 and "does not support tools" in (exc.error or ""):
@@ -168,6 +194,17 @@ class OllamaClient:
                 f"Ollama at {self.host} sent a reply that could not be read while trying to {action} "
                 f"({type(exc).__name__}); check that OLLAMA_HOST points at Ollama. It will be retried."
             ) from exc
+
+
+def _near(wanted: str, pulled: Sequence[str]) -> list[str]:
+    """Pulled names a user may have meant: the same model with another tag or suffix
+    (qwen2.5:3b for qwen2.5:3b-instruct), then near spellings (nomic-embed-txt)."""
+    related = [
+        name for name in pulled
+        if name.startswith(wanted) or wanted.startswith(name) or name.split(":")[0] == wanted.split(":")[0]
+    ]
+    similar = difflib.get_close_matches(wanted, pulled, n=3, cutoff=0.75)
+    return [name for name in dict.fromkeys([*related, *similar]) if name != wanted][:4]
 
 
 def _int(value: object) -> int | None:

@@ -94,6 +94,27 @@ async def test_model_not_pulled_names_the_pull_command_and_recovers_after_pull(
     assert query(db, "SELECT DISTINCT model FROM memory_embeddings") == [("nomic-embed-text",)]
 
 
+async def test_a_mistyped_model_name_gets_the_closest_pulled_model_of_its_kind_not_a_pull_that_fails(
+    settings: Settings, fake_ollama: FakeOllama
+) -> None:
+    fake_ollama.models["nomic-embed-text2"] = FakeModel(capabilities=["completion"])  # close, but not an embedder
+    async with connect(replace(settings, embed_model="nomic-embed-txt")) as client:
+        stored = await call(client, "store_memory", content="a memory")
+    assert stored["embedding_status"] == "pending"
+    assert ("does not have the model 'nomic-embed-txt'; you have pulled 'nomic-embed-text', which is close: "
+            "set OLLAMA_MCP_EMBED_MODEL=nomic-embed-text.") in stored["note"]
+    assert "ollama pull" not in stored["note"]
+
+
+async def test_a_model_name_like_none_pulled_gets_the_pull_and_what_is_pulled(
+    settings: Settings, fake_ollama: FakeOllama
+) -> None:
+    async with connect(replace(settings, embed_model="mxbai-embed-large")) as client:
+        stored = await call(client, "store_memory", content="a memory")
+    assert ("does not have the model 'mxbai-embed-large'; run `ollama pull mxbai-embed-large`, or set "
+            "OLLAMA_MCP_EMBED_MODEL to a model you have (pulled: nomic-embed-text, qwen2.5:3b).") in stored["note"]
+
+
 async def test_slow_ollama_times_out_into_pending_instead_of_hanging(
     settings: Settings, db: Database, fake_ollama: FakeOllama
 ) -> None:
