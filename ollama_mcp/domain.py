@@ -126,6 +126,7 @@ class SearchOutcome:
     mode: SearchMode
     elapsed_ms: float
     notice: str | None = None
+    searched: Literal["conversation", "all"] = "all"  # one conversation, or every one
 
 
 @dataclass(frozen=True)

@@ -35,6 +35,10 @@ class SearchTuning:
     # yet scoring every memory it matches is what makes keyword search slow on large stores.
     common_share: float = 0.1
     common_min_docs: int = 500
+    # A memory that shares no word with the query is a hit only if its own text is at least this
+    # close in meaning (cosine): else a search in a conversation with one unrelated note returns
+    # that note, at similarity 0.0, as its best answer.
+    min_similarity: float = 0.1
 
 
 # English function words carry no topic: left out of keyword queries (unless a query has
@@ -108,7 +112,11 @@ def rank_lists(
     )
     # Memories that contain the query word for word come first, whatever the fusion says.
     exact_set = set(exact)
-    order = [(seq, float("inf")) for seq in exact] + [(seq, s) for seq, s in fused_scores if seq not in exact_set]
+    worded = exact_set.union(keyword, keyword_context)
+    order = [(seq, float("inf")) for seq in exact] + [
+        (seq, s) for seq, s in fused_scores
+        if seq not in exact_set and (seq in worded or similarity.get(seq, -1.0) >= tuning.min_similarity)
+    ]
     fused = [Ranked(seq, score, similarity.get(seq)) for seq, score in order]
     if threshold is not None:
         # The threshold is on meaning: exact matches, and keyword matches with no vector yet

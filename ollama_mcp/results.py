@@ -93,6 +93,7 @@ class Hit(BaseModel):
 class SearchResults(BaseModel):
     results: list[Hit]
     mode: Literal["hybrid", "keyword"]
+    searched: Literal["conversation", "all"]  # one conversation, or every one
     search_time_ms: float
     notice: str | None = None
 
@@ -107,7 +108,7 @@ class SearchResults(BaseModel):
                 )
                 for h in outcome.hits
             ],
-            mode=outcome.mode, search_time_ms=outcome.elapsed_ms, notice=outcome.notice,
+            mode=outcome.mode, searched=outcome.searched, search_time_ms=outcome.elapsed_ms, notice=outcome.notice,
         )
 
 

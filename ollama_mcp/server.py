@@ -63,7 +63,7 @@ log = logging.getLogger(__name__)
 INSTRUCTIONS = (
     "Long-term memory kept on this machine. Call init_conversation at the start of a chat, "
     "store_memory for facts worth keeping, search_memories before answering from memory, "
-    "search_all_conversations for earlier chats, end_conversation when done."
+    "search_all_conversations to recall earlier chats, end_conversation when done."
 )
 
 # Only hints that differ from the spec's defaults (read_only false, destructive true,
@@ -279,7 +279,9 @@ def build_server(settings: Settings | ConfigError) -> MCPServer:
     async def search_memories(
         ctx: Context,
         query: str,
-        conversation_id: Annotated[str | None, Field(description="Default: the current one, else all.")] = None,
+        conversation_id: Annotated[
+            str | None, Field(description="Default: the one init_conversation started, else all.")
+        ] = None,
         top_k: TopK = 5,
         threshold: Threshold = None,
         tags: Tags = None,
@@ -288,7 +290,7 @@ def build_server(settings: Settings | ConfigError) -> MCPServer:
         include_messages: Messages = False,
         include_superseded: Superseded = False,
     ) -> Annotated[CallToolResult, SearchResults]:
-        """Find memories of one conversation by meaning and keywords, best first."""
+        """Find memories of this conversation by meaning and keywords, best first; earlier chats: search_all_conversations."""
         async with _tool_call(ctx) as app:
             request = search_request(
                 query, conversation_id, top_k, threshold, tags, since, until, include_messages, include_superseded

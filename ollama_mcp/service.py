@@ -19,6 +19,7 @@ from ollama_mcp.domain import (
     EmbeddingRow,
     EndedConversation,
     Memory,
+    SearchMode,
     SearchOutcome,
     SearchRequest,
     StoredMemory,
@@ -44,6 +45,7 @@ class MemoryService:
         self._summaries = summaries  # a chat model is configured to write missing summaries
         self._max_content_chars = max_content_chars
         self._current_id: str | None = None
+        self._others_seen = False  # a search scoped to one conversation found others exist
 
     @property
     def current_conversation_id(self) -> str | None:
@@ -216,17 +218,38 @@ class MemoryService:
         return deleted
 
     async def search(self, request: SearchRequest) -> SearchOutcome:
-        """search_memories and search_all_conversations: one conversation (the given one, else
-        the current one, else every conversation), or every conversation with ``everywhere``."""
+        """search_memories and search_all_conversations: every conversation with ``everywhere``,
+        else the given conversation, else the current one.
+
+        A current conversation the server started by itself (a store with no init_conversation:
+        every new chat of a client that never names one) holds nothing yet of what the user
+        remembers, so a search in it covers every conversation; narrowing it to that one would
+        forget every earlier chat the moment something is saved. A search that did leave other
+        conversations out says so, with the tool that recalls them.
+        """
         started = time.perf_counter()
         target = None if request.everywhere else request.conversation_id or self._current_id
-        key = None if target is None else (await self._store.get_conversation(target)).key
-        filters = replace(request.filters, conversation_id=target)
+        conversation = None if target is None else await self._store.get_conversation(target)
+        if conversation is not None and conversation.anonymous and request.conversation_id is None:
+            conversation = None  # the server's own current conversation: search them all
+        filters = replace(request.filters, conversation_id=None if conversation is None else conversation.id)
         hits, by_meaning, notice = await self._indexer.search(
-            request.query, filters, key, request.top_k, request.threshold
+            request.query, filters, None if conversation is None else conversation.key, request.top_k, request.threshold
         )
+        if conversation is not None and await self._others_exist(conversation.id):
+            left_out = "Only this conversation was searched; search_all_conversations recalls the others."
+            notice = f"{notice} {left_out}" if notice else left_out
         elapsed = round((time.perf_counter() - started) * 1000, 2)
-        return SearchOutcome(hits, "hybrid" if by_meaning else "keyword", elapsed, notice)
+        mode: SearchMode = "hybrid" if by_meaning else "keyword"
+        return SearchOutcome(hits, mode, elapsed, notice, "all" if conversation is None else "conversation")
+
+    async def _others_exist(self, conversation_id: str) -> bool:
+        """Whether any conversation besides this one exists (remembered once true: deleting every
+        other conversation while a server runs is rare, and the notice then only over-informs)."""
+        if not self._others_seen:
+            found = await self._store.list_conversations(None, 2)
+            self._others_seen = any(c.id != conversation_id for c in found)
+        return self._others_seen
 
     async def forget_vectors(self) -> None:
         """Drop every vector of the configured model: everything becomes pending (reembed --force)."""

@@ -267,3 +267,47 @@ async def test_result_text_is_compact_json_of_the_structured_content_without_nul
     assert "\n" not in text and ": " not in text and "null" not in text
     assert json.loads(text) == {k: v for k, v in result.structured_content.items() if v is not None}
     assert result.structured_content["note"] is None  # the structured form keeps every field
+
+
+async def test_search_memories_in_a_chat_the_server_started_recalls_every_earlier_chat(
+    settings: Settings, fake_ollama: FakeOllama
+) -> None:
+    fake_ollama.concepts.update({"database": "storage", "postgresql": "storage"})
+    async with connect(settings) as earlier:
+        await call(earlier, "init_conversation", name="billing")
+        chosen = await call(earlier, "store_memory", content="For billing we chose PostgreSQL")
+    async with connect(settings) as chat:  # a new chat: a new process, no init_conversation
+        await call(chat, "store_memory", content="lunch is at noon")  # starts the server's own conversation
+        found = await call(chat, "search_memories", query="which database for billing?")
+    assert found["searched"] == "all" and found["notice"] is None
+    assert [hit["memory_id"] for hit in found["results"]] == [chosen["memory_id"]]
+
+
+async def test_a_search_kept_to_one_conversation_says_the_others_were_left_out(
+    settings: Settings, fake_ollama: FakeOllama
+) -> None:
+    async with connect(settings) as client:
+        await call(client, "init_conversation", name="alone")
+        alone = await call(client, "search_memories", query="anything")
+        await call(client, "init_conversation", name="billing")
+        await call(client, "store_memory", content="For billing we chose PostgreSQL")
+        scoped = await call(client, "search_memories", query="billing")
+        everywhere = await call(client, "search_all_conversations", query="billing")
+    assert alone["searched"] == "conversation" and alone["notice"] is None  # nothing else exists
+    assert scoped["searched"] == "conversation"
+    assert scoped["notice"] == "Only this conversation was searched; search_all_conversations recalls the others."
+    assert everywhere["searched"] == "all" and everywhere["notice"] is None
+
+
+async def test_a_memory_sharing_neither_words_nor_meaning_with_the_query_is_not_a_hit(
+    settings: Settings, fake_ollama: FakeOllama
+) -> None:
+    fake_ollama.concepts.update({"database": "storage", "postgresql": "storage"})
+    async with connect(settings) as client:
+        await call(client, "init_conversation", name="errands")
+        await call(client, "store_memory", content="lunch is at noon")
+        unrelated = await call(client, "search_memories", query="which database?")
+        await call(client, "store_memory", content="the errands app runs on PostgreSQL")
+        related = await call(client, "search_memories", query="which database?")
+    assert unrelated["results"] == [] and unrelated["mode"] == "hybrid"
+    assert [hit["content"] for hit in related["results"]] == ["the errands app runs on PostgreSQL"]
