@@ -10,6 +10,7 @@ import sys
 from collections.abc import Sequence
 
 from ollama_mcp import __version__
+from ollama_mcp.client_config import CLIENTS, render
 from ollama_mcp.config import Settings
 from ollama_mcp.errors import ConfigError, OllamaMcpError
 
@@ -84,6 +85,14 @@ def _parser() -> argparse.ArgumentParser:
         "difference fails loudly. The source is left as it is. Example: "
         "ollama-mcp migrate --to postgresql://memory@db.example/memory",
     )
+    configurer = commands.add_parser(
+        "config",
+        help="print what an MCP client needs to start this server (absolute path and settings included)",
+        description="Prints the block to paste into the client's configuration (for Claude Code: the "
+        "command to run), with this installation's absolute path and the OLLAMA_MCP_* settings of "
+        "this shell. Example: ollama-mcp config --client claude-desktop",
+    )
+    configurer.add_argument("--client", required=True, choices=CLIENTS, help="the MCP client to configure")
     migrator.add_argument("--to", required=True, metavar="DB", help="a postgresql:// URL or an absolute SQLite file path")
     return parser
 
@@ -98,6 +107,11 @@ def main(argv: Sequence[str] | None = None) -> None:
         _configure_logging(settings.log_level)
         if args.command == "doctor":
             sys.exit(_doctor(settings))
+        elif args.command == "config":
+            text, notes = render(args.client, settings, os.environ)
+            for note in notes:
+                print(note, file=sys.stderr)
+            sys.stdout.write(text)
         elif args.command == "stats":
             from ollama_mcp.doctor import stats  # noqa: PLC0415  (kept off the serve path)
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import shlex
 import subprocess
 import sys
 from collections.abc import Callable
@@ -13,11 +14,13 @@ from typing import Any
 
 import anyio
 import pytest
+from mcp import Client, StdioServerParameters
 
 from ollama_mcp.app import open_app
 from ollama_mcp.config import Settings
 from tests.conftest import Database
 from tests.fake_ollama import FakeModel, FakeOllama
+from tests.test_tools import call
 
 SCRIPT = Path(sys.executable).parent / "ollama-mcp"
 
@@ -222,3 +225,50 @@ def test_reading_commands_on_a_store_that_does_not_exist_say_so_and_create_nothi
     assert done.returncode == 2 and done.stdout == ""
     assert f"There is no memory database at {db_path}" in done.stderr and "Check OLLAMA_MCP_DB" in done.stderr
     assert not db_path.parent.exists()
+
+
+def _client_block(client: str, text: str) -> dict[str, Any]:
+    """The server entry a client would read from ``config --client``'s output."""
+    if client == "claude-code":
+        words = shlex.split(text)
+        assert words[:6] == ["claude", "mcp", "add", "--scope", "user", "ollama-mcp"]
+        end = words.index("--")
+        pairs = words[6:end]
+        assert pairs[::2] == ["-e"] * (len(pairs) // 2)  # the name stands before every -e
+        env = dict(pair.split("=", 1) for pair in pairs[1::2])
+        return {"command": words[end + 1], "args": words[end + 2:], "env": env}
+    parsed = json.loads(text)
+    return parsed["servers"]["ollama-mcp"] if client == "vscode" else parsed["mcpServers"]["ollama-mcp"]
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("client", ["claude-desktop", "claude-code", "cursor", "vscode"])
+async def test_config_prints_a_block_each_client_reads_that_starts_this_server(
+    db: Database, fake_ollama: FakeOllama, client: str
+) -> None:
+    done = run(db, fake_ollama, "config", "--client", client, OLLAMA_MCP_EMBED_MODEL="nomic-embed-text")
+    assert done.returncode == 0, done.stderr
+    entry = _client_block(client, done.stdout)
+    if client == "vscode":
+        assert entry.pop("type") == "stdio"
+    assert Path(entry["command"]).is_absolute() and entry["command"] == str(SCRIPT)
+    assert entry["env"] == {"OLLAMA_HOST": fake_ollama.url, "OLLAMA_MCP_DB": db.url,
+                            "OLLAMA_MCP_EMBED_MODEL": "nomic-embed-text", "OLLAMA_MCP_EMBED_TIMEOUT": "2"}
+    # What the client then does: start it from / with only that environment, and use it.
+    params = StdioServerParameters(command=entry["command"], args=entry["args"], env=entry["env"], cwd="/")
+    async with Client(params, mode="legacy") as started:
+        stored = await call(started, "store_memory", content="configured by config --client")
+    assert stored["embedding_status"] == "embedded"
+
+
+def test_config_leaves_a_postgresql_password_out_and_says_where_it_goes(fake_ollama: FakeOllama) -> None:
+    url = "postgresql://memory:s3cret@db.example:5432/memory"
+    done = run(Database("postgres", url), fake_ollama, "config", "--client", "claude-desktop")
+    assert done.returncode == 0 and "s3cret" not in done.stdout
+    assert _client_block("claude-desktop", done.stdout)["env"]["OLLAMA_MCP_DB"] == "postgresql://memory@db.example:5432/memory"
+    assert "~/.pgpass" in done.stderr
+
+
+def test_config_needs_a_known_client() -> None:
+    done = subprocess.run([str(SCRIPT), "config", "--client", "emacs"], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 2 and "claude-desktop" in done.stderr and "vscode" in done.stderr
