@@ -94,6 +94,35 @@ async def test_an_unreachable_server_is_named_by_host_and_port_without_the_passw
     assert "s3cret-pw" not in message and "ana:" not in message
 
 
+@pytest.mark.parametrize(("case", "said"), [
+    ("missing database", "PostgreSQL answers, but the database of"),
+    ("unknown user", "refused the login; check the user and password"),
+    ("no connection slot", "has no connection slot left"),
+])
+async def test_a_refused_connection_is_told_by_its_cause_not_as_an_unreachable_server(
+    postgres_server: str, case: str, said: str
+) -> None:
+    role, password = "member_limited", "pw-never-printed"
+    with psycopg.connect(postgres_server, autocommit=True) as admin:
+        admin.execute(sql.SQL("DROP ROLE IF EXISTS {}").format(sql.Identifier(role)))
+        limit = 0 if case == "no connection slot" else -1
+        admin.execute(sql.SQL("CREATE ROLE {} LOGIN PASSWORD {} CONNECTION LIMIT {}").format(
+            sql.Identifier(role), sql.Literal(password), sql.Literal(limit)))
+    url = {
+        "missing database": make_conninfo(postgres_server, dbname="no_such_memory"),
+        "unknown user": make_conninfo(postgres_server, user="ghost"),
+        "no connection slot": make_conninfo(postgres_server, user=role, password=password),
+    }[case]
+    try:
+        with pytest.raises(StorageError) as refused:
+            await db.connect(url)
+    finally:
+        with psycopg.connect(postgres_server, autocommit=True) as admin:
+            admin.execute(sql.SQL("DROP ROLE IF EXISTS {}").format(sql.Identifier(role)))
+    message = str(refused.value)
+    assert said in message and "unreachable" not in message and password not in message
+
+
 async def test_an_hnsw_index_over_both_facets_is_replaced_by_one_per_facet_on_upgrade(postgres_url: str) -> None:
     from ollama_mcp.postgres.base import vector_index_name  # noqa: PLC0415
 

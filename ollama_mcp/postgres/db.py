@@ -81,6 +81,21 @@ async def migrate(conn: psycopg.AsyncConnection, url: str) -> int:
     return newest_known
 
 
+# SQLSTATEs (or their class, two characters) whose cause and fix are known, for what a user sees.
+_KNOWN_CAUSES = {
+    "53100": "the server's disk is full; free space there, then retry.",
+    "53200": "the server ran out of memory; retry, or ask its administrator.",
+    "53300": "the server (or this user's connection limit) has no connection slot left; retry later, or "
+    "raise max_connections there (each ollama-mcp process keeps up to 8 connections).",
+    "42501": "this user lacks a privilege ollama-mcp needs on the database; grant it (the owner of the "
+    "database, or CREATE on its public schema).",
+    "25006": "the server is read-only (a standby, or default_transaction_read_only); point OLLAMA_MCP_DB at "
+    "the primary.",
+    "57": "the server is shutting down or cancelled the statement; retry once it is back.",
+    "40": "the transaction hit a conflict with another one (serialization or deadlock); retry.",
+}
+
+
 def translate(exc: psycopg.Error, action: str, url: str) -> StorageError:
     """A psycopg error as a StorageError that names the server (never the password) and the fix."""
     where = describe(url)
@@ -91,11 +106,24 @@ def translate(exc: psycopg.Error, action: str, url: str) -> StorageError:
             "`CREATE EXTENSION vector;` once in that database as a superuser (pgvector must be installed "
             "on the server), then start ollama-mcp again."
         )
-    if isinstance(exc, pg_errors.InvalidPassword | pg_errors.InvalidAuthorizationSpecification):
+    # A refused connection carries no SQLSTATE in psycopg, only the server's FATAL line (in English).
+    fatal = str(exc).partition("FATAL:")[2] if isinstance(exc, psycopg.OperationalError) else ""
+    login_refused = "password authentication failed" in fatal or ("role" in fatal and "does not exist" in fatal)
+    if isinstance(exc, pg_errors.InvalidPassword | pg_errors.InvalidAuthorizationSpecification) or login_refused:
         return StorageError(
             f"PostgreSQL at {where} refused the login; check the user and password (in the URL, "
             "PGPASSWORD or ~/.pgpass)."
         )
+    if "database" in fatal and "does not exist" in fatal:
+        return StorageError(
+            f"PostgreSQL answers, but the database of {where} does not exist; create it (`createdb NAME`, "
+            "or CREATE DATABASE as a user who may) or fix the database name in OLLAMA_MCP_DB."
+        )
+    state = exc.sqlstate or ("53300" if "too many connections" in fatal else "57" if "shutting down" in fatal
+                             or "starting up" in fatal else "")
+    known = _KNOWN_CAUSES.get(state) or _KNOWN_CAUSES.get(state[:2])
+    if known is not None:
+        return StorageError(f"Could not {action} on PostgreSQL at {where}: {known} Nothing was changed.")
     if isinstance(exc, psycopg.OperationalError):
         return StorageError(
             f"Could not {action} to PostgreSQL at {where}: the server is unreachable or refused the "
