@@ -56,7 +56,7 @@ async def _connect(path: Path) -> aiosqlite.Connection:
         mode = await (await conn.execute("PRAGMA journal_mode = WAL")).fetchone()
         if mode is None or str(mode[0]).lower() != "wal":
             log.warning("SQLite refused WAL mode (journal_mode=%s); concurrent processes will wait longer", mode)
-        await migrate(conn)
+        await migrate(conn, path)
     except sqlite3.DatabaseError as exc:
         await conn.close()
         if not is_damage(exc):
@@ -68,7 +68,7 @@ async def _connect(path: Path) -> aiosqlite.Connection:
     return conn
 
 
-async def migrate(conn: aiosqlite.Connection) -> int:
+async def migrate(conn: aiosqlite.Connection, path: Path | None = None) -> int:
     """Apply the migrations this database lacks; safe when two processes start together."""
     known = migrations()
     newest_known = known[-1].version if known else 0
@@ -83,7 +83,8 @@ async def migrate(conn: aiosqlite.Connection) -> int:
             applied = {row[0] for row in rows}
             if applied and max(applied) > newest_known:
                 raise SchemaError(
-                    f"This database was written by a newer ollama-mcp (schema version {max(applied)}; "
+                    f"{'The database ' + str(path) if path else 'This database'} was written by a newer "
+                    f"ollama-mcp (schema version {max(applied)}; "
                     f"this version knows up to {newest_known}). Upgrade ollama-mcp; the file was not changed."
                 )
             for migration in known:

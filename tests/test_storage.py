@@ -63,8 +63,9 @@ async def test_a_database_from_a_newer_version_is_refused_and_left_untouched(db_
     with sqlite3.connect(db_path) as conn:
         conn.execute("INSERT INTO schema_migrations VALUES (9999, 'future', 'later')")
     before = tables(db_path)
-    with pytest.raises(SchemaError, match="newer ollama-mcp .*schema version 9999.*Upgrade"):
+    with pytest.raises(SchemaError, match="newer ollama-mcp .*schema version 9999.*Upgrade") as refused:
         await Store.open(db_path)
+    assert str(refused.value).startswith(f"The database {db_path} was written by a newer ollama-mcp")
     assert tables(db_path) == before
 
 
