@@ -7,9 +7,11 @@ did. Long work shows a progress line with an ETA on a terminal and stays quiet w
 from __future__ import annotations
 
 import json
+import re
 import sys
 import time
 from dataclasses import replace
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import TextIO
 
@@ -17,7 +19,7 @@ from ollama_mcp import export
 from ollama_mcp.app import open_app
 from ollama_mcp.backends import open_backend
 from ollama_mcp.config import Settings
-from ollama_mcp.domain import utc_now
+from ollama_mcp.domain import format_timestamp, utc_now
 from ollama_mcp.errors import InvalidInputError, OllamaMcpError, StorageError
 from ollama_mcp.transfer import CopyReport, copy_store
 
@@ -147,6 +149,44 @@ async def migrate(settings: Settings, destination: Settings) -> CopyReport:
 def _duration(seconds: float) -> str:
     seconds = int(seconds)
     return f"{seconds // 60}m{seconds % 60:02d}s" if seconds >= 60 else f"{seconds}s"
+
+
+_AGE = re.compile(r"^\s*(\d+)\s*([dwmy])\s*$")
+_DAYS = {"d": 1, "w": 7, "m": 30, "y": 365}
+
+
+async def forget(
+    settings: Settings, conversation_id: str | None, older_than: str | None, everything: bool, yes: bool,
+    dry_run: bool,
+) -> tuple[list[tuple[str, str, int]], int]:
+    """Delete one conversation, those idle for longer than ``older_than``, or all (with ``yes``),
+    through the service's one delete path. Returns (id, name, memories) of each, and the total."""
+    if everything and not yes and not dry_run:
+        raise InvalidInputError("--all", "deletes every conversation", "add --yes to confirm, or --dry-run to count first")
+    cutoff = None
+    if older_than is not None:
+        match = _AGE.match(older_than)
+        if match is None or int(match.group(1)) == 0:
+            raise InvalidInputError("--older-than", f"is {older_than!r}", "give an age such as 90d, 12w, 6m or 1y")
+        days = int(match.group(1)) * _DAYS[match.group(2)]
+        cutoff = format_timestamp(datetime.now(UTC) - timedelta(days=days))
+    _must_exist(settings, "forget")
+    async with open_app(settings, background=False) as app:
+        if conversation_id is not None:
+            ids = [(await app.service.resolve_conversation(conversation_id)).id]  # type: ignore[union-attr]
+        elif cutoff is not None:
+            ids = await app.store.expired_conversations("", cutoff)  # idle only: no TTL is "now" at ""
+        else:
+            ids = await app.store.conversation_ids()
+        chosen = []
+        for target in ids:
+            conversation = await app.store.get_conversation(target)
+            count = await app.store.memory_total(target)
+            chosen.append((conversation.id, conversation.name or "unnamed", count))
+        if not dry_run:
+            for target, _, _ in chosen:
+                await app.service.delete_conversation(target)
+    return chosen, sum(count for _, _, count in chosen)
 
 
 def _must_exist(settings: Settings, what: str) -> None:

@@ -18,6 +18,7 @@ they never end the loop.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import logging
@@ -147,6 +148,11 @@ async def _delete_memory(agent: Agent, args: Mapping[str, Any], run: _Run) -> st
     return json.dumps({"deleted": deleted.id})
 
 
+async def _delete_conversation(agent: Agent, args: Mapping[str, Any], run: _Run) -> str:
+    deleted = await agent.service.delete_conversation(args.get("conversation_id"))
+    return json.dumps({"deleted": deleted.conversation.id, "memories_deleted": deleted.memories})
+
+
 async def _end_conversation(agent: Agent, args: Mapping[str, Any], run: _Run) -> str:
     ended = await agent.service.end_conversation(args.get("conversation_id"))
     return json.dumps({"ended": ended.conversation.id, "summary_status": ended.conversation.summary_status})
@@ -171,6 +177,10 @@ TOOLS: dict[str, AgentTool] = {t.name: t for t in (
     AgentTool("end_conversation", "End a conversation.",
               _params(["conversation_id"], conversation_id=("string", "The id of the conversation.")),
               _end_conversation, "The local agent wants to end the conversation {target}. Allow it?"),
+    AgentTool("delete_conversation", "Delete a conversation and everything in it permanently.",
+              _params(["conversation_id"], conversation_id=("string", "The id of the conversation.")),
+              _delete_conversation,
+              "The local agent wants to delete the conversation {target} with all its memories. Allow it?"),
 )}
 assert set(AGENT_WRITING_TOOLS) <= set(TOOLS)
 
@@ -364,7 +374,14 @@ class Agent:
         return schema
 
     async def _check_scope(self, tool: AgentTool, args: Mapping[str, Any], run: _Run) -> None:
-        """A confined run reads and changes its own conversation only, whatever the model asks."""
+        """A confined run reads and changes its own conversation only, whatever the model asks; no
+        run deletes the conversation it answers in. Checked before anyone is asked to confirm."""
+        if tool.name == "delete_conversation" and run.conversation_id is not None:
+            with contextlib.suppress(InvalidInputError):
+                if inputs.conversation_id("conversation_id", args.get("conversation_id")) == run.conversation_id:
+                    raise ToolFailure("not_allowed", (
+                        "the conversation this question is asked in cannot be deleted by the agent; it was not run."
+                    ), "an agent never deletes the conversation it answers in")
         if not run.confined:
             return
         outside = f"this run is limited to the conversation {run.conversation_id}"

@@ -85,6 +85,20 @@ def _parser() -> argparse.ArgumentParser:
         "difference fails loudly. The source is left as it is. Example: "
         "ollama-mcp migrate --to postgresql://memory@db.example/memory",
     )
+    forgetter = commands.add_parser(
+        "forget",
+        help="delete conversations for good: one, those idle for longer than a period, or all",
+        description="Deletes conversations with every memory version, message, summary, vector, "
+        "keyword entry, job and audit row, in one transaction each: the same delete as the "
+        "delete_conversation tool and retention. --dry-run lists and counts what would go. "
+        "Examples: ollama-mcp forget --older-than 90d --dry-run; ollama-mcp forget --all --yes",
+    )
+    which = forgetter.add_mutually_exclusive_group(required=True)
+    which.add_argument("--conversation", metavar="ID", help="this conversation")
+    which.add_argument("--older-than", metavar="AGE", help="conversations with no activity for AGE: 90d, 12w, 6m or 1y")
+    which.add_argument("--all", action="store_true", help="every conversation (needs --yes)")
+    forgetter.add_argument("--yes", action="store_true", help="confirm --all")
+    forgetter.add_argument("--dry-run", action="store_true", help="list and count what would be deleted; delete nothing")
     configurer = commands.add_parser(
         "config",
         help="print what an MCP client needs to start this server (absolute path and settings included)",
@@ -205,6 +219,14 @@ def _maintenance(settings: Settings, args: argparse.Namespace) -> int:
               f"new memories, {report.vectors:,} new vectors; counts match ({totals['conversations']:,} conversations, "
               f"{totals['memories']:,} memories, {totals['vectors']:,} vectors, {totals['jobs']:,} jobs, "
               f"{totals['audit']:,} audit rows)")
+    elif args.command == "forget":
+        forgotten, total = anyio.run(
+            admin.forget, settings, args.conversation, args.older_than, args.all, args.yes, args.dry_run
+        )
+        verb = "would delete" if args.dry_run else "deleted"
+        print(f"{verb} {len(forgotten):,} conversation(s) with {total:,} memories (versions, messages and summaries)")
+        for conversation_id, name, count in forgotten:
+            print(f"  {conversation_id}  {count:>7,}  {name}")
     elif args.command == "prune":
         found = anyio.run(admin.prune, settings, args.dry_run)
         verb = "would delete" if args.dry_run else "deleted"

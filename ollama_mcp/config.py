@@ -18,10 +18,10 @@ DEFAULT_EMBED_MODEL = "nomic-embed-text"
 DEFAULT_CHAT_MODEL = "qwen2.5:3b"
 AGENT_TOOLS = (
     "search_memories", "search_all_conversations", "store_memory", "list_conversations", "get_current_time",
-    "delete_memory", "end_conversation",
+    "delete_memory", "end_conversation", "delete_conversation",
 )
 # The agent's tools that change the store: by default each runs only after the user says yes.
-AGENT_WRITING_TOOLS = ("store_memory", "delete_memory", "end_conversation")
+AGENT_WRITING_TOOLS = ("store_memory", "delete_memory", "end_conversation", "delete_conversation")
 
 
 @dataclass(frozen=True)

@@ -130,6 +130,15 @@ class SearchOutcome:
 
 
 @dataclass(frozen=True)
+class DeletedConversation:
+    """What delete_conversation removed: the conversation as it was, and how many memories
+    (every version, message and summary) went with it."""
+
+    conversation: Conversation
+    memories: int
+
+
+@dataclass(frozen=True)
 class EndedConversation:
     conversation: Conversation
     final_memory_count: int

@@ -321,10 +321,9 @@ class ConversationLifecycle:
         deleted = []
         for conversation_id in await self._expired_ids():
             try:
-                seqs = await self._store.delete_conversation(conversation_id)
+                await self.service.delete_conversation(conversation_id)
             except ConversationNotFoundError:
                 continue  # another process swept it first
-            await self._indexer.removed(seqs)
             deleted.append(conversation_id)
         if deleted:
             log.info("retention: deleted %d expired conversations", len(deleted))

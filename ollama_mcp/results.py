@@ -9,6 +9,7 @@ from pydantic import BaseModel
 from ollama_mcp.domain import (
     AgentAnswer,
     Conversation,
+    DeletedConversation,
     EndedConversation,
     Export,
     Memory,
@@ -158,6 +159,17 @@ class ConversationExport(BaseModel):
             conversation_id=e.conversation_id, format=e.format,
             page=e.page, pages=e.pages, markdown=e.markdown, data=e.data,
         )
+
+
+class ConversationDeleted(BaseModel):
+    conversation_id: str
+    name: str | None
+    memories_deleted: int  # every version, message and summary
+    deleted: Literal[True] = True
+
+    @classmethod
+    def of(cls, d: DeletedConversation) -> ConversationDeleted:
+        return cls(conversation_id=d.conversation.id, name=d.conversation.name, memories_deleted=d.memories)
 
 
 class MemoryDeleted(BaseModel):

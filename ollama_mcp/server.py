@@ -42,6 +42,7 @@ from ollama_mcp.inputs import search_request
 from ollama_mcp.results import (
     AgentReply,
     ConversationCreated,
+    ConversationDeleted,
     ConversationEnded,
     ConversationExport,
     ConversationInfo,
@@ -339,6 +340,12 @@ def build_server(settings: Settings | ConfigError) -> MCPServer:
         async with _tool_call(ctx) as app:
             target = conversation_id or app.service.current_conversation_id
             return _reply(ConversationExport.of(await app.lifecycle.export_conversation(target, format, page)))
+
+    @server.tool(annotations=_DELETE)
+    async def delete_conversation(ctx: Context, conversation_id: str) -> Annotated[CallToolResult, ConversationDeleted]:
+        """Permanently delete a conversation with all its memories, messages and summaries."""
+        async with _tool_call(ctx) as app:
+            return _reply(ConversationDeleted.of(await app.service.delete_conversation(conversation_id)))
 
     @server.tool(annotations=_DELETE)
     async def delete_memory(ctx: Context, memory_id: str) -> Annotated[CallToolResult, MemoryDeleted]:

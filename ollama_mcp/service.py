@@ -16,6 +16,7 @@ from datetime import UTC, datetime, timedelta
 from ollama_mcp import inputs
 from ollama_mcp.domain import (
     Conversation,
+    DeletedConversation,
     EmbeddingRow,
     EndedConversation,
     Memory,
@@ -210,6 +211,20 @@ class MemoryService:
         old, new = await self._store.update_memory(target, revise)
         # The old version keeps its vectors: searches mask it out unless include_superseded.
         return old, await self._indexer.embed(new)
+
+    async def delete_conversation(self, conversation_id: object) -> DeletedConversation:
+        """Delete a conversation with every memory version, message, summary, vector, keyword
+        entry, job and audit row, in one transaction: the one delete path of every caller (the
+        tool, the agent, ``forget``, retention)."""
+        target = inputs.conversation_id("conversation_id", conversation_id)
+        if target is None:
+            raise InvalidInputError("conversation_id", "is required", "pass the id of the conversation to delete")
+        conversation = await self._store.get_conversation(target)
+        seqs = await self._store.delete_conversation(target)
+        await self._indexer.removed(seqs)
+        if self._current_id == target:
+            self._current_id = None
+        return DeletedConversation(conversation, len(seqs))
 
     async def delete_memory(self, memory_id: object) -> Memory:
         deleted, seqs, context_changed = await self._store.delete_memory(inputs.memory_id("memory_id", memory_id))

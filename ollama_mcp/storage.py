@@ -66,6 +66,9 @@ class Storage(Protocol):
     async def expired_conversations(self, now: str, inactive_before: str | None) -> list[str]:
         """Conversations past their own expiry, or (with ``inactive_before``) untouched since then."""
 
+    async def memory_total(self, conversation_id: str) -> int:
+        """Every memory row of a conversation: versions, messages and summaries included."""
+
     async def delete_conversation(self, conversation_id: str) -> list[int]:
         """Delete a conversation with everything that belongs to it, in one transaction; returns
         the seqs of the memories that went with it."""

@@ -83,7 +83,7 @@ async def test_the_tool_schemas_given_to_the_model_are_flat(settings: Settings, 
     tools = fake_ollama.chat_requests()[0].body["tools"]
     assert {t["function"]["name"] for t in tools} == {
         "search_memories", "search_all_conversations", "store_memory", "list_conversations", "get_current_time",
-        "delete_memory", "end_conversation",
+        "delete_memory", "end_conversation", "delete_conversation",
     }
     text = str(tools)
     assert "anyOf" not in text and "$ref" not in text and "default" not in text
@@ -205,7 +205,8 @@ async def test_an_agent_asked_about_one_conversation_never_reads_or_writes_beyon
     for body in requests:
         assert "8265" not in json.dumps(body) and "finances" not in json.dumps(body)
     assert [t["function"]["name"] for t in requests[0]["tools"]] == [
-        "search_memories", "store_memory", "get_current_time", "delete_memory", "end_conversation"]
+        "search_memories", "store_memory", "get_current_time", "delete_memory", "end_conversation",
+        "delete_conversation"]
     assert "limited to the conversation" in requests[1]["messages"][-1]["content"]
     assert audit(db)[:5] == [
         (1, "search_all_conversations", "low", "not_allowed"), (1, "list_conversations", "low", "not_allowed"),
@@ -379,3 +380,27 @@ async def test_asking_in_an_ended_conversation_is_an_error_that_changes_nothing(
         text = await error(client, "ask_agent", query="hi", conversation_id=conv)
     assert "has ended" in text
     assert rows(db, "SELECT count(*) FROM memories WHERE kind = 'message'") == [(0,)]
+
+
+async def test_the_agent_deletes_another_conversation_only_with_a_yes_and_never_the_one_it_answers_in(
+    settings: Settings, db: Database, fake_ollama: FakeOllama
+) -> None:
+    async with human(settings, "accept") as (client, asked):
+        old = (await call(client, "init_conversation", name="old"))["conversation_id"]
+        await call(client, "store_memory", content="an old plan")
+        here = (await call(client, "init_conversation", name="here"))["conversation_id"]
+        fake_ollama.enqueue_chat(
+            {"role": "assistant", "content": "", "tool_calls": [
+                {"function": {"name": "delete_conversation", "arguments": {"conversation_id": here}}},
+                {"function": {"name": "delete_conversation", "arguments": {"conversation_id": old}}},
+            ]},
+            "Deleted the old one.",
+        )
+        answer = await call(client, "ask_agent", query="delete my old conversations", scope="all")
+    # the one it answers in is refused before anyone is asked
+    assert asked == [f"The local agent wants to delete the conversation {old} with all its memories. Allow it?"]
+    assert answer["tools_used"] == ["delete_conversation"] and answer["conversation_id"] == here
+    assert answer["note"] == "Refused: delete_conversation (an agent never deletes the conversation it answers in)."
+    assert rows(db, "SELECT id FROM conversations") == [(here,)]
+    assert [row[1:] for row in audit(db)[:2]] == [
+        ("delete_conversation", "high", "not_allowed"), ("delete_conversation", "high", "confirmed")]

@@ -272,3 +272,49 @@ def test_config_leaves_a_postgresql_password_out_and_says_where_it_goes(fake_oll
 def test_config_needs_a_known_client() -> None:
     done = subprocess.run([str(SCRIPT), "config", "--client", "emacs"], capture_output=True, text=True, timeout=60)
     assert done.returncode == 2 and "claude-desktop" in done.stderr and "vscode" in done.stderr
+
+
+def test_forget_older_than_counts_first_then_deletes_only_the_idle_conversations(
+    db: Database, fake_ollama: FakeOllama
+) -> None:
+    from tests.test_lifecycle import assert_no_trace  # noqa: PLC0415
+
+    old_id = "11111111-1111-4111-8111-111111111111"
+    old = {"format": "ollama-mcp-export", "version": 1, "conversations": [{
+        "id": old_id, "name": "2020 trip", "status": "completed", "created_at": "2020-01-01T00:00:00Z",
+        "ended_at": "2020-01-02T00:00:00Z", "memories": [
+            {"id": "22222222-2222-4222-8222-222222222222", "content": "ancient", "created_at": "2020-01-01T00:00:00Z"},
+            {"id": "33333333-3333-4333-8333-333333333333", "content": "older", "created_at": "2020-01-01T00:00:00Z"}]}]}
+    recent = fill(db, fake_ollama)
+    assert run(db, fake_ollama, "import", "-", stdin=json.dumps(old)).returncode == 0
+    counted = run(db, fake_ollama, "forget", "--older-than", "90d", "--dry-run")
+    assert counted.returncode == 0, counted.stderr
+    assert counted.stdout.splitlines() == [
+        "would delete 1 conversation(s) with 2 memories (versions, messages and summaries)",
+        f"  {old_id}        2  2020 trip"]
+    assert rows(db, "SELECT count(*) FROM conversations") == [(2,)]
+    done = run(db, fake_ollama, "forget", "--older-than", "90d")
+    assert done.stdout.startswith("deleted 1 conversation(s) with 2 memories")
+    assert_no_trace(db, old_id)
+    assert rows(db, "SELECT id FROM conversations") == [(recent,)]
+
+
+@pytest.mark.parametrize(("args", "said"), [
+    (["--all"], "--all: deletes every conversation; add --yes to confirm"),
+    (["--older-than", "soon"], "--older-than: is 'soon'; give an age such as 90d"),
+    (["--conversation", "11111111-1111-4111-8111-111111111111"], "no conversation 11111111-1111-4111-8111-111111111111"),
+])
+def test_forget_refuses_what_it_cannot_do_safely_and_deletes_nothing(
+    db: Database, fake_ollama: FakeOllama, args: list[str], said: str
+) -> None:
+    fill(db, fake_ollama)
+    done = run(db, fake_ollama, "forget", *args)
+    assert done.returncode == 2 and said in done.stderr, done.stderr
+    assert rows(db, "SELECT count(*) FROM conversations") == [(1,)]
+
+
+def test_forget_all_with_yes_leaves_an_empty_store(db: Database, fake_ollama: FakeOllama) -> None:
+    fill(db, fake_ollama)
+    done = run(db, fake_ollama, "forget", "--all", "--yes")
+    assert done.returncode == 0 and done.stdout.startswith("deleted 1 conversation(s) with 4 memories")
+    assert rows(db, "SELECT count(*) FROM memories") == [(0,)] and rows(db, "SELECT count(*) FROM conversations") == [(0,)]

@@ -54,7 +54,7 @@ def test_bad_settings_name_the_variable(name: str, value: str) -> None:
 
 @pytest.mark.parametrize(
     ("raw", "expected"),
-    [("", ("store_memory", "delete_memory", "end_conversation")), ("none", ()), (" NONE ", ()),
+    [("", ("store_memory", "delete_memory", "end_conversation", "delete_conversation")), ("none", ()), (" NONE ", ()),
      ("delete_memory, search_all_conversations", ("search_all_conversations", "delete_memory"))],
 )
 def test_agent_confirm_lists_the_tools_that_need_a_yes_and_defaults_to_every_writing_one(

@@ -311,3 +311,28 @@ async def test_a_memory_sharing_neither_words_nor_meaning_with_the_query_is_not_
         related = await call(client, "search_memories", query="which database?")
     assert unrelated["results"] == [] and unrelated["mode"] == "hybrid"
     assert [hit["content"] for hit in related["results"]] == ["the errands app runs on PostgreSQL"]
+
+
+async def test_delete_conversation_removes_it_with_every_trace_and_nothing_of_the_others(
+    settings: Settings, db: Database, fake_ollama: FakeOllama
+) -> None:
+    from tests.test_lifecycle import assert_no_trace  # noqa: PLC0415
+
+    async with connect(settings) as client:
+        kept = (await call(client, "init_conversation", name="kept"))["conversation_id"]
+        await call(client, "store_memory", content="the kept plan")
+        doomed = (await call(client, "init_conversation", name="doomed"))["conversation_id"]
+        first = await call(client, "store_memory", content="the secret plan", tags=["plan"])
+        await call(client, "update_memory", memory_id=first["memory_id"], content="the secret plan, revised")
+        await call(client, "end_conversation", conversation_id=doomed, summary="a plan was made")
+        bad = await error(client, "delete_conversation", conversation_id="not-an-id")
+        deleted = await call(client, "delete_conversation", conversation_id=doomed)
+        again = await error(client, "delete_conversation", conversation_id=doomed)
+        found = await call(client, "search_all_conversations", query="plan")
+    assert "conversation_id" in bad and "not a valid id" in bad
+    # two versions of the note and the summary
+    assert deleted == {"conversation_id": doomed, "name": "doomed", "memories_deleted": 3, "deleted": True}
+    assert f"no conversation {doomed} exists" in again
+    assert {hit["conversation_id"] for hit in found["results"]} == {kept}
+    assert_no_trace(db, doomed)
+    assert rows(db, "SELECT id FROM conversations") == [(kept,)]

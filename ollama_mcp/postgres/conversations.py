@@ -99,6 +99,12 @@ class ConversationStore(PgStoreBase):
         )
         return [row[0] for row in rows]
 
+    async def memory_total(self, conversation_id: str) -> int:
+        rows = await self._fetchall(
+            "SELECT count(*) FROM memories WHERE conversation_id = %s", (conversation_id,), "count memories"
+        )
+        return int(rows[0][0])
+
     async def delete_conversation(self, conversation_id: str) -> list[int]:
         """Delete a conversation with everything that belongs to it (foreign-key cascades), in one
         transaction. Returns the memory seqs."""

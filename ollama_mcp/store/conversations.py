@@ -119,6 +119,12 @@ class ConversationStore(StoreBase):
         )
         return [row[0] for row in rows]
 
+    async def memory_total(self, conversation_id: str) -> int:
+        rows = await self._fetchall(
+            "SELECT count(*) FROM memories WHERE conversation_id = ?", (conversation_id,), "count memories"
+        )
+        return int(rows[0][0])
+
     async def delete_conversation(self, conversation_id: str) -> list[int]:
         """Delete a conversation with its memories, messages, tags, vectors, keyword entries and
         jobs in one transaction (foreign-key cascades and triggers). Returns the memory seqs."""
