@@ -208,6 +208,8 @@ class Agent:
         confirm: Sequence[str] = AGENT_WRITING_TOOLS,
         max_steps: int = 5,
         deadline: float = 45.0,
+        context_messages: int = 20,
+        instructions: str | None = None,
     ) -> None:
         self._store = store  # the audit trail
         self.service = service
@@ -216,6 +218,8 @@ class Agent:
         self.model = model
         self.tools = [TOOLS[name] for name in allowed if name in TOOLS]
         self.confirmed = frozenset(confirm)  # tools that run only after the user's yes
+        self.context_messages = context_messages  # recent messages of the conversation given to the model
+        self.instructions = instructions  # the operator's addition to the system prompt
         self.max_steps = max_steps
         self.deadline = deadline
 
@@ -411,7 +415,8 @@ class Agent:
         conversation_id = run.conversation_id
         if conversation_id is not None:
             built = await self.lifecycle.build_context(
-                conversation_id, CONTEXT_TOKENS, query=question, recall_everywhere=not run.confined
+                conversation_id, CONTEXT_TOKENS, self.context_messages, query=question,
+                recall_everywhere=not run.confined,
             )
             # The recalled memories go into the system prompt (as data); the rest is the conversation.
             history = ([{"role": "system", "content": built.summary}] if built.summary else []) + [
@@ -428,6 +433,8 @@ class Agent:
             f"Current date and time: {_now_text()}.",
             "Tools: " + "; ".join(f"{t.name} ({t.description})" for t in self._offered(run)) + ".",
         ]
+        if self.instructions:
+            lines.append(f"Instructions from the person who runs this server: {self.instructions}")
         if recalled:
             lines.append(recall_block(recalled))
         return [{"role": "system", "content": "\n\n".join(lines)}, *history, {"role": "user", "content": question}]

@@ -67,6 +67,7 @@ async def open_app(
         agent = Agent(
             store, service, lifecycle, chat_client, settings.agent_chat_model, allowed=settings.agent_tools,
             confirm=settings.agent_confirm, max_steps=settings.agent_max_steps, deadline=settings.agent_deadline,
+            context_messages=settings.agent_context_messages, instructions=settings.agent_system_prompt,
         )
         failure: Exception | None = None
         async with anyio.create_task_group() as tasks:

@@ -66,6 +66,10 @@ class Settings:
     agent_deadline: float = 45.0
     # The agent's tools that need the user's confirmation (elicitation) before they run.
     agent_confirm: tuple[str, ...] = AGENT_WRITING_TOOLS
+    agent_enabled: bool = True  # OLLAMA_MCP_AGENT=off: no ask_agent at all (summaries unaffected)
+    agent_context_messages: int = 20  # recent messages of the conversation the agent is given
+    agent_confirm_timeout: float = 30.0  # a human who does not answer a confirmation has said no
+    agent_system_prompt: str | None = None  # added to the agent's instructions
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> Settings:
@@ -91,6 +95,10 @@ class Settings:
             agent_max_steps=int(_number(env, "OLLAMA_MCP_AGENT_MAX_STEPS", 5, 0, 50)),
             agent_tools=_agent_tools(env.get("OLLAMA_MCP_AGENT_TOOLS", "")),
             agent_confirm=_agent_confirm(env.get("OLLAMA_MCP_AGENT_CONFIRM", "")),
+            agent_enabled=_switch(env, "OLLAMA_MCP_AGENT", default=True),
+            agent_context_messages=int(_number(env, "OLLAMA_MCP_AGENT_CONTEXT_MESSAGES", 20, 0, 200)),
+            agent_confirm_timeout=_number(env, "OLLAMA_MCP_AGENT_CONFIRM_TIMEOUT", 30.0, 5.0, 600.0),
+            agent_system_prompt=_prompt_addition(env.get("OLLAMA_MCP_AGENT_SYSTEM_PROMPT", "")),
             agent_deadline=_number(env, "OLLAMA_MCP_AGENT_DEADLINE", 45.0, 5.0, 3600.0),
         )
 
@@ -114,6 +122,11 @@ class Settings:
     @property
     def agent_chat_model(self) -> str | None:
         return self.agent_model or self.chat_model
+
+    @property
+    def agent_available(self) -> bool:
+        """Whether ask_agent is offered: switched on, with a chat model to run it."""
+        return self.agent_enabled and self.agent_chat_model is not None
 
 
 def _database(name: str, raw: str) -> tuple[Path | None, str | None]:
@@ -174,6 +187,30 @@ def _number(env: Mapping[str, str], name: str, default: float, low: float, high:
     if not low <= value <= high:
         raise ConfigError(f"{name} must be between {low:g} and {high:g}, got {raw!r}.")
     return value
+
+
+def _switch(env: Mapping[str, str], name: str, *, default: bool) -> bool:
+    raw = env.get(name, "").strip().lower()
+    if not raw:
+        return default
+    if raw in {"on", "true", "1", "yes"}:
+        return True
+    if raw in {"off", "false", "0", "no"}:
+        return False
+    raise ConfigError(f"{name} must be on or off, got {raw!r}.")
+
+
+MAX_PROMPT_ADDITION = 2000
+
+
+def _prompt_addition(raw: str) -> str | None:
+    text = raw.strip()
+    if len(text) > MAX_PROMPT_ADDITION:
+        raise ConfigError(
+            f"OLLAMA_MCP_AGENT_SYSTEM_PROMPT is {len(text)} characters; keep it under {MAX_PROMPT_ADDITION} "
+            "(it is sent with every ask_agent step)."
+        )
+    return text or None
 
 
 def _log_level(raw: str) -> str:

@@ -7,6 +7,7 @@ Error messages never quote the caller's text, since tool errors are logged.
 
 from __future__ import annotations
 
+import difflib
 import json
 import math
 import uuid
@@ -132,6 +133,59 @@ def ttl_hours(field: str, value: object) -> float | None:
             "pass e.g. 24 to delete the conversation a day after it starts, or leave it out to keep it",
         )
     return float(value)
+
+
+# A conversation's metadata is the caller's own data, except these keys, which are settings and
+# checked as such; a key that looks like a misspelt setting is refused rather than ignored.
+CONVERSATION_SETTINGS = ("ttl_hours", "compact_after_messages", "compact_after_tokens", "compaction", "retention")
+# The design's camelCase compaction block, accepted as an alias of the snake_case keys.
+COMPACTION_ALIASES = {"triggerTurns": "compact_after_messages", "triggerTokens": "compact_after_tokens"}
+COMPACTION_STRATEGIES = ("summarize",)  # the oldest half of the transcript, summarized
+RETENTION_MODES = ("full",)  # every message and memory is kept (ttl_hours deletes after a time)
+MAX_COMPACT_AFTER = 1_000_000
+
+
+def conversation_metadata(field: str, value: object) -> dict[str, Any]:
+    """``init_conversation``'s metadata with its settings checked: ``ttl_hours``, the compaction
+    thresholds (or the ``compaction`` block, rewritten to them) and ``retention``; other keys are
+    kept as given unless they look like a misspelt setting."""
+    meta = dict(metadata(field, value))
+    for key in meta:
+        if key not in CONVERSATION_SETTINGS:
+            near = difflib.get_close_matches(key.lower(), CONVERSATION_SETTINGS, n=1, cutoff=0.8)
+            if near:
+                raise InvalidInputError(
+                    f"{field}.{key}", "is not a setting", f"did you mean {near[0]}? (other keys are kept as your data)"
+                )
+    ttl_hours(f"{field}.ttl_hours", meta.get("ttl_hours"))
+    block = meta.pop("compaction", None)
+    if block is not None:
+        if not isinstance(block, dict):
+            raise InvalidInputError(f"{field}.compaction", "must be an object", "pass {\"triggerTurns\": 40} or leave it out")
+        for key, item in block.items():
+            where = f"{field}.compaction.{key}"
+            if key in COMPACTION_ALIASES:
+                meta.setdefault(COMPACTION_ALIASES[key], item)
+            elif key == "strategy":
+                if item not in COMPACTION_STRATEGIES:
+                    raise InvalidInputError(where, f"is {item!r}", f"use one of {', '.join(COMPACTION_STRATEGIES)}")
+            elif key == "summarizerModel":
+                raise InvalidInputError(
+                    where, "is not supported per conversation", "leave it out: summaries use OLLAMA_MCP_CHAT_MODEL"
+                )
+            else:
+                raise InvalidInputError(
+                    where, "is not a compaction setting", "use triggerTurns, triggerTokens or strategy"
+                )
+    for key in ("compact_after_messages", "compact_after_tokens"):
+        if key in meta:
+            meta[key] = integer(f"{field}.{key}", meta[key], 2, MAX_COMPACT_AFTER)
+    if "retention" in meta and meta["retention"] not in RETENTION_MODES:
+        raise InvalidInputError(
+            f"{field}.retention", f"is {meta['retention']!r}",
+            f"use {' or '.join(RETENTION_MODES)} (everything is kept), or ttl_hours to delete after a time",
+        )
+    return meta
 
 
 def threshold(field: str, value: object) -> float | None:

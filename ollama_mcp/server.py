@@ -232,6 +232,7 @@ def build_server(settings: Settings | ConfigError) -> MCPServer:
                 holders.remove(holder)
 
     server = _CompactServer("ollama-mcp", version=__version__, instructions=INSTRUCTIONS, lifespan=lifespan)
+    confirm_timeout = settings.agent_confirm_timeout if isinstance(settings, Settings) else CONFIRM_TIMEOUT
 
     @server.tool(annotations=_WRITE)
     async def init_conversation(
@@ -365,9 +366,12 @@ def build_server(settings: Settings | ConfigError) -> MCPServer:
         """Hand a question to the local model: it searches memory itself and returns one answer."""
         async with _tool_call(ctx) as app:
             answer = await app.agent.ask(
-                query, conversation_id, scope, confirm=_confirmer(ctx), progress=ctx.report_progress
+                query, conversation_id, scope, confirm=_confirmer(ctx, confirm_timeout), progress=ctx.report_progress
             )
             return _reply(AgentReply.of(answer))
+
+    if isinstance(settings, Settings) and not settings.agent_available:
+        server.remove_tool("ask_agent")  # OLLAMA_MCP_AGENT=off, or no chat model: not offered at all
 
     @server.resource("memory://conversations", mime_type="text/markdown", description="The latest conversations.")
     async def conversations_resource() -> str:
@@ -418,14 +422,14 @@ def build_server(settings: Settings | ConfigError) -> MCPServer:
 
 
 RESOURCE_LIST_LIMIT = 100
-CONFIRM_TIMEOUT = 30.0  # a human who does not answer has said no
+CONFIRM_TIMEOUT = 30.0  # a human who does not answer has said no (OLLAMA_MCP_AGENT_CONFIRM_TIMEOUT)
 
 
 class Confirmation(BaseModel):
     confirm: bool = Field(description="Allow it?")
 
 
-def _confirmer(ctx: Context) -> Confirm | None:
+def _confirmer(ctx: Context, timeout: float) -> Confirm | None:
     """Ask the human through MCP elicitation; None when the client cannot ask (high-risk tools
     are then refused, never run unconfirmed)."""
     capabilities = ctx.client_capabilities
@@ -433,7 +437,7 @@ def _confirmer(ctx: Context) -> Confirm | None:
         return None
 
     async def confirm(tool: str, question: str) -> Decision:
-        with anyio.move_on_after(CONFIRM_TIMEOUT):
+        with anyio.move_on_after(timeout):
             try:
                 result = await ctx.elicit(question, Confirmation)
             except NoBackChannelError:

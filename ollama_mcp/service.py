@@ -59,7 +59,7 @@ class MemoryService:
     # -- conversations --------------------------------------------------------------------------
 
     async def init_conversation(self, name: object = None, metadata: object = None) -> Conversation:
-        meta = inputs.metadata("metadata", metadata)
+        meta = inputs.conversation_metadata("metadata", metadata)
         now = datetime.now(UTC)
         ttl = inputs.ttl_hours("metadata.ttl_hours", meta.get("ttl_hours"))
         expires_at = None if ttl is None else format_timestamp(now + timedelta(hours=ttl))

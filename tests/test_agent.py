@@ -404,3 +404,30 @@ async def test_the_agent_deletes_another_conversation_only_with_a_yes_and_never_
     assert rows(db, "SELECT id FROM conversations") == [(here,)]
     assert [row[1:] for row in audit(db)[:2]] == [
         ("delete_conversation", "high", "not_allowed"), ("delete_conversation", "high", "confirmed")]
+
+
+@pytest.mark.parametrize("change", [{"agent_enabled": False}, {"chat_model": None, "agent_model": None}])
+async def test_ask_agent_is_not_offered_when_the_agent_is_off_or_has_no_model(
+    settings: Settings, change: dict[str, Any]
+) -> None:
+    async with human(replace(settings, **change), None) as (client, _):
+        names = {tool.name for tool in (await client.list_tools()).tools}
+        refused = await client.call_tool("ask_agent", {"query": "hello"})
+    assert "ask_agent" not in names and "search_memories" in names
+    assert refused.is_error and "ask_agent" in refused.content[0].text  # type: ignore[union-attr]
+
+
+async def test_the_agents_context_size_and_the_operators_instructions_are_configurable(
+    settings: Settings, fake_ollama: FakeOllama
+) -> None:
+    fake_ollama.enqueue_chat("one", "two", "three", "Answered.")
+    tuned = replace(settings, agent_context_messages=2, agent_system_prompt="Answer in French.")
+    async with human(tuned, None) as (client, _):
+        conv = (await call(client, "init_conversation"))["conversation_id"]
+        for question in ("first?", "second?", "third?"):
+            await call(client, "ask_agent", query=question, conversation_id=conv)
+        await call(client, "ask_agent", query="fourth?", conversation_id=conv)
+    messages = fake_ollama.chat_requests()[-1].body["messages"]
+    assert messages[0]["content"].endswith("Instructions from the person who runs this server: Answer in French.")
+    # the last 2 messages of the conversation (the third exchange), then the new question
+    assert [m["content"] for m in messages[1:]] == ["third?", "three", "fourth?"]

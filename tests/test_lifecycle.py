@@ -233,6 +233,21 @@ async def test_compaction_summarizes_the_oldest_half_once_past_the_message_thres
     assert [m.content for m in built.recent] == [f"topic{i} is discussed" for i in range(3, 7)]
 
 
+async def test_the_designs_compaction_block_is_an_alias_and_other_metadata_stays_the_callers(
+    app: App, db: Database
+) -> None:
+    conv = await app.service.init_conversation("long", {
+        "compaction": {"triggerTurns": 6, "triggerTokens": 500.0, "strategy": "summarize"}, "project": "apollo",
+        "retention": "full",
+    })
+    assert conv.metadata == {"compact_after_messages": 6, "compact_after_tokens": 500, "project": "apollo",
+                             "retention": "full"}
+    assert app.lifecycle.compaction_thresholds(conv) == (6, 500)
+    for i in range(7):
+        await app.lifecycle.add_message(conv.id, "user", f"topic{i} is discussed")
+    assert job_rows(db) == [("compact", "queued", 0, None)]  # past 6 messages, as triggerTurns said
+
+
 async def test_compaction_also_triggers_on_the_token_threshold_and_reads_the_previous_summary(
     app: App, db: Database, fake_ollama: FakeOllama
 ) -> None:
