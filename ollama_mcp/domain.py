@@ -38,6 +38,8 @@ class Conversation:
     ended_at: str | None = None
     metadata: dict[str, Any] = field(default_factory=dict)
     memory_count: int = 0
+    message_count: int = 0  # filled by listings
+    last_activity: str | None = None  # the latest of its start, end and memories (listings)
     summary: str | None = None
     summary_status: SummaryStatus = "none"
     rolling_summary: str | None = None  # compaction: the oldest messages, summarized
@@ -127,6 +129,17 @@ class SearchOutcome:
     elapsed_ms: float
     notice: str | None = None
     searched: Literal["conversation", "all"] = "all"  # one conversation, or every one
+
+
+@dataclass(frozen=True)
+class ConversationQuery:
+    """What list_conversations asks for: filters (all must hold) and the order."""
+
+    status: ConversationStatus | None = None
+    name_contains: str | None = None  # case-insensitive fragment of the name
+    metadata: tuple[tuple[str, str], ...] = ()  # (key, value as text) pairs the metadata must hold
+    order: Literal["activity", "created"] = "activity"  # latest activity first, or newest first
+    limit: int = 20
 
 
 @dataclass(frozen=True)

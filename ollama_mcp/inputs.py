@@ -15,7 +15,7 @@ from collections.abc import Sequence
 from datetime import UTC, datetime
 from typing import Any
 
-from ollama_mcp.domain import SearchFilters, SearchRequest, format_timestamp
+from ollama_mcp.domain import ConversationQuery, SearchFilters, SearchRequest, format_timestamp
 from ollama_mcp.errors import InvalidInputError
 
 MAX_QUERY_CHARS = 10_000
@@ -186,6 +186,35 @@ def conversation_metadata(field: str, value: object) -> dict[str, Any]:
             f"use {' or '.join(RETENTION_MODES)} (everything is kept), or ttl_hours to delete after a time",
         )
     return meta
+
+
+def conversation_query(
+    status: object, limit: object, name: object, metadata: object, order: object
+) -> ConversationQuery:
+    """list_conversations' filters and order, each checked."""
+    if status not in (None, "active", "completed"):
+        raise InvalidInputError("status", "must be 'active' or 'completed'", "pass one of them, or omit it for all")
+    if order not in ("activity", "created"):
+        raise InvalidInputError("order", "must be 'activity' or 'created'", "omit it for latest activity first")
+    fragment = None
+    if name is not None:
+        if not isinstance(name, str) or not name.strip() or len(name) > MAX_NAME_CHARS:
+            raise InvalidInputError("name", "must be a non-empty text", "pass a part of the name, or omit it")
+        fragment = name.strip()
+    pairs: list[tuple[str, str]] = []
+    if metadata is not None:
+        if not isinstance(metadata, dict) or not metadata or len(metadata) > 10:
+            raise InvalidInputError("metadata", "must be an object of 1-10 keys", 'pass e.g. {"project": "apollo"}')
+        for key, value in metadata.items():
+            if isinstance(value, dict | list) or value is None:
+                raise InvalidInputError(
+                    f"metadata.{key}", "must be a text, number or true/false", "match one value per key"
+                )
+            pairs.append((str(key), json.dumps(value) if isinstance(value, bool) else str(value)))
+    return ConversationQuery(
+        status=status, name_contains=fragment, metadata=tuple(pairs), order=order,
+        limit=integer("limit", limit, 1, MAX_LIST_LIMIT),
+    )
 
 
 def threshold(field: str, value: object) -> float | None:

@@ -1,5 +1,5 @@
-"""Rules every backend applies to the rows it stores (no I/O): how a retried store recognises a
-note it already has, and what a memory's context is."""
+"""Rules every backend applies to the rows it stores and reads (no I/O): how a retried store
+recognises a note it already has, what a memory's context is, and how a text is matched literally."""
 
 from __future__ import annotations
 
@@ -28,3 +28,9 @@ def content_hash(content: str) -> str:
 def dump_json(value: dict[str, Any]) -> str:
     """Compact JSON, non-ASCII kept as it is."""
     return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
+
+
+def like_escape(text: str) -> str:
+    """``text`` matched literally inside a LIKE pattern, backslash being the escape character
+    (PostgreSQL's default; SQLite's with ``ESCAPE '\\'``)."""
+    return text.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")

@@ -15,6 +15,7 @@ from ollama_mcp.domain import (
     Memory,
     SearchOutcome,
     StoredMemory,
+    SummaryStatus,
 )
 
 
@@ -46,6 +47,22 @@ class ConversationInfo(BaseModel):
         )
 
 
+class ListedConversation(ConversationInfo):
+    """A conversation as list_conversations shows it: with its activity, messages and settings."""
+
+    last_activity: str
+    message_count: int
+    summary_status: SummaryStatus
+    metadata: dict[str, Any]
+
+    @classmethod
+    def of(cls, c: Conversation) -> ListedConversation:
+        return cls(
+            **ConversationInfo.of(c).model_dump(), last_activity=c.last_activity or c.created_at,
+            message_count=c.message_count, summary_status=c.summary_status, metadata=c.metadata,
+        )
+
+
 class CurrentConversation(BaseModel):
     current: ConversationInfo | None
 
@@ -55,7 +72,7 @@ class CurrentConversation(BaseModel):
 
 
 class ConversationList(BaseModel):
-    conversations: list[ConversationInfo]
+    conversations: list[ListedConversation]
 
 
 class MemoryStored(BaseModel):

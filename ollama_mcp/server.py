@@ -45,9 +45,9 @@ from ollama_mcp.results import (
     ConversationDeleted,
     ConversationEnded,
     ConversationExport,
-    ConversationInfo,
     ConversationList,
     CurrentConversation,
+    ListedConversation,
     MemoryDeleted,
     MemoryStored,
     MemoryUpdated,
@@ -324,11 +324,14 @@ def build_server(settings: Settings | ConfigError) -> MCPServer:
         ctx: Context,
         status: Annotated[str | None, Field(description="active or completed.")] = None,
         limit: int = 20,
+        name: Annotated[str | None, Field(description="Part of the name.")] = None,
+        metadata: Annotated[dict[str, Any] | None, Field(description="Values it must hold.")] = None,
+        order: Literal["activity", "created"] = "activity",
     ) -> Annotated[CallToolResult, ConversationList]:
-        """Conversations, newest first, with their ids and memory counts."""
+        """Conversations, latest activity first, with ids, counts, metadata and summary status."""
         async with _tool_call(ctx) as app:
-            found = await app.service.list_conversations(status, limit)
-            return _reply(ConversationList(conversations=[ConversationInfo.of(c) for c in found]))
+            found = await app.service.list_conversations(status, limit, name, metadata, order)
+            return _reply(ConversationList(conversations=[ListedConversation.of(c) for c in found]))
 
     @server.tool(annotations=_READ)
     async def export_conversation(

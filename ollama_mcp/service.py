@@ -16,6 +16,7 @@ from datetime import UTC, datetime, timedelta
 from ollama_mcp import inputs
 from ollama_mcp.domain import (
     Conversation,
+    ConversationQuery,
     DeletedConversation,
     EmbeddingRow,
     EndedConversation,
@@ -84,10 +85,13 @@ class MemoryService:
             return None
         return await self._store.get_conversation(self._current_id, count_memories=True)
 
-    async def list_conversations(self, status: object = None, limit: object = 20) -> list[Conversation]:
-        if status not in (None, "active", "completed"):
-            raise InvalidInputError("status", "must be 'active' or 'completed'", "pass one of them, or omit it for all")
-        return await self._store.list_conversations(status, inputs.integer("limit", limit, 1, inputs.MAX_LIST_LIMIT))
+    async def list_conversations(
+        self, status: object = None, limit: object = 20, name: object = None, metadata: object = None,
+        order: object = "activity",
+    ) -> list[Conversation]:
+        """Conversations with their counts and last activity, latest activity first (or newest
+        first with ``order="created"``), filtered by status, a name fragment and metadata values."""
+        return await self._store.list_conversations(inputs.conversation_query(status, limit, name, metadata, order))
 
     async def end_conversation(self, conversation_id: object = None, summary: object = None) -> EndedConversation:
         target = inputs.conversation_id("conversation_id", conversation_id) or self._current_id
@@ -262,7 +266,7 @@ class MemoryService:
         """Whether any conversation besides this one exists (remembered once true: deleting every
         other conversation while a server runs is rare, and the notice then only over-informs)."""
         if not self._others_seen:
-            found = await self._store.list_conversations(None, 2)
+            found = await self._store.list_conversations(ConversationQuery(limit=2))
             self._others_seen = any(c.id != conversation_id for c in found)
         return self._others_seen
 

@@ -22,7 +22,7 @@ import numpy as np
 from ollama_mcp.domain import (
     AuditRow,
     Conversation,
-    ConversationStatus,
+    ConversationQuery,
     EmbeddingRow,
     Facet,
     Job,
@@ -53,7 +53,8 @@ class Storage(Protocol):
     async def get_conversation(self, conversation_id: str, *, count_memories: bool = False) -> Conversation:
         """The conversation (``memory_count`` is filled only when asked: it costs a count)."""
 
-    async def list_conversations(self, status: ConversationStatus | None, limit: int) -> list[Conversation]: ...
+    async def list_conversations(self, query: ConversationQuery) -> list[Conversation]:
+        """The conversations ``query`` selects, in its order, with message counts and last activity."""
 
     async def end_conversation(
         self, conversation_id: str, ended_at: str, summary_memory: Memory | None, *, queue_summary: bool

@@ -5,6 +5,7 @@ from __future__ import annotations
 import uuid
 from typing import Any
 
+import anyio
 import jsonschema
 import numpy as np
 import pytest
@@ -236,7 +237,7 @@ async def test_tool_annotations_are_honest(settings: Settings) -> None:
     assert set(tools) == {
         "init_conversation", "get_conversation_id", "store_memory", "search_memories",
         "search_all_conversations", "end_conversation", "list_conversations", "delete_memory",
-        "update_memory", "export_conversation", "ask_agent",
+        "update_memory", "export_conversation", "ask_agent", "delete_conversation",
     }
     for name in (
         "get_conversation_id", "search_memories", "search_all_conversations", "list_conversations",
@@ -244,6 +245,8 @@ async def test_tool_annotations_are_honest(settings: Settings) -> None:
     ):
         assert tools[name].annotations.read_only_hint is True, name
     assert tools["delete_memory"].annotations.destructive_hint in (True, None)  # None: the spec's default, true
+    assert tools["delete_conversation"].annotations.destructive_hint in (True, None)
+    assert tools["delete_conversation"].annotations.read_only_hint in (False, None)
     assert tools["delete_memory"].annotations.read_only_hint in (False, None)
     assert tools["store_memory"].annotations.destructive_hint is False
     assert tools["store_memory"].annotations.idempotent_hint is True
@@ -336,3 +339,39 @@ async def test_delete_conversation_removes_it_with_every_trace_and_nothing_of_th
     assert {hit["conversation_id"] for hit in found["results"]} == {kept}
     assert_no_trace(db, doomed)
     assert rows(db, "SELECT id FROM conversations") == [(kept,)]
+
+
+async def test_list_conversations_orders_by_last_activity_and_filters_by_status_name_and_metadata(
+    settings: Settings, fake_ollama: FakeOllama
+) -> None:
+    async with connect(settings) as client:
+        apollo = (await call(client, "init_conversation", name="Apollo launch",
+                             metadata={"project": "apollo", "priority": 1}))["conversation_id"]
+        await call(client, "store_memory", content="launch window is in May")
+        gemini = (await call(client, "init_conversation", name="Gemini_review 100%",
+                             metadata={"project": "gemini"}))["conversation_id"]
+        await call(client, "end_conversation", conversation_id=gemini, summary="reviewed")
+        await anyio.sleep(0.01)
+        await call(client, "store_memory", content="apollo budget approved", conversation_id=apollo)
+        by_activity = await call(client, "list_conversations")
+        by_creation = await call(client, "list_conversations", order="created")
+        active = await call(client, "list_conversations", status="active")
+        named = await call(client, "list_conversations", name="LAUNCH")
+        literal = await call(client, "list_conversations", name="_review 100%")
+        not_a_wildcard = await call(client, "list_conversations", name="Gemini%review")
+        tagged = await call(client, "list_conversations", metadata={"project": "apollo", "priority": 1})
+        untagged = await call(client, "list_conversations", metadata={"project": "mercury"})
+        bad = await error(client, "list_conversations", metadata={"project": ["a"]})
+
+    def ids(listing: dict[str, Any]) -> list[str]:
+        return [c["conversation_id"] for c in listing["conversations"]]
+
+    assert ids(by_activity) == [apollo, gemini] and ids(by_creation) == [gemini, apollo]
+    first = by_activity["conversations"][0]
+    assert first["memory_count"] == 2 and first["message_count"] == 0 and first["summary_status"] == "none"
+    assert first["metadata"] == {"project": "apollo", "priority": 1}
+    assert first["last_activity"] > by_activity["conversations"][1]["last_activity"]
+    assert by_activity["conversations"][1]["summary_status"] == "given"
+    assert ids(active) == [apollo] and ids(named) == [apollo] and ids(literal) == [gemini]
+    assert ids(not_a_wildcard) == [] and ids(tagged) == [apollo] and ids(untagged) == []
+    assert "metadata.project: must be a text, number or true/false" in bad

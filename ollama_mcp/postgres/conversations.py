@@ -6,7 +6,7 @@ from typing import Any
 
 from psycopg.types.json import Jsonb
 
-from ollama_mcp.domain import Conversation, ConversationStatus, Memory
+from ollama_mcp.domain import Conversation, ConversationQuery, Memory
 from ollama_mcp.errors import ConversationClosedError, ConversationNotFoundError
 from ollama_mcp.postgres.base import PgStoreBase
 from ollama_mcp.postgres.rows import (
@@ -16,6 +16,7 @@ from ollama_mcp.postgres.rows import (
     insert_memory_row,
     lock_conversation,
 )
+from ollama_mcp.records import like_escape
 
 
 class ConversationStore(PgStoreBase):
@@ -47,11 +48,29 @@ class ConversationStore(PgStoreBase):
             raise ConversationNotFoundError(conversation_id)
         return conversation_from_row(rows[0])
 
-    async def list_conversations(self, status: ConversationStatus | None, limit: int) -> list[Conversation]:
+    async def list_conversations(self, query: ConversationQuery) -> list[Conversation]:
+        """The conversations ``query`` selects, with their counts (columns kept by triggers) and
+        last activity (an index lookup per conversation on (conversation_id, created_at))."""
+        where: list[str] = ["true"]
+        params: list[Any] = []
+        if query.status:
+            where.append("c.status = %s")
+            params.append(query.status)
+        if query.name_contains:
+            where.append("c.name ILIKE %s")  # backslash is LIKE's escape character by default
+            params.append(f"%{like_escape(query.name_contains)}%")
+        for key, value in query.metadata:
+            where.append("c.metadata ->> %s = %s")
+            params += [key, value]
+        first = "last_activity" if query.order == "activity" else "created_at"
         rows = await self._fetchall(
-            f"SELECT {CONVERSATION_COLUMNS} FROM conversations c WHERE %(status)s::text IS NULL OR c.status = %(status)s"
-            " ORDER BY c.created_at DESC, c.key DESC LIMIT %(limit)s",
-            {"status": status, "limit": limit}, "list conversations",
+            f"SELECT {CONVERSATION_COLUMNS}, c.message_count, t.last_activity"
+            " FROM (SELECT c.key AS k, c.created_at, greatest(c.created_at, coalesce(c.ended_at, ''),"
+            " coalesce((SELECT max(m.created_at) FROM memories m WHERE m.conversation_id = c.id), ''))"
+            f" AS last_activity FROM conversations c WHERE {' AND '.join(where)}"
+            f" ORDER BY {first} DESC, c.key DESC LIMIT %s) t"
+            f" JOIN conversations c ON c.key = t.k ORDER BY t.{first} DESC, t.k DESC",
+            [*params, query.limit], "list conversations",
         )
         return [conversation_from_row(row) for row in rows]
 

@@ -168,7 +168,9 @@ def conversation_from_row(row: Sequence[Any]) -> Conversation:
         key=int(row[0]), id=row[1], name=row[2], status=row[3], anonymous=bool(row[4]), created_at=row[5],
         ended_at=row[6], metadata=dict(row[7]), summary=row[8], summary_status=row[9],
         rolling_summary=row[10], summarized_through=int(row[11]), expires_at=row[12], memory_count=int(row[13]),
+        message_count=int(row[14]) if len(row) > 14 else 0, last_activity=row[15] if len(row) > 15 else None,
     )
+
 
 
 def memory_from_row(row: Sequence[Any]) -> Memory:

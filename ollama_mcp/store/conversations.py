@@ -6,13 +6,14 @@ from typing import Any
 
 from ollama_mcp.domain import (
     Conversation,
-    ConversationStatus,
+    ConversationQuery,
     Memory,
 )
 from ollama_mcp.errors import (
     ConversationClosedError,
     ConversationNotFoundError,
 )
+from ollama_mcp.records import like_escape
 from ollama_mcp.store.base import StoreBase
 from ollama_mcp.store.rows import (
     CONVERSATION_COLUMNS,
@@ -58,13 +59,37 @@ class ConversationStore(StoreBase):
             raise ConversationNotFoundError(conversation_id)
         return conversation_from_row(rows[0])
 
-    async def list_conversations(self, status: ConversationStatus | None, limit: int) -> list[Conversation]:
-        where, params = ("WHERE c.status = ?", [status]) if status else ("", [])
+    async def list_conversations(self, query: ConversationQuery) -> list[Conversation]:
+        """The conversations ``query`` selects, with their counts and last activity. The order is
+        found first (the last memory's time is an index lookup on (conversation_id, created_at));
+        counts are computed for the chosen page only."""
+        where: list[str] = ["1"]
+        params: list[Any] = []
+        if query.status:
+            where.append("c.status = ?")
+            params.append(query.status)
+        if query.name_contains:
+            where.append("c.name LIKE ? ESCAPE '\\'")  # case-insensitive for ASCII, as SQLite's LIKE is
+            params.append(f"%{like_escape(query.name_contains)}%")
+        for key, value in query.metadata:
+            where.append(
+                "EXISTS (SELECT 1 FROM json_each(c.metadata) j WHERE j.key = ? AND CASE j.type"
+                " WHEN 'true' THEN 'true' WHEN 'false' THEN 'false' ELSE CAST(j.value AS TEXT) END = ?)"
+            )
+            params += [key, value]
+        first = "last_activity" if query.order == "activity" else "created_at"
         rows = await self._fetchall(
-            f"SELECT {CONVERSATION_COLUMNS}, (SELECT count(*) FROM memories m"
-            " WHERE m.conversation_id = c.id AND m.kind = 'note' AND m.superseded_by IS NULL)"
-            f" FROM conversations c {where} ORDER BY c.created_at DESC, c.rowid DESC LIMIT ?",
-            [*params, limit],
+            f"SELECT {CONVERSATION_COLUMNS},"
+            " (SELECT count(*) FROM memories m WHERE m.conversation_id = c.id AND m.kind = 'note'"
+            " AND m.superseded_by IS NULL),"
+            " (SELECT count(*) FROM memories m WHERE m.conversation_id = c.id AND m.kind = 'message'),"
+            " t.last_activity"
+            " FROM (SELECT c.rowid AS r, c.created_at, max(c.created_at, coalesce(c.ended_at, ''),"
+            " coalesce((SELECT max(m.created_at) FROM memories m WHERE m.conversation_id = c.id), ''))"
+            f" AS last_activity FROM conversations c WHERE {' AND '.join(where)}"
+            f" ORDER BY {first} DESC, c.rowid DESC LIMIT ?) t"
+            f" JOIN conversations c ON c.rowid = t.r ORDER BY t.{first} DESC, t.r DESC",
+            [*params, query.limit],
             "list conversations",
         )
         return [conversation_from_row(row) for row in rows]

@@ -176,7 +176,10 @@ def conversation_from_row(row: Sequence[Any]) -> Conversation:
         ended_at=row[6], metadata=json.loads(row[7]), summary=row[8], summary_status=row[9],
         rolling_summary=row[10], summarized_through=int(row[11]), expires_at=row[12],
         memory_count=int(row[13]) if len(row) > 13 else 0,
+        message_count=int(row[14]) if len(row) > 14 else 0,
+        last_activity=row[15] if len(row) > 15 else None,
     )
+
 
 
 def memory_from_row(row: Sequence[Any]) -> Memory:
