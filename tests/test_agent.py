@@ -30,6 +30,10 @@ def rows(db: Database, sql: str, *params: Any) -> list[tuple[Any, ...]]:
     return db.rows(sql, *params)
 
 
+def _tool_calls(stored: Any) -> list[dict[str, Any]]:
+    return json.loads(stored) if isinstance(stored, str) else list(stored)  # SQLite text, PostgreSQL jsonb
+
+
 def audit(db: Database) -> list[tuple[Any, ...]]:
     return rows(db, "SELECT step, tool, risk, decision FROM agent_audit ORDER BY id")
 
@@ -69,10 +73,18 @@ async def test_the_agent_searches_memory_and_answers_with_every_step_audited(
     assert first["messages"][-1] == {"role": "user", "content": "what did we decide about the database?"}
     assert second["messages"][-1]["role"] == "tool" and "PostgreSQL" in second["messages"][-1]["content"]
     assert audit(db) == [(1, "search_all_conversations", "low", "ran"), (2, None, None, "answered")]
-    assert rows(db, "SELECT role, actor, content FROM memories WHERE kind = 'message' ORDER BY seq") == [
-        ("user", "user", "what did we decide about the database?"),
-        ("assistant", "agent:qwen2.5:3b", "You decided on PostgreSQL, for its JSON support."),
-    ]
+    transcript = rows(db, "SELECT role, actor, content, tool_calls, tool_call_id FROM memories"
+                          " WHERE kind = 'message' ORDER BY seq")
+    assert [row[:2] for row in transcript] == [
+        ("user", "user"), ("assistant", "agent:qwen2.5:3b"), ("tool", "search_all_conversations"),
+        ("assistant", "agent:qwen2.5:3b")]
+    assert transcript[0][2] == "what did we decide about the database?"
+    assert transcript[1][2] == "(calls search_all_conversations)"
+    call_id = _tool_calls(transcript[1][3])[0]["id"]
+    assert _tool_calls(transcript[1][3])[0]["function"] == {
+        "name": "search_all_conversations", "arguments": {"query": "database decision"}}
+    assert transcript[2][4] == call_id and "We decided to use PostgreSQL" in transcript[2][2]
+    assert transcript[3][2] == "You decided on PostgreSQL, for its JSON support."
     digest = rows(db, "SELECT arguments_digest FROM agent_audit WHERE tool IS NOT NULL")[0][0]
     assert len(digest) == 64 and "database" not in digest
 
@@ -307,7 +319,9 @@ async def test_the_deadline_returns_in_time_with_a_note(
     assert elapsed < 3, elapsed
     assert "Stopped after 1 s" in answer["note"] and answer["tools_used"] == ["get_current_time"]
     assert [row[3] for row in audit(db)] == ["ran", "deadline"]
-    assert rows(db, "SELECT count(*) FROM memories WHERE kind = 'message'") == [(2,)]
+    # the question, the tool step it finished (call and result), and what it had
+    assert rows(db, "SELECT role FROM memories WHERE kind = 'message' ORDER BY seq") == [
+        ("user",), ("assistant",), ("tool",), ("assistant",)]
 
 
 async def test_unknown_tools_and_bad_arguments_are_fed_back_and_the_loop_goes_on(
