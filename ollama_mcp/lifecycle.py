@@ -234,7 +234,8 @@ class ConversationLifecycle:
         try:
             conversation = await self._store.get_conversation(job.conversation_id)
         except ConversationNotFoundError:
-            return await self._store.finish_job(job, utc_now())  # deleted meanwhile: nothing to do
+            await self._store.finish_job(job, utc_now())  # deleted meanwhile: nothing to do
+            return
         summarizer = self._require_summarizer()
         items = await self._store.conversation_memories(job.conversation_id, kinds=("note", "message"))
         # Messages the rolling summary covers are read through it; every note is read itself.
@@ -243,7 +244,8 @@ class ConversationLifecycle:
             if m.superseded_by is None and (m.kind == "note" or m.seq > conversation.summarized_through)
         ]
         if not current and not conversation.rolling_summary:
-            return await self._store.finish_job(job, utc_now())
+            await self._store.finish_job(job, utc_now())
+            return
         text = await summarizer.summarize(current, conversation.rolling_summary)
         now = utc_now()
         summary = Memory(
@@ -257,16 +259,25 @@ class ConversationLifecycle:
         try:
             conversation = await self._store.get_conversation(job.conversation_id)
         except ConversationNotFoundError:
-            return await self._store.finish_job(job, utc_now())
+            await self._store.finish_job(job, utc_now())
+            return
         summarizer = self._require_summarizer()
         pending = await self._store.conversation_memories(
             job.conversation_id, after_seq=conversation.summarized_through, kinds=("message",)
         )
         if len(pending) < 2:
-            return await self._store.finish_job(job, utc_now())
+            await self._store.finish_job(job, utc_now())
+            return
         oldest_half = pending[: len(pending) // 2]
         text = await summarizer.summarize(oldest_half, conversation.rolling_summary)
-        await self._store.finish_job(job, utc_now(), rolling=(text, oldest_half[-1].seq))
+        # Kept as a summary memory too, so what was compacted stays searchable from any conversation.
+        summary = Memory(
+            id=str(uuid.uuid4()), seq=0, conversation_id=conversation.id, kind="summary", content=text, tags=(),
+            metadata={"rolling": True, "through_seq": oldest_half[-1].seq}, created_at=utc_now(),
+        )
+        replaced = await self._store.finish_job(job, utc_now(), rolling=(summary, oldest_half[-1].seq))
+        await self._indexer.removed(replaced)
+        self._indexer.added()  # its vector is computed in the background like any pending memory
         # Still over a threshold (a burst of messages while the model worked): go on.
         await self._maybe_compact(await self._store.get_conversation(job.conversation_id))
 

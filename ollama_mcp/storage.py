@@ -136,10 +136,11 @@ class Storage(Protocol):
         """Give up on a job, keeping the reason; a summary that will not come is marked failed."""
 
     async def finish_job(
-        self, job: Job, now: str, *, summary: Memory | None = None, rolling: tuple[str, int] | None = None
-    ) -> None:
+        self, job: Job, now: str, *, summary: Memory | None = None, rolling: tuple[Memory, int] | None = None
+    ) -> list[int]:
         """Mark a job done in one transaction with what it produced: a conversation ``summary``
-        memory, or a ``rolling`` (summary text, seq it covers through)."""
+        memory, or a ``rolling`` (summary memory, message seq it covers through) that replaces the
+        previous rolling summary's memory; returns the seqs of the memories that went."""
 
     # -- agent audit ---------------------------------------------------------------------
 

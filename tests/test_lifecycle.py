@@ -233,6 +233,31 @@ async def test_compaction_summarizes_the_oldest_half_once_past_the_message_thres
     assert [m.content for m in built.recent] == [f"topic{i} is discussed" for i in range(3, 7)]
 
 
+async def test_what_compaction_summarized_is_found_from_another_conversation_and_replaced_when_compacted_again(
+    app: App, db: Database, fake_ollama: FakeOllama
+) -> None:
+    long = await app.service.init_conversation("long", {"compact_after_messages": 4})
+    for i in range(5):
+        await app.lifecycle.add_message(long.id, "user", f"zebracorn{i} is discussed")
+    assert await app.jobs.run_once()
+    await app.service.init_conversation("elsewhere")  # the search starts in another conversation
+    while await app.indexer.backfill_once():
+        pass
+    found = await app.service.search(search_request("zebracorn0", everywhere=True))
+    summaries = [h.memory for h in found.hits if h.memory.kind == "summary"]
+    assert [m.conversation_id for m in summaries] == [long.id] and "zebracorn0" in summaries[0].content
+    assert summaries[0].metadata["rolling"] is True
+    for i in range(5, 9):
+        await app.lifecycle.add_message(long.id, "user", f"zebracorn{i} is discussed")
+    while await app.jobs.run_once():
+        pass
+    rolling = rows(db, "SELECT content FROM memories WHERE kind = 'summary'")
+    assert len(rolling) == 1 and "zebracorn4" in rolling[0][0]  # the newer summary replaced the first
+    assert rows(db, "SELECT rolling_summary FROM conversations WHERE id = ?", long.id) == rolling
+    await app.service.delete_conversation(long.id)
+    assert rows(db, "SELECT count(*) FROM memories WHERE kind = 'summary'") == [(0,)]
+
+
 async def test_the_designs_compaction_block_is_an_alias_and_other_metadata_stays_the_callers(
     app: App, db: Database
 ) -> None:

@@ -68,10 +68,12 @@ class JobStore(PgStoreBase):
                 )
 
     async def finish_job(
-        self, job: Job, now: str, *, summary: Memory | None = None, rolling: tuple[str, int] | None = None
-    ) -> None:
+        self, job: Job, now: str, *, summary: Memory | None = None, rolling: tuple[Memory, int] | None = None
+    ) -> list[int]:
         """Mark a job done in one transaction with what it produced (a conversation summary, or a
-        rolling summary reaching a message seq)."""
+        rolling summary reaching a message seq, which replaces the previous rolling summary's
+        memory). Returns the seqs of memories that went."""
+        replaced: list[int] = []
         async with self._transaction("store the result of background work") as conn:
             # Locked like every write to a conversation's memories (it may be gone: then nothing is).
             await conn.execute("SELECT 1 FROM conversations WHERE id = %s FOR UPDATE", (job.conversation_id,))
@@ -82,15 +84,24 @@ class JobStore(PgStoreBase):
                     (summary.content, job.conversation_id),
                 )
             if rolling is not None:
-                text, through = rolling
-                await conn.execute(
+                memory, through = rolling
+                advanced = await conn.execute(
                     "UPDATE conversations SET rolling_summary = %s, summarized_through = %s"
                     " WHERE id = %s AND summarized_through < %s",
-                    (text, through, job.conversation_id, through),
+                    (memory.content, through, job.conversation_id, through),
                 )
+                if advanced.rowcount:  # else a newer compaction got there first: keep its memory
+                    cursor = await conn.execute(
+                        "DELETE FROM memories WHERE conversation_id = %s AND kind = 'summary'"
+                        " AND metadata ->> 'rolling' = 'true' RETURNING seq",
+                        (job.conversation_id,),
+                    )
+                    replaced = [int(row[0]) for row in await cursor.fetchall()]
+                    await insert_memory_row(conn, memory)
             await conn.execute(
                 "UPDATE jobs SET state = 'done', lease_until = NULL, finished_at = %s WHERE id = %s", (now, job.id)
             )
+        return replaced
 
     async def insert_audit(self, rows: Sequence[AuditRow]) -> None:
         if not rows:

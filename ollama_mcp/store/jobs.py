@@ -73,10 +73,12 @@ class JobStore(StoreBase):
                 )
 
     async def finish_job(
-        self, job: Job, now: str, *, summary: Memory | None = None, rolling: tuple[str, int] | None = None
-    ) -> None:
+        self, job: Job, now: str, *, summary: Memory | None = None, rolling: tuple[Memory, int] | None = None
+    ) -> list[int]:
         """Mark a job done with what it produced, in one transaction: a conversation summary
-        (stored as a memory too) or a rolling summary reaching a message seq."""
+        (stored as a memory too) or a rolling summary reaching a message seq, which replaces the
+        previous rolling summary's memory. Returns the seqs of memories that went."""
+        replaced: list[int] = []
         async with self._transaction("store the result of background work") as conn:
             if summary is not None:
                 await insert_memory_row(conn, summary)
@@ -85,15 +87,24 @@ class JobStore(StoreBase):
                     (summary.content, job.conversation_id),
                 )
             if rolling is not None:
-                text, through = rolling
-                await conn.execute(
+                memory, through = rolling
+                advanced = await conn.execute(
                     "UPDATE conversations SET rolling_summary = ?, summarized_through = ?"
                     " WHERE id = ? AND summarized_through < ?",
-                    (text, through, job.conversation_id, through),
+                    (memory.content, through, job.conversation_id, through),
                 )
+                if advanced.rowcount:  # else a newer compaction got there first: keep its memory
+                    rows = await (await conn.execute(
+                        "DELETE FROM memories WHERE conversation_id = ? AND kind = 'summary'"
+                        " AND json_extract(metadata, '$.rolling') = 1 RETURNING seq",
+                        (job.conversation_id,),
+                    )).fetchall()
+                    replaced = [int(row[0]) for row in rows]
+                    await insert_memory_row(conn, memory)
             await conn.execute(
                 "UPDATE jobs SET state = 'done', lease_until = NULL, finished_at = ? WHERE id = ?", (now, job.id)
             )
+        return replaced
 
     async def insert_audit(self, rows: Sequence[AuditRow]) -> None:
         if not rows:
