@@ -232,25 +232,23 @@ def _agent_confirm(raw: str) -> tuple[str, ...]:
     """OLLAMA_MCP_AGENT_CONFIRM: tool names, or ``none``; empty: every writing tool."""
     if raw.strip().lower() == "none":
         return ()
-    names = [name.strip() for name in raw.split(",") if name.strip()]
-    if not names:
-        return AGENT_WRITING_TOOLS
-    unknown = sorted(set(names) - set(AGENT_TOOLS))
-    if unknown:
-        raise ConfigError(
-            f"OLLAMA_MCP_AGENT_CONFIRM names unknown tools {', '.join(unknown)}; list some of "
-            f"{', '.join(AGENT_TOOLS)}, or 'none' to let the agent write without asking."
-        )
-    return tuple(name for name in AGENT_TOOLS if name in names)
+    return _tool_names(
+        "OLLAMA_MCP_AGENT_CONFIRM", raw, AGENT_WRITING_TOOLS,
+        f"list some of {', '.join(AGENT_TOOLS)}, or 'none' to let the agent write without asking",
+    )
 
 
 def _agent_tools(raw: str) -> tuple[str, ...]:
-    names = [name.strip() for name in raw.split(",") if name.strip()]
+    """OLLAMA_MCP_AGENT_TOOLS: the agent's tools; empty: all of them."""
+    return _tool_names("OLLAMA_MCP_AGENT_TOOLS", raw, AGENT_TOOLS, f"choose from {', '.join(AGENT_TOOLS)}")
+
+
+def _tool_names(name: str, raw: str, default: tuple[str, ...], fix: str) -> tuple[str, ...]:
+    """A comma-separated list of the agent's tool names (in AGENT_TOOLS' order), ``default`` when empty."""
+    names = [part.strip() for part in raw.split(",") if part.strip()]
     if not names:
-        return AGENT_TOOLS
+        return default
     unknown = sorted(set(names) - set(AGENT_TOOLS))
     if unknown:
-        raise ConfigError(
-            f"OLLAMA_MCP_AGENT_TOOLS names unknown tools {', '.join(unknown)}; choose from {', '.join(AGENT_TOOLS)}."
-        )
-    return tuple(name for name in AGENT_TOOLS if name in names)
+        raise ConfigError(f"{name} names unknown tools {', '.join(unknown)}; {fix}.")
+    return tuple(tool for tool in AGENT_TOOLS if tool in names)
