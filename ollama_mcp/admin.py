@@ -15,11 +15,11 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import TextIO
 
-from ollama_mcp import export
+from ollama_mcp import audit, export, inputs
 from ollama_mcp.app import open_app
 from ollama_mcp.backends import open_backend
 from ollama_mcp.config import Settings
-from ollama_mcp.domain import format_timestamp, utc_now
+from ollama_mcp.domain import WriteRecord, format_timestamp, utc_now
 from ollama_mcp.errors import InvalidInputError, OllamaMcpError, StorageError
 from ollama_mcp.transfer import CopyReport, copy_store
 
@@ -77,7 +77,8 @@ async def import_file(settings: Settings, path: str) -> tuple[int, int, int]:
     total = sum(len(c.get("memories", [])) for c in data.get("conversations", []) if isinstance(c, dict)) \
         if isinstance(data, dict) and isinstance(data.get("conversations"), list) else 0
     async with open_app(settings, background=False) as app:
-        conversations, memories = await app.lifecycle.import_document(data)
+        with audit.through("import"):
+            conversations, memories = await app.lifecycle.import_document(data)
     return conversations, memories, total
 
 
@@ -187,6 +188,14 @@ async def forget(
             for target, _, _ in chosen:
                 await app.service.delete_conversation(target)
     return chosen, sum(count for _, _, count in chosen)
+
+
+async def write_log(settings: Settings, since: str | None, limit: int) -> list[WriteRecord]:
+    """The write audit, newest first: every write through any door, without its text."""
+    start = inputs.timestamp("--since", since) if since else None
+    _must_exist(settings, "show")
+    async with open_app(settings, background=False) as app:
+        return await app.store.write_records(start, limit)
 
 
 def _must_exist(settings: Settings, what: str) -> None:

@@ -19,7 +19,6 @@ they never end the loop.
 from __future__ import annotations
 
 import contextlib
-import hashlib
 import json
 import logging
 import time
@@ -31,7 +30,7 @@ from typing import Any, Literal
 
 import anyio
 
-from ollama_mcp import inputs
+from ollama_mcp import audit, inputs
 from ollama_mcp.config import AGENT_WRITING_TOOLS
 from ollama_mcp.domain import AgentAnswer, AuditRow, Conversation, utc_now
 from ollama_mcp.errors import InvalidInputError, NotFoundError, OllamaMcpError
@@ -278,6 +277,16 @@ class Agent:
             answer = answer or _last_assistant_text(messages) or "The local agent did not finish in time."
             run.audit.append(self._row(run, run.steps + 1, None, None, None, "deadline", note, started))
         # Only now is anything written: a model that is missing or refuses tools changes nothing.
+        with audit.through("agent"):
+            await self._record(run, question, answer)
+        await self._write_audit(run)
+        if run.not_done:
+            refused = "; ".join(f"{', '.join(dict.fromkeys(tools))} ({why})" for why, tools in run.not_done.items())
+            note = " ".join(filter(None, [note, f"Refused: {refused}."]))
+        return AgentAnswer(await self.conversation(run), answer, run.tools_used, run.steps, self.model, note)
+
+    async def _record(self, run: _Run, question: str, answer: str) -> None:
+        """The run's transcript: the question, each tool call and its result, the answer."""
         conversation = await self.conversation(run)
         await self.lifecycle.add_message(conversation, "user", question, actor="user")
         for said in run.steps_said:  # the tool calls and their results (clipped), in order
@@ -286,11 +295,6 @@ class Agent:
                 tool_call_id=said.tool_call_id,
             )
         await self.lifecycle.add_message(conversation, "assistant", answer, actor=f"{AGENT_ACTOR_PREFIX}{self.model}")
-        await self._write_audit(run)
-        if run.not_done:
-            refused = "; ".join(f"{', '.join(dict.fromkeys(tools))} ({why})" for why, tools in run.not_done.items())
-            note = " ".join(filter(None, [note, f"Refused: {refused}."]))
-        return AgentAnswer(conversation, answer, run.tools_used, run.steps, self.model, note)
 
     # -- the loop ---------------------------------------------------------------------------------
 
@@ -339,7 +343,7 @@ class Agent:
                     result, decision, outcome = f"Error: {exc}", "ran", str(exc)
                     run.tools_used.append(call.name)
                 run.audit.append(self._row(
-                    run, run.steps, call.name, _digest(call.arguments), risk, decision, outcome, call_started,
+                    run, run.steps, call.name, audit.digest(call.arguments), risk, decision, outcome, call_started,
                 ))
                 messages.append({"role": "tool", "content": result[:RESULT_CHARS], "tool_name": call.name})
                 run.steps_said.append(_Said("tool", _clip(result, TRANSCRIPT_RESULT_CHARS), call.name, (), call_id))
@@ -383,7 +387,8 @@ class Agent:
                     f"you did not confirm them ({decision})",
                 )
         try:
-            return await tool.run(self, args, run)
+            with audit.through("agent"):
+                return await tool.run(self, args, run)
         except InvalidInputError as exc:
             raise ToolFailure("invalid_arguments", str(exc)) from exc
 
@@ -489,10 +494,6 @@ class Agent:
 def _clip(text: str, limit: int) -> str:
     return text if len(text) <= limit else text[: limit - 1] + "…"
 
-
-def _digest(arguments: object) -> str:
-    canonical = json.dumps(arguments, sort_keys=True, ensure_ascii=False, default=str)
-    return hashlib.sha256(canonical.encode("utf-8")).hexdigest()
 
 
 def _clamp(value: object, low: int, high: int) -> int:

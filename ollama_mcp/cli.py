@@ -99,6 +99,15 @@ def _parser() -> argparse.ArgumentParser:
     which.add_argument("--all", action="store_true", help="every conversation (needs --yes)")
     forgetter.add_argument("--yes", action="store_true", help="confirm --all")
     forgetter.add_argument("--dry-run", action="store_true", help="list and count what would be deleted; delete nothing")
+    auditor = commands.add_parser(
+        "audit",
+        help="show every write to the store: when, through which door, what, which ids (never the text)",
+        description="Prints the write audit, newest first: each write through a tool, the agent, the "
+        "CLI, an import or retention, with its time, action, conversation and memory ids and a digest "
+        "of its arguments. Example: ollama-mcp audit --since 2026-11-01",
+    )
+    auditor.add_argument("--since", metavar="DATE", help="from this ISO 8601 date or time on")
+    auditor.add_argument("--limit", type=int, default=100, metavar="N", help="at most N rows (default 100)")
     configurer = commands.add_parser(
         "config",
         help="print what an MCP client needs to start this server (absolute path and settings included)",
@@ -219,6 +228,10 @@ def _maintenance(settings: Settings, args: argparse.Namespace) -> int:
               f"new memories, {report.vectors:,} new vectors; counts match ({totals['conversations']:,} conversations, "
               f"{totals['memories']:,} memories, {totals['vectors']:,} vectors, {totals['jobs']:,} jobs, "
               f"{totals['audit']:,} audit rows)")
+    elif args.command == "audit":
+        for record in anyio.run(admin.write_log, settings, args.since, max(1, args.limit)):
+            print(f"{record.at}  {record.door:<9} {record.action:<20} {record.conversation_id or '-':<36}  "
+                  f"{record.memory_id or '-'}")
     elif args.command == "forget":
         forgotten, total = anyio.run(
             admin.forget, settings, args.conversation, args.older_than, args.all, args.yes, args.dry_run

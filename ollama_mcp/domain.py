@@ -132,6 +132,19 @@ class SearchOutcome:
 
 
 @dataclass(frozen=True)
+class WriteRecord:
+    """One row of the write audit: who wrote what, when, through which door (never the text)."""
+
+    at: str
+    door: str
+    action: str
+    conversation_id: str | None = None
+    memory_id: str | None = None
+    arguments_digest: str | None = None
+    principal: str | None = None
+
+
+@dataclass(frozen=True)
 class ConversationQuery:
     """What list_conversations asks for: filters (all must hold) and the order."""
 

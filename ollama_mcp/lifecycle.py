@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from ollama_mcp import export, inputs
+from ollama_mcp import audit, export, inputs
 from ollama_mcp.background import Step
 from ollama_mcp.domain import (
     Conversation,
@@ -135,6 +135,7 @@ class ConversationLifecycle:
         )
         stored, _ = await self._store.insert_memory(message)
         self._indexer.added()
+        await self.service.record_write("add_message", target, stored.id, arguments=[role, text, who])
         await self._maybe_compact(await self._store.get_conversation(target))
         return stored
 
@@ -332,7 +333,8 @@ class ConversationLifecycle:
         deleted = []
         for conversation_id in await self._expired_ids():
             try:
-                await self.service.delete_conversation(conversation_id)
+                with audit.through("retention"):
+                    await self.service.delete_conversation(conversation_id)
             except ConversationNotFoundError:
                 continue  # another process swept it first
             deleted.append(conversation_id)
@@ -401,6 +403,7 @@ class ConversationLifecycle:
             new_memories += added
         if new_memories:
             self._indexer.added()  # vectors are not exported: embed them with this model
+        await self.service.record_write("import", arguments=data)
         return new_conversations, new_memories
 
 

@@ -35,7 +35,7 @@ from mcp.types import CallToolResult, TextContent, ToolAnnotations
 from mcp.types import Tool as MCPTool
 from pydantic import BaseModel, Field
 
-from ollama_mcp import __version__
+from ollama_mcp import __version__, audit
 from ollama_mcp.config import Settings
 from ollama_mcp.errors import ConfigError, NotFoundError, OllamaMcpError
 from ollama_mcp.inputs import search_request
@@ -158,7 +158,8 @@ async def _tool_call(ctx: Context) -> AsyncIterator[App]:
     """A tool body's app, and its one error translation: our errors become tool errors the
     model can read; anything else is a bug, logged with its stack and reported by type only."""
     try:
-        yield await _opened(ctx)
+        with audit.through("tool"):
+            yield await _opened(ctx)
     except OllamaMcpError as exc:
         raise ToolError(str(exc)) from exc
     except ToolError:

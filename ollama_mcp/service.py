@@ -13,7 +13,7 @@ from collections.abc import Sequence
 from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 
-from ollama_mcp import inputs
+from ollama_mcp import audit, inputs
 from ollama_mcp.domain import (
     Conversation,
     ConversationQuery,
@@ -25,6 +25,7 @@ from ollama_mcp.domain import (
     SearchOutcome,
     SearchRequest,
     StoredMemory,
+    WriteRecord,
     format_timestamp,
     utc_now,
 )
@@ -69,6 +70,7 @@ class MemoryService:
             anonymous=False, created_at=format_timestamp(now), expires_at=expires_at,
         )
         self._current_id = conversation.id
+        await self.record_write("init_conversation", conversation.id, arguments=[name, metadata])
         return conversation
 
     async def resolve_conversation(self, conversation_id: object, *, create: bool = False) -> Conversation | None:
@@ -116,6 +118,7 @@ class MemoryService:
             self._indexer.added()  # the summary is embedded in the background like any pending memory
         if conversation.summary_status == "pending":
             self._jobs.wakeup.set()  # the chat model writes it in the background; the call returns now
+        await self.record_write("end_conversation", conversation.id, arguments=summary)
         return EndedConversation(conversation, count)
 
     # -- memories -------------------------------------------------------------------------------
@@ -131,6 +134,16 @@ class MemoryService:
         actor: str | None = None,
     ) -> StoredMemory:
         """Store a note; ``actor`` (set by our own code, never from a tool's input) says who wrote it."""
+        stored = await self._store_note(content, conversation_id, tags, metadata, embedding, actor)
+        await self.record_write(
+            "store_memory", stored.memory.conversation_id, stored.memory.id, arguments=[content, tags, metadata]
+        )
+        return stored
+
+    async def _store_note(
+        self, content: object, conversation_id: object, tags: object, metadata: object, embedding: object,
+        actor: str | None,
+    ) -> StoredMemory:
         text = inputs.text("content", content, self._max_content_chars, what="memory text")
         given_id = inputs.conversation_id("conversation_id", conversation_id)
         tag_list = inputs.tags("tags", tags)
@@ -189,6 +202,7 @@ class MemoryService:
                 rows.append(None)
         added = await self._store.insert_memories(memories, rows)
         self._indexer.added(vectors=True)
+        await self.record_write("import_memories", target, arguments=[m.content for m in memories])
         return added
 
     async def update_memory(
@@ -213,6 +227,7 @@ class MemoryService:
             )
 
         old, new = await self._store.update_memory(target, revise)
+        await self.record_write("update_memory", new.conversation_id, new.id, arguments=[target, content, tags, metadata])
         # The old version keeps its vectors: searches mask it out unless include_superseded.
         return old, await self._indexer.embed(new)
 
@@ -228,13 +243,27 @@ class MemoryService:
         await self._indexer.removed(seqs)
         if self._current_id == target:
             self._current_id = None
+        await self.record_write("delete_conversation", target)
         return DeletedConversation(conversation, len(seqs))
 
     async def delete_memory(self, memory_id: object) -> Memory:
         deleted, seqs, context_changed = await self._store.delete_memory(inputs.memory_id("memory_id", memory_id))
         # Memories after it lose its text from their context; the backfill embeds the new one.
         await self._indexer.removed(seqs, contexts=context_changed)
+        await self.record_write("delete_memory", deleted.conversation_id, deleted.id)
         return deleted
+
+    async def record_write(
+        self, action: str, conversation_id: str | None = None, memory_id: str | None = None, *,
+        arguments: object = None,
+    ) -> None:
+        """Add the write just made to the write audit: the door it came through (``audit.through``),
+        ids, time and a digest of the arguments, never their text. Its own transaction, after the
+        write: a crash between the two loses the record, never the write."""
+        await self._store.record_write(WriteRecord(
+            at=utc_now(), door=audit.current_door(), action=action, conversation_id=conversation_id,
+            memory_id=memory_id, arguments_digest=None if arguments is None else audit.digest(arguments),
+        ))
 
     async def search(self, request: SearchRequest) -> SearchOutcome:
         """search_memories and search_all_conversations: every conversation with ``everywhere``,
@@ -287,6 +316,7 @@ class MemoryService:
                 str(uuid.uuid4()), None, {}, anonymous=True, created_at=utc_now()
             )
             self._current_id = conversation.id
+            await self.record_write("start_conversation", conversation.id)
         if conversation.status != "active":
             raise ConversationClosedError(conversation.id)
         return conversation

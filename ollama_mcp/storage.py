@@ -32,6 +32,7 @@ from ollama_mcp.domain import (
     MemoryKind,
     SearchFilters,
     SearchHit,
+    WriteRecord,
 )
 
 
@@ -145,6 +146,12 @@ class Storage(Protocol):
     # -- agent audit ---------------------------------------------------------------------
 
     async def insert_audit(self, rows: Sequence[AuditRow]) -> None: ...
+
+    async def record_write(self, record: WriteRecord) -> None:
+        """Append a row to the write audit."""
+
+    async def write_records(self, since: str | None, limit: int) -> list[WriteRecord]:
+        """The write audit, newest first (from ``since`` on, when given)."""
 
     # -- copying a store (``ollama-mcp migrate``) ------------------------------------------
 

@@ -318,3 +318,39 @@ def test_forget_all_with_yes_leaves_an_empty_store(db: Database, fake_ollama: Fa
     done = run(db, fake_ollama, "forget", "--all", "--yes")
     assert done.returncode == 0 and done.stdout.startswith("deleted 1 conversation(s) with 4 memories")
     assert rows(db, "SELECT count(*) FROM memories") == [(0,)] and rows(db, "SELECT count(*) FROM conversations") == [(0,)]
+
+
+@pytest.mark.anyio
+async def test_every_door_leaves_a_write_audit_row_without_the_text_and_audit_shows_them(
+    settings: Settings, db: Database, fake_ollama: FakeOllama
+) -> None:
+    from dataclasses import replace as changed  # noqa: PLC0415
+
+    from tests.test_agent import human, tool_call  # noqa: PLC0415
+
+    secret = "the vault code is 8812"
+    async with human(changed(settings, agent_confirm=()), None) as (client, _):
+        conv = (await call(client, "init_conversation", name="doors"))["conversation_id"]
+        stored = await call(client, "store_memory", content=secret)
+        fake_ollama.enqueue_chat(tool_call("store_memory", content="noted by the agent"), "Saved.")
+        await call(client, "ask_agent", query="note it", conversation_id=conv)
+        await call(client, "delete_memory", memory_id=stored["memory_id"])
+    document = {"format": "ollama-mcp-export", "version": 1, "conversations": [{
+        "id": "11111111-1111-4111-8111-111111111111", "name": "old", "status": "completed",
+        "created_at": "2020-01-01T00:00:00Z", "ended_at": "2020-01-02T00:00:00Z", "memories": []}]}
+    imported = await anyio.to_thread.run_sync(lambda: run(db, fake_ollama, "import", "-", stdin=json.dumps(document)))
+    assert imported.returncode == 0, imported.stderr
+    forgot = await anyio.to_thread.run_sync(lambda: run(db, fake_ollama, "forget", "--conversation", conv))
+    assert forgot.returncode == 0, forgot.stderr
+    log = rows(db, "SELECT door, action, conversation_id, memory_id FROM write_audit ORDER BY id")
+    assert [(door, action) for door, action, _, _ in log] == [
+        ("tool", "init_conversation"), ("tool", "store_memory"),
+        ("agent", "store_memory"), ("agent", "add_message"), ("agent", "add_message"), ("agent", "add_message"),
+        ("agent", "add_message"),
+        ("tool", "delete_memory"), ("import", "import"), ("cli", "delete_conversation")]
+    assert log[1][2:] == (conv, stored["memory_id"]) and log[-1][2] == conv  # outlives what it deleted
+    assert all(secret not in str(row) and "8812" not in str(row) for row in rows(db, "SELECT * FROM write_audit"))
+    shown = await anyio.to_thread.run_sync(lambda: run(db, fake_ollama, "audit", "--limit", "3"))
+    lines = shown.stdout.splitlines()
+    assert len(lines) == 3 and "cli" in lines[0] and "delete_conversation" in lines[0] and conv in lines[0]
+    assert "import" in lines[1] and "delete_memory" in lines[2]

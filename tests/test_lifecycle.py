@@ -485,6 +485,8 @@ async def test_the_ttl_sweep_deletes_expired_conversations_without_leaving_orpha
     await anyio.sleep(0.4)
     assert await app.lifecycle.sweep() == [doomed.id]
     assert_no_trace(db, doomed.id)
+    assert rows(db, "SELECT door, conversation_id FROM write_audit WHERE action = 'delete_conversation'") == [
+        ("retention", doomed.id)]  # the record of the deletion outlives it
     found = await app.service.search(search_request("secret plan", include_messages=True, everywhere=True))
     assert {h.memory.conversation_id for h in found.hits} == {kept.id}
     assert await app.lifecycle.sweep() == []

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from ollama_mcp.domain import AuditRow, Job, JobKind, JobRecord, Memory
+from ollama_mcp.domain import AuditRow, Job, JobKind, JobRecord, Memory, WriteRecord
 from ollama_mcp.postgres.base import PgStoreBase
 from ollama_mcp.postgres.rows import enqueue_job_row, insert_memory_row
 
@@ -102,6 +102,23 @@ class JobStore(PgStoreBase):
                 "UPDATE jobs SET state = 'done', lease_until = NULL, finished_at = %s WHERE id = %s", (now, job.id)
             )
         return replaced
+
+    async def record_write(self, record: WriteRecord) -> None:
+        async with self._transaction("record the write in the audit") as conn:
+            await conn.execute(
+                "INSERT INTO write_audit (at, door, principal, action, conversation_id, memory_id, arguments_digest)"
+                " VALUES (%s, %s, %s, %s, %s, %s, %s)",
+                (record.at, record.door, record.principal, record.action, record.conversation_id, record.memory_id,
+                 record.arguments_digest),
+            )
+
+    async def write_records(self, since: str | None, limit: int) -> list[WriteRecord]:
+        rows = await self._fetchall(
+            "SELECT at, door, action, conversation_id, memory_id, arguments_digest, principal FROM write_audit"
+            " WHERE %(since)s::text IS NULL OR at >= %(since)s ORDER BY id DESC LIMIT %(limit)s",
+            {"since": since, "limit": limit}, "read the write audit",
+        )
+        return [WriteRecord(*row) for row in rows]
 
     async def insert_audit(self, rows: Sequence[AuditRow]) -> None:
         if not rows:

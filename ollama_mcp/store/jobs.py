@@ -10,6 +10,7 @@ from ollama_mcp.domain import (
     JobKind,
     JobRecord,
     Memory,
+    WriteRecord,
 )
 from ollama_mcp.store.base import StoreBase
 from ollama_mcp.store.rows import (
@@ -105,6 +106,22 @@ class JobStore(StoreBase):
                 "UPDATE jobs SET state = 'done', lease_until = NULL, finished_at = ? WHERE id = ?", (now, job.id)
             )
         return replaced
+
+    async def record_write(self, record: WriteRecord) -> None:
+        async with self._transaction("record the write in the audit") as conn:
+            await conn.execute(
+                "INSERT INTO write_audit (at, door, principal, action, conversation_id, memory_id, arguments_digest)"
+                " VALUES (?, ?, ?, ?, ?, ?, ?)",
+                (record.at, record.door, record.principal, record.action, record.conversation_id, record.memory_id,
+                 record.arguments_digest),
+            )
+
+    async def write_records(self, since: str | None, limit: int) -> list[WriteRecord]:
+        rows = await self._fetchall(
+            "SELECT at, door, action, conversation_id, memory_id, arguments_digest, principal FROM write_audit"
+            " WHERE ?1 IS NULL OR at >= ?1 ORDER BY id DESC LIMIT ?2", (since, limit), "read the write audit",
+        )
+        return [WriteRecord(*row) for row in rows]
 
     async def insert_audit(self, rows: Sequence[AuditRow]) -> None:
         if not rows:
