@@ -349,3 +349,30 @@ async def test_merging_the_keyword_index_while_another_process_writes_loses_noth
             found = await merger.service.search(search_request(f"live note {i} of the chat", conv.id, top_k=1))
             assert found.hits[0].memory.content == f"live note {i} of the chat"
     assert_consistent(db_path)
+
+
+async def test_a_search_in_another_process_never_sees_a_half_deleted_conversation(
+    settings: Settings, db: Database, fake_ollama: FakeOllama
+) -> None:
+    from tests.conftest import connect  # noqa: PLC0415
+
+    async with connect(settings) as deleter, Client(stdio(db.url, fake_ollama), mode="legacy") as searcher:
+        doomed = (await call(deleter, "init_conversation", name="doomed"))["conversation_id"]
+        for i in range(30):
+            await call(deleter, "store_memory", content=f"walrus fact {i}")
+        seen: list[int] = []
+        done = anyio.Event()
+
+        async def search_until_gone() -> None:
+            while True:
+                found = await call(searcher, "search_all_conversations", query="walrus fact", top_k=50)
+                seen.append(sum(hit["conversation_id"] == doomed for hit in found["results"]))
+                if done.is_set() and seen[-1] == 0:
+                    return
+
+        async with anyio.create_task_group() as tasks:
+            tasks.start_soon(search_until_gone)
+            await anyio.sleep(0.3)
+            await call(deleter, "delete_conversation", conversation_id=doomed)
+            done.set()
+    assert set(seen) <= {30, 0} and seen[0] == 30 and seen[-1] == 0, seen
