@@ -49,7 +49,7 @@ def test_the_inspector_cli_lists_and_calls_every_tool(db_path: Path, fake_ollama
     assert {t["name"] for t in listed["tools"]} == {
         "init_conversation", "get_conversation_id", "store_memory", "search_memories",
         "search_all_conversations", "end_conversation", "list_conversations", "delete_memory",
-        "update_memory", "export_conversation", "ask_agent",
+        "update_memory", "export_conversation", "ask_agent", "delete_conversation",
     }
     # each Inspector call is a new server process: ids are passed explicitly
     conv = tool(db_path, fake_ollama, "init_conversation", name="inspector")["conversation_id"]
@@ -71,6 +71,8 @@ def test_the_inspector_cli_lists_and_calls_every_tool(db_path: Path, fake_ollama
     ended = tool(db_path, fake_ollama, "end_conversation", conversation_id=conv)
     assert ended["status"] == "completed" and ended["summary_status"] == "pending"
     assert tool(db_path, fake_ollama, "delete_memory", memory_id=updated["memory_id"])["deleted"] is True
+    forgotten = tool(db_path, fake_ollama, "delete_conversation", conversation_id=conv)
+    assert forgotten["deleted"] is True and forgotten["memories_deleted"] >= 2  # the agent's question and answer
     refused = tool(db_path, fake_ollama, "search_memories", expect=5, query="x", top_k=0)
     assert refused["isError"] is True and "top_k" in refused["content"][0]["text"]
 
