@@ -1,6 +1,7 @@
-"""Which door a write came through, for the write audit: one context variable set where each
-caller enters (the MCP tools, the agent's tool calls, retention, imports; the CLI is the default),
-read by ``MemoryService`` when it records a write. Holds no I/O and imports nothing of ours."""
+"""The write audit's context: which door a write came through (set where each caller enters: the
+MCP tools, the agent's tool calls, retention, imports; the CLI is the default), and the record of
+the write about to be made, which the store's next write transaction takes and inserts itself, so
+a write and its record commit together or not at all. No I/O."""
 
 from __future__ import annotations
 
@@ -11,9 +12,12 @@ from contextlib import contextmanager
 from contextvars import ContextVar
 from typing import Literal
 
+from ollama_mcp.domain import WriteRecord, utc_now
+
 Door = Literal["tool", "agent", "cli", "import", "retention"]
 
 _door: ContextVar[Door] = ContextVar("ollama_mcp_door", default="cli")
+_pending: ContextVar[WriteRecord | None] = ContextVar("ollama_mcp_pending_record", default=None)
 
 
 def current_door() -> Door:
@@ -28,6 +32,35 @@ def through(door: Door) -> Iterator[None]:
         yield
     finally:
         _door.reset(token)
+
+
+def record(
+    action: str, conversation_id: str | None = None, memory_id: str | None = None, *, arguments: object = None
+) -> WriteRecord:
+    """The record of a write about to be made through the current door (``memory_id``: the id the
+    write was given)."""
+    return WriteRecord(
+        at=utc_now(), door=current_door(), action=action, conversation_id=conversation_id, memory_id=memory_id,
+        arguments_digest=None if arguments is None else digest(arguments),
+    )
+
+
+@contextmanager
+def recording(write: WriteRecord) -> Iterator[None]:
+    """The first write transaction inside inserts ``write`` into the audit, as part of itself."""
+    token = _pending.set(write)
+    try:
+        yield
+    finally:
+        _pending.reset(token)
+
+
+def take_pending() -> WriteRecord | None:
+    """For a store's write transaction: the record it must insert (once), if any."""
+    write = _pending.get()
+    if write is not None:
+        _pending.set(None)
+    return write
 
 
 def digest(arguments: object) -> str:

@@ -133,9 +133,9 @@ class ConversationLifecycle:
             metadata={}, created_at=utc_now(), role=role, actor=who, tool_calls=tuple(tool_calls),
             tool_call_id=tool_call_id,
         )
-        stored, _ = await self._store.insert_memory(message)
+        with audit.recording(audit.record("add_message", target, message.id, arguments=[role, text, who])):
+            stored, _ = await self._store.insert_memory(message)
         self._indexer.added()
-        await self.service.record_write("add_message", target, stored.id, arguments=[role, text, who])
         await self._maybe_compact(await self._store.get_conversation(target))
         return stored
 
@@ -396,14 +396,14 @@ class ConversationLifecycle:
         records = export.read_document(data)
         new_conversations = new_memories = 0
         for record in records:
-            created, added = await self._store.import_conversation(
-                record.conversation, record.memories, record.summarized_through_id
-            )
+            with audit.recording(audit.record("import", record.conversation.id, arguments=record.memories)):
+                created, added = await self._store.import_conversation(
+                    record.conversation, record.memories, record.summarized_through_id
+                )
             new_conversations += created
             new_memories += added
         if new_memories:
             self._indexer.added()  # vectors are not exported: embed them with this model
-        await self.service.record_write("import", arguments=data)
         return new_conversations, new_memories
 
 

@@ -25,7 +25,6 @@ from ollama_mcp.domain import (
     SearchOutcome,
     SearchRequest,
     StoredMemory,
-    WriteRecord,
     format_timestamp,
     utc_now,
 )
@@ -65,12 +64,13 @@ class MemoryService:
         now = datetime.now(UTC)
         ttl = inputs.ttl_hours("metadata.ttl_hours", meta.get("ttl_hours"))
         expires_at = None if ttl is None else format_timestamp(now + timedelta(hours=ttl))
-        conversation = await self._store.create_conversation(
-            str(uuid.uuid4()), inputs.optional_name("name", name), meta,
-            anonymous=False, created_at=format_timestamp(now), expires_at=expires_at,
-        )
+        new_id = str(uuid.uuid4())
+        with audit.recording(audit.record("init_conversation", new_id, arguments=[name, metadata])):
+            conversation = await self._store.create_conversation(
+                new_id, inputs.optional_name("name", name), meta,
+                anonymous=False, created_at=format_timestamp(now), expires_at=expires_at,
+            )
         self._current_id = conversation.id
-        await self.record_write("init_conversation", conversation.id, arguments=[name, metadata])
         return conversation
 
     async def resolve_conversation(self, conversation_id: object, *, create: bool = False) -> Conversation | None:
@@ -109,16 +109,16 @@ class MemoryService:
                 id=str(uuid.uuid4()), seq=0, conversation_id=target, kind="summary", content=text,
                 tags=("summary",), metadata={}, created_at=ended_at,
             )
-        conversation, count = await self._store.end_conversation(
-            target, ended_at, summary_memory, queue_summary=self._summaries
-        )
+        with audit.recording(audit.record("end_conversation", target, arguments=summary)):
+            conversation, count = await self._store.end_conversation(
+                target, ended_at, summary_memory, queue_summary=self._summaries
+            )
         if self._current_id == target:
             self._current_id = None
         if summary_memory is not None:
             self._indexer.added()  # the summary is embedded in the background like any pending memory
         if conversation.summary_status == "pending":
             self._jobs.wakeup.set()  # the chat model writes it in the background; the call returns now
-        await self.record_write("end_conversation", conversation.id, arguments=summary)
         return EndedConversation(conversation, count)
 
     # -- memories -------------------------------------------------------------------------------
@@ -134,16 +134,6 @@ class MemoryService:
         actor: str | None = None,
     ) -> StoredMemory:
         """Store a note; ``actor`` (set by our own code, never from a tool's input) says who wrote it."""
-        stored = await self._store_note(content, conversation_id, tags, metadata, embedding, actor)
-        await self.record_write(
-            "store_memory", stored.memory.conversation_id, stored.memory.id, arguments=[content, tags, metadata]
-        )
-        return stored
-
-    async def _store_note(
-        self, content: object, conversation_id: object, tags: object, metadata: object, embedding: object,
-        actor: str | None,
-    ) -> StoredMemory:
         text = inputs.text("content", content, self._max_content_chars, what="memory text")
         given_id = inputs.conversation_id("conversation_id", conversation_id)
         tag_list = inputs.tags("tags", tags)
@@ -164,7 +154,8 @@ class MemoryService:
                     f"pass a {expected}-dimensional vector from {model!r}, or omit it",
                 )
             rows = [EmbeddingRow(0, "content", 0, model, to_blob(vector), len(vector))]
-        stored, duplicate = await self._store.insert_memory(memory, rows)
+        with audit.recording(audit.record("store_memory", conversation.id, memory.id, arguments=[text, tags, metadata])):
+            stored, duplicate = await self._store.insert_memory(memory, rows)
         if rows and not duplicate:
             self._indexer.added(vectors=True)  # its context vector comes from Ollama, in the background
             return StoredMemory(stored, False, "embedded", rows[0].dim)
@@ -200,9 +191,9 @@ class MemoryService:
                 rows.append(EmbeddingRow(0, "content", 0, model, to_blob(vector), len(vector)))
             else:
                 rows.append(None)
-        added = await self._store.insert_memories(memories, rows)
+        with audit.recording(audit.record("import_memories", target, arguments=[m.content for m in memories])):
+            added = await self._store.insert_memories(memories, rows)
         self._indexer.added(vectors=True)
-        await self.record_write("import_memories", target, arguments=[m.content for m in memories])
         return added
 
     async def update_memory(
@@ -226,8 +217,8 @@ class MemoryService:
                 metadata=old.metadata if meta is None else meta, created_at=now,
             )
 
-        old, new = await self._store.update_memory(target, revise)
-        await self.record_write("update_memory", new.conversation_id, new.id, arguments=[target, content, tags, metadata])
+        with audit.recording(audit.record("update_memory", None, target, arguments=[target, content, tags, metadata])):
+            old, new = await self._store.update_memory(target, revise)
         # The old version keeps its vectors: searches mask it out unless include_superseded.
         return old, await self._indexer.embed(new)
 
@@ -239,31 +230,20 @@ class MemoryService:
         if target is None:
             raise InvalidInputError("conversation_id", "is required", "pass the id of the conversation to delete")
         conversation = await self._store.get_conversation(target)
-        seqs = await self._store.delete_conversation(target)
+        with audit.recording(audit.record("delete_conversation", target)):
+            seqs = await self._store.delete_conversation(target)
         await self._indexer.removed(seqs)
         if self._current_id == target:
             self._current_id = None
-        await self.record_write("delete_conversation", target)
         return DeletedConversation(conversation, len(seqs))
 
     async def delete_memory(self, memory_id: object) -> Memory:
-        deleted, seqs, context_changed = await self._store.delete_memory(inputs.memory_id("memory_id", memory_id))
+        target = inputs.memory_id("memory_id", memory_id)
+        with audit.recording(audit.record("delete_memory", None, target)):
+            deleted, seqs, context_changed = await self._store.delete_memory(target)
         # Memories after it lose its text from their context; the backfill embeds the new one.
         await self._indexer.removed(seqs, contexts=context_changed)
-        await self.record_write("delete_memory", deleted.conversation_id, deleted.id)
         return deleted
-
-    async def record_write(
-        self, action: str, conversation_id: str | None = None, memory_id: str | None = None, *,
-        arguments: object = None,
-    ) -> None:
-        """Add the write just made to the write audit: the door it came through (``audit.through``),
-        ids, time and a digest of the arguments, never their text. Its own transaction, after the
-        write: a crash between the two loses the record, never the write."""
-        await self._store.record_write(WriteRecord(
-            at=utc_now(), door=audit.current_door(), action=action, conversation_id=conversation_id,
-            memory_id=memory_id, arguments_digest=None if arguments is None else audit.digest(arguments),
-        ))
 
     async def search(self, request: SearchRequest) -> SearchOutcome:
         """search_memories and search_all_conversations: every conversation with ``everywhere``,
@@ -312,11 +292,12 @@ class MemoryService:
         elif self._current_id is not None:
             conversation = await self._store.get_conversation(self._current_id)
         else:
-            conversation = await self._store.create_conversation(
-                str(uuid.uuid4()), None, {}, anonymous=True, created_at=utc_now()
-            )
+            new_id = str(uuid.uuid4())
+            with audit.recording(audit.record("start_conversation", new_id)):
+                conversation = await self._store.create_conversation(
+                    new_id, None, {}, anonymous=True, created_at=utc_now()
+                )
             self._current_id = conversation.id
-            await self.record_write("start_conversation", conversation.id)
         if conversation.status != "active":
             raise ConversationClosedError(conversation.id)
         return conversation

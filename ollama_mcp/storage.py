@@ -147,11 +147,9 @@ class Storage(Protocol):
 
     async def insert_audit(self, rows: Sequence[AuditRow]) -> None: ...
 
-    async def record_write(self, record: WriteRecord) -> None:
-        """Append a row to the write audit."""
-
     async def write_records(self, since: str | None, limit: int) -> list[WriteRecord]:
-        """The write audit, newest first (from ``since`` on, when given)."""
+        """The write audit, newest first (from ``since`` on, when given). Rows are written by the
+        write transactions themselves (``audit.recording``)."""
 
     # -- copying a store (``ollama-mcp migrate``) ------------------------------------------
 

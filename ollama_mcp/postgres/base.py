@@ -20,6 +20,7 @@ import psycopg_pool
 from pgvector.psycopg import register_vector_async
 from psycopg import sql
 
+from ollama_mcp import audit
 from ollama_mcp.errors import StorageError
 from ollama_mcp.postgres import db
 
@@ -165,16 +166,25 @@ class PgStoreBase:
                 ) from exc
 
     @asynccontextmanager
-    async def _transaction(self, action: str) -> AsyncIterator[psycopg.AsyncConnection]:
-        """One transaction: everything inside commits together or not at all."""
+    async def _transaction(self, action: str, *, write: bool = True) -> AsyncIterator[psycopg.AsyncConnection]:
+        """One transaction: everything inside commits together or not at all, the write's audit
+        record (``audit.recording``) included."""
         async with self._connection(action) as conn, conn.transaction():
+            record = audit.take_pending() if write else None
+            if record is not None:
+                await conn.execute(
+                    "INSERT INTO write_audit (at, door, principal, action, conversation_id, memory_id, arguments_digest)"
+                    " VALUES (%s, %s, %s, %s, %s, %s, %s)",
+                    (record.at, record.door, record.principal, record.action, record.conversation_id,
+                     record.memory_id, record.arguments_digest),
+                )
             yield conn
 
     @asynccontextmanager
     async def reading(self, action: str) -> AsyncIterator[psycopg.AsyncConnection]:
         """A connection inside a transaction for a sequence of reads (the ranker's: its SET LOCAL
         settings end with it)."""
-        async with self._transaction(action) as conn:
+        async with self._transaction(action, write=False) as conn:
             yield conn
 
     async def _fetchall(self, sql: Any, params: Sequence[Any] | dict[str, Any], action: str) -> list[tuple[Any, ...]]:

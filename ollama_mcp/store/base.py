@@ -11,7 +11,7 @@ from typing import Any, Self
 import aiosqlite
 import anyio
 
-from ollama_mcp import db
+from ollama_mcp import audit, db
 from ollama_mcp.errors import StorageError
 
 
@@ -55,6 +55,14 @@ class StoreBase:
             try:
                 await self._conn.execute("BEGIN IMMEDIATE" if write else "BEGIN")
                 try:
+                    record = audit.take_pending() if write else None
+                    if record is not None:  # the write's audit row commits with it
+                        await self._conn.execute(
+                            "INSERT INTO write_audit (at, door, principal, action, conversation_id, memory_id,"
+                            " arguments_digest) VALUES (?, ?, ?, ?, ?, ?, ?)",
+                            (record.at, record.door, record.principal, record.action, record.conversation_id,
+                             record.memory_id, record.arguments_digest),
+                        )
                     yield self._conn
                 except BaseException:
                     await self._conn.execute("ROLLBACK")

@@ -107,15 +107,6 @@ class JobStore(StoreBase):
             )
         return replaced
 
-    async def record_write(self, record: WriteRecord) -> None:
-        async with self._transaction("record the write in the audit") as conn:
-            await conn.execute(
-                "INSERT INTO write_audit (at, door, principal, action, conversation_id, memory_id, arguments_digest)"
-                " VALUES (?, ?, ?, ?, ?, ?, ?)",
-                (record.at, record.door, record.principal, record.action, record.conversation_id, record.memory_id,
-                 record.arguments_digest),
-            )
-
     async def write_records(self, since: str | None, limit: int) -> list[WriteRecord]:
         rows = await self._fetchall(
             "SELECT at, door, action, conversation_id, memory_id, arguments_digest, principal FROM write_audit"
