@@ -177,9 +177,9 @@ class _Handler(BaseHTTPRequestHandler):
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--port", type=int, default=11435)
-    parser.add_argument("--cache", type=Path, default=DEFAULT_CACHE, help="vector cache file ('' for none)")
+    parser.add_argument("--cache", default=str(DEFAULT_CACHE), help="vector cache file ('' for none)")
     args = parser.parse_args()
-    server = EmbedServer(MiniLM(args.cache or None), args.port).start()
+    server = EmbedServer(MiniLM(Path(args.cache) if args.cache else None), args.port).start()
     print(f"serving {MODEL_NAME} at {server.url} (OLLAMA_HOST={server.url})", flush=True)
     threading.Event().wait()
 

@@ -1,0 +1,285 @@
+"""What a user waits for: the real ``ollama-mcp`` over stdio with all-MiniLM-L6-v2 behind Ollama's
+API (``bench/embed_server.py``, uncached, in its own process), beside floors measured in the same run.
+
+    python bench/mcp_stdio.py                          # 1k and 10k memories, about 5 minutes
+    python bench/mcp_stdio.py --sizes 1000 10000 100000 --json out.json
+
+Floors: one ``/api/embed`` call of one memory-sized text to the same embedding server (what a
+store or a search cannot avoid), and spawn-to-``initialize`` of a bare one-tool ``MCPServer``.
+For each size, a store is built with synthetic 384-d vectors for both facets (the shape of
+MiniLM's; latency depends on the shape, not the values), then:
+
+- restart: ``--restarts`` times, spawn the server on it, ``initialize``, and one search at once:
+  the time from the ``initialize`` answer to the search result (median);
+- steady: ``--searches`` searches, each followed by a store of a new text (raw JSON-RPC, as the
+  peers in shared/notes/users.md were measured): p50/p95/max of each, and the server's peak RSS;
+- hung Ollama (once, smallest size): a search while the embedding server accepts and never answers.
+
+Texts are Zipf-distributed words (bench/latency.py), 8-24 words a memory, 6 words a query.
+"""
+
+from __future__ import annotations
+
+import argparse
+import http.client
+import json
+import os
+import random
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from bench.latency import _peak_rss_mb, percentile, sentence, startup, words  # noqa: E402
+
+DIM = 384
+SERVER = str(Path(sys.executable).parent / "ollama-mcp")
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def start_minilm() -> tuple[subprocess.Popen[bytes], str]:
+    """bench/embed_server.py in its own process (as Ollama is), with no vector cache."""
+    port = free_port()
+    proc = subprocess.Popen([sys.executable, str(ROOT / "bench" / "embed_server.py"), "--port", str(port), "--cache", ""],
+                            stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, cwd=ROOT)
+    assert proc.stdout is not None
+    line = proc.stdout.readline()
+    if b"serving" not in line:
+        proc.kill()
+        raise SystemExit(f"embed_server did not start: {line!r}")
+    return proc, f"127.0.0.1:{port}"
+
+
+def embed_floor(host: str, rng: random.Random, calls: int) -> float:
+    """Median ms of one /api/embed call for one new memory-sized text, over a kept-alive connection."""
+    address, port = host.split(":")
+    conn = http.client.HTTPConnection(address, int(port))
+    times = []
+    for _ in range(calls):
+        body = json.dumps({"model": "all-minilm", "input": [sentence(rng)], "truncate": True})
+        started = time.perf_counter()
+        conn.request("POST", "/api/embed", body, {"Content-Type": "application/json"})
+        reply = conn.getresponse()
+        reply.read()
+        times.append((time.perf_counter() - started) * 1000)
+        assert reply.status == 200
+    conn.close()
+    return statistics.median(times)
+
+
+def build_store(path: str, n: int, rng: random.Random) -> str:
+    """A store of ``n`` memories in one conversation with synthetic vectors for both facets;
+    returns the conversation id."""
+    import anyio  # noqa: PLC0415
+    import numpy as np  # noqa: PLC0415
+
+    from bench.embed_server import EmbedServer, Synthetic  # noqa: PLC0415
+    from ollama_mcp.app import open_app  # noqa: PLC0415
+    from ollama_mcp.config import Settings  # noqa: PLC0415
+
+    synthetic = EmbedServer(Synthetic(DIM)).start()
+
+    async def build() -> str:
+        env = {"OLLAMA_HOST": synthetic.url, "OLLAMA_MCP_DB": path, "OLLAMA_MCP_EMBED_MODEL": "all-minilm",
+               "HOME": str(Path(path).parent), "OLLAMA_MCP_LOG_LEVEL": "WARNING"}
+        async with open_app(Settings.from_env(env), background=False) as app:
+            conv = await app.service.init_conversation("bench")
+            vectors = np.random.default_rng(1).standard_normal((5000, DIM)).astype(np.float32)
+            for start in range(0, n, 5000):
+                count = min(5000, n - start)
+                await app.service.import_memories(conv.id, [sentence(rng) for _ in range(count)], list(vectors[:count]))
+            while await app.indexer.backfill_once():  # context vectors (synthetic, instant)
+                pass
+            await app.ranker.upkeep()
+            return conv.id
+
+    try:
+        return anyio.run(build)
+    finally:
+        synthetic.stop()
+
+
+class Server:
+    """The real server over stdio, spoken to with raw JSON-RPC."""
+
+    def __init__(self, env: dict[str, str]) -> None:
+        self.proc = subprocess.Popen([SERVER], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                     stderr=subprocess.DEVNULL, env=env, cwd="/")
+        self._ids = iter(range(1, 10**9))
+
+    def rpc(self, method: str, params: dict[str, Any]) -> dict[str, Any]:
+        assert self.proc.stdin and self.proc.stdout
+        message = {"jsonrpc": "2.0", "id": next(self._ids), "method": method, "params": params}
+        self.proc.stdin.write((json.dumps(message) + "\n").encode())
+        self.proc.stdin.flush()
+        return json.loads(self.proc.stdout.readline())
+
+    def initialize(self) -> None:
+        assert self.proc.stdin
+        self.rpc("initialize", {"protocolVersion": "2025-06-18", "capabilities": {},
+                                "clientInfo": {"name": "bench", "version": "0"}})
+        self.proc.stdin.write(b'{"jsonrpc": "2.0", "method": "notifications/initialized"}\n')
+
+    def call(self, tool: str, **arguments: Any) -> dict[str, Any]:
+        reply = self.rpc("tools/call", {"name": tool, "arguments": arguments})["result"]
+        assert not reply["isError"], reply
+        return reply["structuredContent"]
+
+    def timed(self, tool: str, **arguments: Any) -> tuple[float, dict[str, Any]]:
+        started = time.perf_counter()
+        result = self.call(tool, **arguments)
+        return (time.perf_counter() - started) * 1000, result
+
+    def close(self) -> None:
+        assert self.proc.stdin
+        self.proc.stdin.close()
+        self.proc.wait(timeout=60)
+
+
+def query(rng: random.Random) -> str:
+    return " ".join(words(rng, 6))
+
+
+def measure_size(n: int, host: str, args: argparse.Namespace, rng: random.Random) -> dict[str, Any]:
+    with tempfile.TemporaryDirectory() as tmp:
+        db = f"{tmp}/bench.db"
+        started = time.perf_counter()
+        conv = build_store(db, n, rng)
+        result: dict[str, Any] = {"memories": n, "build_s": round(time.perf_counter() - started, 1)}
+        env = {"PATH": os.environ.get("PATH", ""), "HOME": tmp, "OLLAMA_MCP_DB": db, "OLLAMA_HOST": host,
+               "OLLAMA_MCP_EMBED_MODEL": "all-minilm", "OLLAMA_MCP_LOG_LEVEL": "WARNING"}
+
+        first = []
+        for _ in range(args.restarts):
+            server = Server(env)
+            try:
+                server.initialize()
+                ms, found = server.timed("search_memories", query=query(rng), conversation_id=conv, top_k=10)
+                assert found["mode"] == "hybrid", found
+                first.append(ms)
+            finally:
+                server.close()
+        result["first_search_ms_p50"] = round(statistics.median(first), 1)
+        result["first_search_ms_max"] = round(max(first), 1)
+
+        search_ms, store_ms, statuses = [], [], {}
+        server = Server(env)
+        try:
+            server.initialize()
+            server.call("search_memories", query="warm up", conversation_id=conv)
+            for _ in range(args.searches):
+                ms, found = server.timed("search_memories", query=query(rng), conversation_id=conv, top_k=10)
+                assert found["mode"] == "hybrid", found
+                search_ms.append(ms)
+                ms, stored = server.timed("store_memory", content=sentence(rng), conversation_id=conv)
+                store_ms.append(ms)
+                statuses[stored["embedding_status"]] = statuses.get(stored["embedding_status"], 0) + 1
+            result["server_peak_rss_mb"] = _peak_rss_mb(server.proc.pid)
+        finally:
+            server.close()
+        result.update({
+            "search_ms_p50": round(statistics.median(search_ms), 1),
+            "search_ms_p95": round(percentile(search_ms, 0.95), 1),
+            "search_ms_max": round(max(search_ms), 1),
+            "searches_over_250ms": sum(ms > 250 for ms in search_ms),
+            "store_ms_p50": round(statistics.median(store_ms), 1),
+            "store_ms_p95": round(percentile(store_ms, 0.95), 1),
+            "store_ms_max": round(max(store_ms), 1),
+            "store_statuses": statuses,
+        })
+        return result
+
+
+def hung_search(n: int, rng: random.Random) -> dict[str, Any]:
+    """A search while the embedding server accepts connections and never answers."""
+    listener = socket.socket()
+    listener.bind(("127.0.0.1", 0))
+    listener.listen(64)
+    held: list[socket.socket] = []
+
+    def accept() -> None:
+        while True:
+            try:
+                held.append(listener.accept()[0])
+            except OSError:
+                return
+
+    threading.Thread(target=accept, daemon=True).start()
+    try:
+        with tempfile.TemporaryDirectory() as tmp:
+            db = f"{tmp}/bench.db"
+            conv = build_store(db, n, rng)
+            env = {"PATH": os.environ.get("PATH", ""), "HOME": tmp, "OLLAMA_MCP_DB": db,
+                   "OLLAMA_HOST": f"127.0.0.1:{listener.getsockname()[1]}", "OLLAMA_MCP_EMBED_MODEL": "all-minilm",
+                   "OLLAMA_MCP_LOG_LEVEL": "WARNING"}
+            server = Server(env)
+            try:
+                server.initialize()
+                search, found = server.timed("search_memories", query=query(rng), conversation_id=conv)
+                store, stored = server.timed("store_memory", content=sentence(rng), conversation_id=conv)
+                again, _ = server.timed("search_memories", query=query(rng), conversation_id=conv)
+            finally:
+                server.proc.kill()
+                server.proc.wait()
+            return {"hung_search_ms": round(search), "hung_search_mode": found["mode"], "hung_store_ms": round(store),
+                    "hung_store_status": stored["embedding_status"], "hung_second_search_ms": round(again)}
+    finally:
+        listener.close()
+        for conn in held:
+            conn.close()
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--sizes", type=int, nargs="+", default=[1000, 10_000])
+    parser.add_argument("--searches", type=int, default=2000, help="searches (each followed by a store) per size")
+    parser.add_argument("--restarts", type=int, default=7)
+    parser.add_argument("--startup-runs", type=int, default=9)
+    parser.add_argument("--floor-calls", type=int, default=100)
+    parser.add_argument("--no-hang", action="store_true", help="skip the hung-Ollama measurement")
+    parser.add_argument("--json", type=Path)
+    args = parser.parse_args()
+    rng = random.Random(11)
+
+    results: dict[str, Any] = {"startup": startup(args.startup_runs), "sizes": []}
+    print(f"start-up: ours {results['startup']['ours_s_p50']} s, bare {results['startup']['floor_s_p50']} s, "
+          f"ratio {results['startup']['ratio']}", flush=True)
+    minilm, host = start_minilm()
+    try:
+        embed_floor(host, rng, 10)  # the model's first calls are slower
+        results["embed_call_ms_p50"] = round(embed_floor(host, rng, args.floor_calls), 1)
+        print(f"one embedding call (MiniLM, one text): {results['embed_call_ms_p50']} ms", flush=True)
+        for n in args.sizes:
+            size = measure_size(n, host, args, rng)
+            floor = results["embed_call_ms_p50"]
+            size["store_over_floor_ms"] = round(size["store_ms_p50"] - floor, 1)
+            size["search_over_floor_ms"] = round(size["search_ms_p50"] - floor, 1)
+            results["sizes"].append(size)
+            print(json.dumps(size), flush=True)
+        results["embed_call_ms_p50_after"] = round(embed_floor(host, rng, args.floor_calls), 1)
+        print(f"one embedding call, again at the end: {results['embed_call_ms_p50_after']} ms", flush=True)
+    finally:
+        minilm.kill()
+        minilm.wait()
+    if not args.no_hang:
+        results["hung"] = hung_search(min(args.sizes), rng)
+        print(json.dumps(results["hung"]), flush=True)
+    if args.json:
+        args.json.write_text(json.dumps(results, indent=2))
+
+
+if __name__ == "__main__":
+    main()
