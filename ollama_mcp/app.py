@@ -1,5 +1,5 @@
 """The composition root: builds the backend's store and ranker (``backends``) → Ollama clients → embedder → indexer → jobs → service →
-lifecycle → agent, runs the background work (loading the search indexes, embedding backfill,
+lifecycle → agent, runs the background work (loading the search indexes and the embedding model, embedding backfill,
 jobs, retention sweep, keyword index upkeep), and closes everything in reverse order."""
 
 from __future__ import annotations
@@ -46,14 +46,17 @@ async def open_app(
     ``tuning`` overrides the ranking defaults (benchmarks only; the server always uses defaults).
     """
     store, ranker = await open_backend(settings, tuning)
-    client = OllamaClient(settings.ollama_host, timeout=settings.embed_timeout, connect_timeout=settings.connect_timeout)
+    client = OllamaClient(
+        settings.ollama_host, timeout=settings.embed_timeout, connect_timeout=settings.connect_timeout,
+        keep_alive=settings.keep_alive,
+    )
     # Chat replies take far longer than embeddings: a client of their own, with its own timeout.
     chat_client = OllamaClient(
         settings.ollama_host, timeout=settings.chat_timeout, connect_timeout=settings.connect_timeout,
         model_setting="OLLAMA_MCP_CHAT_MODEL", timeout_setting="OLLAMA_MCP_CHAT_TIMEOUT",
     )
     try:
-        indexer = Indexer(store, Embedder(client, settings.embed_model), ranker)
+        indexer = Indexer(store, Embedder(client, settings.embed_model, wait_timeout=settings.wait_timeout), ranker)
         jobs = JobRunner(store, lease=settings.job_lease, max_delay=settings.job_max_delay)
         service = MemoryService(
             store, indexer, jobs, max_content_chars=settings.max_content_chars,
@@ -74,6 +77,7 @@ async def open_app(
             if background:
                 interval = settings.upkeep_interval
                 tasks.start_soon(supervise, "loading the search indexes", indexer.warm_up)
+                tasks.start_soon(indexer.warm_model)
                 tasks.start_soon(lambda: supervise(
                     "background embedding", indexer.backfill_step, wakeup=indexer.wakeup,
                     max_delay=settings.backfill_max_delay,

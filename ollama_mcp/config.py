@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 import sys
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
@@ -36,6 +37,12 @@ class Settings:
     # Seconds one embedding request may take before the memory is stored as pending instead.
     # A cold model load on a laptop takes a few seconds; Claude Desktop gives up at 60 s.
     embed_timeout: float = 15.0
+    # Seconds a search or a store waits for its one embedding before answering without it
+    # (keyword results with a notice; the memory stored as pending): a hung Ollama costs seconds.
+    wait_timeout: float = 3.0
+    # How long Ollama keeps the embedding model loaded after a call (Ollama's own default is 5
+    # minutes; a reload costs the next call seconds). Ollama's format: 30m, 1h, 0, -1 (forever).
+    keep_alive: str = "30m"
     connect_timeout: float = 2.0
     max_content_chars: int = 100_000
     log_level: str = "INFO"
@@ -84,6 +91,8 @@ class Settings:
             ollama_host=_host(env.get("OLLAMA_HOST", "")),
             embed_model=env.get("OLLAMA_MCP_EMBED_MODEL", "").strip() or DEFAULT_EMBED_MODEL,
             embed_timeout=_number(env, "OLLAMA_MCP_EMBED_TIMEOUT", 15.0, 0.1, 600.0),
+            wait_timeout=_number(env, "OLLAMA_MCP_WAIT_TIMEOUT", 3.0, 0.1, 600.0),
+            keep_alive=_keep_alive(env.get("OLLAMA_MCP_KEEP_ALIVE", "")),
             max_content_chars=int(_number(env, "OLLAMA_MCP_MAX_CONTENT_CHARS", 100_000, 1, 10_000_000)),
             log_level=_log_level(env.get("OLLAMA_MCP_LOG_LEVEL", "INFO")),
             chat_model=_optional_model(env.get("OLLAMA_MCP_CHAT_MODEL"), DEFAULT_CHAT_MODEL),
@@ -186,6 +195,20 @@ def _number(env: Mapping[str, str], name: str, default: float, low: float, high:
         raise ConfigError(f"{name} must be a number between {low:g} and {high:g}, got {raw!r}.") from None
     if not low <= value <= high:
         raise ConfigError(f"{name} must be between {low:g} and {high:g}, got {raw!r}.")
+    return value
+
+
+_DURATION = re.compile(r"-?\d+(\.\d+)?(ms|s|m|h)?")
+
+
+def _keep_alive(raw: str) -> str:
+    """OLLAMA_MCP_KEEP_ALIVE in Ollama's duration format: a number of seconds, or with a unit."""
+    value = raw.strip() or "30m"
+    if not _DURATION.fullmatch(value):
+        raise ConfigError(
+            f"OLLAMA_MCP_KEEP_ALIVE must be a duration such as 30m, 1h, 600 (seconds), 0 (unload at "
+            f"once) or -1 (keep loaded), got {raw.strip()!r}."
+        )
     return value
 
 

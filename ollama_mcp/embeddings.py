@@ -6,10 +6,13 @@ the caller decides what "pending" means.
 
 from __future__ import annotations
 
+import time
 from collections import OrderedDict
-from collections.abc import Sequence
+from collections.abc import AsyncIterator, Sequence
+from contextlib import asynccontextmanager
 from dataclasses import dataclass
 
+import anyio
 import numpy as np
 
 from ollama_mcp.domain import Facet
@@ -80,12 +83,17 @@ def to_blob(vector: np.ndarray) -> bytes:
 class Embedder:
     """Embeds documents and queries with one Ollama model."""
 
-    def __init__(self, client: OllamaClient, model: str) -> None:
+    def __init__(self, client: OllamaClient, model: str, *, wait_timeout: float | None = None) -> None:
         self.client = client
         self.model = model
+        # How long a call someone waits for (a search's query, a store's own text) may take in
+        # all, model description included; None: only the client's own timeout per request.
+        self.wait_timeout = wait_timeout
         self.document_prefix, self.query_prefix = prefixes_for(model)
         self._info: ModelInfo | None = None
         self._queries: OrderedDict[str, np.ndarray] = OrderedDict()
+        self._waiting = 0  # calls someone is waiting for (a search's query, a store's own text)
+        self._last_waited = 0.0  # when the last of those ended (time.monotonic)
 
     async def info(self) -> ModelInfo:
         """The model's description from Ollama, fetched once; refuses models that cannot embed."""
@@ -100,6 +108,12 @@ class Embedder:
             self._info = info
         return self._info
 
+    async def warm(self) -> None:
+        """Ask Ollama to load the model now (a start-up courtesy): the first search or store
+        then does not pay the model load, seconds on a laptop."""
+        await self.info()
+        await self.client.embed(self.model, [self.document_prefix + "ollama-mcp warm-up"])
+
     @property
     def known_dimension(self) -> int | None:
         """The model's vector size if Ollama has described it already (no network call)."""
@@ -109,12 +123,57 @@ class Embedder:
         context = (await self.info()).context_length or 512
         return max(MIN_CHUNK_CHARS, min(MAX_CHUNK_CHARS, context * CHARS_PER_TOKEN))
 
-    async def embed_documents(self, items: Sequence[tuple[str, Facet]]) -> list[list[ChunkVector]]:
-        """For each (text, facet), the vectors of its chunks, all in as few requests as possible.
+    async def wait_for_quiet(self, quiet: float, patience: float) -> bool:
+        """Background work's courtesy to calls someone waits for: wait until none has run for
+        ``quiet`` seconds (True), or ``patience`` seconds passed (False: go on, but briefly).
+
+        Ollama answers one embedding request at a time per model, so a background batch sent
+        while a search's query is on its way makes that search wait for the whole batch.
+        """
+        deadline = time.monotonic() + patience
+        while True:
+            now = time.monotonic()
+            idle_for = now - self._last_waited
+            if not self._waiting and idle_for >= quiet:
+                return True
+            if now >= deadline:
+                return False
+            await anyio.sleep(min(quiet if self._waiting else quiet - idle_for, deadline - now))
+
+    @asynccontextmanager
+    async def _waited_for(self, waited: bool) -> AsyncIterator[None]:
+        """Count a call someone waits for, and bound it by ``wait_timeout`` as a whole."""
+        if not waited:
+            yield
+            return
+        self._waiting += 1
+        limit = self.wait_timeout if self.wait_timeout is not None else float("inf")
+        try:
+            with anyio.fail_after(limit):
+                yield
+        except TimeoutError:
+            raise OllamaUnavailableError(
+                f"Ollama at {self.client.host} did not answer within {limit:g} s with model {self.model!r}; it may "
+                "be loading the model or hung. It will be retried in the background (OLLAMA_MCP_WAIT_TIMEOUT sets "
+                "how long a search or a store waits)."
+            ) from None
+        finally:
+            self._waiting -= 1
+            self._last_waited = time.monotonic()
+
+    async def embed_documents(
+        self, items: Sequence[tuple[str, Facet]], *, waited: bool = False
+    ) -> list[list[ChunkVector]]:
+        """For each (text, facet), the vectors of its chunks, all in as few requests as possible;
+        ``waited``: someone waits for the answer (background work gives way to such calls).
 
         A content text is chunked so that every part of it is searchable. A context text (a
         memory preceded by earlier ones) keeps its end, the memory itself, within one chunk.
         """
+        async with self._waited_for(waited):
+            return await self._embed_documents(items)
+
+    async def _embed_documents(self, items: Sequence[tuple[str, Facet]]) -> list[list[ChunkVector]]:
         size = await self.chunk_chars()
         pieces: list[str] = []
         owners: list[int] = []
@@ -141,11 +200,12 @@ class Embedder:
         if cached is not None:
             self._queries.move_to_end(query)
             return cached
-        size = await self.chunk_chars()
-        # A query longer than the context keeps its beginning: a query is not stored, so no
-        # memory is lost, and the start of a question carries its subject.
-        text = self.query_prefix + query[: chunk_text(query, size)[0].end]
-        vector = (await self._embed_fitting([text]))[0][0]
+        async with self._waited_for(True):
+            size = await self.chunk_chars()
+            # A query longer than the context keeps its beginning: a query is not stored, so no
+            # memory is lost, and the start of a question carries its subject.
+            text = self.query_prefix + query[: chunk_text(query, size)[0].end]
+            vector = (await self._embed_fitting([text]))[0][0]
         self._queries[query] = vector
         if len(self._queries) > QUERY_CACHE_SIZE:
             self._queries.popitem(last=False)

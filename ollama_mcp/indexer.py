@@ -8,8 +8,8 @@ indexes:
 - ``added()``: memories were stored (``vectors=True``: with some of their vectors); whatever
   lacks a vector is embedded in the background, and new vectors are fetched before the next
   search.
-- ``embed(memory)``: embed a just-stored memory now if Ollama answers, else leave it pending
-  and say why.
+- ``embed(memory)``: embed a just-stored memory's own text now if Ollama answers, else leave
+  it pending and say why; its in-context vector follows in the background.
 - ``removed(seqs, contexts=...)``: memories were deleted (or only their contexts rewritten).
 - ``invalidate()``: vectors vanished without saying which (``reembed --force``).
 
@@ -43,6 +43,12 @@ log = logging.getLogger(__name__)
 
 BACKFILL_BATCH = 32
 BACKFILL_POLL_SECONDS = 60.0  # also notices memories another process left pending
+# The backfill gives way to calls someone waits for: it sends a batch once none ran for
+# QUIET_SECONDS, or after PATIENCE_SECONDS of steady calls a small batch (BUSY_BATCH memories),
+# so that a search never waits behind more than one short request (bench/README.md).
+QUIET_SECONDS = 0.3
+PATIENCE_SECONDS = 2.0
+BUSY_BATCH = 4
 
 
 class Indexer:
@@ -70,11 +76,19 @@ class Indexer:
         self.wakeup.set()
 
     async def embed(self, memory: Memory, duplicate: bool = False) -> StoredMemory:
-        """Embed a just-stored memory (its own text and its context) now, or leave it pending
-        and say why: while Ollama is known to fail, stores do not wait on it."""
+        """Embed a just-stored memory's own text now, or leave it pending and say why: while
+        Ollama is known to fail, stores do not wait on it.
+
+        Its in-context vector (three memories' text, so a longer call) is computed in the
+        background; until then searches rank the memory by its own vector. The first memory of a
+        conversation is its own context: that one text gives both vectors in the same call.
+        """
         if self._failure is None:
             try:
-                await self._embed_and_store([(memory, ("content", "context"))])
+                both = memory.context == memory.content
+                await self._embed_and_store([(memory, ("content", "context") if both else ("content",))], waited=True)
+                if not both:
+                    self.wakeup.set()
                 return StoredMemory(memory, duplicate, "embedded", self._model_dim)
             except (OllamaError, EmbeddingMismatchError) as exc:
                 self._fail(exc)
@@ -133,13 +147,22 @@ class Indexer:
         indexes, about 2 s and 5 s of work at 100k memories)."""
         await self.ranker.warm_up()
 
+    async def warm_model(self) -> None:
+        """Have Ollama load the embedding model at start, so that the first search does not wait
+        for the load; a failure is recorded (searches then say so at once) and left to the backfill."""
+        try:
+            await self.embedder.warm()
+        except (OllamaError, EmbeddingMismatchError) as exc:
+            self._fail(exc)
+
     async def backfill_step(self) -> float:
         """One round of the backfill: 0 (go on) after embedding some, else the idle poll."""
-        return 0.0 if await self.backfill_once() else BACKFILL_POLL_SECONDS
+        return 0.0 if await self.backfill_once(courteous=True) else BACKFILL_POLL_SECONDS
 
-    async def backfill_once(self) -> int:
+    async def backfill_once(self, *, courteous: bool = False) -> int:
         """Embed one batch of pending memories; returns how many were embedded.
 
+        ``courteous`` (the background loop): give way to calls someone waits for first.
         With nothing pending but a recorded failure, it probes Ollama so that search can leave
         keyword mode as soon as Ollama answers again.
         """
@@ -156,6 +179,8 @@ class Indexer:
                     await self.embedder.embed_query("ollama-mcp health check")
                     self._recover()
                 return 0
+            if courteous and not await self.embedder.wait_for_quiet(QUIET_SECONDS, PATIENCE_SECONDS):
+                pending = pending[:BUSY_BATCH]
             embedded = await self._embed_and_store(pending)
         except (OllamaError, EmbeddingMismatchError) as exc:
             self._fail(exc, wake=False)  # the backfill itself backs off: no wake-up of its own
@@ -177,12 +202,16 @@ class Indexer:
 
     # -- internals ------------------------------------------------------------------------------
 
-    async def _embed_and_store(self, work: Sequence[tuple[Memory, tuple[Facet, ...]]]) -> int:
-        """Embed the given facets of each memory and store the vectors; returns how many memories."""
+    async def _embed_and_store(
+        self, work: Sequence[tuple[Memory, tuple[Facet, ...]]], *, waited: bool = False
+    ) -> int:
+        """Embed the given facets of each memory and store the vectors; returns how many memories.
+        ``waited``: a caller waits for it (the background gives way to such calls)."""
         jobs = [(memory, facet) for memory, facets in work for facet in facets]
         texts = [(memory.content if facet == "content" else memory.context, facet) for memory, facet in jobs]
         rows: list[EmbeddingRow] = []
-        for (memory, facet), vectors in zip(jobs, await self.embedder.embed_documents(texts), strict=True):
+        embedded = await self.embedder.embed_documents(texts, waited=waited)
+        for (memory, facet), vectors in zip(jobs, embedded, strict=True):
             for chunk in vectors:
                 await self._check_dimension(chunk.vector.size)
                 rows.append(EmbeddingRow(

@@ -55,9 +55,11 @@ class OllamaClient:
     def __init__(
         self, host: str, *, timeout: float, connect_timeout: float,
         model_setting: str = "OLLAMA_MCP_EMBED_MODEL", timeout_setting: str = "OLLAMA_MCP_EMBED_TIMEOUT",
+        keep_alive: str | None = None,
     ) -> None:
         self.host = host
         self.timeout = timeout
+        self.keep_alive = keep_alive  # how long Ollama keeps the model loaded (None: Ollama's default)
         self._model_setting = model_setting
         self._timeout_setting = timeout_setting
         # The ollama client's default timeout is infinite: a hung server would hang the tool call.
@@ -71,7 +73,9 @@ class OllamaClient:
     async def embed(self, model: str, texts: Sequence[str]) -> list[list[float]]:
         """One vector per text. ``truncate=False``: an over-long input is an error, never cut silently."""
         async with self._translate(model, "compute embeddings"):
-            response = await self._client.embed(model=model, input=list(texts), truncate=False)
+            response = await self._client.embed(
+                model=model, input=list(texts), truncate=False, keep_alive=self.keep_alive
+            )
             vectors = [list(v) for v in response.embeddings]
         if len(vectors) != len(texts):
             raise OllamaUnavailableError(

@@ -42,12 +42,19 @@ def test_a_relative_database_path_is_refused_because_the_cwd_is_arbitrary() -> N
         Settings.from_env({"HOME": "/h", "OLLAMA_MCP_DB": "memory.db"})
 
 
+def test_keep_alive_takes_ollamas_durations() -> None:
+    assert Settings.from_env({"HOME": "/h"}).keep_alive == "30m"
+    for value in ("1h", "600", "-1", "0", "2.5m"):
+        assert Settings.from_env({"HOME": "/h", "OLLAMA_MCP_KEEP_ALIVE": value}).keep_alive == value
+
+
 @pytest.mark.parametrize(
     ("name", "value"),
     [("OLLAMA_MCP_EMBED_TIMEOUT", "soon"), ("OLLAMA_MCP_EMBED_TIMEOUT", "0"), ("OLLAMA_MCP_MAX_CONTENT_CHARS", "-1"),
      ("OLLAMA_MCP_LOG_LEVEL", "LOUD"), ("OLLAMA_MCP_AGENT_CONFIRM", "store_memory,forget_everything"),
      ("OLLAMA_MCP_AGENT", "maybe"), ("OLLAMA_MCP_AGENT_CONTEXT_MESSAGES", "-1"),
-     ("OLLAMA_MCP_AGENT_CONFIRM_TIMEOUT", "1"), ("OLLAMA_MCP_AGENT_SYSTEM_PROMPT", "x" * 2001)],
+     ("OLLAMA_MCP_AGENT_CONFIRM_TIMEOUT", "1"), ("OLLAMA_MCP_AGENT_SYSTEM_PROMPT", "x" * 2001),
+     ("OLLAMA_MCP_WAIT_TIMEOUT", "0"), ("OLLAMA_MCP_KEEP_ALIVE", "forever"), ("OLLAMA_MCP_KEEP_ALIVE", "30 minutes")],
 )
 def test_bad_settings_name_the_variable(name: str, value: str) -> None:
     with pytest.raises(ConfigError, match=name):

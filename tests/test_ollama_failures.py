@@ -129,6 +129,37 @@ async def test_slow_ollama_times_out_into_pending_instead_of_hanging(
         await eventually(lambda: _async(embedded_count(db) == 2), timeout=10)
 
 
+async def test_a_hung_ollama_costs_a_search_and_a_store_the_wait_timeout_not_the_embed_timeout(
+    settings: Settings, db: Database, fake_ollama: FakeOllama
+) -> None:
+    fake_ollama.delay = 30.0  # accepts, then says nothing for longer than any timeout here
+    waiting = replace(settings, embed_timeout=15.0, wait_timeout=0.5)
+    async with connect(waiting) as client:
+        started = time.monotonic()
+        stored = await call(client, "store_memory", content="noted while Ollama hangs")
+        stored_in = time.monotonic() - started
+        started = time.monotonic()
+        found = await call(client, "search_memories", query="hangs")
+        searched_in = time.monotonic() - started
+    assert stored["embedding_status"] == "pending"
+    assert "did not answer within 0.5 s" in stored["note"] and "OLLAMA_MCP_WAIT_TIMEOUT" in stored["note"]
+    assert found["mode"] == "keyword" and found["results"][0]["content"] == "noted while Ollama hangs"
+    assert "Semantic search is unavailable" in found["notice"]
+    assert stored_in < 5 and searched_in < 5, (stored_in, searched_in)  # not the 15 s embed timeout
+
+
+async def test_the_model_is_loaded_at_start_and_kept_loaded_between_calls(
+    settings: Settings, fake_ollama: FakeOllama
+) -> None:
+    async with connect(replace(settings, keep_alive="45m")) as client:
+        await eventually(lambda: _async(bool(fake_ollama.embed_requests())))  # before any tool call
+        await call(client, "store_memory", content="kept warm")
+    bodies = [r.body for r in fake_ollama.embed_requests()]
+    assert bodies[0]["model"] == "nomic-embed-text" and "kept warm" not in str(bodies[0]["input"])
+    assert any("kept warm" in str(b["input"]) for b in bodies)
+    assert {b["keep_alive"] for b in bodies} == {"45m"}
+
+
 async def test_an_ollama_that_trickles_its_reply_is_timed_out_as_a_whole_not_per_read(
     settings: Settings, db: Database, fake_ollama: FakeOllama
 ) -> None:
@@ -188,6 +219,8 @@ async def test_switching_the_configured_model_re_embeds_everything_under_the_new
     async with connect(settings) as client:
         for text in ("alpha memory", "beta memory", "gamma memory"):
             await call(client, "store_memory", content=text)
+        await eventually(lambda: _async(query(  # in-context vectors follow in the background
+            db, "SELECT count(*) FROM memory_embeddings WHERE model = 'nomic-embed-text'")[0][0] == 6))
     fake_ollama.models["all-minilm"] = FakeModel(dim=32, family="bert")
     async with connect(replace(settings, embed_model="all-minilm")) as client:
         await eventually(lambda: _async(query(

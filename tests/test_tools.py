@@ -212,6 +212,23 @@ async def _count(db: Database, sql: str, expected: int) -> bool:
     return rows(db, sql)[0][0] == expected
 
 
+async def test_a_store_waits_for_its_own_vector_only_and_is_found_by_meaning_at_once(
+    settings: Settings, db: Database, fake_ollama: FakeOllama
+) -> None:
+    fake_ollama.concepts.update({"automobile": "vehicle", "car": "vehicle"})
+    async with connect(settings) as client:
+        await call(client, "store_memory", content="the first note of the chat")
+        stored = await call(client, "store_memory", content="bought a red automobile")
+        found = await call(client, "search_memories", query="car")  # no word in common: meaning only
+        assert stored["embedding_status"] == "embedded"
+        assert found["mode"] == "hybrid" and found["results"][0]["memory_id"] == stored["memory_id"]
+        # its in-context vector (both notes' text) came in a request of its own, in the background
+        await eventually(lambda: _count(db, "SELECT count(*) FROM memory_embeddings WHERE facet = 'context'", 2))
+    inputs = [r.body["input"] for r in fake_ollama.embed_requests()]
+    assert ["search_document: bought a red automobile"] in inputs
+    assert ["search_document: the first note of the chat\nbought a red automobile"] in inputs
+
+
 async def test_caller_supplied_embedding_is_stored_as_given(settings: Settings, db: Database, fake_ollama: FakeOllama) -> None:
     vector = [0.0] * 256
     vector[3] = 2.0
