@@ -24,7 +24,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Iterable, Sequence
 
-import numpy as np
+import anyio
 
 from ollama_mcp.background import Step, Wakeup
 from ollama_mcp.domain import (
@@ -37,7 +37,7 @@ from ollama_mcp.domain import (
 )
 from ollama_mcp.embeddings import Embedder, to_blob
 from ollama_mcp.errors import EmbeddingMismatchError, OllamaError, OllamaMcpError
-from ollama_mcp.storage import Ranker, Storage
+from ollama_mcp.storage import QueryVector, Ranker, Storage
 
 log = logging.getLogger(__name__)
 
@@ -126,15 +126,51 @@ class Indexer:
     async def search(
         self, text: str, filters: SearchFilters, conversation_key: int | None, top_k: int, threshold: float | None,
     ) -> tuple[list[SearchHit], bool, str | None]:
-        """Ranked hits, whether meaning was used (else keywords only), and a notice saying why not."""
-        vector, notice = await self._query_vector(text, threshold)
-        if vector is not None:
+        """Ranked hits, whether meaning was used (else keywords only), and a notice saying why not.
+
+        The query's embedding is computed while the ranker does what needs no vector (reading
+        the keyword lists): a search costs about one embedding call, not its sum with the rest.
+        """
+        if self._failure is not None:
+            hits = await self.ranker.search(text, None, filters, conversation_key, top_k, threshold)
+            return hits, False, self._keyword_notice(threshold)
+        vector = QueryVector()
+        failures: list[Exception] = []
+        found: list[SearchHit] = []
+
+        async def embed() -> None:
             try:
-                return await self.ranker.search(text, vector, filters, conversation_key, top_k, threshold), True, None
-            except EmbeddingMismatchError as exc:
+                vector.set(await self.embedder.embed_query(text))
+            except OllamaError as exc:
                 self._fail(exc)
-                notice = self._keyword_notice(threshold)
-        return await self.ranker.search(text, None, filters, conversation_key, top_k, threshold), False, notice
+                vector.set(None)
+            except Exception as exc:  # a bug: re-raised below as itself
+                failures.append(exc)
+                vector.set(None)
+                tasks.cancel_scope.cancel()
+            finally:
+                if not vector.ready:  # cancelled: the ranker must not wait for it
+                    vector.set(None)
+
+        async def rank() -> None:
+            try:
+                found.extend(await self.ranker.search(text, vector, filters, conversation_key, top_k, threshold))
+            except Exception as exc:  # re-raised below as itself, not in an exception group
+                failures.append(exc)
+                tasks.cancel_scope.cancel()
+
+        async with anyio.create_task_group() as tasks:
+            tasks.start_soon(embed)
+            tasks.start_soon(rank)
+        if failures:
+            if not isinstance(failures[0], EmbeddingMismatchError):
+                raise failures[0]
+            self._fail(failures[0])  # the model changed under its name: keywords only, and say so
+            hits = await self.ranker.search(text, None, filters, conversation_key, top_k, threshold)
+            return hits, False, self._keyword_notice(threshold)
+        if await vector.get() is None:  # Ollama failed: the ranker ranked by keywords alone
+            return found, False, self._keyword_notice(threshold)
+        return found, True, None
 
     async def pending_count(self) -> int:
         """Memories still lacking a vector of this model."""
@@ -236,14 +272,6 @@ class Indexer:
         if self._model_dim is None:
             self._model_dim = await self._store.model_dimension(self.model)
         return self._model_dim
-
-    async def _query_vector(self, text: str, threshold: float | None) -> tuple[np.ndarray | None, str | None]:
-        if self._failure is None:
-            try:
-                return await self.embedder.embed_query(text), None
-            except OllamaError as exc:
-                self._fail(exc)
-        return None, self._keyword_notice(threshold)
 
     def _keyword_notice(self, threshold: float | None) -> str:
         note = f"Semantic search is unavailable, so these are keyword matches only: {self._failure}"

@@ -15,6 +15,7 @@ import numpy as np
 from ollama_mcp.domain import Facet, Scope, SearchFilters, SearchHit
 from ollama_mcp.keywords import KeywordIndex
 from ollama_mcp.ranking import MAX_QUERY_TERMS, WORD, SearchTuning, query_terms, rank_lists, to_hits
+from ollama_mcp.storage import QueryVector, resolve
 from ollama_mcp.store import FACET_CODES, KIND_CODES, SearchReads, Store
 from ollama_mcp.vectors import VectorIndex
 
@@ -68,7 +69,7 @@ class HybridSearch:
     async def search(
         self,
         query: str,
-        query_vector: np.ndarray | None,
+        query_vector: np.ndarray | QueryVector | None,
         filters: SearchFilters,
         conversation_key: int | None,
         top_k: int,
@@ -102,11 +103,12 @@ class HybridSearch:
                 keyword_context = self.keywords.rank(FACET_CODES["context"], tokens, depth, scope)
         by_meaning: list[int] = []
         similarity: dict[int, float] = {}
-        if query_vector is not None:
+        vector = await resolve(query_vector)  # Ollama computed it while the keyword work above ran
+        if vector is not None:
             # After the keyword queries, not beside them: both are CPU-bound and BLAS already uses
             # both cores (measured: no gain, bench/README.md).
             await self.vectors.refresh(reads.data_version)
-            ranking = await self.vectors.rank(query_vector, depth, scope, candidates=[*exact, *keyword, *keyword_context])
+            ranking = await self.vectors.rank(vector, depth, scope, candidates=[*exact, *keyword, *keyword_context])
             by_meaning = [seq for seq, _ in ranking.ranked]
             similarity = ranking.similarity
         chosen = rank_lists(

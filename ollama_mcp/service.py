@@ -16,7 +16,6 @@ from datetime import UTC, datetime, timedelta
 from ollama_mcp import audit, inputs
 from ollama_mcp.domain import (
     Conversation,
-    ConversationQuery,
     DeletedConversation,
     EmbeddingRow,
     EndedConversation,
@@ -275,8 +274,7 @@ class MemoryService:
         """Whether any conversation besides this one exists (remembered once true: deleting every
         other conversation while a server runs is rare, and the notice then only over-informs)."""
         if not self._others_seen:
-            found = await self._store.list_conversations(ConversationQuery(limit=2))
-            self._others_seen = any(c.id != conversation_id for c in found)
+            self._others_seen = await self._store.has_other_conversations(conversation_id)
         return self._others_seen
 
     async def forget_vectors(self) -> None:

@@ -17,6 +17,7 @@ from collections.abc import Callable, Iterable, Sequence
 from contextlib import AbstractAsyncContextManager
 from typing import Any, Protocol
 
+import anyio
 import numpy as np
 
 from ollama_mcp.domain import (
@@ -64,6 +65,9 @@ class Storage(Protocol):
         ``queue_summary``) queue its summarize job. Returns it and its final memory count."""
 
     async def conversation_ids(self) -> list[str]: ...
+
+    async def has_other_conversations(self, conversation_id: str) -> bool:
+        """Whether any conversation besides this one exists (one index probe)."""
 
     async def expired_conversations(self, now: str, inactive_before: str | None) -> list[str]:
         """Conversations past their own expiry, or (with ``inactive_before``) untouched since then."""
@@ -196,6 +200,39 @@ class Storage(Protocol):
     async def aclose(self) -> None: ...
 
 
+class QueryVector:
+    """A search's query vector, which may still be on its way from Ollama while a ranker reads
+    what needs none (keyword lists, filters): ``get()`` waits for it, and gives None when it
+    could not be had (the search is then by keywords only)."""
+
+    def __init__(self) -> None:
+        self._vector: np.ndarray | None = None
+        self._done = anyio.Event()
+
+    @classmethod
+    def of(cls, vector: np.ndarray | None) -> QueryVector:
+        known = cls()
+        known.set(vector)
+        return known
+
+    @property
+    def ready(self) -> bool:
+        return self._done.is_set()
+
+    def set(self, vector: np.ndarray | None) -> None:
+        self._vector = vector
+        self._done.set()
+
+    async def get(self) -> np.ndarray | None:
+        await self._done.wait()
+        return self._vector
+
+
+async def resolve(vector: np.ndarray | QueryVector | None) -> np.ndarray | None:
+    """The vector itself, waiting for it if it is still on its way."""
+    return await vector.get() if isinstance(vector, QueryVector) else vector
+
+
 class Ranker(Protocol):
     """Ranks a backend's memories for a query and keeps whatever index it ranks from current.
 
@@ -208,13 +245,14 @@ class Ranker(Protocol):
     async def search(
         self,
         query: str,
-        query_vector: np.ndarray | None,
+        query_vector: np.ndarray | QueryVector | None,
         filters: SearchFilters,
         conversation_key: int | None,
         top_k: int,
         threshold: float | None,
     ) -> list[SearchHit]:
-        """The ``top_k`` best memories by keywords and (with ``query_vector``) by meaning."""
+        """The ``top_k`` best memories by keywords and (with ``query_vector``) by meaning. A
+        ``QueryVector`` may still be computed: do what needs no vector first, then wait for it."""
 
     def vectors_added(self) -> None:
         """Vectors were written (by this process)."""

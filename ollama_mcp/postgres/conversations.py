@@ -107,6 +107,12 @@ class ConversationStore(PgStoreBase):
         rows = await self._fetchall("SELECT id FROM conversations ORDER BY created_at, key", (), "list conversations")
         return [row[0] for row in rows]
 
+    async def has_other_conversations(self, conversation_id: str) -> bool:
+        rows = await self._fetchall(
+            "SELECT EXISTS (SELECT 1 FROM conversations WHERE id <> %s)", (conversation_id,), "list conversations"
+        )
+        return bool(rows[0][0])
+
     async def expired_conversations(self, now: str, inactive_before: str | None) -> list[str]:
         """Conversations past their own expiry, or (with ``inactive_before``) untouched since then."""
         rows = await self._fetchall(

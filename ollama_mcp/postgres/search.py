@@ -29,6 +29,7 @@ from ollama_mcp.errors import EmbeddingMismatchError
 from ollama_mcp.postgres.rows import ALL_KINDS, filter_sql, stored_dimension
 from ollama_mcp.postgres.store import PgStore
 from ollama_mcp.ranking import MAX_QUERY_TERMS, WORD, SearchTuning, query_terms, rank_lists, to_hits
+from ollama_mcp.storage import QueryVector, resolve
 
 # HNSW candidates fetched per wanted memory before filtering (two facets, several chunks, and
 # filters drop some), and pgvector's ef_search for that many: recall@10 figures in bench/README.md.
@@ -69,7 +70,7 @@ class PgRanker:
     async def search(
         self,
         query: str,
-        query_vector: np.ndarray | None,
+        query_vector: np.ndarray | QueryVector | None,
         filters: SearchFilters,
         conversation_key: int | None,
         top_k: int,
@@ -82,7 +83,9 @@ class PgRanker:
         words = query_terms(query)
         lists: dict[str, list[int]] = {}
         similarity: dict[int, float] = {}  # content similarity of every candidate with a vector
-        vector = None if query_vector is None else query_vector.astype(np.float32, copy=False)
+        # Every list here needs the vector (for the candidates' similarities): wait for it first.
+        resolved = await resolve(query_vector)
+        vector = None if resolved is None else resolved.astype(np.float32, copy=False)
 
         async def similarities(conn: psycopg.AsyncConnection, found: list[int]) -> None:
             if vector is not None:  # (a stored dimension other than the query's matches no row)
