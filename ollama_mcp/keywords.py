@@ -208,6 +208,11 @@ class KeywordIndex:
         return self._state is not None
 
     @property
+    def busy(self) -> bool:
+        """A refresh runs (a load or a rebuild takes seconds at 100k memories)."""
+        return self._lock.locked()
+
+    @property
     def size(self) -> int:
         """Live memories held."""
         return self._index.live

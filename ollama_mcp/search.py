@@ -65,6 +65,7 @@ class HybridSearch:
         self._common_for_size = 0
         self._memory_count = 0
         self._searches_since_count = 0
+        self._warming = False  # warm_up loads the indexes: searches do not wait for the keyword one
 
     async def search(
         self,
@@ -81,8 +82,11 @@ class HybridSearch:
         words = query_terms(query)
         word_tokens = dict(zip(words, await self.keywords.tokens(words), strict=True))
         in_memory = all(len(tokens) <= 1 for tokens in word_tokens.values())
-        if in_memory and not self.keywords.loaded:
-            await self.keywords.refresh()
+        if in_memory and (self.keywords.busy or not self.keywords.loaded):
+            if self._warming or self.keywords.busy:
+                in_memory = False  # being loaded or rebuilt: FTS5 ranks the same meanwhile, no waiting
+            else:
+                await self.keywords.refresh()  # nothing loads it in the background (no warm_up)
         terms = await self._informative_terms(words, word_tokens if in_memory else None)
         needs_sql_filter = bool(filters.tags or filters.since or filters.until)
         memory_seqs = frozenset(await self._store.filtered_seqs(filters)) if needs_sql_filter else None
@@ -132,9 +136,12 @@ class HybridSearch:
         self.vectors.invalidate()
 
     async def warm_up(self) -> None:
-        """Load the keyword and vector indexes (about 2 s and 5 s of work at 100k memories)."""
-        await self.keywords.refresh()
+        """Load the vector and keyword indexes (about 5 s and 2 s of work at 100k memories). A
+        search meanwhile waits for the vectors, which only they give, and takes its keyword
+        lists from FTS5 until the keyword index is loaded."""
+        self._warming = True
         await self.vectors.refresh()
+        await self.keywords.refresh()
 
     async def upkeep(self, min_new: int = 0) -> bool:
         """Merge FTS5's keyword index into one segment if ``min_new`` memories (stored by any

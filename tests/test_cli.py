@@ -349,7 +349,7 @@ async def test_every_door_leaves_a_write_audit_row_without_the_text_and_audit_sh
         ("agent", "add_message"),
         ("tool", "delete_memory"), ("import", "import"), ("cli", "delete_conversation")]
     assert log[1][2:] == (conv, stored["memory_id"]) and log[-1][2] == conv  # outlives what it deleted
-    assert all(secret not in str(row) and "8812" not in str(row) for row in rows(db, "SELECT * FROM write_audit"))
+    assert all(secret not in str(row) and "vault" not in str(row) for row in rows(db, "SELECT * FROM write_audit"))
     shown = await anyio.to_thread.run_sync(lambda: run(db, fake_ollama, "audit", "--limit", "3"))
     lines = shown.stdout.splitlines()
     assert len(lines) == 3 and "cli" in lines[0] and "delete_conversation" in lines[0] and conv in lines[0]

@@ -10,6 +10,7 @@ from contextlib import asynccontextmanager
 from dataclasses import replace
 from pathlib import Path
 
+import anyio
 import pytest
 
 from ollama_mcp.app import App, open_app
@@ -135,6 +136,29 @@ async def test_a_query_word_fts5_splits_in_two_matches_only_where_its_parts_stan
         await app.service.store_memory("the value lives in the config file", conv.id)  # apart
         found = await app.service.search(search_request("config_value", conv.id))
         assert [h.memory.content for h in found.hits] == ["set config_value to 3 in the file"]
+
+
+async def test_a_search_while_the_keyword_index_is_rebuilt_ranks_from_fts5_instead_of_waiting(
+    settings: Settings,
+) -> None:
+    # Term counts and lengths that differ for every memory (5 and 11 are coprime): no ties in BM25.
+    texts = [" ".join(["harbour"] * (1 + i % 5) + ["crane"] * (i % 11) + [f"berth{i}"]) for i in range(50)]
+    queries = ["harbour", "crane", "harbour crane", "harbour berth7"]
+    async with open_app(settings, background=False, tuning=KEYWORDS_ONLY) as app:
+        conv = await app.service.init_conversation("busy")
+        await app.service.import_memories(conv.id, texts)
+        keywords = app.ranker.keywords
+        await keywords.refresh()
+
+        async def ranked() -> list[list[str]]:
+            return [[h.memory.content for h in (await app.service.search(search_request(q, conv.id, 10))).hits]
+                    for q in queries]
+
+        settled = await ranked()
+        async with keywords._lock:  # what a load or a rebuild holds, for seconds on a large store
+            with anyio.fail_after(5):
+                busy = await ranked()
+    assert busy == settled and all(len(hits) == 10 for hits in settled[:3]) and settled[3][0] == texts[7]
 
 
 async def test_keyword_filters_hold_in_the_in_memory_index(settings: Settings) -> None:
