@@ -12,6 +12,7 @@ from dataclasses import replace
 
 import numpy as np
 
+from ollama_mcp import vector_file
 from ollama_mcp.domain import Facet, Scope, SearchFilters, SearchHit
 from ollama_mcp.keywords import KeywordIndex
 from ollama_mcp.ranking import MAX_QUERY_TERMS, WORD, SearchTuning, query_terms, rank_lists, to_hits
@@ -57,7 +58,7 @@ class HybridSearch:
 
     def __init__(self, store: Store, model: str, tuning: SearchTuning | None = None) -> None:
         self._store = store
-        self.vectors = VectorIndex(store, model)
+        self.vectors = VectorIndex(store, model, vector_file.path_for(store.path, model))
         self.keywords = KeywordIndex(store)
         self.tuning = tuning or SearchTuning()
         self._merged_at = 0  # the memory count when this process last merged the keyword index
@@ -141,11 +142,14 @@ class HybridSearch:
         lists from FTS5 until the keyword index is loaded."""
         self._warming = True
         await self.vectors.refresh()
+        await self.vectors.save()  # the next process starts from it
         await self.keywords.refresh()
 
     async def upkeep(self, min_new: int = 0) -> bool:
-        """Merge FTS5's keyword index into one segment if ``min_new`` memories (stored by any
-        process) arrived since this process last did; returns whether it merged."""
+        """Write the vector file if the vectors grew by a tenth since; merge FTS5's keyword index
+        into one segment if ``min_new`` memories (stored by any process) arrived since this
+        process last did. Returns whether it merged."""
+        await self.vectors.save()
         count = await self._store.approximate_memory_count()
         if count == self._merged_at or count - self._merged_at < min_new:
             return False

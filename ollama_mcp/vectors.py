@@ -19,13 +19,16 @@ never holds two copies of it at once: peak memory stays close to the vectors' ow
 
 from __future__ import annotations
 
+import logging
 from collections import Counter
 from collections.abc import Iterable
 from dataclasses import dataclass
+from pathlib import Path
 
 import anyio
 import numpy as np
 
+from ollama_mcp import vector_file
 from ollama_mcp.domain import Scope
 from ollama_mcp.errors import EmbeddingMismatchError
 from ollama_mcp.store import FACET_CODES, KIND_CODES, Store, VectorBatch
@@ -38,6 +41,9 @@ BLOCK_ROWS = 8192
 # dimensions); beyond it, in a worker thread.
 INLINE_ROWS = 25_000
 _CONTENT, _CONTEXT = FACET_CODES["content"], FACET_CODES["context"]
+_FILE_SAMPLES = 8  # rows per facet a vector file must share with the database, byte for byte
+
+log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -67,6 +73,29 @@ class _Matrix:
         self.per_conversation: Counter[int] = Counter()
         self.per_kind: Counter[int] = Counter()
         self.rows_of: dict[int, list[int]] = {}  # memory seq -> its rows (one per chunk)
+
+    @classmethod
+    def adopt(cls, dim: int, rows: vector_file.FacetRows) -> _Matrix:
+        """A matrix holding ``rows`` (from a vector file): its full blocks stay memory-mapped."""
+        matrix, n = cls(dim), len(rows.ids)
+        assert isinstance(rows.vectors, np.ndarray)
+        full = n // BLOCK_ROWS
+        matrix.blocks = [rows.vectors[i * BLOCK_ROWS:(i + 1) * BLOCK_ROWS] for i in range(full)]
+        if n > full * BLOCK_ROWS:  # the last, partly filled block takes new rows: a block of its own
+            last = np.empty((BLOCK_ROWS, dim), dtype=np.float32)
+            last[: n - full * BLOCK_ROWS] = rows.vectors[full * BLOCK_ROWS:]
+            matrix.blocks.append(last)
+        capacity = max(64, n + n // 4)
+        for name in ("ids", "seqs", "convs", "kinds"):
+            array = np.zeros(capacity, dtype=getattr(matrix, name).dtype)
+            array[:n] = getattr(rows, name)
+            setattr(matrix, name, array)
+        matrix.per_conversation.update(rows.convs.tolist())
+        matrix.per_kind.update(rows.kinds.tolist())
+        for row, seq in enumerate(rows.seqs.tolist()):
+            matrix.rows_of.setdefault(seq, []).append(row)
+        matrix.n = n
+        return matrix
 
     def extend(self, ids: np.ndarray, seqs: np.ndarray, convs: np.ndarray, kinds: np.ndarray, vectors: np.ndarray) -> None:
         """Append many rows at once (``vectors``: one row each), as loading a store does."""
@@ -194,13 +223,16 @@ class _Matrix:
 class VectorIndex:
     """All vectors of one model, ranked by cosine similarity (the vectors are unit length)."""
 
-    def __init__(self, store: Store, model: str) -> None:
+    def __init__(self, store: Store, model: str, file: Path | None = None) -> None:
         self._store = store
         self.model = model
+        self._file = file  # the vector file a new process starts from (vector_file.py); None: none
         self._lock = anyio.Lock()
         self._loaded = False
         self._dirty = False
         self._data_version: int | None = None
+        self._generation = 0  # moves whenever rows are removed or the matrices rebuilt
+        self.loaded_from: str | None = None  # "file" or "database": where the last full load read from
         self._reset()
 
     @property
@@ -221,12 +253,14 @@ class VectorIndex:
     def invalidate(self) -> None:
         """This process deleted vectors without saying which: rebuild before the next search."""
         self._loaded = False
+        self._forget_file()
 
     async def remove(self, memory_seqs: Iterable[int], facet: str | None = None) -> None:
         """Drop rows of memories this process deleted (or, with ``facet``, only that facet's rows)."""
         async with self._lock:
             seqs = np.fromiter(memory_seqs, dtype=np.int64)
             if seqs.size:
+                self._forget_file()  # it holds the deleted memories' vectors: written anew later
                 for code, matrix in self._matrices.items():
                     if facet is None or code == FACET_CODES[facet]:
                         matrix.remove(seqs)
@@ -249,7 +283,10 @@ class VectorIndex:
             self._dirty = False
             if not self._loaded:
                 self._reset()
-                await self._store.vector_snapshot(self.model, 0, self._append, count=False)
+                self.loaded_from = "file"
+                if not await self._load_file():
+                    self.loaded_from = "database"
+                    await self._store.vector_snapshot(self.model, 0, self._append, count=False)
             elif version == self._data_version:
                 # Only this process wrote since the last look, and its deletes went through
                 # ``remove``: new rows are all there is to fetch (no count of every row, which
@@ -258,9 +295,38 @@ class VectorIndex:
             elif await self._store.vector_snapshot(self.model, self._max_id, self._append) != self.size + self._skipped:
                 # Rows vanished under us (another process deleted memories): rebuild from scratch.
                 self._reset()
+                self.loaded_from = "database"
                 await self._store.vector_snapshot(self.model, 0, self._append)
             self._loaded = True
             self._data_version = version
+
+    async def save(self) -> bool:
+        """Write the matrices to the vector file when there is none yet or they grew by a tenth
+        since it was written; returns whether it wrote. The rows are written outside the lock
+        (a search does not wait for the disk); rows removed meanwhile void the file."""
+        rows = self.size + self._skipped
+        if self._file is None or not self._loaded or self.dim is None or rows < vector_file.MIN_ROWS:
+            return False
+        if self._saved_rows and rows - self._saved_rows < max(1024, self._saved_rows // 10):
+            return False
+        async with self._lock:
+            generation, rows = self._generation, self.size + self._skipped
+            snapshot = vector_file.VectorFile(self.model, self.dim, self._max_id, self._skipped, {
+                code: vector_file.FacetRows(
+                    m.ids[: m.n].copy(), m.seqs[: m.n].copy(), m.convs[: m.n].copy(), m.kinds[: m.n].copy(),
+                    list(m.blocks),
+                ) for code, m in self._matrices.items()
+            })
+        try:
+            await anyio.to_thread.run_sync(vector_file.write, self._file, snapshot)
+        except OSError as exc:
+            log.warning("could not write the vector file %s: %s", self._file, exc)
+            return False
+        if generation != self._generation:  # rows were compacted while it was written
+            self._forget_file()
+            return False
+        self._saved_rows = rows
+        return True
 
     async def rank(self, query: np.ndarray, k: int, scope: Scope, candidates: Iterable[int] = ()) -> Ranking:
         """The ``k`` best memories in ``scope`` by meaning, with the content similarity of those and
@@ -300,7 +366,43 @@ class VectorIndex:
         similarity = content.similarities(query, [*candidates, *(seq for seq, _ in ranked)]) if content else {}
         return Ranking(ranked, similarity)
 
+    async def _load_file(self) -> bool:
+        """Start from the vector file if it is whole and this database's, then fetch the rows
+        written after it; False when there is no usable file (it is then removed)."""
+        if self._file is None:
+            return False
+        found = await anyio.to_thread.run_sync(vector_file.read, self._file, self.model)
+        if found is None:
+            return False
+        samples = [
+            (int(rows.ids[i]), int(rows.seqs[i]), rows.vectors[i].tobytes())
+            for rows in found.facets.values() if len(rows.ids)
+            for i in np.linspace(0, len(rows.ids) - 1, _FILE_SAMPLES).astype(int).tolist()
+        ]
+        if not await self._store.vectors_match(self.model, found.max_id, found.rows, samples):
+            log.info("the vector file %s is not this database's current state; loading from the database", self._file)
+            self._forget_file()
+            return False
+        self.dim, self._skipped, self._max_id = found.dim, found.skipped, found.max_id
+        for code, rows in found.facets.items():
+            if len(rows.ids):
+                self._matrices[code] = _Matrix.adopt(found.dim, rows)
+        content, context = self._matrices.get(_CONTENT), self._matrices.get(_CONTEXT, _NO_ROWS)
+        if content is not None:
+            self._uncovered = {seq for seq in content.rows_of if seq not in context.rows_of}
+        self._saved_rows = found.rows
+        await self._store.vector_snapshot(self.model, found.max_id, self._append, count=False)
+        return True
+
+    def _forget_file(self) -> None:
+        if self._file is not None:
+            vector_file.remove(self._file)
+        self._saved_rows = 0
+        self._generation += 1
+
     def _reset(self) -> None:
+        self._generation += 1
+        self._saved_rows = 0  # rows in the vector file as last read or written (0: none usable)
         self.dim: int | None = None
         self._matrices: dict[int, _Matrix] = {}
         self._skipped = 0

@@ -113,6 +113,25 @@ class VectorStore(StoreBase):
         )
         return [(row[0], EmbeddingRow(row[1], row[2], row[3], row[4], bytes(row[5]), row[6])) for row in rows]
 
+    async def vectors_match(
+        self, model: str, max_id: int, rows: int, samples: Sequence[tuple[int, int, bytes]]
+    ) -> bool:
+        """Whether the database holds exactly ``rows`` vectors of ``model`` with id <= ``max_id``,
+        and each sampled (id, memory seq, vector) as given: a vector file is this database's."""
+        async with self._transaction("check the vector file", write=False) as conn:
+            counted = await (await conn.execute(
+                "SELECT count(*) FROM memory_embeddings WHERE model = ? AND id <= ?", (model, max_id)
+            )).fetchone()
+            if not counted or int(counted[0]) != rows:
+                return False
+            for row_id, seq, vector in samples:
+                found = await (await conn.execute(
+                    "SELECT memory_seq, vector FROM memory_embeddings WHERE id = ? AND model = ?", (row_id, model)
+                )).fetchone()
+                if found is None or found[0] != seq or bytes(found[1]) != vector:
+                    return False
+        return True
+
     async def vector_snapshot(
         self, model: str, after_id: int, sink: Callable[[VectorBatch], None], *, count: bool = True
     ) -> int | None:

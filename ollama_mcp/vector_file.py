@@ -1,0 +1,162 @@
+"""The SQLite backend's vector matrices on disk, so that a new process (Claude Desktop starts one
+per session) ranks its first search without reading every vector out of SQLite.
+
+One file per database and embedding model, next to the database (``memory.db-vectors-<model>``):
+a JSON header, then per facet the row ids, memory seqs, conversation keys and kinds, and the
+float32 vectors, which are memory-mapped copy-on-write rather than read. The file is a cache:
+the database stays the truth, and a file is only used after checks that it is this database's
+(``VectorIndex`` compares its row count and a sample of rows with the database, then catches up
+on rows written after it), and that it is whole: a CRC-32 of everything after the header. A file
+that fails any check is ignored, deleted and written anew. Writes go to a temporary file that
+replaces the old one, so a reader never sees half a file.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import re
+import zlib
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+log = logging.getLogger(__name__)
+
+MAGIC = b"OMCPVEC1"
+_ALIGN = 64
+_CRC_CHUNK = 1 << 24
+# Below this many rows, reading the vectors out of SQLite is as quick as checking a file.
+MIN_ROWS = 4096
+
+
+@dataclass(frozen=True)
+class FacetRows:
+    ids: np.ndarray  # int64
+    seqs: np.ndarray  # int64
+    convs: np.ndarray  # int64
+    kinds: np.ndarray  # int8
+    # float32 (n, dim): memory-mapped when read from a file; to write, the index's blocks of rows
+    # (the first n rows of them count)
+    vectors: np.ndarray | list[np.ndarray]
+
+
+@dataclass(frozen=True)
+class VectorFile:
+    model: str
+    dim: int
+    max_id: int  # every row of the model with id <= max_id is in it (or was skipped)
+    skipped: int  # rows of another dimension under the model's name, never ranked
+    facets: dict[int, FacetRows]
+
+    @property
+    def rows(self) -> int:
+        return sum(len(f.ids) for f in self.facets.values()) + self.skipped
+
+
+def path_for(db_path: Path, model: str) -> Path:
+    slug = re.sub(r"[^A-Za-z0-9._-]+", "_", model)[:80]
+    return db_path.with_name(f"{db_path.name}-vectors-{slug}")
+
+
+def write(path: Path, snapshot: VectorFile) -> None:
+    """Write ``snapshot`` to ``path`` atomically (a temporary file, then a rename)."""
+    arrays: list[tuple[str, list[np.ndarray]]] = []
+    facets = []
+    for code, rows in sorted(snapshot.facets.items()):
+        n = len(rows.ids)
+        facets.append({"code": code, "n": n})
+        arrays += [(f"{code}.ids", [rows.ids.astype("<i8")]), (f"{code}.seqs", [rows.seqs.astype("<i8")]),
+                   (f"{code}.convs", [rows.convs.astype("<i8")]), (f"{code}.kinds", [rows.kinds.astype("i1")]),
+                   (f"{code}.vectors", _rows_of(rows.vectors, n))]
+    layout, offset = {}, 0
+    for name, parts in arrays:
+        layout[name] = offset
+        offset += -(-sum(part.nbytes for part in parts) // _ALIGN) * _ALIGN
+    crc = 0
+    for _, parts in arrays:
+        for part in parts:
+            crc = _crc_of(part, crc)
+    header = json.dumps({
+        "model": snapshot.model, "dim": snapshot.dim, "max_id": snapshot.max_id, "skipped": snapshot.skipped,
+        "facets": facets, "layout": layout, "data_bytes": offset, "crc32": crc,
+    }).encode()
+    start = -(-(len(MAGIC) + 8 + len(header)) // _ALIGN) * _ALIGN
+    temporary = path.with_name(f"{path.name}.{os.getpid()}.tmp")
+    try:
+        with os.fdopen(os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600), "wb") as out:
+            out.write(MAGIC + len(header).to_bytes(8, "little") + header)
+            for name, parts in arrays:
+                out.seek(start + layout[name])
+                for part in parts:
+                    out.write(memoryview(np.ascontiguousarray(part)).cast("B"))
+            out.truncate(start + offset)
+        os.replace(temporary, path)
+    finally:
+        temporary.unlink(missing_ok=True)
+
+
+def _rows_of(vectors: np.ndarray | list[np.ndarray], n: int) -> list[np.ndarray]:
+    """The first ``n`` rows, as they lie (blocks are not joined into one copy)."""
+    if not isinstance(vectors, list):
+        return [np.asarray(vectors[:n], dtype="<f4")]
+    parts, left = [], n
+    for block in vectors:
+        if left <= 0:
+            break
+        parts.append(np.asarray(block[:left], dtype="<f4"))
+        left -= len(parts[-1])
+    return parts
+
+
+def read(path: Path, model: str) -> VectorFile | None:
+    """The snapshot at ``path`` if it is whole and of ``model``; None (and the file removed) if
+    it is not; None if there is none. Runs the CRC over every byte: call it from a worker thread."""
+    try:
+        with open(path, "rb") as source:
+            if source.read(len(MAGIC)) != MAGIC:
+                raise ValueError("not a vector file")
+            length = int.from_bytes(source.read(8), "little")
+            header = json.loads(source.read(length))
+        start = -(-(len(MAGIC) + 8 + length) // _ALIGN) * _ALIGN
+        if header["model"] != model or path.stat().st_size != start + header["data_bytes"]:
+            raise ValueError("another model, or cut short")
+        dim = int(header["dim"])
+        whole = np.memmap(path, dtype=np.uint8, mode="c", offset=start, shape=(header["data_bytes"],))
+        facets: dict[int, FacetRows] = {}
+        crc = 0
+        for facet in header["facets"]:
+            code, n = int(facet["code"]), int(facet["n"])
+            parts = {}
+            for name, dtype, shape in (("ids", "<i8", (n,)), ("seqs", "<i8", (n,)), ("convs", "<i8", (n,)),
+                                       ("kinds", "i1", (n,)), ("vectors", "<f4", (n, dim))):
+                begin = header["layout"][f"{code}.{name}"]
+                size = int(np.prod(shape)) * np.dtype(dtype).itemsize
+                parts[name] = whole[begin:begin + size].view(dtype).reshape(shape)
+                crc = _crc_of(parts[name], crc)
+            facets[code] = FacetRows(**parts)
+        if crc != header["crc32"]:
+            raise ValueError("checksum mismatch")
+        return VectorFile(model, dim, int(header["max_id"]), int(header["skipped"]), facets)
+    except FileNotFoundError:
+        return None
+    except (OSError, ValueError, KeyError, TypeError) as exc:
+        log.warning("the vector file %s is unusable (%s); it is rebuilt from the database", path, exc)
+        remove(path)
+        return None
+
+
+def remove(path: Path) -> None:
+    try:
+        path.unlink(missing_ok=True)
+    except OSError as exc:
+        log.warning("could not remove the vector file %s: %s", path, exc)
+
+
+def _crc_of(array: np.ndarray, crc: int) -> int:
+    data = memoryview(np.ascontiguousarray(array)).cast("B")
+    for begin in range(0, len(data), _CRC_CHUNK):  # zlib releases the GIL for each chunk
+        crc = zlib.crc32(data[begin:begin + _CRC_CHUNK], crc)
+    return crc

@@ -1,0 +1,120 @@
+"""A new process starts ranking from the vector file the last one wrote, never from a file that
+is not this database's current state: one from an older state is caught up, one from another
+database, a damaged one or one holding deleted memories is rebuilt from the database."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from ollama_mcp import vector_file
+from ollama_mcp.app import App, open_app
+from ollama_mcp.config import Settings
+from ollama_mcp.domain import SearchFilters
+from tests.conftest import Database
+
+pytestmark = [pytest.mark.anyio, pytest.mark.sqlite_only]  # the SQLite backend's in-memory vectors
+
+DIM = 256  # the fake Ollama's nomic-embed-text
+
+
+@pytest.fixture(autouse=True)
+def small_stores_get_a_file_too(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(vector_file, "MIN_ROWS", 1)
+
+
+def unit_vectors(seed: int, count: int) -> list[np.ndarray]:
+    vectors = np.random.default_rng(seed).standard_normal((count, DIM)).astype(np.float32)
+    return list(vectors / np.linalg.norm(vectors, axis=1, keepdims=True))
+
+
+async def fill(app: App, count: int, seed: int) -> str:
+    conversation = await app.service.init_conversation(f"batch {seed}")
+    texts = [f"memory {seed}-{i}" for i in range(count)]
+    await app.service.import_memories(conversation.id, texts, unit_vectors(seed, count))
+    while await app.indexer.backfill_once():  # the context vectors, from the fake Ollama
+        pass
+    return conversation.id
+
+
+async def ranking(app: App) -> list[list[str]]:
+    await app.ranker.vectors.refresh()
+    out = []
+    for query in unit_vectors(99, 5):
+        hits = await app.ranker.search("", query, SearchFilters(), None, 10, None)
+        out.append([hit.memory.id for hit in hits])
+    return out
+
+
+def file_of(settings: Settings) -> Path:
+    return vector_file.path_for(settings.db_path, settings.embed_model)
+
+
+async def test_a_new_process_ranks_from_the_file_and_catches_up_on_rows_written_after_it(settings: Settings) -> None:
+    async with open_app(settings, background=False) as first:
+        await fill(first, 300, 1)
+        await first.ranker.vectors.refresh()
+        assert await first.ranker.vectors.save()
+        await fill(first, 40, 2)  # after the file was written
+        expected = await ranking(first)
+        size = first.ranker.vectors.size
+    assert file_of(settings).stat().st_mode & 0o777 == 0o600  # vectors of private notes
+    async with open_app(settings, background=False) as second:
+        assert await ranking(second) == expected
+        assert second.ranker.vectors.loaded_from == "file" and second.ranker.vectors.size == size
+
+
+@pytest.mark.parametrize("damage", ["a flipped byte", "cut short", "another database's"])
+async def test_a_file_that_is_not_this_databases_is_rebuilt_from_the_database(
+    settings: Settings, db: Database, damage: str
+) -> None:
+    async with open_app(settings, background=False) as first:
+        await fill(first, 200, 3)
+        await first.ranker.vectors.refresh()
+        assert await first.ranker.vectors.save()
+        expected = await ranking(first)
+    path = file_of(settings)
+    data = bytearray(path.read_bytes())
+    if damage == "a flipped byte":
+        data[len(data) // 2] ^= 0x40
+        path.write_bytes(bytes(data))
+    elif damage == "cut short":
+        path.write_bytes(bytes(data[:-100]))
+    else:  # the same ids, other vectors: a database restored from elsewhere under the same name
+        db.rows("UPDATE memory_embeddings SET vector = zeroblob(length(vector)) WHERE id % 2 = 0")
+        expected = None
+    async with open_app(settings, background=False) as second:
+        got = await ranking(second)
+        assert second.ranker.vectors.loaded_from == "database"
+        if expected is not None:
+            assert got == expected
+        assert not path.exists()  # removed, and written anew by the next upkeep
+        assert await second.ranker.vectors.save() and vector_file.read(path, settings.embed_model) is not None
+
+
+async def test_deleting_memories_removes_the_file_that_holds_their_vectors(settings: Settings, db: Database) -> None:
+    async with open_app(settings, background=False) as app:
+        conversation = await fill(app, 100, 4)
+        await app.ranker.vectors.refresh()
+        assert await app.ranker.vectors.save()
+        await app.service.delete_conversation(conversation)
+        assert not file_of(settings).exists()
+
+
+async def test_a_file_written_before_another_process_deleted_rows_is_not_trusted(settings: Settings) -> None:
+    async with open_app(settings, background=False) as mine, open_app(settings, background=False) as theirs:
+        keep = await fill(mine, 150, 5)
+        gone = await fill(mine, 150, 6)
+        await mine.ranker.vectors.refresh()
+        assert await mine.ranker.vectors.save()
+        saved = file_of(settings).read_bytes()
+        await theirs.service.delete_conversation(gone)
+    file_of(settings).write_bytes(saved)  # as if the deleting process had died before removing it
+    async with open_app(settings, background=False) as fresh:
+        await fresh.ranker.vectors.refresh()
+        assert fresh.ranker.vectors.loaded_from == "database"
+        hits = [hit for query in unit_vectors(99, 5)
+                for hit in await fresh.ranker.search("", query, SearchFilters(), None, 10, None)]
+    assert hits and {hit.memory.conversation_id for hit in hits} == {keep}
