@@ -71,18 +71,29 @@ class OllamaClient:
         await self._client.close()
 
     async def embed(self, model: str, texts: Sequence[str]) -> list[list[float]]:
-        """One vector per text. ``truncate=False``: an over-long input is an error, never cut silently."""
-        async with self._translate(model, "compute embeddings"):
-            response = await self._client.embed(
-                model=model, input=list(texts), truncate=False, keep_alive=self.keep_alive
-            )
-            vectors = [list(v) for v in response.embeddings]
+        """One vector per text. ``truncate=False``: an over-long input is an error, never cut silently.
+
+        A kept-alive connection the server closed before answering (Ollama closes idle ones) is
+        tried once more on a new connection: an embedding request changes nothing, so a repeat is safe.
+        """
+        try:
+            response = await self._embed_once(model, texts)
+        except OllamaUnavailableError as exc:
+            if not isinstance(exc.__cause__, httpx.RemoteProtocolError):
+                raise
+            log.debug("Ollama closed the connection before answering; asking again")
+            response = await self._embed_once(model, texts)
+        vectors = [list(v) for v in response.embeddings]
         if len(vectors) != len(texts):
             raise OllamaUnavailableError(
                 f"Ollama at {self.host} returned {len(vectors)} embeddings for {len(texts)} texts "
                 f"with model {model!r}; the reply is unusable. Check the Ollama version."
             )
         return vectors
+
+    async def _embed_once(self, model: str, texts: Sequence[str]) -> ollama.EmbedResponse:
+        async with self._translate(model, "compute embeddings"):
+            return await self._client.embed(model=model, input=list(texts), truncate=False, keep_alive=self.keep_alive)
 
     async def chat(
         self,

@@ -55,6 +55,7 @@ class FakeOllama:
         self.malformed = False
         self.trickle = 0.0  # > 0: send each reply's body one byte at a time, this many seconds apart
         self.fail: tuple[int, str] | None = None  # (status, error text) for every request
+        self.hang_up = 0  # close this many embed requests' connections without an answer
         # Scripted chat replies, used in order: a message dict ({"role": "assistant", "content": ...,
         # "tool_calls": [...]}), optionally with "_delay" (seconds to wait first) or "_status"
         # ((code, error text) to fail with). With none queued: a JSON summary when a format is
@@ -243,6 +244,12 @@ class _Handler(BaseHTTPRequestHandler):
             body = json.loads(raw or b"{}")
         except ValueError:
             self._respond(400, {"error": "invalid JSON"})
+            return
+        with self.owner._lock:
+            hang_up = self.path == "/api/embed" and self.owner.hang_up > 0
+            self.owner.hang_up -= hang_up
+        if hang_up:  # as a server closing a kept-alive connection it deemed idle
+            self.close_connection = True
             return
         self._respond(*self.owner.handle("POST", self.path, body))
 

@@ -160,6 +160,19 @@ async def test_the_model_is_loaded_at_start_and_kept_loaded_between_calls(
     assert {b["keep_alive"] for b in bodies} == {"45m"}
 
 
+async def test_a_connection_ollama_closes_without_answering_is_asked_again_once_not_reported(
+    settings: Settings, fake_ollama: FakeOllama
+) -> None:
+    async with connect(settings) as client:
+        await call(client, "store_memory", content="before the hang-up")
+        fake_ollama.hang_up = 1
+        found = await call(client, "search_memories", query="before the hang-up")
+        fake_ollama.hang_up = 2  # twice in a row is an outage, said so
+        failed = await call(client, "search_memories", query="something else")
+    assert found["mode"] == "hybrid" and found["notice"] is None
+    assert failed["mode"] == "keyword" and "could not be read" in failed["notice"]
+
+
 async def test_an_ollama_that_trickles_its_reply_is_timed_out_as_a_whole_not_per_read(
     settings: Settings, db: Database, fake_ollama: FakeOllama
 ) -> None:
