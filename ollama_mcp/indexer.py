@@ -131,11 +131,13 @@ class Indexer:
         The query's embedding is computed while the ranker does what needs no vector (reading
         the keyword lists): a search costs about one embedding call, not its sum with the rest.
         """
-        if self._failure is not None:
+        known = self._failure
+        if known is not None:
             hits = await self.ranker.search(text, None, filters, conversation_key, top_k, threshold)
-            return hits, False, self._keyword_notice(threshold)
+            return hits, False, self._keyword_notice(threshold, known)
         vector = QueryVector()
         failures: list[Exception] = []
+        missed: list[OllamaMcpError] = []  # why this search got no vector
         found: list[SearchHit] = []
 
         async def embed() -> None:
@@ -143,6 +145,7 @@ class Indexer:
                 vector.set(await self.embedder.embed_query(text))
             except OllamaError as exc:
                 self._fail(exc)
+                missed.append(exc)
                 vector.set(None)
             except Exception as exc:  # a bug: re-raised below as itself
                 failures.append(exc)
@@ -167,9 +170,9 @@ class Indexer:
                 raise failures[0]
             self._fail(failures[0])  # the model changed under its name: keywords only, and say so
             hits = await self.ranker.search(text, None, filters, conversation_key, top_k, threshold)
-            return hits, False, self._keyword_notice(threshold)
+            return hits, False, self._keyword_notice(threshold, failures[0])
         if await vector.get() is None:  # Ollama failed: the ranker ranked by keywords alone
-            return found, False, self._keyword_notice(threshold)
+            return found, False, self._keyword_notice(threshold, missed[0] if missed else None)
         return found, True, None
 
     async def pending_count(self) -> int:
@@ -273,8 +276,10 @@ class Indexer:
             self._model_dim = await self._store.model_dimension(self.model)
         return self._model_dim
 
-    def _keyword_notice(self, threshold: float | None) -> str:
-        note = f"Semantic search is unavailable, so these are keyword matches only: {self._failure}"
+    def _keyword_notice(self, threshold: float | None, failure: OllamaMcpError | None = None) -> str:
+        """Why a search is by keywords only: ``failure`` (what this search met), else the last
+        recorded failure (a probe may have cleared that one meanwhile)."""
+        note = f"Semantic search is unavailable, so these are keyword matches only: {failure or self._failure}"
         if threshold is not None:
             note += " The similarity threshold was not applied."
         return note

@@ -91,7 +91,7 @@ def write(path: Path, snapshot: VectorFile) -> None:
             for name, parts in arrays:
                 out.seek(start + layout[name])
                 for part in parts:
-                    out.write(memoryview(np.ascontiguousarray(part)).cast("B"))
+                    out.write(np.ascontiguousarray(part).data.cast("B"))
             out.truncate(start + offset)
         os.replace(temporary, path)
     finally:
@@ -156,7 +156,7 @@ def remove(path: Path) -> None:
 
 
 def _crc_of(array: np.ndarray, crc: int) -> int:
-    data = memoryview(np.ascontiguousarray(array)).cast("B")
+    data = np.ascontiguousarray(array).data.cast("B")
     for begin in range(0, len(data), _CRC_CHUNK):  # zlib releases the GIL for each chunk
         crc = zlib.crc32(data[begin:begin + _CRC_CHUNK], crc)
     return crc

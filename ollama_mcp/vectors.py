@@ -233,6 +233,7 @@ class VectorIndex:
         self._data_version: int | None = None
         self._generation = 0  # moves whenever rows are removed or the matrices rebuilt
         self.loaded_from: str | None = None  # "file" or "database": where the last full load read from
+        self._saved_rows: int = 0  # rows in the vector file as last read or written (0: none usable)
         self._reset()
 
     @property
@@ -366,6 +367,15 @@ class VectorIndex:
         similarity = content.similarities(query, [*candidates, *(seq for seq, _ in ranked)]) if content else {}
         return Ranking(ranked, similarity)
 
+    def _reset(self) -> None:
+        self._generation += 1
+        self._saved_rows = 0
+        self.dim: int | None = None
+        self._matrices: dict[int, _Matrix] = {}
+        self._skipped: int = 0
+        self._max_id: int = 0
+        self._uncovered: set[int] = set()  # memories with an own vector but no context vector yet
+
     async def _load_file(self) -> bool:
         """Start from the vector file if it is whole and this database's, then fetch the rows
         written after it; False when there is no usable file (it is then removed)."""
@@ -399,15 +409,6 @@ class VectorIndex:
             vector_file.remove(self._file)
         self._saved_rows = 0
         self._generation += 1
-
-    def _reset(self) -> None:
-        self._generation += 1
-        self._saved_rows = 0  # rows in the vector file as last read or written (0: none usable)
-        self.dim: int | None = None
-        self._matrices: dict[int, _Matrix] = {}
-        self._skipped = 0
-        self._max_id = 0
-        self._uncovered: set[int] = set()  # memories with an own vector but no context vector yet
 
     def _append(self, batch: VectorBatch) -> None:
         """Take in a batch of rows, a facet at a time (a load of 10k memories: 20 ms, not 200)."""
