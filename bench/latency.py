@@ -129,7 +129,7 @@ async def measure_size(n: int, dim: int, queries: int) -> dict[str, Any]:
                             started = time.perf_counter()
                             hits = await search.search(query, qv, SearchFilters(), conv.key, 10, None)
                             search_ms.append((time.perf_counter() - started) * 1000)
-                            assert len(hits) == 10
+                            assert hits  # (fewer than 10: random query vectors are no closer than min_similarity)
                     return search_ms, floor_ms
 
                 unmerged_ms, _ = await measure_search(matrix)
