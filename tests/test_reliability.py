@@ -361,17 +361,19 @@ async def test_a_search_in_another_process_never_sees_a_half_deleted_conversatio
         for i in range(30):
             await call(deleter, "store_memory", content=f"walrus fact {i}")
         seen: list[int] = []
-        done = anyio.Event()
+        searching, done = anyio.Event(), anyio.Event()
 
         async def search_until_gone() -> None:
             while True:
                 found = await call(searcher, "search_all_conversations", query="walrus fact", top_k=50)
                 seen.append(sum(hit["conversation_id"] == doomed for hit in found["results"]))
+                searching.set()
                 if done.is_set() and seen[-1] == 0:
                     return
 
         async with anyio.create_task_group() as tasks:
             tasks.start_soon(search_until_gone)
+            await searching.wait()  # the other process answers searches (its start can take a while)
             await anyio.sleep(0.3)
             await call(deleter, "delete_conversation", conversation_id=doomed)
             done.set()
