@@ -34,21 +34,16 @@ def through(door: Door) -> Iterator[None]:
         _door.reset(token)
 
 
-def record(
+@contextmanager
+def recording(
     action: str, conversation_id: str | None = None, memory_id: str | None = None, *, arguments: object = None
-) -> WriteRecord:
-    """The record of a write about to be made through the current door (``memory_id``: the id the
-    write was given)."""
-    return WriteRecord(
+) -> Iterator[None]:
+    """The first write transaction inside inserts the record of this write (``memory_id``: the id
+    the write was given; ``arguments``: kept only as a digest), as part of itself."""
+    token = _pending.set(WriteRecord(
         at=utc_now(), door=current_door(), action=action, conversation_id=conversation_id, memory_id=memory_id,
         arguments_digest=None if arguments is None else digest(arguments),
-    )
-
-
-@contextmanager
-def recording(write: WriteRecord) -> Iterator[None]:
-    """The first write transaction inside inserts ``write`` into the audit, as part of itself."""
-    token = _pending.set(write)
+    ))
     try:
         yield
     finally:

@@ -133,7 +133,7 @@ class ConversationLifecycle:
             metadata={}, created_at=utc_now(), role=role, actor=who, tool_calls=tuple(tool_calls),
             tool_call_id=tool_call_id,
         )
-        with audit.recording(audit.record("add_message", target, message.id, arguments=[role, text, who])):
+        with audit.recording("add_message", target, message.id, arguments=[role, text, who]):
             stored, _ = await self._store.insert_memory(message)
         self._indexer.added()
         await self._maybe_compact(await self._store.get_conversation(target))
@@ -396,7 +396,7 @@ class ConversationLifecycle:
         records = export.read_document(data)
         new_conversations = new_memories = 0
         for record in records:
-            with audit.recording(audit.record("import", record.conversation.id, arguments=record.memories)):
+            with audit.recording("import", record.conversation.id, arguments=record.memories):
                 created, added = await self._store.import_conversation(
                     record.conversation, record.memories, record.summarized_through_id
                 )

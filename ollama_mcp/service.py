@@ -64,7 +64,7 @@ class MemoryService:
         ttl = inputs.ttl_hours("metadata.ttl_hours", meta.get("ttl_hours"))
         expires_at = None if ttl is None else format_timestamp(now + timedelta(hours=ttl))
         new_id = str(uuid.uuid4())
-        with audit.recording(audit.record("init_conversation", new_id, arguments=[name, metadata])):
+        with audit.recording("init_conversation", new_id, arguments=[name, metadata]):
             conversation = await self._store.create_conversation(
                 new_id, inputs.optional_name("name", name), meta,
                 anonymous=False, created_at=format_timestamp(now), expires_at=expires_at,
@@ -108,7 +108,7 @@ class MemoryService:
                 id=str(uuid.uuid4()), seq=0, conversation_id=target, kind="summary", content=text,
                 tags=("summary",), metadata={}, created_at=ended_at,
             )
-        with audit.recording(audit.record("end_conversation", target, arguments=summary)):
+        with audit.recording("end_conversation", target, arguments=summary):
             conversation, count = await self._store.end_conversation(
                 target, ended_at, summary_memory, queue_summary=self._summaries
             )
@@ -153,7 +153,7 @@ class MemoryService:
                     f"pass a {expected}-dimensional vector from {model!r}, or omit it",
                 )
             rows = [EmbeddingRow(0, "content", 0, model, to_blob(vector), len(vector))]
-        with audit.recording(audit.record("store_memory", conversation.id, memory.id, arguments=[text, tags, metadata])):
+        with audit.recording("store_memory", conversation.id, memory.id, arguments=[text, tags, metadata]):
             stored, duplicate = await self._store.insert_memory(memory, rows)
         if rows and not duplicate:
             self._indexer.added(vectors=True)  # its context vector comes from Ollama, in the background
@@ -190,7 +190,7 @@ class MemoryService:
                 rows.append(EmbeddingRow(0, "content", 0, model, to_blob(vector), len(vector)))
             else:
                 rows.append(None)
-        with audit.recording(audit.record("import_memories", target, arguments=[m.content for m in memories])):
+        with audit.recording("import_memories", target, arguments=[m.content for m in memories]):
             added = await self._store.insert_memories(memories, rows)
         self._indexer.added(vectors=True)
         return added
@@ -216,7 +216,7 @@ class MemoryService:
                 metadata=old.metadata if meta is None else meta, created_at=now,
             )
 
-        with audit.recording(audit.record("update_memory", None, target, arguments=[target, content, tags, metadata])):
+        with audit.recording("update_memory", None, target, arguments=[target, content, tags, metadata]):
             old, new = await self._store.update_memory(target, revise)
         # The old version keeps its vectors: searches mask it out unless include_superseded.
         return old, await self._indexer.embed(new)
@@ -229,7 +229,7 @@ class MemoryService:
         if target is None:
             raise InvalidInputError("conversation_id", "is required", "pass the id of the conversation to delete")
         conversation = await self._store.get_conversation(target)
-        with audit.recording(audit.record("delete_conversation", target)):
+        with audit.recording("delete_conversation", target):
             seqs = await self._store.delete_conversation(target)
         await self._indexer.removed(seqs)
         if self._current_id == target:
@@ -238,7 +238,7 @@ class MemoryService:
 
     async def delete_memory(self, memory_id: object) -> Memory:
         target = inputs.memory_id("memory_id", memory_id)
-        with audit.recording(audit.record("delete_memory", None, target)):
+        with audit.recording("delete_memory", None, target):
             deleted, seqs, context_changed = await self._store.delete_memory(target)
         # Memories after it lose its text from their context; the backfill embeds the new one.
         await self._indexer.removed(seqs, contexts=context_changed)
@@ -291,7 +291,7 @@ class MemoryService:
             conversation = await self._store.get_conversation(self._current_id)
         else:
             new_id = str(uuid.uuid4())
-            with audit.recording(audit.record("start_conversation", new_id)):
+            with audit.recording("start_conversation", new_id):
                 conversation = await self._store.create_conversation(
                     new_id, None, {}, anonymous=True, created_at=utc_now()
                 )

@@ -209,12 +209,6 @@ class QueryVector:
         self._vector: np.ndarray | None = None
         self._done = anyio.Event()
 
-    @classmethod
-    def of(cls, vector: np.ndarray | None) -> QueryVector:
-        known = cls()
-        known.set(vector)
-        return known
-
     @property
     def ready(self) -> bool:
         return self._done.is_set()

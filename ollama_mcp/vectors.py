@@ -77,42 +77,37 @@ class _Matrix:
     @classmethod
     def adopt(cls, dim: int, rows: vector_file.FacetRows) -> _Matrix:
         """A matrix holding ``rows`` (from a vector file): its full blocks stay memory-mapped."""
-        matrix, n = cls(dim), len(rows.ids)
         assert isinstance(rows.vectors, np.ndarray)
-        full = n // BLOCK_ROWS
-        matrix.blocks = [rows.vectors[i * BLOCK_ROWS:(i + 1) * BLOCK_ROWS] for i in range(full)]
-        if n > full * BLOCK_ROWS:  # the last, partly filled block takes new rows: a block of its own
-            last = np.empty((BLOCK_ROWS, dim), dtype=np.float32)
-            last[: n - full * BLOCK_ROWS] = rows.vectors[full * BLOCK_ROWS:]
-            matrix.blocks.append(last)
-        capacity = max(64, n + n // 4)
-        for name in ("ids", "seqs", "convs", "kinds"):
-            array = np.zeros(capacity, dtype=getattr(matrix, name).dtype)
-            array[:n] = getattr(rows, name)
-            setattr(matrix, name, array)
-        matrix.per_conversation.update(rows.convs.tolist())
-        matrix.per_kind.update(rows.kinds.tolist())
-        for row, seq in enumerate(rows.seqs.tolist()):
-            matrix.rows_of.setdefault(seq, []).append(row)
-        matrix.n = n
+        matrix, n = cls(dim), len(rows.ids)
+        full = n // BLOCK_ROWS * BLOCK_ROWS
+        matrix.blocks = [rows.vectors[start:start + BLOCK_ROWS] for start in range(0, full, BLOCK_ROWS)]
+        matrix._place(full, rows.vectors[full:])  # the last, partly filled block takes new rows: a copy
+        matrix._add_rows(rows.ids, rows.seqs, rows.convs, rows.kinds)
         return matrix
 
     def extend(self, ids: np.ndarray, seqs: np.ndarray, convs: np.ndarray, kinds: np.ndarray, vectors: np.ndarray) -> None:
         """Append many rows at once (``vectors``: one row each), as loading a store does."""
-        start, count = self.n, len(ids)
-        end = start + count
+        self._place(self.n, vectors)
+        self._add_rows(ids, seqs, convs, kinds)
+
+    def _place(self, start: int, vectors: np.ndarray) -> None:
+        """Copy ``vectors`` into the blocks from row ``start`` on, adding blocks as needed."""
+        done = 0
+        while done < len(vectors):
+            block, offset = divmod(start + done, BLOCK_ROWS)
+            if block == len(self.blocks):
+                self.blocks.append(np.empty((BLOCK_ROWS, self.dim), dtype=np.float32))
+            take = min(BLOCK_ROWS - offset, len(vectors) - done)
+            self.blocks[block][offset:offset + take] = vectors[done:done + take]
+            done += take
+
+    def _add_rows(self, ids: np.ndarray, seqs: np.ndarray, convs: np.ndarray, kinds: np.ndarray) -> None:
+        """Count in the rows whose vectors were just placed after row ``n``."""
+        start, end = self.n, self.n + len(ids)
         if end > len(self.ids):
             capacity = max(64, end + end // 4)
             for name in ("ids", "seqs", "convs", "kinds"):
                 setattr(self, name, _grow(getattr(self, name), capacity))
-        done = 0
-        while done < count:
-            block, offset = divmod(start + done, BLOCK_ROWS)
-            if block == len(self.blocks):
-                self.blocks.append(np.empty((BLOCK_ROWS, self.dim), dtype=np.float32))
-            take = min(BLOCK_ROWS - offset, count - done)
-            self.blocks[block][offset:offset + take] = vectors[done:done + take]
-            done += take
         self.ids[start:end], self.seqs[start:end], self.convs[start:end], self.kinds[start:end] = ids, seqs, convs, kinds
         self.per_conversation.update(convs.tolist())
         self.per_kind.update(kinds.tolist())
@@ -284,8 +279,9 @@ class VectorIndex:
             self._dirty = False
             if not self._loaded:
                 self._reset()
-                self.loaded_from = "file"
-                if not await self._load_file():
+                if await self._load_file():
+                    self.loaded_from = "file"
+                else:
                     self.loaded_from = "database"
                     await self._store.vector_snapshot(self.model, 0, self._append, count=False)
             elif version == self._data_version:
