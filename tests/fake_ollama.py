@@ -259,6 +259,8 @@ class _Handler(BaseHTTPRequestHandler):
             self.send_response(status)
             self.send_header("Content-Type", "application/json; charset=utf-8")
             self.send_header("Content-Length", str(len(data)))
+            if 300 <= status < 400:  # a proxy moving the client on: to itself, so following would loop
+                self.send_header("Location", self.path)
             self.end_headers()
             if self.owner.trickle:  # a slow proxy: each read gets a byte before its timeout
                 for byte in range(len(data)):

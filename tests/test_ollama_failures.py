@@ -283,3 +283,14 @@ async def test_the_backfill_backs_off_while_ollama_fails_instead_of_asking_again
         await anyio.sleep(2.5)  # the backoff is the behaviour under test: 1 s, then 2 s
         retries = len(fake_ollama.requests) - before
     assert 1 <= retries <= 3, f"{retries} requests to Ollama in 2.5 s while it failed"
+
+
+async def test_a_redirect_from_a_plain_http_ollama_address_is_not_followed_and_names_the_fix(
+    settings: Settings, fake_ollama: FakeOllama
+) -> None:
+    fake_ollama.fail = (301, "moved")
+    async with open_app(settings, background=False) as app:
+        stored = await app.service.store_memory("a note behind a redirecting proxy")
+    assert stored.embedding_status == "pending"
+    assert "redirect (HTTP 301)" in (stored.embedding_note or "") and "set OLLAMA_HOST" in (stored.embedding_note or "")
+    assert len(fake_ollama.requests) == 1  # asked once, not led around a loop
