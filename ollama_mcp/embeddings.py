@@ -110,8 +110,11 @@ class Embedder:
 
     async def warm(self) -> None:
         """Ask Ollama to load the model now (a start-up courtesy): the first search or store
-        then does not pay the model load, seconds on a laptop."""
+        then does not pay the model load, seconds on a laptop. Skipped once a call someone waits
+        for has begun: that call loads the model itself, and Ollama would make it wait behind this one."""
         await self.info()
+        if self._waiting or self._last_waited:
+            return
         await self.client.embed(self.model, [self.document_prefix + "ollama-mcp warm-up"])
 
     @property

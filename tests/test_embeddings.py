@@ -97,3 +97,11 @@ async def test_no_embedding_model_means_no_vectors_from_anything_else(settings: 
         stored = await app.service.store_memory("stays pending")
         assert stored.embedding_status == "pending"
     assert db.count("SELECT count(*) FROM memory_embeddings") == 0
+
+
+async def test_the_start_up_warm_up_gives_way_to_a_query_that_came_first(app: App, fake_ollama: FakeOllama) -> None:
+    embedder = app.indexer.embedder
+    await embedder.embed_query("asked before the model was warmed")
+    before = len(fake_ollama.embed_requests())
+    await embedder.warm()  # the query loaded the model: a warm-up now would only queue before the next call
+    assert len(fake_ollama.embed_requests()) == before == 1
