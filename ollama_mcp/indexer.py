@@ -182,8 +182,8 @@ class Indexer:
     # -- background work (steps for background.supervise) ---------------------------------------
 
     async def warm_up(self) -> None:
-        """Ready the ranker before the first search needs it (SQLite: load the keyword and vector
-        indexes, about 2 s and 5 s of work at 100k memories)."""
+        """Ready the ranker before the first search needs it (SQLite: load the vectors, and in a
+        large store the keyword index, about 5 s and 2 s of work at 100k memories)."""
         await self.ranker.warm_up()
 
     async def warm_model(self) -> None:

@@ -7,8 +7,9 @@ vocabulary when the index loads; scratch FTS5 tables with the same tokenizer for
 and for query words), so a word matches exactly the memories FTS5 would match, and a memory
 scores what FTS5's ``rank`` says, up to float rounding (tests check both).
 
-The index loads when the server starts (``MemoryService.warm_up``; else on the first search)
-and then follows the database like the vector index does:
+A process holds the index only in a large store (``SearchTuning.keyword_index_min_memories``; below
+that FTS5 is as fast). It loads in the background (``HybridSearch.warm_up`` and ``upkeep``;
+searches use FTS5 until then) and then follows the database like the vector index does:
 each search's statement also reads the highest memory seq and the newest ``memory_changes`` id;
 when either moved (this process or another one wrote), the new and changed memories are read
 and tokenized. Each memory text is a document with an internal number; a memory deleted or
@@ -29,10 +30,13 @@ from ollama_mcp.store import FACET_CODES, KIND_CODES, KeywordRows, KeywordState,
 
 K1, B = 1.2, 0.75  # FTS5's bm25() defaults
 # A catch-up with more memories than this is done as a full reload in a worker thread (a
-# reload builds a new index beside the old one, which searches keep using meanwhile).
-_DELTA_LIMIT = 5_000
+# reload builds a new index beside the old one; searches use FTS5 meanwhile). A catch-up runs on
+# the event loop (in the upkeep): 1,000 memories take about 45 ms there; more would stall searches.
+_DELTA_LIMIT = 1_000
 _MAX_CACHED_WORDS = 20_000
-_CHUNK_OCCURRENCES = 1 << 20  # bounds the temporary arrays of a full load (about 50 MB)
+# Bounds the temporary arrays of a full load (about 6 MB; 2^20 took 50 MB, which the process
+# then kept: 10k memories' index grew RSS by 35 MB instead of 28).
+_CHUNK_OCCURRENCES = 1 << 17
 
 
 class _Postings:
@@ -216,6 +220,16 @@ class KeywordIndex:
     def size(self) -> int:
         """Live memories held."""
         return self._index.live
+
+    def behind(self, state: KeywordState) -> int:
+        """About how many memories were stored or changed since the index's state (seqs and change
+        ids can skip; deleting the newest memories lowers the seq, and logs a change); a large
+        number when the change log went back (a restored file)."""
+        held = self._state
+        if held is None:
+            return 0
+        new, changed = state.newest_seq - held.newest_seq, state.newest_change - held.newest_change
+        return max(new, 0) + changed if changed >= 0 else 1 << 30
 
     async def tokens(self, words: Sequence[str]) -> list[tuple[str, ...]]:
         """Each word as FTS5 tokenizes it (stemmed; "config_value" is two tokens, "_" none)."""

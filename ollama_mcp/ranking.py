@@ -39,6 +39,9 @@ class SearchTuning:
     # close in meaning (cosine): else a search in a conversation with one unrelated note returns
     # that note, at similarity 0.0, as its best answer.
     min_similarity: float = 0.1
+    # Speed and memory only (both rank the same): from this many memories on, the SQLite backend
+    # holds an in-memory keyword index instead of asking FTS5 (search.HybridSearch).
+    keyword_index_min_memories: int = 50_000
 
 
 # English function words carry no topic: left out of keyword queries (unless a query has

@@ -86,6 +86,8 @@ async def two_processes(settings: Settings) -> AsyncIterator[tuple[App, App]]:
         open_app(settings, background=False, tuning=CONTENT_ONLY) as mine,
         open_app(settings, background=False, tuning=CONTENT_ONLY) as theirs,
     ):
+        for app in (mine, theirs):
+            await app.ranker.keywords.refresh()  # as a server over a large store holds it
         yield mine, theirs
 
 
@@ -163,6 +165,7 @@ async def test_a_search_while_the_keyword_index_is_rebuilt_ranks_from_fts5_inste
 
 async def test_keyword_filters_hold_in_the_in_memory_index(settings: Settings) -> None:
     async with open_app(settings, background=False, tuning=KEYWORDS_ONLY) as app:
+        await app.ranker.keywords.refresh()
         svc = app.service
         one, two = await svc.init_conversation("one"), await svc.init_conversation("two")
         note = await svc.store_memory("the zeppelin budget", one.id, ["plans"])
@@ -210,3 +213,23 @@ async def test_the_keyword_index_survives_more_deletes_than_it_keeps_masked(
             await index.refresh()
         await assert_ranks_as_fts5(index, db_path, [["crane"], ["number", "79"], ["harbour", "5"]])
         assert index.size == 20
+
+
+async def test_a_search_after_another_process_wrote_many_memories_ranks_from_fts5_and_the_upkeep_catches_up(
+    settings: Settings, db_path: Path
+) -> None:
+    rng = random.Random(9)
+    async with two_processes(settings) as (mine, theirs):
+        conv = await mine.service.init_conversation("bulk")
+        await mine.service.store_memory("the harbour crane", conv.id)
+        assert (await mine.service.search(search_request("crane", conv.id))).hits  # caught up with its own store
+        keywords = mine.ranker.keywords
+        assert keywords.size == 1
+        texts = {sentence(rng) for _ in range(100)} | {"the lighthouse crane"}
+        await theirs.service.import_memories(conv.id, sorted(texts))
+        found = await mine.service.search(search_request("lighthouse", conv.id))
+        assert [h.memory.content for h in found.hits] == ["the lighthouse crane"]  # from FTS5, at once
+        assert keywords.size == 1  # the search did not stop to take in a hundred memories
+        await mine.ranker.upkeep()
+        assert keywords.size == 1 + len(texts)
+        await assert_ranks_as_fts5(keywords, db_path, [["crane"], ["lighthouse", "budget"]])

@@ -218,14 +218,28 @@ async def test_a_memory_another_process_stored_is_found_by_meaning_at_once(
 
 
 @pytest.mark.sqlite_only  # PostgreSQL ranks in the database: nothing to load
-async def test_the_server_loads_its_search_indexes_before_the_first_search(settings: Settings) -> None:
+async def test_the_server_loads_its_vectors_before_the_first_search_and_a_keyword_index_only_in_a_large_store(
+    settings: Settings,
+) -> None:
     async with open_app(settings, background=False) as app:
         conv = await app.service.init_conversation("c")
         await app.service.import_memories(conv.id, ["the harbour crane", "the zeppelin"])
         await app.indexer.backfill_once()
     async with open_app(settings, background=True) as app:
 
-        async def loaded() -> bool:
-            return app.ranker.keywords.size == 2 and app.ranker.vectors.size == 4  # own + context vectors
+        async def vectors_loaded() -> bool:
+            return app.ranker.vectors.size == 4  # own + context vectors
 
-        await eventually(loaded)  # without any search
+        await eventually(vectors_loaded)  # without any search
+        await app.ranker.upkeep()
+        assert not app.ranker.keywords.loaded  # a small store: FTS5 ranks as fast
+        found = await app.service.search(search_request("harbour crane", conv.id))
+        assert found.hits[0].memory.content == "the harbour crane"
+    async with open_app(settings, background=True, tuning=SearchTuning(keyword_index_min_memories=2)) as app:
+
+        async def both_loaded() -> bool:
+            return app.ranker.keywords.size == 2 and app.ranker.vectors.size == 4
+
+        await eventually(both_loaded)
+        found = await app.service.search(search_request("harbour crane", conv.id))
+        assert found.hits[0].memory.content == "the harbour crane"
