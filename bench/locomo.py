@@ -99,6 +99,16 @@ class Driver(Protocol):
     async def init(self, name: str) -> str: ...
     async def store(self, conversation_id: str, text: str) -> str: ...
     async def search(self, conversation_id: str, query: str, k: int) -> list[str]: ...
+    async def pending(self) -> int: ...
+
+
+async def settle(driver: Driver) -> None:
+    """Wait until the server's background embedding has caught up: a store waits for its memory's
+    own vector only, the in-context one follows in the background (seconds later; the questions
+    of a user come long after the turns they ask about)."""
+    with anyio.fail_after(600):
+        while await driver.pending():
+            await anyio.sleep(0.1)
 
 
 @asynccontextmanager
@@ -111,6 +121,7 @@ async def service_driver(env: dict[str, str], tuning: dict[str, Any]) -> AsyncIt
     class ServiceDriver:
         def __init__(self, service: Any) -> None:
             self.service = service
+            self.indexer: Any = None
 
         async def init(self, name: str) -> str:
             return (await self.service.init_conversation(name)).id
@@ -127,8 +138,13 @@ async def service_driver(env: dict[str, str], tuning: dict[str, Any]) -> AsyncIt
                 raise SystemExit(f"search fell back to {outcome.mode}: {outcome.notice}")
             return [hit.memory.id for hit in outcome.hits]
 
+        async def pending(self) -> int:
+            return await self.indexer.pending_count()
+
     async with open_app(Settings.from_env(env), tuning=replace(SearchTuning(), **tuning)) as app:
-        yield ServiceDriver(app.service)
+        driver = ServiceDriver(app.service)
+        driver.indexer = app.indexer
+        yield driver
 
 
 @asynccontextmanager
@@ -138,9 +154,15 @@ async def mcp_driver(env: dict[str, str], tuning: dict[str, Any]) -> AsyncIterat
     if tuning:
         raise SystemExit("--tune works with the service API only: the server always runs its defaults")
 
+    from ollama_mcp.backends import open_backend  # noqa: PLC0415
+    from ollama_mcp.config import Settings  # noqa: PLC0415
+
+    settings = Settings.from_env(env)
+
     class McpDriver:
-        def __init__(self, client: Client) -> None:
+        def __init__(self, client: Client, store: Any) -> None:
             self.client = client
+            self.store = store  # read-only: how much of the server's background embedding is left
 
         async def _call(self, tool: str, **args: Any) -> dict[str, Any]:
             result = await self.client.call_tool(tool, args)
@@ -163,9 +185,16 @@ async def mcp_driver(env: dict[str, str], tuning: dict[str, Any]) -> AsyncIterat
                 raise SystemExit(f"search fell back to {found['mode']}: {found.get('notice')}")
             return [hit["memory_id"] for hit in found["results"]]
 
+        async def pending(self) -> int:
+            return int(await self.store.pending_count(settings.embed_model))
+
     server = StdioServerParameters(command=str(Path(sys.executable).parent / "ollama-mcp"), env=env, cwd="/")
     async with Client(server, mode="legacy") as client:
-        yield McpDriver(client)
+        store, _ = await open_backend(settings)
+        try:
+            yield McpDriver(client, store)
+        finally:
+            await store.aclose()
 
 
 # -- scoring ----------------------------------------------------------------------------------------
@@ -205,6 +234,7 @@ async def run(driver: Driver, samples: Iterable[Sample], progress: bool) -> tupl
             memory_id = await driver.store(conversation, turn.text)
             timings["store_ms"].append((time.perf_counter() - started) * 1000)
             turns_of[memory_id].add(turn.dia_id)  # identical turns share one memory
+        await settle(driver)
         for question in sample.questions:
             started = time.perf_counter()
             ranked = await driver.search(conversation, question.text, 10)
