@@ -157,9 +157,10 @@ class HybridSearch:
         (stored by any process) arrived since this process last did. Returns whether it merged."""
         await self.vectors.save()
         count = await self._store.approximate_memory_count()
-        await self._hold_keywords(count)
         if self.keywords.loaded:
             await self.keywords.refresh()  # what searches left to it (a large catch-up)
+        else:
+            await self._hold_keywords(count)
         if count == self._merged_at or count - self._merged_at < min_new:
             return False
         await self._store.merge_keyword_indexes()

@@ -12,6 +12,7 @@ from typing import Any
 
 import anyio
 import pytest
+from mcp import Client
 
 from ollama_mcp.app import open_app
 from ollama_mcp.config import Settings
@@ -24,6 +25,18 @@ pytestmark = pytest.mark.anyio
 
 def query(db: Database, sql: str, *params: Any) -> list[tuple[Any, ...]]:
     return db.rows(sql, *params)
+
+
+async def timed_store_then_search(
+    client: Client, content: str, text: str
+) -> tuple[dict[str, Any], float, dict[str, Any], float]:
+    """A store of ``content``, then a search for ``text``: each result with its seconds."""
+    started = time.monotonic()
+    stored = await call(client, "store_memory", content=content)
+    stored_in = time.monotonic() - started
+    started = time.monotonic()
+    found = await call(client, "search_memories", query=text)
+    return stored, stored_in, found, time.monotonic() - started
 
 
 def embedded_count(db: Database) -> int:
@@ -135,12 +148,7 @@ async def test_a_hung_ollama_costs_a_search_and_a_store_the_wait_timeout_not_the
     fake_ollama.delay = 30.0  # accepts, then says nothing for longer than any timeout here
     waiting = replace(settings, embed_timeout=15.0, wait_timeout=0.5)
     async with connect(waiting) as client:
-        started = time.monotonic()
-        stored = await call(client, "store_memory", content="noted while Ollama hangs")
-        stored_in = time.monotonic() - started
-        started = time.monotonic()
-        found = await call(client, "search_memories", query="hangs")
-        searched_in = time.monotonic() - started
+        stored, stored_in, found, searched_in = await timed_store_then_search(client, "noted while Ollama hangs", "hangs")
     assert stored["embedding_status"] == "pending"
     assert "did not answer within 0.5 s" in stored["note"] and "OLLAMA_MCP_WAIT_TIMEOUT" in stored["note"]
     assert found["mode"] == "keyword" and found["results"][0]["content"] == "noted while Ollama hangs"
@@ -178,12 +186,9 @@ async def test_an_ollama_that_trickles_its_reply_is_timed_out_as_a_whole_not_per
 ) -> None:
     fake_ollama.trickle = 0.5  # a byte every 0.5 s: each read is quick, a reply takes over 20 s
     async with connect(settings) as client:
-        started = time.monotonic()
-        stored = await call(client, "store_memory", content="written while Ollama trickles")
-        stored_in = time.monotonic() - started
-        started = time.monotonic()
-        found = await call(client, "search_memories", query="trickles")
-        searched_in = time.monotonic() - started
+        stored, stored_in, found, searched_in = await timed_store_then_search(
+            client, "written while Ollama trickles", "trickles"
+        )
     assert stored["embedding_status"] == "pending" and "did not answer within 2 s" in stored["note"]
     assert found["mode"] == "keyword" and found["results"][0]["content"] == "written while Ollama trickles"
     # The client timeout in these settings is 2 s; a per-read timeout would take the whole reply.
