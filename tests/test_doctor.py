@@ -65,6 +65,20 @@ def test_doctor_reports_the_store_and_pending_memories(db: Database, fake_ollama
     assert "warn pending" not in done.stdout and "2 memories wait for their vectors" in done.stdout
 
 
+def test_doctor_finds_a_store_with_tagged_and_corrected_memories_sound(db: Database, fake_ollama: FakeOllama) -> None:
+    # SQLite 3.40's quick_check reports every memory_tags row as "NULL value in ..." (a false finding).
+    async def fill() -> None:
+        async with open_app(Settings.from_env({"OLLAMA_MCP_DB": url(db), "OLLAMA_HOST": fake_ollama.url}),
+                            background=False) as app:
+            stored = await app.service.store_memory("Sam prefers window seats", tags=["travel", "sam"])
+            await app.service.update_memory(stored.memory.id, "Sam prefers aisle seats")
+
+    anyio.run(fill)
+    done = doctor(db, fake_ollama)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "ok   database" in done.stdout and "All checks passed." in done.stdout
+
+
 def test_doctor_fails_with_the_fix_when_ollama_is_down(db: Database, fake_ollama: FakeOllama) -> None:
     fake_ollama.stop()
     done = doctor(db, fake_ollama)
