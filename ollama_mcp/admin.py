@@ -15,11 +15,11 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import TextIO
 
-from ollama_mcp import audit, export, inputs
+from ollama_mcp import audit, inputs
 from ollama_mcp.app import open_app
 from ollama_mcp.backends import open_backend
 from ollama_mcp.config import Settings
-from ollama_mcp.domain import WriteRecord, format_timestamp, utc_now
+from ollama_mcp.domain import WriteRecord, format_timestamp
 from ollama_mcp.errors import InvalidInputError, OllamaMcpError, StorageError
 from ollama_mcp.transfer import CopyReport, copy_store
 
@@ -56,11 +56,7 @@ async def export_store(settings: Settings, conversation_id: str | None, fmt: str
     holds. Nothing is written: the caller writes the text once it is complete."""
     _must_exist(settings, "export")
     async with open_app(settings, background=False) as app:
-        found = await app.lifecycle.snapshots(conversation_id)
-    if fmt == "json":
-        conversations = [export.conversation_json(c, m) for c, m in found]
-        return export.dumps(export.document(conversations, utc_now())) + "\n", len(found)
-    return "\n---\n\n".join(export.markdown(c, m, 1, 1) for c, m in found), len(found)
+        return await app.lifecycle.export_text(conversation_id, fmt)
 
 
 async def import_file(settings: Settings, path: str) -> tuple[int, int, int]:

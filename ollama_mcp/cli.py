@@ -116,6 +116,16 @@ def _parser() -> argparse.ArgumentParser:
         "this shell. Example: ollama-mcp config --client claude-desktop",
     )
     configurer.add_argument("--client", required=True, choices=CLIENTS, help="the MCP client to configure")
+    viewer = commands.add_parser(
+        "ui",
+        help="serve a local web page to see, search, correct and delete memories (127.0.0.1 only)",
+        description="Serves the browser view of the memory on 127.0.0.1 and prints its link, which carries "
+        "a fresh session token: conversations, search, editing and deleting memories, export and import, "
+        "and the health of the store and Ollama. It works beside running MCP servers on the same store. "
+        "Example: ollama-mcp ui --open",
+    )
+    viewer.add_argument("--port", type=int, default=8766, help="default: 8766; 0 picks any free port")
+    viewer.add_argument("--open", action="store_true", help="open the link in the default browser")
     migrator.add_argument("--to", required=True, metavar="DB", help="a postgresql:// URL or an absolute SQLite file path")
     return parser
 
@@ -135,6 +145,8 @@ def main(argv: Sequence[str] | None = None) -> None:
             for note in notes:
                 print(note, file=sys.stderr)
             sys.stdout.write(text)
+        elif args.command == "ui":
+            _ui(settings, args.port, args.open)
         elif args.command == "stats":
             from ollama_mcp.doctor import stats  # noqa: PLC0415  (kept off the serve path)
 
@@ -247,6 +259,15 @@ def _maintenance(settings: Settings, args: argparse.Namespace) -> int:
         for conversation_id, name in found:
             print(f"  {conversation_id}  {name}")
     return 0
+
+
+def _ui(settings: Settings, port: int, open_browser: bool) -> None:
+    import anyio  # noqa: PLC0415  (kept off the serve path)
+
+    from ollama_mcp.ui import run  # noqa: PLC0415  (the web stack only for this command)
+
+    sock = run.bind(port)
+    anyio.run(run.serve, settings, sock, open_browser)
 
 
 def _doctor(settings: Settings) -> int:

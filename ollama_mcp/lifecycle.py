@@ -390,6 +390,15 @@ class ConversationLifecycle:
         conversations = [export.conversation_json(c, m) for c, m in await self.snapshots(conversation_id)]
         return export.document(conversations, utc_now())
 
+    async def export_text(self, conversation_id: object, fmt: str) -> tuple[str, int]:
+        """The whole store (or one conversation) as export text, JSON (``import`` reads it back) or
+        Markdown, and how many conversations it holds: what the CLI and the browser view write."""
+        found = await self.snapshots(conversation_id)
+        if fmt == "json":
+            document = export.document([export.conversation_json(c, m) for c, m in found], utc_now())
+            return export.dumps(document) + "\n", len(found)
+        return "\n---\n\n".join(export.markdown(c, m, 1, 1) for c, m in found), len(found)
+
     async def import_document(self, data: object) -> tuple[int, int]:
         """Import an export document (ids kept; importing twice changes nothing). Everything is
         checked before anything is written. Returns (new conversations, new memories)."""

@@ -75,6 +75,9 @@ class Storage(Protocol):
     async def memory_total(self, conversation_id: str) -> int:
         """Every memory row of a conversation: versions, messages and summaries included."""
 
+    async def memory_timeline(self) -> list[tuple[str, str, int]]:
+        """(conversation id, UTC day, notes stored that day and not since replaced), by day."""
+
     async def delete_conversation(self, conversation_id: str) -> list[int]:
         """Delete a conversation with everything that belongs to it, in one transaction; returns
         the seqs of the memories that went with it."""

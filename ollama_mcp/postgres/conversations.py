@@ -130,6 +130,14 @@ class ConversationStore(PgStoreBase):
         )
         return int(rows[0][0])
 
+    async def memory_timeline(self) -> list[tuple[str, str, int]]:
+        rows = await self._fetchall(
+            "SELECT conversation_id, substr(created_at, 1, 10) AS day, count(*) FROM memories"
+            " WHERE kind = 'note' AND superseded_by IS NULL GROUP BY conversation_id, day ORDER BY day",
+            (), "count memories by day",
+        )
+        return [(row[0], row[1], int(row[2])) for row in rows]
+
     async def delete_conversation(self, conversation_id: str) -> list[int]:
         """Delete a conversation with everything that belongs to it (foreign-key cascades), in one
         transaction. Returns the memory seqs."""

@@ -156,6 +156,14 @@ class ConversationStore(StoreBase):
         )
         return int(rows[0][0])
 
+    async def memory_timeline(self) -> list[tuple[str, str, int]]:
+        rows = await self._fetchall(
+            "SELECT conversation_id, substr(created_at, 1, 10) AS day, count(*) FROM memories"
+            " WHERE kind = 'note' AND superseded_by IS NULL GROUP BY conversation_id, day ORDER BY day",
+            (), "count memories by day",
+        )
+        return [(row[0], row[1], int(row[2])) for row in rows]
+
     async def delete_conversation(self, conversation_id: str) -> list[int]:
         """Delete a conversation with its memories, messages, tags, vectors, keyword entries and
         jobs in one transaction (foreign-key cascades and triggers). Returns the memory seqs."""

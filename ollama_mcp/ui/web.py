@@ -1,0 +1,241 @@
+"""The pages of the browser view: one handler per route, each reading through the app's store and
+writing only through the same service and lifecycle methods as the MCP tools (one path for every
+caller; writes are audited through the door "ui"). Errors of the product are translated here,
+once, into a page with the sentence and a status."""
+
+from __future__ import annotations
+
+import json
+import logging
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+from urllib.parse import quote
+
+import anyio
+from jinja2 import Environment, PackageLoader
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import HTMLResponse, RedirectResponse, Response
+from starlette.routing import Mount, Route
+from starlette.staticfiles import StaticFiles
+
+from ollama_mcp import audit, doctor, inputs
+from ollama_mcp.app import App
+from ollama_mcp.errors import (
+    ConversationClosedError,
+    InvalidInputError,
+    NotFoundError,
+    OllamaError,
+    OllamaMcpError,
+)
+from ollama_mcp.ui import views
+from ollama_mcp.ui.guard import Guard, Refused, checked_form, csrf_token
+
+log = logging.getLogger(__name__)
+
+NOTES_SHOWN = 200  # a conversation page lists its newest notes; search finds the rest
+LISTED = 500  # conversations on the list page (inputs.MAX_LIST_LIMIT)
+DONE = {
+    "updated": "Saved as a new version; the old one is kept below it as history.",
+    "unchanged": "Nothing was changed.",
+    "memory-deleted": "The memory was deleted.",
+    "ended": "The conversation was ended; it stays searchable.",
+    "conversation-deleted": "The conversation was deleted with everything in it.",
+}
+
+
+def build_ui(memory: App, session_token: str) -> Guard:
+    """The browser view over an opened app, behind the guard that holds ``session_token``."""
+    routes = [
+        Route("/", conversations),
+        Route("/conversations/{conversation_id}", conversation),
+        Route("/conversations/{conversation_id}/end", end_conversation, methods=["POST"]),
+        Route("/conversations/{conversation_id}/delete", delete_conversation, methods=["GET", "POST"]),
+        Route("/conversations/{conversation_id}/export", export_conversation),
+        Route("/memories/{memory_id}/update", update_memory, methods=["POST"]),
+        Route("/memories/{memory_id}/delete", delete_memory, methods=["GET", "POST"]),
+        Route("/search", search),
+        Route("/import", import_file, methods=["GET", "POST"]),
+        Route("/export", export_all),
+        Route("/health", health),
+        Mount("/static", StaticFiles(directory=Path(__file__).parent / "static"), name="static"),
+    ]
+    web = Starlette(routes=routes, exception_handlers={OllamaMcpError: _product_error, Refused: _refused})
+    web.state.memory = memory
+    web.state.csrf = csrf_token(session_token)
+    web.state.templates = Environment(loader=PackageLoader("ollama_mcp.ui", "templates"), autoescape=True)
+    return Guard(web, session_token)
+
+
+# -- reading --------------------------------------------------------------------------------------
+
+
+async def conversations(request: Request) -> Response:
+    params = request.query_params
+    status, text = params.get("status") or None, params.get("q") or None
+    found = await _app(request).service.list_conversations(status, LISTED, text)
+    return _page(request, "conversations.html", conversations=found, status=status or "", q=text or "")
+
+
+async def conversation(request: Request) -> Response:
+    app = _app(request)
+    conversation_id = request.path_params["conversation_id"]
+    current = await app.store.get_conversation(conversation_id, count_memories=True)
+    _, rows, _ = await app.store.conversation_snapshot(conversation_id)
+    parts = views.conversation_parts(rows)
+    notes = [replace(n, pending=await app.indexer.is_pending(n.memory)) for n in parts.notes[:NOTES_SHOWN]]
+    return _page(request, "conversation.html", conversation=current, parts=parts, notes=notes,
+                 hidden=len(parts.notes) - len(notes))
+
+
+async def search(request: Request) -> Response:
+    app = _app(request)
+    params = request.query_params
+    query = params.get("q", "").strip()
+    scope = params.get("conversation") or None
+    form: dict[str, Any] = {key: params.get(key, "") for key in ("q", "conversation", "tags", "since", "until")}
+    form |= {"messages": bool(params.get("messages")), "superseded": bool(params.get("superseded"))}
+    choices = await app.service.list_conversations(None, LISTED)
+    outcome = matches = None
+    names: dict[str, str] = {c.id: c.name or "unnamed" for c in choices}
+    if query:
+        tags = [t.strip() for t in form["tags"].split(",") if t.strip()] or None
+        asked = inputs.search_request(
+            query, scope, 20, None, tags, form["since"] or None, form["until"] or None,
+            form["messages"], form["superseded"], everywhere=scope is None,
+        )
+        outcome = await app.service.search(asked)
+        matches = views.matches(query, outcome.hits)
+    return _page(request, "search.html", form=form, outcome=outcome, matches=matches, choices=choices, names=names)
+
+
+async def health(request: Request) -> Response:
+    app = _app(request)
+    checks = await doctor.run_checks(app.settings)
+    lines = await anyio.to_thread.run_sync(doctor.stats, app.settings)
+    names = {c.id: c.name or "unnamed" for c in await app.service.list_conversations(None, LISTED)}
+    plot = views.timeline_plot(await app.store.memory_timeline(), names)
+    return _page(request, "health.html", checks=checks, lines=lines, plot=plot)
+
+
+async def export_conversation(request: Request) -> Response:
+    return await _export(request, request.path_params["conversation_id"])
+
+
+async def export_all(request: Request) -> Response:
+    return await _export(request, None)
+
+
+async def _export(request: Request, conversation_id: str | None) -> Response:
+    fmt = request.query_params.get("format", "json")
+    if fmt not in ("json", "markdown"):
+        raise InvalidInputError("format", f"is {fmt!r}", "choose json or markdown")
+    text, _ = await _app(request).lifecycle.export_text(conversation_id, fmt)
+    name = f"conversation-{conversation_id}" if conversation_id else "memory-export"
+    suffix, kind = (".json", "application/json") if fmt == "json" else (".md", "text/markdown")
+    return Response(text, media_type=f"{kind}; charset=utf-8",
+                    headers={"content-disposition": f'attachment; filename="{name}{suffix}"'})
+
+
+# -- writing (each through the service, as the tools do) -----------------------------------------
+
+
+async def update_memory(request: Request) -> Response:
+    app = _app(request)
+    form = await checked_form(request)
+    memory_id = request.path_params["memory_id"]
+    old = await app.store.get_memory(memory_id)
+    content = _field(form.get("content"))
+    tags = [t.strip() for t in _field(form.get("tags")).split(",") if t.strip()]
+    if content.strip() == old.content and tuple(tags) == old.tags:
+        return _redirect(f"/conversations/{old.conversation_id}", "unchanged")
+    with audit.through("ui"):
+        _, new = await app.service.update_memory(memory_id, content, tags)
+    return _redirect(f"/conversations/{old.conversation_id}", "updated", f"m-{new.memory.id}")
+
+
+async def delete_memory(request: Request) -> Response:
+    app = _app(request)
+    memory = await app.store.get_memory(request.path_params["memory_id"])
+    if request.method == "GET":
+        return _page(request, "confirm.html", what="memory", memory=memory, action=request.url.path,
+                     back=f"/conversations/{memory.conversation_id}")
+    await checked_form(request)
+    with audit.through("ui"):
+        await app.service.delete_memory(memory.id)
+    return _redirect(f"/conversations/{memory.conversation_id}", "memory-deleted")
+
+
+async def end_conversation(request: Request) -> Response:
+    await checked_form(request)
+    conversation_id = request.path_params["conversation_id"]
+    with audit.through("ui"):
+        await _app(request).service.end_conversation(conversation_id)
+    return _redirect(f"/conversations/{conversation_id}", "ended")
+
+
+async def delete_conversation(request: Request) -> Response:
+    app = _app(request)
+    current = await app.store.get_conversation(request.path_params["conversation_id"], count_memories=True)
+    if request.method == "GET":
+        return _page(request, "confirm.html", what="conversation", conversation=current, action=request.url.path,
+                     back=f"/conversations/{current.id}")
+    await checked_form(request)
+    with audit.through("ui"):
+        await app.service.delete_conversation(current.id)
+    return _redirect("/", "conversation-deleted")
+
+
+async def import_file(request: Request) -> Response:
+    if request.method == "GET":
+        return _page(request, "import.html", result=None)
+    form = await checked_form(request)
+    upload = form.get("file")
+    if upload is None or isinstance(upload, str):
+        raise InvalidInputError("file", "is missing", "choose a JSON file written by `ollama-mcp export`")
+    raw = await upload.read()
+    try:
+        data = json.loads(raw)
+    except ValueError as exc:  # UnicodeDecodeError included
+        raise InvalidInputError("file", f"is not JSON ({exc})", "choose a file written by `ollama-mcp export`") from None
+    with audit.through("ui"):
+        conversations_added, memories_added = await _app(request).lifecycle.import_document(data)
+    result = f"Imported {conversations_added:,} new conversation(s) and {memories_added:,} new memories."
+    return _page(request, "import.html", result=result)
+
+
+# -- plumbing -------------------------------------------------------------------------------------
+
+
+def _app(request: Request) -> App:
+    memory: App = request.app.state.memory
+    return memory
+
+
+def _page(request: Request, template: str, code: int = 200, **values: Any) -> HTMLResponse:
+    state = request.app.state
+    done = DONE.get(request.query_params.get("done", ""))
+    html = state.templates.get_template(template).render(csrf=state.csrf, done=done, **values)
+    return HTMLResponse(html, code)
+
+
+def _redirect(path: str, done: str, anchor: str = "") -> RedirectResponse:
+    return RedirectResponse(f"{quote(path)}?done={done}" + (f"#{anchor}" if anchor else ""), status_code=303)
+
+
+def _field(value: object) -> str:
+    return value if isinstance(value, str) else ""
+
+
+async def _product_error(request: Request, exc: Exception) -> Response:
+    status = (
+        404 if isinstance(exc, NotFoundError) else 400 if isinstance(exc, InvalidInputError)
+        else 409 if isinstance(exc, ConversationClosedError) else 502 if isinstance(exc, OllamaError) else 503
+    )
+    return _page(request, "error.html", status, message=str(exc))
+
+
+async def _refused(request: Request, exc: Exception) -> Response:
+    assert isinstance(exc, Refused)
+    return _page(request, "error.html", exc.status, message=exc.message)
