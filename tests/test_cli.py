@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import os
 import shlex
+import socket
 import subprocess
 import sys
 from collections.abc import Callable
@@ -183,10 +184,26 @@ def test_prune_dry_run_lists_and_prune_deletes_expired_conversations(db: Databas
     ("reembed", "running it again resumes"),
     ("prune", "--dry-run"),
     ("stats", "Read-only"),
+    ("ui", "prints its link, which carries a fresh session token"),
 ])
 def test_every_command_explains_itself_in_help(command: str, phrase: str) -> None:
     out = subprocess.run([str(SCRIPT), command, "--help"], capture_output=True, text=True, timeout=60, check=True)
     assert phrase in " ".join(out.stdout.split())
+
+
+@pytest.mark.sqlite_only
+@pytest.mark.parametrize("port", ["busy", "70000"])
+def test_ui_on_a_port_it_cannot_use_exits_with_the_fix_and_opens_no_store(
+    db: Database, fake_ollama: FakeOllama, port: str
+) -> None:
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen(1)
+        number = str(taken.getsockname()[1]) if port == "busy" else port
+        done = run(db, fake_ollama, "ui", "--port", number)
+    assert done.returncode == 2 and done.stdout == ""
+    assert done.stderr.startswith("ollama-mcp: --port: ") and "--port 0 for any free one" in done.stderr
+    assert not Path(db.url).exists()
 
 
 def test_doctor_warns_about_a_missing_chat_model_without_failing(db: Database, fake_ollama: FakeOllama) -> None:

@@ -8,6 +8,7 @@ import json
 import re
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import httpx
@@ -60,7 +61,7 @@ async def test_the_printed_link_sets_a_session_cookie_and_the_pages_then_need_no
     async with view(app) as client:
         page = await client.get("/")
         assert page.status_code == 200 and "Trip planning" in page.text
-        assert page.headers["x-frame-options"] == "DENY" and page.headers["referrer-policy"] == "no-referrer"
+        assert page.headers["x-frame-options"] == "DENY" and page.headers["referrer-policy"] == "same-origin"
         assert "default-src 'none'" in page.headers["content-security-policy"]
         assert page.headers["cache-control"] == "no-store"
 
@@ -171,10 +172,14 @@ async def test_search_shows_mode_and_why_each_hit_matched_with_the_tools_filters
         found = (await client.get("/search?q=aisle+seats")).text
         tagged = (await client.get("/search?q=Lisbon+seats&tags=hotel")).text
         bad = await client.get("/search?q=seats&since=yesterday-ish")
+        today = datetime.now(UTC).date().isoformat()
+        through_today = (await client.get(f"/search?q=aisle&since={today}&until={today}")).text
+        before_today = (await client.get(f"/search?q=aisle&until={datetime.now(UTC).date() - timedelta(days=1)}")).text
     assert "hybrid search" in found and "keywords: aisle, seats" in found and "meaning: similarity" in found
     assert re.findall(r'<p class="content">(.*?)</p>', found)[0] == "Sam prefers aisle seats on long flights"
     assert "hotel in Lisbon" in tagged and "aisle seats" not in tagged
     assert bad.status_code == 400 and "since" in bad.text
+    assert "Sam prefers aisle seats" in through_today and "Sam prefers aisle seats" not in before_today
 
 
 async def test_search_while_ollama_is_down_finds_by_keywords_and_says_so(app: App, fake_ollama: FakeOllama) -> None:

@@ -10,7 +10,7 @@ Every request passes through ``Guard`` (plain ASGI, in front of every route):
   from the address bar and the history. Without the cookie or the token: 403, nothing read.
 - A write (any method but GET/HEAD) must carry an ``Origin`` of this very server; each form also
   carries a CSRF token derived from the session token, checked by ``checked_form``.
-- No page may be framed, cached or sent as a referrer anywhere: the token and memory text stay here.
+- No page may be framed or cached, nor its address sent as a referrer to another site.
 """
 
 from __future__ import annotations
@@ -36,7 +36,7 @@ HEADERS = [
      b" base-uri 'none'"),
     (b"x-frame-options", b"DENY"),
     (b"x-content-type-options", b"nosniff"),
-    (b"referrer-policy", b"no-referrer"),
+    (b"referrer-policy", b"same-origin"),  # no-referrer would make Chromium send "Origin: null" on forms
     (b"cache-control", b"no-store"),
 ]
 

@@ -22,7 +22,7 @@ HOST = "127.0.0.1"  # never another address: the view has one person's memory an
 def bind(port: int) -> socket.socket:
     """A listening socket on 127.0.0.1:``port`` (0: any free port), or an error naming the fix."""
     if not 0 <= port <= 65535:
-        raise InvalidInputError("--port", f"is {port}", "pass a port from 1 to 65535, or 0 for any free one")
+        raise InvalidInputError("--port", f"is {port}", "pass a port from 1 to 65535, or --port 0 for any free one")
     sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
     try:
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)

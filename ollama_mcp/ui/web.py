@@ -101,8 +101,11 @@ async def search(request: Request) -> Response:
     names: dict[str, str] = {c.id: c.name or "unnamed" for c in choices}
     if query:
         tags = [t.strip() for t in form["tags"].split(",") if t.strip()] or None
+        until = form["until"] or None
+        if until is not None and len(until) == 10:  # the date picker's day is included, to its end
+            until += "T23:59:59.999999"
         asked = inputs.search_request(
-            query, scope, 20, None, tags, form["since"] or None, form["until"] or None,
+            query, scope, 20, None, tags, form["since"] or None, until,
             form["messages"], form["superseded"], everywhere=scope is None,
         )
         outcome = await app.service.search(asked)
