@@ -6,7 +6,7 @@ once, into a page with the sentence and a status."""
 from __future__ import annotations
 
 import json
-import logging
+from collections.abc import Awaitable, Callable
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -31,8 +31,6 @@ from ollama_mcp.errors import (
 )
 from ollama_mcp.ui import views
 from ollama_mcp.ui.guard import Guard, Refused, checked_form, csrf_token
-
-log = logging.getLogger(__name__)
 
 NOTES_SHOWN = 200  # a conversation page lists its newest notes; search finds the rest
 LISTED = 500  # conversations on the list page (inputs.MAX_LIST_LIMIT)
@@ -161,13 +159,9 @@ async def update_memory(request: Request) -> Response:
 async def delete_memory(request: Request) -> Response:
     app = _app(request)
     memory = await app.store.get_memory(request.path_params["memory_id"])
-    if request.method == "GET":
-        return _page(request, "confirm.html", what="memory", memory=memory, action=request.url.path,
-                     back=f"/conversations/{memory.conversation_id}")
-    await checked_form(request)
-    with audit.through("ui"):
-        await app.service.delete_memory(memory.id)
-    return _redirect(f"/conversations/{memory.conversation_id}", "memory-deleted")
+    page = f"/conversations/{memory.conversation_id}"
+    return await _after_confirming(request, lambda: app.service.delete_memory(memory.id), page, (page, "memory-deleted"),
+                                   what="memory", memory=memory)
 
 
 async def end_conversation(request: Request) -> Response:
@@ -181,13 +175,21 @@ async def end_conversation(request: Request) -> Response:
 async def delete_conversation(request: Request) -> Response:
     app = _app(request)
     current = await app.store.get_conversation(request.path_params["conversation_id"], count_memories=True)
+    return await _after_confirming(request, lambda: app.service.delete_conversation(current.id),
+                                   f"/conversations/{current.id}", ("/", "conversation-deleted"),
+                                   what="conversation", conversation=current)
+
+
+async def _after_confirming(
+    request: Request, delete: Callable[[], Awaitable[object]], back: str, then: tuple[str, str], **shown: Any
+) -> Response:
+    """A delete: GET shows what would go, with a button; the POST from that page deletes."""
     if request.method == "GET":
-        return _page(request, "confirm.html", what="conversation", conversation=current, action=request.url.path,
-                     back=f"/conversations/{current.id}")
+        return _page(request, "confirm.html", action=request.url.path, back=back, **shown)
     await checked_form(request)
     with audit.through("ui"):
-        await app.service.delete_conversation(current.id)
-    return _redirect("/", "conversation-deleted")
+        await delete()
+    return _redirect(*then)
 
 
 async def import_file(request: Request) -> Response:
