@@ -312,3 +312,15 @@ async def test_the_health_page_shows_checks_holdings_and_memories_over_time(app:
     assert "<td>ok</td><td>ollama</td>" in healthy and "<td>ok</td><td>database</td>" in healthy
     assert "2 notes" in healthy and "<polyline" in healthy and "Trip planning (2)" in healthy
     assert "<td>FAIL</td><td>ollama</td>" in down
+
+
+async def test_the_health_page_names_a_background_job_that_gave_up_with_its_reason(app: App, db: Database) -> None:
+    conversation = await app.service.init_conversation("Garden")
+    await app.service.store_memory("Tomatoes need water every second day")
+    await app.service.end_conversation(conversation.id)  # queues the chat model's summary
+    reason = "Gave up after 5 attempts: Chat model 'qwen2.5:3b' replied without a summary."
+    db.rows("UPDATE jobs SET state = 'failed', last_error = ?", reason)
+    async with view(app) as client:
+        page = (await client.get("/health")).text
+    assert "1 background job(s) gave up" in page
+    assert "summarize (failed): Gave up after 5 attempts: Chat model &#39;qwen2.5:3b&#39; replied without a summary." in page
