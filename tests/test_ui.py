@@ -324,3 +324,21 @@ async def test_the_health_page_names_a_background_job_that_gave_up_with_its_reas
         page = (await client.get("/health")).text
     assert "1 background job(s) gave up" in page
     assert "summarize (failed): Gave up after 5 attempts: Chat model &#39;qwen2.5:3b&#39; replied without a summary." in page
+
+
+async def test_a_long_conversation_pages_its_memories_newest_first(app: App, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr("ollama_mcp.ui.web.NOTES_SHOWN", 2)
+    conversation = await app.service.init_conversation("Long")
+    for text in ("first note", "second note", "third note"):
+        await app.service.store_memory(text)
+    page = f"/conversations/{conversation.id}"
+    async with view(app) as client:
+        newest = (await client.get(page)).text
+        oldest = (await client.get(f"{page}?page=2")).text
+        past_the_end = await client.get(f"{page}?page=3")
+        not_a_number = await client.get(f"{page}?page=two")
+    shown = re.compile(r'<p class="content">(.*?)</p>')
+    assert shown.findall(newest) == ["third note", "second note"] and "memories 1–2 of 3 (page 1 of 2)" in newest
+    assert shown.findall(oldest) == ["first note"] and "← newer" in oldest and "older →" not in oldest
+    assert past_the_end.status_code == 400 and "page" in past_the_end.text and "1 to 2" in past_the_end.text
+    assert not_a_number.status_code == 400 and "whole number" in not_a_number.text

@@ -32,7 +32,7 @@ from ollama_mcp.errors import (
 from ollama_mcp.ui import views
 from ollama_mcp.ui.guard import Guard, Refused, checked_form, csrf_token
 
-NOTES_SHOWN = 200  # a conversation page lists its newest notes; search finds the rest
+NOTES_SHOWN = 200  # notes per page of a conversation, newest first
 LISTED = 500  # conversations on the list page (inputs.MAX_LIST_LIMIT)
 DONE = {
     "updated": "Saved as a new version; the old one is kept below it as history.",
@@ -82,9 +82,13 @@ async def conversation(request: Request) -> Response:
     current = await app.store.get_conversation(conversation_id, count_memories=True)
     _, rows, _ = await app.store.conversation_snapshot(conversation_id)
     parts = views.conversation_parts(rows)
-    notes = [replace(n, pending=await app.indexer.is_pending(n.memory)) for n in parts.notes[:NOTES_SHOWN]]
-    return _page(request, "conversation.html", conversation=current, parts=parts, notes=notes,
-                 hidden=len(parts.notes) - len(notes))
+    pages = max(1, -(-len(parts.notes) // NOTES_SHOWN))
+    raw = request.query_params.get("page", "1")
+    number = inputs.integer("page", int(raw) if raw.isdigit() else raw, 1, pages)
+    shown = parts.notes[(number - 1) * NOTES_SHOWN:number * NOTES_SHOWN]
+    notes = [replace(n, pending=await app.indexer.is_pending(n.memory)) for n in shown]
+    return _page(request, "conversation.html", conversation=current, parts=parts, notes=notes, page=number,
+                 pages=pages, first=(number - 1) * NOTES_SHOWN + 1)
 
 
 async def search(request: Request) -> Response:
