@@ -33,6 +33,7 @@ from ollama_mcp.ui import views
 from ollama_mcp.ui.guard import Guard, Refused, checked_form, csrf_token
 
 NOTES_SHOWN = 200  # notes per page of a conversation, newest first
+MESSAGES_SHOWN = 200  # the end of a transcript; the export has all of it
 LISTED = 500  # conversations on the list page (inputs.MAX_LIST_LIMIT)
 DONE = {
     "updated": "Saved as a new version; the old one is kept below it as history.",
@@ -87,8 +88,10 @@ async def conversation(request: Request) -> Response:
     number = inputs.integer("page", int(raw) if raw.isdigit() else raw, 1, pages)
     shown = parts.notes[(number - 1) * NOTES_SHOWN:number * NOTES_SHOWN]
     notes = [replace(n, pending=await app.indexer.is_pending(n.memory)) for n in shown]
+    transcript = parts.transcript[-MESSAGES_SHOWN:]
     return _page(request, "conversation.html", conversation=current, parts=parts, notes=notes, page=number,
-                 pages=pages, first=(number - 1) * NOTES_SHOWN + 1)
+                 pages=pages, first=(number - 1) * NOTES_SHOWN + 1, transcript=transcript,
+                 earlier=len(parts.transcript) - len(transcript))
 
 
 async def search(request: Request) -> Response:
