@@ -6,7 +6,6 @@ did. Long work shows a progress line with an ETA on a terminal and stays quiet w
 
 from __future__ import annotations
 
-import json
 import re
 import sys
 import time
@@ -15,7 +14,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import TextIO
 
-from ollama_mcp import audit, inputs
+from ollama_mcp import audit, export, inputs
 from ollama_mcp.app import open_app
 from ollama_mcp.backends import open_backend
 from ollama_mcp.config import Settings
@@ -66,10 +65,7 @@ async def import_file(settings: Settings, path: str) -> tuple[int, int, int]:
         raw = sys.stdin.read() if path == "-" else Path(path).read_text(encoding="utf-8")
     except OSError as exc:
         raise InvalidInputError("FILE", f"cannot be read ({exc.strerror})", "pass the path of an export file") from None
-    try:
-        data = json.loads(raw)
-    except ValueError as exc:
-        raise InvalidInputError("FILE", f"is not JSON ({exc})", "pass a file written by `ollama-mcp export`") from None
+    data = export.parse(raw, "FILE")
     total = sum(len(c.get("memories", [])) for c in data.get("conversations", []) if isinstance(c, dict)) \
         if isinstance(data, dict) and isinstance(data.get("conversations"), list) else 0
     async with open_app(settings, background=False) as app:

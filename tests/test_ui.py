@@ -7,7 +7,7 @@ from __future__ import annotations
 import json
 import re
 import socket
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -15,7 +15,8 @@ from typing import Any
 import httpx
 import pytest
 
-from ollama_mcp.app import App
+from ollama_mcp.app import App, open_app
+from ollama_mcp.config import Settings
 from ollama_mcp.domain import SearchRequest
 from ollama_mcp.ui.guard import MAX_BODY_BYTES
 from ollama_mcp.ui.run import bind
@@ -146,6 +147,7 @@ async def test_a_conversation_page_shows_summary_memories_with_history_tags_stat
     assert '<span class="tag">travel</span>' in text
     assert text.count("embedding pending") == 1 and "embedded</span>" in text
     assert "Where are we staying in Lisbon?" in text and "user · sam" in text
+    assert "· 2 memories · 1 messages" in text  # the current notes, not the replaced version
 
 
 async def test_memory_text_is_shown_as_text_never_as_markup(app: App) -> None:
@@ -236,13 +238,15 @@ async def test_deleting_a_memory_asks_first_and_then_the_search_no_longer_finds_
 async def test_ending_and_deleting_a_conversation_go_through_the_service(app: App, db: Database) -> None:
     conversation = await app.service.init_conversation("Garden")
     await app.service.store_memory("Tomatoes need water every second day")
+    await app.lifecycle.add_message(conversation.id, "user", "When do the tomatoes need water?")
     page = f"/conversations/{conversation.id}"
     async with view(app) as client:
         ended = await post(client, f"{page}/end", {}, page)
         assert ended.status_code == 303
         assert db.rows("SELECT status FROM conversations") == [("completed",)]
         asked = await client.get(f"{page}/delete")
-        assert "Its 1 memories" in asked.text and db.count("SELECT count(*) FROM conversations") == 1
+        assert "Its 2 memories, earlier versions, messages and summaries" in asked.text  # the note and the message
+        assert db.count("SELECT count(*) FROM conversations") == 1
         deleted = await post(client, f"{page}/delete", {}, f"{page}/delete")
         assert deleted.status_code == 303 and deleted.headers["location"] == "/?done=conversation-deleted"
         assert "deleted with everything in it" in (await client.get(deleted.headers["location"])).text
@@ -258,7 +262,7 @@ async def test_ending_an_ended_conversation_is_a_409_with_the_reason(app: App) -
 
 
 async def test_export_downloads_markdown_and_json_that_import_reads_back(
-    app: App, db: Database, another_database: Any, settings: Any
+    app: App, db: Database, another_database: Callable[[], Database], settings: Settings
 ) -> None:
     conversation = await app.service.init_conversation("Trip planning")
     await app.service.store_memory("Sam prefers aisle seats", tags=["travel"])
@@ -272,8 +276,6 @@ async def test_export_downloads_markdown_and_json_that_import_reads_back(
     assert json.loads(document.text)["conversations"][0]["id"] == conversation.id
     assert len(json.loads(everything.text)["conversations"]) == 1
     assert bad.status_code == 400 and "format" in bad.text
-
-    from ollama_mcp.app import open_app  # noqa: PLC0415
 
     other = another_database()
     async with open_app(other.settings(settings), background=False) as fresh, view(fresh) as client:
@@ -297,9 +299,17 @@ async def test_importing_a_file_that_is_not_an_export_is_a_400_naming_the_file_a
                                         files={"file": ("x.json", b'{"conversations": [{"id": 3}]}', "application/json")})
         too_big = await client.post("/import", data={"csrf": token}, headers={"origin": BASE},
                                     files={"file": ("big.json", b" " * (MAX_BODY_BYTES + 1), "application/json")})
+
+        async def unannounced() -> AsyncIterator[bytes]:  # chunked: no Content-Length to refuse it by
+            yield b'--x\r\nContent-Disposition: form-data; name="file"; filename="big.json"\r\n\r\n'
+            for _ in range(MAX_BODY_BYTES // 2**20 + 1):
+                yield b" " * 2**20
+
+        chunked = await client.post("/import", content=unannounced(), headers={
+            "origin": BASE, "content-type": "multipart/form-data; boundary=x"})
     assert not_json.status_code == 400 and "file" in not_json.text and "not JSON" in not_json.text
     assert wrong_shape.status_code == 400
-    assert too_big.status_code == 413
+    assert too_big.status_code == 413 and chunked.status_code == 413 and "larger than 64 MiB" in chunked.text
     assert db.count("SELECT count(*) FROM conversations") == 0
 
 

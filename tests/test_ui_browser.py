@@ -10,7 +10,6 @@ import re
 import shutil
 import signal
 import subprocess
-import sys
 import threading
 from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager, contextmanager
@@ -24,13 +23,13 @@ from playwright.async_api import Browser, Page, async_playwright
 from ollama_mcp.config import Settings
 from tests.conftest import connect
 from tests.fake_ollama import FakeOllama
+from tests.test_stdio import SCRIPT
 from tests.test_tools import call
 
 pytestmark = pytest.mark.anyio
 
 CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
 ARTIFACTS = Path(__file__).resolve().parent.parent / "test-artifacts" / "ui"
-SCRIPT = Path(sys.executable).parent / "ollama-mcp"
 
 
 @pytest.fixture

@@ -25,8 +25,6 @@ from urllib.parse import parse_qsl, urlencode, urlsplit
 from starlette.datastructures import FormData
 from starlette.requests import Request
 
-from ollama_mcp.errors import InvalidInputError
-
 COOKIE = "ollama_mcp_ui"
 LOOPBACK_NAMES = frozenset({"127.0.0.1", "localhost", "[::1]"})
 MAX_BODY_BYTES = 64 * 2**20  # an import file of ~100k memories; anything larger is refused with 413
@@ -119,7 +117,7 @@ class Guard:
             raise Refused(403, "A change must come from this page itself; cross-site requests are refused.")
         length = headers.get("content-length")
         if length is not None and length.isdigit() and int(length) > MAX_BODY_BYTES:
-            raise Refused(413, f"The upload is larger than {MAX_BODY_BYTES // 2**20} MiB; split the export file.")
+            raise _too_large()
 
     async def _enter(self, scope: Scope, query: dict[str, str], send: Send) -> None:
         """The printed link: set the session cookie and send the browser on without the token."""
@@ -142,10 +140,14 @@ def _capped(receive: Receive) -> Receive:
         if message["type"] == "http.request":
             seen += len(message.get("body", b""))
             if seen > MAX_BODY_BYTES:
-                raise InvalidInputError("file", f"is larger than {MAX_BODY_BYTES // 2**20} MiB", "split the export file")
+                raise _too_large()  # reaches the app's handler for Refused
         return message
 
     return capped
+
+
+def _too_large() -> Refused:
+    return Refused(413, f"The upload is larger than {MAX_BODY_BYTES // 2**20} MiB; split the export file.")
 
 
 def _with_headers(send: Send) -> Send:

@@ -7,12 +7,13 @@ from __future__ import annotations
 import re
 from collections import defaultdict
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import date, timedelta
 
 from ollama_mcp.domain import Memory, SearchHit
 
 _WORD = re.compile(r"\w+", re.UNICODE)
+WIDTH, HEIGHT, PAD = 640, 220, 30  # the plot's SVG box and its margin for the axes' labels
 _PALETTE = ("#2563eb", "#dc2626", "#16a34a", "#9333ea", "#ea580c", "#0891b2", "#6b7280")
 
 
@@ -91,15 +92,14 @@ class Line:
 
 @dataclass(frozen=True)
 class Plot:
-    """Memories over time, cumulative per conversation, in a ``width`` × ``height`` SVG."""
+    """Memories over time, cumulative per conversation, in a WIDTH × HEIGHT SVG."""
 
     lines: list[Line]
-    first_day: str
-    last_day: str
     top: int
-    width: int = 640
-    height: int = 220
-    ticks: list[tuple[float, str]] = field(default_factory=list)
+    ticks: list[tuple[float, str]]
+    width: int = WIDTH
+    height: int = HEIGHT
+    pad: int = PAD
 
 
 def timeline_plot(rows: Sequence[tuple[str, str, int]], names: dict[str, str], most: int = 6) -> Plot | None:
@@ -124,13 +124,12 @@ def timeline_plot(rows: Sequence[tuple[str, str, int]], names: dict[str, str], m
         start -= timedelta(days=1)
     span = max((end - start).days, 1)
     top = max(sum(counts.values()) for _, counts in groups)
-    width, height, pad = 640, 220, 30
 
     def x(day: date) -> float:
-        return pad + (width - 2 * pad) * (day - start).days / span
+        return PAD + (WIDTH - 2 * PAD) * (day - start).days / span
 
     def y(value: int) -> float:
-        return height - pad - (height - 2 * pad) * value / top
+        return HEIGHT - PAD - (HEIGHT - 2 * PAD) * value / top
 
     lines = []
     for i, (label, counts) in enumerate(groups):
@@ -142,4 +141,4 @@ def timeline_plot(rows: Sequence[tuple[str, str, int]], names: dict[str, str], m
         lines.append(Line(label, _PALETTE[min(i, len(_PALETTE) - 1)], " ".join(points), total))
     middle = start + timedelta(days=span // 2)
     ticks = [(x(start), start.isoformat()), (x(middle), middle.isoformat()), (x(end), end.isoformat())]
-    return Plot(lines, days[0], days[-1], top, width, height, ticks if span > 1 else ticks[:1])
+    return Plot(lines, top, ticks if span > 1 else ticks[:1])

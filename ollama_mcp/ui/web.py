@@ -5,7 +5,6 @@ once, into a page with the sentence and a status."""
 
 from __future__ import annotations
 
-import json
 from collections.abc import Awaitable, Callable
 from dataclasses import replace
 from pathlib import Path
@@ -20,7 +19,7 @@ from starlette.responses import HTMLResponse, RedirectResponse, Response
 from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 
-from ollama_mcp import audit, doctor, inputs
+from ollama_mcp import audit, doctor, export, inputs
 from ollama_mcp.app import App
 from ollama_mcp.errors import (
     ConversationClosedError,
@@ -80,8 +79,7 @@ async def conversations(request: Request) -> Response:
 async def conversation(request: Request) -> Response:
     app = _app(request)
     conversation_id = request.path_params["conversation_id"]
-    current = await app.store.get_conversation(conversation_id, count_memories=True)
-    _, rows, _ = await app.store.conversation_snapshot(conversation_id)
+    current, rows, _ = await app.store.conversation_snapshot(conversation_id)
     parts = views.conversation_parts(rows)
     pages = max(1, -(-len(parts.notes) // NOTES_SHOWN))
     raw = request.query_params.get("page", "1")
@@ -181,10 +179,11 @@ async def end_conversation(request: Request) -> Response:
 
 async def delete_conversation(request: Request) -> Response:
     app = _app(request)
-    current = await app.store.get_conversation(request.path_params["conversation_id"], count_memories=True)
+    current = await app.store.get_conversation(request.path_params["conversation_id"])
+    total = await app.store.memory_total(current.id)  # what `forget` counts: versions and messages too
     return await _after_confirming(request, lambda: app.service.delete_conversation(current.id),
                                    f"/conversations/{current.id}", ("/", "conversation-deleted"),
-                                   what="conversation", conversation=current)
+                                   what="conversation", conversation=current, total=total)
 
 
 async def _after_confirming(
@@ -206,11 +205,7 @@ async def import_file(request: Request) -> Response:
     upload = form.get("file")
     if upload is None or isinstance(upload, str):
         raise InvalidInputError("file", "is missing", "choose a JSON file written by `ollama-mcp export`")
-    raw = await upload.read()
-    try:
-        data = json.loads(raw)
-    except ValueError as exc:  # UnicodeDecodeError included
-        raise InvalidInputError("file", f"is not JSON ({exc})", "choose a file written by `ollama-mcp export`") from None
+    data = export.parse(await upload.read(), "file")
     with audit.through("ui"):
         conversations_added, memories_added = await _app(request).lifecycle.import_document(data)
     result = f"Imported {conversations_added:,} new conversation(s) and {memories_added:,} new memories."
