@@ -14,11 +14,11 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import TextIO
 
-from ollama_mcp import audit, export, inputs
+from ollama_mcp import audit, export, inputs, tokens
 from ollama_mcp.app import open_app
 from ollama_mcp.backends import open_backend
-from ollama_mcp.config import Settings
-from ollama_mcp.domain import WriteRecord, format_timestamp
+from ollama_mcp.config import LOCAL_PRINCIPAL, Settings
+from ollama_mcp.domain import AccessToken, WriteRecord, format_timestamp
 from ollama_mcp.errors import InvalidInputError, OllamaMcpError, StorageError
 from ollama_mcp.transfer import CopyReport, copy_store
 
@@ -190,10 +190,37 @@ async def write_log(settings: Settings, since: str | None, limit: int) -> list[W
         return await app.store.write_records(start, limit)
 
 
+async def create_token(settings: Settings, name: str, principal: str | None) -> tuple[AccessToken, str]:
+    """A new bearer token (kept in the local principal's store, as a hash) and its secret."""
+    store, _ = await open_backend(settings.for_principal(LOCAL_PRINCIPAL))
+    try:
+        return await tokens.create(store, name, principal)
+    finally:
+        await store.aclose()
+
+
+async def list_tokens(settings: Settings) -> list[AccessToken]:
+    _must_exist(settings.for_principal(LOCAL_PRINCIPAL), "list")
+    store, _ = await open_backend(settings.for_principal(LOCAL_PRINCIPAL))
+    try:
+        return await store.list_tokens()
+    finally:
+        await store.aclose()
+
+
+async def revoke_token(settings: Settings, name: str) -> None:
+    _must_exist(settings.for_principal(LOCAL_PRINCIPAL), "revoke")
+    store, _ = await open_backend(settings.for_principal(LOCAL_PRINCIPAL))
+    try:
+        await tokens.revoke(store, name)
+    finally:
+        await store.aclose()
+
+
 def _must_exist(settings: Settings, what: str) -> None:
     """Commands that only read (or remove) must not create an empty SQLite store on the way: a
     mistyped OLLAMA_MCP_DB would otherwise look like a store that holds nothing."""
-    path = settings.db_path
+    path = settings.store_path
     if settings.postgres_url is None and not path.exists():
         raise StorageError(
             f"There is no memory database at {path}, so there is nothing to {what}; nothing was created. "

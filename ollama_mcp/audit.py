@@ -12,9 +12,10 @@ from contextlib import contextmanager
 from contextvars import ContextVar
 from typing import Literal
 
+from ollama_mcp import caller
 from ollama_mcp.domain import WriteRecord, utc_now
 
-Door = Literal["tool", "agent", "cli", "import", "retention", "ui"]
+Door = Literal["tool", "agent", "cli", "import", "retention", "ui"]  # + who: ``caller.actor()``
 
 _door: ContextVar[Door] = ContextVar("ollama_mcp_door", default="cli")
 _pending: ContextVar[WriteRecord | None] = ContextVar("ollama_mcp_pending_record", default=None)
@@ -41,7 +42,7 @@ def recording(
     """The first write transaction inside inserts the record of this write (``memory_id``: the id
     the write was given; ``arguments``: kept only as a digest), as part of itself."""
     token = _pending.set(WriteRecord(
-        at=utc_now(), door=current_door(), action=action, conversation_id=conversation_id, memory_id=memory_id,
+        at=utc_now(), door=current_door(), principal=caller.actor(), action=action, conversation_id=conversation_id, memory_id=memory_id,
         arguments_digest=None if arguments is None else digest(arguments),
     ))
     try:

@@ -19,7 +19,7 @@ async def open_backend(settings: Settings, tuning: SearchTuning | None = None) -
         from ollama_mcp.search import HybridSearch  # noqa: PLC0415 - each backend loads only its own modules
         from ollama_mcp.store import Store  # noqa: PLC0415
 
-        store = await Store.open(settings.db_path)
+        store = await Store.open(settings.store_path)
         return store, HybridSearch(store, settings.embed_model, tuning)
     try:
         from ollama_mcp.postgres.search import PgRanker  # noqa: PLC0415 - the optional extra's modules
@@ -29,5 +29,5 @@ async def open_backend(settings: Settings, tuning: SearchTuning | None = None) -
             f"OLLAMA_MCP_DB names a PostgreSQL database, but the PostgreSQL driver is not installed ({exc.name}); "
             "install it with `pip install 'ollama-mcp[postgres]'`."
         ) from exc
-    pg = await PgStore.open(settings.postgres_url)
+    pg = await PgStore.open(settings.store_url)
     return pg, PgRanker(pg, settings.embed_model, tuning)

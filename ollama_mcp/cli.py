@@ -26,7 +26,37 @@ def _parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--version", action="version", version=f"ollama-mcp {__version__}")
     commands = parser.add_subparsers(dest="command", metavar="COMMAND")
-    commands.add_parser("serve", help="serve MCP over stdin/stdout (the default)")
+    server = commands.add_parser(
+        "serve",
+        help="serve MCP over stdin/stdout (the default), or with --http over streamable HTTP",
+        description="With no options, serves MCP over stdin/stdout, as MCP clients start it. With --http, serves "
+        "MCP over streamable HTTP at http://HOST:PORT/mcp for clients that connect by URL. Once tokens exist "
+        "(`ollama-mcp token create`), every HTTP request needs one, and sees only its principal's memory. "
+        "Example: ollama-mcp serve --http --port 8765",
+    )
+    server.add_argument("--http", action="store_true", help="serve over streamable HTTP instead of stdio")
+    server.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1; another "
+                        "address needs tokens)")
+    server.add_argument("--port", type=int, default=8765, help="default: 8765; 0 picks any free port")
+    server.add_argument("--public-url", metavar="URL", help="the URL clients use, when a reverse proxy serves it "
+                        "(such as https://memory.example.com/mcp): its Host and Origin are accepted")
+    server.add_argument("--stateless", action="store_true", help="no MCP sessions: any instance behind a load "
+                        "balancer answers any request (no confirmations for ask_agent's deletions over the older "
+                        "protocol)")
+    tokens = commands.add_parser(
+        "token",
+        help="create, list or revoke the bearer tokens of the HTTP server",
+        description="Each token opens one principal's memory over HTTP. `token create NAME` prints a new token "
+        "once (only its hash is kept); --principal names whose memory it opens (default: NAME). Give each "
+        "person or client its own token. Example: ollama-mcp token create alice-laptop --principal alice",
+    )
+    token_commands = tokens.add_subparsers(dest="token_command", metavar="ACTION", required=True)
+    creator = token_commands.add_parser("create", help="make a token and print it once")
+    creator.add_argument("name", metavar="NAME", help="who holds it, such as alice-laptop")
+    creator.add_argument("--principal", metavar="P", help="whose memory it opens (default: NAME)")
+    token_commands.add_parser("list", help="every token: name, principal, created, revoked")
+    revoker = token_commands.add_parser("revoke", help="revoke a token at once")
+    revoker.add_argument("name", metavar="NAME")
     commands.add_parser(
         "doctor",
         help="check the database, SQLite, Ollama and the embedding model, and say how to fix what fails",
@@ -133,7 +163,14 @@ def _parser() -> argparse.ArgumentParser:
 def main(argv: Sequence[str] | None = None) -> None:
     args = _parser().parse_args(argv)
     try:
+        if args.command == "serve" and args.http:
+            settings = Settings.from_env()
+            _configure_logging(settings.log_level)
+            _serve_http(settings, args)
+            return
         if args.command in (None, "serve"):
+            if args.command == "serve":
+                _stdio_only(args)
             _serve(_settings_for_serving())
             return
         settings = Settings.from_env()
@@ -147,6 +184,8 @@ def main(argv: Sequence[str] | None = None) -> None:
             sys.stdout.write(text)
         elif args.command == "ui":
             _ui(settings, args.port, args.open)
+        elif args.command == "token":
+            _token(settings, args)
         elif args.command == "stats":
             from ollama_mcp.doctor import stats  # noqa: PLC0415  (kept off the serve path)
 
@@ -185,6 +224,46 @@ def _serve(settings: Settings | ConfigError) -> None:
     if sys.stdin.isatty():
         _started_by_hand()
     build_server(settings).run("stdio")
+
+
+def _stdio_only(args: argparse.Namespace) -> None:
+    given = [flag for flag, value, default in (
+        ("--host", args.host, "127.0.0.1"), ("--port", args.port, 8765), ("--public-url", args.public_url, None),
+        ("--stateless", args.stateless, False),
+    ) if value != default]
+    if given:
+        raise ConfigError(f"{', '.join(given)} only apply to --http; add --http to serve over HTTP.")
+
+
+def _serve_http(settings: Settings, args: argparse.Namespace) -> None:
+    import anyio  # noqa: PLC0415  (kept off the stdio path)
+
+    from ollama_mcp import http  # noqa: PLC0415
+
+    sock = http.bind(args.host, args.port)
+    anyio.run(http.serve, settings, sock, args.public_url, args.stateless)
+
+
+def _token(settings: Settings, args: argparse.Namespace) -> None:
+    import anyio  # noqa: PLC0415  (kept off the serve path)
+
+    from ollama_mcp import admin  # noqa: PLC0415
+
+    if args.token_command == "create":
+        token, secret = anyio.run(admin.create_token, settings, args.name, args.principal)
+        print(f"created token {token.name!r} for principal {token.principal!r}. It is shown only this once; "
+              "give it to its holder:", file=sys.stderr)
+        print(secret)
+    elif args.token_command == "list":
+        found = anyio.run(admin.list_tokens, settings)
+        if not found:
+            print("no tokens: `ollama-mcp token create NAME` makes one", file=sys.stderr)
+        for token in found:
+            state = f"revoked {token.revoked_at}" if token.revoked_at else "active"
+            print(f"{token.name:<24} {token.principal:<20} created {token.created_at}  {state}")
+    else:
+        anyio.run(admin.revoke_token, settings, args.name)
+        print(f"revoked token {args.name!r}; requests carrying it are refused from now on")
 
 
 def _started_by_hand() -> None:

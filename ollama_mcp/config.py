@@ -17,6 +17,10 @@ DEFAULT_EMBED_MODEL = "nomic-embed-text"
 # Summaries and the agent: a 3B model calls tools reliably (smaller ones do not), follows a JSON
 # schema under constrained decoding, and runs on an 8 GB laptop (about 1.9 GB at Q4).
 DEFAULT_CHAT_MODEL = "qwen2.5:3b"
+# Whose memory a process acts for: the stdio server, the CLI and a tokenless loopback HTTP server act
+# for this one, whose memory is the store OLLAMA_MCP_DB names (so existing stores are its already).
+LOCAL_PRINCIPAL = "local"
+_PRINCIPAL_NAME = re.compile(r"[a-z][a-z0-9_]{0,31}")
 AGENT_TOOLS = (
     "search_memories", "search_all_conversations", "store_memory", "list_conversations", "get_current_time",
     "delete_memory", "end_conversation", "delete_conversation",
@@ -77,6 +81,8 @@ class Settings:
     agent_context_messages: int = 20  # recent messages of the conversation the agent is given
     agent_confirm_timeout: float = 30.0  # a human who does not answer a confirmation has said no
     agent_system_prompt: str | None = None  # added to the agent's instructions
+    # Whose memory this is (tokens of the HTTP server name one; OLLAMA_MCP_PRINCIPAL for the CLI).
+    principal: str = LOCAL_PRINCIPAL
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> Settings:
@@ -109,7 +115,37 @@ class Settings:
             agent_confirm_timeout=_number(env, "OLLAMA_MCP_AGENT_CONFIRM_TIMEOUT", 30.0, 5.0, 600.0),
             agent_system_prompt=_prompt_addition(env.get("OLLAMA_MCP_AGENT_SYSTEM_PROMPT", "")),
             agent_deadline=_number(env, "OLLAMA_MCP_AGENT_DEADLINE", 45.0, 5.0, 3600.0),
+            principal=principal_name("OLLAMA_MCP_PRINCIPAL", env.get("OLLAMA_MCP_PRINCIPAL", "") or LOCAL_PRINCIPAL),
         )
+
+    def for_principal(self, principal: str) -> Settings:
+        """These settings acting for ``principal`` (a name ``principal_name`` accepted)."""
+        return replace(self, principal=principal)
+
+    @property
+    def store_path(self) -> Path:
+        """The SQLite file of this principal's memory: OLLAMA_MCP_DB itself for the local principal,
+        else a file of its own in a folder beside it (``memory.principals/alice.db``)."""
+        if self.principal == LOCAL_PRINCIPAL:
+            return self.db_path
+        return self.db_path.with_name(f"{self.db_path.stem}.principals") / f"{self.principal}.db"
+
+    @property
+    def store_url(self) -> str:
+        """The PostgreSQL URL of this principal's memory (PostgreSQL only): OLLAMA_MCP_DB, with the
+        principal's schema first on the search path (``postgres.db.in_schema``)."""
+        if self.postgres_url is None:
+            raise ConfigError("OLLAMA_MCP_DB names a SQLite file, not a PostgreSQL database.")
+        if self.pg_schema is None:
+            return self.postgres_url
+        from ollama_mcp.postgres.db import in_schema  # noqa: PLC0415 - psycopg only for PostgreSQL users
+
+        return in_schema(self.postgres_url, self.pg_schema)
+
+    @property
+    def pg_schema(self) -> str | None:
+        """The PostgreSQL schema of this principal's memory (None: the database's default, ``public``)."""
+        return None if self.principal == LOCAL_PRINCIPAL else f"ollama_mcp_{self.principal}"
 
     def with_database(self, value: str, name: str = "--to") -> Settings:
         """These settings with another database (``ollama-mcp migrate --to``), checked by the same
@@ -123,10 +159,11 @@ class Settings:
     def database(self) -> str:
         """Where the memories live, for logs and reports: the file, or host:port/database (no password)."""
         if self.postgres_url is None:
-            return str(self.db_path)
+            return str(self.store_path)
         from ollama_mcp.postgres.db import describe  # noqa: PLC0415 - psycopg only for PostgreSQL users
 
-        return f"PostgreSQL at {describe(self.postgres_url)}"
+        schema = "" if self.pg_schema is None else f" (schema {self.pg_schema})"
+        return f"PostgreSQL at {describe(self.postgres_url)}{schema}"
 
     @property
     def agent_chat_model(self) -> str | None:
@@ -136,6 +173,17 @@ class Settings:
     def agent_available(self) -> bool:
         """Whether ask_agent is offered: switched on, with a chat model to run it."""
         return self.agent_enabled and self.agent_chat_model is not None
+
+
+def principal_name(field: str, raw: str) -> str:
+    """A principal's name as given (it names a file and a PostgreSQL schema), or a ConfigError."""
+    name = raw.strip()
+    if not _PRINCIPAL_NAME.fullmatch(name):
+        raise ConfigError(
+            f"{field} must be a principal's name: a lowercase letter, then up to 31 lowercase letters, "
+            f"digits or underscores (such as alice or team_ml); got {raw!r}."
+        )
+    return name
 
 
 def _database(name: str, raw: str) -> tuple[Path | None, str | None]:

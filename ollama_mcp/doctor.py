@@ -36,9 +36,9 @@ class Check:
 
 async def run_checks(settings: Settings) -> list[Check]:
     if settings.postgres_url is not None:
-        database, summary = _postgres(settings.postgres_url, settings.embed_model)
+        database, summary = _postgres(settings.store_url, settings.embed_model)
         return [*database, *await _ollama(settings, summary)]
-    database, summary = _database(settings.db_path, settings.embed_model)
+    database, summary = _database(settings.store_path, settings.embed_model)
     return [_sqlite_features(), *database, *await _ollama(settings, summary)]
 
 
@@ -211,8 +211,8 @@ async def _chat_models(settings: Settings, client: OllamaClient) -> list[Check]:
 def stats(settings: Settings) -> list[tuple[str, str]]:
     """What the store holds, as (label, value) lines; read-only."""
     if settings.postgres_url is not None:
-        return _postgres_stats(settings.postgres_url, settings.embed_model)
-    path = settings.db_path
+        return _postgres_stats(settings.store_url, settings.embed_model)
+    path = settings.store_path
     if not path.exists():
         return [("database", f"{path} (not created yet)")]
     size = sum(p.stat().st_size for p in (path, path.with_name(path.name + "-wal")) if p.exists())

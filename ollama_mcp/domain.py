@@ -145,6 +145,16 @@ class WriteRecord:
 
 
 @dataclass(frozen=True)
+class AccessToken:
+    """A bearer token of the HTTP server, without the token (only its hash is stored)."""
+
+    name: str  # who holds it, such as alice-laptop
+    principal: str  # whose memory it opens
+    created_at: str
+    revoked_at: str | None = None
+
+
+@dataclass(frozen=True)
 class ConversationQuery:
     """What list_conversations asks for: filters (all must hold) and the order."""
 

@@ -25,7 +25,7 @@ def checked_output(raw: str, settings: Settings, *, force: bool, field: str = "-
     """The file ``raw`` names, if an export may be written there; else InvalidInputError with the fix."""
     target = Path(raw).expanduser().resolve()
     if settings.postgres_url is None:
-        store = settings.db_path.expanduser().resolve()
+        store = settings.store_path.expanduser().resolve()
         if target in {Path(f"{store}{suffix}") for suffix in STORE_COMPANIONS} or _same_file(target, store):
             raise InvalidInputError(
                 field, f"is the memory database itself ({store}); writing there would destroy it",

@@ -13,10 +13,16 @@ import importlib
 import logging
 from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager, contextmanager
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Annotated, Any, Literal, cast
 
 import anyio
+from anyio.abc import TaskGroup
 from mcp.server import MCPServer
+from mcp.server.auth.middleware.auth_context import get_access_token
+from mcp.server.auth.middleware.bearer_auth import AuthenticatedUser
+from mcp.server.auth.provider import AccessToken
+from mcp.server.auth.settings import AuthSettings
 from mcp.server.mcpserver import (
     AcceptedElicitation,
     AssistantMessage,
@@ -33,10 +39,10 @@ from mcp.server.mcpserver.prompts.base import Message
 from mcp.shared.exceptions import NoBackChannelError
 from mcp.types import CallToolResult, TextContent, ToolAnnotations
 from mcp.types import Tool as MCPTool
-from pydantic import BaseModel, Field
+from pydantic import AnyHttpUrl, BaseModel, Field
 
-from ollama_mcp import __version__, audit
-from ollama_mcp.config import Settings
+from ollama_mcp import __version__, audit, caller, tokens
+from ollama_mcp.config import LOCAL_PRINCIPAL, Settings
 from ollama_mcp.errors import ConfigError, NotFoundError, OllamaMcpError
 from ollama_mcp.inputs import search_request
 from ollama_mcp.results import (
@@ -137,6 +143,55 @@ class _AppHolder:
         return self._app
 
 
+class _Principals:
+    """One app per principal that has made a request, each opened (by its ``_AppHolder``) on first
+    use and run in the lifespan's task group. A stdio server has one: the settings' principal."""
+
+    def __init__(self, settings: Settings | ConfigError, tasks: TaskGroup) -> None:
+        self._settings = settings
+        self._tasks = tasks
+        self._holders: dict[str, _AppHolder] = {}
+
+    def holder(self, principal: str) -> _AppHolder:
+        found = self._holders.get(principal)
+        if found is None:
+            settings = self._settings if isinstance(self._settings, ConfigError) else self._settings.for_principal(principal)
+            found = self._holders[principal] = _AppHolder(settings)
+            self._tasks.start_soon(found.run)
+        return found
+
+    def own(self) -> _AppHolder:
+        """The app of the principal the settings name (stdio's, the CLI's, a tokenless HTTP server's)."""
+        return self.holder(self.default_principal)
+
+    @property
+    def default_principal(self) -> str:
+        return LOCAL_PRINCIPAL if isinstance(self._settings, ConfigError) else self._settings.principal
+
+
+@dataclass(frozen=True)
+class _Caller:
+    """Who a request comes from: whose memory (principal), which client's current conversation
+    (the MCP session over HTTP, else the token, else the process), and its name in the audit."""
+
+    principal: str
+    client: str
+    actor: str | None
+
+
+def _caller(ctx: Context | None, default_principal: str) -> _Caller:
+    request = None if ctx is None else ctx.request_context.request
+    scope = getattr(request, "scope", None)
+    user = scope.get("user") if isinstance(scope, dict) else None
+    token = user.access_token if isinstance(user, AuthenticatedUser) else get_access_token()
+    headers = getattr(request, "headers", None)
+    session = headers.get("mcp-session-id") if headers is not None else None
+    if token is None:
+        return _Caller(default_principal, f"session:{session}" if session else caller.PROCESS, None)
+    principal = token.subject or default_principal
+    return _Caller(principal, f"session:{session}" if session else f"token:{token.client_id}", token.client_id)
+
+
 def _reply(result: BaseModel) -> CallToolResult:
     """The result as structured content, and as compact JSON text without nulls for the model.
 
@@ -148,18 +203,21 @@ def _reply(result: BaseModel) -> CallToolResult:
 
 
 async def _opened(ctx: Context) -> App:
-    """The app of the lifespan this request runs in, once it is open (else why it is not)."""
-    holder = cast(_AppHolder, ctx.request_context.lifespan_context)
-    return await holder.app()
+    """The app of the caller's principal, once it is open (else why it is not)."""
+    principals = cast(_Principals, ctx.request_context.lifespan_context)
+    return await principals.holder(_caller(ctx, principals.default_principal).principal).app()
 
 
 @asynccontextmanager
 async def _tool_call(ctx: Context) -> AsyncIterator[App]:
-    """A tool body's app, and its one error translation: our errors become tool errors the
-    model can read; anything else is a bug, logged with its stack and reported by type only."""
+    """A tool body's app (its caller's principal's, acting as its client), and its one error
+    translation: our errors become tool errors the model can read; anything else is a bug,
+    logged with its stack and reported by type only."""
+    principals = cast(_Principals, ctx.request_context.lifespan_context)
+    who = _caller(ctx, principals.default_principal)
     try:
-        with audit.through("tool"):
-            yield await _opened(ctx)
+        with audit.through("tool"), caller.acting(who.client, who.actor):
+            yield await principals.holder(who.principal).app()
     except OllamaMcpError as exc:
         raise ToolError(str(exc)) from exc
     except ToolError:
@@ -214,25 +272,35 @@ def compact_schema(schema: Any) -> Any:
     return out
 
 
-def build_server(settings: Settings | ConfigError) -> MCPServer:
+def build_server(settings: Settings | ConfigError, *, public_url: str | None = None) -> MCPServer:
     """The MCP server with every tool, resource and prompt registered; nothing is opened until the
     lifespan starts. Given a ConfigError, it still answers ``initialize`` and lists its tools, and
-    every call returns that error's message."""
-    holders: list[_AppHolder] = []  # the running lifespan's holder, for the static resource
+    every call returns that error's message.
+
+    With ``public_url`` (the HTTP server with tokens: ``http``), every request must carry a bearer
+    token, and the server publishes its protected-resource metadata for that URL."""
+    running: list[_Principals] = []  # the running lifespan's, for the static resource and the token check
 
     @asynccontextmanager
-    async def lifespan(_server: MCPServer) -> AsyncIterator[_AppHolder]:
-        holder = _AppHolder(settings)
-        holders.append(holder)
+    async def lifespan(_server: MCPServer) -> AsyncIterator[_Principals]:
         async with anyio.create_task_group() as tasks:
-            tasks.start_soon(holder.run)
+            principals = _Principals(settings, tasks)
+            principals.own()  # opened now, not at the first call
+            running.append(principals)
             try:
-                yield holder
+                yield principals
             finally:
                 tasks.cancel_scope.cancel()
-                holders.remove(holder)
+                running.remove(principals)
 
-    server = _CompactServer("ollama-mcp", version=__version__, instructions=INSTRUCTIONS, lifespan=lifespan)
+    auth = None if public_url is None else AuthSettings(
+        issuer_url=AnyHttpUrl(public_url), resource_server_url=AnyHttpUrl(public_url), validate_token_resource=False,
+    )
+    verifier = None if public_url is None else _TokenVerifier(running)
+    server = _CompactServer(
+        "ollama-mcp", version=__version__, instructions=INSTRUCTIONS, lifespan=lifespan, auth=auth,
+        token_verifier=verifier,
+    )
     confirm_timeout = settings.agent_confirm_timeout if isinstance(settings, Settings) else CONFIRM_TIMEOUT
 
     @server.tool(annotations=_WRITE)
@@ -379,10 +447,12 @@ def build_server(settings: Settings | ConfigError) -> MCPServer:
 
     @server.resource("memory://conversations", mime_type="text/markdown", description="The latest conversations.")
     async def conversations_resource() -> str:
-        if not holders:
+        if not running:
             raise ResourceError("The server is not running.")
+        principals = running[-1]  # a static resource gets no Context: the request's token tells whose
         with _resource_errors():
-            found = await (await holders[-1].app()).service.list_conversations(None, RESOURCE_LIST_LIMIT)
+            app = await principals.holder(_caller(None, principals.default_principal).principal).app()
+            found = await app.service.list_conversations(None, RESOURCE_LIST_LIMIT)
         lines = ["# Conversations", ""] + [
             f"- [{c.name or 'unnamed'}](memory://conversations/{c.id}) · {c.status} · {c.memory_count} memories"
             f" · {c.created_at[:10]}"
@@ -423,6 +493,27 @@ def build_server(settings: Settings | ConfigError) -> MCPServer:
         ]
 
     return server
+
+
+class _TokenVerifier:
+    """The SDK's token-verifier hook: a bearer token is one of ours when the local principal's
+    store holds its hash, not revoked; it then acts for its principal, named by the token."""
+
+    def __init__(self, running: list[_Principals]) -> None:
+        self._running = running
+
+    async def verify_token(self, token: str) -> AccessToken | None:
+        if not self._running:
+            return None
+        try:
+            app = await self._running[-1].holder(LOCAL_PRINCIPAL).app()
+            found = await tokens.verify(app.store, token)
+        except OllamaMcpError as exc:  # the request is refused (401); the reason is for the log
+            log.error("could not check a bearer token: %s", exc)
+            return None
+        if found is None:
+            return None
+        return AccessToken(token=token, client_id=found.name, scopes=[], subject=found.principal)
 
 
 RESOURCE_LIST_LIMIT = 100

@@ -9,11 +9,12 @@ from __future__ import annotations
 
 import time
 import uuid
+from collections import OrderedDict
 from collections.abc import Sequence
 from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 
-from ollama_mcp import audit, inputs
+from ollama_mcp import audit, caller, inputs
 from ollama_mcp.domain import (
     Conversation,
     DeletedConversation,
@@ -33,9 +34,11 @@ from ollama_mcp.indexer import Indexer
 from ollama_mcp.jobs import JobRunner
 from ollama_mcp.storage import Storage
 
+MAX_CLIENTS = 10_000  # current conversations remembered (each a few hundred bytes)
+
 
 class MemoryService:
-    """Conversations and memories for one process (which also owns the 'current conversation')."""
+    """Conversations and memories of one store, and each client's 'current conversation'."""
 
     def __init__(
         self, store: Storage, indexer: Indexer, jobs: JobRunner, *, max_content_chars: int, summaries: bool = False
@@ -45,12 +48,35 @@ class MemoryService:
         self._jobs = jobs
         self._summaries = summaries  # a chat model is configured to write missing summaries
         self._max_content_chars = max_content_chars
-        self._current_id: str | None = None
+        # Each client's current conversation (``caller.client()``): a stdio server has one client;
+        # an HTTP server one per MCP session (or token). The least recently used are forgotten first.
+        self._current: OrderedDict[str, str] = OrderedDict()
         self._others_seen = False  # a search scoped to one conversation found others exist
 
     @property
     def current_conversation_id(self) -> str | None:
+        """The calling client's current conversation."""
         return self._current_id
+
+    @property
+    def _current_id(self) -> str | None:
+        key = caller.client()
+        found = self._current.get(key)
+        if found is not None:
+            self._current.move_to_end(key)
+        return found
+
+    @_current_id.setter
+    def _current_id(self, conversation_id: str) -> None:
+        self._current[caller.client()] = conversation_id
+        self._current.move_to_end(caller.client())
+        while len(self._current) > MAX_CLIENTS:
+            self._current.popitem(last=False)
+
+    def _no_longer_current(self, conversation_id: str) -> None:
+        """An ended or deleted conversation stops being current for every client."""
+        for key in [key for key, current in self._current.items() if current == conversation_id]:
+            del self._current[key]
 
     @property
     def max_content_chars(self) -> int:
@@ -112,8 +138,7 @@ class MemoryService:
             conversation, count = await self._store.end_conversation(
                 target, ended_at, summary_memory, queue_summary=self._summaries
             )
-        if self._current_id == target:
-            self._current_id = None
+        self._no_longer_current(target)
         if summary_memory is not None:
             self._indexer.added()  # the summary is embedded in the background like any pending memory
         if conversation.summary_status == "pending":
@@ -232,8 +257,7 @@ class MemoryService:
         with audit.recording("delete_conversation", target):
             seqs = await self._store.delete_conversation(target)
         await self._indexer.removed(seqs)
-        if self._current_id == target:
-            self._current_id = None
+        self._no_longer_current(target)
         return DeletedConversation(conversation, len(seqs))
 
     async def delete_memory(self, memory_id: object) -> Memory:

@@ -21,6 +21,7 @@ import anyio
 import numpy as np
 
 from ollama_mcp.domain import (
+    AccessToken,
     AuditRow,
     Conversation,
     ConversationQuery,
@@ -191,6 +192,20 @@ class Storage(Protocol):
 
     async def delete_vectors(self, model: str) -> int:
         """Drop every vector of ``model`` (reembed --force); the memories become pending."""
+
+    # -- bearer tokens of the HTTP server (kept in the local principal's store) -------------
+
+    async def create_token(self, token: AccessToken, token_hash: str) -> bool:
+        """Keep a new token's hash; False (and nothing kept) when an active token has that name."""
+
+    async def token_by_hash(self, token_hash: str) -> AccessToken | None:
+        """The active (not revoked) token with this hash."""
+
+    async def list_tokens(self) -> list[AccessToken]:
+        """Every token, active ones first, then by name."""
+
+    async def revoke_token(self, name: str, now: str) -> bool:
+        """Revoke the active token of this name; False when there is none."""
 
     # -- life ----------------------------------------------------------------------------
 

@@ -8,10 +8,12 @@ Errors are translated here, once: every message names the server as ``host:port/
 from __future__ import annotations
 
 import logging
+import re
 
 import psycopg
 from psycopg import errors as pg_errors
-from psycopg.conninfo import conninfo_to_dict
+from psycopg import sql
+from psycopg.conninfo import conninfo_to_dict, make_conninfo
 
 from ollama_mcp.errors import SchemaError, StorageError
 from ollama_mcp.migrations import Migration, shipped
@@ -40,6 +42,24 @@ def describe(url: str) -> str:
     return f"{host}:{port}/{params.get('dbname') or params.get('user') or 'postgres'}"
 
 
+_SCHEMA_OPTION = re.compile(r"-c search_path=(ollama_mcp_[a-z0-9_]+),public")
+
+
+def in_schema(url: str, schema: str) -> str:
+    """``url`` with ``schema`` first on the search path of every connection made with it: a
+    principal's memory lives in a schema of its own (the local principal's in ``public``). Tables
+    are named without a schema in every statement, so they resolve to ``schema``'s, which
+    ``migrate`` creates before anything else; ``public`` stays on the path for pgvector's types."""
+    options = str(conninfo_to_dict(url).get("options") or "")
+    return make_conninfo(url, options=f"{options} -c search_path={schema},public".strip())
+
+
+def schema_of(url: str) -> str | None:
+    """The principal's schema ``in_schema`` put into ``url`` (None: the database's default)."""
+    found = _SCHEMA_OPTION.search(str(conninfo_to_dict(url).get("options") or ""))
+    return found.group(1) if found else None
+
+
 async def connect(url: str) -> psycopg.AsyncConnection:
     """Open one connection (autocommit: every write is an explicit transaction)."""
     try:
@@ -56,6 +76,9 @@ async def migrate(conn: psycopg.AsyncConnection, url: str) -> int:
     try:
         async with conn.transaction():
             await conn.execute("SELECT pg_advisory_xact_lock(%s)", (MIGRATION_LOCK,))
+            schema = schema_of(url)
+            if schema is not None:  # first: a table created before it would land in public
+                await conn.execute(sql.SQL("CREATE SCHEMA IF NOT EXISTS {}").format(sql.Identifier(schema)))
             await conn.execute(
                 "CREATE TABLE IF NOT EXISTS schema_migrations ("
                 " version integer PRIMARY KEY, name text NOT NULL, applied_at timestamptz NOT NULL DEFAULT now())"

@@ -10,9 +10,10 @@ conversations, in one lock order (no deadlocks between instances).
 from ollama_mcp.postgres.conversations import ConversationStore
 from ollama_mcp.postgres.jobs import JobStore
 from ollama_mcp.postgres.memories import MemoryStore
+from ollama_mcp.postgres.tokens import TokenStore
 from ollama_mcp.postgres.transcript import TranscriptStore
 from ollama_mcp.postgres.vectors import VectorStore
 
 
-class PgStore(ConversationStore, MemoryStore, TranscriptStore, JobStore, VectorStore):
+class PgStore(ConversationStore, MemoryStore, TranscriptStore, JobStore, TokenStore, VectorStore):
     """The PostgreSQL backend's ``storage.Storage``; open with ``await PgStore.open(url)``."""

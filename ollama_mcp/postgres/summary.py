@@ -9,7 +9,7 @@ from typing import Any
 
 import psycopg
 
-from ollama_mcp.postgres.db import CONNECT_TIMEOUT_S, translate
+from ollama_mcp.postgres.db import CONNECT_TIMEOUT_S, schema_of, translate
 from ollama_mcp.postgres.rows import MISSING_VECTOR
 from ollama_mcp.store.summary import StoreSummary
 
@@ -36,7 +36,9 @@ def summarize(url: str, model: str) -> PgSummary:
             available = _one(conn, "SELECT max(default_version) FROM pg_available_extensions WHERE name = 'vector'")
             superuser = bool(_one(conn, "SELECT rolsuper FROM pg_roles WHERE rolname = current_user"))
             facts = (server, pgvector, available, superuser, size)
-            if _one(conn, "SELECT to_regclass('memories') IS NULL"):
+            schema = schema_of(url)  # a principal's: until it exists, names would resolve to public's tables
+            if (schema is not None and _one(conn, "SELECT to_regnamespace(%(s)s) IS NULL", {"s": schema})) \
+                    or _one(conn, "SELECT to_regclass('memories') IS NULL"):
                 return PgSummary(None, *facts, [])
             store = StoreSummary(
                 schema_version=int(_one(conn, "SELECT coalesce(max(version), 0) FROM schema_migrations")),

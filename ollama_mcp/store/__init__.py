@@ -24,6 +24,7 @@ from ollama_mcp.store.rows import (
     content_hash,
 )
 from ollama_mcp.store.summary import StoreSummary, summarize
+from ollama_mcp.store.tokens import TokenStore
 from ollama_mcp.store.transcript import TranscriptStore
 from ollama_mcp.store.vectors import VectorBatch, VectorStore
 
@@ -44,5 +45,5 @@ __all__ = [
 ]
 
 
-class Store(ConversationStore, MemoryStore, TranscriptStore, JobStore, KeywordStore, VectorStore):
+class Store(ConversationStore, MemoryStore, TranscriptStore, JobStore, TokenStore, KeywordStore, VectorStore):
     """The SQLite backend's ``storage.Storage`` (and what its ``Ranker`` reads): the only owner of SQL."""

@@ -1,0 +1,144 @@
+"""Serving MCP over streamable HTTP (``ollama-mcp serve --http``): when it may start, which Host
+and Origin headers it accepts, and the SDK's app under uvicorn.
+
+The rules, decided once at start:
+- Tokens exist (``ollama-mcp token create``): every request needs one (401 otherwise); each
+  acts for its token's principal.
+- No tokens: only a loopback address may be bound, and every request acts for the local
+  principal, as the stdio server does. Binding another address without tokens is refused with
+  the fix.
+- Host and Origin must name this server (DNS rebinding protection, 421/403 otherwise); bodies
+  are capped at ``MAX_BODY_BYTES`` (413); an MCP session idle for ``IDLE_SESSION_S`` is closed.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import logging
+import socket
+import sys
+from dataclasses import dataclass
+from urllib.parse import urlsplit
+
+from mcp.server.transport_security import TransportSecuritySettings
+from starlette.applications import Starlette
+
+from ollama_mcp.backends import open_backend
+from ollama_mcp.config import LOCAL_PRINCIPAL, Settings
+from ollama_mcp.errors import ConfigError
+from ollama_mcp.server import build_server
+
+log = logging.getLogger(__name__)
+
+DEFAULT_PORT = 8765
+PATH = "/mcp"
+MAX_BODY_BYTES = 4 * 2**20  # a memory is at most OLLAMA_MCP_MAX_CONTENT_CHARS (100k) characters
+IDLE_SESSION_S = 30 * 60.0
+_LOOPBACK_NAMES = ("localhost",)
+
+
+@dataclass(frozen=True)
+class Plan:
+    """How the server will serve: where clients reach it, and whether tokens are required."""
+
+    url: str  # the MCP endpoint clients connect to
+    tokens: int  # active tokens (0: none required, loopback only)
+    allowed_hosts: tuple[str, ...]
+    allowed_origins: tuple[str, ...]
+
+
+def is_loopback(host: str) -> bool:
+    if host.lower() in _LOOPBACK_NAMES:
+        return True
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        return False
+
+
+def bind(host: str, port: int) -> socket.socket:
+    """The listening socket (port 0: any free port), or a ConfigError saying why not."""
+    if not 0 <= port <= 65535:
+        raise ConfigError(f"--port must be 0-65535, got {port}.")
+    try:
+        infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)
+        family, kind, proto, _, address = infos[0]
+        sock = socket.socket(family, kind, proto)
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)  # accepted sockets inherit it
+        sock.bind(address)
+        sock.listen(128)
+    except OSError as exc:
+        raise ConfigError(
+            f"Could not listen on {host}:{port} ({exc.strerror or exc}); choose another --port, or stop what uses it."
+        ) from exc
+    sock.setblocking(False)
+    return sock
+
+
+async def active_tokens(settings: Settings) -> int:
+    """How many tokens the local principal's store holds, not revoked."""
+    store, _ = await open_backend(settings.for_principal(LOCAL_PRINCIPAL))
+    try:
+        return sum(1 for token in await store.list_tokens() if token.revoked_at is None)
+    finally:
+        await store.aclose()
+
+
+def plan(host: str, port: int, public_url: str | None, tokens: int) -> Plan:
+    """The serving plan for a socket bound to ``host``:``port``, or a ConfigError with the fix."""
+    loopback = is_loopback(host)
+    if not loopback and tokens == 0:
+        raise ConfigError(
+            f"Refusing to serve on {host}, which other machines can reach, without tokens: anyone there could read "
+            "and change every memory. Create one for each person or client with `ollama-mcp token create NAME` "
+            "and start again, or serve on 127.0.0.1 (the default --host)."
+        )
+    if public_url is None:
+        if host in ("0.0.0.0", "::", ""):
+            raise ConfigError(
+                f"--host {host} listens on every address; add --public-url with the URL clients use to reach "
+                "this server (such as https://memory.example.com/mcp), so its Host and Origin can be checked."
+            )
+        shown = f"[{host}]" if ":" in host else host
+        public_url = f"http://{shown}:{port}{PATH}"
+    parts = urlsplit(public_url)
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise ConfigError(f"--public-url must be an http:// or https:// URL, such as https://memory.example.com/mcp; "
+                          f"got {public_url!r}.")
+    hosts = {parts.netloc}
+    origins = {f"{parts.scheme}://{parts.netloc}"}
+    if loopback:
+        hosts |= {"127.0.0.1:*", "localhost:*", "[::1]:*"}
+        origins |= {"http://127.0.0.1:*", "http://localhost:*", "http://[::1]:*"}
+    else:
+        shown = f"[{host}]" if ":" in host else host
+        hosts.add(f"{shown}:{port}")
+    return Plan(public_url, tokens, tuple(sorted(hosts)), tuple(sorted(origins)))
+
+
+async def serve(settings: Settings, sock: socket.socket, public_url: str | None, stateless: bool) -> None:
+    """Serve MCP over streamable HTTP on ``sock`` until cancelled (Ctrl-C)."""
+    import uvicorn  # noqa: PLC0415 - the web server only for this command
+
+    host, port = sock.getsockname()[:2]
+    served = plan(host, port, public_url, await active_tokens(settings))
+    app = http_app(settings, served, stateless=stateless)
+    auth = f"a token required ({served.tokens} active)" if served.tokens else "no tokens, acting for the local user"
+    print(f"ollama-mcp serves MCP at {served.url} ({auth}); database {settings.database}. Stop with Ctrl-C.",
+          file=sys.stderr, flush=True)
+    config = uvicorn.Config(app, log_level="warning", access_log=False, lifespan="on", timeout_graceful_shutdown=5)
+    await uvicorn.Server(config).serve(sockets=[sock])
+
+
+def http_app(settings: Settings, served: Plan, *, stateless: bool = False) -> Starlette:
+    """The ASGI app: the MCP server's tools at ``PATH``, with the plan's checks."""
+    server = build_server(settings, public_url=served.url if served.tokens else None)
+    security = TransportSecuritySettings(
+        enable_dns_rebinding_protection=True,
+        allowed_hosts=list(served.allowed_hosts), allowed_origins=list(served.allowed_origins),
+    )
+    return server.streamable_http_app(
+        streamable_http_path=PATH, stateless_http=stateless,
+        transport_security=security, max_request_body_size=MAX_BODY_BYTES, session_idle_timeout=IDLE_SESSION_S,
+    )
