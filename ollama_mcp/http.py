@@ -111,7 +111,7 @@ def plan(host: str, port: int, public_url: str | None, tokens: int) -> Plan:
     if loopback:
         hosts |= {"127.0.0.1:*", "localhost:*", "[::1]:*"}
         origins |= {"http://127.0.0.1:*", "http://localhost:*", "http://[::1]:*"}
-    else:
+    elif host not in ("0.0.0.0", "::", ""):  # clients may also name the address itself
         shown = f"[{host}]" if ":" in host else host
         hosts.add(f"{shown}:{port}")
     return Plan(public_url, tokens, tuple(sorted(hosts)), tuple(sorted(origins)))

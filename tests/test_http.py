@@ -1,0 +1,287 @@
+"""MCP over streamable HTTP: the real MCP client against the server on a loopback port (uvicorn,
+as ``ollama-mcp serve --http`` runs it), tokens, isolation between principals, and the checks on
+Host, Origin and body size. Both storage backends, both protocol eras."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from typing import Any
+
+import anyio
+import httpx2
+import pytest
+import uvicorn
+from mcp import Client
+from mcp.client.streamable_http import streamable_http_client
+from mcp.shared.exceptions import MCPError
+
+from ollama_mcp import admin, http
+from ollama_mcp.config import Settings
+from ollama_mcp.errors import ConfigError, InvalidInputError
+from tests.conftest import Database
+from tests.test_tools import call, error
+
+pytestmark = pytest.mark.anyio
+
+ERAS = ["legacy", "auto"]
+
+
+@asynccontextmanager
+async def serving(settings: Settings, *, stateless: bool = False) -> AsyncIterator[str]:
+    """The HTTP server on a free loopback port, planned and built as ``serve --http`` does; its URL."""
+    sock = http.bind("127.0.0.1", 0)
+    port = sock.getsockname()[1]
+    served = http.plan("127.0.0.1", port, None, await http.active_tokens(settings))
+    server = uvicorn.Server(uvicorn.Config(
+        http.http_app(settings, served, stateless=stateless), log_level="warning", lifespan="on",
+    ))
+    async with anyio.create_task_group() as tasks:
+        tasks.start_soon(lambda: server.serve(sockets=[sock]))
+        with anyio.fail_after(10):
+            while not server.started:
+                await anyio.sleep(0.01)
+        try:
+            yield served.url
+        finally:
+            server.should_exit = True
+
+
+@asynccontextmanager
+async def client(url: str, token: str | None = None, mode: str = "legacy") -> AsyncIterator[Client]:
+    headers = {} if token is None else {"Authorization": f"Bearer {token}"}
+    async with httpx2.AsyncClient(headers=headers, timeout=30) as session, \
+            Client(streamable_http_client(url, http_client=session), mode=mode) as connected:
+        yield connected
+
+
+async def post(url: str, body: object, **headers: str) -> httpx2.Response:
+    """One raw JSON-RPC POST, as a client nobody wrote might send it."""
+    async with httpx2.AsyncClient(timeout=30) as session:
+        return await session.post(url, content=json.dumps(body), headers={
+            "Content-Type": "application/json", "Accept": "application/json, text/event-stream", **headers,
+        })
+
+
+INITIALIZE = {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+    "protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "raw", "version": "0"}}}
+
+
+@pytest.mark.parametrize("mode", ERAS)
+async def test_every_tool_works_over_http_as_over_stdio(settings: Settings, mode: str) -> None:
+    async with serving(settings) as url, client(url, mode=mode) as mcp:
+        assert "ask_agent" in {tool.name for tool in (await mcp.list_tools()).tools}
+        conversation = (await call(mcp, "init_conversation", name="over http"))["conversation_id"]
+        stored = await call(mcp, "store_memory", content="The deploy key rotates every Monday", conversation_id=conversation)
+        assert stored["embedding_status"] == "embedded"
+        found = await call(mcp, "search_memories", query="when does the deploy key rotate", conversation_id=conversation)
+        assert [hit["memory_id"] for hit in found["results"]][:1] == [stored["memory_id"]]
+        assert found["mode"] == "hybrid"
+        updated = await call(mcp, "update_memory", memory_id=stored["memory_id"], content="The deploy key rotates on Fridays")
+        assert updated["memory_id"] != stored["memory_id"]
+        exported = await call(mcp, "export_conversation", conversation_id=conversation)
+        assert "rotates on Fridays" in exported["markdown"]
+        listed = await call(mcp, "list_conversations")
+        assert [c["conversation_id"] for c in listed["conversations"]] == [conversation]
+        ended = await call(mcp, "end_conversation", conversation_id=conversation, summary="Key rotation moved.")
+        assert ended["status"] == "completed"
+        everywhere = await call(mcp, "search_all_conversations", query="key rotation")
+        assert updated["memory_id"] in {hit["memory_id"] for hit in everywhere["results"]}
+        page = await mcp.read_resource(f"memory://conversations/{conversation}")
+        assert "rotates on Fridays" in page.contents[0].text  # type: ignore[union-attr]
+        assert (await call(mcp, "delete_conversation", conversation_id=conversation))["memories_deleted"] >= 2
+
+
+async def test_two_clients_of_one_server_keep_separate_current_conversations(settings: Settings) -> None:
+    async with serving(settings) as url, client(url) as first, client(url) as second:
+        one = (await call(first, "init_conversation", name="first"))["conversation_id"]
+        two = (await call(second, "init_conversation", name="second"))["conversation_id"]
+        assert one != two
+        in_first = await call(first, "store_memory", content="Written by the first client")
+        in_second = await call(second, "store_memory", content="Written by the second client")
+        assert (in_first["conversation_id"], in_second["conversation_id"]) == (one, two)
+        assert (await call(first, "get_conversation_id"))["current"]["conversation_id"] == one
+        assert (await call(second, "get_conversation_id"))["current"]["conversation_id"] == two
+        # Ending one client's conversation leaves the other's current, and its store goes on there.
+        await call(first, "end_conversation")
+        assert (await call(first, "get_conversation_id"))["current"] is None
+        assert (await call(second, "store_memory", content="Still the second"))["conversation_id"] == two
+
+
+async def test_two_clients_without_a_conversation_get_separate_anonymous_ones(settings: Settings) -> None:
+    async with serving(settings) as url, client(url) as first, client(url) as second:
+        a = await call(first, "store_memory", content="An anonymous first note")
+        b = await call(second, "store_memory", content="An anonymous second note")
+        assert a["conversation_id"] != b["conversation_id"]
+
+
+# -- tokens ------------------------------------------------------------------------------------
+
+
+async def test_with_tokens_a_missing_malformed_wrong_or_revoked_token_gets_401_and_changes_nothing(
+    settings: Settings,
+) -> None:
+    _, alice = await admin.create_token(settings, "alice-laptop", "alice")
+    _, revoked = await admin.create_token(settings, "old-laptop", "alice")
+    await admin.revoke_token(settings, "old-laptop")
+    store = {"jsonrpc": "2.0", "id": 2, "method": "tools/call",
+             "params": {"name": "store_memory", "arguments": {"content": "must not be stored"}}}
+    async with serving(settings) as url:
+        for headers in ({}, {"Authorization": "Basic YWxpY2U6eA=="}, {"Authorization": "Bearer not-a-token"},
+                        {"Authorization": f"Bearer {alice[:-1]}x"}, {"Authorization": f"Bearer {revoked}"}):
+            for body in (INITIALIZE, store):
+                answer = await post(url, body, **headers)
+                assert answer.status_code == 401, (headers, answer.text)
+                assert answer.headers["www-authenticate"].startswith("Bearer")
+                assert "resource_metadata=" in answer.headers["www-authenticate"]
+        async with client(url, alice) as mcp:
+            assert (await call(mcp, "list_conversations"))["conversations"] == []
+            found = await call(mcp, "search_all_conversations", query="must not be stored")
+            assert found["results"] == []
+
+
+async def test_the_server_publishes_its_protected_resource_metadata(settings: Settings) -> None:
+    await admin.create_token(settings, "alice", None)
+    async with serving(settings) as url, httpx2.AsyncClient() as session:
+        base = url.removesuffix("/mcp")
+        answer = await session.get(f"{base}/.well-known/oauth-protected-resource/mcp")
+        assert answer.status_code == 200
+        assert answer.json()["resource"] == url
+
+
+async def test_a_token_revoked_while_the_server_runs_is_refused_at_its_next_request(settings: Settings) -> None:
+    _, secret = await admin.create_token(settings, "alice", None)
+    async with serving(settings) as url:
+        async with client(url, secret) as mcp:
+            await call(mcp, "store_memory", content="Before the revocation")
+            await admin.revoke_token(settings, "alice")
+            with pytest.raises(MCPError):  # the transport's 401 ends the call
+                await mcp.call_tool("store_memory", {"content": "After the revocation"})
+        assert (await post(url, INITIALIZE, Authorization=f"Bearer {secret}")).status_code == 401
+
+
+# -- isolation -----------------------------------------------------------------------------------
+
+
+def _attempts(conversation: str, memory: str) -> list[tuple[str, dict[str, Any]]]:
+    """Every tool that takes an id, aimed at the other principal's conversation or memory."""
+    return [
+        ("store_memory", {"content": "slipped in", "conversation_id": conversation}),
+        ("search_memories", {"query": "vault", "conversation_id": conversation}),
+        ("update_memory", {"memory_id": memory, "content": "overwritten"}),
+        ("delete_memory", {"memory_id": memory}),
+        ("export_conversation", {"conversation_id": conversation}),
+        ("end_conversation", {"conversation_id": conversation}),
+        ("delete_conversation", {"conversation_id": conversation}),
+        ("ask_agent", {"query": "what is the vault code?", "conversation_id": conversation}),
+    ]
+
+
+@pytest.mark.parametrize("mode", ERAS)
+async def test_two_principals_never_see_or_change_each_others_memory(settings: Settings, mode: str) -> None:
+    _, alice_token = await admin.create_token(settings, "alice-laptop", "alice")
+    _, bob_token = await admin.create_token(settings, "bob", None)
+    async with serving(settings) as url, client(url, alice_token, mode) as alice, client(url, bob_token, mode) as bob:
+        mine: dict[str, tuple[str, str]] = {}
+        for name, mcp, text in ((
+            "alice", alice, "The vault code is 4711"), ("bob", bob, "The vault code is 1234")):
+            conversation = (await call(mcp, "init_conversation", name=f"{name}'s chat"))["conversation_id"]
+            memory = (await call(mcp, "store_memory", content=text))["memory_id"]
+            mine[name] = (conversation, memory)
+        for me, mcp, other in (("alice", alice, "bob"), ("bob", bob, "alice")):
+            conversation, memory = mine[other]
+            for tool, arguments in _attempts(conversation, memory):
+                text = await error(mcp, tool, **arguments)
+                assert f"no memory {memory} exists" in text or f"no conversation {conversation} exists" in text, \
+                    (me, tool, text)
+            for tool, arguments in (("search_all_conversations", {"query": "vault code"}),
+                                    ("search_memories", {"query": "vault code"})):
+                hits = (await call(mcp, tool, **arguments))["results"]
+                assert {hit["memory_id"] for hit in hits} == {mine[me][1]}, (me, tool)
+            listed = await call(mcp, "list_conversations")
+            assert [c["conversation_id"] for c in listed["conversations"]] == [mine[me][0]]
+            with pytest.raises(MCPError):
+                await mcp.read_resource(f"memory://conversations/{conversation}")
+            index = (await mcp.read_resource("memory://conversations")).contents[0].text  # type: ignore[union-attr]
+            assert conversation not in index and mine[me][0] in index
+            with pytest.raises(MCPError):
+                await mcp.get_prompt("build_context", {"conversation_id": conversation})
+        # Nothing of either changed: each still finds its own memory, unaltered, where it was.
+        for name, mcp, text in (("alice", alice, "4711"), ("bob", bob, "1234")):
+            exported = await call(mcp, "export_conversation", conversation_id=mine[name][0])
+            assert f"The vault code is {text}" in exported["markdown"] and "overwritten" not in exported["markdown"]
+            assert "slipped in" not in exported["markdown"]
+
+
+async def test_each_principals_memory_and_audit_live_in_a_store_of_its_own(
+    settings: Settings, db: Database, backend: str
+) -> None:
+    _, secret = await admin.create_token(settings, "alice-laptop", "alice")
+    async with serving(settings) as url, client(url, secret) as mcp:
+        await call(mcp, "store_memory", content="Only in alice's store")
+    assert db.count("SELECT count(*) FROM memories") == 0  # the local principal's store
+    alice = Database(backend, str(settings.for_principal("alice").store_path) if backend == "sqlite"
+                     else settings.for_principal("alice").store_url)
+    assert alice.rows("SELECT content FROM memories") == [("Only in alice's store",)]
+    assert alice.rows("SELECT door, principal, action FROM write_audit ORDER BY id") == [
+        ("tool", "alice-laptop", "start_conversation"), ("tool", "alice-laptop", "store_memory")]
+    if backend == "postgres":  # every table the store uses exists in alice's schema: no name falls through to public
+        assert db.rows(
+            "SELECT table_name FROM information_schema.tables WHERE table_schema = 'public' EXCEPT "
+            "SELECT table_name FROM information_schema.tables WHERE table_schema = 'ollama_mcp_alice'"
+        ) == []
+
+
+async def test_the_cli_acts_for_the_principal_ollama_mcp_principal_names(settings: Settings) -> None:
+    _, secret = await admin.create_token(settings, "alice", None)
+    async with serving(settings) as url, client(url, secret) as mcp:
+        await call(mcp, "init_conversation", name="alice's")
+    as_alice, _ = await admin.export_store(settings.for_principal("alice"), None, "json")
+    as_local, _ = await admin.export_store(settings, None, "json")
+    assert [c["name"] for c in json.loads(as_alice)["conversations"]] == ["alice's"]
+    assert json.loads(as_local)["conversations"] == []
+
+
+# -- what the server accepts ----------------------------------------------------------------------
+
+
+async def test_requests_from_another_origin_or_host_or_too_large_are_refused(settings: Settings) -> None:
+    async with serving(settings) as url:
+        assert (await post(url, INITIALIZE, Origin="http://evil.example")).status_code == 403
+        assert (await post(url, INITIALIZE, Host="evil.example")).status_code == 421
+        assert (await post(url, INITIALIZE, Origin="http://localhost:3000")).status_code == 200
+        huge = {**INITIALIZE, "params": {**INITIALIZE["params"], "padding": "x" * (http.MAX_BODY_BYTES + 1)}}
+        assert (await post(url, huge)).status_code == 413
+
+
+def test_serving_another_address_without_tokens_is_refused_with_the_fix() -> None:
+    with pytest.raises(ConfigError, match="without tokens.*ollama-mcp token create NAME"):
+        http.plan("192.168.1.20", 8765, None, tokens=0)
+    with pytest.raises(ConfigError, match="--public-url"):
+        http.plan("0.0.0.0", 8765, None, tokens=1)
+    with pytest.raises(ConfigError, match="--public-url must be an http"):
+        http.plan("0.0.0.0", 8765, "memory.example.com", tokens=1)
+    served = http.plan("0.0.0.0", 8765, "https://memory.example.com/mcp", tokens=1)
+    assert served.allowed_hosts == ("memory.example.com",)
+    assert served.allowed_origins == ("https://memory.example.com",)
+    assert http.plan("127.0.0.1", 8765, None, tokens=0).url == "http://127.0.0.1:8765/mcp"
+
+
+async def test_token_names_and_principals_are_checked_before_anything_is_kept(settings: Settings) -> None:
+    with pytest.raises(InvalidInputError, match="NAME: must be 1-64 letters"):
+        await admin.create_token(settings, "alice laptop", None)
+    with pytest.raises(InvalidInputError, match="--principal: is needed"):
+        await admin.create_token(settings, "Alice-Laptop", None)
+    with pytest.raises(ConfigError, match="--principal must be a principal's name"):
+        await admin.create_token(settings, "alice-laptop", "Alice")
+    await admin.create_token(settings, "alice", None)
+    with pytest.raises(InvalidInputError, match="NAME: is taken.*ollama-mcp token revoke alice"):
+        await admin.create_token(settings, "alice", None)
+    with pytest.raises(InvalidInputError, match="NAME: names no active token"):
+        await admin.revoke_token(settings, "nobody")
+    assert [(t.name, t.principal, t.revoked_at) for t in await admin.list_tokens(settings)] == [("alice", "alice", None)]
+    await admin.revoke_token(settings, "alice")
+    _, again = await admin.create_token(settings, "alice", None)  # a revoked name may be given again
+    listed = await admin.list_tokens(settings)
+    assert [(t.name, t.revoked_at is None) for t in listed] == [("alice", True), ("alice", False)]
