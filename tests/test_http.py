@@ -5,8 +5,13 @@ Host, Origin and body size. Both storage backends, both protocol eras."""
 from __future__ import annotations
 
 import json
+import os
+import signal
+import subprocess
+import sys
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from pathlib import Path
 from typing import Any
 
 import anyio
@@ -26,6 +31,9 @@ from tests.test_tools import call, error
 pytestmark = pytest.mark.anyio
 
 ERAS = ["legacy", "auto"]
+ROOT = Path(__file__).resolve().parent.parent
+SERVER = Path(sys.executable).parent / "ollama-mcp"
+INSPECTOR = Path(os.environ.get("OLLAMA_MCP_INSPECTOR", ROOT / "node_modules" / ".bin" / "mcp-inspector"))
 
 
 @asynccontextmanager
@@ -285,3 +293,102 @@ async def test_token_names_and_principals_are_checked_before_anything_is_kept(se
     _, again = await admin.create_token(settings, "alice", None)  # a revoked name may be given again
     listed = await admin.list_tokens(settings)
     assert [(t.name, t.revoked_at is None) for t in listed] == [("alice", True), ("alice", False)]
+
+
+# -- the real command ------------------------------------------------------------------------------
+
+
+class ServeProcess:
+    """``ollama-mcp serve --http --port 0`` as a user starts it; its URL from the line it prints."""
+
+    def __init__(self, env: dict[str, str], *args: str) -> None:
+        self.process = subprocess.Popen(
+            [str(SERVER), "serve", "--http", "--port", "0", *args], env=env, cwd="/",
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        )
+        assert self.process.stderr is not None
+        self.lines: list[str] = []
+        for line in self.process.stderr:
+            self.lines.append(line)
+            if "serves MCP at" in line:
+                break
+        else:
+            raise AssertionError(f"the server did not start: {''.join(self.lines)}")
+        self.banner = self.lines[-1]
+        self.url = self.banner.split("serves MCP at ", 1)[1].split(" ", 1)[0]
+
+    def stop(self) -> tuple[int, str]:
+        self.process.send_signal(signal.SIGINT)
+        _, err = self.process.communicate(timeout=20)
+        return self.process.returncode, err
+
+
+def environment(settings: Settings) -> dict[str, str]:
+    database = str(settings.db_path) if settings.postgres_url is None else settings.postgres_url
+    return {"PATH": os.environ["PATH"], "HOME": os.environ.get("HOME", "/tmp"), "OLLAMA_MCP_DB": database,
+            "OLLAMA_HOST": settings.ollama_host}
+
+
+def cli(env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([str(SERVER), *args], env=env, capture_output=True, text=True, timeout=60, cwd="/")
+
+
+async def test_the_serve_http_command_requires_its_tokens_and_stops_on_ctrl_c(settings: Settings) -> None:
+    env = environment(settings)
+    created = cli(env, "token", "create", "alice-laptop", "--principal", "alice")
+    assert created.returncode == 0, created.stderr
+    secret = created.stdout.strip()  # stdout carries the token alone, for scripts
+    assert secret.startswith("omcp_") and "shown only this once" in created.stderr
+    listed = cli(env, "token", "list")
+    assert listed.stdout.split()[:3] == ["alice-laptop", "alice", "created"] and secret not in listed.stdout
+    server = ServeProcess(env)
+    try:
+        assert "a token required (1 active)" in server.banner
+        async with client(server.url, secret) as mcp:
+            stored = await call(mcp, "store_memory", content="Stored through the real server process")
+            assert stored["embedding_status"] == "embedded"
+        assert (await post(server.url, INITIALIZE)).status_code == 401
+        revoked = cli(env, "token", "revoke", "alice-laptop")
+        assert revoked.returncode == 0 and "revoked token 'alice-laptop'" in revoked.stdout
+        assert (await post(server.url, INITIALIZE, Authorization=f"Bearer {secret}")).status_code == 401
+    finally:
+        code, err = server.stop()
+    assert code == 130, err  # the exit status of a command stopped with Ctrl-C
+    assert "Traceback" not in err
+
+
+def test_serve_refuses_another_address_without_tokens_and_http_options_without_http(settings: Settings) -> None:
+    env = environment(settings)
+    refused = cli(env, "serve", "--http", "--host", "0.0.0.0", "--public-url", "https://m.example.com/mcp")
+    assert refused.returncode == 2
+    assert "Refusing to serve on 0.0.0.0" in refused.stderr and "ollama-mcp token create NAME" in refused.stderr
+    assert refused.stdout == ""
+    misplaced = cli(env, "serve", "--port", "9000")
+    assert misplaced.returncode == 2 and "--port only apply to --http" in misplaced.stderr
+    unknown = cli(env, "token", "revoke", "nobody")
+    assert unknown.returncode == 2 and "NAME: names no active token" in unknown.stderr
+
+
+def test_the_inspector_cli_reaches_the_http_server_with_a_token(settings: Settings) -> None:
+    if not INSPECTOR.exists():
+        if os.environ.get("CI"):
+            raise AssertionError(f"the MCP Inspector CLI is missing at {INSPECTOR}; .ci/run must install it")
+        pytest.skip("MCP Inspector CLI not installed")
+    env = environment(settings)
+    secret = cli(env, "token", "create", "inspector", "--principal", "carol").stdout.strip()
+    server = ServeProcess(env)
+    try:
+        def inspect(*args: str, token: str = secret) -> subprocess.CompletedProcess[str]:
+            return subprocess.run(
+                [str(INSPECTOR), "--cli", server.url, "--transport", "http", "--header",
+                 f"Authorization: Bearer {token}", *args], capture_output=True, text=True, timeout=120, cwd="/",
+            )
+        stored = inspect("--method", "tools/call", "--tool-name", "store_memory", "--tool-arg",
+                         "content=The inspector came over HTTP")
+        assert stored.returncode == 0, (stored.stdout[-2000:], stored.stderr[-2000:])
+        found = inspect("--method", "tools/call", "--tool-name", "search_all_conversations", "--tool-arg",
+                        "query=inspector HTTP")
+        assert found.returncode == 0 and "The inspector came over HTTP" in found.stdout
+        assert inspect("--method", "tools/list", token="omcp_" + "x" * 43).returncode != 0
+    finally:
+        server.stop()
