@@ -18,7 +18,7 @@ import anyio
 import httpx2
 import pytest
 import uvicorn
-from mcp import Client
+from mcp import Client, types
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.exceptions import MCPError
 
@@ -26,6 +26,8 @@ from ollama_mcp import admin, http
 from ollama_mcp.config import Settings
 from ollama_mcp.errors import ConfigError, InvalidInputError
 from tests.conftest import Database
+from tests.fake_ollama import FakeOllama
+from tests.test_agent import tool_call
 from tests.test_tools import call, error
 
 pytestmark = pytest.mark.anyio
@@ -57,10 +59,10 @@ async def serving(settings: Settings, *, stateless: bool = False) -> AsyncIterat
 
 
 @asynccontextmanager
-async def client(url: str, token: str | None = None, mode: str = "legacy") -> AsyncIterator[Client]:
+async def client(url: str, token: str | None = None, mode: str = "legacy", **options: Any) -> AsyncIterator[Client]:
     headers = {} if token is None else {"Authorization": f"Bearer {token}"}
     async with httpx2.AsyncClient(headers=headers, timeout=30) as session, \
-            Client(streamable_http_client(url, http_client=session), mode=mode) as connected:
+            Client(streamable_http_client(url, http_client=session), mode=mode, **options) as connected:
         yield connected
 
 
@@ -249,6 +251,49 @@ async def test_the_cli_acts_for_the_principal_ollama_mcp_principal_names(setting
     as_local, _ = await admin.export_store(settings, None, "json")
     assert [c["name"] for c in json.loads(as_alice)["conversations"]] == ["alice's"]
     assert json.loads(as_local)["conversations"] == []
+
+
+async def test_the_agent_over_http_acts_for_its_principal_and_asks_before_deleting(
+    settings: Settings, fake_ollama: FakeOllama
+) -> None:
+    _, alice_token = await admin.create_token(settings, "alice", None)
+    _, bob_token = await admin.create_token(settings, "bob", None)
+    asked: list[str] = []
+
+    async def accept(_context: Any, params: types.ElicitRequestParams) -> types.ElicitResult:
+        asked.append(params.message)
+        return types.ElicitResult(action="accept", content={"confirm": True})
+
+    async with serving(settings) as url, client(url, alice_token, elicitation_callback=accept) as alice, \
+            client(url, bob_token) as bob:
+        secret = (await call(alice, "store_memory", content="The vault code is 4711"))["memory_id"]
+        await call(bob, "store_memory", content="Bob's vault code is 1234")
+        fake_ollama.enqueue_chat(tool_call("search_all_conversations", query="vault code"), "It is 1234.")
+        await call(bob, "ask_agent", query="what is the vault code?")
+        seen_by_bobs_agent = fake_ollama.chat_requests()[-1].body["messages"][-1]["content"]
+        assert "1234" in seen_by_bobs_agent and "4711" not in seen_by_bobs_agent
+        fake_ollama.enqueue_chat(tool_call("delete_memory", memory_id=secret), "Deleted.")
+        answer = await call(alice, "ask_agent", query="forget the vault code")
+        assert asked == [f"The local agent wants to delete the memory {secret}. Allow it?"]
+        assert answer["tools_used"] == ["delete_memory"]
+        assert (await call(alice, "search_all_conversations", query="vault code"))["results"] == []
+        assert len((await call(bob, "search_all_conversations", query="vault code"))["results"]) == 1
+
+
+async def test_a_stateless_server_refuses_the_agents_deletions_rather_than_run_them_unasked(
+    settings: Settings, fake_ollama: FakeOllama
+) -> None:
+    async def accept(_context: Any, _params: types.ElicitRequestParams) -> types.ElicitResult:
+        return types.ElicitResult(action="accept", content={"confirm": True})
+
+    async with serving(settings, stateless=True) as url, client(url, elicitation_callback=accept) as mcp:
+        kept = (await call(mcp, "store_memory", content="Still here after the agent"))["memory_id"]
+        fake_ollama.enqueue_chat(tool_call("delete_memory", memory_id=kept), "Not deleted.")
+        answer = await call(mcp, "ask_agent", query="delete it")
+        assert answer["tools_used"] == []
+        assert "cannot ask for it" in fake_ollama.chat_requests()[-1].body["messages"][-1]["content"]
+        found = await call(mcp, "search_all_conversations", query="still here")
+        assert [hit["memory_id"] for hit in found["results"]] == [kept]
 
 
 # -- what the server accepts ----------------------------------------------------------------------
