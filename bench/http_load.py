@@ -1,0 +1,169 @@
+"""Load on the HTTP server: C concurrent MCP clients x N mixed calls (40% store_memory, 40%
+search_memories, 20% list_conversations) against real ``ollama-mcp serve --http`` processes, each
+client with its own token, 5 principals; then every acknowledged store is looked up in its
+principal's store. A synthetic embedder behind Ollama's API (this measures the server under
+concurrency, not the model: bench/latency.py has the MiniLM figures).
+
+    .venv/bin/python bench/http_load.py --backend sqlite
+    .venv/bin/python bench/http_load.py --backend postgres
+    .venv/bin/python bench/http_load.py --backend postgres --instances 2
+
+With two instances each client holds a connection to both and alternates its calls between them,
+on one conversation: what one instance acknowledged, the other must find. The instances run
+``--stateless`` (no MCP sessions: a load balancer may send any request anywhere).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import random
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections import defaultdict
+from pathlib import Path
+from typing import Any
+
+import anyio
+import httpx2
+from mcp import Client
+from mcp.client.streamable_http import streamable_http_client
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from bench.embed_server import EmbedServer, Synthetic  # noqa: E402
+from ollama_mcp import admin  # noqa: E402
+from ollama_mcp.config import Settings  # noqa: E402
+
+SERVER = Path(sys.executable).parent / "ollama-mcp"
+PRINCIPALS = ("alice", "bob", "carol", "dave", "erin")
+WORDS = ("deploy", "invoice", "garden", "vacation", "database", "budget", "python", "meeting", "doctor", "piano")
+
+
+def start_server(env: dict[str, str], stateless: bool) -> tuple[subprocess.Popen[str], str]:
+    args = [str(SERVER), "serve", "--http", "--port", "0", *(["--stateless"] if stateless else [])]
+    process = subprocess.Popen(args, env=env, stderr=subprocess.PIPE, text=True, cwd="/")
+    assert process.stderr is not None
+    for line in process.stderr:
+        if "serves MCP at" in line:
+            return process, line.split("serves MCP at ", 1)[1].split(" ", 1)[0]
+    raise SystemExit(f"the server did not start: {process.wait()}")
+
+
+async def run_client(
+    index: int, urls: list[str], token: str, calls: int, timings: dict[str, list[float]], acked: list[tuple[str, str]],
+    errors: list[str],
+) -> None:
+    rng = random.Random(index)
+    principal = PRINCIPALS[index % len(PRINCIPALS)]
+    async with httpx2.AsyncClient(headers={"Authorization": f"Bearer {token}"}, timeout=60) as session:
+        clients = [Client(streamable_http_client(url, http_client=session), mode="legacy") for url in urls]
+        for connected in clients:
+            await connected.__aenter__()
+        try:
+            created = await clients[0].call_tool("init_conversation", {"name": f"load {index}"})
+            conversation = (created.structured_content or {})["conversation_id"]
+            for n in range(calls):
+                mcp = clients[n % len(clients)]
+                roll = rng.random()
+                if roll < 0.4:
+                    kind, name = "store", "store_memory"
+                    args: dict[str, Any] = {"content": f"client {index} note {n}: {' '.join(rng.sample(WORDS, 4))}",
+                                            "conversation_id": conversation}
+                elif roll < 0.8:
+                    kind, name = "search", "search_memories"
+                    args = {"query": " ".join(rng.sample(WORDS, 2)), "conversation_id": conversation}
+                else:
+                    kind, name = "list", "list_conversations"
+                    args = {}
+                started = time.perf_counter()
+                try:
+                    result = await mcp.call_tool(name, args)
+                except Exception as exc:  # noqa: BLE001 - counted, the run goes on
+                    errors.append(f"{name}: {type(exc).__name__}: {exc}")
+                    continue
+                timings[kind].append((time.perf_counter() - started) * 1000)
+                if result.is_error:
+                    errors.append(f"{name}: {result.content[0].text}")  # type: ignore[union-attr]
+                elif kind == "store":
+                    acked.append((principal, (result.structured_content or {})["memory_id"]))
+        finally:
+            for connected in reversed(clients):
+                await connected.__aexit__(None, None, None)
+
+
+async def measure(database: str, embed_url: str, clients: int, calls: int, instances: int) -> dict[str, Any]:
+    env = {"PATH": os.environ["PATH"], "HOME": os.environ.get("HOME", "/tmp"), "OLLAMA_MCP_DB": database,
+           "OLLAMA_HOST": embed_url, "OLLAMA_MCP_EMBED_MODEL": "all-minilm", "OLLAMA_MCP_CHAT_MODEL": "none",
+           "OLLAMA_MCP_LOG_LEVEL": "WARNING"}
+    settings = Settings.from_env(env)
+    tokens = [(await admin.create_token(settings, f"client-{i}", PRINCIPALS[i % len(PRINCIPALS)]))[1]
+              for i in range(clients)]
+    servers = [start_server(env, stateless=instances > 1) for _ in range(instances)]
+    timings: dict[str, list[float]] = defaultdict(list)
+    acked: list[tuple[str, str]] = []
+    errors: list[str] = []
+    started = time.perf_counter()
+    try:
+        async with anyio.create_task_group() as tasks:
+            for i in range(clients):
+                urls = [url for _, url in servers]
+                tasks.start_soon(run_client, i, urls[i % instances:] + urls[:i % instances], tokens[i], calls,
+                                 timings, acked, errors)
+    finally:
+        for process, _ in servers:
+            process.terminate()
+            process.wait(timeout=30)
+    wall = time.perf_counter() - started
+    present: set[str] = set()
+    for principal in PRINCIPALS:
+        text, _ = await admin.export_store(settings.for_principal(principal), None, "json")
+        present |= {m["id"] for c in json.loads(text)["conversations"] for m in c["memories"]}
+    missing = [memory for _, memory in acked if memory not in present]
+    every = [t for kind in timings.values() for t in kind]
+    return {
+        "clients": clients, "calls_per_client": calls, "instances": instances, "wall_s": round(wall, 1),
+        "calls": len(every), "errors": len(errors), "first_errors": errors[:3],
+        "acknowledged_stores": len(acked), "missing_stores": len(missing),
+        **{f"{kind}_p50_ms": round(statistics.median(values), 1) for kind, values in sorted(timings.items())},
+        **{f"{kind}_p99_ms": round(statistics.quantiles(values, n=100)[98], 1) for kind, values in sorted(timings.items())},
+        "all_p50_ms": round(statistics.median(every), 1),
+        "all_p99_ms": round(statistics.quantiles(every, n=100)[98], 1),
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--backend", choices=("sqlite", "postgres"), default="sqlite")
+    parser.add_argument("--clients", type=int, default=50)
+    parser.add_argument("--calls", type=int, default=100)
+    parser.add_argument("--instances", type=int, default=1)
+    args = parser.parse_args()
+    embedder = EmbedServer(Synthetic(dim=384)).start()
+    with tempfile.TemporaryDirectory(prefix="ollama-mcp-load-") as tmp:
+        pg = None
+        if args.backend == "postgres":
+            import pgserver  # noqa: PLC0415
+
+            pg = pgserver.get_server(Path(tmp) / "pg", cleanup_mode="stop")
+            database = pg.get_uri()
+        else:
+            if args.instances > 1:
+                raise SystemExit("--instances > 1 needs --backend postgres")
+            database = str(Path(tmp) / "memory.db")
+        try:
+            report = anyio.run(measure, database, embedder.url, args.clients, args.calls, args.instances)
+        finally:
+            if pg is not None:
+                pg.cleanup()
+            embedder.stop()
+    print(json.dumps({"backend": args.backend, **report}, indent=1))
+
+
+if __name__ == "__main__":
+    main()
