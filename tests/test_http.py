@@ -296,6 +296,29 @@ async def test_a_stateless_server_refuses_the_agents_deletions_rather_than_run_t
         assert [hit["memory_id"] for hit in found["results"]] == [kept]
 
 
+async def test_concurrent_clients_of_several_principals_lose_nothing(settings: Settings) -> None:
+    """bench/http_load.py in small: 12 clients at once, 3 principals, stores and searches."""
+    principals = ("alice", "bob", "carol")
+    secrets = [(await admin.create_token(settings, f"c{i}", principals[i % 3]))[1] for i in range(12)]
+    acknowledged: dict[str, set[str]] = {p: set() for p in principals}
+
+    async def work(i: int, url: str) -> None:
+        async with client(url, secrets[i]) as mcp:
+            for n in range(8):
+                stored = await call(mcp, "store_memory", content=f"client {i} remembers item {n}")
+                acknowledged[principals[i % 3]].add(stored["memory_id"])
+                await call(mcp, "search_memories", query=f"item {n}")
+
+    async with serving(settings) as url:
+        async with anyio.create_task_group() as tasks:
+            for i in range(12):
+                tasks.start_soon(work, i, url)
+    for principal in principals:
+        text, _ = await admin.export_store(settings.for_principal(principal), None, "json")
+        present = {m["id"] for c in json.loads(text)["conversations"] for m in c["memories"]}
+        assert present == acknowledged[principal] and len(present) == 32
+
+
 # -- what the server accepts ----------------------------------------------------------------------
 
 
