@@ -11,11 +11,14 @@ from __future__ import annotations
 import hashlib
 import re
 import secrets
+from typing import TYPE_CHECKING
 
 from ollama_mcp.config import principal_name
 from ollama_mcp.domain import AccessToken, utc_now
 from ollama_mcp.errors import ConfigError, InvalidInputError
-from ollama_mcp.storage import Storage
+
+if TYPE_CHECKING:  # the storage seam imports numpy; the serve path imports this module before the app
+    from ollama_mcp.storage import Storage
 
 PREFIX = "omcp_"
 _SECRET = re.compile(r"omcp_[A-Za-z0-9_-]{43}")
