@@ -9,6 +9,8 @@ from __future__ import annotations
 import re
 import sys
 import time
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -20,6 +22,7 @@ from ollama_mcp.backends import open_backend
 from ollama_mcp.config import LOCAL_PRINCIPAL, Settings
 from ollama_mcp.domain import AccessToken, WriteRecord, format_timestamp
 from ollama_mcp.errors import InvalidInputError, OllamaMcpError, StorageError
+from ollama_mcp.storage import Storage
 from ollama_mcp.transfer import CopyReport, copy_store
 
 
@@ -192,27 +195,35 @@ async def write_log(settings: Settings, since: str | None, limit: int) -> list[W
 
 async def create_token(settings: Settings, name: str, principal: str | None) -> tuple[AccessToken, str]:
     """A new bearer token (kept in the local principal's store, as a hash) and its secret."""
-    store, _ = await open_backend(settings.for_principal(LOCAL_PRINCIPAL))
-    try:
+    async with _token_store(settings) as store:
         return await tokens.create(store, name, principal)
-    finally:
-        await store.aclose()
 
 
 async def list_tokens(settings: Settings) -> list[AccessToken]:
-    _must_exist(settings.for_principal(LOCAL_PRINCIPAL), "list")
-    store, _ = await open_backend(settings.for_principal(LOCAL_PRINCIPAL))
-    try:
+    async with _token_store(settings, must_exist="list") as store:
         return await store.list_tokens()
-    finally:
-        await store.aclose()
+
+
+async def active_tokens(settings: Settings) -> int:
+    """How many tokens are not revoked (the HTTP server requires tokens when there are any)."""
+    async with _token_store(settings) as store:
+        return sum(1 for token in await store.list_tokens() if token.revoked_at is None)
 
 
 async def revoke_token(settings: Settings, name: str) -> None:
-    _must_exist(settings.for_principal(LOCAL_PRINCIPAL), "revoke")
-    store, _ = await open_backend(settings.for_principal(LOCAL_PRINCIPAL))
-    try:
+    async with _token_store(settings, must_exist="revoke") as store:
         await tokens.revoke(store, name)
+
+
+@asynccontextmanager
+async def _token_store(settings: Settings, must_exist: str | None = None) -> AsyncIterator[Storage]:
+    """The local principal's store, which keeps every principal's tokens (just the store: no app)."""
+    local = settings.for_principal(LOCAL_PRINCIPAL)
+    if must_exist is not None:
+        _must_exist(local, must_exist)
+    store, _ = await open_backend(local)
+    try:
+        yield store
     finally:
         await store.aclose()
 

@@ -42,7 +42,8 @@ def recording(
     """The first write transaction inside inserts the record of this write (``memory_id``: the id
     the write was given; ``arguments``: kept only as a digest), as part of itself."""
     token = _pending.set(WriteRecord(
-        at=utc_now(), door=current_door(), principal=caller.actor(), action=action, conversation_id=conversation_id, memory_id=memory_id,
+        at=utc_now(), door=current_door(), principal=caller.actor(), action=action, conversation_id=conversation_id,
+        memory_id=memory_id,
         arguments_digest=None if arguments is None else digest(arguments),
     ))
     try:

@@ -35,9 +35,9 @@ def _parser() -> argparse.ArgumentParser:
         "Example: ollama-mcp serve --http --port 8765",
     )
     server.add_argument("--http", action="store_true", help="serve over streamable HTTP instead of stdio")
-    server.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1; another "
-                        "address needs tokens)")
-    server.add_argument("--port", type=int, default=8765, help="default: 8765; 0 picks any free port")
+    # No defaults here: given without --http they are refused, and `http` holds the defaults.
+    server.add_argument("--host", help="address to listen on (default 127.0.0.1; another address needs tokens)")
+    server.add_argument("--port", type=int, help="default: 8765; 0 picks any free port")
     server.add_argument("--public-url", metavar="URL", help="the URL clients use, when a reverse proxy serves it "
                         "(such as https://memory.example.com/mcp): its Host and Origin are accepted")
     server.add_argument("--stateless", action="store_true", help="no MCP sessions: any instance behind a load "
@@ -227,10 +227,9 @@ def _serve(settings: Settings | ConfigError) -> None:
 
 
 def _stdio_only(args: argparse.Namespace) -> None:
-    given = [flag for flag, value, default in (
-        ("--host", args.host, "127.0.0.1"), ("--port", args.port, 8765), ("--public-url", args.public_url, None),
-        ("--stateless", args.stateless, False),
-    ) if value != default]
+    given = [flag for flag, value in (
+        ("--host", args.host), ("--port", args.port), ("--public-url", args.public_url), ("--stateless", args.stateless),
+    ) if value not in (None, False)]
     if given:
         raise ConfigError(f"{', '.join(given)} only apply to --http; add --http to serve over HTTP.")
 
@@ -238,9 +237,9 @@ def _stdio_only(args: argparse.Namespace) -> None:
 def _serve_http(settings: Settings, args: argparse.Namespace) -> None:
     import anyio  # noqa: PLC0415  (kept off the stdio path)
 
-    from ollama_mcp import http  # noqa: PLC0415
+    from ollama_mcp import http, listen  # noqa: PLC0415
 
-    sock = http.bind(args.host, args.port)
+    sock = listen.bind(args.host or http.DEFAULT_HOST, http.DEFAULT_PORT if args.port is None else args.port)
     anyio.run(http.serve, settings, sock, args.public_url, args.stateless)
 
 

@@ -4,8 +4,8 @@ and Origin headers it accepts, and the SDK's app under uvicorn.
 The rules, decided once at start:
 - Tokens exist (``ollama-mcp token create``): every request needs one (401 otherwise); each
   acts for its token's principal.
-- No tokens: only a loopback address may be bound, and every request acts for the local
-  principal, as the stdio server does. Binding another address without tokens is refused with
+- No tokens: only a loopback address may be bound, and every request acts for the settings'
+  principal (``local`` unless OLLAMA_MCP_PRINCIPAL says otherwise), as the stdio server does. Binding another address without tokens is refused with
   the fix.
 - Host and Origin must name this server (DNS rebinding protection, 421/403 otherwise); bodies
   are capped at ``MAX_BODY_BYTES`` (413); an MCP session idle for ``IDLE_SESSION_S`` is closed.
@@ -14,7 +14,6 @@ The rules, decided once at start:
 from __future__ import annotations
 
 import ipaddress
-import logging
 import socket
 import sys
 from dataclasses import dataclass
@@ -23,18 +22,16 @@ from urllib.parse import urlsplit
 from mcp.server.transport_security import TransportSecuritySettings
 from starlette.applications import Starlette
 
-from ollama_mcp.backends import open_backend
-from ollama_mcp.config import LOCAL_PRINCIPAL, Settings
+from ollama_mcp import admin
+from ollama_mcp.config import Settings
 from ollama_mcp.errors import ConfigError
 from ollama_mcp.server import build_server
 
-log = logging.getLogger(__name__)
-
+DEFAULT_HOST = "127.0.0.1"
 DEFAULT_PORT = 8765
 PATH = "/mcp"
 MAX_BODY_BYTES = 4 * 2**20  # a memory is at most OLLAMA_MCP_MAX_CONTENT_CHARS (100k) characters
 IDLE_SESSION_S = 30 * 60.0
-_LOOPBACK_NAMES = ("localhost",)
 
 
 @dataclass(frozen=True)
@@ -48,41 +45,12 @@ class Plan:
 
 
 def is_loopback(host: str) -> bool:
-    if host.lower() in _LOOPBACK_NAMES:
+    if host.lower() == "localhost":
         return True
     try:
         return ipaddress.ip_address(host.strip("[]")).is_loopback
     except ValueError:
         return False
-
-
-def bind(host: str, port: int) -> socket.socket:
-    """The listening socket (port 0: any free port), or a ConfigError saying why not."""
-    if not 0 <= port <= 65535:
-        raise ConfigError(f"--port must be 0-65535, got {port}.")
-    try:
-        infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)
-        family, kind, proto, _, address = infos[0]
-        sock = socket.socket(family, kind, proto)
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)  # accepted sockets inherit it
-        sock.bind(address)
-        sock.listen(128)
-    except OSError as exc:
-        raise ConfigError(
-            f"Could not listen on {host}:{port} ({exc.strerror or exc}); choose another --port, or stop what uses it."
-        ) from exc
-    sock.setblocking(False)
-    return sock
-
-
-async def active_tokens(settings: Settings) -> int:
-    """How many tokens the local principal's store holds, not revoked."""
-    store, _ = await open_backend(settings.for_principal(LOCAL_PRINCIPAL))
-    try:
-        return sum(1 for token in await store.list_tokens() if token.revoked_at is None)
-    finally:
-        await store.aclose()
 
 
 def plan(host: str, port: int, public_url: str | None, tokens: int) -> Plan:
@@ -122,7 +90,7 @@ async def serve(settings: Settings, sock: socket.socket, public_url: str | None,
     import uvicorn  # noqa: PLC0415 - the web server only for this command
 
     host, port = sock.getsockname()[:2]
-    served = plan(host, port, public_url, await active_tokens(settings))
+    served = plan(host, port, public_url, await admin.active_tokens(settings))
     app = http_app(settings, served, stateless=stateless)
     auth = f"a token required ({served.tokens} active)" if served.tokens else "no tokens, acting for the local user"
     print(f"ollama-mcp serves MCP at {served.url} ({auth}); database {settings.database}. Stop with Ctrl-C.",

@@ -20,7 +20,6 @@ import anyio
 from anyio.abc import TaskGroup
 from mcp.server import MCPServer
 from mcp.server.auth.middleware.auth_context import get_access_token
-from mcp.server.auth.middleware.bearer_auth import AuthenticatedUser
 from mcp.server.auth.provider import AccessToken
 from mcp.server.auth.settings import AuthSettings
 from mcp.server.mcpserver import (
@@ -180,12 +179,11 @@ class _Caller:
 
 
 def _caller(ctx: Context | None, default_principal: str) -> _Caller:
-    request = None if ctx is None else ctx.request_context.request
-    scope = getattr(request, "scope", None)
-    user = scope.get("user") if isinstance(scope, dict) else None
-    token = user.access_token if isinstance(user, AuthenticatedUser) else get_access_token()
-    headers = getattr(request, "headers", None)
-    session = headers.get("mcp-session-id") if headers is not None else None
+    # The SDK's auth context holds the request's token; a session keeps the token it began with
+    # (the SDK refuses a session's requests from any other principal).
+    token = get_access_token()
+    headers = None if ctx is None else ctx.headers
+    session = None if headers is None else headers.get("mcp-session-id")
     if token is None:
         return _Caller(default_principal, f"session:{session}" if session else caller.PROCESS, None)
     principal = token.subject or default_principal

@@ -22,7 +22,7 @@ from mcp import Client, types
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.exceptions import MCPError
 
-from ollama_mcp import admin, http
+from ollama_mcp import admin, http, listen
 from ollama_mcp.config import Settings
 from ollama_mcp.errors import ConfigError, InvalidInputError
 from tests.conftest import Database
@@ -41,9 +41,9 @@ INSPECTOR = Path(os.environ.get("OLLAMA_MCP_INSPECTOR", ROOT / "node_modules" / 
 @asynccontextmanager
 async def serving(settings: Settings, *, stateless: bool = False) -> AsyncIterator[str]:
     """The HTTP server on a free loopback port, planned and built as ``serve --http`` does; its URL."""
-    sock = http.bind("127.0.0.1", 0)
+    sock = listen.bind("127.0.0.1", 0)
     port = sock.getsockname()[1]
-    served = http.plan("127.0.0.1", port, None, await http.active_tokens(settings))
+    served = http.plan("127.0.0.1", port, None, await admin.active_tokens(settings))
     server = uvicorn.Server(uvicorn.Config(
         http.http_app(settings, served, stateless=stateless), log_level="warning", lifespan="on",
     ))

@@ -3,7 +3,6 @@ server runs it), print the link with a fresh session token, and serve until Ctrl
 
 from __future__ import annotations
 
-import errno
 import secrets
 import socket
 import sys
@@ -11,9 +10,9 @@ import webbrowser
 
 import uvicorn
 
+from ollama_mcp import listen
 from ollama_mcp.app import open_app
 from ollama_mcp.config import Settings
-from ollama_mcp.errors import InvalidInputError
 from ollama_mcp.ui.web import build_ui
 
 HOST = "127.0.0.1"  # never another address: the view has one person's memory and no accounts
@@ -21,21 +20,7 @@ HOST = "127.0.0.1"  # never another address: the view has one person's memory an
 
 def bind(port: int) -> socket.socket:
     """A listening socket on 127.0.0.1:``port`` (0: any free port), or an error naming the fix."""
-    if not 0 <= port <= 65535:
-        raise InvalidInputError("--port", f"is {port}", "pass a port from 1 to 65535, or --port 0 for any free one")
-    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-    try:
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        # Accepted connections inherit it: uvicorn writes a response's head and body apart, and
-        # Nagle's algorithm held the body for the client's delayed ACK, 40 ms on every page.
-        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-        sock.bind((HOST, port))
-        sock.listen(64)
-    except OSError as exc:
-        sock.close()
-        why = "is in use" if exc.errno == errno.EADDRINUSE else f"cannot be used ({exc.strerror})"
-        raise InvalidInputError("--port", f"{port} {why} on {HOST}", "pass another one, or --port 0 for any free one") from None
-    return sock
+    return listen.bind(HOST, port)
 
 
 async def serve(settings: Settings, sock: socket.socket, open_browser: bool) -> None:
