@@ -13,23 +13,31 @@ The rules, decided once at start:
 
 from __future__ import annotations
 
+import hmac
 import ipaddress
+import secrets
 import socket
 import sys
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 from urllib.parse import urlsplit
 
 from mcp.server.transport_security import TransportSecuritySettings
 from starlette.applications import Starlette
+from starlette.routing import Mount
 
 from ollama_mcp import admin
 from ollama_mcp.config import Settings
 from ollama_mcp.errors import ConfigError
 from ollama_mcp.server import build_server
 
+if TYPE_CHECKING:
+    from ollama_mcp.app import App
+
 DEFAULT_HOST = "127.0.0.1"
 DEFAULT_PORT = 8765
 PATH = "/mcp"
+VIEW_PATH = "/ui"  # the browser view (ollama_mcp.ui), behind the same tokens
 MAX_BODY_BYTES = 4 * 2**20  # a memory is at most OLLAMA_MCP_MAX_CONTENT_CHARS (100k) characters
 IDLE_SESSION_S = 30 * 60.0
 
@@ -91,22 +99,53 @@ async def serve(settings: Settings, sock: socket.socket, public_url: str | None,
 
     host, port = sock.getsockname()[:2]
     served = plan(host, port, public_url, await admin.active_tokens(settings))
-    app = http_app(settings, served, stateless=stateless)
+    view_token = secrets.token_urlsafe(32)
+    app = http_app(settings, served, stateless=stateless, view_token=view_token)
     auth = f"a token required ({served.tokens} active)" if served.tokens else "no tokens, acting for the local user"
-    print(f"ollama-mcp serves MCP at {served.url} ({auth}); database {settings.database}. Stop with Ctrl-C.",
-          file=sys.stderr, flush=True)
+    view = view_url(served) + ("" if served.tokens else f"?token={view_token}")
+    print(f"ollama-mcp serves MCP at {served.url} ({auth}); database {settings.database}.\n"
+          f"The memory view is at {view}" + (" (sign in with your token)" if served.tokens else
+                                              " (the link carries this run's token)")
+          + ". Stop with Ctrl-C.", file=sys.stderr, flush=True)
     config = uvicorn.Config(app, log_level="warning", access_log=False, lifespan="on", timeout_graceful_shutdown=5)
     await uvicorn.Server(config).serve(sockets=[sock])
 
 
-def http_app(settings: Settings, served: Plan, *, stateless: bool = False) -> Starlette:
-    """The ASGI app: the MCP server's tools at ``PATH``, with the plan's checks."""
+def view_url(served: Plan) -> str:
+    """Where the browser view is: ``VIEW_PATH`` beside the MCP endpoint."""
+    return served.url.removesuffix(PATH) + VIEW_PATH + "/"
+
+
+def http_app(settings: Settings, served: Plan, *, stateless: bool = False, view_token: str | None = None) -> Starlette:
+    """The ASGI app: the MCP server's tools at ``PATH`` and the browser view at ``VIEW_PATH``,
+    with the plan's checks. With tokens, a person signs in to the view with their MCP token and
+    sees their principal's memory only; without, ``view_token`` opens it (as ``ollama-mcp ui``'s
+    link does), and no view_token: a random one nobody knows."""
+    from ollama_mcp.ui.guard import Site, shared_site  # noqa: PLC0415 - jinja2 after the handshake path
+    from ollama_mcp.ui.web import shared_ui  # noqa: PLC0415
+
     server = build_server(settings, public_url=served.url if served.tokens else None)
     security = TransportSecuritySettings(
         enable_dns_rebinding_protection=True,
         allowed_hosts=list(served.allowed_hosts), allowed_origins=list(served.allowed_origins),
     )
-    return server.streamable_http_app(
+    app = server.streamable_http_app(
         streamable_http_path=PATH, stateless_http=stateless,
         transport_security=security, max_request_body_size=MAX_BODY_BYTES, session_idle_timeout=IDLE_SESSION_S,
     )
+    apps = server.apps
+    if served.tokens:
+        async def admit(secret: str) -> tuple[App, str | None] | None:
+            token = await apps.token(secret)
+            return None if token is None else (await apps.of(token.principal), token.name)
+
+        site = shared_site(served.allowed_hosts, served.allowed_origins, served.url)
+    else:
+        expected = view_token or secrets.token_urlsafe(32)
+
+        async def admit(secret: str) -> tuple[App, str | None] | None:
+            return (await apps.own(), None) if hmac.compare_digest(secret, expected) else None
+
+        site = Site(served.allowed_hosts, served.allowed_origins, shared=False)
+    app.router.routes.append(Mount(VIEW_PATH, app=shared_ui(admit, site)))
+    return app

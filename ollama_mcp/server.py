@@ -63,6 +63,7 @@ from ollama_mcp.stdio import answering_stdio_server
 if TYPE_CHECKING:
     from ollama_mcp.agent import Confirm, Decision
     from ollama_mcp.app import App
+    from ollama_mcp.domain import AccessToken as Token
 
 log = logging.getLogger(__name__)
 
@@ -234,6 +235,8 @@ class _CompactServer(MCPServer):
     objects whose keys say what they are; results still carry ``structuredContent``.
     """
 
+    apps: RunningApps  # set by build_server
+
     async def list_tools(self) -> list[MCPTool]:
         return [
             tool.model_copy(update={"input_schema": compact_schema(tool.input_schema), "output_schema": None})
@@ -270,26 +273,26 @@ def compact_schema(schema: Any) -> Any:
     return out
 
 
-def build_server(settings: Settings | ConfigError, *, public_url: str | None = None) -> MCPServer:
+def build_server(settings: Settings | ConfigError, *, public_url: str | None = None) -> _CompactServer:
     """The MCP server with every tool, resource and prompt registered; nothing is opened until the
     lifespan starts. Given a ConfigError, it still answers ``initialize`` and lists its tools, and
     every call returns that error's message.
 
     With ``public_url`` (the HTTP server with tokens: ``http``), every request must carry a bearer
     token, and the server publishes its protected-resource metadata for that URL."""
-    running: list[_Principals] = []  # the running lifespan's, for the static resource and the token check
+    running = RunningApps()  # the lifespan's apps, for the static resource, the token check and /ui
 
     @asynccontextmanager
     async def lifespan(_server: MCPServer) -> AsyncIterator[_Principals]:
         async with anyio.create_task_group() as tasks:
             principals = _Principals(settings, tasks)
             principals.own()  # opened now, not at the first call
-            running.append(principals)
+            running.started(principals)
             try:
                 yield principals
             finally:
                 tasks.cancel_scope.cancel()
-                running.remove(principals)
+                running.stopped(principals)
 
     auth = None if public_url is None else AuthSettings(
         issuer_url=AnyHttpUrl(public_url), resource_server_url=AnyHttpUrl(public_url), validate_token_resource=False,
@@ -299,6 +302,7 @@ def build_server(settings: Settings | ConfigError, *, public_url: str | None = N
         "ollama-mcp", version=__version__, instructions=INSTRUCTIONS, lifespan=lifespan, auth=auth,
         token_verifier=verifier,
     )
+    server.apps = running
     confirm_timeout = settings.agent_confirm_timeout if isinstance(settings, Settings) else CONFIRM_TIMEOUT
 
     @server.tool(annotations=_WRITE)
@@ -445,11 +449,8 @@ def build_server(settings: Settings | ConfigError, *, public_url: str | None = N
 
     @server.resource("memory://conversations", mime_type="text/markdown", description="The latest conversations.")
     async def conversations_resource() -> str:
-        if not running:
-            raise ResourceError("The server is not running.")
-        principals = running[-1]  # a static resource gets no Context: the request's token tells whose
         with _resource_errors():
-            app = await principals.holder(_caller(None, principals.default_principal).principal).app()
+            app = await running.of_request()  # a static resource gets no Context: the request's token tells whose
             found = await app.service.list_conversations(None, RESOURCE_LIST_LIMIT)
         lines = ["# Conversations", ""] + [
             f"- [{c.name or 'unnamed'}](memory://conversations/{c.id}) · {c.status} · {c.memory_count} memories"
@@ -493,19 +494,52 @@ def build_server(settings: Settings | ConfigError, *, public_url: str | None = N
     return server
 
 
+class RunningApps:
+    """The apps the running lifespan has opened, one per principal, for the other doors of the
+    same process: the token check, the static resource, the browser view under ``/ui``."""
+
+    def __init__(self) -> None:
+        self._running: list[_Principals] = []
+
+    def started(self, principals: _Principals) -> None:
+        self._running.append(principals)
+
+    def stopped(self, principals: _Principals) -> None:
+        self._running.remove(principals)
+
+    def _principals(self) -> _Principals:
+        if not self._running:
+            raise OllamaMcpError("The server is not running.")
+        return self._running[-1]
+
+    async def of(self, principal: str) -> App:
+        """The app of ``principal``, opened on first use."""
+        return await self._principals().holder(principal).app()
+
+    async def own(self) -> App:
+        """The app of the settings' principal (a tokenless server acts for it)."""
+        return await self._principals().own().app()
+
+    async def of_request(self) -> App:
+        """The app of the principal whose token the current request carries (else the own one)."""
+        principals = self._principals()
+        return await principals.holder(_caller(None, principals.default_principal).principal).app()
+
+    async def token(self, secret: str) -> Token | None:
+        """The active token ``secret`` is, checked in the local principal's store; None if not one."""
+        return await tokens.verify((await self.of(LOCAL_PRINCIPAL)).store, secret)
+
+
 class _TokenVerifier:
     """The SDK's token-verifier hook: a bearer token is one of ours when the local principal's
     store holds its hash, not revoked; it then acts for its principal, named by the token."""
 
-    def __init__(self, running: list[_Principals]) -> None:
+    def __init__(self, running: RunningApps) -> None:
         self._running = running
 
     async def verify_token(self, token: str) -> AccessToken | None:
-        if not self._running:
-            return None
         try:
-            app = await self._running[-1].holder(LOCAL_PRINCIPAL).app()
-            found = await tokens.verify(app.store, token)
+            found = await self._running.token(token)
         except OllamaMcpError as exc:  # the request is refused (401); the reason is for the log
             log.error("could not check a bearer token: %s", exc)
             return None

@@ -38,14 +38,19 @@ SERVER = Path(sys.executable).parent / "ollama-mcp"
 INSPECTOR = Path(os.environ.get("OLLAMA_MCP_INSPECTOR", ROOT / "node_modules" / ".bin" / "mcp-inspector"))
 
 
+VIEW_TOKEN = "view-token-of-a-tokenless-server-0123456789ab"
+
+
 @asynccontextmanager
 async def serving(settings: Settings, *, stateless: bool = False) -> AsyncIterator[str]:
-    """The HTTP server on a free loopback port, planned and built as ``serve --http`` does; its URL."""
+    """The HTTP server on a free loopback port, planned and built as ``serve --http`` does; its
+    MCP URL (the browser view is beside it, at /ui, opened by VIEW_TOKEN when there are no tokens)."""
     sock = listen.bind("127.0.0.1", 0)
     port = sock.getsockname()[1]
     served = http.plan("127.0.0.1", port, None, await admin.active_tokens(settings))
     server = uvicorn.Server(uvicorn.Config(
-        http.http_app(settings, served, stateless=stateless), log_level="warning", lifespan="on",
+        http.http_app(settings, served, stateless=stateless, view_token=VIEW_TOKEN), log_level="warning",
+        lifespan="on",
     ))
     async with anyio.create_task_group() as tasks:
         tasks.start_soon(lambda: server.serve(sockets=[sock]))

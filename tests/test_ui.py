@@ -15,6 +15,7 @@ from typing import Any
 import httpx
 import pytest
 
+from ollama_mcp import admin
 from ollama_mcp.app import App, open_app
 from ollama_mcp.config import Settings
 from ollama_mcp.domain import SearchRequest
@@ -23,6 +24,8 @@ from ollama_mcp.ui.run import bind
 from ollama_mcp.ui.web import build_ui
 from tests.conftest import Database
 from tests.fake_ollama import FakeOllama
+from tests.test_http import VIEW_TOKEN, client, serving
+from tests.test_tools import call
 
 pytestmark = pytest.mark.anyio
 
@@ -368,3 +371,127 @@ def test_the_listening_socket_sends_small_responses_at_once() -> None:
         assert sock.getsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY) != 0
     finally:
         sock.close()
+
+
+# -- the same pages under the shared HTTP server's /ui ------------------------------------------
+
+
+@asynccontextmanager
+async def browser_of(url: str) -> AsyncIterator[httpx.AsyncClient]:
+    """A cookie-keeping HTTP client of the server whose MCP endpoint is ``url``."""
+    async with httpx.AsyncClient(base_url=url.removesuffix("/mcp"), timeout=30) as browser:
+        yield browser
+
+
+def origin_of(browser: httpx.AsyncClient) -> dict[str, str]:
+    return {"origin": str(browser.base_url).rstrip("/")}
+
+
+async def sign_in(browser: httpx.AsyncClient, token: str) -> httpx.Response:
+    return await browser.post("/ui/sign-in", data={"token": token}, headers=origin_of(browser))
+
+
+def store_of(settings: Settings, backend: str, principal: str) -> Database:
+    mine = settings.for_principal(principal)
+    return Database(backend, str(mine.store_path) if backend == "sqlite" else mine.store_url)
+
+
+async def stored_over_mcp(url: str, token: str, name: str, text: str) -> tuple[str, str]:
+    async with client(url, token) as mcp:
+        conversation = (await call(mcp, "init_conversation", name=name))["conversation_id"]
+        return conversation, (await call(mcp, "store_memory", content=text))["memory_id"]
+
+
+async def test_on_the_shared_server_each_person_signs_in_with_their_token_and_sees_only_their_memory(
+    settings: Settings, backend: str
+) -> None:
+    _, alice_token = await admin.create_token(settings, "alice-laptop", "alice")
+    _, bob_token = await admin.create_token(settings, "bob", None)
+    async with serving(settings) as url:
+        alice_chat, alice_note = await stored_over_mcp(url, alice_token, "Alice chat", "The vault code is 4711")
+        bob_chat, bob_note = await stored_over_mcp(url, bob_token, "Bob chat", "The vault code is 1234")
+        async with browser_of(url) as browser:
+            entered = await sign_in(browser, alice_token)
+            assert entered.status_code == 303 and entered.headers["location"] == "/ui/"
+            cookie = entered.headers["set-cookie"]
+            assert "HttpOnly" in cookie and "SameSite=Strict" in cookie and "Path=/ui" in cookie
+            listing = await browser.get("/ui/")
+            assert listing.status_code == 200 and "Alice chat" in listing.text and "Bob chat" not in listing.text
+            assert f'href="/ui/conversations/{alice_chat}"' in listing.text  # every link stays under /ui
+            found = await browser.get("/ui/search", params={"q": "vault code"})
+            assert "4711" in found.text and "1234" not in found.text
+            csrf = csrf_of(await browser.get("/ui/import"))
+            # Bob's conversation and memory do not exist for alice: 404 on every route, nothing changes.
+            reads = [f"/ui/conversations/{bob_chat}", f"/ui/conversations/{bob_chat}/export?format=json",
+                     f"/ui/memories/{bob_note}/delete", f"/ui/conversations/{bob_chat}/delete"]
+            writes = [(f"/ui/memories/{bob_note}/update", {"content": "overwritten", "tags": ""}),
+                      (f"/ui/memories/{bob_note}/delete", {}), (f"/ui/conversations/{bob_chat}/end", {}),
+                      (f"/ui/conversations/{bob_chat}/delete", {})]
+            for path in reads:
+                refused = await browser.get(path)
+                assert refused.status_code == 404 and "1234" not in refused.text, path
+            for path, form in writes:
+                refused = await browser.post(path, data={"csrf": csrf, **form}, headers=origin_of(browser))
+                assert refused.status_code == 404, path
+            exported = await browser.get("/ui/export?format=json")
+            assert "4711" in exported.text and "1234" not in exported.text
+            # Alice's own edit is a new version in her store, audited under her token's name.
+            edited = await browser.post(f"/ui/memories/{alice_note}/update", headers=origin_of(browser),
+                                        data={"csrf": csrf, "content": "The vault code is 4712", "tags": ""})
+            assert edited.status_code == 303 and edited.headers["location"].startswith(f"/ui/conversations/{alice_chat}?")
+    alice, bob = store_of(settings, backend, "alice"), store_of(settings, backend, "bob")
+    assert alice.count("SELECT count(*) FROM memories WHERE content = 'The vault code is 4712'") == 1
+    assert alice.rows("SELECT door, principal, action FROM write_audit WHERE door = 'ui'") == [
+        ("ui", "alice-laptop", "update_memory")]
+    assert bob.rows("SELECT content, superseded_by FROM memories WHERE id = ?", bob_note) == [
+        ("The vault code is 1234", None)]
+    assert bob.rows("SELECT status FROM conversations WHERE id = ?", bob_chat) == [("active",)]
+    assert bob.count("SELECT count(*) FROM write_audit WHERE door = 'ui'") == 0
+
+
+async def test_on_the_shared_server_no_valid_token_means_the_sign_in_form_and_nothing_read_or_changed(
+    settings: Settings, backend: str
+) -> None:
+    _, alice_token = await admin.create_token(settings, "alice-laptop", "alice")
+    async with serving(settings) as url:
+        _, note = await stored_over_mcp(url, alice_token, "Alice chat", "The vault code is 4711")
+        async with browser_of(url) as browser:
+            bare = await browser.get("/ui/")
+            assert bare.status_code == 403 and 'action="/ui/sign-in"' in bare.text and "4711" not in bare.text
+            wrong = await sign_in(browser, "omcp_" + "x" * 43)
+            assert wrong.status_code == 403 and "not valid" in wrong.text and "set-cookie" not in wrong.headers
+            cross_site = await browser.post("/ui/sign-in", data={"token": alice_token},
+                                            headers={"origin": "http://attacker.example"})
+            assert cross_site.status_code == 403 and "set-cookie" not in cross_site.headers
+            in_the_address = await browser.get(f"/ui/?token={alice_token}")  # only the form signs in
+            assert in_the_address.status_code == 403 and "set-cookie" not in in_the_address.headers
+            assert (await sign_in(browser, alice_token)).status_code == 303
+            rebound = await browser.get("/ui/", headers={"host": "attacker.example"})
+            assert rebound.status_code == 403 and "DNS rebinding" in rebound.text
+            csrf = csrf_of(await browser.get("/ui/import"))
+            other_site = await browser.post(f"/ui/memories/{note}/delete", data={"csrf": csrf},
+                                            headers={"origin": "http://attacker.example"})
+            assert other_site.status_code == 403 and "cross-site" in other_site.text
+            await admin.revoke_token(settings, "alice-laptop")  # ends the browser session at its next request
+            after = await browser.get("/ui/")
+            deleted = await browser.post(f"/ui/memories/{note}/delete", data={"csrf": csrf}, headers=origin_of(browser))
+            assert (after.status_code, deleted.status_code) == (403, 403) and "4711" not in after.text
+    assert store_of(settings, backend, "alice").count("SELECT count(*) FROM memories") == 1
+
+
+async def test_a_tokenless_loopback_server_opens_its_view_with_the_link_it_printed(settings: Settings, db: Database) -> None:
+    async with serving(settings) as url:
+        async with client(url) as mcp:
+            stored = await call(mcp, "store_memory", content="Sam prefers aisle seats")
+        async with browser_of(url) as browser:
+            assert (await browser.get("/ui/?token=wrong")).status_code == 403
+            entered = await browser.get(f"/ui/?token={VIEW_TOKEN}")
+            assert entered.status_code == 303 and entered.headers["location"] == "/ui/"
+            page = await browser.get(f"/ui/conversations/{stored['conversation_id']}")
+            assert "aisle seats" in page.text and 'href="/ui/static/ui.css"' in page.text
+            assert (await browser.get("/ui/static/ui.css")).status_code == 200
+            csrf = csrf_of(page)
+            deleted = await browser.post(f"/ui/memories/{stored['memory_id']}/delete", data={"csrf": csrf},
+                                         headers=origin_of(browser))
+            assert deleted.status_code == 303 and deleted.headers["location"].startswith("/ui/conversations/")
+    assert db.count("SELECT count(*) FROM memories") == 0

@@ -23,6 +23,8 @@ from playwright.async_api import Browser, Page, async_playwright
 from ollama_mcp.config import Settings
 from tests.conftest import connect
 from tests.fake_ollama import FakeOllama
+from tests.test_http import ServeProcess, cli, environment
+from tests.test_http import client as http_client
 from tests.test_stdio import SCRIPT
 from tests.test_tools import call
 
@@ -155,3 +157,36 @@ async def test_a_user_finds_corrects_and_deletes_memories_in_the_browser_and_the
         assert not [c for c in await contents(client, "door code Lisbon flat") if "4711" in c]
     logged = proc.stderr.read() if proc.stderr else ""
     assert "aisle" not in logged and "4711" not in logged and "window" not in logged, logged
+
+
+async def test_on_the_shared_server_a_person_signs_in_with_their_token_and_finds_only_their_memory(
+    settings: Settings, chromium: str, backend: str
+) -> None:
+    env = environment(settings)
+    alice, bob = (cli(env, "token", "create", name).stdout.strip() for name in ("alice", "bob"))
+    server = ServeProcess(env)
+    try:
+        async with http_client(server.url, alice) as mcp:
+            await call(mcp, "init_conversation", name="Alice's garden")
+            await call(mcp, "store_memory", content="Water the tomatoes every second day")
+        async with http_client(server.url, bob) as mcp:
+            bobs = (await call(mcp, "init_conversation", name="Bob's salary talk"))["conversation_id"]
+        view = server.url.removesuffix("/mcp") + "/ui/"
+        with anyio.fail_after(90):
+            async with browser(chromium) as opened:
+                page = await opened.new_page(viewport={"width": 1100, "height": 800})
+                page.set_default_timeout(15_000)
+                await page.goto(view)
+                await page.get_by_label("Your token").fill(alice)
+                await shot(page, f"sign-in-{backend}")
+                await page.get_by_role("button", name="Sign in").click()
+                await page.get_by_role("link", name="Alice's garden").wait_for()
+                assert "Bob's salary talk" not in await page.content()
+                await page.get_by_role("link", name="Alice's garden").click()
+                await page.locator("li.memory", has_text="tomatoes").wait_for()
+                missing = await page.goto(f"{view}conversations/{bobs}")
+                assert missing is not None and missing.status == 404
+                assert "Bob's salary talk" not in await page.content()
+    finally:
+        code, err = server.stop()
+    assert code == 130 and "tomatoes" not in err, err

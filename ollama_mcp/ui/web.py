@@ -5,7 +5,9 @@ once, into a page with the sentence and a status."""
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
+import hmac
+from collections.abc import Awaitable, Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -19,7 +21,7 @@ from starlette.responses import HTMLResponse, RedirectResponse, Response
 from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 
-from ollama_mcp import audit, doctor, export, inputs
+from ollama_mcp import audit, caller, doctor, export, inputs
 from ollama_mcp.app import App
 from ollama_mcp.errors import (
     ConversationClosedError,
@@ -29,7 +31,7 @@ from ollama_mcp.errors import (
     OllamaMcpError,
 )
 from ollama_mcp.ui import views
-from ollama_mcp.ui.guard import Guard, Refused, checked_form, csrf_token
+from ollama_mcp.ui.guard import LOCAL, Admit, Guard, Refused, Site, checked_form, visitor
 
 NOTES_SHOWN = 200  # notes per page of a conversation, newest first
 MESSAGES_SHOWN = 200  # the end of a transcript; the export has all of it
@@ -44,7 +46,21 @@ DONE = {
 
 
 def build_ui(memory: App, session_token: str) -> Guard:
-    """The browser view over an opened app, behind the guard that holds ``session_token``."""
+    """``ollama-mcp ui``: the view of one opened app, for whoever holds ``session_token``."""
+
+    async def admit(secret: str) -> tuple[App, str | None] | None:
+        return (memory, None) if hmac.compare_digest(secret, session_token) else None
+
+    return Guard(_pages(), admit, LOCAL)
+
+
+def shared_ui(admit: Admit, site: Site) -> Guard:
+    """The view the shared HTTP server mounts at ``/ui``: each visitor sees the app their secret
+    opens (``admit``: an MCP token -> its principal's app), nothing else."""
+    return Guard(_pages(), admit, site)
+
+
+def _pages() -> Starlette:
     routes = [
         Route("/", conversations),
         Route("/conversations/{conversation_id}", conversation),
@@ -60,10 +76,8 @@ def build_ui(memory: App, session_token: str) -> Guard:
         Mount("/static", StaticFiles(directory=Path(__file__).parent / "static"), name="static"),
     ]
     web = Starlette(routes=routes, exception_handlers={OllamaMcpError: _product_error, Refused: _refused})
-    web.state.memory = memory
-    web.state.csrf = csrf_token(session_token)
     web.state.templates = Environment(loader=PackageLoader("ollama_mcp.ui", "templates"), autoescape=True)
-    return Guard(web, session_token)
+    return web
 
 
 # -- reading --------------------------------------------------------------------------------------
@@ -155,10 +169,10 @@ async def update_memory(request: Request) -> Response:
     content = _field(form.get("content"))
     tags = [t.strip() for t in _field(form.get("tags")).split(",") if t.strip()]
     if content.strip() == old.content and tuple(tags) == old.tags:
-        return _redirect(f"/conversations/{old.conversation_id}", "unchanged")
-    with audit.through("ui"):
+        return _redirect(request, f"/conversations/{old.conversation_id}", "unchanged")
+    with _writing(request):
         _, new = await app.service.update_memory(memory_id, content, tags)
-    return _redirect(f"/conversations/{old.conversation_id}", "updated", f"m-{new.memory.id}")
+    return _redirect(request, f"/conversations/{old.conversation_id}", "updated", f"m-{new.memory.id}")
 
 
 async def delete_memory(request: Request) -> Response:
@@ -172,9 +186,9 @@ async def delete_memory(request: Request) -> Response:
 async def end_conversation(request: Request) -> Response:
     await checked_form(request)
     conversation_id = request.path_params["conversation_id"]
-    with audit.through("ui"):
+    with _writing(request):
         await _app(request).service.end_conversation(conversation_id)
-    return _redirect(f"/conversations/{conversation_id}", "ended")
+    return _redirect(request, f"/conversations/{conversation_id}", "ended")
 
 
 async def delete_conversation(request: Request) -> Response:
@@ -193,9 +207,9 @@ async def _after_confirming(
     if request.method == "GET":
         return _page(request, "confirm.html", action=request.url.path, back=back, **shown)
     await checked_form(request)
-    with audit.through("ui"):
+    with _writing(request):
         await delete()
-    return _redirect(*then)
+    return _redirect(request, *then)
 
 
 async def import_file(request: Request) -> Response:
@@ -206,7 +220,7 @@ async def import_file(request: Request) -> Response:
     if upload is None or isinstance(upload, str):
         raise InvalidInputError("file", "is missing", "choose a JSON file written by `ollama-mcp export`")
     data = export.parse(await upload.read(), "file")
-    with audit.through("ui"):
+    with _writing(request):
         conversations_added, memories_added = await _app(request).lifecycle.import_document(data)
     result = f"Imported {conversations_added:,} new conversation(s) and {memories_added:,} new memories."
     return _page(request, "import.html", result=result)
@@ -216,19 +230,29 @@ async def import_file(request: Request) -> Response:
 
 
 def _app(request: Request) -> App:
-    memory: App = request.app.state.memory
-    return memory
+    return visitor(request).app
+
+
+@contextmanager
+def _writing(request: Request) -> Iterator[None]:
+    """A write of the view: audited through the door "ui", as the visitor's token (if any)."""
+    actor = visitor(request).actor
+    with audit.through("ui"), caller.acting(f"ui:{actor}" if actor else caller.PROCESS, actor):
+        yield
 
 
 def _page(request: Request, template: str, code: int = 200, **values: Any) -> HTMLResponse:
-    state = request.app.state
     done = DONE.get(request.query_params.get("done", ""))
-    html = state.templates.get_template(template).render(csrf=state.csrf, done=done, **values)
+    html = request.app.state.templates.get_template(template).render(
+        csrf=visitor(request).csrf, root=request.scope.get("root_path", ""), done=done, **values,
+    )
     return HTMLResponse(html, code)
 
 
-def _redirect(path: str, done: str, anchor: str = "") -> RedirectResponse:
-    return RedirectResponse(f"{quote(path)}?done={done}" + (f"#{anchor}" if anchor else ""), status_code=303)
+def _redirect(request: Request, path: str, done: str, anchor: str = "") -> RedirectResponse:
+    """To ``path`` of the view (below ``/ui`` on the shared server), saying what was done."""
+    where = request.scope.get("root_path", "") + path
+    return RedirectResponse(f"{quote(where)}?done={done}" + (f"#{anchor}" if anchor else ""), status_code=303)
 
 
 def _field(value: object) -> str:
