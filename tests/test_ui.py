@@ -435,6 +435,8 @@ async def test_on_the_shared_server_each_person_signs_in_with_their_token_and_se
                 assert refused.status_code == 404, path
             exported = await browser.get("/ui/export?format=json")
             assert "4711" in exported.text and "1234" not in exported.text
+            health = await browser.get("/ui/health")
+            assert health.status_code == 200 and "Alice chat" in health.text and "Bob chat" not in health.text
             # Alice's own edit is a new version in her store, audited under her token's name.
             edited = await browser.post(f"/ui/memories/{alice_note}/update", headers=origin_of(browser),
                                         data={"csrf": csrf, "content": "The vault code is 4712", "tags": ""})

@@ -61,7 +61,8 @@ def summarize(url: str, model: str) -> PgSummary:
                 " substring(pg_get_indexdef(i.indexrelid) FROM 'vector\\((\\d+)\\)'),"
                 " substring(pg_get_expr(i.indpred, i.indrelid) FROM 'facet = ''(\\w+)''::text'), i.indisvalid AND i.indisready"
                 " FROM pg_index i JOIN pg_class c ON c.oid = i.indexrelid"
-                " WHERE c.relname LIKE 'memory_embeddings_hnsw_%' ORDER BY 1, 2, 3"
+                " WHERE c.relname LIKE 'memory_embeddings_hnsw_%'"
+                " AND i.indrelid = 'memory_embeddings'::regclass ORDER BY 1, 2, 3"  # this store's (schema's) only
             ).fetchall()
             return PgSummary(store, *facts, [tuple(row) for row in indexes])
     except psycopg.Error as exc:
