@@ -141,3 +141,40 @@ async def test_an_hnsw_index_over_both_facets_is_replaced_by_one_per_facet_on_up
     )
     assert all("vector(4)" in definition and "model = 'it''s:7b'" in definition for _, definition in indexes)
     assert {definition.split("facet = ")[1][:9] for _, definition in indexes} == {"'content'", "'context'"}
+
+
+async def test_a_server_role_that_may_not_create_roles_is_told_how_to_give_a_principal_its_own(
+    postgres_server: str,
+) -> None:
+    role_name, database = "member_no_createrole", "team_no_createrole"
+    with psycopg.connect(postgres_server, autocommit=True) as admin:
+        admin.execute(sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(database)))
+        admin.execute(sql.SQL("DROP ROLE IF EXISTS {}").format(sql.Identifier(role_name)))
+        admin.execute(sql.SQL("CREATE ROLE {} LOGIN").format(sql.Identifier(role_name)))
+        admin.execute(sql.SQL("CREATE DATABASE {} OWNER {}").format(sql.Identifier(database), sql.Identifier(role_name)))
+    with psycopg.connect(make_conninfo(postgres_server, dbname=database), autocommit=True) as admin:
+        admin.execute("CREATE EXTENSION vector")
+    url = make_conninfo(postgres_server, user=role_name, dbname=database)
+    try:
+        carol = db.in_schema(url, "ollama_mcp_carol")
+        role = db.role_of(carol)
+        assert role is not None and role.startswith("ollama_mcp_carol_")
+        with pytest.raises(StorageError) as refused:
+            await db.provision(carol)
+        message = str(refused.value)
+        assert f"role {role} and schema ollama_mcp_carol" in message and "CREATEROLE" in message
+        assert f"GRANT {role} TO <its name> WITH INHERIT FALSE, SET TRUE" in message
+        assert rows(url, "SELECT to_regnamespace('ollama_mcp_carol') IS NULL") == [(True,)]
+        # Once an administrator made them as the message says, the principal's store opens.
+        with psycopg.connect(make_conninfo(postgres_server, dbname=database), autocommit=True) as admin:
+            admin.execute(f"CREATE ROLE {role} NOLOGIN")
+            admin.execute(f"GRANT {role} TO {role_name} WITH INHERIT FALSE, SET TRUE")
+            admin.execute(f"CREATE SCHEMA ollama_mcp_carol AUTHORIZATION {role}")
+        await db.provision(carol)
+        assert await open_and_migrate(carol) >= 7
+        assert rows(carol, "SELECT current_user, to_regclass('memories')::text") == [(role, "memories")]
+    finally:
+        with psycopg.connect(postgres_server, autocommit=True) as admin:
+            admin.execute(sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(database)))
+            admin.execute(sql.SQL("DROP ROLE IF EXISTS {}").format(sql.Identifier(role_name)))
+            admin.execute(f"DROP ROLE IF EXISTS {db.role_of(db.in_schema(url, 'ollama_mcp_carol'))}")

@@ -59,6 +59,7 @@ class PgStoreBase:
 
     @classmethod
     async def open(cls, url: str) -> Self:
+        await db.provision(url)  # a principal's role and schema, before its first connection
         conn = await db.connect(url)
         try:
             version = await db.migrate(conn, url)

@@ -7,7 +7,10 @@ Errors are translated here, once: every message names the server as ``host:port/
 
 from __future__ import annotations
 
+import getpass
+import hashlib
 import logging
+import os
 import re
 
 import psycopg
@@ -42,22 +45,47 @@ def describe(url: str) -> str:
     return f"{host}:{port}/{params.get('dbname') or params.get('user') or 'postgres'}"
 
 
-_SCHEMA_OPTION = re.compile(r"-c search_path=(ollama_mcp_[a-z0-9_]+),public")
+_PRINCIPAL_OPTIONS = re.compile(r"-c search_path=(ollama_mcp_[a-z0-9_]+),public -c role=(ollama_mcp_[a-z0-9_]+)")
 
 
 def in_schema(url: str, schema: str) -> str:
-    """``url`` with ``schema`` first on the search path of every connection made with it: a
-    principal's memory lives in a schema of its own (the local principal's in ``public``). Tables
-    are named without a schema in every statement, so they resolve to ``schema``'s, which
-    ``migrate`` creates before anything else; ``public`` stays on the path for pgvector's types."""
+    """``url`` for a principal's memory, which lives in a schema of its own (the local principal's
+    in ``public``), owned by a role of its own (``provision``). Every connection made with it acts
+    as that role (``-c role``: the session's own default, which ``RESET ROLE`` returns to), so the
+    database itself refuses it every other principal's rows, whatever a query names; and it has
+    ``schema`` first on its search path, so the tables every statement names without a schema are
+    that principal's. ``public`` stays on the path for pgvector's types."""
     options = str(conninfo_to_dict(url).get("options") or "")
-    return make_conninfo(url, options=f"{options} -c search_path={schema},public".strip())
+    role = f"{schema}_{hashlib.sha256(_database(url).encode()).hexdigest()[:8]}"
+    return make_conninfo(url, options=f"{options} -c search_path={schema},public -c role={role}".strip())
+
+
+def _database(url: str) -> str:
+    """The database ``url`` connects to, as libpq resolves it. Roles belong to the whole server,
+    not to one database, so a principal's role name carries its database's (hashed): two
+    databases on one server, each with its own server role, never contend for one role."""
+    params = conninfo_to_dict(url)
+    return str(params.get("dbname") or os.environ.get("PGDATABASE") or params.get("user")
+               or os.environ.get("PGUSER") or getpass.getuser())
 
 
 def schema_of(url: str) -> str | None:
     """The principal's schema ``in_schema`` put into ``url`` (None: the database's default)."""
-    found = _SCHEMA_OPTION.search(str(conninfo_to_dict(url).get("options") or ""))
+    found = _PRINCIPAL_OPTIONS.search(str(conninfo_to_dict(url).get("options") or ""))
     return found.group(1) if found else None
+
+
+def role_of(url: str) -> str | None:
+    """The principal's role ``in_schema`` put into ``url`` (None: the server's own)."""
+    found = _PRINCIPAL_OPTIONS.search(str(conninfo_to_dict(url).get("options") or ""))
+    return found.group(2) if found else None
+
+
+def as_server(url: str) -> str:
+    """``url`` without what ``in_schema`` added: a connection as the server's own role."""
+    params = conninfo_to_dict(url)
+    options = _PRINCIPAL_OPTIONS.sub("", str(params.pop("options", None) or "")).strip()
+    return make_conninfo("", **params, **({"options": options} if options else {}))
 
 
 async def connect(url: str) -> psycopg.AsyncConnection:
@@ -68,6 +96,57 @@ async def connect(url: str) -> psycopg.AsyncConnection:
         raise translate(exc, "connect", url) from exc
 
 
+async def provision(url: str) -> None:
+    """Before a principal's first connection (``in_schema``): its role and its schema, as the
+    server's own role, once however many instances start at once.
+
+    The role cannot log in; the server's role may ``SET ROLE`` to it but (on PostgreSQL 16 and
+    later) does not inherit its privileges, so a query made as the server's role cannot read a
+    principal's rows either. The schema belongs to the role, which therefore owns every table its
+    migrations create, and has no privilege on any other principal's schema or on ``public``'s
+    tables (the local principal's). pgvector is created in ``public`` first: created by a
+    principal's migrations, it would land in that principal's schema."""
+    schema, name = schema_of(url), role_of(url)
+    if schema is None or name is None:
+        return
+    base = as_server(url)
+    conn = await connect(base)
+    role = sql.Identifier(name)
+    try:
+        async with conn.transaction():
+            await conn.execute("SELECT pg_advisory_xact_lock(%s)", (MIGRATION_LOCK,))
+            await conn.execute("CREATE EXTENSION IF NOT EXISTS vector WITH SCHEMA public")
+            cursor = await conn.execute("SELECT 1 FROM pg_roles WHERE rolname = %s", (name,))
+            if await cursor.fetchone() is None:
+                try:
+                    async with conn.transaction():  # a savepoint: another database may create it at once
+                        await conn.execute(sql.SQL("CREATE ROLE {} NOLOGIN").format(role))
+                except pg_errors.DuplicateObject:
+                    pass
+            cursor = await conn.execute("SELECT current_setting('server_version_num')::int >= 160000")
+            row = await cursor.fetchone()
+            modern = bool(row and row[0])  # PostgreSQL 16: a membership may allow SET ROLE without inheriting
+            cursor = await conn.execute(
+                "SELECT 1 FROM pg_auth_members m JOIN pg_roles r ON r.oid = m.roleid JOIN pg_roles u ON u.oid = m.member"
+                " WHERE r.rolname = %s AND u.rolname = current_user"
+                + (" AND m.set_option AND NOT m.inherit_option" if modern else ""), (name,))
+            if await cursor.fetchone() is None:  # else granted already (perhaps by an administrator)
+                grant = "GRANT {} TO CURRENT_USER WITH INHERIT FALSE, SET TRUE" if modern else "GRANT {} TO CURRENT_USER"
+                await conn.execute(sql.SQL(grant).format(role))
+            await conn.execute(sql.SQL("CREATE SCHEMA IF NOT EXISTS {} AUTHORIZATION {}").format(sql.Identifier(schema), role))
+    except psycopg.Error as exc:
+        if isinstance(exc, pg_errors.InsufficientPrivilege) and "vector" not in str(exc):
+            raise StorageError(
+                f"Could not prepare the PostgreSQL role {name} and schema {schema} for a principal at "
+                f"{describe(base)}: {exc.diag.message_primary}. Let the server's role create roles (ALTER ROLE <its "
+                f"name> CREATEROLE), or create them yourself: CREATE ROLE {name} NOLOGIN; GRANT {name} TO <its name> "
+                f"WITH INHERIT FALSE, SET TRUE; CREATE SCHEMA {schema} AUTHORIZATION {name};"
+            ) from exc
+        raise translate(exc, f"prepare the role {name} and schema {schema}", base) from exc
+    finally:
+        await conn.close()
+
+
 async def migrate(conn: psycopg.AsyncConnection, url: str) -> int:
     """Apply the migrations this database lacks, in one transaction under an advisory lock, so
     that ten instances starting at once migrate once. Returns the schema version."""
@@ -76,9 +155,6 @@ async def migrate(conn: psycopg.AsyncConnection, url: str) -> int:
     try:
         async with conn.transaction():
             await conn.execute("SELECT pg_advisory_xact_lock(%s)", (MIGRATION_LOCK,))
-            schema = schema_of(url)
-            if schema is not None:  # first: a table created before it would land in public
-                await conn.execute(sql.SQL("CREATE SCHEMA IF NOT EXISTS {}").format(sql.Identifier(schema)))
             await conn.execute(
                 "CREATE TABLE IF NOT EXISTS schema_migrations ("
                 " version integer PRIMARY KEY, name text NOT NULL, applied_at timestamptz NOT NULL DEFAULT now())"

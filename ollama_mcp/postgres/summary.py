@@ -8,8 +8,9 @@ from dataclasses import dataclass
 from typing import Any
 
 import psycopg
+from psycopg import sql
 
-from ollama_mcp.postgres.db import CONNECT_TIMEOUT_S, schema_of, translate
+from ollama_mcp.postgres.db import CONNECT_TIMEOUT_S, as_server, role_of, schema_of, translate
 from ollama_mcp.postgres.rows import MISSING_VECTOR
 from ollama_mcp.store.summary import StoreSummary
 
@@ -28,7 +29,7 @@ class PgSummary:
 def summarize(url: str, model: str) -> PgSummary:
     """Read the database at ``url`` without changing it."""
     try:
-        with psycopg.connect(url, autocommit=True, connect_timeout=CONNECT_TIMEOUT_S) as conn:
+        with psycopg.connect(as_server(url), autocommit=True, connect_timeout=CONNECT_TIMEOUT_S) as conn:
             conn.execute("SET default_transaction_read_only = on")
             server = str(_one(conn, "SHOW server_version"))
             pgvector = _one(conn, "SELECT max(extversion) FROM pg_extension WHERE extname = 'vector'")
@@ -37,8 +38,13 @@ def summarize(url: str, model: str) -> PgSummary:
             superuser = bool(_one(conn, "SELECT rolsuper FROM pg_roles WHERE rolname = current_user"))
             facts = (server, pgvector, available, superuser, size)
             schema = schema_of(url)  # a principal's: until it exists, names would resolve to public's tables
-            if (schema is not None and _one(conn, "SELECT to_regnamespace(%(s)s) IS NULL", {"s": schema})) \
-                    or _one(conn, "SELECT to_regclass('memories') IS NULL"):
+            if schema is not None:
+                if _one(conn, "SELECT to_regnamespace(%(s)s) IS NULL", {"s": schema}):
+                    return PgSummary(None, *facts, [])
+                # As the principal's role, which alone may read its schema (postgres.db.provision).
+                conn.execute(sql.SQL("SET ROLE {}; SET search_path = {}, public").format(
+                    sql.Identifier(str(role_of(url))), sql.Identifier(schema)))
+            if _one(conn, "SELECT to_regclass('memories') IS NULL"):
                 return PgSummary(None, *facts, [])
             store = StoreSummary(
                 schema_version=int(_one(conn, "SELECT coalesce(max(version), 0) FROM schema_migrations")),
