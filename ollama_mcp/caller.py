@@ -9,6 +9,7 @@ from contextlib import contextmanager
 from contextvars import ContextVar
 
 PROCESS = "process"  # the one client of a stdio server, and every caller that is not a request
+TOKEN = "token:"  # the key prefix of a client known by its token alone (no MCP session)
 
 _client: ContextVar[str] = ContextVar("ollama_mcp_client", default=PROCESS)
 _actor: ContextVar[str | None] = ContextVar("ollama_mcp_actor", default=None)
@@ -17,6 +18,12 @@ _actor: ContextVar[str | None] = ContextVar("ollama_mcp_actor", default=None)
 def client() -> str:
     """The key of the client whose current conversation this call uses."""
     return _client.get()
+
+
+def served_anywhere() -> bool:
+    """Whether the calling client may be served by any instance of the HTTP server (a token used
+    without an MCP session), so that what it keeps between calls must live in the store."""
+    return _client.get().startswith(TOKEN)
 
 
 def actor() -> str | None:

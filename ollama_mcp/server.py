@@ -188,7 +188,7 @@ def _caller(ctx: Context | None, default_principal: str) -> _Caller:
     if token is None:
         return _Caller(default_principal, f"session:{session}" if session else caller.PROCESS, None)
     principal = token.subject or default_principal
-    return _Caller(principal, f"session:{session}" if session else f"token:{token.client_id}", token.client_id)
+    return _Caller(principal, f"session:{session}" if session else f"{caller.TOKEN}{token.client_id}", token.client_id)
 
 
 def _reply(result: BaseModel) -> CallToolResult:
@@ -413,7 +413,7 @@ def build_server(settings: Settings | ConfigError, *, public_url: str | None = N
     ) -> Annotated[CallToolResult, ConversationExport]:
         """A conversation with its summary, memories (every version) and messages."""
         async with _tool_call(ctx) as app:
-            target = conversation_id or app.service.current_conversation_id
+            target = conversation_id or await app.service.current_conversation_id()
             return _reply(ConversationExport.of(await app.lifecycle.export_conversation(target, format, page)))
 
     @server.tool(annotations=_DELETE)

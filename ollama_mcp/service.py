@@ -53,30 +53,32 @@ class MemoryService:
         self._current: OrderedDict[str, str] = OrderedDict()
         self._others_seen = False  # a search scoped to one conversation found others exist
 
-    @property
-    def current_conversation_id(self) -> str | None:
-        """The calling client's current conversation."""
-        return self._current_id
-
-    @property
-    def _current_id(self) -> str | None:
+    async def current_conversation_id(self) -> str | None:
+        """The calling client's current conversation: kept in this process for a client bound to
+        it (stdio's, an MCP session's), in the store for one any instance may serve."""
         key = caller.client()
+        if caller.served_anywhere():
+            return await self._store.current_conversation(key)
         found = self._current.get(key)
         if found is not None:
             self._current.move_to_end(key)
         return found
 
-    @_current_id.setter
-    def _current_id(self, conversation_id: str) -> None:
-        self._current[caller.client()] = conversation_id
-        self._current.move_to_end(caller.client())
+    async def _make_current(self, conversation_id: str) -> None:
+        key = caller.client()
+        if caller.served_anywhere():
+            await self._store.set_current_conversation(key, conversation_id, utc_now())
+            return
+        self._current[key] = conversation_id
+        self._current.move_to_end(key)
         while len(self._current) > MAX_CLIENTS:
             self._current.popitem(last=False)
 
-    def _no_longer_current(self, conversation_id: str) -> None:
+    async def _no_longer_current(self, conversation_id: str) -> None:
         """An ended or deleted conversation stops being current for every client."""
         for key in [key for key, current in self._current.items() if current == conversation_id]:
             del self._current[key]
+        await self._store.clear_current_conversation(conversation_id)
 
     @property
     def max_content_chars(self) -> int:
@@ -95,22 +97,23 @@ class MemoryService:
                 new_id, inputs.optional_name("name", name), meta,
                 anonymous=False, created_at=format_timestamp(now), expires_at=expires_at,
             )
-        self._current_id = conversation.id
+        await self._make_current(conversation.id)
         return conversation
 
     async def resolve_conversation(self, conversation_id: object, *, create: bool = False) -> Conversation | None:
         """The given conversation (which must be active), else the current one, else (with
         ``create``) a new anonymous one that becomes current, else None."""
         given = inputs.conversation_id("conversation_id", conversation_id)
-        if given is None and self._current_id is None and not create:
+        if given is None and not create and await self.current_conversation_id() is None:
             return None
         return await self._conversation_for_store(given)
 
     async def get_conversation_id(self) -> Conversation | None:
         """The current conversation of this process, if any (and if it still exists)."""
-        if self._current_id is None:
+        current = await self.current_conversation_id()
+        if current is None:
             return None
-        return await self._store.get_conversation(self._current_id, count_memories=True)
+        return await self._store.get_conversation(current, count_memories=True)
 
     async def list_conversations(
         self, status: object = None, limit: object = 20, name: object = None, metadata: object = None,
@@ -121,7 +124,7 @@ class MemoryService:
         return await self._store.list_conversations(inputs.conversation_query(status, limit, name, metadata, order))
 
     async def end_conversation(self, conversation_id: object = None, summary: object = None) -> EndedConversation:
-        target = inputs.conversation_id("conversation_id", conversation_id) or self._current_id
+        target = inputs.conversation_id("conversation_id", conversation_id) or await self.current_conversation_id()
         if target is None:
             raise InvalidInputError(
                 "conversation_id", "is missing and no conversation is current", "pass the id of the conversation to end"
@@ -138,7 +141,7 @@ class MemoryService:
             conversation, count = await self._store.end_conversation(
                 target, ended_at, summary_memory, queue_summary=self._summaries
             )
-        self._no_longer_current(target)
+        await self._no_longer_current(target)
         if summary_memory is not None:
             self._indexer.added()  # the summary is embedded in the background like any pending memory
         if conversation.summary_status == "pending":
@@ -257,7 +260,7 @@ class MemoryService:
         with audit.recording("delete_conversation", target):
             seqs = await self._store.delete_conversation(target)
         await self._indexer.removed(seqs)
-        self._no_longer_current(target)
+        await self._no_longer_current(target)
         return DeletedConversation(conversation, len(seqs))
 
     async def delete_memory(self, memory_id: object) -> Memory:
@@ -279,7 +282,7 @@ class MemoryService:
         conversations out says so, with the tool that recalls them.
         """
         started = time.perf_counter()
-        target = None if request.everywhere else request.conversation_id or self._current_id
+        target = None if request.everywhere else request.conversation_id or await self.current_conversation_id()
         conversation = None if target is None else await self._store.get_conversation(target)
         if conversation is not None and conversation.anonymous and request.conversation_id is None:
             conversation = None  # the server's own current conversation: search them all
@@ -309,17 +312,18 @@ class MemoryService:
     # -- internals ------------------------------------------------------------------------------
 
     async def _conversation_for_store(self, given_id: str | None) -> Conversation:
+        current = None if given_id is not None else await self.current_conversation_id()
         if given_id is not None:
             conversation = await self._store.get_conversation(given_id)
-        elif self._current_id is not None:
-            conversation = await self._store.get_conversation(self._current_id)
+        elif current is not None:
+            conversation = await self._store.get_conversation(current)
         else:
             new_id = str(uuid.uuid4())
             with audit.recording("start_conversation", new_id):
                 conversation = await self._store.create_conversation(
                     new_id, None, {}, anonymous=True, created_at=utc_now()
                 )
-            self._current_id = conversation.id
+            await self._make_current(conversation.id)
         if conversation.status != "active":
             raise ConversationClosedError(conversation.id)
         return conversation

@@ -193,6 +193,17 @@ class Storage(Protocol):
     async def delete_vectors(self, model: str) -> int:
         """Drop every vector of ``model`` (reembed --force); the memories become pending."""
 
+    # -- current conversations of clients any instance may serve --------------------------
+
+    async def current_conversation(self, client: str) -> str | None:
+        """The current conversation kept for ``client`` (a token without an MCP session)."""
+
+    async def set_current_conversation(self, client: str, conversation_id: str, at: str) -> None:
+        """Keep ``conversation_id`` as ``client``'s current conversation."""
+
+    async def clear_current_conversation(self, conversation_id: str) -> None:
+        """An ended or deleted conversation is no client's current one any more."""
+
     # -- bearer tokens of the HTTP server (kept in the local principal's store) -------------
 
     async def create_token(self, token: AccessToken, token_hash: str) -> bool:

@@ -9,23 +9,30 @@ import os
 import signal
 import subprocess
 import sys
+import uuid
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 import anyio
 import httpx2
+import psycopg
 import pytest
 import uvicorn
 from mcp import Client, types
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.exceptions import MCPError
+from psycopg import sql
+from psycopg.conninfo import make_conninfo
 
 from ollama_mcp import admin, http, listen
+from ollama_mcp.app import open_app
 from ollama_mcp.config import Settings
 from ollama_mcp.errors import ConfigError, InvalidInputError
-from tests.conftest import Database
+from ollama_mcp.postgres import db as pg_db
+from tests.conftest import Database, with_database
 from tests.fake_ollama import FakeOllama
 from tests.test_agent import tool_call
 from tests.test_tools import call, error
@@ -129,6 +136,27 @@ async def test_two_clients_without_a_conversation_get_separate_anonymous_ones(se
         a = await call(first, "store_memory", content="An anonymous first note")
         b = await call(second, "store_memory", content="An anonymous second note")
         assert a["conversation_id"] != b["conversation_id"]
+
+
+@pytest.mark.parametrize("mode", ERAS)
+async def test_a_token_without_a_session_keeps_its_current_conversation_on_every_instance(
+    settings: Settings, db: Database, mode: str
+) -> None:
+    """Two stateless instances on one store, as behind a load balancer: whichever answers, a
+    client known by its token continues the conversation it began on the other."""
+    _, secret = await admin.create_token(settings, "alice-laptop", "local")
+    async with serving(settings, stateless=True) as first, serving(settings, stateless=True) as second, \
+            client(first, secret, mode) as on_first, client(second, secret, mode) as on_second:
+        begun = (await call(on_first, "init_conversation", name="begun on the first"))["conversation_id"]
+        stored = await call(on_second, "store_memory", content="Stored through the second instance")
+        assert stored["conversation_id"] == begun
+        assert (await call(on_second, "get_conversation_id"))["current"]["conversation_id"] == begun
+        await call(on_second, "end_conversation")
+        assert (await call(on_first, "get_conversation_id"))["current"] is None
+        anonymous = (await call(on_first, "store_memory", content="After the end"))["conversation_id"]
+        assert anonymous != begun
+        assert (await call(on_second, "store_memory", content="Also after"))["conversation_id"] == anonymous
+    assert db.rows("SELECT client, conversation_id FROM current_conversations") == [("token:alice-laptop", anonymous)]
 
 
 # -- tokens ------------------------------------------------------------------------------------
@@ -465,3 +493,58 @@ def test_the_inspector_cli_reaches_the_http_server_with_a_token(settings: Settin
         assert inspect("--method", "tools/list", token="omcp_" + "x" * 43).returncode != 0
     finally:
         server.stop()
+
+
+def _rows(url: str, query: str) -> list[tuple[Any, ...]]:
+    """The rows of ``query``'s last statement (statements separated by "; ") on a connection to ``url``."""
+    with psycopg.connect(url, autocommit=True) as conn:
+        *first, last = query.split("; ")
+        for statement in first:
+            conn.execute(statement)
+        return conn.execute(last).fetchall()
+
+
+@pytest.mark.postgres_only
+async def test_on_postgresql_the_database_itself_refuses_another_principals_rows_even_to_the_servers_role(
+    settings: Settings, postgres_server: str
+) -> None:
+    # The server runs as a role that is no superuser (a superuser bypasses every privilege), as it should.
+    server_role, name = f"memory_server_{uuid.uuid4().hex[:8]}", f"test_{uuid.uuid4().hex[:12]}"
+    with psycopg.connect(postgres_server, autocommit=True) as superuser:
+        superuser.execute(sql.SQL("CREATE ROLE {} LOGIN CREATEROLE").format(sql.Identifier(server_role)))
+        superuser.execute(sql.SQL("CREATE DATABASE {} OWNER {}").format(sql.Identifier(name), sql.Identifier(server_role)))
+    with psycopg.connect(with_database(postgres_server, name), autocommit=True) as superuser:
+        superuser.execute("CREATE EXTENSION vector")  # once per database, by a superuser: pgvector is not trusted
+    url = make_conninfo(with_database(postgres_server, name), user=server_role)
+    shared = replace(settings, postgres_url=url)
+    try:
+        _, alice_token = await admin.create_token(shared, "alice", None)
+        _, bob_token = await admin.create_token(shared, "bob", None)
+        async with serving(shared) as endpoint:
+            for token, text in ((alice_token, "Alice's vault code is 4711"), (bob_token, "Bob's vault code is 1234")):
+                async with client(endpoint, token) as mcp:
+                    await call(mcp, "store_memory", content=text)
+        async with open_app(shared) as local:  # the local principal's, as the stdio server and the CLI act
+            await local.service.store_memory("The local user's vault code is 9999")
+        alice = shared.for_principal("alice").store_url
+        assert _rows(alice, "SELECT content FROM memories") == [("Alice's vault code is 4711",)]
+        assert _rows(url, "SELECT content FROM memories") == [("The local user's vault code is 9999",)]
+        # A query on alice's connection that names another principal's rows, without any filter of ours.
+        for query in ("SELECT content FROM ollama_mcp_bob.memories", "SELECT content FROM public.memories",
+                      "SET search_path = ollama_mcp_bob, public; SELECT content FROM memories",
+                      "RESET ROLE; SELECT content FROM ollama_mcp_bob.memories"):
+            with pytest.raises(psycopg.errors.InsufficientPrivilege):
+                _rows(alice, query)
+        # The server's own role, which opens every principal's store, cannot read them either.
+        for query in ("SELECT content FROM ollama_mcp_alice.memories", "SELECT content FROM ollama_mcp_bob.messages"):
+            with pytest.raises(psycopg.errors.InsufficientPrivilege):
+                _rows(url, query)
+        # A search path naming bob's schema passes over it (no USAGE): the names reach the local store's.
+        assert _rows(url, "SET search_path = ollama_mcp_bob, public; SELECT content FROM memories") == [
+            ("The local user's vault code is 9999",)]
+        assert _rows(url, f"SELECT rolsuper, rolcanlogin FROM pg_roles WHERE rolname = '{pg_db.role_of(alice)}'") == [
+            (False, False)]
+    finally:
+        with psycopg.connect(postgres_server, autocommit=True) as superuser:
+            superuser.execute(sql.SQL("DROP DATABASE {} WITH (FORCE)").format(sql.Identifier(name)))
+            superuser.execute(sql.SQL("DROP ROLE {}").format(sql.Identifier(server_role)))

@@ -7,6 +7,7 @@ conversation's row first, so they queue per conversation and run side by side ac
 conversations, in one lock order (no deadlocks between instances).
 """
 
+from ollama_mcp.postgres.clients import ClientStore
 from ollama_mcp.postgres.conversations import ConversationStore
 from ollama_mcp.postgres.jobs import JobStore
 from ollama_mcp.postgres.memories import MemoryStore
@@ -15,5 +16,5 @@ from ollama_mcp.postgres.transcript import TranscriptStore
 from ollama_mcp.postgres.vectors import VectorStore
 
 
-class PgStore(ConversationStore, MemoryStore, TranscriptStore, JobStore, TokenStore, VectorStore):
+class PgStore(ClientStore, ConversationStore, MemoryStore, TranscriptStore, JobStore, TokenStore, VectorStore):
     """The PostgreSQL backend's ``storage.Storage``; open with ``await PgStore.open(url)``."""

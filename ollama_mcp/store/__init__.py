@@ -11,6 +11,7 @@ The store is split by concept, one part per module: ``conversations``, ``memorie
 ``base`` holds the connection and transactions, ``rows`` the shared SQL and row helpers.
 """
 
+from ollama_mcp.store.clients import ClientStore
 from ollama_mcp.store.conversations import ConversationStore
 from ollama_mcp.store.jobs import JobStore
 from ollama_mcp.store.keywords import KeywordRows, KeywordState, KeywordStore, SearchReads
@@ -45,5 +46,5 @@ __all__ = [
 ]
 
 
-class Store(ConversationStore, MemoryStore, TranscriptStore, JobStore, TokenStore, KeywordStore, VectorStore):
+class Store(ClientStore, ConversationStore, MemoryStore, TranscriptStore, JobStore, TokenStore, KeywordStore, VectorStore):
     """The SQLite backend's ``storage.Storage`` (and what its ``Ranker`` reads): the only owner of SQL."""
