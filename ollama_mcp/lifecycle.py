@@ -387,16 +387,14 @@ class ConversationLifecycle:
 
     async def export_all(self, conversation_id: object = None) -> dict[str, Any]:
         """The whole store (or one conversation) as an export document, every memory included."""
-        conversations = [export.conversation_json(c, m) for c, m in await self.snapshots(conversation_id)]
-        return export.document(conversations, utc_now())
+        return _export_document(await self.snapshots(conversation_id))
 
     async def export_text(self, conversation_id: object, fmt: str) -> tuple[str, int]:
         """The whole store (or one conversation) as export text, JSON (``import`` reads it back) or
         Markdown, and how many conversations it holds: what the CLI and the browser view write."""
         found = await self.snapshots(conversation_id)
         if fmt == "json":
-            document = export.document([export.conversation_json(c, m) for c, m in found], utc_now())
-            return export.dumps(document) + "\n", len(found)
+            return export.dumps(_export_document(found)) + "\n", len(found)
         return "\n---\n\n".join(export.markdown(c, m, 1, 1) for c, m in found), len(found)
 
     async def import_document(self, data: object) -> tuple[int, int]:
@@ -440,3 +438,6 @@ def as_chat_message(message: Memory) -> dict[str, str]:
     role = message.role or "user"
     return {"role": role, "content": message.content}
 
+
+def _export_document(found: list[tuple[Conversation, list[Memory]]]) -> dict[str, Any]:
+    return export.document([export.conversation_json(c, m) for c, m in found], utc_now())

@@ -74,11 +74,11 @@ class MemoryService:
         while len(self._current) > MAX_CLIENTS:
             self._current.popitem(last=False)
 
-    async def _no_longer_current(self, conversation_id: str) -> None:
-        """An ended or deleted conversation stops being current for every client."""
+    def _no_longer_current(self, conversation_id: str) -> None:
+        """An ended or deleted conversation stops being current for every client of this process
+        (the store forgets it for the others as it ends or deletes it)."""
         for key in [key for key, current in self._current.items() if current == conversation_id]:
             del self._current[key]
-        await self._store.clear_current_conversation(conversation_id)
 
     @property
     def max_content_chars(self) -> int:
@@ -141,7 +141,7 @@ class MemoryService:
             conversation, count = await self._store.end_conversation(
                 target, ended_at, summary_memory, queue_summary=self._summaries
             )
-        await self._no_longer_current(target)
+        self._no_longer_current(target)
         if summary_memory is not None:
             self._indexer.added()  # the summary is embedded in the background like any pending memory
         if conversation.summary_status == "pending":
@@ -260,7 +260,7 @@ class MemoryService:
         with audit.recording("delete_conversation", target):
             seqs = await self._store.delete_conversation(target)
         await self._indexer.removed(seqs)
-        await self._no_longer_current(target)
+        self._no_longer_current(target)
         return DeletedConversation(conversation, len(seqs))
 
     async def delete_memory(self, memory_id: object) -> Memory:

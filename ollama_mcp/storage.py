@@ -199,10 +199,8 @@ class Storage(Protocol):
         """The current conversation kept for ``client`` (a token without an MCP session)."""
 
     async def set_current_conversation(self, client: str, conversation_id: str, at: str) -> None:
-        """Keep ``conversation_id`` as ``client``'s current conversation."""
-
-    async def clear_current_conversation(self, conversation_id: str) -> None:
-        """An ended or deleted conversation is no client's current one any more."""
+        """Keep ``conversation_id`` as ``client``'s current conversation (ending or deleting the
+        conversation removes it)."""
 
     # -- bearer tokens of the HTTP server (kept in the local principal's store) -------------
 

@@ -156,7 +156,10 @@ async def test_a_token_without_a_session_keeps_its_current_conversation_on_every
         anonymous = (await call(on_first, "store_memory", content="After the end"))["conversation_id"]
         assert anonymous != begun
         assert (await call(on_second, "store_memory", content="Also after"))["conversation_id"] == anonymous
-    assert db.rows("SELECT client, conversation_id FROM current_conversations") == [("token:alice-laptop", anonymous)]
+        assert db.rows("SELECT client, conversation_id FROM current_conversations") == [("token:alice-laptop", anonymous)]
+        await call(on_first, "delete_conversation", conversation_id=anonymous)
+        assert (await call(on_second, "get_conversation_id"))["current"] is None
+    assert db.rows("SELECT client, conversation_id FROM current_conversations") == []
 
 
 # -- tokens ------------------------------------------------------------------------------------

@@ -99,6 +99,8 @@ class ConversationStore(PgStoreBase):
                 (ended_at, summary_memory.content if summary_memory else None, summary_status, conversation_id),
             )
             row = await cursor.fetchone()
+            # No client continues an ended conversation (deleting one cascades the same).
+            await conn.execute("DELETE FROM current_conversations WHERE conversation_id = %s", (conversation_id,))
         assert row is not None, "the row locked above"
         ended = conversation_from_row(row)
         return ended, ended.memory_count

@@ -22,8 +22,3 @@ class ClientStore(StoreBase):
                 " ON CONFLICT (client) DO UPDATE SET conversation_id = excluded.conversation_id, updated_at = excluded.updated_at",
                 (client, conversation_id, at),
             )
-
-    async def clear_current_conversation(self, conversation_id: str) -> None:
-        """An ended or deleted conversation is no client's current one any more."""
-        async with self._transaction("forget the current conversation") as conn:
-            await conn.execute("DELETE FROM current_conversations WHERE conversation_id = ?", (conversation_id,))

@@ -121,6 +121,8 @@ class ConversationStore(StoreBase):
                 " WHERE id = ?",
                 (ended_at, summary_memory.content if summary_memory else None, summary_status, conversation_id),
             )
+            # No client continues an ended conversation (deleting one cascades the same).
+            await conn.execute("DELETE FROM current_conversations WHERE conversation_id = ?", (conversation_id,))
             count = await (await conn.execute(
                 "SELECT count(*) FROM memories WHERE conversation_id = ? AND kind = 'note' AND superseded_by IS NULL",
                 (conversation_id,),
