@@ -154,6 +154,21 @@ class AccessToken:
     revoked_at: str | None = None
 
 
+ShareAccess = Literal["read", "write"]
+
+
+@dataclass(frozen=True)
+class ConversationShare:
+    """A conversation its owner shares with another principal of the HTTP server: ``read`` lets
+    the grantee search, export and read it; ``write`` lets them also store memories in it."""
+
+    conversation_id: str
+    grantee: str
+    owner: str
+    access: ShareAccess
+    granted_at: str
+
+
 @dataclass(frozen=True)
 class ConversationQuery:
     """What list_conversations asks for: filters (all must hold) and the order."""
@@ -163,6 +178,7 @@ class ConversationQuery:
     metadata: tuple[tuple[str, str], ...] = ()  # (key, value as text) pairs the metadata must hold
     order: Literal["activity", "created"] = "activity"  # latest activity first, or newest first
     limit: int = 20
+    ids: tuple[str, ...] | None = None  # only these conversations (those shared with a caller)
 
 
 @dataclass(frozen=True)

@@ -15,8 +15,9 @@ from collections.abc import Sequence
 from datetime import UTC, datetime
 from typing import Any
 
-from ollama_mcp.domain import ConversationQuery, SearchFilters, SearchRequest, format_timestamp
-from ollama_mcp.errors import InvalidInputError
+from ollama_mcp.config import principal_name
+from ollama_mcp.domain import ConversationQuery, SearchFilters, SearchRequest, ShareAccess, format_timestamp
+from ollama_mcp.errors import ConfigError, InvalidInputError
 
 MAX_QUERY_CHARS = 10_000
 MAX_TAGS = 32
@@ -54,6 +55,31 @@ def conversation_id(field: str, value: object) -> str | None:
     if value is None or value == "":
         return None
     return _uuid(field, value, "use a conversation_id returned by init_conversation or list_conversations, or omit it")
+
+
+def principal(field: str, value: object) -> str:
+    """Another principal's name, as tokens are made for (``config.principal_name``)."""
+    fix = "pass the principal a person's token was made for, such as bob (`ollama-mcp token list` shows them)"
+    if not isinstance(value, str):
+        raise InvalidInputError(field, "must be a text", fix)
+    try:
+        return principal_name(field, value)
+    except ConfigError:
+        raise InvalidInputError(
+            field, "must be a principal's name: a lowercase letter, then up to 31 lowercase letters, digits or "
+            f"underscores; got {value[:40]!r}", fix,
+        ) from None
+
+
+def share_access(field: str, value: object) -> ShareAccess | None:
+    """``read`` or ``write``; None for ``none`` (stop sharing)."""
+    if value == "none":
+        return None
+    if value == "read" or value == "write":
+        return value
+    raise InvalidInputError(
+        field, "must be 'read', 'write' or 'none'", "read lets them search and read it, write also store in it, none stops sharing"
+    )
 
 
 def memory_id(field: str, value: object) -> str:

@@ -9,11 +9,13 @@ from pydantic import BaseModel
 from ollama_mcp.domain import (
     AgentAnswer,
     Conversation,
+    ConversationShare,
     DeletedConversation,
     EndedConversation,
     Export,
     Memory,
     SearchOutcome,
+    ShareAccess,
     StoredMemory,
     SummaryStatus,
 )
@@ -54,13 +56,33 @@ class ListedConversation(ConversationInfo):
     message_count: int
     summary_status: SummaryStatus
     metadata: dict[str, Any]
+    owner: str | None = None  # set on a conversation another principal shares with the caller
+    access: ShareAccess | None = None
 
     @classmethod
-    def of(cls, c: Conversation) -> ListedConversation:
+    def of(cls, c: Conversation, share: ConversationShare | None = None) -> ListedConversation:
         return cls(
             **ConversationInfo.of(c).model_dump(), last_activity=c.last_activity or c.created_at,
             message_count=c.message_count, summary_status=c.summary_status, metadata=c.metadata,
+            owner=None if share is None else share.owner, access=None if share is None else share.access,
         )
+
+
+class SharedWith(BaseModel):
+    principal: str
+    access: ShareAccess
+    since: str
+
+
+class ConversationShared(BaseModel):
+    conversation_id: str
+    shared_with: list[SharedWith]
+
+    @classmethod
+    def of(cls, conversation_id: str, shares: list[ConversationShare]) -> ConversationShared:
+        return cls(conversation_id=conversation_id, shared_with=[
+            SharedWith(principal=s.grantee, access=s.access, since=s.granted_at) for s in shares
+        ])
 
 
 class CurrentConversation(BaseModel):

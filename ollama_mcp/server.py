@@ -43,7 +43,7 @@ from pydantic import AnyHttpUrl, BaseModel, Field
 from ollama_mcp import __version__, audit, caller, tokens
 from ollama_mcp.config import LOCAL_PRINCIPAL, Settings
 from ollama_mcp.errors import ConfigError, NotFoundError, OllamaMcpError
-from ollama_mcp.inputs import search_request
+from ollama_mcp.inputs import conversation_query, search_request
 from ollama_mcp.results import (
     AgentReply,
     ConversationCreated,
@@ -51,6 +51,7 @@ from ollama_mcp.results import (
     ConversationEnded,
     ConversationExport,
     ConversationList,
+    ConversationShared,
     CurrentConversation,
     ListedConversation,
     MemoryDeleted,
@@ -58,12 +59,14 @@ from ollama_mcp.results import (
     MemoryUpdated,
     SearchResults,
 )
+from ollama_mcp.sharing import Need, Sharing
 from ollama_mcp.stdio import answering_stdio_server
 
 if TYPE_CHECKING:
     from ollama_mcp.agent import Confirm, Decision
     from ollama_mcp.app import App
     from ollama_mcp.domain import AccessToken as Token
+    from ollama_mcp.domain import Conversation, ConversationShare
 
 log = logging.getLogger(__name__)
 
@@ -145,12 +148,14 @@ class _AppHolder:
 
 class _Principals:
     """One app per principal that has made a request, each opened (by its ``_AppHolder``) on first
-    use and run in the lifespan's task group. A stdio server has one: the settings' principal."""
+    use and run in the lifespan's task group. A stdio server has one: the settings' principal.
+    ``sharing`` (a server with tokens only) routes a call on a shared conversation to its owner's."""
 
-    def __init__(self, settings: Settings | ConfigError, tasks: TaskGroup) -> None:
+    def __init__(self, settings: Settings | ConfigError, tasks: TaskGroup, *, sharing: bool) -> None:
         self._settings = settings
         self._tasks = tasks
         self._holders: dict[str, _AppHolder] = {}
+        self.sharing = Sharing(lambda principal: self.holder(principal).app()) if sharing else None
 
     def holder(self, principal: str) -> _AppHolder:
         found = self._holders.get(principal)
@@ -201,22 +206,36 @@ def _reply(result: BaseModel) -> CallToolResult:
     return CallToolResult(content=[TextContent(type="text", text=text)], structured_content=result.model_dump(mode="json"))
 
 
-async def _opened(ctx: Context) -> App:
-    """The app of the caller's principal, once it is open (else why it is not)."""
+async def _serving(
+    principals: _Principals, principal: str, conversation_id: object, need: Need, doing: str = "do that"
+) -> App:
+    """The app that serves ``principal``'s call on ``conversation_id``: its own, or the owner's
+    of a conversation shared with it (``sharing``), once it is open (else why it is not)."""
+    if principals.sharing is not None and conversation_id is not None:
+        principal = await principals.sharing.serving(principal, conversation_id, need, doing)
+    return await principals.holder(principal).app()
+
+
+async def _opened(ctx: Context, conversation_id: str | None = None) -> App:
+    """For resources and prompts: the app that serves the caller (on ``conversation_id``, to read)."""
     principals = cast(_Principals, ctx.request_context.lifespan_context)
-    return await principals.holder(_caller(ctx, principals.default_principal).principal).app()
+    with _resource_errors():
+        return await _serving(principals, _caller(ctx, principals.default_principal).principal, conversation_id, "read")
 
 
 @asynccontextmanager
-async def _tool_call(ctx: Context) -> AsyncIterator[App]:
-    """A tool body's app (its caller's principal's, acting as its client), and its one error
-    translation: our errors become tool errors the model can read; anything else is a bug,
-    logged with its stack and reported by type only."""
+async def _tool_call(
+    ctx: Context, conversation_id: object = None, need: Need = "read", doing: str = "do that"
+) -> AsyncIterator[App]:
+    """A tool body's app (its caller's principal's, or on a conversation shared with it the
+    owner's for ``need``), acting as its client, and its one error translation: our errors
+    become tool errors the model can read; anything else is a bug, logged with its stack and
+    reported by type only."""
     principals = cast(_Principals, ctx.request_context.lifespan_context)
     who = _caller(ctx, principals.default_principal)
     try:
         with audit.through("tool"), caller.acting(who.client, who.actor):
-            yield await principals.holder(who.principal).app()
+            yield await _serving(principals, who.principal, conversation_id, need, doing)
     except OllamaMcpError as exc:
         raise ToolError(str(exc)) from exc
     except ToolError:
@@ -285,7 +304,7 @@ def build_server(settings: Settings | ConfigError, *, public_url: str | None = N
     @asynccontextmanager
     async def lifespan(_server: MCPServer) -> AsyncIterator[_Principals]:
         async with anyio.create_task_group() as tasks:
-            principals = _Principals(settings, tasks)
+            principals = _Principals(settings, tasks, sharing=public_url is not None)
             principals.own()  # opened now, not at the first call
             running.started(principals)
             try:
@@ -331,7 +350,7 @@ def build_server(settings: Settings | ConfigError, *, public_url: str | None = N
         embedding: Annotated[list[float] | None, Field(description="Only a vector from the server's model.")] = None,
     ) -> Annotated[CallToolResult, MemoryStored]:
         """Save a fact, decision or preference. The same text stored again returns the existing memory."""
-        async with _tool_call(ctx) as app:
+        async with _tool_call(ctx, conversation_id, "write") as app:
             stored = await app.service.store_memory(content, conversation_id, tags, metadata, embedding)
             return _reply(MemoryStored.of(stored))
 
@@ -364,7 +383,7 @@ def build_server(settings: Settings | ConfigError, *, public_url: str | None = N
         include_superseded: Superseded = False,
     ) -> Annotated[CallToolResult, SearchResults]:
         """Find memories of this conversation by meaning and keywords, best first; earlier chats: search_all_conversations."""
-        async with _tool_call(ctx) as app:
+        async with _tool_call(ctx, conversation_id) as app:
             request = search_request(
                 query, conversation_id, top_k, threshold, tags, since, until, include_messages, include_superseded
             )
@@ -387,7 +406,7 @@ def build_server(settings: Settings | ConfigError, *, public_url: str | None = N
         ctx: Context, conversation_id: ConversationId = None, summary: str | None = None
     ) -> Annotated[CallToolResult, ConversationEnded]:
         """Close a conversation; it stays searchable. Without a summary, the local model writes one."""
-        async with _tool_call(ctx) as app:
+        async with _tool_call(ctx, conversation_id, "own", "end it") as app:
             return _reply(ConversationEnded.of(await app.service.end_conversation(conversation_id, summary)))
 
     @server.tool(annotations=_READ)
@@ -401,8 +420,15 @@ def build_server(settings: Settings | ConfigError, *, public_url: str | None = N
     ) -> Annotated[CallToolResult, ConversationList]:
         """Conversations, latest activity first, with ids, counts, metadata and summary status."""
         async with _tool_call(ctx) as app:
-            found = await app.service.list_conversations(status, limit, name, metadata, order)
-            return _reply(ConversationList(conversations=[ListedConversation.of(c) for c in found]))
+            principals = cast(_Principals, ctx.request_context.lifespan_context)
+            found: list[tuple[Conversation, ConversationShare | None]]
+            if principals.sharing is None:
+                found = [(c, None) for c in await app.service.list_conversations(status, limit, name, metadata, order)]
+            else:
+                query = conversation_query(status, limit, name, metadata, order)
+                principal = _caller(ctx, principals.default_principal).principal
+                found = await principals.sharing.listed(principal, app, query)
+            return _reply(ConversationList(conversations=[ListedConversation.of(c, share) for c, share in found]))
 
     @server.tool(annotations=_READ)
     async def export_conversation(
@@ -412,14 +438,14 @@ def build_server(settings: Settings | ConfigError, *, public_url: str | None = N
         page: Annotated[int, Field(description="100 items a page.")] = 1,
     ) -> Annotated[CallToolResult, ConversationExport]:
         """A conversation with its summary, memories (every version) and messages."""
-        async with _tool_call(ctx) as app:
+        async with _tool_call(ctx, conversation_id) as app:
             target = conversation_id or await app.service.current_conversation_id()
             return _reply(ConversationExport.of(await app.lifecycle.export_conversation(target, format, page)))
 
     @server.tool(annotations=_DELETE)
     async def delete_conversation(ctx: Context, conversation_id: str) -> Annotated[CallToolResult, ConversationDeleted]:
         """Permanently delete a conversation with all its memories, messages and summaries."""
-        async with _tool_call(ctx) as app:
+        async with _tool_call(ctx, conversation_id, "own", "delete it") as app:
             return _reply(ConversationDeleted.of(await app.service.delete_conversation(conversation_id)))
 
     @server.tool(annotations=_DELETE)
@@ -438,11 +464,30 @@ def build_server(settings: Settings | ConfigError, *, public_url: str | None = N
         ] = None,
     ) -> Annotated[CallToolResult, AgentReply]:
         """Hand a question to the local model: it searches memory itself and returns one answer."""
-        async with _tool_call(ctx) as app:
+        async with _tool_call(ctx, conversation_id, "own", "ask the agent about it") as app:
             answer = await app.agent.ask(
                 query, conversation_id, scope, confirm=_confirmer(ctx, confirm_timeout), progress=ctx.report_progress
             )
             return _reply(AgentReply.of(answer))
+
+    if public_url is not None:  # only a server with tokens serves several principals
+
+        @server.tool(annotations=_IDEMPOTENT_WRITE)
+        async def share_conversation(
+            ctx: Context,
+            conversation_id: str,
+            principal: Annotated[str, Field(description="Whose token may use it, such as bob.")],
+            access: Annotated[
+                Literal["read", "write", "none"], Field(description="write: also store in it; none: stop sharing.")
+            ] = "read",
+        ) -> Annotated[CallToolResult, ConversationShared]:
+            """Let another person search and read a conversation of yours, or also add to it."""
+            async with _tool_call(ctx):
+                principals = cast(_Principals, ctx.request_context.lifespan_context)
+                assert principals.sharing is not None
+                owner = _caller(ctx, principals.default_principal).principal
+                shares = await principals.sharing.share(owner, conversation_id, principal, access)
+                return _reply(ConversationShared.of(shares[0].conversation_id if shares else conversation_id, shares))
 
     if isinstance(settings, Settings) and not settings.agent_available:
         server.remove_tool("ask_agent")  # OLLAMA_MCP_AGENT=off, or no chat model: not offered at all
@@ -464,7 +509,7 @@ def build_server(settings: Settings | ConfigError, *, public_url: str | None = N
         description="A conversation as Markdown: summary, memories, transcript (first page).",
     )
     async def conversation_resource(conversation_id: str, ctx: Context) -> str:
-        return await _conversation_page(await _opened(ctx), conversation_id, 1)
+        return await _conversation_page(await _opened(ctx, conversation_id), conversation_id, 1)
 
     @server.resource(
         "memory://conversations/{conversation_id}/page/{page}", mime_type="text/markdown",
@@ -473,7 +518,7 @@ def build_server(settings: Settings | ConfigError, *, public_url: str | None = N
     async def conversation_page_resource(conversation_id: str, page: str, ctx: Context) -> str:
         if not page.isdigit():
             raise ResourceNotFoundError(f"page must be a page number, got {page!r}")
-        return await _conversation_page(await _opened(ctx), conversation_id, int(page))
+        return await _conversation_page(await _opened(ctx, conversation_id), conversation_id, int(page))
 
     @server.prompt(description="Summary, recent messages and recalled memories of a conversation, within a token budget.")
     async def build_context(
@@ -482,7 +527,7 @@ def build_server(settings: Settings | ConfigError, *, public_url: str | None = N
         if not token_budget.strip().isdigit():
             raise ValueError("token_budget must be a whole number of tokens, such as 4000")
         with _resource_errors():
-            built = await (await _opened(ctx)).lifecycle.build_context(
+            built = await (await _opened(ctx, conversation_id)).lifecycle.build_context(
                 conversation_id, int(token_budget), query=query or None
             )
         return [

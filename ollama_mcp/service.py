@@ -17,6 +17,7 @@ from datetime import UTC, datetime, timedelta
 from ollama_mcp import audit, caller, inputs
 from ollama_mcp.domain import (
     Conversation,
+    ConversationQuery,
     DeletedConversation,
     EmbeddingRow,
     EndedConversation,
@@ -121,7 +122,11 @@ class MemoryService:
     ) -> list[Conversation]:
         """Conversations with their counts and last activity, latest activity first (or newest
         first with ``order="created"``), filtered by status, a name fragment and metadata values."""
-        return await self._store.list_conversations(inputs.conversation_query(status, limit, name, metadata, order))
+        return await self.conversations(inputs.conversation_query(status, limit, name, metadata, order))
+
+    async def conversations(self, query: ConversationQuery) -> list[Conversation]:
+        """list_conversations for a query already checked (``inputs.conversation_query``)."""
+        return await self._store.list_conversations(query)
 
     async def end_conversation(self, conversation_id: object = None, summary: object = None) -> EndedConversation:
         target = inputs.conversation_id("conversation_id", conversation_id) or await self.current_conversation_id()

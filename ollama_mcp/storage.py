@@ -25,6 +25,7 @@ from ollama_mcp.domain import (
     AuditRow,
     Conversation,
     ConversationQuery,
+    ConversationShare,
     EmbeddingRow,
     Facet,
     Job,
@@ -215,6 +216,22 @@ class Storage(Protocol):
 
     async def revoke_token(self, name: str, now: str) -> bool:
         """Revoke the active token of this name; False when there is none."""
+
+    # -- conversations shared between principals (kept in the local principal's store) -----
+
+    async def set_share(self, share: ConversationShare) -> None:
+        """Share a conversation with a principal, or change the access it has."""
+
+    async def remove_share(self, conversation_id: str, grantee: str) -> bool:
+        """Stop sharing; False when it was not shared with ``grantee``."""
+
+    async def share_of(self, conversation_id: str, grantee: str) -> ConversationShare | None: ...
+
+    async def shares_with(self, grantee: str) -> list[ConversationShare]:
+        """Every conversation shared with ``grantee``, newest share first."""
+
+    async def shares_of(self, conversation_id: str) -> list[ConversationShare]:
+        """Whom the conversation is shared with, by name."""
 
     # -- life ----------------------------------------------------------------------------
 

@@ -62,6 +62,9 @@ class ConversationStore(PgStoreBase):
         for key, value in query.metadata:
             where.append("c.metadata ->> %s = %s")
             params += [key, value]
+        if query.ids is not None:
+            where.append("c.id = ANY(%s)")
+            params.append(list(query.ids))
         first = "last_activity" if query.order == "activity" else "created_at"
         rows = await self._fetchall(
             f"SELECT {CONVERSATION_COLUMNS}, c.message_count, t.last_activity"

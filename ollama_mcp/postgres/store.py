@@ -11,10 +11,11 @@ from ollama_mcp.postgres.clients import ClientStore
 from ollama_mcp.postgres.conversations import ConversationStore
 from ollama_mcp.postgres.jobs import JobStore
 from ollama_mcp.postgres.memories import MemoryStore
+from ollama_mcp.postgres.shares import ShareStore
 from ollama_mcp.postgres.tokens import TokenStore
 from ollama_mcp.postgres.transcript import TranscriptStore
 from ollama_mcp.postgres.vectors import VectorStore
 
 
-class PgStore(ClientStore, ConversationStore, MemoryStore, TranscriptStore, JobStore, TokenStore, VectorStore):
+class PgStore(ClientStore, ConversationStore, MemoryStore, TranscriptStore, JobStore, TokenStore, ShareStore, VectorStore):
     """The PostgreSQL backend's ``storage.Storage``; open with ``await PgStore.open(url)``."""

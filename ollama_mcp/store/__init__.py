@@ -24,6 +24,7 @@ from ollama_mcp.store.rows import (
     compose_context,
     content_hash,
 )
+from ollama_mcp.store.shares import ShareStore
 from ollama_mcp.store.summary import StoreSummary, summarize
 from ollama_mcp.store.tokens import TokenStore
 from ollama_mcp.store.transcript import TranscriptStore
@@ -46,5 +47,5 @@ __all__ = [
 ]
 
 
-class Store(ClientStore, ConversationStore, MemoryStore, TranscriptStore, JobStore, TokenStore, KeywordStore, VectorStore):
+class Store(ClientStore, ConversationStore, MemoryStore, TranscriptStore, JobStore, TokenStore, ShareStore, KeywordStore, VectorStore):
     """The SQLite backend's ``storage.Storage`` (and what its ``Ranker`` reads): the only owner of SQL."""

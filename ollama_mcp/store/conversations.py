@@ -77,6 +77,9 @@ class ConversationStore(StoreBase):
                 " WHEN 'true' THEN 'true' WHEN 'false' THEN 'false' ELSE CAST(j.value AS TEXT) END = ?)"
             )
             params += [key, value]
+        if query.ids is not None:
+            where.append(f"c.id IN ({', '.join('?' * len(query.ids))})" if query.ids else "0")
+            params += query.ids
         first = "last_activity" if query.order == "activity" else "created_at"
         rows = await self._fetchall(
             f"SELECT {CONVERSATION_COLUMNS},"

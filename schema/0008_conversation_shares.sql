@@ -1,0 +1,13 @@
+-- Conversations their owners share with other principals of the HTTP server (share_conversation),
+-- kept in the local principal's store beside the tokens: the server reads it to decide whose
+-- store serves a call that names a conversation the caller does not own. The conversation itself
+-- stays in its owner's store; a share of one deleted since is dropped when the grantee lists.
+CREATE TABLE conversation_shares (
+    conversation_id  TEXT NOT NULL,
+    grantee          TEXT NOT NULL,                              -- the principal it is shared with
+    owner            TEXT NOT NULL,                              -- the principal whose store holds it
+    access           TEXT NOT NULL CHECK (access IN ('read', 'write')),
+    granted_at       TEXT NOT NULL,
+    PRIMARY KEY (conversation_id, grantee)
+);
+CREATE INDEX conversation_shares_grantee ON conversation_shares (grantee);
