@@ -81,6 +81,7 @@ class SearchFilters:
     """Restrictions applied before ranking; ``None`` means no restriction."""
 
     conversation_id: str | None = None
+    conversation_ids: tuple[str, ...] | None = None  # only these (the conversations shared with a caller)
     tags: tuple[str, ...] = ()
     since: str | None = None
     until: str | None = None

@@ -399,7 +399,11 @@ def build_server(settings: Settings | ConfigError, *, public_url: str | None = N
             request = search_request(
                 query, top_k=top_k, threshold=threshold, tags=tags, include_messages=include_messages, everywhere=True
             )
-            return _reply(SearchResults.of(await app.service.search(request)))
+            principals = cast(_Principals, ctx.request_context.lifespan_context)
+            if principals.sharing is None:
+                return _reply(SearchResults.of(await app.service.search(request)))
+            principal = _caller(ctx, principals.default_principal).principal
+            return _reply(SearchResults.of(await principals.sharing.search_everywhere(principal, app, request)))
 
     @server.tool(annotations=_WRITE)
     async def end_conversation(

@@ -1,6 +1,7 @@
 """Conversations shared between the principals of an HTTP server with tokens: sharing one
 (``share``), which principal's app serves a call that names a conversation (``serving``), and
-the conversations shared with a caller, for list_conversations (``listed``).
+the conversations shared with a caller, for list_conversations (``listed``) and
+search_all_conversations (``search_everywhere``).
 
 The shares are kept in the local principal's store, as the tokens are. A conversation stays in
 its owner's store, and a call of a grantee on it runs in the owner's app, acting (and audited)
@@ -16,10 +17,20 @@ from collections.abc import Awaitable, Callable
 from dataclasses import replace
 from typing import TYPE_CHECKING, Literal
 
+import anyio
+
 from ollama_mcp import inputs
 from ollama_mcp.config import LOCAL_PRINCIPAL
-from ollama_mcp.domain import Conversation, ConversationQuery, ConversationShare, utc_now
-from ollama_mcp.errors import InvalidInputError
+from ollama_mcp.domain import (
+    Conversation,
+    ConversationQuery,
+    ConversationShare,
+    SearchHit,
+    SearchOutcome,
+    SearchRequest,
+    utc_now,
+)
+from ollama_mcp.errors import InvalidInputError, OllamaMcpError
 
 if TYPE_CHECKING:
     from ollama_mcp.app import App
@@ -92,10 +103,7 @@ class Sharing:
         found: list[tuple[Conversation, ConversationShare | None]] = [
             (c, None) for c in await own.service.conversations(query)
         ]
-        by_owner: dict[str, dict[str, ConversationShare]] = {}
-        for share in await (await self._registry()).shares_with(principal):
-            by_owner.setdefault(share.owner, {})[share.conversation_id] = share
-        for owner, shares in by_owner.items():
+        for owner, shares in (await self._by_owner(principal)).items():
             app = await self._app_of(owner)
             found += [(c, shares[c.id]) for c in await app.service.conversations(replace(query, ids=tuple(shares)))]
         if query.order == "created":
@@ -103,3 +111,45 @@ class Sharing:
         else:
             found.sort(key=lambda pair: pair[0].last_activity or pair[0].created_at, reverse=True)
         return found[: query.limit]
+
+    async def _by_owner(self, principal: str) -> dict[str, dict[str, ConversationShare]]:
+        by_owner: dict[str, dict[str, ConversationShare]] = {}
+        for share in await (await self._registry()).shares_with(principal):
+            by_owner.setdefault(share.owner, {})[share.conversation_id] = share
+        return by_owner
+
+    async def search_everywhere(self, principal: str, own: App, request: SearchRequest) -> SearchOutcome:
+        """search_all_conversations for ``principal``: its own memory and the conversations shared
+        with it, each owner's searched in the owner's app at once. Each ranking's order means
+        something only within it, so the lists are interleaved by rank (own first at each)."""
+        by_owner = await self._by_owner(principal)
+        if not by_owner:
+            return await own.service.search(request)
+        outcomes: list[SearchOutcome | OllamaMcpError | None] = [None] * (len(by_owner) + 1)
+
+        async def search(slot: int, owner: str | None, asked: SearchRequest) -> None:
+            try:
+                app = own if owner is None else await self._app_of(owner)
+                outcomes[slot] = await app.service.search(asked)
+            except OllamaMcpError as exc:  # raised below as itself, not in an ExceptionGroup
+                outcomes[slot] = exc
+
+        async with anyio.create_task_group() as tasks:
+            tasks.start_soon(search, 0, None, request)
+            for slot, (owner, shares) in enumerate(by_owner.items(), start=1):
+                asked = replace(request, filters=replace(request.filters, conversation_ids=tuple(shares)))
+                tasks.start_soon(search, slot, owner, asked)
+        done: list[SearchOutcome] = []
+        for outcome in outcomes:
+            if isinstance(outcome, OllamaMcpError):
+                raise outcome
+            assert outcome is not None
+            done.append(outcome)
+        hits: list[SearchHit] = []
+        for rank in range(max(len(outcome.hits) for outcome in done)):
+            hits += [outcome.hits[rank] for outcome in done if rank < len(outcome.hits)]
+        notices = dict.fromkeys(outcome.notice for outcome in done if outcome.notice)
+        return SearchOutcome(
+            hits[: request.top_k], "hybrid" if all(o.mode == "hybrid" for o in done) else "keyword",
+            max(outcome.elapsed_ms for outcome in done), " ".join(notices) or None, "all",
+        )

@@ -63,9 +63,12 @@ async def test_a_conversation_shared_to_read_is_readable_by_its_grantee_alone_an
             arguments = {"principal": "carol"} if tool == "share_conversation" else {}
             assert f"only its owner may {doing}; ask alice." in await error(
                 bob, tool, conversation_id=conversation, **arguments), tool
-        # Bob's search of his own memory does not reach into it (search_memories with its id does).
+        # Bob's search of everything finds it beside his own memory (each list ranked in its own store).
+        bobs = (await call(bob, "store_memory", content="My release freeze checklist is in the wiki", conversation_id=own))
         everywhere = await call(bob, "search_all_conversations", query="release freeze")
-        assert memory not in {hit["memory_id"] for hit in everywhere["results"]}
+        assert [hit["memory_id"] for hit in everywhere["results"]] == [bobs["memory_id"], memory]
+        assert memory not in {hit["memory_id"] for hit in
+                              (await call(carol, "search_all_conversations", query="release freeze"))["results"]}
 
         # Carol, with whom nothing is shared, gets what she gets for a conversation that does not exist.
         for tool, arguments in (("search_memories", {"query": "freeze"}), ("export_conversation", {}),
@@ -79,7 +82,8 @@ async def test_a_conversation_shared_to_read_is_readable_by_its_grantee_alone_an
     alices = store_of(settings, backend, "alice")
     assert alices.rows("SELECT id, status FROM conversations") == [(conversation, "active")]
     assert alices.rows("SELECT content FROM memories") == [("The release freeze starts on the 14th",)]
-    assert store_of(settings, backend, "bob").rows("SELECT id FROM conversations") == [(own,)]
+    assert store_of(settings, backend, "bob").rows("SELECT conversation_id, content FROM memories") == [
+        (own, "My release freeze checklist is in the wiki")]
     assert store_of(settings, backend, "carol").count("SELECT count(*) FROM memories") == 0
     # The share is kept beside the tokens, in the local principal's store; nothing in anyone else's.
     assert db.rows("SELECT conversation_id, grantee, owner, access FROM conversation_shares") == [
@@ -109,6 +113,8 @@ async def test_a_grantee_with_write_access_stores_into_the_owners_conversation_u
         assert f"no conversation {conversation} exists" in await error(
             bob, "store_memory", content="one more", conversation_id=conversation)
         assert conversation not in {c["conversation_id"] for c in (await call(bob, "list_conversations"))["conversations"]}
+        everywhere = await call(bob, "search_all_conversations", query="own note, QA, release freeze")
+        assert [hit["conversation_id"] for hit in everywhere["results"]] == [mine["conversation_id"]]
 
     alices = store_of(settings, backend, "alice")
     assert sorted(alices.rows("SELECT content FROM memories")) == [
@@ -146,9 +152,13 @@ async def test_shares_are_listed_with_each_owners_filters_and_order_and_a_delete
         # An ended conversation shared to write takes no more memories, as for its owner.
         assert "has ended" in await error(bob, "store_memory", content="late", conversation_id=plan)
 
+        found = await call(bob, "search_all_conversations", query="release freeze")
+        assert {hit["conversation_id"] for hit in found["results"]} == {plan}  # the note and alice's summary
+
         await call(alice, "delete_conversation", conversation_id=plan)
         assert plan not in {c["conversation_id"] for c in (await call(bob, "list_conversations"))["conversations"]}
         assert f"no conversation {plan} exists" in await error(bob, "export_conversation", conversation_id=plan)
+        assert (await call(bob, "search_all_conversations", query="release freeze"))["results"] == []
 
 
 async def test_sharing_checks_whom_what_and_how_before_anything_is_kept(settings: Settings, db: Database) -> None:

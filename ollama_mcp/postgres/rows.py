@@ -146,6 +146,9 @@ def filter_sql(filters: SearchFilters, params: dict[str, Any]) -> list[str]:
     if filters.conversation_id is not None:
         where.append("m.conversation_id = %(conversation_id)s")
         params["conversation_id"] = filters.conversation_id
+    if filters.conversation_ids is not None:
+        where.append("m.conversation_id = ANY(%(conversation_ids)s)")
+        params["conversation_ids"] = list(filters.conversation_ids)
     if not filters.include_superseded:
         where.append("m.superseded_by IS NULL")
     if filters.kinds and set(filters.kinds) != ALL_KINDS:

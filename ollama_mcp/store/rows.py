@@ -150,6 +150,10 @@ def filter_sql(filters: SearchFilters) -> tuple[list[str], list[Any]]:
     if filters.conversation_id is not None:
         where.append("m.conversation_id = ?")
         params.append(filters.conversation_id)
+    if filters.conversation_ids is not None:
+        where.append(f"m.conversation_id IN ({', '.join('?' * len(filters.conversation_ids))})"
+                     if filters.conversation_ids else "0")
+        params.extend(filters.conversation_ids)
     if not filters.include_superseded:
         where.append("m.superseded_by IS NULL")
     if filters.kinds and set(filters.kinds) != set(KIND_CODES):
