@@ -57,6 +57,62 @@ DATA_NOTICE = (
     'Those marked written_by="agent" were saved by an earlier agent run, not by the user.'
 )
 AGENT_ACTOR_PREFIX = "agent:"  # the actor of what the agent writes: "agent:<model>"
+MAX_TURNS = 100  # per add_messages call
+MAX_TOOL_CALLS = 32
+MAX_TOOL_CALL_ID_CHARS = 200
+RETRY_WINDOW = timedelta(minutes=10)  # the same turns again within this are a client's retry
+_TURN_KEYS = frozenset({"role", "content", "actor", "tool_calls", "tool_call_id"})
+
+
+@dataclass(frozen=True)
+class Turn:
+    """One turn of add_messages, checked."""
+
+    role: Role
+    content: str
+    actor: str | None
+    tool_calls: tuple[dict[str, Any], ...]
+    tool_call_id: str | None
+
+
+def _turns(field: str, value: object, max_chars: int) -> list[Turn]:
+    """add_messages' turns, each checked, with the failing one named (``messages[2].role``)."""
+    shape = '[{"role": "user", "content": "..."}, {"role": "assistant", "content": "..."}]'
+    if not isinstance(value, list) or not value:
+        raise InvalidInputError(field, "must be a non-empty list of turns", f"pass e.g. {shape}")
+    if len(value) > MAX_TURNS:
+        raise InvalidInputError(field, f"holds {len(value)} turns, more than {MAX_TURNS}", "send them in several calls, in order")
+    turns = []
+    for index, item in enumerate(value):
+        at = f"{field}[{index}]"
+        if not isinstance(item, dict):
+            raise InvalidInputError(at, "must be an object with role and content", f"pass e.g. {shape}")
+        unknown = sorted(set(item) - _TURN_KEYS)
+        if unknown:
+            raise InvalidInputError(
+                f"{at}.{unknown[0]}", "is not a field of a turn", f"use only {', '.join(sorted(_TURN_KEYS))}"
+            )
+        role = item.get("role")
+        if role not in ROLES:
+            raise InvalidInputError(f"{at}.role", f"must be one of {', '.join(ROLES)}", "pass who spoke")
+        content = inputs.text(f"{at}.content", item.get("content"), max_chars, what="message text")
+        actor = inputs.optional_name(f"{at}.actor", item.get("actor"))
+        if actor is not None and len(actor) > MAX_ACTOR_CHARS:
+            raise InvalidInputError(f"{at}.actor", f"is longer than {MAX_ACTOR_CHARS} characters", "pass a short name")
+        calls = item.get("tool_calls") or []
+        if not isinstance(calls, list) or len(calls) > MAX_TOOL_CALLS or not all(isinstance(c, dict) for c in calls):
+            raise InvalidInputError(
+                f"{at}.tool_calls", f"must be a list of at most {MAX_TOOL_CALLS} objects", "pass the calls as the model made them"
+            )
+        if calls:
+            inputs.metadata(f"{at}.tool_calls", {"calls": calls})  # JSON a store can keep, within its limits
+        call_id = item.get("tool_call_id")
+        if call_id is not None and (not isinstance(call_id, str) or not 0 < len(call_id) <= MAX_TOOL_CALL_ID_CHARS):
+            raise InvalidInputError(
+                f"{at}.tool_call_id", f"must be a text of 1-{MAX_TOOL_CALL_ID_CHARS} characters", "pass the id of the call it answers"
+            )
+        turns.append(Turn(role, content, actor, tuple(calls), call_id))
+    return turns
 
 
 def estimate_tokens(text: str) -> int:
@@ -139,11 +195,45 @@ class ConversationLifecycle:
         await self._maybe_compact(await self._store.get_conversation(target))
         return stored
 
+    async def add_messages(self, conversation_id: object, messages: object) -> tuple[list[Memory], bool]:
+        """Record a client's turns, in order and in one transaction, in the given conversation
+        (default: the current one, else a new one made current); returns (the messages, was_retry).
+        The same turns sent again within RETRY_WINDOW are a retry and are not added twice."""
+        turns = _turns("messages", messages, self.service.max_content_chars)
+        conversation = await self.service.resolve_conversation(conversation_id, create=True)
+        assert conversation is not None, "create=True makes one"
+        now = utc_now()
+        batch = [
+            Memory(
+                id=str(uuid.uuid4()), seq=0, conversation_id=conversation.id, kind="message", content=turn.content,
+                tags=(), metadata={}, created_at=now, role=turn.role, actor=turn.actor, tool_calls=turn.tool_calls,
+                tool_call_id=turn.tool_call_id,
+            )
+            for turn in turns
+        ]
+        retry_since = format_timestamp(datetime.now(UTC) - RETRY_WINDOW)
+        arguments = [[t.role, t.content, t.actor] for t in turns]
+        with audit.recording("add_messages", conversation.id, batch[0].id, arguments=arguments):
+            stored, retry = await self._store.insert_messages(batch, retry_since)
+        if not retry:
+            self._indexer.added()
+            await self._maybe_compact(await self._store.get_conversation(conversation.id))
+        return stored, retry
+
     async def history(self, conversation_id: object, limit: object = 20, before: object = None) -> list[Memory]:
-        """The latest ``limit`` messages (before the message ``before``, to page back), oldest first."""
-        target = inputs.conversation_id("conversation_id", conversation_id)
+        """The latest ``limit`` messages (before the message ``before``, to page back), oldest
+        first, of the given conversation (default: the current one)."""
+        return (await self.history_page(conversation_id, limit, before))[1]
+
+    async def history_page(
+        self, conversation_id: object, limit: object = 20, before: object = None
+    ) -> tuple[str, list[Memory], bool]:
+        """``history`` with the conversation's id and whether earlier messages exist."""
+        target = inputs.conversation_id("conversation_id", conversation_id) or await self.service.current_conversation_id()
         if target is None:
-            raise InvalidInputError("conversation_id", "is required", "pass the conversation to read")
+            raise InvalidInputError(
+                "conversation_id", "is missing and no conversation is current", "pass the conversation to read"
+            )
         count = inputs.integer("limit", limit, 1, MAX_HISTORY)
         await self._store.get_conversation(target)
         before_seq = None
@@ -152,7 +242,8 @@ class ConversationLifecycle:
             if anchor.conversation_id != target or anchor.kind != "message":
                 raise InvalidInputError("before", "is not a message of this conversation", "pass a message id it returned")
             before_seq = anchor.seq
-        return await self._store.messages(target, count, before_seq)
+        found = await self._store.messages(target, count + 1, before_seq)
+        return target, found[-count:], len(found) > count
 
     # -- context --------------------------------------------------------------------------------
 

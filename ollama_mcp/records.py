@@ -1,12 +1,16 @@
 """Rules every backend applies to the rows it stores and reads (no I/O): how a retried store
-recognises a note it already has, what a memory's context is, and how a text is matched literally."""
+recognises a note it already has, how a retried batch of messages is recognised, what a memory's
+context is, and how a text is matched literally."""
 
 from __future__ import annotations
 
 import hashlib
 import json
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from ollama_mcp.domain import Memory
 
 # A memory's context is its content preceded by this many earlier memories of its conversation
 # (each clipped to its last CONTEXT_NEIGHBOUR_CHARS). Measured on LoCoMo: bench/README.md.
@@ -23,6 +27,27 @@ def compose_context(earlier: Sequence[str], content: str) -> str:
 def content_hash(content: str) -> str:
     """sha256 of the text: how a retried store finds the note it already stored."""
     return hashlib.sha256(content.encode("utf-8")).hexdigest()
+
+
+def is_retry(latest: Sequence[Memory], batch: Sequence[Memory], since: str) -> bool:
+    """Whether ``batch`` repeats the batch of messages a conversation received last, turn for
+    turn (role, actor, content, tool calls), stored at or after ``since``: a client that sent the
+    same turns again because an answer was late. ``latest``: the conversation's last
+    ``len(batch) + 1`` messages, oldest first. The messages of one batch share their created_at,
+    so the repeated turns must be that whole batch, not the end of a longer one. A transcript
+    alternates speakers: the same turns twice in a row, minutes apart, are a retry."""
+    tail = list(latest[-len(batch):]) if batch else []
+    if len(tail) != len(batch) or not tail or tail[0].created_at < since:
+        return False
+    if any(m.created_at != tail[0].created_at for m in tail):
+        return False  # several batches
+    if len(latest) > len(tail) and latest[-len(tail) - 1].created_at == tail[0].created_at:
+        return False  # the end of a longer batch
+    return all(
+        (old.role, old.actor, old.content, old.tool_calls, old.tool_call_id)
+        == (new.role, new.actor, new.content, new.tool_calls, new.tool_call_id)
+        for old, new in zip(tail, batch, strict=True)
+    )
 
 
 def dump_json(value: dict[str, Any]) -> str:

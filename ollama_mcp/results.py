@@ -68,6 +68,16 @@ class ListedConversation(ConversationInfo):
         )
 
 
+class MessagesAdded(BaseModel):
+    conversation_id: str
+    message_ids: list[str]
+    duplicate: bool  # the same turns were just recorded: a retry, nothing added
+
+    @classmethod
+    def of(cls, messages: list[Memory], retry: bool) -> MessagesAdded:
+        return cls(conversation_id=messages[0].conversation_id, message_ids=[m.id for m in messages], duplicate=retry)
+
+
 class SharedWith(BaseModel):
     principal: str
     access: ShareAccess

@@ -57,6 +57,7 @@ from ollama_mcp.results import (
     MemoryDeleted,
     MemoryStored,
     MemoryUpdated,
+    MessagesAdded,
     SearchResults,
 )
 from ollama_mcp.sharing import Need, Sharing
@@ -367,6 +368,19 @@ def build_server(settings: Settings | ConfigError, *, public_url: str | None = N
             old, new = await app.service.update_memory(memory_id, content, tags, metadata)
             return _reply(MemoryUpdated.of(old, new))
 
+    @server.tool(annotations=_IDEMPOTENT_WRITE)
+    async def add_messages(
+        ctx: Context,
+        messages: Annotated[list[dict[str, Any]], Field(description=(
+            "[{role: user|assistant|system|tool, content, actor?, tool_calls?, tool_call_id?}]"
+        ))],
+        conversation_id: ConversationId = None,
+    ) -> Annotated[CallToolResult, MessagesAdded]:
+        """Record chat turns in the transcript, in order; a retried call adds nothing."""
+        async with _tool_call(ctx, conversation_id, "write") as app:
+            added, retry = await app.lifecycle.add_messages(conversation_id, messages)
+            return _reply(MessagesAdded.of(added, retry))
+
     @server.tool(annotations=_READ)
     async def search_memories(
         ctx: Context,
@@ -524,6 +538,20 @@ def build_server(settings: Settings | ConfigError, *, public_url: str | None = N
             raise ResourceNotFoundError(f"page must be a page number, got {page!r}")
         return await _conversation_page(await _opened(ctx, conversation_id), conversation_id, int(page))
 
+    @server.resource(
+        "memory://conversations/{conversation_id}/history", mime_type="text/markdown",
+        description="A conversation's latest transcript messages, oldest first, with a link to earlier ones.",
+    )
+    async def history_resource(conversation_id: str, ctx: Context) -> str:
+        return await _history_page(await _opened(ctx, conversation_id), conversation_id, None)
+
+    @server.resource(
+        "memory://conversations/{conversation_id}/history/before/{message_id}", mime_type="text/markdown",
+        description="The transcript messages before one message.",
+    )
+    async def history_before_resource(conversation_id: str, message_id: str, ctx: Context) -> str:
+        return await _history_page(await _opened(ctx, conversation_id), conversation_id, message_id)
+
     @server.prompt(description="Summary, recent messages and recalled memories of a conversation, within a token budget.")
     async def build_context(
         conversation_id: str, ctx: Context, token_budget: str = "4000", query: str = ""
@@ -633,6 +661,21 @@ async def _conversation_page(app: App, conversation_id: str, page: int) -> str:
     with _resource_errors():
         exported = await app.lifecycle.export_conversation(conversation_id, "markdown", page)
     return exported.markdown or ""
+
+
+HISTORY_PAGE = 50
+
+
+async def _history_page(app: App, conversation_id: str, before: str | None) -> str:
+    """A page of the transcript as Markdown: one line per message, then where earlier ones are."""
+    with _resource_errors():
+        target, messages, earlier = await app.lifecycle.history_page(conversation_id, HISTORY_PAGE, before)
+    lines = [f"# Transcript of {target}", ""] + [
+        f"- {m.created_at} · {m.role}{f' ({m.actor})' if m.actor else ''} · {m.id}: {m.content}" for m in messages
+    ]
+    if earlier:
+        lines += ["", f"Earlier: memory://conversations/{target}/history/before/{messages[0].id}"]
+    return "\n".join(lines) + "\n"
 
 
 @contextmanager

@@ -108,6 +108,11 @@ class Storage(Protocol):
     async def messages(self, conversation_id: str, limit: int, before_seq: int | None = None) -> list[Memory]:
         """The latest ``limit`` messages before ``before_seq`` (default: all), oldest first."""
 
+    async def insert_messages(self, messages: Sequence[Memory], retry_since: str) -> tuple[list[Memory], bool]:
+        """Append messages of one active conversation in order, in one transaction; returns (the
+        messages, was_retry): when the latest messages are these same turns, the first stored at
+        or after ``retry_since`` (``records.is_retry``), nothing is added and they are returned."""
+
     async def conversation_memories(
         self, conversation_id: str, *, after_seq: int = 0, limit: int = -1, kinds: Sequence[MemoryKind] = ()
     ) -> list[Memory]:

@@ -49,7 +49,7 @@ def test_the_inspector_cli_lists_and_calls_every_tool(db_path: Path, fake_ollama
     assert {t["name"] for t in listed["tools"]} == {
         "init_conversation", "get_conversation_id", "store_memory", "search_memories",
         "search_all_conversations", "end_conversation", "list_conversations", "delete_memory",
-        "update_memory", "export_conversation", "ask_agent", "delete_conversation",
+        "update_memory", "export_conversation", "ask_agent", "delete_conversation", "add_messages",
     }
     # each Inspector call is a new server process: ids are passed explicitly
     conv = tool(db_path, fake_ollama, "init_conversation", name="inspector")["conversation_id"]

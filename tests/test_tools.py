@@ -256,7 +256,7 @@ async def test_tool_annotations_are_honest(settings: Settings) -> None:
     assert set(tools) == {
         "init_conversation", "get_conversation_id", "store_memory", "search_memories",
         "search_all_conversations", "end_conversation", "list_conversations", "delete_memory",
-        "update_memory", "export_conversation", "ask_agent", "delete_conversation",
+        "update_memory", "export_conversation", "ask_agent", "delete_conversation", "add_messages",
     }
     for name in (
         "get_conversation_id", "search_memories", "search_all_conversations", "list_conversations",
@@ -269,6 +269,8 @@ async def test_tool_annotations_are_honest(settings: Settings) -> None:
     assert tools["delete_memory"].annotations.read_only_hint in (False, None)
     assert tools["store_memory"].annotations.destructive_hint is False
     assert tools["store_memory"].annotations.idempotent_hint is True
+    assert tools["add_messages"].annotations.destructive_hint is False
+    assert tools["add_messages"].annotations.idempotent_hint is True  # the same turns again are a retry
     assert all(t.annotations.open_world_hint is False for t in tools.values())
     assert tools["update_memory"].annotations.destructive_hint is False  # the old version is kept
     # Output schemas are left out of tools/list (half its bytes); results still carry structured content.

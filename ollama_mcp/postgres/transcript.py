@@ -7,16 +7,19 @@ from collections.abc import Sequence
 from psycopg.types.json import Jsonb
 
 from ollama_mcp.domain import Conversation, Memory, MemoryKind
-from ollama_mcp.errors import ConversationNotFoundError
+from ollama_mcp.errors import ConversationClosedError, ConversationNotFoundError
 from ollama_mcp.postgres.base import PgStoreBase
 from ollama_mcp.postgres.rows import (
     CONVERSATION_COLUMNS,
     MEMORY_COLUMNS,
     conversation_from_row,
     earlier_contents,
+    insert_memory_row,
+    lock_conversation,
+    memory_by_seq,
     memory_from_row,
 )
-from ollama_mcp.records import CONTEXT_NEIGHBOURS, compose_context, content_hash
+from ollama_mcp.records import CONTEXT_NEIGHBOURS, compose_context, content_hash, is_retry
 
 
 class TranscriptStore(PgStoreBase):
@@ -31,6 +34,28 @@ class TranscriptStore(PgStoreBase):
             "read the conversation's messages",
         )
         return [memory_from_row(row) for row in reversed(rows)]
+
+    async def insert_messages(self, messages: Sequence[Memory], retry_since: str) -> tuple[list[Memory], bool]:
+        """Append ``messages`` in order, in one transaction; a client's retry adds nothing (as
+        the SQLite store's ``insert_messages``). The conversation's row lock orders concurrent
+        retries, so the second sees the first's messages."""
+        conversation_id = messages[0].conversation_id
+        async with self._transaction("record the messages") as conn:
+            if await lock_conversation(conn, conversation_id) != "active":
+                raise ConversationClosedError(conversation_id)
+            cursor = await conn.execute(
+                f"SELECT {MEMORY_COLUMNS} FROM memories m WHERE m.conversation_id = %s AND m.kind = 'message'"
+                " ORDER BY m.seq DESC LIMIT %s", (conversation_id, len(messages) + 1),
+            )
+            recent = [memory_from_row(row) for row in reversed(await cursor.fetchall())]
+            if is_retry(recent, messages, retry_since):
+                return recent[-len(messages):], True
+            stored = []
+            for message in messages:
+                seq = await insert_memory_row(conn, message)
+                assert seq is not None, "only notes are de-duplicated by the unique index"
+                stored.append(await memory_by_seq(conn, seq))
+        return stored, False
 
     async def conversation_memories(
         self, conversation_id: str, *, after_seq: int = 0, limit: int = -1, kinds: Sequence[MemoryKind] = ()

@@ -11,8 +11,10 @@ from ollama_mcp.domain import (
     MemoryKind,
 )
 from ollama_mcp.errors import (
+    ConversationClosedError,
     ConversationNotFoundError,
 )
+from ollama_mcp.records import is_retry
 from ollama_mcp.store.base import StoreBase
 from ollama_mcp.store.rows import (
     CONTEXT_NEIGHBOURS,
@@ -21,8 +23,11 @@ from ollama_mcp.store.rows import (
     compose_context,
     content_hash,
     conversation_from_row,
+    conversation_status,
     dump_json,
     earlier_contents,
+    insert_memory_row,
+    memory_by_seq,
     memory_from_row,
 )
 
@@ -39,6 +44,29 @@ class TranscriptStore(StoreBase):
             "read the conversation's messages",
         )
         return [memory_from_row(row) for row in reversed(rows)]
+
+    async def insert_messages(self, messages: Sequence[Memory], retry_since: str) -> tuple[list[Memory], bool]:
+        """Append ``messages`` (of one conversation, which must be active) in order, in one
+        transaction; returns (the messages, was_retry). When the conversation's latest messages
+        are these same turns, the first stored at or after ``retry_since``, they are a client's
+        retry: nothing is added and the stored ones are returned."""
+        conversation_id = messages[0].conversation_id
+        async with self._transaction("record the messages") as conn:
+            if await conversation_status(conn, conversation_id) != "active":
+                raise ConversationClosedError(conversation_id)
+            latest = await (await conn.execute(
+                f"SELECT {MEMORY_COLUMNS} FROM memories m WHERE m.conversation_id = ? AND m.kind = 'message'"
+                " ORDER BY m.seq DESC LIMIT ?", (conversation_id, len(messages) + 1),
+            )).fetchall()
+            recent = [memory_from_row(row) for row in reversed(list(latest))]
+            if is_retry(recent, messages, retry_since):
+                return recent[-len(messages):], True
+            stored = []
+            for message in messages:
+                seq = await insert_memory_row(conn, message)
+                assert seq is not None, "only notes are de-duplicated by the unique index"
+                stored.append(await memory_by_seq(conn, seq))
+        return stored, False
 
     async def conversation_memories(
         self, conversation_id: str, *, after_seq: int = 0, limit: int = -1, kinds: Sequence[MemoryKind] = ()
