@@ -89,6 +89,8 @@ def test_the_inspector_cli_reads_resources_and_gets_the_context_prompt(db_path: 
     templates = inspect(db_path, fake_ollama, "--method", "resources/templates/list")["resourceTemplates"]
     assert {t["uriTemplate"] for t in templates} == {
         "memory://conversations/{conversation_id}", "memory://conversations/{conversation_id}/page/{page}",
+        "memory://conversations/{conversation_id}/history",
+        "memory://conversations/{conversation_id}/history/before/{message_id}",
     }
     prompts = inspect(db_path, fake_ollama, "--method", "prompts/list")["prompts"]
     assert [p["name"] for p in prompts] == ["build_context"]

@@ -131,13 +131,20 @@ def _store(proc: subprocess.Popen[bytes], request_id: int, content: str) -> None
                  "params": {"name": "store_memory", "arguments": {"content": content}}})
 
 
+IN_FLIGHT = 300  # requests sent beyond those answered, in the kill -9 test
+
+
 def test_kill_9_mid_batch_keeps_every_acknowledged_write_and_a_sound_file(db: Database, fake_ollama: FakeOllama) -> None:
     proc = _start_raw(db.url, fake_ollama)
     assert proc.stdout is not None
 
+    acknowledged: list[str] = []
+
     def send_all() -> None:  # a steady stream from a thread: requests are in flight when it dies
         try:
             for i in range(1, 3001):
+                while i > len(acknowledged) + IN_FLIGHT:  # a window, so a fast server cannot finish them all
+                    time.sleep(0.001)
                 _store(proc, i, f"crash test memory {i}")
                 time.sleep(0.002)
         except (BrokenPipeError, OSError):
@@ -145,7 +152,6 @@ def test_kill_9_mid_batch_keeps_every_acknowledged_write_and_a_sound_file(db: Da
 
     writer = threading.Thread(target=send_all, daemon=True)
     writer.start()
-    acknowledged = []
     while len(acknowledged) < 60:
         reply = json.loads(proc.stdout.readline())
         assert reply["result"]["isError"] is False, reply["result"]["content"]
