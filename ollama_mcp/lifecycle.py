@@ -13,7 +13,7 @@ import logging
 import math
 import uuid
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -84,35 +84,46 @@ def _turns(field: str, value: object, max_chars: int) -> list[Turn]:
         raise InvalidInputError(field, f"holds {len(value)} turns, more than {MAX_TURNS}", "send them in several calls, in order")
     turns = []
     for index, item in enumerate(value):
-        at = f"{field}[{index}]"
         if not isinstance(item, dict):
-            raise InvalidInputError(at, "must be an object with role and content", f"pass e.g. {shape}")
-        unknown = sorted(set(item) - _TURN_KEYS)
-        if unknown:
-            raise InvalidInputError(
-                f"{at}.{unknown[0]}", "is not a field of a turn", f"use only {', '.join(sorted(_TURN_KEYS))}"
-            )
-        role = item.get("role")
-        if role not in ROLES:
-            raise InvalidInputError(f"{at}.role", f"must be one of {', '.join(ROLES)}", "pass who spoke")
-        content = inputs.text(f"{at}.content", item.get("content"), max_chars, what="message text")
-        actor = inputs.optional_name(f"{at}.actor", item.get("actor"))
-        if actor is not None and len(actor) > MAX_ACTOR_CHARS:
-            raise InvalidInputError(f"{at}.actor", f"is longer than {MAX_ACTOR_CHARS} characters", "pass a short name")
-        calls = item.get("tool_calls") or []
-        if not isinstance(calls, list) or len(calls) > MAX_TOOL_CALLS or not all(isinstance(c, dict) for c in calls):
-            raise InvalidInputError(
-                f"{at}.tool_calls", f"must be a list of at most {MAX_TOOL_CALLS} objects", "pass the calls as the model made them"
-            )
-        if calls:
-            inputs.metadata(f"{at}.tool_calls", {"calls": calls})  # JSON a store can keep, within its limits
-        call_id = item.get("tool_call_id")
-        if call_id is not None and (not isinstance(call_id, str) or not 0 < len(call_id) <= MAX_TOOL_CALL_ID_CHARS):
-            raise InvalidInputError(
-                f"{at}.tool_call_id", f"must be a text of 1-{MAX_TOOL_CALL_ID_CHARS} characters", "pass the id of the call it answers"
-            )
-        turns.append(Turn(role, content, actor, tuple(calls), call_id))
+            raise InvalidInputError(f"{field}[{index}]", "must be an object with role and content", f"pass e.g. {shape}")
+        turns.append(_turn(f"{field}[{index}].", item, max_chars))
     return turns
+
+
+def _turn(at: str, item: dict[str, Any], max_chars: int) -> Turn:
+    """One turn checked, its fields named with the prefix ``at`` (``messages[2].``, or none)."""
+    unknown = sorted(set(item) - _TURN_KEYS)
+    if unknown:
+        raise InvalidInputError(f"{at}{unknown[0]}", "is not a field of a turn", f"use only {', '.join(sorted(_TURN_KEYS))}")
+    role = item.get("role")
+    if role not in ROLES:
+        raise InvalidInputError(f"{at}role", f"must be one of {', '.join(ROLES)}", "pass who spoke")
+    content = inputs.text(f"{at}content", item.get("content"), max_chars, what="message text")
+    actor = inputs.optional_name(f"{at}actor", item.get("actor"))
+    if actor is not None and len(actor) > MAX_ACTOR_CHARS:
+        raise InvalidInputError(f"{at}actor", f"is longer than {MAX_ACTOR_CHARS} characters", "pass a short name")
+    calls = item.get("tool_calls") or []
+    if not isinstance(calls, list) or len(calls) > MAX_TOOL_CALLS or not all(isinstance(c, dict) for c in calls):
+        raise InvalidInputError(
+            f"{at}tool_calls", f"must be a list of at most {MAX_TOOL_CALLS} objects", "pass the calls as the model made them"
+        )
+    if calls:
+        inputs.metadata(f"{at}tool_calls", {"calls": calls})  # JSON a store can keep, within its limits
+    call_id = item.get("tool_call_id")
+    if call_id is not None and (not isinstance(call_id, str) or not 0 < len(call_id) <= MAX_TOOL_CALL_ID_CHARS):
+        raise InvalidInputError(
+            f"{at}tool_call_id", f"must be a text of 1-{MAX_TOOL_CALL_ID_CHARS} characters", "pass the id of the call it answers"
+        )
+    return Turn(role, content, actor, tuple(calls), call_id)
+
+
+def _message(conversation_id: str, turn: Turn, created_at: str) -> Memory:
+    """A transcript message of ``turn``, ready to insert."""
+    return Memory(
+        id=str(uuid.uuid4()), seq=0, conversation_id=conversation_id, kind="message", content=turn.content, tags=(),
+        metadata={}, created_at=created_at, role=turn.role, actor=turn.actor, tool_calls=turn.tool_calls,
+        tool_call_id=turn.tool_call_id,
+    )
 
 
 def estimate_tokens(text: str) -> int:
@@ -178,18 +189,10 @@ class ConversationLifecycle:
         target = inputs.conversation_id("conversation_id", conversation_id)
         if target is None:
             raise InvalidInputError("conversation_id", "is required", "pass the conversation the message belongs to")
-        if role not in ROLES:
-            raise InvalidInputError("role", f"must be one of {', '.join(ROLES)}", "pass the role of the message's author")
-        text = inputs.text("content", content, self.service.max_content_chars, what="message text")
-        who = inputs.optional_name("actor", actor)
-        if who is not None and len(who) > MAX_ACTOR_CHARS:
-            raise InvalidInputError("actor", f"is longer than {MAX_ACTOR_CHARS} characters", "pass a short name")
-        message = Memory(
-            id=str(uuid.uuid4()), seq=0, conversation_id=target, kind="message", content=text, tags=(),
-            metadata={}, created_at=utc_now(), role=role, actor=who, tool_calls=tuple(tool_calls),
-            tool_call_id=tool_call_id,
-        )
-        with audit.recording("add_message", target, message.id, arguments=[role, text, who]):
+        turn = _turn("", {"role": role, "content": content, "actor": actor}, self.service.max_content_chars)
+        # The agent's own tool calls, as its chat model made them: not a caller's input to check.
+        message = replace(_message(target, turn, utc_now()), tool_calls=tuple(tool_calls), tool_call_id=tool_call_id)
+        with audit.recording("add_message", target, message.id, arguments=[turn.role, turn.content, turn.actor]):
             stored, _ = await self._store.insert_memory(message)
         self._indexer.added()
         await self._maybe_compact(await self._store.get_conversation(target))
@@ -202,15 +205,8 @@ class ConversationLifecycle:
         turns = _turns("messages", messages, self.service.max_content_chars)
         conversation = await self.service.resolve_conversation(conversation_id, create=True)
         assert conversation is not None, "create=True makes one"
-        now = utc_now()
-        batch = [
-            Memory(
-                id=str(uuid.uuid4()), seq=0, conversation_id=conversation.id, kind="message", content=turn.content,
-                tags=(), metadata={}, created_at=now, role=turn.role, actor=turn.actor, tool_calls=turn.tool_calls,
-                tool_call_id=turn.tool_call_id,
-            )
-            for turn in turns
-        ]
+        now = utc_now()  # one created_at for the batch: how a retry is told from the end of a longer one
+        batch = [_message(conversation.id, turn, now) for turn in turns]
         retry_since = format_timestamp(datetime.now(UTC) - RETRY_WINDOW)
         arguments = [[t.role, t.content, t.actor] for t in turns]
         with audit.recording("add_messages", conversation.id, batch[0].id, arguments=arguments):

@@ -217,11 +217,16 @@ async def _serving(
     return await principals.holder(principal).app()
 
 
+def _principals_of(ctx: Context) -> tuple[_Principals, str]:
+    """The lifespan's principals, and the one the caller acts for."""
+    principals = cast(_Principals, ctx.request_context.lifespan_context)
+    return principals, _caller(ctx, principals.default_principal).principal
+
+
 async def _opened(ctx: Context, conversation_id: str | None = None) -> App:
     """For resources and prompts: the app that serves the caller (on ``conversation_id``, to read)."""
-    principals = cast(_Principals, ctx.request_context.lifespan_context)
     with _resource_errors():
-        return await _serving(principals, _caller(ctx, principals.default_principal).principal, conversation_id, "read")
+        return await _serving(*_principals_of(ctx), conversation_id, "read")
 
 
 @asynccontextmanager
@@ -413,10 +418,9 @@ def build_server(settings: Settings | ConfigError, *, public_url: str | None = N
             request = search_request(
                 query, top_k=top_k, threshold=threshold, tags=tags, include_messages=include_messages, everywhere=True
             )
-            principals = cast(_Principals, ctx.request_context.lifespan_context)
+            principals, principal = _principals_of(ctx)
             if principals.sharing is None:
                 return _reply(SearchResults.of(await app.service.search(request)))
-            principal = _caller(ctx, principals.default_principal).principal
             return _reply(SearchResults.of(await principals.sharing.search_everywhere(principal, app, request)))
 
     @server.tool(annotations=_WRITE)
@@ -438,13 +442,12 @@ def build_server(settings: Settings | ConfigError, *, public_url: str | None = N
     ) -> Annotated[CallToolResult, ConversationList]:
         """Conversations, latest activity first, with ids, counts, metadata and summary status."""
         async with _tool_call(ctx) as app:
-            principals = cast(_Principals, ctx.request_context.lifespan_context)
+            query = conversation_query(status, limit, name, metadata, order)
+            principals, principal = _principals_of(ctx)
             found: list[tuple[Conversation, ConversationShare | None]]
             if principals.sharing is None:
-                found = [(c, None) for c in await app.service.list_conversations(status, limit, name, metadata, order)]
+                found = [(c, None) for c in await app.service.conversations(query)]
             else:
-                query = conversation_query(status, limit, name, metadata, order)
-                principal = _caller(ctx, principals.default_principal).principal
                 found = await principals.sharing.listed(principal, app, query)
             return _reply(ConversationList(conversations=[ListedConversation.of(c, share) for c, share in found]))
 
@@ -501,11 +504,10 @@ def build_server(settings: Settings | ConfigError, *, public_url: str | None = N
         ) -> Annotated[CallToolResult, ConversationShared]:
             """Let another person search and read a conversation of yours, or also add to it."""
             async with _tool_call(ctx):
-                principals = cast(_Principals, ctx.request_context.lifespan_context)
+                principals, owner = _principals_of(ctx)
                 assert principals.sharing is not None
-                owner = _caller(ctx, principals.default_principal).principal
-                shares = await principals.sharing.share(owner, conversation_id, principal, access)
-                return _reply(ConversationShared.of(shares[0].conversation_id if shares else conversation_id, shares))
+                shared, shares = await principals.sharing.share(owner, conversation_id, principal, access)
+                return _reply(ConversationShared.of(shared, shares))
 
     if isinstance(settings, Settings) and not settings.agent_available:
         server.remove_tool("ask_agent")  # OLLAMA_MCP_AGENT=off, or no chat model: not offered at all

@@ -74,9 +74,9 @@ class Sharing:
 
     async def share(
         self, owner: str, conversation_id: object, grantee: object, access: object
-    ) -> list[ConversationShare]:
-        """Share ``owner``'s conversation with ``grantee`` (``access`` none: stop); whom it is
-        shared with afterwards."""
+    ) -> tuple[str, list[ConversationShare]]:
+        """Share ``owner``'s conversation with ``grantee`` (``access`` none: stop); its id, and
+        whom it is shared with afterwards."""
         key = inputs.conversation_id("conversation_id", conversation_id)
         if key is None:
             raise InvalidInputError(
@@ -93,7 +93,7 @@ class Sharing:
             await registry.remove_share(key, to)
         else:
             await registry.set_share(ConversationShare(key, to, owner, level, utc_now()))
-        return await registry.shares_of(key)
+        return key, await registry.shares_of(key)
 
     async def listed(
         self, principal: str, own: App, query: ConversationQuery
