@@ -3,16 +3,19 @@ once, and a database server that is down at start or restarts mid-session."""
 
 from __future__ import annotations
 
+import gc
 import os
 import signal
 from dataclasses import replace
 from pathlib import Path
 
 import anyio
+import numpy as np
 import pytest
 
 from ollama_mcp.app import open_app
 from ollama_mcp.config import Settings
+from ollama_mcp.domain import EmbeddingRow
 from ollama_mcp.inputs import search_request
 from tests.conftest import Database, connect
 from tests.fake_ollama import FakeOllama
@@ -141,3 +144,28 @@ async def test_a_burst_that_keeps_every_connection_busy_queues_instead_of_report
                 waited = anyio.current_time() - started
     assert stored.memory.content == "stored after the burst"
     assert waited > POOL_TIMEOUT_S  # it queued past the unreachable-server limit, and then succeeded
+
+
+async def test_a_batch_write_cancelled_midway_leaves_the_store_working_and_nothing_half_cleaned(
+    settings: Settings, db: Database
+) -> None:
+    """A server shutting down cancels the indexer while it writes vectors. psycopg writes a batch
+    in pipeline mode; cancelled there, it used to break the connection and leave a pipeline whose
+    cleanup raised when garbage-collected ("Exception ignored in BasePipeline._exit_gen")."""
+    async with open_app(settings, background=False) as app:
+        conv = await app.service.init_conversation("c")
+        stored = [await app.service.store_memory(f"memory number {i}", conv.id) for i in range(3)]
+        seqs = [seq for (seq,) in db.rows("SELECT seq FROM memories ORDER BY seq")]
+        vector = np.ones(8, dtype="<f4").tobytes()
+        rows = [EmbeddingRow(seqs[i % 3], "content", i, "big", vector, 8) for i in range(3000)]
+        for attempt in range(40):
+            async with anyio.create_task_group() as tasks:  # cancelled the way open_app stops its loops
+                tasks.start_soon(app.store.insert_embeddings, rows)
+                await anyio.sleep(0.001 * attempt)
+                tasks.cancel_scope.cancel()
+            gc.collect()
+        # Every connection the pool hands out still works, and whole batches still commit.
+        assert await app.store.insert_embeddings(rows[:30]) in (0, 30)
+        found = await app.service.search(search_request("memory number", conversation_id=conv.id))
+        assert {h.memory.id for h in found.hits} == {s.memory.id for s in stored}
+    assert db.count("SELECT count(*) FROM memory_embeddings WHERE model = 'big'") in (30, 3000)

@@ -10,7 +10,7 @@ from collections.abc import Sequence
 
 from ollama_mcp.domain import AuditRow, Job, JobKind, JobRecord, Memory, WriteRecord
 from ollama_mcp.postgres.base import PgStoreBase
-from ollama_mcp.postgres.rows import enqueue_job_row, insert_memory_row
+from ollama_mcp.postgres.rows import enqueue_job_row, execute_many, insert_memory_row
 
 
 class JobStore(PgStoreBase):
@@ -114,8 +114,9 @@ class JobStore(PgStoreBase):
     async def insert_audit(self, rows: Sequence[AuditRow]) -> None:
         if not rows:
             return
-        async with self._transaction("write the agent audit") as conn, conn.cursor() as cursor:
-            await cursor.executemany(
+        async with self._transaction("write the agent audit") as conn:
+            await execute_many(
+                conn,
                 "INSERT INTO agent_audit (request_id, conversation_id, step, tool, arguments_digest, risk, decision,"
                 " outcome, duration_ms, created_at) VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s)",
                 [(r.request_id, r.conversation_id, r.step, r.tool, r.arguments_digest, r.risk, r.decision,
@@ -148,17 +149,18 @@ class JobStore(PgStoreBase):
             present = await cursor.fetchone()
             if present and present[0]:
                 return False
-            async with conn.cursor() as cur:
-                await cur.executemany(
-                    "INSERT INTO jobs (kind, conversation_id, state, attempts, run_after, lease_until, last_error,"
-                    " created_at, finished_at) VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s)",
-                    [(j.kind, conversation_id, j.state, j.attempts, j.run_after, j.lease_until, j.last_error,
-                      j.created_at, j.finished_at) for j in jobs],
-                )
-                await cur.executemany(
-                    "INSERT INTO agent_audit (request_id, conversation_id, step, tool, arguments_digest, risk, decision,"
-                    " outcome, duration_ms, created_at) VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s)",
-                    [(r.request_id, conversation_id, r.step, r.tool, r.arguments_digest, r.risk, r.decision,
-                      r.outcome, r.duration_ms, r.created_at) for r in audit],
-                )
+            await execute_many(
+                conn,
+                "INSERT INTO jobs (kind, conversation_id, state, attempts, run_after, lease_until, last_error,"
+                " created_at, finished_at) VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s)",
+                [(j.kind, conversation_id, j.state, j.attempts, j.run_after, j.lease_until, j.last_error,
+                  j.created_at, j.finished_at) for j in jobs],
+            )
+            await execute_many(
+                conn,
+                "INSERT INTO agent_audit (request_id, conversation_id, step, tool, arguments_digest, risk, decision,"
+                " outcome, duration_ms, created_at) VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s)",
+                [(r.request_id, conversation_id, r.step, r.tool, r.arguments_digest, r.risk, r.decision,
+                  r.outcome, r.duration_ms, r.created_at) for r in audit],
+            )
         return bool(jobs or audit)

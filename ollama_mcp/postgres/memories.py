@@ -18,6 +18,7 @@ from ollama_mcp.postgres.base import PgStoreBase
 from ollama_mcp.postgres.rows import (
     MEMORY_COLUMNS,
     earlier_contents,
+    execute_many,
     insert_embedding_rows,
     insert_memory_row,
     latest_version,
@@ -84,13 +85,13 @@ class MemoryStore(PgStoreBase):
                     context = compose_context(recent[conv], memory.content)
                     recent[conv] = [*recent[conv], memory.content][-CONTEXT_NEIGHBOURS:]
                 rows.append((memory, digest, context))
-            async with conn.cursor() as cursor:
-                await cursor.executemany(
-                    "INSERT INTO memories (id, conversation_id, kind, content, content_hash, context, tags, metadata,"
-                    " created_at) VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s)",
-                    [(m.id, m.conversation_id, m.kind, m.content, digest, context, list(m.tags), Jsonb(m.metadata),
-                      m.created_at) for m, digest, context in rows],
-                )
+            await execute_many(
+                conn,
+                "INSERT INTO memories (id, conversation_id, kind, content, content_hash, context, tags, metadata,"
+                " created_at) VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s)",
+                [(m.id, m.conversation_id, m.kind, m.content, digest, context, list(m.tags), Jsonb(m.metadata),
+                  m.created_at) for m, digest, context in rows],
+            )
             added = len(rows)
             cursor = await conn.execute(
                 "SELECT id, seq FROM memories WHERE id = ANY(%s)", ([m.id for m, _, _ in rows],)

@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+import anyio
 import numpy as np
 import psycopg
 from psycopg.types.json import Jsonb
@@ -121,6 +122,24 @@ async def stored_dimension(conn: psycopg.AsyncConnection, model: str) -> int | N
     return None if row is None else int(row[0])
 
 
+async def execute_many(conn: psycopg.AsyncConnection, sql: str, rows: Sequence[Sequence[Any]]) -> int:
+    """``executemany``, shielded from cancellation; how many rows it changed.
+
+    psycopg runs a batch in pipeline mode, and a cancel in the middle of one (a server shutting
+    down while the indexer writes vectors) breaks the connection and leaves a pipeline whose
+    cleanup fails when it is garbage-collected. A batch is a few milliseconds: finishing it
+    is cheaper than that, and the caller sees its cancellation right after.
+    """
+    if not rows:
+        return 0
+    changed = 0
+    with anyio.CancelScope(shield=True):
+        async with conn.cursor() as cursor:
+            await cursor.executemany(sql, rows)
+            changed = max(cursor.rowcount, 0)
+    return changed
+
+
 def vector_of(row: EmbeddingRow) -> np.ndarray:
     return np.frombuffer(row.vector, dtype="<f4")
 
@@ -130,14 +149,13 @@ async def insert_embedding_rows(conn: psycopg.AsyncConnection, rows: Sequence[Em
     if not rows:
         return 0
     now = utc_now()
-    async with conn.cursor() as cursor:
-        await cursor.executemany(
-            "INSERT INTO memory_embeddings (memory_seq, model, facet, chunk_index, dim, vector, created_at)"
-            " SELECT %s, %s, %s, %s, %s, %s, %s WHERE EXISTS (SELECT 1 FROM memories WHERE seq = %s)"
-            " ON CONFLICT DO NOTHING",
-            [(r.memory_seq, r.model, r.facet, r.chunk_index, r.dim, vector_of(r), now, r.memory_seq) for r in rows],
-        )
-        return max(cursor.rowcount, 0)
+    return await execute_many(
+        conn,
+        "INSERT INTO memory_embeddings (memory_seq, model, facet, chunk_index, dim, vector, created_at)"
+        " SELECT %s, %s, %s, %s, %s, %s, %s WHERE EXISTS (SELECT 1 FROM memories WHERE seq = %s)"
+        " ON CONFLICT DO NOTHING",
+        [(r.memory_seq, r.model, r.facet, r.chunk_index, r.dim, vector_of(r), now, r.memory_seq) for r in rows],
+    )
 
 
 def filter_sql(filters: SearchFilters, params: dict[str, Any]) -> list[str]:

@@ -14,6 +14,7 @@ from ollama_mcp.postgres.rows import (
     MEMORY_COLUMNS,
     conversation_from_row,
     earlier_contents,
+    execute_many,
     insert_memory_row,
     lock_conversation,
     memory_by_seq,
@@ -130,15 +131,13 @@ class TranscriptStore(PgStoreBase):
                     m.tool_call_id, m.content, content_hash(m.content), context, list(m.tags), Jsonb(m.metadata),
                     m.created_at, m.superseded_by,
                 ))
-            added = 0
-            async with conn.cursor() as cur:
-                await cur.executemany(
-                    "INSERT INTO memories (id, conversation_id, kind, role, actor, tool_calls, tool_call_id,"
-                    " content, content_hash, context, tags, metadata, created_at, superseded_by)"
-                    " VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s) ON CONFLICT DO NOTHING",
-                    rows,
-                )
-                added = max(cur.rowcount, 0)
+            added = await execute_many(
+                conn,
+                "INSERT INTO memories (id, conversation_id, kind, role, actor, tool_calls, tool_call_id,"
+                " content, content_hash, context, tags, metadata, created_at, superseded_by)"
+                " VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s) ON CONFLICT DO NOTHING",
+                rows,
+            )
             if summarized_through_id is not None:
                 await conn.execute(
                     "UPDATE conversations SET summarized_through = m.seq FROM memories m"
