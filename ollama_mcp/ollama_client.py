@@ -7,11 +7,10 @@ import logging
 from collections.abc import AsyncIterator, Mapping, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import anyio
 import httpx
-import ollama
 from pydantic import ValidationError
 
 from ollama_mcp.errors import (
@@ -19,6 +18,9 @@ from ollama_mcp.errors import (
     OllamaModelError,
     OllamaUnavailableError,
 )
+
+if TYPE_CHECKING:
+    import ollama
 
 log = logging.getLogger(__name__)
 
@@ -62,17 +64,29 @@ class OllamaClient:
         self.keep_alive = keep_alive  # how long Ollama keeps the model loaded (None: Ollama's default)
         self._model_setting = model_setting
         self._timeout_setting = timeout_setting
-        # The ollama client's default timeout is infinite: a hung server would hang the tool call.
-        # A plain-HTTP host (a local Ollama) never does TLS, so the CA bundle httpx loads for
-        # every client by default (34 ms each, on the path to the first search) is skipped.
-        plain_http = not host.lower().startswith("https://")
-        self._client = ollama.AsyncClient(
-            host=host, timeout=httpx.Timeout(timeout, connect=connect_timeout),
-            **({"verify": False, "follow_redirects": False} if plain_http else {}),
-        )
+        self._connect_timeout = connect_timeout
+        self._made: ollama.AsyncClient | None = None
+
+    @property
+    def _client(self) -> ollama.AsyncClient:
+        """The ollama client, made on first use: importing ``ollama`` takes ~250 ms, which a
+        process that never calls Ollama (a Claude Code hook, a CLI command) does not pay."""
+        if self._made is None:
+            import ollama  # noqa: PLC0415
+
+            # The ollama client's default timeout is infinite: a hung server would hang the tool call.
+            # A plain-HTTP host (a local Ollama) never does TLS, so the CA bundle httpx loads for
+            # every client by default (34 ms each, on the path to the first search) is skipped.
+            plain_http = not self.host.lower().startswith("https://")
+            self._made = ollama.AsyncClient(
+                host=self.host, timeout=httpx.Timeout(self.timeout, connect=self._connect_timeout),
+                **({"verify": False, "follow_redirects": False} if plain_http else {}),
+            )
+        return self._made
 
     async def aclose(self) -> None:
-        await self._client.close()
+        if self._made is not None:
+            await self._made.close()
 
     async def embed(self, model: str, texts: Sequence[str]) -> list[list[float]]:
         """One vector per text. ``truncate=False``: an over-long input is an error, never cut silently.
@@ -153,6 +167,8 @@ class OllamaClient:
     async def _closest_pulled(self, model: str, kind: str) -> tuple[list[str], str | None]:
         """The pulled models' names, and the one nearest to ``model`` that has ``kind`` (Ollama's
         capability: embedding or completion). Best effort: ([], None) when Ollama cannot say."""
+        import ollama  # noqa: PLC0415  (imported once a client exists: see _client)
+
         try:
             with anyio.fail_after(min(self.timeout, 5.0)):
                 listed = await self._client.list()
@@ -169,6 +185,8 @@ class OllamaClient:
     async def _translate(self, model: str, action: str) -> AsyncIterator[None]:
         """Errors translated once, and the timeout bounding the whole request: httpx's timeouts
         bound each read, so a server sending a byte at a time would otherwise never time out."""
+        import ollama  # noqa: PLC0415  (imported once a client exists: see _client)
+
         try:
             with anyio.fail_after(self.timeout):
                 yield
