@@ -156,12 +156,25 @@ def _parser() -> argparse.ArgumentParser:
     )
     viewer.add_argument("--port", type=int, default=8766, help="default: 8766; 0 picks any free port")
     viewer.add_argument("--open", action="store_true", help="open the link in the default browser")
+    hook = commands.add_parser(
+        "hook",
+        help="record a Claude Code session: run by Claude Code's hooks (see the README), reads the hook's JSON",
+        description="Run by Claude Code as a hook command with the hook's JSON on stdin: SessionStart prints "
+        "what this project's earlier sessions said (as additionalContext), UserPromptSubmit and Stop record "
+        "the turns, SessionEnd ends the conversation. It never calls Ollama and always exits 0 (a line on "
+        "stderr says when nothing was recorded). `ollama-mcp config --client claude-code-hooks` prints the "
+        "settings block. Example: ollama-mcp hook SessionStart < payload.json",
+    )
+    hook.add_argument("event", nargs="?", help="SessionStart, UserPromptSubmit, Stop or SessionEnd "
+                      "(default: the payload's hook_event_name)")
     migrator.add_argument("--to", required=True, metavar="DB", help="a postgresql:// URL or an absolute SQLite file path")
     return parser
 
 
 def main(argv: Sequence[str] | None = None) -> None:
     args = _parser().parse_args(argv)
+    if args.command == "hook":
+        sys.exit(_hook(args.event))
     try:
         if args.command == "serve" and args.http:
             settings = Settings.from_env()
@@ -201,6 +214,18 @@ def main(argv: Sequence[str] | None = None) -> None:
         sys.exit(2)
     except KeyboardInterrupt:
         sys.exit(130)
+
+
+def _hook(event: str | None) -> int:
+    from ollama_mcp import hooks  # noqa: PLC0415  (kept off the serve path)
+
+    logging.basicConfig(level=logging.ERROR, stream=sys.stderr, format="ollama-mcp: %(message)s")
+    settings: Settings | OllamaMcpError
+    try:
+        settings = Settings.from_env()
+    except OllamaMcpError as exc:  # said by the hook, which exits 0: a hook must not block the editor
+        settings = exc
+    return hooks.main(event, settings, sys.stdin.buffer.read())
 
 
 def _settings_for_serving() -> Settings | ConfigError:

@@ -1,5 +1,6 @@
 """``ollama-mcp config --client NAME``: the block (or command) an MCP client needs to start this
-installation, with its absolute path and the settings in effect, ready to paste.
+installation, with its absolute path and the settings in effect, ready to paste; for
+``claude-code-hooks``, the ``hooks`` block that runs ``ollama-mcp hook`` on Claude Code's events.
 
 Clients start servers with a minimal environment and an arbitrary working directory, so the
 command is an absolute path and the database an absolute path (or URL) in ``env``; every other
@@ -17,8 +18,10 @@ from pathlib import Path
 from urllib.parse import urlsplit, urlunsplit
 
 from ollama_mcp.config import Settings
+from ollama_mcp.hooks import EVENTS as HOOK_EVENTS
 
-CLIENTS = ("claude-desktop", "claude-code", "cursor", "vscode")
+CLIENTS = ("claude-desktop", "claude-code", "cursor", "vscode", "claude-code-hooks")
+HOOK_TIMEOUT_S = 30
 NAME = "ollama-mcp"
 
 # Where each client reads the block from, said before it.
@@ -28,6 +31,8 @@ _WHERE = {
     "cursor": "Add to ~/.cursor/mcp.json (or .cursor/mcp.json in a project), then reload Cursor:",
     "vscode": "Add to .vscode/mcp.json in your workspace (or run 'MCP: Open User Configuration'):",
     "claude-code": "Run this once (user scope: every project):",
+    "claude-code-hooks": "Merge into ~/.claude/settings.json (every project) or .claude/settings.json (one "
+    "project), so Claude Code records its sessions and starts each with the project's memory:",
 }
 
 
@@ -42,6 +47,18 @@ def render(client: str, settings: Settings, env: Mapping[str, str]) -> tuple[str
         options = [word for key, value in variables.items() for word in ("-e", f"{key}={value}")]
         words = ["claude", "mcp", "add", "--scope", "user", NAME, *options, "--", command, *args]
         return " ".join(shlex.quote(word) for word in words) + "\n", [_WHERE[client], *notes]
+    if client == "claude-code-hooks":
+        # Claude Code runs the command through a shell: assignments before it set its environment
+        # (only the value is quoted: a quoted `KEY=value` would be taken for the command's name).
+        prefix = [f"{key}={shlex.quote(value)}" for key, value in variables.items()]
+        hooks = {
+            event: [{"hooks": [{
+                "type": "command", "timeout": HOOK_TIMEOUT_S,
+                "command": " ".join([*prefix, *(shlex.quote(word) for word in [command, *args, "hook", event])]),
+            }]}]
+            for event in HOOK_EVENTS
+        }
+        return json.dumps({"hooks": hooks}, indent=2) + "\n", [_WHERE[client], *notes]
     entry: dict[str, object] = {"command": command, "args": args, "env": variables}
     if client == "vscode":
         block: dict[str, object] = {"servers": {NAME: {"type": "stdio", **entry}}}
