@@ -87,6 +87,7 @@ class SearchFilters:
     until: str | None = None
     kinds: tuple[MemoryKind, ...] = ("note", "summary")
     include_superseded: bool = False
+    actors: tuple[str, ...] = ()  # only turns by these participants (a message's actor, else its role)
 
 
 @dataclass(frozen=True)
@@ -130,6 +131,19 @@ class SearchOutcome:
     elapsed_ms: float
     notice: str | None = None
     searched: Literal["conversation", "all"] = "all"  # one conversation, or every one
+
+
+@dataclass(frozen=True)
+class Participant:
+    """Someone seen in a conversation's transcript: a message's actor, or its role when it names
+    none (the assistant, the system, a tool), with how many turns they wrote and how many of
+    those were addressed to some participants only (a turn's ``to``)."""
+
+    name: str
+    role: Role
+    messages: int
+    addressed: int
+    last_at: str
 
 
 @dataclass(frozen=True)

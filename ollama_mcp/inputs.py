@@ -50,6 +50,29 @@ def optional_name(field: str, value: object) -> str | None:
     return text(field, value, MAX_NAME_CHARS, what="name").strip()
 
 
+MAX_ACTOR_CHARS = 200
+MAX_ADDRESSEES = 20
+
+
+def actor(field: str, value: object) -> str | None:
+    """A participant's name (a turn's actor, or a role), or None when omitted."""
+    name = optional_name(field, value)
+    if name is not None and len(name) > MAX_ACTOR_CHARS:
+        raise InvalidInputError(field, f"is longer than {MAX_ACTOR_CHARS} characters", "pass a short name")
+    return name
+
+
+def actors(field: str, value: object) -> tuple[str, ...]:
+    """Participants' names: a list of 1-20 (a single name is taken as a list of one); () when omitted."""
+    if value is None:
+        return ()
+    given = [value] if isinstance(value, str) else value
+    if not isinstance(given, list) or not 0 < len(given) <= MAX_ADDRESSEES:
+        raise InvalidInputError(field, f"must be a list of 1-{MAX_ADDRESSEES} names", 'pass e.g. ["dana", "assistant"]')
+    names = [actor(f"{field}[{i}]", name) for i, name in enumerate(given)]
+    return tuple(dict.fromkeys(name for name in names if name))
+
+
 def conversation_id(field: str, value: object) -> str | None:
     """A canonical UUID string, or None when omitted."""
     if value is None or value == "":
@@ -269,7 +292,7 @@ def timestamp(field: str, value: object) -> str | None:
 
 
 # search_request's parameters are named like the tools' (and so like these checks).
-_tags, _threshold, _conversation_id = tags, threshold, conversation_id
+_tags, _threshold, _conversation_id, _actor = tags, threshold, conversation_id, actor
 
 
 def search_request(
@@ -282,14 +305,19 @@ def search_request(
     until: object = None,
     include_messages: object = False,
     include_superseded: object = False,
+    actor: object = None,
     *,
     everywhere: bool = False,
 ) -> SearchRequest:
-    """A search request with every field checked; the first bad field raises."""
+    """A search request with every field checked; the first bad field raises. ``actor`` keeps
+    the turns of one participant only (so it searches messages, which alone have one)."""
+    by = _actor("actor", actor)
+    messages = flag("include_messages", include_messages) or by is not None
     filters = SearchFilters(
         tags=_tags("tags", tags), since=timestamp("since", since), until=timestamp("until", until),
-        kinds=("note", "summary", "message") if flag("include_messages", include_messages) else ("note", "summary"),
+        kinds=("note", "summary", "message") if messages else ("note", "summary"),
         include_superseded=flag("include_superseded", include_superseded),
+        actors=() if by is None else (by,),
     )
     if filters.since and filters.until and filters.since > filters.until:
         raise InvalidInputError("since", "is later than until", "swap them or widen the range")

@@ -24,6 +24,7 @@ from ollama_mcp.domain import (
     Export,
     Job,
     Memory,
+    Participant,
     Role,
     format_timestamp,
     utc_now,
@@ -43,7 +44,6 @@ log = logging.getLogger(__name__)
 
 ROLES: tuple[Role, ...] = ("user", "assistant", "system", "tool")
 MAX_HISTORY = 500
-MAX_ACTOR_CHARS = 200
 MAX_TOKEN_BUDGET = 1_000_000
 # Token counts are estimated, not tokenized (the tokenizer is the chat model's, inside Ollama):
 # four characters a token, the usual figure for English, plus a few tokens of framing per
@@ -61,7 +61,7 @@ MAX_TURNS = 100  # per add_messages call
 MAX_TOOL_CALLS = 32
 MAX_TOOL_CALL_ID_CHARS = 200
 RETRY_WINDOW = timedelta(minutes=10)  # the same turns again within this are a client's retry
-_TURN_KEYS = frozenset({"role", "content", "actor", "tool_calls", "tool_call_id"})
+_TURN_KEYS = frozenset({"role", "content", "actor", "to", "tool_calls", "tool_call_id"})
 
 
 @dataclass(frozen=True)
@@ -73,6 +73,7 @@ class Turn:
     actor: str | None
     tool_calls: tuple[dict[str, Any], ...]
     tool_call_id: str | None
+    to: tuple[str, ...] = ()  # addressed to these participants only; () is to everyone
 
 
 def _turns(field: str, value: object, max_chars: int) -> list[Turn]:
@@ -99,9 +100,8 @@ def _turn(at: str, item: dict[str, Any], max_chars: int) -> Turn:
     if role not in ROLES:
         raise InvalidInputError(f"{at}role", f"must be one of {', '.join(ROLES)}", "pass who spoke")
     content = inputs.text(f"{at}content", item.get("content"), max_chars, what="message text")
-    actor = inputs.optional_name(f"{at}actor", item.get("actor"))
-    if actor is not None and len(actor) > MAX_ACTOR_CHARS:
-        raise InvalidInputError(f"{at}actor", f"is longer than {MAX_ACTOR_CHARS} characters", "pass a short name")
+    actor = inputs.actor(f"{at}actor", item.get("actor"))
+    to = inputs.actors(f"{at}to", item.get("to"))
     calls = item.get("tool_calls") or []
     if not isinstance(calls, list) or len(calls) > MAX_TOOL_CALLS or not all(isinstance(c, dict) for c in calls):
         raise InvalidInputError(
@@ -114,14 +114,14 @@ def _turn(at: str, item: dict[str, Any], max_chars: int) -> Turn:
         raise InvalidInputError(
             f"{at}tool_call_id", f"must be a text of 1-{MAX_TOOL_CALL_ID_CHARS} characters", "pass the id of the call it answers"
         )
-    return Turn(role, content, actor, tuple(calls), call_id)
+    return Turn(role, content, actor, tuple(calls), call_id, to)
 
 
 def _message(conversation_id: str, turn: Turn, created_at: str) -> Memory:
     """A transcript message of ``turn``, ready to insert."""
     return Memory(
         id=str(uuid.uuid4()), seq=0, conversation_id=conversation_id, kind="message", content=turn.content, tags=(),
-        metadata={}, created_at=created_at, role=turn.role, actor=turn.actor, tool_calls=turn.tool_calls,
+        metadata={"to": list(turn.to)} if turn.to else {}, created_at=created_at, role=turn.role, actor=turn.actor, tool_calls=turn.tool_calls,
         tool_call_id=turn.tool_call_id,
     )
 
@@ -208,7 +208,7 @@ class ConversationLifecycle:
         now = utc_now()  # one created_at for the batch: how a retry is told from the end of a longer one
         batch = [_message(conversation.id, turn, now) for turn in turns]
         retry_since = format_timestamp(datetime.now(UTC) - RETRY_WINDOW)
-        arguments = [[t.role, t.content, t.actor] for t in turns]
+        arguments = [[t.role, t.content, t.actor, *([list(t.to)] if t.to else [])] for t in turns]
         with audit.recording("add_messages", conversation.id, batch[0].id, arguments=arguments):
             stored, retry = await self._store.insert_messages(batch, retry_since)
         if not retry:
@@ -250,12 +250,18 @@ class ConversationLifecycle:
         recent_messages: object = 20,
         recall_k: object = 5,
         query: object = None,
+        participants: object = None,
         *,
         recall_everywhere: bool = True,
     ) -> BuiltContext:
         """The rolling summary, the recent messages verbatim and the memories recalled for the
         latest user message (or ``query``), never over ``token_budget`` (estimated tokens).
         Memories are recalled from every conversation unless ``recall_everywhere`` is False.
+
+        ``participants`` (names: actors, or roles for turns without one) builds their view of a
+        shared transcript: the turns they wrote, the turns addressed to everyone (no ``to``) and
+        those addressed to one of them. The rolling summary is left out of a view when any turn
+        of the conversation was addressed to some participants only, since it may retell it.
 
         What goes first when the budget is short: the latest message (it must fit: else an
         error), then the rolling summary, then recalled memories, then older messages, newest
@@ -268,8 +274,15 @@ class ConversationLifecycle:
         window = inputs.integer("recent_messages", recent_messages, 0, MAX_HISTORY)
         k = inputs.integer("recall_k", recall_k, 0, inputs.MAX_TOP_K)
         ask = None if query is None else inputs.text("query", query, inputs.MAX_QUERY_CHARS, what="search text")
+        names = frozenset(inputs.actors("participants", participants))
         conversation = await self._store.get_conversation(target)
-        recent = [m for m in await self._store.messages(target, window) if m.seq > conversation.summarized_through]
+        private = False
+        if names:
+            private = await self._check_view(target, names)
+            scan = await self._store.messages(target, MAX_HISTORY) if window else []
+            recent = [m for m in scan if m.seq > conversation.summarized_through and sees(names, m)][-window:]
+        else:
+            recent = [m for m in await self._store.messages(target, window) if m.seq > conversation.summarized_through]
         latest_user = next((m for m in reversed(recent) if m.role == "user"), None)
         ask = ask or (latest_user.content if latest_user else None)
 
@@ -284,7 +297,7 @@ class ConversationLifecycle:
                 )
             kept, used = [recent[-1]], latest_cost
         summary_text = None
-        if conversation.rolling_summary:
+        if conversation.rolling_summary and not private:
             text = f"Summary of the earlier part of this conversation:\n{conversation.rolling_summary}"
             if used + estimate_tokens(text) <= budget:
                 summary_text, used = text, used + estimate_tokens(text)
@@ -315,6 +328,32 @@ class ConversationLifecycle:
             messages.append({"role": "system", "content": recall_block(recalled)})
         messages.extend(as_chat_message(m) for m in kept)
         return BuiltContext(messages, used, summary_text, recalled, kept)
+
+    async def participants(self, conversation_id: object) -> list[Participant]:
+        """Who wrote the conversation's turns (actors, or roles for turns without one), in the
+        order they first spoke."""
+        target = inputs.conversation_id("conversation_id", conversation_id)
+        if target is None:
+            raise InvalidInputError("conversation_id", "is required", "pass the conversation whose participants to list")
+        await self._store.get_conversation(target)
+        return await self._store.participants(target)
+
+    async def _check_view(self, conversation_id: str, names: frozenset[str]) -> bool:
+        """Whether some turn was addressed to some participants only; a name the conversation
+        has never seen (as writer or addressee) is an error listing those it has."""
+        seen = await self._store.participants(conversation_id)
+        known = {p.name for p in seen}
+        unknown = sorted(names - known)
+        if unknown:
+            addressed = {n for m in await self._store.messages(conversation_id, MAX_HISTORY) for n in m.metadata.get("to", ())}
+            unknown = sorted(set(unknown) - addressed)
+        if unknown:
+            listed = ", ".join(sorted(known)) or "none yet"
+            raise InvalidInputError(
+                "participants", f"names {unknown[0]!r}, who neither wrote a turn of this conversation nor was sent one",
+                f"pass participants it has (actors, or roles for turns without one): {listed}",
+            )
+        return any(p.addressed for p in seen)
 
     # -- summaries and compaction (jobs) ----------------------------------------------------------
 
@@ -511,6 +550,13 @@ def recall_line(memory: Memory, *, conversation: bool = False) -> str:
         f'<memory id="{memory.id}"{where} date="{memory.created_at[:10]}" kind="{memory.kind}"{by}>'
         f"{content}</memory>"
     )
+
+
+def sees(names: frozenset[str], message: Memory) -> bool:
+    """Whether a participant among ``names`` sees ``message`` in their view of the transcript:
+    they wrote it, it is addressed to everyone, or to one of them."""
+    to = message.metadata.get("to") or ()
+    return (message.actor or message.role or "") in names or not to or not names.isdisjoint(to)
 
 
 def written_by_agent(memory: Memory) -> bool:

@@ -31,7 +31,7 @@ def content_hash(content: str) -> str:
 
 def is_retry(latest: Sequence[Memory], batch: Sequence[Memory], since: str) -> bool:
     """Whether ``batch`` repeats the batch of messages a conversation received last, turn for
-    turn (role, actor, content, tool calls), stored at or after ``since``: a client that sent the
+    turn (role, actor, content, tool calls, addressees), stored at or after ``since``: a client that sent the
     same turns again because an answer was late. ``latest``: the conversation's last
     ``len(batch) + 1`` messages, oldest first. The messages of one batch share their created_at,
     so the repeated turns must be that whole batch, not the end of a longer one. A transcript
@@ -44,8 +44,8 @@ def is_retry(latest: Sequence[Memory], batch: Sequence[Memory], since: str) -> b
     if len(latest) > len(tail) and latest[-len(tail) - 1].created_at == tail[0].created_at:
         return False  # the end of a longer batch
     return all(
-        (old.role, old.actor, old.content, old.tool_calls, old.tool_call_id)
-        == (new.role, new.actor, new.content, new.tool_calls, new.tool_call_id)
+        (old.role, old.actor, old.content, old.tool_calls, old.tool_call_id, old.metadata.get("to"))
+        == (new.role, new.actor, new.content, new.tool_calls, new.tool_call_id, new.metadata.get("to"))
         for old, new in zip(tail, batch, strict=True)
     )
 

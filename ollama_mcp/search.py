@@ -91,7 +91,9 @@ class HybridSearch:
         if self.keywords.busy or not self.keywords.loaded:
             in_memory = False  # not held, or being loaded or rebuilt: FTS5 ranks the same, no waiting
         terms = await self._informative_terms(words, word_tokens if in_memory else None)
-        needs_sql_filter = bool(filters.tags or filters.since or filters.until or filters.conversation_ids is not None)
+        needs_sql_filter = bool(
+            filters.tags or filters.since or filters.until or filters.actors or filters.conversation_ids is not None
+        )
         memory_seqs = frozenset(await self._store.filtered_seqs(filters)) if needs_sql_filter else None
         exclude_versions = (in_memory or query_vector is not None) and not filters.include_superseded
         reads = await self._reads(query, terms, filters, top_k, depth, fts=not in_memory, superseded=exclude_versions)

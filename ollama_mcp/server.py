@@ -35,14 +35,15 @@ from mcp.server.mcpserver.exceptions import (
     ToolError,
 )
 from mcp.server.mcpserver.prompts.base import Message
-from mcp.shared.exceptions import NoBackChannelError
+from mcp.shared.exceptions import MCPError, NoBackChannelError
 from mcp.types import CallToolResult, TextContent, ToolAnnotations
 from mcp.types import Tool as MCPTool
+from mcp_types import INTERNAL_ERROR, INVALID_PARAMS
 from pydantic import AnyHttpUrl, BaseModel, Field
 
 from ollama_mcp import __version__, audit, caller, tokens
 from ollama_mcp.config import LOCAL_PRINCIPAL, Settings
-from ollama_mcp.errors import ConfigError, NotFoundError, OllamaMcpError
+from ollama_mcp.errors import ConfigError, InvalidInputError, NotFoundError, OllamaMcpError
 from ollama_mcp.inputs import conversation_query, search_request
 from ollama_mcp.results import (
     AgentReply,
@@ -67,7 +68,7 @@ if TYPE_CHECKING:
     from ollama_mcp.agent import Confirm, Decision
     from ollama_mcp.app import App
     from ollama_mcp.domain import AccessToken as Token
-    from ollama_mcp.domain import Conversation, ConversationShare
+    from ollama_mcp.domain import Conversation, ConversationShare, Memory
 
 log = logging.getLogger(__name__)
 
@@ -379,7 +380,7 @@ def build_server(settings: Settings | ConfigError, *, public_url: str | None = N
     async def add_messages(
         ctx: Context,
         messages: Annotated[list[dict[str, Any]], Field(description=(
-            "[{role: user|assistant|system|tool, content, actor?, tool_calls?, tool_call_id?}]"
+            "[{role: user|assistant|system|tool, content, actor?, to?: [actors], tool_calls?, tool_call_id?}]"
         ))],
         conversation_id: ConversationId = None,
     ) -> Annotated[CallToolResult, MessagesAdded]:
@@ -402,11 +403,13 @@ def build_server(settings: Settings | ConfigError, *, public_url: str | None = N
         until: str | None = None,
         include_messages: Messages = False,
         include_superseded: Superseded = False,
+        actor: Annotated[str | None, Field(description="Only this participant's turns.")] = None,
     ) -> Annotated[CallToolResult, SearchResults]:
         """Find memories of this conversation by meaning and keywords, best first; earlier chats: search_all_conversations."""
         async with _tool_call(ctx, conversation_id) as app:
             request = search_request(
-                query, conversation_id, top_k, threshold, tags, since, until, include_messages, include_superseded
+                query, conversation_id, top_k, threshold, tags, since, until, include_messages, include_superseded,
+                actor,
             )
             return _reply(SearchResults.of(await app.service.search(request)))
 
@@ -556,15 +559,19 @@ def build_server(settings: Settings | ConfigError, *, public_url: str | None = N
     async def history_before_resource(conversation_id: str, message_id: str, ctx: Context) -> str:
         return await _history_page(await _opened(ctx, conversation_id), conversation_id, message_id)
 
-    @server.prompt(description="Summary, recent messages and recalled memories of a conversation, within a token budget.")
+    @server.prompt(description=(
+        "Summary, recent messages and recalled memories of a conversation, within a token budget; "
+        "participants (comma-separated names) gives their view of a shared transcript."
+    ))
     async def build_context(
-        conversation_id: str, ctx: Context, token_budget: str = "4000", query: str = ""
+        conversation_id: str, ctx: Context, token_budget: str = "4000", query: str = "", participants: str = ""
     ) -> list[Message]:
         if not token_budget.strip().isdigit():
-            raise ValueError("token_budget must be a whole number of tokens, such as 4000")
-        with _resource_errors():
+            raise MCPError(INVALID_PARAMS, "token_budget: must be a whole number of tokens; pass e.g. 4000")
+        names = [name.strip() for name in participants.split(",") if name.strip()] or None
+        with _prompt_errors():
             built = await (await _opened(ctx, conversation_id)).lifecycle.build_context(
-                conversation_id, int(token_budget), query=query or None
+                conversation_id, int(token_budget), query=query or None, participants=names
             )
         return [
             AssistantMessage(m["content"]) if m["role"] == "assistant"
@@ -674,12 +681,33 @@ async def _history_page(app: App, conversation_id: str, before: str | None) -> s
     """A page of the transcript as Markdown: one line per message, then where earlier ones are."""
     with _resource_errors():
         target, messages, earlier = await app.lifecycle.history_page(conversation_id, HISTORY_PAGE, before)
-    lines = [f"# Transcript of {target}", ""] + [
-        f"- {m.created_at} · {m.role}{f' ({m.actor})' if m.actor else ''} · {m.id}: {m.content}" for m in messages
+        participants = await app.lifecycle.participants(target)
+    seen = ", ".join(f"{p.name} ({p.role}, {p.messages})" if p.name != p.role else f"{p.name} ({p.messages})"
+                     for p in participants)
+    lines = [f"# Transcript of {target}", "", f"Participants: {seen or 'none yet'}", ""] + [
+        f"- {m.created_at} · {m.role}{f' ({m.actor})' if m.actor else ''}{_addressed(m)} · {m.id}: {m.content}"
+        for m in messages
     ]
     if earlier:
         lines += ["", f"Earlier: memory://conversations/{target}/history/before/{messages[0].id}"]
     return "\n".join(lines) + "\n"
+
+
+def _addressed(message: Memory) -> str:
+    to = message.metadata.get("to")
+    return f" → {', '.join(to)}" if to else ""
+
+
+@contextmanager
+def _prompt_errors() -> Iterator[None]:
+    """Prompts: the SDK turns any exception but an MCPError into "Internal server error", so
+    ours become MCPErrors that carry their text (bad input and a missing item: invalid params)."""
+    try:
+        yield
+    except (InvalidInputError, NotFoundError) as exc:
+        raise MCPError(INVALID_PARAMS, str(exc)) from exc
+    except OllamaMcpError as exc:
+        raise MCPError(INTERNAL_ERROR, str(exc)) from exc
 
 
 @contextmanager

@@ -33,6 +33,7 @@ from ollama_mcp.domain import (
     JobRecord,
     Memory,
     MemoryKind,
+    Participant,
     SearchFilters,
     SearchHit,
     WriteRecord,
@@ -107,6 +108,9 @@ class Storage(Protocol):
 
     async def messages(self, conversation_id: str, limit: int, before_seq: int | None = None) -> list[Memory]:
         """The latest ``limit`` messages before ``before_seq`` (default: all), oldest first."""
+
+    async def participants(self, conversation_id: str) -> list[Participant]:
+        """Who wrote the conversation's messages, in the order they first spoke."""
 
     async def insert_messages(self, messages: Sequence[Memory], retry_since: str) -> tuple[list[Memory], bool]:
         """Append messages of one active conversation in order, in one transaction; returns (the

@@ -129,6 +129,8 @@ async def test_bad_turns_are_refused_naming_the_turn_and_the_field_and_nothing_i
             ([{"role": "assistant", "content": "hi", "tool_calls": "read_config"}], "messages[0].tool_calls: must be a list"),
             ([{"role": "tool", "content": "hi", "tool_call_id": ""}], "messages[0].tool_call_id: must be a text"),
             ([{"role": "user", "content": "hi", "actor": "a" * 201}], "messages[0].actor: is longer than 200"),
+            ([{"role": "user", "content": "hi", "to": {"lee": 1}}], "messages[0].to: must be a list of 1-20 names"),
+            ([{"role": "user", "content": "hi", "to": ["lee", 7]}], "messages[0].to[1]: must be"),
         ):
             text = await error(mcp, "add_messages", messages=messages, conversation_id=conversation)
             assert expected in text, (messages[:2], text)
@@ -140,3 +142,71 @@ async def test_bad_turns_are_refused_naming_the_turn_and_the_field_and_nothing_i
         await call(mcp, "end_conversation", conversation_id=other, summary="done")
         assert "has ended" in await error(mcp, "add_messages", messages=TURNS, conversation_id=other)
     assert [row[2] for row in transcript(db)] == [TURNS[0]["content"]]
+
+
+ROOM: list[dict[str, Any]] = [
+    {"role": "user", "actor": "dana", "content": "Let us plan the offsite in Lisbon for March."},
+    {"role": "user", "actor": "lee", "content": "I am in; I will book the venue near the river."},
+    {"role": "assistant", "content": "Noted for both of you: Lisbon offsite in March, venue by the river."},
+    {"role": "user", "actor": "dana", "to": ["assistant"], "content": "Between us: the offsite budget is 5k euros."},
+    {"role": "assistant", "to": ["dana"], "content": "Understood, the 5k euro budget stays between us."},
+]
+
+
+def prompt_texts(prompt: object) -> list[str]:
+    return [m.content.text for m in prompt.messages]  # type: ignore[attr-defined]
+
+
+async def test_a_shared_transcript_lists_its_participants_and_gives_each_their_own_view(
+    settings: Settings, db: Database
+) -> None:
+    async with connect(settings) as mcp:
+        conversation = (await call(mcp, "add_messages", messages=ROOM))["conversation_id"]
+        history = _text(await mcp.read_resource(f"memory://conversations/{conversation}/history"))
+        assert "Participants: dana (user, 2), lee (user, 1), assistant (2)" in history
+        assert "user (dana) → assistant · " in history
+
+        # lee's view: the open turns, not what dana and the assistant said to each other only;
+        # and no rolling summary, which could retell those turns.
+        lee = prompt_texts(await mcp.get_prompt(
+            "build_context", {"conversation_id": conversation, "participants": "lee"}))
+        assert lee == [ROOM[0]["content"], ROOM[1]["content"], ROOM[2]["content"]]
+        dana = prompt_texts(await mcp.get_prompt(
+            "build_context", {"conversation_id": conversation, "participants": "dana"}))
+        assert dana == [turn["content"] for turn in ROOM]
+        everyone = prompt_texts(await mcp.get_prompt("build_context", {"conversation_id": conversation}))
+        assert everyone == dana
+        with pytest.raises(MCPError, match="participants: names 'zed', who neither wrote .* pass participants it has "
+                                           r"\(actors, or roles for turns without one\): assistant, dana, lee"):
+            await mcp.get_prompt("build_context", {"conversation_id": conversation, "participants": "zed"})
+        with pytest.raises(MCPError, match="token_budget: must be a whole number of tokens; pass e.g. 4000"):
+            await mcp.get_prompt("build_context", {"conversation_id": conversation, "token_budget": "lots"})
+
+        # Search by participant: their turns only (messages are searched without being asked for).
+        found = await call(mcp, "search_memories", query="offsite Lisbon venue budget", actor="lee", top_k=10)
+        assert [hit["content"] for hit in found["results"]] == [ROOM[1]["content"]]
+        found = await call(mcp, "search_memories", query="offsite budget", actor="dana", top_k=10)
+        assert {hit["content"] for hit in found["results"]} <= {ROOM[0]["content"], ROOM[3]["content"]}
+        assert ROOM[3]["content"] in {hit["content"] for hit in found["results"]}
+        found = await call(mcp, "search_memories", query="offsite", actor="assistant", top_k=10)
+        assert {hit["content"] for hit in found["results"]} == {ROOM[2]["content"], ROOM[4]["content"]}
+        assert "actor: is longer than 200" in await error(mcp, "search_memories", query="x", actor="a" * 201)
+    stored = db.rows("SELECT metadata FROM memories WHERE content = ?", ROOM[3]["content"])[0][0]
+    assert (json.loads(stored) if isinstance(stored, str) else stored) == {"to": ["assistant"]}
+
+
+async def test_a_view_of_a_transcript_with_private_turns_leaves_out_the_rolling_summary(
+    settings: Settings, db: Database
+) -> None:
+    async with connect(settings) as mcp:
+        conversation = (await call(mcp, "add_messages", messages=ROOM[:3]))["conversation_id"]
+        db.rows("UPDATE conversations SET rolling_summary = ? WHERE id = ?", "They chose Lisbon.", conversation)
+        with_summary = prompt_texts(await mcp.get_prompt(
+            "build_context", {"conversation_id": conversation, "participants": "lee"}))
+        assert with_summary[0].endswith("They chose Lisbon.")  # no private turn yet: lee may read it
+        await call(mcp, "add_messages", messages=ROOM[3:], conversation_id=conversation)
+        lee = prompt_texts(await mcp.get_prompt(
+            "build_context", {"conversation_id": conversation, "participants": "lee"}))
+        assert lee == [ROOM[0]["content"], ROOM[1]["content"], ROOM[2]["content"]]
+        dana = prompt_texts(await mcp.get_prompt("build_context", {"conversation_id": conversation}))
+        assert dana[0].endswith("They chose Lisbon.")  # the whole transcript's reader gets it

@@ -178,6 +178,9 @@ def filter_sql(filters: SearchFilters, params: dict[str, Any]) -> list[str]:
     if filters.until is not None:
         where.append("m.created_at <= %(until)s")
         params["until"] = filters.until
+    if filters.actors:
+        where.append("coalesce(m.actor, m.role) = ANY(%(actors)s)")
+        params["actors"] = list(filters.actors)
     if filters.tags:
         where.append("m.tags @> %(tags)s")
         params["tags"] = list(filters.tags)

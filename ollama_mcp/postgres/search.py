@@ -361,7 +361,7 @@ class PgRanker:
 def narrows(filters: SearchFilters) -> bool:
     """Whether ``filters`` can exclude a large share of memories (beyond replaced versions)."""
     return bool(filters.conversation_id or filters.conversation_ids is not None or filters.tags or filters.since
-                or filters.until) or set(filters.kinds) != ALL_KINDS
+                or filters.until or filters.actors) or set(filters.kinds) != ALL_KINDS
 
 
 def tsquery_any(lexemes: Iterable[str]) -> str:

@@ -6,7 +6,7 @@ from collections.abc import Sequence
 
 from psycopg.types.json import Jsonb
 
-from ollama_mcp.domain import Conversation, Memory, MemoryKind
+from ollama_mcp.domain import Conversation, Memory, MemoryKind, Participant
 from ollama_mcp.errors import ConversationClosedError, ConversationNotFoundError
 from ollama_mcp.postgres.base import PgStoreBase
 from ollama_mcp.postgres.rows import (
@@ -35,6 +35,15 @@ class TranscriptStore(PgStoreBase):
             "read the conversation's messages",
         )
         return [memory_from_row(row) for row in reversed(rows)]
+
+    async def participants(self, conversation_id: str) -> list[Participant]:
+        """Who wrote the conversation's messages, in the order they first spoke."""
+        rows = await self._fetchall(
+            "SELECT coalesce(actor, role), role, count(*), count(*) FILTER (WHERE metadata ? 'to'), max(created_at)"
+            " FROM memories WHERE conversation_id = %s AND kind = 'message' GROUP BY 1, 2 ORDER BY min(seq)",
+            (conversation_id,), "read the conversation's participants",
+        )
+        return [Participant(name, role, int(count), int(addressed), last) for name, role, count, addressed, last in rows]
 
     async def insert_messages(self, messages: Sequence[Memory], retry_since: str) -> tuple[list[Memory], bool]:
         """Append ``messages`` in order, in one transaction; a client's retry adds nothing (as

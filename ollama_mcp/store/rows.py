@@ -165,6 +165,9 @@ def filter_sql(filters: SearchFilters) -> tuple[list[str], list[Any]]:
     if filters.until is not None:
         where.append("m.created_at <= ?")
         params.append(filters.until)
+    if filters.actors:
+        where.append(f"coalesce(m.actor, m.role) IN ({', '.join('?' for _ in filters.actors)})")
+        params.extend(filters.actors)
     if filters.tags:
         where.append(
             "m.seq IN (SELECT memory_seq FROM memory_tags WHERE tag IN (SELECT value FROM json_each(?))"

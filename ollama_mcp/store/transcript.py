@@ -9,6 +9,7 @@ from ollama_mcp.domain import (
     Conversation,
     Memory,
     MemoryKind,
+    Participant,
 )
 from ollama_mcp.errors import (
     ConversationClosedError,
@@ -44,6 +45,15 @@ class TranscriptStore(StoreBase):
             "read the conversation's messages",
         )
         return [memory_from_row(row) for row in reversed(rows)]
+
+    async def participants(self, conversation_id: str) -> list[Participant]:
+        """Who wrote the conversation's messages, in the order they first spoke."""
+        rows = await self._fetchall(
+            "SELECT coalesce(actor, role), role, count(*), sum(json_extract(metadata, '$.to') IS NOT NULL),"
+            " max(created_at) FROM memories WHERE conversation_id = ? AND kind = 'message'"
+            " GROUP BY 1, 2 ORDER BY min(seq)", (conversation_id,), "read the conversation's participants",
+        )
+        return [Participant(name, role, int(count), int(addressed), last) for name, role, count, addressed, last in rows]
 
     async def insert_messages(self, messages: Sequence[Memory], retry_since: str) -> tuple[list[Memory], bool]:
         """Append ``messages`` (of one conversation, which must be active) in order, in one
