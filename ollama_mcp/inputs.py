@@ -186,10 +186,20 @@ def ttl_hours(field: str, value: object) -> float | None:
 
 # A conversation's metadata is the caller's own data, except these keys, which are settings and
 # checked as such; a key that looks like a misspelt setting is refused rather than ignored.
-CONVERSATION_SETTINGS = ("ttl_hours", "compact_after_messages", "compact_after_tokens", "compaction", "retention")
+CONVERSATION_SETTINGS = (
+    "ttl_hours", "compact_after_messages", "compact_after_tokens", "compaction_strategy", "compact_summary_tokens",
+    "compaction", "retention",
+)
 # The design's camelCase compaction block, accepted as an alias of the snake_case keys.
-COMPACTION_ALIASES = {"triggerTurns": "compact_after_messages", "triggerTokens": "compact_after_tokens"}
-COMPACTION_STRATEGIES = ("summarize",)  # the oldest half of the transcript, summarized
+COMPACTION_ALIASES = {
+    "triggerTurns": "compact_after_messages", "triggerTokens": "compact_after_tokens", "strategy": "compaction_strategy",
+    "summaryTokens": "compact_summary_tokens",
+}
+# rolling: the oldest half of the transcript is folded into one rolling summary; hierarchical:
+# also, once that summary passes compact_summary_tokens, it is kept as a summary of its own and
+# the rolling one condensed (a summary of summaries); never: the transcript is sent whole.
+COMPACTION_STRATEGIES = ("rolling", "hierarchical", "never")
+STRATEGY_ALIASES = {"summarize": "rolling"}  # the name before there were several
 RETENTION_MODES = ("full",)  # every message and memory is kept (ttl_hours deletes after a time)
 MAX_COMPACT_AFTER = 1_000_000
 
@@ -208,27 +218,42 @@ def conversation_metadata(field: str, value: object) -> dict[str, Any]:
                 )
     ttl_hours(f"{field}.ttl_hours", meta.get("ttl_hours"))
     block = meta.pop("compaction", None)
+    given_as: dict[str, str] = {}  # a setting given in the compaction block: named as given there
     if block is not None:
         if not isinstance(block, dict):
             raise InvalidInputError(f"{field}.compaction", "must be an object", "pass {\"triggerTurns\": 40} or leave it out")
         for key, item in block.items():
             where = f"{field}.compaction.{key}"
             if key in COMPACTION_ALIASES:
-                meta.setdefault(COMPACTION_ALIASES[key], item)
-            elif key == "strategy":
-                if item not in COMPACTION_STRATEGIES:
-                    raise InvalidInputError(where, f"is {item!r}", f"use one of {', '.join(COMPACTION_STRATEGIES)}")
+                if COMPACTION_ALIASES[key] not in meta:
+                    meta[COMPACTION_ALIASES[key]] = item
+                    given_as[COMPACTION_ALIASES[key]] = where
             elif key == "summarizerModel":
                 raise InvalidInputError(
                     where, "is not supported per conversation", "leave it out: summaries use OLLAMA_MCP_CHAT_MODEL"
                 )
             else:
                 raise InvalidInputError(
-                    where, "is not a compaction setting", "use triggerTurns, triggerTokens or strategy"
+                    where, "is not a compaction setting", "use triggerTurns, triggerTokens, strategy or summaryTokens"
                 )
+    def named(key: str) -> str:
+        return given_as.get(key, f"{field}.{key}")
+
     for key in ("compact_after_messages", "compact_after_tokens"):
         if key in meta:
-            meta[key] = integer(f"{field}.{key}", meta[key], 2, MAX_COMPACT_AFTER)
+            meta[key] = integer(named(key), meta[key], 2, MAX_COMPACT_AFTER)
+    if "compact_summary_tokens" in meta:
+        meta["compact_summary_tokens"] = integer(
+            named("compact_summary_tokens"), meta["compact_summary_tokens"], 50, MAX_COMPACT_AFTER
+        )
+    if "compaction_strategy" in meta:
+        given = meta["compaction_strategy"]
+        strategy = STRATEGY_ALIASES.get(given, given) if isinstance(given, str) else given
+        if strategy not in COMPACTION_STRATEGIES:
+            raise InvalidInputError(
+                named("compaction_strategy"), f"is {given!r}", f"use one of {', '.join(COMPACTION_STRATEGIES)}"
+            )
+        meta["compaction_strategy"] = strategy
     if "retention" in meta and meta["retention"] not in RETENTION_MODES:
         raise InvalidInputError(
             f"{field}.retention", f"is {meta['retention']!r}",

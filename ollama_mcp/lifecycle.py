@@ -44,6 +44,7 @@ log = logging.getLogger(__name__)
 
 ROLES: tuple[Role, ...] = ("user", "assistant", "system", "tool")
 MAX_HISTORY = 500
+SUMMARY_TOKENS = 1000  # hierarchical compaction condenses a rolling summary past this
 MAX_TOKEN_BUDGET = 1_000_000
 # Token counts are estimated, not tokenized (the tokenizer is the chat model's, inside Ollama):
 # four characters a token, the usual figure for English, plus a few tokens of framing per
@@ -396,20 +397,34 @@ class ConversationLifecycle:
             await self._store.finish_job(job, utc_now())
             return
         oldest_half = pending[: len(pending) // 2]
+        through = oldest_half[-1].seq
         text = await summarizer.summarize(oldest_half, conversation.rolling_summary)
+        level = 1
+        if (self.compaction_strategy(conversation) == "hierarchical"
+                and estimate_tokens(text) > self.summary_budget(conversation)):
+            # A summary of summaries: the long one is kept (searchable, its detail not lost), and
+            # the rolling summary that build_context sends becomes a condensed one.
+            detailed = Memory(
+                id=str(uuid.uuid4()), seq=0, conversation_id=conversation.id, kind="summary", content=text, tags=(),
+                metadata={"level": 1, "through_seq": through}, created_at=utc_now(),
+            )
+            condensed = await summarizer.condense(text)
+            await self._store.insert_memory(detailed)
+            text, level = condensed, 2
         # Kept as a summary memory too, so what was compacted stays searchable from any conversation.
         summary = Memory(
             id=str(uuid.uuid4()), seq=0, conversation_id=conversation.id, kind="summary", content=text, tags=(),
-            metadata={"rolling": True, "through_seq": oldest_half[-1].seq}, created_at=utc_now(),
+            metadata={"rolling": True, "through_seq": through, **({"level": level} if level > 1 else {})},
+            created_at=utc_now(),
         )
-        replaced = await self._store.finish_job(job, utc_now(), rolling=(summary, oldest_half[-1].seq))
+        replaced = await self._store.finish_job(job, utc_now(), rolling=(summary, through))
         await self._indexer.removed(replaced)
         self._indexer.added()  # its vector is computed in the background like any pending memory
         # Still over a threshold (a burst of messages while the model worked): go on.
         await self._maybe_compact(await self._store.get_conversation(job.conversation_id))
 
     async def _maybe_compact(self, conversation: Conversation) -> None:
-        if self._summarizer is None:
+        if self._summarizer is None or self.compaction_strategy(conversation) == "never":
             return
         messages, chars = await self._store.transcript_size(conversation.id, conversation.summarized_through)
         max_messages, max_tokens = self.compaction_thresholds(conversation)
@@ -426,6 +441,16 @@ class ConversationLifecycle:
         tokens = meta.get("compact_after_tokens", self._compact_tokens)
         valid = all(isinstance(v, int) and not isinstance(v, bool) and v >= 2 for v in (messages, tokens))
         return (messages, tokens) if valid else (self._compact_messages, self._compact_tokens)
+
+    def compaction_strategy(self, conversation: Conversation) -> str:
+        """rolling (the default), hierarchical or never: the conversation's metadata."""
+        strategy = conversation.metadata.get("compaction_strategy", "rolling")
+        return strategy if strategy in inputs.COMPACTION_STRATEGIES else "rolling"
+
+    def summary_budget(self, conversation: Conversation) -> int:
+        """Estimated tokens past which hierarchical compaction condenses the rolling summary."""
+        budget = conversation.metadata.get("compact_summary_tokens", SUMMARY_TOKENS)
+        return budget if isinstance(budget, int) and not isinstance(budget, bool) and budget >= 50 else SUMMARY_TOKENS
 
     def _require_summarizer(self) -> Summarizer:
         if self._summarizer is None:

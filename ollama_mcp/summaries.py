@@ -56,6 +56,19 @@ class Summarizer:
             raise ChatOutputError("There was nothing to summarize.")
         return summary
 
+    async def condense(self, summary: str) -> str:
+        """A shorter summary of ``summary`` (hierarchical compaction: a summary of summaries)."""
+        prompt = (
+            "The summary below covers a long conversation and has grown too long. Condense it, keeping "
+            f"every decision, name, number and date and what is still open:\n{summary}"
+        )
+        reply = await self.client.chat(
+            self.model,
+            [{"role": "system", "content": _INSTRUCTIONS}, {"role": "user", "content": prompt}],
+            schema=SUMMARY_SCHEMA, num_ctx=CONTEXT_TOKENS,
+        )
+        return render(parse(reply.content, self.model))
+
     async def _summarize_segment(self, segment: str, previous: str | None) -> str:
         prompt = segment if previous is None else f"Summary so far:\n{previous}\n\nWhat followed:\n{segment}"
         reply = await self.client.chat(

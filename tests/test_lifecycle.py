@@ -266,11 +266,59 @@ async def test_the_designs_compaction_block_is_an_alias_and_other_metadata_stays
         "retention": "full",
     })
     assert conv.metadata == {"compact_after_messages": 6, "compact_after_tokens": 500, "project": "apollo",
-                             "retention": "full"}
+                             "retention": "full", "compaction_strategy": "rolling"}  # summarize: the old name
     assert app.lifecycle.compaction_thresholds(conv) == (6, 500)
     for i in range(7):
         await app.lifecycle.add_message(conv.id, "user", f"topic{i} is discussed")
     assert job_rows(db) == [("compact", "queued", 0, None)]  # past 6 messages, as triggerTurns said
+
+
+async def test_a_conversation_that_never_compacts_sends_its_whole_transcript(app: App, db: Database) -> None:
+    conv = await app.service.init_conversation("whole", {"compaction": {"strategy": "never", "triggerTurns": 4}})
+    for i in range(8):
+        await app.lifecycle.add_message(conv.id, "user", f"topic{i} is discussed")
+    assert job_rows(db) == []
+    built = await app.lifecycle.build_context(conv.id, 10_000)
+    assert not built.summary_included and [m.content for m in built.recent] == [f"topic{i} is discussed" for i in range(8)]
+
+
+async def test_hierarchical_compaction_keeps_long_summaries_and_condenses_the_rolling_one(
+    app: App, db: Database, fake_ollama: FakeOllama
+) -> None:
+    conv = await app.service.init_conversation(
+        "layers", {"compaction": {"strategy": "hierarchical", "triggerTurns": 4, "summaryTokens": 60}})
+    for i in range(5):
+        await app.lifecycle.add_message(conv.id, "user", f"milestone{i} " + "detail " * 30)
+    fake_ollama.enqueue_chat(
+        json.dumps({"summary": "Milestones 0 and 1 in full: " + "detail " * 60, "key_points": [], "decisions": []}),
+        json.dumps({"summary": "Milestones 0-1, condensed.", "key_points": [], "decisions": []}),
+    )
+    assert await app.jobs.run_once()
+    assert fake_ollama.chat_requests()[-1].body["messages"][-1]["content"].startswith("The summary below covers")
+    summaries = rows(db, "SELECT content, metadata FROM memories WHERE kind = 'summary' ORDER BY seq")
+    metas = [json.loads(m) if isinstance(m, str) else m for _, m in summaries]
+    assert [(m.get("level"), m.get("rolling")) for m in metas] == [(1, None), (2, True)]
+    assert "Milestones 0 and 1 in full" in summaries[0][0] and "condensed" in summaries[1][0]
+    assert rows(db, "SELECT rolling_summary FROM conversations") == [(summaries[1][0],)]
+    built = await app.lifecycle.build_context(conv.id, 10_000)
+    assert "Milestones 0-1, condensed." in built.messages[0]["content"]
+
+    # Compacted again: the condensed one is continued, another long one is kept, the rolling one replaced.
+    for i in range(5, 9):
+        await app.lifecycle.add_message(conv.id, "user", f"milestone{i} " + "detail " * 30)
+    while await app.jobs.run_once():
+        pass
+    assert "Milestones 0-1, condensed." in fake_ollama.chat_requests()[-2].body["messages"][-1]["content"]
+    levels = [json.loads(m) if isinstance(m, str) else m
+              for (m,) in rows(db, "SELECT metadata FROM memories WHERE kind = 'summary' ORDER BY seq")]
+    assert [(m.get("level"), m.get("rolling")) for m in levels] == [(1, None), (1, None), (2, True)]
+    # A short summary needs no condensing: rolling compaction as usual.
+    short = await app.service.init_conversation("short", {"compaction": {"strategy": "hierarchical", "triggerTurns": 4}})
+    for i in range(5):
+        await app.lifecycle.add_message(short.id, "user", f"step{i}")
+    before = len(fake_ollama.chat_requests())
+    assert await app.jobs.run_once()
+    assert len(fake_ollama.chat_requests()) == before + 1
 
 
 async def test_compaction_also_triggers_on_the_token_threshold_and_reads_the_previous_summary(
