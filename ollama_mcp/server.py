@@ -472,7 +472,11 @@ def build_server(settings: Settings | ConfigError, *, public_url: str | None = N
     async def delete_conversation(ctx: Context, conversation_id: str) -> Annotated[CallToolResult, ConversationDeleted]:
         """Permanently delete a conversation with all its memories, messages and summaries."""
         async with _tool_call(ctx, conversation_id, "own", "delete it") as app:
-            return _reply(ConversationDeleted.of(await app.service.delete_conversation(conversation_id)))
+            deleted = await app.service.delete_conversation(conversation_id)
+            principals, _ = _principals_of(ctx)
+            if principals.sharing is not None:
+                await principals.sharing.forget(deleted.conversation.id)
+            return _reply(ConversationDeleted.of(deleted))
 
     @server.tool(annotations=_DELETE)
     async def delete_memory(ctx: Context, memory_id: str) -> Annotated[CallToolResult, MemoryDeleted]:

@@ -95,6 +95,12 @@ class Sharing:
             await registry.set_share(ConversationShare(key, to, owner, level, utc_now()))
         return key, await registry.shares_of(key)
 
+    async def forget(self, conversation_id: str) -> None:
+        """A conversation its owner deleted is shared with nobody any more."""
+        registry = await self._registry()
+        for share in await registry.shares_of(conversation_id):
+            await registry.remove_share(conversation_id, share.grantee)
+
     async def listed(
         self, principal: str, own: App, query: ConversationQuery
     ) -> list[tuple[Conversation, ConversationShare | None]]:

@@ -127,7 +127,7 @@ async def test_a_grantee_with_write_access_stores_into_the_owners_conversation_u
 
 
 async def test_shares_are_listed_with_each_owners_filters_and_order_and_a_deleted_one_leads_nowhere(
-    settings: Settings,
+    settings: Settings, db: Database
 ) -> None:
     tokens = await _people(settings)
     async with serving(settings) as url, client(url, tokens["alice"]) as alice, \
@@ -159,6 +159,8 @@ async def test_shares_are_listed_with_each_owners_filters_and_order_and_a_delete
         assert plan not in {c["conversation_id"] for c in (await call(bob, "list_conversations"))["conversations"]}
         assert f"no conversation {plan} exists" in await error(bob, "export_conversation", conversation_id=plan)
         assert (await call(bob, "search_all_conversations", query="release freeze"))["results"] == []
+        # Its shares went with it; carol's stays.
+        assert db.rows("SELECT conversation_id, grantee FROM conversation_shares") == [(notes["conversation_id"], "bob")]
 
 
 async def test_sharing_checks_whom_what_and_how_before_anything_is_kept(settings: Settings, db: Database) -> None:
