@@ -243,8 +243,13 @@ class PgRanker:
         statistics for common words of a large store, counted for the others (cached, see
         ``__init__``)."""
         common = self._common_shares.get(column, {})
+        # Read into a dict of this call's own: the cache is shared by concurrent searches, and one
+        # of them may clear it (the store grew by a fifth) while this one waits on a count.
+        known: dict[str, int] = {}
         for lexeme in lexemes:
-            if (column, lexeme) in self._frequencies:
+            cached = self._frequencies.get((column, lexeme))
+            if cached is not None:
+                known[lexeme] = cached
                 continue
             if lexeme in common:
                 found = round(common[lexeme] * self._memory_count)
@@ -256,8 +261,8 @@ class PgRanker:
                 found = int(row[0]) if row else 0
             if len(self._frequencies) > 20_000:
                 self._frequencies.clear()
-            self._frequencies[(column, lexeme)] = found
-        return [self._frequencies[(column, lexeme)] for lexeme in lexemes]
+            self._frequencies[(column, lexeme)] = known[lexeme] = found
+        return [known[lexeme] for lexeme in lexemes]
 
     async def _informative_lexemes(self, conn: psycopg.AsyncConnection, terms: list[str]) -> list[str]:
         """The distinct lexemes of ``terms``, without those found in a large share of all memories
