@@ -122,8 +122,8 @@ def _message(conversation_id: str, turn: Turn, created_at: str) -> Memory:
     """A transcript message of ``turn``, ready to insert."""
     return Memory(
         id=str(uuid.uuid4()), seq=0, conversation_id=conversation_id, kind="message", content=turn.content, tags=(),
-        metadata={"to": list(turn.to)} if turn.to else {}, created_at=created_at, role=turn.role, actor=turn.actor, tool_calls=turn.tool_calls,
-        tool_call_id=turn.tool_call_id,
+        metadata={"to": list(turn.to)} if turn.to else {}, created_at=created_at, role=turn.role, actor=turn.actor,
+        tool_calls=turn.tool_calls, tool_call_id=turn.tool_call_id,
     )
 
 
@@ -261,8 +261,9 @@ class ConversationLifecycle:
 
         ``participants`` (names: actors, or roles for turns without one) builds their view of a
         shared transcript: the turns they wrote, the turns addressed to everyone (no ``to``) and
-        those addressed to one of them. The rolling summary is left out of a view when any turn
-        of the conversation was addressed to some participants only, since it may retell it.
+        those addressed to one of them. Once any turn of the conversation was addressed to some
+        participants only, a view leaves out the rolling summary and recalls notes only, since a
+        summary may retell that turn.
 
         What goes first when the budget is short: the latest message (it must fit: else an
         error), then the rolling summary, then recalled memories, then older messages, newest
@@ -305,6 +306,8 @@ class ConversationLifecycle:
         recalled: list[Memory] = []
         if ask and k:
             request = inputs.search_request(ask, target, top_k=k, everywhere=recall_everywhere)
+            if private:
+                request = replace(request, filters=replace(request.filters, kinds=("note",)))
             outcome = await self.service.search(request)
             block_cost = estimate_tokens(DATA_NOTICE)
             for hit in outcome.hits:

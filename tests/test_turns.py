@@ -210,3 +210,9 @@ async def test_a_view_of_a_transcript_with_private_turns_leaves_out_the_rolling_
         assert lee == [ROOM[0]["content"], ROOM[1]["content"], ROOM[2]["content"]]
         dana = prompt_texts(await mcp.get_prompt("build_context", {"conversation_id": conversation}))
         assert dana[0].endswith("They chose Lisbon.")  # the whole transcript's reader gets it
+        # Nor is a summary memory that may retell a private turn recalled into the view.
+        await call(mcp, "end_conversation", conversation_id=conversation, summary="Offsite budget: 5k euros, private.")
+        asked = {"conversation_id": conversation, "query": "offsite budget euros"}
+        assert not any("5k euros, private" in text for text in prompt_texts(
+            await mcp.get_prompt("build_context", {**asked, "participants": "lee"})))
+        assert any("5k euros, private" in text for text in prompt_texts(await mcp.get_prompt("build_context", asked)))
