@@ -1,7 +1,8 @@
 """The write audit's context: which door a write came through (set where each caller enters: the
-MCP tools, the agent's tool calls, retention, imports, the browser view, Claude Code's hooks; the CLI is the default), and the record of
-the write about to be made, which the store's next write transaction takes and inserts itself, so
-a write and its record commit together or not at all. No I/O."""
+MCP tools, the agent's tool calls, retention, imports, the browser view, Claude Code's hooks; the
+CLI is the default), and the record of the write about to be made, which the store's next write
+transaction takes and inserts itself, so a write and its record commit together or not at all.
+No I/O."""
 
 from __future__ import annotations
 

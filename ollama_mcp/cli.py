@@ -219,6 +219,7 @@ def main(argv: Sequence[str] | None = None) -> None:
 def _hook(event: str | None) -> int:
     from ollama_mcp import hooks  # noqa: PLC0415  (kept off the serve path)
 
+    # Errors only: the editor's stderr is not a log.
     logging.basicConfig(level=logging.ERROR, stream=sys.stderr, format="ollama-mcp: %(message)s")
     settings: Settings | OllamaMcpError
     try:

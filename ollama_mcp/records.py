@@ -31,8 +31,8 @@ def content_hash(content: str) -> str:
 
 def is_retry(latest: Sequence[Memory], batch: Sequence[Memory], since: str) -> bool:
     """Whether ``batch`` repeats the batch of messages a conversation received last, turn for
-    turn (role, actor, content, tool calls, addressees), stored at or after ``since``: a client that sent the
-    same turns again because an answer was late. ``latest``: the conversation's last
+    turn (role, actor, content, tool calls, addressees), stored at or after ``since``: a client
+    that sent the same turns again because an answer was late. ``latest``: the conversation's last
     ``len(batch) + 1`` messages, oldest first. The messages of one batch share their created_at,
     so the repeated turns must be that whole batch, not the end of a longer one. A transcript
     alternates speakers: the same turns twice in a row, minutes apart, are a retry."""

@@ -227,9 +227,9 @@ def _principals_of(ctx: Context) -> tuple[_Principals, str]:
 
 
 async def _opened(ctx: Context, conversation_id: str | None = None) -> App:
-    """For resources and prompts: the app that serves the caller (on ``conversation_id``, to read)."""
-    with _resource_errors():
-        return await _serving(*_principals_of(ctx), conversation_id, "read")
+    """For resources and prompts: the app that serves the caller (on ``conversation_id``, to read);
+    each translates what this raises as it translates its own errors."""
+    return await _serving(*_principals_of(ctx), conversation_id, "read")
 
 
 @asynccontextmanager
@@ -538,7 +538,7 @@ def build_server(settings: Settings | ConfigError, *, public_url: str | None = N
         description="A conversation as Markdown: summary, memories, transcript (first page).",
     )
     async def conversation_resource(conversation_id: str, ctx: Context) -> str:
-        return await _conversation_page(await _opened(ctx, conversation_id), conversation_id, 1)
+        return await _conversation_page(ctx, conversation_id, 1)
 
     @server.resource(
         "memory://conversations/{conversation_id}/page/{page}", mime_type="text/markdown",
@@ -547,21 +547,21 @@ def build_server(settings: Settings | ConfigError, *, public_url: str | None = N
     async def conversation_page_resource(conversation_id: str, page: str, ctx: Context) -> str:
         if not page.isdigit():
             raise ResourceNotFoundError(f"page must be a page number, got {page!r}")
-        return await _conversation_page(await _opened(ctx, conversation_id), conversation_id, int(page))
+        return await _conversation_page(ctx, conversation_id, int(page))
 
     @server.resource(
         "memory://conversations/{conversation_id}/history", mime_type="text/markdown",
         description="A conversation's latest transcript messages, oldest first, with a link to earlier ones.",
     )
     async def history_resource(conversation_id: str, ctx: Context) -> str:
-        return await _history_page(await _opened(ctx, conversation_id), conversation_id, None)
+        return await _history_page(ctx, conversation_id, None)
 
     @server.resource(
         "memory://conversations/{conversation_id}/history/before/{message_id}", mime_type="text/markdown",
         description="The transcript messages before one message.",
     )
     async def history_before_resource(conversation_id: str, message_id: str, ctx: Context) -> str:
-        return await _history_page(await _opened(ctx, conversation_id), conversation_id, message_id)
+        return await _history_page(ctx, conversation_id, message_id)
 
     @server.prompt(description=(
         "Summary, recent messages and recalled memories of a conversation, within a token budget; "
@@ -574,7 +574,8 @@ def build_server(settings: Settings | ConfigError, *, public_url: str | None = N
             raise MCPError(INVALID_PARAMS, "token_budget: must be a whole number of tokens; pass e.g. 4000")
         names = [name.strip() for name in participants.split(",") if name.strip()] or None
         with _prompt_errors():
-            built = await (await _opened(ctx, conversation_id)).lifecycle.build_context(
+            app = await _opened(ctx, conversation_id)
+            built = await app.lifecycle.build_context(
                 conversation_id, int(token_budget), query=query or None, participants=names
             )
         return [
@@ -672,8 +673,9 @@ def _confirmer(ctx: Context, timeout: float) -> Confirm | None:
     return confirm
 
 
-async def _conversation_page(app: App, conversation_id: str, page: int) -> str:
+async def _conversation_page(ctx: Context, conversation_id: str, page: int) -> str:
     with _resource_errors():
+        app = await _opened(ctx, conversation_id)
         exported = await app.lifecycle.export_conversation(conversation_id, "markdown", page)
     return exported.markdown or ""
 
@@ -681,9 +683,10 @@ async def _conversation_page(app: App, conversation_id: str, page: int) -> str:
 HISTORY_PAGE = 50
 
 
-async def _history_page(app: App, conversation_id: str, before: str | None) -> str:
+async def _history_page(ctx: Context, conversation_id: str, before: str | None) -> str:
     """A page of the transcript as Markdown: one line per message, then where earlier ones are."""
     with _resource_errors():
+        app = await _opened(ctx, conversation_id)
         target, messages, earlier = await app.lifecycle.history_page(conversation_id, HISTORY_PAGE, before)
         participants = await app.lifecycle.participants(target)
     seen = ", ".join(f"{p.name} ({p.role}, {p.messages})" if p.name != p.role else f"{p.name} ({p.messages})"
@@ -716,7 +719,7 @@ def _prompt_errors() -> Iterator[None]:
 
 @contextmanager
 def _resource_errors() -> Iterator[None]:
-    """Resource reads and prompts: a missing item is 'not found', other failures say why."""
+    """Resource reads: a missing item is 'not found', other failures say why."""
     try:
         yield
     except NotFoundError as exc:

@@ -58,19 +58,18 @@ class Summarizer:
 
     async def condense(self, summary: str) -> str:
         """A shorter summary of ``summary`` (hierarchical compaction: a summary of summaries)."""
-        prompt = (
+        return await self._ask(
             "The summary below covers a long conversation and has grown too long. Condense it, keeping "
             f"every decision, name, number and date and what is still open:\n{summary}"
         )
-        reply = await self.client.chat(
-            self.model,
-            [{"role": "system", "content": _INSTRUCTIONS}, {"role": "user", "content": prompt}],
-            schema=SUMMARY_SCHEMA, num_ctx=CONTEXT_TOKENS,
-        )
-        return render(parse(reply.content, self.model))
 
     async def _summarize_segment(self, segment: str, previous: str | None) -> str:
-        prompt = segment if previous is None else f"Summary so far:\n{previous}\n\nWhat followed:\n{segment}"
+        return await self._ask(
+            segment if previous is None else f"Summary so far:\n{previous}\n\nWhat followed:\n{segment}"
+        )
+
+    async def _ask(self, prompt: str) -> str:
+        """One summary the chat model writes for ``prompt``, under the schema, checked."""
         reply = await self.client.chat(
             self.model,
             [{"role": "system", "content": _INSTRUCTIONS}, {"role": "user", "content": prompt}],
