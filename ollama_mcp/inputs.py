@@ -200,7 +200,10 @@ COMPACTION_ALIASES = {
 # the rolling one condensed (a summary of summaries); never: the transcript is sent whole.
 COMPACTION_STRATEGIES = ("rolling", "hierarchical", "never")
 STRATEGY_ALIASES = {"summarize": "rolling"}  # the name before there were several
-RETENTION_MODES = ("full",)  # every message and memory is kept (ttl_hours deletes after a time)
+# What happens to a turn once a summary (rolling, or the end summary) covers it: full keeps it;
+# audit-only keeps who wrote it when, to whom, and the sha256 of its text, but not the text;
+# ephemeral deletes it. Notes and summaries are kept in every mode; ttl_hours deletes everything.
+RETENTION_MODES = ("full", "audit-only", "ephemeral")
 MAX_COMPACT_AFTER = 1_000_000
 
 
@@ -257,7 +260,8 @@ def conversation_metadata(field: str, value: object) -> dict[str, Any]:
     if "retention" in meta and meta["retention"] not in RETENTION_MODES:
         raise InvalidInputError(
             f"{field}.retention", f"is {meta['retention']!r}",
-            f"use {' or '.join(RETENTION_MODES)} (everything is kept), or ttl_hours to delete after a time",
+            f"use one of {', '.join(RETENTION_MODES)} (what is kept of a turn a summary covers),"
+            " or ttl_hours to delete the whole conversation after a time",
         )
     return meta
 

@@ -280,7 +280,7 @@ class ConversationLifecycle:
         conversation = await self._store.get_conversation(target)
         private = False
         if names:
-            private = await self._check_view(target, names)
+            private = await self._check_view(conversation, names)
             scan = await self._store.messages(target, MAX_HISTORY) if window else []
             recent = [m for m in scan if m.seq > conversation.summarized_through and sees(names, m)][-window:]
         else:
@@ -342,22 +342,23 @@ class ConversationLifecycle:
         await self._store.get_conversation(target)
         return await self._store.participants(target)
 
-    async def _check_view(self, conversation_id: str, names: frozenset[str]) -> bool:
-        """Whether some turn was addressed to some participants only; a name the conversation
-        has never seen (as writer or addressee) is an error listing those it has."""
-        seen = await self._store.participants(conversation_id)
+    async def _check_view(self, conversation: Conversation, names: frozenset[str]) -> bool:
+        """Whether some turn was addressed to some participants only (also one an ephemeral
+        retention deleted since); a name the conversation has never seen (as writer or addressee)
+        is an error listing those it has, unless turns were deleted (it may have been in those)."""
+        seen = await self._store.participants(conversation.id)
         known = {p.name for p in seen}
         unknown = sorted(names - known)
         if unknown:
-            addressed = {n for m in await self._store.messages(conversation_id, MAX_HISTORY) for n in m.metadata.get("to", ())}
-            unknown = sorted(set(unknown) - addressed)
-        if unknown:
+            messages = await self._store.messages(conversation.id, MAX_HISTORY)
+            unknown = sorted(set(unknown) - {n for m in messages for n in m.metadata.get("to", ())})
+        if unknown and self.retention(conversation) != "ephemeral":
             listed = ", ".join(sorted(known)) or "none yet"
             raise InvalidInputError(
                 "participants", f"names {unknown[0]!r}, who neither wrote a turn of this conversation nor was sent one",
                 f"pass participants it has (actors, or roles for turns without one): {listed}",
             )
-        return any(p.addressed for p in seen)
+        return conversation.metadata.get("private_turns") is True or any(p.addressed for p in seen)
 
     # -- summaries and compaction (jobs) ----------------------------------------------------------
 
@@ -383,7 +384,10 @@ class ConversationLifecycle:
             id=str(uuid.uuid4()), seq=0, conversation_id=job.conversation_id, kind="summary", content=text,
             tags=("summary",), metadata={"written_by": summarizer.model}, created_at=now,
         )
-        await self._store.finish_job(job, now, summary=summary)
+        # It covers every turn read, and the rolling summary it was given the earlier ones.
+        through = max((m.seq for m in current if m.kind == "message"), default=conversation.summarized_through)
+        gone, contexts = await self._store.finish_job(job, now, summary=summary, retire=self._retire(conversation, through))
+        await self._indexer.removed(gone, contexts=contexts)
         self._indexer.added()
 
     async def _compact_job(self, job: Job) -> None:
@@ -420,8 +424,10 @@ class ConversationLifecycle:
             metadata={"rolling": True, "through_seq": through, **({"level": level} if level > 1 else {})},
             created_at=utc_now(),
         )
-        replaced = await self._store.finish_job(job, utc_now(), rolling=(summary, through))
-        await self._indexer.removed(replaced)
+        gone, contexts = await self._store.finish_job(
+            job, utc_now(), rolling=(summary, through), retire=self._retire(conversation, through)
+        )
+        await self._indexer.removed(gone, contexts=contexts)
         self._indexer.added()  # its vector is computed in the background like any pending memory
         # Still over a threshold (a burst of messages while the model worked): go on.
         await self._maybe_compact(await self._store.get_conversation(job.conversation_id))
@@ -454,6 +460,17 @@ class ConversationLifecycle:
         """Estimated tokens past which hierarchical compaction condenses the rolling summary."""
         budget = conversation.metadata.get("compact_summary_tokens", SUMMARY_TOKENS)
         return budget if isinstance(budget, int) and not isinstance(budget, bool) and budget >= 50 else SUMMARY_TOKENS
+
+    def retention(self, conversation: Conversation) -> str:
+        """full (the default), audit-only or ephemeral: the conversation's metadata."""
+        mode = conversation.metadata.get("retention", "full")
+        return mode if mode in inputs.RETENTION_MODES else "full"
+
+    def _retire(self, conversation: Conversation, through: int) -> tuple[str, int] | None:
+        """What a summary covering the turns through seq ``through`` does to them: nothing under
+        full retention, else (the mode, ``through``) for the store to apply with the summary."""
+        mode = self.retention(conversation)
+        return None if mode == "full" else (mode, through)
 
     def _require_summarizer(self) -> Summarizer:
         if self._summarizer is None:

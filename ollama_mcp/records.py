@@ -1,6 +1,7 @@
 """Rules every backend applies to the rows it stores and reads (no I/O): how a retried store
 recognises a note it already has, how a retried batch of messages is recognised, what a memory's
-context is, and how a text is matched literally."""
+context is, what is left of a turn an audit-only retention redacted, and how a text is matched
+literally."""
 
 from __future__ import annotations
 
@@ -27,6 +28,24 @@ def compose_context(earlier: Sequence[str], content: str) -> str:
 def content_hash(content: str) -> str:
     """sha256 of the text: how a retried store finds the note it already stored."""
     return hashlib.sha256(content.encode("utf-8")).hexdigest()
+
+
+# A turn whose conversation keeps audit-only records, once a summary covers it: its content (and
+# context) become "sha256:" and the digest of the text it had, its metadata says so under this key,
+# and it is never embedded, nor part of another memory's context. Its role, actor, addressees and
+# time stay. (The store writes the digest from its content_hash column: the SQL spells the prefix.)
+REDACTED = "redacted"
+REDACTED_PREFIX = "sha256:"
+
+
+def is_redacted(memory: Memory) -> bool:
+    return REDACTED in memory.metadata
+
+
+def own_context(memory: Memory) -> bool:
+    """Whether a memory's context is its content alone: summaries (not part of the transcript's
+    flow) and redacted turns (their text is gone)."""
+    return memory.kind == "summary" or is_redacted(memory)
 
 
 def is_retry(latest: Sequence[Memory], batch: Sequence[Memory], since: str) -> bool:

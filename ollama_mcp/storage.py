@@ -155,11 +155,15 @@ class Storage(Protocol):
         """Give up on a job, keeping the reason; a summary that will not come is marked failed."""
 
     async def finish_job(
-        self, job: Job, now: str, *, summary: Memory | None = None, rolling: tuple[Memory, int] | None = None
-    ) -> list[int]:
+        self, job: Job, now: str, *, summary: Memory | None = None, rolling: tuple[Memory, int] | None = None,
+        retire: tuple[str, int] | None = None,
+    ) -> tuple[list[int], list[int]]:
         """Mark a job done in one transaction with what it produced: a conversation ``summary``
         memory, or a ``rolling`` (summary memory, message seq it covers through) that replaces the
-        previous rolling summary's memory; returns the seqs of the memories that went."""
+        previous rolling summary's memory. With ``retire`` (a retention mode, audit-only or
+        ephemeral, and the seq the summary covers turns through) the covered turns are redacted or
+        deleted with it. Returns the seqs of the memories that went (or lost their text and
+        vectors) and those of the memories whose context was rewritten."""
 
     # -- agent audit ---------------------------------------------------------------------
 

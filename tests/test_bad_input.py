@@ -103,7 +103,7 @@ CASES: list[tuple[str, dict[str, Any], str]] = [
     ("init_conversation", {"metadata": {"compaction": {"everyTurn": True}}},
      "metadata.compaction.everyTurn: is not a compaction setting; use triggerTurns, triggerTokens, strategy or summaryTokens"),
     ("init_conversation", {"metadata": {"retention": "summary_only"}},
-     "metadata.retention: is 'summary_only'; use full"),
+     "metadata.retention: is 'summary_only'; use one of full, audit-only, ephemeral"),
     ("no_such_tool", {}, "no_such_tool"),
 ]
 

@@ -10,7 +10,7 @@ from collections.abc import Sequence
 
 from ollama_mcp.domain import AuditRow, Job, JobKind, JobRecord, Memory, WriteRecord
 from ollama_mcp.postgres.base import PgStoreBase
-from ollama_mcp.postgres.rows import enqueue_job_row, execute_many, insert_memory_row
+from ollama_mcp.postgres.rows import enqueue_job_row, execute_many, insert_memory_row, retire_turns
 
 
 class JobStore(PgStoreBase):
@@ -68,15 +68,19 @@ class JobStore(PgStoreBase):
                 )
 
     async def finish_job(
-        self, job: Job, now: str, *, summary: Memory | None = None, rolling: tuple[Memory, int] | None = None
-    ) -> list[int]:
+        self, job: Job, now: str, *, summary: Memory | None = None, rolling: tuple[Memory, int] | None = None,
+        retire: tuple[str, int] | None = None,
+    ) -> tuple[list[int], list[int]]:
         """Mark a job done in one transaction with what it produced (a conversation summary, or a
         rolling summary reaching a message seq, which replaces the previous rolling summary's
-        memory). Returns the seqs of memories that went."""
-        replaced: list[int] = []
+        memory), and with ``retire`` the covered turns redacted or deleted. Returns the seqs of
+        memories that went (or lost their text) and those whose context was rewritten."""
+        gone: list[int] = []
+        contexts: list[int] = []
         async with self._transaction("store the result of background work") as conn:
             # Locked like every write to a conversation's memories (it may be gone: then nothing is).
             await conn.execute("SELECT 1 FROM conversations WHERE id = %s FOR UPDATE", (job.conversation_id,))
+            covered = summary is not None
             if summary is not None:
                 await insert_memory_row(conn, summary)
                 await conn.execute(
@@ -96,12 +100,16 @@ class JobStore(PgStoreBase):
                         " AND metadata ->> 'rolling' = 'true' RETURNING seq",
                         (job.conversation_id,),
                     )
-                    replaced = [int(row[0]) for row in await cursor.fetchall()]
+                    gone = [int(row[0]) for row in await cursor.fetchall()]
                     await insert_memory_row(conn, memory)
+                    covered = True
+            if retire is not None and covered:
+                retired, contexts = await retire_turns(conn, job.conversation_id, *retire)
+                gone += retired
             await conn.execute(
                 "UPDATE jobs SET state = 'done', lease_until = NULL, finished_at = %s WHERE id = %s", (now, job.id)
             )
-        return replaced
+        return gone, contexts
 
     async def write_records(self, since: str | None, limit: int) -> list[WriteRecord]:
         rows = await self._fetchall(

@@ -27,8 +27,9 @@ from ollama_mcp.postgres.rows import (
     memory_by_seq,
     memory_from_row,
     memory_where,
+    rewrite_followers,
 )
-from ollama_mcp.records import CONTEXT_NEIGHBOURS, compose_context, content_hash
+from ollama_mcp.records import CONTEXT_NEIGHBOURS, compose_context, content_hash, own_context
 
 
 class MemoryStore(PgStoreBase):
@@ -81,7 +82,7 @@ class MemoryStore(PgStoreBase):
                     continue
                 seen[conv].add(digest)
                 context = memory.content
-                if memory.kind != "summary":
+                if not own_context(memory):
                     context = compose_context(recent[conv], memory.content)
                     recent[conv] = [*recent[conv], memory.content][-CONTEXT_NEIGHBOURS:]
                 rows.append((memory, digest, context))
@@ -158,21 +159,5 @@ class MemoryStore(PgStoreBase):
                 {"id": memory_id},
             )
             deleted = sorted(int(row[0]) for row in await cursor.fetchall())
-            changed: list[int] = []
-            if named.kind != "summary":
-                for seq in deleted:
-                    cursor = await conn.execute(
-                        "SELECT seq, content FROM memories WHERE conversation_id = %s AND kind <> 'summary'"
-                        " AND seq > %s ORDER BY seq LIMIT %s",
-                        (named.conversation_id, seq, CONTEXT_NEIGHBOURS),
-                    )
-                    for follower, content in await cursor.fetchall():
-                        if follower in changed:
-                            continue
-                        context = compose_context(await earlier_contents(conn, named.conversation_id, follower), content)
-                        await conn.execute("UPDATE memories SET context = %s WHERE seq = %s", (context, follower))
-                        await conn.execute(
-                            "DELETE FROM memory_embeddings WHERE memory_seq = %s AND facet = 'context'", (follower,)
-                        )
-                        changed.append(int(follower))
+            changed = [] if own_context(named) else await rewrite_followers(conn, named.conversation_id, deleted)
         return named, deleted, changed

@@ -12,7 +12,7 @@ from psycopg.types.json import Jsonb
 
 from ollama_mcp.domain import Conversation, EmbeddingRow, JobKind, Memory, MemoryKind, SearchFilters, utc_now
 from ollama_mcp.errors import ConversationNotFoundError, MemoryNotFoundError
-from ollama_mcp.records import CONTEXT_NEIGHBOURS, compose_context, content_hash
+from ollama_mcp.records import CONTEXT_NEIGHBOURS, REDACTED, REDACTED_PREFIX, compose_context, content_hash, own_context
 
 CONVERSATION_COLUMNS = (
     "c.key, c.id, c.name, c.status, c.anonymous, c.created_at, c.ended_at, c.metadata, c.summary,"
@@ -23,10 +23,13 @@ MEMORY_COLUMNS = (
     " m.role, m.actor, m.tool_calls, m.tool_call_id, m.superseded_by"
 )
 MEMORY_WIDTH = 14
-# "This memory has no vector of model %(model)s for the facet": pending embeddings.
+# "This memory's text is still there" (not a turn an audit-only retention redacted).
+TEXT_KEPT = f"metadata ->> '{REDACTED}' IS NULL"
+# "This memory awaits a vector of model %(model)s for the facet": pending embeddings. (A redacted
+# turn has none and gets none.)
 MISSING_VECTOR = (
-    "NOT EXISTS (SELECT 1 FROM memory_embeddings e WHERE e.memory_seq = m.seq AND e.model = %(model)s"
-    " AND e.facet = '{}')"
+    "(NOT EXISTS (SELECT 1 FROM memory_embeddings e WHERE e.memory_seq = m.seq AND e.model = %(model)s"
+    f" AND e.facet = '{{}}') AND m.metadata ->> '{REDACTED}' IS NULL)"
 )
 ALL_KINDS = frozenset({"note", "message", "summary"})
 
@@ -49,7 +52,7 @@ async def insert_memory_row(conn: psycopg.AsyncConnection, memory: Memory, *, co
     """Insert the row (with its context) and return its seq; None when an identical current note
     exists (the unique index decides, so concurrent retries cannot both insert)."""
     context = memory.content
-    if memory.kind != "summary":
+    if not own_context(memory):
         context = compose_context(await earlier_contents(conn, memory.conversation_id, context_before), memory.content)
     cursor = await conn.execute(
         "INSERT INTO memories (id, conversation_id, kind, role, actor, tool_calls, tool_call_id, content,"
@@ -67,13 +70,70 @@ async def insert_memory_row(conn: psycopg.AsyncConnection, memory: Memory, *, co
 
 async def earlier_contents(conn: psycopg.AsyncConnection, conversation_id: str, before_seq: int | None = None) -> list[str]:
     """The texts of the CONTEXT_NEIGHBOURS memories before ``before_seq`` (default: the latest),
-    oldest first; summaries are not part of anyone's context."""
+    oldest first; summaries and redacted turns are not part of anyone's context."""
     cursor = await conn.execute(
-        "SELECT content FROM memories WHERE conversation_id = %s AND kind <> 'summary' AND seq < %s"
+        f"SELECT content FROM memories WHERE conversation_id = %s AND kind <> 'summary' AND seq < %s AND {TEXT_KEPT}"
         " ORDER BY seq DESC LIMIT %s",
         (conversation_id, before_seq if before_seq is not None else 2**62, CONTEXT_NEIGHBOURS),
     )
     return [row[0] for row in reversed(await cursor.fetchall())]
+
+
+async def rewrite_followers(conn: psycopg.AsyncConnection, conversation_id: str, gone: Sequence[int]) -> list[int]:
+    """The memories that had one of the memories ``gone`` (just deleted or redacted) among their
+    context's neighbours get a context without it, and lose their context vectors (the backfill
+    computes new ones). Returns their seqs."""
+    changed: list[int] = []
+    for seq in sorted(gone):
+        cursor = await conn.execute(
+            f"SELECT seq, content, context FROM memories WHERE conversation_id = %s AND kind <> 'summary' AND seq > %s"
+            f" AND {TEXT_KEPT} ORDER BY seq LIMIT %s",
+            (conversation_id, seq, CONTEXT_NEIGHBOURS),
+        )
+        for follower, content, old in await cursor.fetchall():
+            if follower in changed:
+                continue
+            context = compose_context(await earlier_contents(conn, conversation_id, follower), content)
+            if context == old:
+                continue
+            await conn.execute("UPDATE memories SET context = %s WHERE seq = %s", (context, follower))
+            await conn.execute("DELETE FROM memory_embeddings WHERE memory_seq = %s AND facet = 'context'", (follower,))
+            changed.append(int(follower))
+    return changed
+
+
+async def retire_turns(
+    conn: psycopg.AsyncConnection, conversation_id: str, retention: str, through: int
+) -> tuple[list[int], list[int]]:
+    """Apply an ``audit-only`` or ``ephemeral`` retention to the conversation's turns up to seq
+    ``through`` (those a summary covers now): see the SQLite store's ``retire_turns``. The caller
+    holds the conversation's lock. Returns (the seqs redacted or deleted, the seqs whose context
+    was rewritten)."""
+    cursor = await conn.execute(
+        f"SELECT seq, metadata ? 'to' FROM memories WHERE conversation_id = %s AND kind = 'message' AND seq <= %s"
+        f" AND {TEXT_KEPT} ORDER BY seq",
+        (conversation_id, through),
+    )
+    rows = await cursor.fetchall()
+    seqs = [int(row[0]) for row in rows]
+    if not seqs:
+        return [], []
+    if retention == "ephemeral":
+        await conn.execute("DELETE FROM memories WHERE seq = ANY(%s)", (seqs,))
+        if any(row[1] for row in rows):
+            await conn.execute(
+                "UPDATE conversations SET metadata = metadata || '{\"private_turns\": true}' WHERE id = %s",
+                (conversation_id,),
+            )
+    else:
+        await conn.execute(
+            f"UPDATE memories SET content = '{REDACTED_PREFIX}' || content_hash, context = '{REDACTED_PREFIX}' || content_hash,"
+            f" tool_calls = NULL, metadata = metadata || jsonb_build_object('{REDACTED}', %s::text)"
+            " WHERE seq = ANY(%s)",
+            (retention, seqs),
+        )
+        await conn.execute("DELETE FROM memory_embeddings WHERE memory_seq = ANY(%s)", (seqs,))
+    return seqs, await rewrite_followers(conn, conversation_id, seqs)
 
 
 async def latest_version(conn: psycopg.AsyncConnection, memory_id: str) -> str:

@@ -20,7 +20,7 @@ from ollama_mcp.postgres.rows import (
     memory_by_seq,
     memory_from_row,
 )
-from ollama_mcp.records import CONTEXT_NEIGHBOURS, compose_context, content_hash, is_retry
+from ollama_mcp.records import CONTEXT_NEIGHBOURS, compose_context, content_hash, is_retry, own_context
 
 
 class TranscriptStore(PgStoreBase):
@@ -132,7 +132,7 @@ class TranscriptStore(PgStoreBase):
             rows = []
             for m in memories:
                 context = m.content
-                if m.kind != "summary":
+                if not own_context(m):
                     context = compose_context(recent, m.content)
                     recent = [*recent, m.content][-CONTEXT_NEIGHBOURS:]
                 rows.append((

@@ -16,6 +16,7 @@ from ollama_mcp.store.base import StoreBase
 from ollama_mcp.store.rows import (
     enqueue_job_row,
     insert_memory_row,
+    retire_turns,
 )
 
 
@@ -74,13 +75,18 @@ class JobStore(StoreBase):
                 )
 
     async def finish_job(
-        self, job: Job, now: str, *, summary: Memory | None = None, rolling: tuple[Memory, int] | None = None
-    ) -> list[int]:
+        self, job: Job, now: str, *, summary: Memory | None = None, rolling: tuple[Memory, int] | None = None,
+        retire: tuple[str, int] | None = None,
+    ) -> tuple[list[int], list[int]]:
         """Mark a job done with what it produced, in one transaction: a conversation summary
         (stored as a memory too) or a rolling summary reaching a message seq, which replaces the
-        previous rolling summary's memory. Returns the seqs of memories that went."""
-        replaced: list[int] = []
+        previous rolling summary's memory; with ``retire`` (a retention mode and the seq the new
+        summary covers turns through), the covered turns are redacted or deleted. Returns the seqs
+        of memories that went (or lost their text) and those whose context was rewritten."""
+        gone: list[int] = []
+        contexts: list[int] = []
         async with self._transaction("store the result of background work") as conn:
+            covered = summary is not None
             if summary is not None:
                 await insert_memory_row(conn, summary)
                 await conn.execute(
@@ -100,12 +106,16 @@ class JobStore(StoreBase):
                         " AND json_extract(metadata, '$.rolling') = 1 RETURNING seq",
                         (job.conversation_id,),
                     )).fetchall()
-                    replaced = [int(row[0]) for row in rows]
+                    gone = [int(row[0]) for row in rows]
                     await insert_memory_row(conn, memory)
+                    covered = True
+            if retire is not None and covered:
+                retired, contexts = await retire_turns(conn, job.conversation_id, *retire)
+                gone += retired
             await conn.execute(
                 "UPDATE jobs SET state = 'done', lease_until = NULL, finished_at = ? WHERE id = ?", (now, job.id)
             )
-        return replaced
+        return gone, contexts
 
     async def write_records(self, since: str | None, limit: int) -> list[WriteRecord]:
         rows = await self._fetchall(

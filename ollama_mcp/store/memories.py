@@ -22,7 +22,6 @@ from ollama_mcp.store.rows import (
     MEMORY_COLUMNS,
     compose_context,
     content_hash,
-    context_of,
     conversation_status,
     dump_json,
     earlier_contents,
@@ -32,6 +31,8 @@ from ollama_mcp.store.rows import (
     memory_by_id,
     memory_by_seq,
     memory_from_row,
+    own_context,
+    rewrite_followers,
 )
 
 
@@ -90,7 +91,7 @@ class MemoryStore(StoreBase):
                     continue
                 seen[conv].add(digest)
                 context = memory.content
-                if memory.kind != "summary":
+                if not own_context(memory):
                     context = compose_context(recent[conv], memory.content)
                     recent[conv] = [*recent[conv], memory.content][-CONTEXT_NEIGHBOURS:]
                 rows.append((memory, digest, context))
@@ -183,21 +184,5 @@ class MemoryStore(StoreBase):
             await conn.execute(
                 "DELETE FROM memories WHERE seq IN (SELECT value FROM json_each(?))", (json.dumps(deleted),)
             )
-            changed: list[int] = []
-            if named.kind != "summary":
-                for seq in deleted:
-                    followers = await (await conn.execute(
-                        "SELECT seq, content FROM memories WHERE conversation_id = ? AND kind != 'summary'"
-                        " AND seq > ? ORDER BY seq LIMIT ?",
-                        (named.conversation_id, seq, CONTEXT_NEIGHBOURS),
-                    )).fetchall()
-                    for follower, content in followers:
-                        if follower in changed:
-                            continue
-                        context = await context_of(conn, named.conversation_id, content, before_seq=follower)
-                        await conn.execute("UPDATE memories SET context = ? WHERE seq = ?", (context, follower))
-                        await conn.execute(
-                            "DELETE FROM memory_embeddings WHERE memory_seq = ? AND facet = 'context'", (follower,)
-                        )
-                        changed.append(follower)
+            changed = [] if own_context(named) else await rewrite_followers(conn, named.conversation_id, deleted)
         return named, deleted, changed

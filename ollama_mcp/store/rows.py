@@ -20,7 +20,15 @@ from ollama_mcp.errors import (
     ConversationNotFoundError,
     MemoryNotFoundError,
 )
-from ollama_mcp.records import CONTEXT_NEIGHBOURS, compose_context, content_hash, dump_json
+from ollama_mcp.records import (
+    CONTEXT_NEIGHBOURS,
+    REDACTED,
+    REDACTED_PREFIX,
+    compose_context,
+    content_hash,
+    dump_json,
+    own_context,
+)
 
 KIND_CODES: dict[str, int] = {"note": 0, "message": 1, "summary": 2}
 FACET_CODES: dict[str, int] = {"content": 0, "context": 1}
@@ -36,9 +44,13 @@ KEPT_CHANGES = 10_000
 # AUTOINCREMENT counter of memory_changes (not max(id), which pruning the log would lower).
 NEWEST_SEQ = "(SELECT coalesce(max(seq), 0) FROM memories)"
 NEWEST_CHANGE = "(SELECT coalesce(max(seq), 0) FROM sqlite_sequence WHERE name = 'memory_changes')"
-# "This memory has no vector of model ?1 for the facet": pending embeddings, everywhere.
+# "This memory's text is still there" (not a turn an audit-only retention redacted).
+TEXT_KEPT = f"json_extract(metadata, '$.{REDACTED}') IS NULL"
+# "This memory awaits a vector of model ?1 for the facet": pending embeddings, everywhere. (A
+# redacted turn has none and gets none: the second test runs only for memories lacking one.)
 MISSING_VECTOR = (
-    "NOT EXISTS (SELECT 1 FROM memory_embeddings e WHERE e.memory_seq = m.seq AND e.model = ?1 AND e.facet = '{}')"
+    "(NOT EXISTS (SELECT 1 FROM memory_embeddings e WHERE e.memory_seq = m.seq AND e.model = ?1 AND e.facet = '{}')"
+    f" AND json_extract(m.metadata, '$.{REDACTED}') IS NULL)"
 )
 CONVERSATION_COLUMNS = (
     "c.rowid, c.id, c.name, c.status, c.anonymous, c.created_at, c.ended_at, c.metadata, c.summary,"
@@ -64,7 +76,7 @@ async def insert_memory_row(
     """Insert the row (with its context: the memories before it, or before seq ``context_before``)
     and its tags; None when an identical current note already exists."""
     context = memory.content
-    if memory.kind != "summary":
+    if not own_context(memory):
         context = await context_of(conn, memory.conversation_id, memory.content, before_seq=context_before)
     cursor = await conn.execute(
         "INSERT INTO memories (id, conversation_id, kind, role, actor, tool_calls, tool_call_id, content,"
@@ -111,13 +123,71 @@ async def context_of(conn: aiosqlite.Connection, conversation_id: str, content: 
 
 async def earlier_contents(conn: aiosqlite.Connection, conversation_id: str, before_seq: int | None = None) -> list[str]:
     """The texts of the CONTEXT_NEIGHBOURS memories before ``before_seq`` (default: the latest),
-    oldest first; summaries are not part of anyone's context."""
+    oldest first; summaries and redacted turns are not part of anyone's context."""
     rows = await (await conn.execute(
-        "SELECT content FROM memories WHERE conversation_id = ? AND kind != 'summary' AND seq < ?"
+        f"SELECT content FROM memories WHERE conversation_id = ? AND kind != 'summary' AND seq < ? AND {TEXT_KEPT}"
         " ORDER BY seq DESC LIMIT ?",
         (conversation_id, before_seq if before_seq is not None else 2**62, CONTEXT_NEIGHBOURS),
     )).fetchall()
     return [row[0] for row in reversed(list(rows))]
+
+
+async def rewrite_followers(conn: aiosqlite.Connection, conversation_id: str, gone: Sequence[int]) -> list[int]:
+    """The memories that had one of the memories ``gone`` (just deleted or redacted) among their
+    context's neighbours get a context without it, and lose their context vectors (the backfill
+    computes new ones). Returns their seqs."""
+    changed: list[int] = []
+    for seq in sorted(gone):
+        followers = await (await conn.execute(
+            f"SELECT seq, content, context FROM memories WHERE conversation_id = ? AND kind != 'summary' AND seq > ?"
+            f" AND {TEXT_KEPT} ORDER BY seq LIMIT ?",
+            (conversation_id, seq, CONTEXT_NEIGHBOURS),
+        )).fetchall()
+        for follower, content, old in followers:
+            if follower in changed:
+                continue
+            context = await context_of(conn, conversation_id, content, before_seq=follower)
+            if context == old:
+                continue
+            await conn.execute("UPDATE memories SET context = ? WHERE seq = ?", (context, follower))
+            await conn.execute("DELETE FROM memory_embeddings WHERE memory_seq = ? AND facet = 'context'", (follower,))
+            changed.append(int(follower))
+    return changed
+
+
+async def retire_turns(
+    conn: aiosqlite.Connection, conversation_id: str, retention: str, through: int
+) -> tuple[list[int], list[int]]:
+    """Apply an ``audit-only`` or ``ephemeral`` retention to the conversation's turns up to seq
+    ``through`` (those a summary covers now): redact them (REDACTED_PREFIX and their digest, no
+    vectors, no tool calls) or delete them. Once a turn addressed to some participants only is
+    deleted, the conversation says so (``private_turns``: participants' views stay private).
+    Returns (the seqs redacted or deleted, the seqs whose context was rewritten)."""
+    rows = await (await conn.execute(
+        f"SELECT seq, json_extract(metadata, '$.to') IS NOT NULL FROM memories WHERE conversation_id = ?"
+        f" AND kind = 'message' AND seq <= ? AND {TEXT_KEPT} ORDER BY seq",
+        (conversation_id, through),
+    )).fetchall()
+    seqs = [int(row[0]) for row in rows]
+    if not seqs:
+        return [], []
+    chosen = json.dumps(seqs)
+    if retention == "ephemeral":
+        await conn.execute("DELETE FROM memories WHERE seq IN (SELECT value FROM json_each(?))", (chosen,))
+        if any(row[1] for row in rows):
+            await conn.execute(
+                "UPDATE conversations SET metadata = json_set(metadata, '$.private_turns', json('true')) WHERE id = ?",
+                (conversation_id,),
+            )
+    else:
+        await conn.execute(
+            f"UPDATE memories SET content = '{REDACTED_PREFIX}' || content_hash, context = '{REDACTED_PREFIX}' || content_hash,"
+            f" tool_calls = NULL, metadata = json_set(metadata, '$.{REDACTED}', ?)"
+            " WHERE seq IN (SELECT value FROM json_each(?))",
+            (retention, chosen),
+        )
+        await conn.execute("DELETE FROM memory_embeddings WHERE memory_seq IN (SELECT value FROM json_each(?))", (chosen,))
+    return seqs, await rewrite_followers(conn, conversation_id, seqs)
 
 
 async def memory_by_id(conn: aiosqlite.Connection, memory_id: str) -> Memory:

@@ -30,6 +30,7 @@ from ollama_mcp.store.rows import (
     insert_memory_row,
     memory_by_seq,
     memory_from_row,
+    own_context,
 )
 
 
@@ -144,7 +145,7 @@ class TranscriptStore(StoreBase):
             rows = []
             for m in memories:
                 context = m.content
-                if m.kind != "summary":
+                if not own_context(m):
                     context = compose_context(recent, m.content)
                     recent = [*recent, m.content][-CONTEXT_NEIGHBOURS:]
                 rows.append((
