@@ -11,7 +11,8 @@ from __future__ import annotations
 
 import importlib
 import logging
-from collections.abc import AsyncIterator, Iterator
+import re
+from collections.abc import AsyncIterator, Callable, Iterator
 from contextlib import asynccontextmanager, contextmanager
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Annotated, Any, Literal, cast
@@ -22,6 +23,8 @@ from mcp.server import MCPServer
 from mcp.server.auth.middleware.auth_context import get_access_token
 from mcp.server.auth.provider import AccessToken
 from mcp.server.auth.settings import AuthSettings
+from mcp.server.context import ServerRequestContext
+from mcp.server.lowlevel.server import NotificationOptions
 from mcp.server.mcpserver import (
     AcceptedElicitation,
     AssistantMessage,
@@ -35,16 +38,28 @@ from mcp.server.mcpserver.exceptions import (
     ToolError,
 )
 from mcp.server.mcpserver.prompts.base import Message
+from mcp.server.subscriptions import InMemorySubscriptionBus, ListenHandler
 from mcp.shared.exceptions import MCPError, NoBackChannelError
+from mcp.shared.subscriptions import ResourcesListChanged, ResourceUpdated, ServerEvent
 from mcp.types import CallToolResult, TextContent, ToolAnnotations
 from mcp.types import Tool as MCPTool
-from mcp_types import INTERNAL_ERROR, INVALID_PARAMS
+from mcp_types import (
+    INTERNAL_ERROR,
+    INVALID_PARAMS,
+    EmptyResult,
+    SubscribeRequestParams,
+    SubscriptionsListenRequestParams,
+    SubscriptionsListenResult,
+    UnsubscribeRequestParams,
+)
 from pydantic import AnyHttpUrl, BaseModel, Field
 
 from ollama_mcp import __version__, audit, caller, tokens
 from ollama_mcp.config import LOCAL_PRINCIPAL, Settings
 from ollama_mcp.errors import ConfigError, InvalidInputError, NotFoundError, OllamaMcpError
+from ollama_mcp.inputs import conversation_id as checked_conversation_id
 from ollama_mcp.inputs import conversation_query, search_request
+from ollama_mcp.live import Watch, Watches
 from ollama_mcp.results import (
     AgentReply,
     ConversationCreated,
@@ -69,6 +84,7 @@ if TYPE_CHECKING:
     from ollama_mcp.app import App
     from ollama_mcp.domain import AccessToken as Token
     from ollama_mcp.domain import Conversation, ConversationShare, Memory
+    from ollama_mcp.storage import Storage
 
 log = logging.getLogger(__name__)
 
@@ -309,6 +325,7 @@ def build_server(settings: Settings | ConfigError, *, public_url: str | None = N
     With ``public_url`` (the HTTP server with tokens: ``http``), every request must carry a bearer
     token, and the server publishes its protected-resource metadata for that URL."""
     running = RunningApps()  # the lifespan's apps, for the static resource, the token check and /ui
+    watches = Watches()  # the subscribers to resources, and the loop that tells them what changed
 
     @asynccontextmanager
     async def lifespan(_server: MCPServer) -> AsyncIterator[_Principals]:
@@ -316,6 +333,7 @@ def build_server(settings: Settings | ConfigError, *, public_url: str | None = N
             principals = _Principals(settings, tasks, sharing=public_url is not None)
             principals.own()  # opened now, not at the first call
             running.started(principals)
+            tasks.start_soon(watches.run)
             try:
                 yield principals
             finally:
@@ -331,6 +349,7 @@ def build_server(settings: Settings | ConfigError, *, public_url: str | None = N
         token_verifier=verifier,
     )
     server.apps = running
+    _serve_live_updates(server, watches)
     confirm_timeout = settings.agent_confirm_timeout if isinstance(settings, Settings) else CONFIRM_TIMEOUT
 
     @server.tool(annotations=_WRITE)
@@ -707,8 +726,9 @@ def _addressed(message: Memory) -> str:
 
 @contextmanager
 def _prompt_errors() -> Iterator[None]:
-    """Prompts: the SDK turns any exception but an MCPError into "Internal server error", so
-    ours become MCPErrors that carry their text (bad input and a missing item: invalid params)."""
+    """Prompts and subscriptions: the SDK turns any exception but an MCPError into "Internal
+    server error", so ours become MCPErrors that carry their text (bad input and a missing item:
+    invalid params)."""
     try:
         yield
     except (InvalidInputError, NotFoundError) as exc:
@@ -726,3 +746,146 @@ def _resource_errors() -> Iterator[None]:
         raise ResourceNotFoundError(str(exc)) from exc
     except OllamaMcpError as exc:
         raise ResourceError(str(exc)) from exc
+
+
+# -- live updates: resource subscriptions of both protocol eras over ``live.Watches`` ---------------
+
+LIST_URI = "memory://conversations"
+_CONVERSATION_URI = re.compile(r"memory://conversations/([^/]+)(?:/.*)?")  # a conversation, its pages, its history
+
+
+def _serve_live_updates(server: _CompactServer, watches: Watches) -> None:
+    """Serve ``resources/subscribe`` and ``resources/unsubscribe`` (2025 protocol: notifications
+    on the session) and ``subscriptions/listen`` (2026: a stream per listen request), each as
+    watches of the conversations the subscribed URIs show; and announce ``listChanged``."""
+    lowlevel = server._lowlevel_server  # noqa: SLF001 - the SDK's documented seam for raw handlers
+    legacy: dict[tuple[object, str], Watch] = {}  # (client connection, uri) -> its watch
+
+    async def subscribe(ctx: ServerRequestContext[Any, Any], params: SubscribeRequestParams) -> EmptyResult:
+        uri, session = str(params.uri), ctx.session
+        for key in [k for k, w in legacy.items() if w not in watches]:  # dropped: its client went away
+            del legacy[key]
+        if (_connection_of(session), uri) in legacy:
+            return EmptyResult()
+        with _prompt_errors():
+            app, conversation = await _watch_target(cast(_Principals, ctx.lifespan_context), uri, "uri")
+
+            async def send(target: str | None) -> None:
+                if target is None:
+                    await session.send_resource_list_changed()
+                await session.send_resource_updated(uri)
+
+            watch = Watch(app.store, frozenset([conversation] if conversation else []), conversation is None, send)
+            await watches.add(watch)
+        legacy[(_connection_of(session), uri)] = watch
+        return EmptyResult()
+
+    async def unsubscribe(ctx: ServerRequestContext[Any, Any], params: UnsubscribeRequestParams) -> EmptyResult:
+        watch = legacy.pop((_connection_of(ctx.session), str(params.uri)), None)
+        if watch is not None:
+            watches.remove(watch)
+        return EmptyResult()
+
+    async def listen(
+        ctx: ServerRequestContext[Any, Any], params: SubscriptionsListenRequestParams
+    ) -> SubscriptionsListenResult:
+        principals = cast(_Principals, ctx.lifespan_context)
+        wanted = params.notifications
+        uris = list(wanted.resource_subscriptions or ())
+        bus = _StreamBus()
+        uris_of: dict[str | None, list[str]] = {}
+        interest: dict[Storage, tuple[set[str], list[bool]]] = {}
+        added: list[Watch] = []
+        try:
+            with _prompt_errors():
+                for i, uri in enumerate(uris):
+                    app, conversation = await _watch_target(principals, uri, f"notifications.resourceSubscriptions[{i}]")
+                    uris_of.setdefault(conversation, []).append(uri)
+                    ids, listing = interest.setdefault(app.store, (set(), [False]))
+                    if conversation is None:
+                        listing[0] = True
+                    else:
+                        ids.add(conversation)
+                if wanted.resources_list_changed:
+                    own = await principals.holder(_caller(None, principals.default_principal).principal).app()
+                    interest.setdefault(own.store, (set(), [False]))[1][0] = True
+
+                async def send(target: str | None) -> None:
+                    for uri in uris_of.get(target, ()):
+                        await bus.publish(ResourceUpdated(uri=uri))
+                    if target is None and wanted.resources_list_changed:
+                        await bus.publish(ResourcesListChanged())
+
+                for store, (ids, listing) in interest.items():
+                    watch = Watch(store, frozenset(ids), listing[0], send)
+                    await watches.add(watch)
+                    added.append(watch)
+            return await ListenHandler(bus)(ctx, params)
+        finally:
+            for watch in added:
+                watches.remove(watch)
+
+    lowlevel.add_request_handler("resources/subscribe", SubscribeRequestParams, subscribe)
+    lowlevel.add_request_handler("resources/unsubscribe", UnsubscribeRequestParams, unsubscribe)
+    lowlevel.add_request_handler("subscriptions/listen", SubscriptionsListenRequestParams, listen)
+    # The 2025 handshake announces resources' listChanged only when told to; every transport
+    # (stdio, HTTP, the in-memory client) builds its options through this method.
+    plain_options = lowlevel.create_initialization_options
+
+    def announce_list_changed(notification_options: NotificationOptions | None = None, *args: Any, **kwargs: Any) -> Any:
+        return plain_options(notification_options or NotificationOptions(resources_changed=True), *args, **kwargs)
+
+    lowlevel.create_initialization_options = announce_list_changed  # type: ignore[method-assign]
+
+
+def _connection_of(session: Any) -> object:
+    """The client connection a request's session belongs to: the SDK makes a session per request
+    (its notifications without a request id go out on the connection's own channel)."""
+    return getattr(session, "_connection", session)
+
+
+async def _watch_target(principals: _Principals, uri: str, field: str) -> tuple[App, str | None]:
+    """The app whose store holds what ``uri`` shows and its conversation (None: the list), once
+    the caller may read it: a subscription to what one may not read, or what does not exist, is
+    refused as a read would be."""
+    principal = _caller(None, principals.default_principal).principal
+    if uri == LIST_URI:
+        return await principals.holder(principal).app(), None
+    match = _CONVERSATION_URI.fullmatch(uri)
+    if match is None:
+        raise InvalidInputError(
+            field, f"is {uri!r}, which this server does not serve",
+            f"subscribe to {LIST_URI} (the list) or {LIST_URI}/{{conversation_id}}",
+        )
+    conversation = checked_conversation_id(field, match[1])
+    assert conversation is not None, "the pattern matched a non-empty id"
+    try:
+        app = await _serving(principals, principal, conversation, "read", "subscribe to it")
+        await app.store.get_conversation(conversation)
+    except NotFoundError:
+        raise InvalidInputError(
+            field, f"names no conversation that exists ({conversation})", "call list_conversations to see the ids"
+        ) from None
+    return app, conversation
+
+
+class _StreamBus(InMemorySubscriptionBus):
+    """One listen stream's bus: what is published before the SDK's handler subscribes to it
+    (between the watch's first read and the acknowledgement) is kept and handed over then."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._early: list[ServerEvent] | None = []
+
+    async def publish(self, event: ServerEvent) -> None:
+        if self._early is not None:
+            self._early.append(event)
+            return
+        await super().publish(event)
+
+    def subscribe(self, listener: Callable[[ServerEvent], None]) -> Callable[[], None]:
+        unsubscribe = super().subscribe(listener)
+        early, self._early = self._early or [], None
+        for event in early:
+            listener(event)
+        return unsubscribe

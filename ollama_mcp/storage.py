@@ -72,6 +72,13 @@ class Storage(Protocol):
     async def has_other_conversations(self, conversation_id: str) -> bool:
         """Whether any conversation besides this one exists (one index probe)."""
 
+    async def change_marks(self, conversation_ids: Sequence[str]) -> dict[str, tuple[Any, ...]]:
+        """For each of the conversations that exists, a mark that changes whenever it or its
+        memories change, whoever writes (live updates compare them)."""
+
+    async def conversations_mark(self) -> tuple[Any, ...]:
+        """A mark that changes whenever a conversation is created, deleted or ended."""
+
     async def expired_conversations(self, now: str, inactive_before: str | None) -> list[str]:
         """Conversations past their own expiry, or (with ``inactive_before``) untouched since then."""
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 from psycopg.types.json import Jsonb
@@ -111,6 +112,25 @@ class ConversationStore(PgStoreBase):
     async def conversation_ids(self) -> list[str]:
         rows = await self._fetchall("SELECT id FROM conversations ORDER BY created_at, key", (), "list conversations")
         return [row[0] for row in rows]
+
+    async def change_marks(self, conversation_ids: Sequence[str]) -> dict[str, tuple[Any, ...]]:
+        """For each of the conversations that exists, a mark that changes whenever it or its
+        memories change, whichever instance writes (see the SQLite store)."""
+        rows = await self._fetchall(
+            "SELECT c.id, c.status, c.summary_status, c.summarized_through, count(m.seq), max(m.seq)"
+            " FROM conversations c LEFT JOIN memories m ON m.conversation_id = c.id"
+            " WHERE c.id = ANY(%s) GROUP BY c.id",
+            (list(conversation_ids),), "read what changed",
+        )
+        return {row[0]: tuple(row[1:]) for row in rows}
+
+    async def conversations_mark(self) -> tuple[Any, ...]:
+        """A mark that changes whenever a conversation is created, deleted or ended."""
+        rows = await self._fetchall(
+            "SELECT count(*), coalesce(max(key), 0), count(*) FILTER (WHERE status = 'completed') FROM conversations",
+            (), "read what changed",
+        )
+        return tuple(rows[0])
 
     async def has_other_conversations(self, conversation_id: str) -> bool:
         rows = await self._fetchall(

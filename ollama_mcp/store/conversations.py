@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+from collections.abc import Sequence
 from typing import Any
 
 from ollama_mcp.domain import (
@@ -137,6 +139,26 @@ class ConversationStore(StoreBase):
             "SELECT id FROM conversations ORDER BY created_at, rowid", (), "list conversations"
         )
         return [row[0] for row in rows]
+
+    async def change_marks(self, conversation_ids: Sequence[str]) -> dict[str, tuple[Any, ...]]:
+        """For each of the conversations that exists, a mark that changes whenever it or its
+        memories change, whoever writes: status, summary state, how far it is summarized, and its
+        memories' count and newest seq (a redaction comes with a new summary)."""
+        rows = await self._fetchall(
+            "SELECT c.id, c.status, c.summary_status, c.summarized_through, count(m.seq), max(m.seq)"
+            " FROM conversations c LEFT JOIN memories m ON m.conversation_id = c.id"
+            " WHERE c.id IN (SELECT value FROM json_each(?)) GROUP BY c.id",
+            (json.dumps(list(conversation_ids)),), "read what changed",
+        )
+        return {row[0]: tuple(row[1:]) for row in rows}
+
+    async def conversations_mark(self) -> tuple[Any, ...]:
+        """A mark that changes whenever a conversation is created, deleted or ended."""
+        rows = await self._fetchall(
+            "SELECT count(*), coalesce(max(rowid), 0), coalesce(sum(status = 'completed'), 0) FROM conversations",
+            (), "read what changed",
+        )
+        return tuple(rows[0])
 
     async def has_other_conversations(self, conversation_id: str) -> bool:
         rows = await self._fetchall(
