@@ -167,3 +167,42 @@ async def test_a_subscriber_over_stdio_hears_what_another_process_writes_to_the_
                 assert await next_event(sub) == ResourcesListChanged()
                 page = (await watcher.read_resource(f"{uri}/history")).contents[0].text  # type: ignore[union-attr]
                 assert "from the other process" in page
+
+
+@pytest.mark.parametrize("mode", ["auto", "legacy"])
+async def test_over_http_a_principal_hears_only_its_own_conversations(settings: Settings, mode: str) -> None:
+    from ollama_mcp import admin
+    from tests.test_http import client, serving
+
+    _, alice_token = await admin.create_token(settings, "alice-laptop", "alice")
+    _, bob_token = await admin.create_token(settings, "bob", None)
+    inbox: list[ServerNotification] = []
+
+    async def handler(message: Any) -> None:
+        if isinstance(message, ServerNotification):
+            inbox.append(message)
+
+    async with serving(settings) as url, client(url, alice_token, mode, message_handler=handler) as alice, \
+            client(url, bob_token, mode) as bob:
+        conv = (await call(alice, "init_conversation", name="alice's"))["conversation_id"]
+        uri = f"memory://conversations/{conv}"
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            if mode == "legacy":
+                with pytest.raises(MCPError, match="^uri: names no conversation that exists"):
+                    await bob.subscribe_resource(uri)  # alice's conversation is not bob's to watch
+                await alice.subscribe_resource(uri)
+                await alice.subscribe_resource("memory://conversations")
+                await call(bob, "init_conversation", name="bob's")  # bob's list is not alice's
+                await call(alice, "store_memory", content="heard over http")
+                got = await wait_for(inbox, 1)
+                assert [(type(n), n.params.uri) for n in got] == [(ResourceUpdatedNotification, uri)]
+                return
+        with pytest.raises(MCPError, match=r"^notifications.resourceSubscriptions\[0\]: names no conversation"):
+            async with bob.listen(resource_subscriptions=[uri]):
+                pass
+        async with alice.listen(resource_subscriptions=[uri], resources_list_changed=True) as sub:
+            await call(bob, "init_conversation", name="bob's")
+            await no_event(sub)
+            await call(alice, "store_memory", content="heard over http")
+            assert await next_event(sub) == ResourceUpdated(uri=uri)
