@@ -89,6 +89,13 @@ class MemoryService:
 
     async def init_conversation(self, name: object = None, metadata: object = None) -> Conversation:
         meta = inputs.conversation_metadata("metadata", metadata)
+        if meta.get("retention", "full") != "full" and not self._summaries:
+            raise InvalidInputError(
+                "metadata.retention", f"is {meta['retention']!r}, but no chat model is configured "
+                "(OLLAMA_MCP_CHAT_MODEL=none): no summary would ever cover a turn, so every turn would be kept",
+                "set OLLAMA_MCP_CHAT_MODEL to a chat model such as qwen2.5:3b, or use ttl_hours to delete the "
+                "conversation after a time",
+            )
         now = datetime.now(UTC)
         ttl = inputs.ttl_hours("metadata.ttl_hours", meta.get("ttl_hours"))
         expires_at = None if ttl is None else format_timestamp(now + timedelta(hours=ttl))

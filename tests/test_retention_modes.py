@@ -225,3 +225,18 @@ async def test_audit_only_through_mcp_shows_digests_in_the_history_after_the_end
         assert db.rows("SELECT tool_calls FROM memories WHERE role = 'assistant'") == [(None,)]
         found = await call(client, "search_all_conversations", query="tangerine release")
         assert [hit["kind"] for hit in found["results"]] == ["summary"]
+
+
+async def test_a_retention_that_needs_summaries_is_refused_without_a_chat_model(
+    settings: Settings, db: Database
+) -> None:
+    from dataclasses import replace
+
+    from ollama_mcp.errors import InvalidInputError
+
+    async with open_app(replace(settings, chat_model=None), background=False) as app:
+        for mode in ("audit-only", "ephemeral"):
+            with pytest.raises(InvalidInputError, match=f"^metadata.retention: is '{mode}', but no chat model"):
+                await app.service.init_conversation("x", {"retention": mode})
+        assert db.count("SELECT count(*) FROM conversations") == 0
+        assert (await app.service.init_conversation("kept whole", {"retention": "full"})).metadata["retention"] == "full"
