@@ -15,12 +15,14 @@ from __future__ import annotations
 import logging
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import anyio
 
 from ollama_mcp.errors import OllamaMcpError
-from ollama_mcp.storage import Storage
+
+if TYPE_CHECKING:  # the server imports this module on the handshake path: no numpy there
+    from ollama_mcp.storage import Storage
 
 log = logging.getLogger(__name__)
 
