@@ -34,13 +34,6 @@ MAX_WATCHES = 1024
 Send = Callable[[str | None], Awaitable[None]]
 
 
-class TooManyWatchesError(OllamaMcpError):
-    def __init__(self) -> None:
-        super().__init__(
-            f"This server already serves {MAX_WATCHES} subscriptions; unsubscribe from some (or close idle clients) first."
-        )
-
-
 @dataclass(eq=False)
 class Watch:
     """One subscriber's interest: conversations of one store, and maybe its conversation list."""
@@ -61,9 +54,6 @@ class Watches:
         self._list_marks: dict[Storage, tuple[Any, ...]] = {}
         self._wake = anyio.Event()
 
-    def __len__(self) -> int:
-        return len(self._watches)
-
     def __contains__(self, watch: object) -> bool:
         return watch in self._watches
 
@@ -71,12 +61,17 @@ class Watches:
         """Start telling ``watch`` about changes made from now on (its marks are read first, so
         a write that lands just after this returns is told, and nothing before it is)."""
         if len(self._watches) >= MAX_WATCHES:
-            raise TooManyWatchesError()
+            raise OllamaMcpError(
+                f"This server already serves {MAX_WATCHES} subscriptions; unsubscribe from some (or close idle clients)"
+                " first."
+            )
         marks = await watch.store.change_marks(sorted(watch.conversations))
+        listed = await watch.store.conversations_mark() if watch.conversation_list else None
+        # No await from here on: a ``remove`` meanwhile would drop baselines of a watch not yet added.
         for conversation_id in watch.conversations:
             self._marks.setdefault((watch.store, conversation_id), marks.get(conversation_id))
-        if watch.conversation_list and watch.store not in self._list_marks:
-            self._list_marks[watch.store] = await watch.store.conversations_mark()
+        if listed is not None:
+            self._list_marks.setdefault(watch.store, listed)
         self._watches.add(watch)
         self._wake.set()
 

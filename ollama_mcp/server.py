@@ -793,22 +793,24 @@ def _serve_live_updates(server: _CompactServer, watches: Watches) -> None:
         wanted = params.notifications
         uris = list(wanted.resource_subscriptions or ())
         bus = _StreamBus()
-        uris_of: dict[str | None, list[str]] = {}
-        interest: dict[Storage, tuple[set[str], list[bool]]] = {}
+        uris_of: dict[str | None, list[str]] = {}  # a conversation (None: the list) -> the URIs showing it
+        ids_of: dict[Storage, set[str]] = {}  # the watched conversations, by the store holding them
+        listing: set[Storage] = set()  # the stores whose conversation list is watched
         added: list[Watch] = []
         try:
             with _prompt_errors():
                 for i, uri in enumerate(uris):
                     app, conversation = await _watch_target(principals, uri, f"notifications.resourceSubscriptions[{i}]")
                     uris_of.setdefault(conversation, []).append(uri)
-                    ids, listing = interest.setdefault(app.store, (set(), [False]))
+                    ids = ids_of.setdefault(app.store, set())
                     if conversation is None:
-                        listing[0] = True
+                        listing.add(app.store)
                     else:
                         ids.add(conversation)
                 if wanted.resources_list_changed:
                     own = await principals.holder(_caller(None, principals.default_principal).principal).app()
-                    interest.setdefault(own.store, (set(), [False]))[1][0] = True
+                    ids_of.setdefault(own.store, set())
+                    listing.add(own.store)
 
                 async def send(target: str | None) -> None:
                     for uri in uris_of.get(target, ()):
@@ -816,8 +818,8 @@ def _serve_live_updates(server: _CompactServer, watches: Watches) -> None:
                     if target is None and wanted.resources_list_changed:
                         await bus.publish(ResourcesListChanged())
 
-                for store, (ids, listing) in interest.items():
-                    watch = Watch(store, frozenset(ids), listing[0], send)
+                for store, ids in ids_of.items():
+                    watch = Watch(store, frozenset(ids), store in listing, send)
                     await watches.add(watch)
                     added.append(watch)
             return await ListenHandler(bus)(ctx, params)
