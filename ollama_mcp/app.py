@@ -1,5 +1,5 @@
 """The composition root: builds the backend's store and ranker (``backends``) → Ollama clients → embedder → indexer → jobs → service →
-lifecycle → agent, runs the background work (loading the search indexes and the embedding model, embedding backfill,
+lifecycle → relations → agent, runs the background work (loading the search indexes and the embedding model, embedding backfill,
 jobs, retention sweep, keyword index upkeep), and closes everything in reverse order."""
 
 from __future__ import annotations
@@ -20,6 +20,7 @@ from ollama_mcp.jobs import JobRunner
 from ollama_mcp.lifecycle import ConversationLifecycle
 from ollama_mcp.ollama_client import OllamaClient
 from ollama_mcp.ranking import SearchTuning
+from ollama_mcp.relations import ConversationRelations
 from ollama_mcp.service import MemoryService
 from ollama_mcp.storage import Ranker, Storage
 from ollama_mcp.summaries import Summarizer
@@ -35,6 +36,7 @@ class App:
     service: MemoryService
     lifecycle: ConversationLifecycle
     agent: Agent
+    relations: ConversationRelations
 
 
 @asynccontextmanager
@@ -67,6 +69,9 @@ async def open_app(
             store, service, indexer, jobs, summarizer, compact_messages=settings.compact_messages,
             compact_tokens=settings.compact_tokens, retention_days=settings.retention_days,
         )
+        relations = ConversationRelations(
+            store, indexer, jobs, related=settings.related_threshold, duplicate=settings.duplicate_threshold
+        )
         agent = Agent(
             store, service, lifecycle, chat_client, settings.agent_chat_model, allowed=settings.agent_tools,
             confirm=settings.agent_confirm, max_steps=settings.agent_max_steps, deadline=settings.agent_deadline,
@@ -94,7 +99,7 @@ async def open_app(
                     max_delay=interval, initial_delay=interval,
                 ))
             try:
-                yield App(settings, store, ranker, indexer, jobs, service, lifecycle, agent)
+                yield App(settings, store, ranker, indexer, jobs, service, lifecycle, agent, relations)
             except Exception as exc:  # re-raised below as itself, not wrapped in an ExceptionGroup
                 failure = exc
             finally:

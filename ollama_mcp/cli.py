@@ -343,7 +343,7 @@ def _maintenance(settings: Settings, args: argparse.Namespace) -> int:
         print(f"copied to {destination.database}: {report.conversations:,} new conversation(s), {report.memories:,} "
               f"new memories, {report.vectors:,} new vectors; counts match ({totals['conversations']:,} conversations, "
               f"{totals['memories']:,} memories, {totals['vectors']:,} vectors, {totals['jobs']:,} jobs, "
-              f"{totals['audit']:,} audit rows)")
+              f"{totals['audit']:,} audit rows, {totals['relations']:,} relations)")
     elif args.command == "audit":
         for record in anyio.run(admin.write_log, settings, args.since, max(1, args.limit)):
             print(f"{record.at}  {record.door:<9} {record.action:<20} {record.conversation_id or '-':<36}  "

@@ -20,6 +20,8 @@ DEFAULT_CHAT_MODEL = "qwen2.5:3b"
 # Whose memory a process acts for: the stdio server, the CLI and a tokenless loopback HTTP server act
 # for this one, whose memory is the store OLLAMA_MCP_DB names (so existing stores are its already).
 LOCAL_PRINCIPAL = "local"
+RELATED_THRESHOLD = 0.6
+DUPLICATE_THRESHOLD = 0.97
 _PRINCIPAL_NAME = re.compile(r"[a-z][a-z0-9_]{0,31}")
 AGENT_TOOLS = (
     "search_memories", "search_all_conversations", "store_memory", "list_conversations", "get_current_time",
@@ -62,6 +64,10 @@ class Settings:
     # compact_after_tokens).
     compact_messages: int = 50
     compact_tokens: int = 8000
+    # Conversations whose end summaries are at least this alike (cosine similarity of their
+    # vectors) are linked as related, and past the second as duplicates (bench/README.md).
+    related_threshold: float = RELATED_THRESHOLD
+    duplicate_threshold: float = DUPLICATE_THRESHOLD
     # Background jobs: the longest wait between retries, and how long a claimed job stays reserved
     # without its worker renewing the claim (after that, the worker died and the job is resumed).
     job_max_delay: float = 300.0
@@ -91,6 +97,13 @@ class Settings:
         db_path, postgres_url = _database("OLLAMA_MCP_DB", env.get("OLLAMA_MCP_DB", ""))
         if db_path is None:
             db_path = default_db_path(env, sys.platform)
+        related = _number(env, "OLLAMA_MCP_RELATED_THRESHOLD", RELATED_THRESHOLD, 0.0, 1.0)
+        duplicate = _number(env, "OLLAMA_MCP_DUPLICATE_THRESHOLD", DUPLICATE_THRESHOLD, 0.0, 1.0)
+        if duplicate < related:
+            raise ConfigError(
+                f"OLLAMA_MCP_DUPLICATE_THRESHOLD ({duplicate:g}) must not be below OLLAMA_MCP_RELATED_THRESHOLD "
+                f"({related:g}): a duplicate is a closer match than a related conversation."
+            )
         return cls(
             db_path=db_path,
             postgres_url=postgres_url,
@@ -106,6 +119,8 @@ class Settings:
             retention_days=_number(env, "OLLAMA_MCP_RETENTION_DAYS", 0, 0, 365_000) or None,
             compact_messages=int(_number(env, "OLLAMA_MCP_COMPACT_MESSAGES", 50, 4, 100_000)),
             compact_tokens=int(_number(env, "OLLAMA_MCP_COMPACT_TOKENS", 8000, 500, 10_000_000)),
+            related_threshold=related,
+            duplicate_threshold=duplicate,
             agent_model=env.get("OLLAMA_MCP_AGENT_MODEL", "").strip() or None,
             agent_max_steps=int(_number(env, "OLLAMA_MCP_AGENT_MAX_STEPS", 5, 0, 50)),
             agent_tools=_agent_tools(env.get("OLLAMA_MCP_AGENT_TOOLS", "")),

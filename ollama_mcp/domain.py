@@ -14,7 +14,8 @@ Facet = Literal["content", "context"]
 SearchMode = Literal["hybrid", "keyword"]
 Role = Literal["user", "assistant", "system", "tool"]
 SummaryStatus = Literal["none", "given", "pending", "done", "failed"]
-JobKind = Literal["summarize", "compact"]
+JobKind = Literal["summarize", "compact", "relate", "facts"]
+RelationKind = Literal["follow_up", "related", "duplicate"]
 
 
 def utc_now() -> str:
@@ -104,6 +105,7 @@ class SearchRequest:
     conversation_id: str | None = None
     everywhere: bool = False
     filters: SearchFilters = SearchFilters()
+    related_to: str | None = None  # search this conversation and those related to it (everywhere else)
 
 
 @dataclass(frozen=True)
@@ -130,7 +132,7 @@ class SearchOutcome:
     mode: SearchMode
     elapsed_ms: float
     notice: str | None = None
-    searched: Literal["conversation", "all"] = "all"  # one conversation, or every one
+    searched: Literal["conversation", "related", "all"] = "all"  # one, one with its relations, or every one
 
 
 @dataclass(frozen=True)
@@ -144,6 +146,21 @@ class Participant:
     messages: int
     addressed: int
     last_at: str
+
+
+@dataclass(frozen=True)
+class Relation:
+    """Another conversation related to one: ``follow_up`` (``follows``: the one continues the
+    other; else the other continues it), ``related`` or ``duplicate`` (their end summaries are
+    alike; ``score`` is their cosine similarity, also on a follow-up once both have a summary)."""
+
+    conversation_id: str  # the other conversation
+    name: str | None
+    status: ConversationStatus
+    kind: RelationKind
+    score: float | None
+    follows: bool  # this conversation is the later one (for a follow-up: it continues the other)
+    created_at: str
 
 
 @dataclass(frozen=True)

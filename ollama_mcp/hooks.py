@@ -24,7 +24,7 @@ import json
 import os
 import sys
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -207,7 +207,7 @@ def _within(text: str, limit: int) -> str:
 
 async def _session_conversation(app: App, call: HookCall, *, create: bool) -> Conversation | None:
     """The session's active conversation; a new one (``create``) when it has none yet, or its
-    last one ended (a resumed session continues in a new conversation)."""
+    last one ended (a resumed session continues in a new conversation, a follow-up of that one)."""
     query = ConversationQuery(status="active", metadata=(("session_id", call.session_id),), order="created", limit=5)
     found = await app.service.conversations(query)
     if found:
@@ -216,7 +216,8 @@ async def _session_conversation(app: App, call: HookCall, *, create: bool) -> Co
         return None
     name = Path(call.project).name or call.project
     metadata = {"client": CLIENT, "session_id": call.session_id, "project": call.project}
-    return await app.service.init_conversation(name, metadata)
+    ended = await app.service.conversations(replace(query, status="completed", limit=1))
+    return await app.service.init_conversation(name, metadata, ended[0].id if ended else None)
 
 
 async def earlier_sessions(app: App, project: str, current_id: str) -> str:

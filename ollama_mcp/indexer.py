@@ -99,6 +99,12 @@ class Indexer:
             "when Ollama answers; keyword search finds it meanwhile.",
         )
 
+    async def embed_now(self, memory: Memory) -> None:
+        """Embed a stored memory's own text now, for work that needs its vector and cannot wait
+        for the backfill (the relate job); Ollama's errors are the caller's to handle."""
+        both = memory.context == memory.content
+        await self._embed_and_store([(memory, ("content", "context") if both else ("content",))])
+
     async def removed(self, seqs: Iterable[int], *, contexts: Sequence[int] = ()) -> None:
         """Memories ``seqs`` were deleted; ``contexts``: memories whose context was rewritten
         (the deleted text was in it), embedded again in the background."""

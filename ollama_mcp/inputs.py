@@ -337,6 +337,7 @@ def search_request(
     actor: object = None,
     *,
     everywhere: bool = False,
+    related_to: object = None,
 ) -> SearchRequest:
     """A search request with every field checked; the first bad field raises. ``actor`` keeps
     the turns of one participant only (so it searches messages, which alone have one)."""
@@ -357,6 +358,7 @@ def search_request(
         conversation_id=None if everywhere else _conversation_id("conversation_id", conversation_id),
         everywhere=everywhere,
         filters=filters,
+        related_to=_conversation_id("related_to", related_to),
     )
 
 

@@ -1,17 +1,18 @@
 """Rules every backend applies to the rows it stores and reads (no I/O): how a retried store
 recognises a note it already has, how a retried batch of messages is recognised, what a memory's
-context is, what is left of a turn an audit-only retention redacted, and how a text is matched
-literally."""
+context is, what is left of a turn an audit-only retention redacted, how a conversation's
+relations read from both directions, and how a text is matched literally."""
 
 from __future__ import annotations
 
 import hashlib
 import json
 from collections.abc import Sequence
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from ollama_mcp.domain import Memory
+    from ollama_mcp.domain import Memory, Relation
 
 # A memory's context is its content preceded by this many earlier memories of its conversation
 # (each clipped to its last CONTEXT_NEIGHBOUR_CHARS). Measured on LoCoMo: bench/README.md.
@@ -78,3 +79,24 @@ def like_escape(text: str) -> str:
     """``text`` matched literally inside a LIKE pattern, backslash being the escape character
     (PostgreSQL's default; SQLite's with ``ESCAPE '\\'``)."""
     return text.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
+
+
+_RELATION_RANK = {"follow_up": 0, "duplicate": 1, "related": 2}
+
+
+def merge_relations(found: Sequence[Relation]) -> list[Relation]:
+    """One relation per other conversation from the rows of both directions: a follow-up before a
+    duplicate before a related link, with the best score either row knows; follow-ups first
+    (later ones after the one continued), then the others by score."""
+    best: dict[str, Relation] = {}
+    for relation in found:
+        kept = best.get(relation.conversation_id)
+        if kept is None:
+            best[relation.conversation_id] = relation
+            continue
+        # The stronger kind wins; between rows of one kind, the one this conversation recorded.
+        first = (_RELATION_RANK[relation.kind], not relation.follows) < (_RELATION_RANK[kept.kind], not kept.follows)
+        winner, other = (relation, kept) if first else (kept, relation)
+        scores = [s for s in (winner.score, other.score) if s is not None]
+        best[relation.conversation_id] = replace(winner, score=max(scores) if scores else None)
+    return sorted(best.values(), key=lambda r: (_RELATION_RANK[r.kind] > 0, not r.follows, -(r.score or 0.0), r.created_at))

@@ -26,10 +26,11 @@ class ConversationCreated(BaseModel):
     name: str | None
     created_at: str
     status: Literal["created"] = "created"
+    follows: str | None = None  # the conversation it continues
 
     @classmethod
-    def of(cls, c: Conversation) -> ConversationCreated:
-        return cls(conversation_id=c.id, name=c.name, created_at=c.created_at)
+    def of(cls, c: Conversation, follows: str | None = None) -> ConversationCreated:
+        return cls(conversation_id=c.id, name=c.name, created_at=c.created_at, follows=follows)
 
 
 class ConversationInfo(BaseModel):
@@ -143,7 +144,7 @@ class Hit(BaseModel):
 class SearchResults(BaseModel):
     results: list[Hit]
     mode: Literal["hybrid", "keyword"]
-    searched: Literal["conversation", "all"]  # one conversation, or every one
+    searched: Literal["conversation", "related", "all"]  # one, one with its relations, or every one
     search_time_ms: float
     notice: str | None = None
 

@@ -14,7 +14,7 @@ import logging
 import re
 from collections.abc import AsyncIterator, Callable, Iterator
 from contextlib import asynccontextmanager, contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Annotated, Any, Literal, cast
 
 import anyio
@@ -357,10 +357,12 @@ def build_server(settings: Settings | ConfigError, *, public_url: str | None = N
         ctx: Context,
         name: str | None = None,
         metadata: Annotated[dict[str, Any] | None, Field(description="ttl_hours: delete after.")] = None,
+        follows: Annotated[str | None, Field(description="Id of the conversation it continues.")] = None,
     ) -> Annotated[CallToolResult, ConversationCreated]:
         """Start a conversation and make it current: later memories go into it. Returns its id."""
         async with _tool_call(ctx) as app:
-            return _reply(ConversationCreated.of(await app.service.init_conversation(name, metadata)))
+            created = await app.service.init_conversation(name, metadata, follows)
+            return _reply(ConversationCreated.of(created, checked_conversation_id("follows", follows)))
 
     @server.tool(annotations=_READ)
     async def get_conversation_id(ctx: Context) -> Annotated[CallToolResult, CurrentConversation]:
@@ -436,13 +438,22 @@ def build_server(settings: Settings | ConfigError, *, public_url: str | None = N
     async def search_all_conversations(
         ctx: Context, query: str, top_k: TopK = 5, threshold: Threshold = None, tags: Tags = None,
         include_messages: Messages = False,
+        related_to: Annotated[str | None, Field(description="Only this id and related conversations.")] = None,
     ) -> Annotated[CallToolResult, SearchResults]:
         """Like search_memories, across every conversation, including ended ones and their summaries."""
-        async with _tool_call(ctx) as app:
+        async with _tool_call(ctx, related_to) as app:
             request = search_request(
-                query, top_k=top_k, threshold=threshold, tags=tags, include_messages=include_messages, everywhere=True
+                query, top_k=top_k, threshold=threshold, tags=tags, include_messages=include_messages, everywhere=True,
+                related_to=related_to,
             )
             principals, principal = _principals_of(ctx)
+            if request.related_to is not None:
+                # In the store that holds it (its owner's when shared), and only what the caller may read there.
+                allowed = None if principals.sharing is None else await principals.sharing.readable_beside(
+                    principal, request.related_to
+                )
+                request = replace(request, filters=replace(request.filters, conversation_ids=allowed))
+                return _reply(SearchResults.of(await app.service.search(request)))
             if principals.sharing is None:
                 return _reply(SearchResults.of(await app.service.search(request)))
             return _reply(SearchResults.of(await principals.sharing.search_everywhere(principal, app, request)))
@@ -582,6 +593,13 @@ def build_server(settings: Settings | ConfigError, *, public_url: str | None = N
     async def history_before_resource(conversation_id: str, message_id: str, ctx: Context) -> str:
         return await _history_page(ctx, conversation_id, message_id)
 
+    @server.resource(
+        "memory://conversations/{conversation_id}/relations", mime_type="text/markdown",
+        description="Conversations it follows, is followed by, resembles or duplicates (with similarity).",
+    )
+    async def relations_resource(conversation_id: str, ctx: Context) -> str:
+        return await _relations_page(ctx, conversation_id)
+
     @server.prompt(description=(
         "Summary, recent messages and recalled memories of a conversation, within a token budget; "
         "participants (comma-separated names) gives their view of a shared transcript."
@@ -716,6 +734,31 @@ async def _history_page(ctx: Context, conversation_id: str, before: str | None) 
     ]
     if earlier:
         lines += ["", f"Earlier: memory://conversations/{target}/history/before/{messages[0].id}"]
+    return "\n".join(lines) + "\n"
+
+
+async def _relations_page(ctx: Context, conversation_id: str) -> str:
+    """A conversation's relations as Markdown, one line each; on a conversation shared with the
+    caller, only those it may read too."""
+    with _resource_errors():
+        app = await _opened(ctx, conversation_id)
+        key = checked_conversation_id("conversation_id", conversation_id) or ""
+        conversation, relations = await app.relations.of(key)
+        principals, principal = _principals_of(ctx)
+        if principals.sharing is not None:
+            allowed = await principals.sharing.readable_beside(principal, key)
+            relations = [r for r in relations if allowed is None or r.conversation_id in allowed]
+    lines = [f"# Relations of {conversation.name or conversation.id}", ""]
+    for r in relations:
+        how = {"follow_up": "follows" if r.follows else "followed up by", "related": "related to",
+               "duplicate": "duplicate of" if r.follows else "duplicated by"}[r.kind]
+        score = "" if r.score is None else f" · similarity {r.score:.2f}"
+        lines.append(f"- {how} [{r.name or 'unnamed'}](memory://conversations/{r.conversation_id}) · {r.status}{score}")
+    if not relations:
+        lines.append(
+            "None yet: a conversation started with follows=ID continues that one, and an ended conversation's "
+            "summary links it to the conversations it resembles."
+        )
     return "\n".join(lines) + "\n"
 
 

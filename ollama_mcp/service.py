@@ -30,9 +30,10 @@ from ollama_mcp.domain import (
     utc_now,
 )
 from ollama_mcp.embeddings import given_vector, to_blob
-from ollama_mcp.errors import ConversationClosedError, InvalidInputError
+from ollama_mcp.errors import ConversationClosedError, ConversationNotFoundError, InvalidInputError
 from ollama_mcp.indexer import Indexer
 from ollama_mcp.jobs import JobRunner
+from ollama_mcp.relations import related_scope
 from ollama_mcp.storage import Storage
 
 MAX_CLIENTS = 10_000  # current conversations remembered (each a few hundred bytes)
@@ -87,8 +88,10 @@ class MemoryService:
 
     # -- conversations --------------------------------------------------------------------------
 
-    async def init_conversation(self, name: object = None, metadata: object = None) -> Conversation:
+    async def init_conversation(self, name: object = None, metadata: object = None, follows: object = None) -> Conversation:
+        """A new conversation, made current; ``follows``: the id of the conversation it continues."""
         meta = inputs.conversation_metadata("metadata", metadata)
+        earlier = inputs.conversation_id("follows", follows)
         if meta.get("retention", "full") != "full" and not self._summaries:
             raise InvalidInputError(
                 "metadata.retention", f"is {meta['retention']!r}, but no chat model is configured "
@@ -100,11 +103,20 @@ class MemoryService:
         ttl = inputs.ttl_hours("metadata.ttl_hours", meta.get("ttl_hours"))
         expires_at = None if ttl is None else format_timestamp(now + timedelta(hours=ttl))
         new_id = str(uuid.uuid4())
-        with audit.recording("init_conversation", new_id, arguments=[name, metadata]):
-            conversation = await self._store.create_conversation(
-                new_id, inputs.optional_name("name", name), meta,
-                anonymous=False, created_at=format_timestamp(now), expires_at=expires_at,
-            )
+        try:
+            arguments = [name, metadata] if follows is None else [name, metadata, follows]
+            with audit.recording("init_conversation", new_id, arguments=arguments):
+                conversation = await self._store.create_conversation(
+                    new_id, inputs.optional_name("name", name), meta,
+                    anonymous=False, created_at=format_timestamp(now), expires_at=expires_at, follows=earlier,
+                )
+        except ConversationNotFoundError as exc:
+            if exc.conversation_id != earlier:
+                raise
+            raise InvalidInputError(
+                "follows", f"names no conversation ({earlier})",
+                "pass the id of the conversation this one continues (list_conversations shows them), or leave it out",
+            ) from None
         await self._make_current(conversation.id)
         return conversation
 
@@ -156,8 +168,9 @@ class MemoryService:
         self._no_longer_current(target)
         if summary_memory is not None:
             self._indexer.added()  # the summary is embedded in the background like any pending memory
-        if conversation.summary_status == "pending":
-            self._jobs.wakeup.set()  # the chat model writes it in the background; the call returns now
+        # The chat model writes a summary in the background (the call returns now), or the given
+        # one is compared with the other conversations' (the relate job the store queued).
+        self._jobs.wakeup.set()
         return EndedConversation(conversation, count)
 
     # -- memories -------------------------------------------------------------------------------
@@ -294,6 +307,8 @@ class MemoryService:
         conversations out says so, with the tool that recalls them.
         """
         started = time.perf_counter()
+        if request.related_to is not None:
+            return await self._search_related(request, started)
         target = None if request.everywhere else request.conversation_id or await self.current_conversation_id()
         conversation = None if target is None else await self._store.get_conversation(target)
         if conversation is not None and conversation.anonymous and request.conversation_id is None:
@@ -308,6 +323,29 @@ class MemoryService:
         elapsed = round((time.perf_counter() - started) * 1000, 2)
         mode: SearchMode = "hybrid" if by_meaning else "keyword"
         return SearchOutcome(hits, mode, elapsed, notice, "all" if conversation is None else "conversation")
+
+    async def _search_related(self, request: SearchRequest, started: float) -> SearchOutcome:
+        """A search of one conversation and those related to it (``relations.related_scope``),
+        within the conversations the request allows (those shared with a caller)."""
+        assert request.related_to is not None
+        try:
+            scope = await related_scope(self._store, request.related_to)
+        except ConversationNotFoundError:
+            raise InvalidInputError(
+                "related_to", f"names no conversation ({request.related_to})",
+                "pass the id of a conversation (list_conversations shows them), or leave it out",
+            ) from None
+        allowed = request.filters.conversation_ids
+        if allowed is not None:
+            scope = [c for c in scope if c in set(allowed)]
+        filters = replace(request.filters, conversation_id=None, conversation_ids=tuple(scope))
+        hits, by_meaning, notice = await self._indexer.search(request.query, filters, None, request.top_k, request.threshold)
+        covered = f"Searched {len(scope)} conversation{'s' if len(scope) != 1 else ''}: {request.related_to}" + (
+            f" and {len(scope) - 1} related to it." if len(scope) > 1 else " (nothing is related to it yet)."
+        )
+        elapsed = round((time.perf_counter() - started) * 1000, 2)
+        mode: SearchMode = "hybrid" if by_meaning else "keyword"
+        return SearchOutcome(hits, mode, elapsed, f"{notice} {covered}" if notice else covered, "related")
 
     async def _others_exist(self, conversation_id: str) -> bool:
         """Whether any conversation besides this one exists (remembered once true: deleting every

@@ -72,6 +72,14 @@ class Sharing:
             f"ask {share.owner}",
         )
 
+    async def readable_beside(self, principal: str, conversation_id: str) -> tuple[str, ...] | None:
+        """What ``principal`` may read in the store that holds ``conversation_id``: None (all of
+        it) when that is its own store, else the conversations of that owner shared with it."""
+        share = await (await self._registry()).share_of(conversation_id, principal)
+        if share is None:
+            return None
+        return tuple((await self._by_owner(principal)).get(share.owner, {}))
+
     async def share(
         self, owner: str, conversation_id: object, grantee: object, access: object
     ) -> tuple[str, list[ConversationShare]]:

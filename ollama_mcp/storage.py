@@ -34,6 +34,8 @@ from ollama_mcp.domain import (
     Memory,
     MemoryKind,
     Participant,
+    Relation,
+    RelationKind,
     SearchFilters,
     SearchHit,
     WriteRecord,
@@ -53,7 +55,10 @@ class Storage(Protocol):
         anonymous: bool,
         created_at: str,
         expires_at: str | None = None,
-    ) -> Conversation: ...
+        follows: str | None = None,
+    ) -> Conversation:
+        """Create it; with ``follows``, record it as that conversation's follow-up in the same
+        transaction (``ConversationNotFoundError`` for ``follows`` when there is none)."""
 
     async def get_conversation(self, conversation_id: str, *, count_memories: bool = False) -> Conversation:
         """The conversation (``memory_count`` is filled only when asked: it costs a count)."""
@@ -91,6 +96,28 @@ class Storage(Protocol):
     async def delete_conversation(self, conversation_id: str) -> list[int]:
         """Delete a conversation with everything that belongs to it, in one transaction; returns
         the seqs of the memories that went with it."""
+
+    # -- relations between conversations -------------------------------------------------
+
+    async def relations(self, conversation_id: str) -> list[Relation]:
+        """The conversations related to this one either way, one entry each (a follow-up before a
+        duplicate before a related one), follow-ups first, then by score."""
+
+    async def end_summary(self, conversation_id: str) -> Memory | None:
+        """The conversation's end summary (given at the end or written by the chat model)."""
+
+    async def similar_summaries(self, conversation_id: str, model: str, limit: int) -> list[tuple[str, float]] | None:
+        """The ``limit`` other conversations whose end summaries are most like this one's by the
+        cosine of their ``model`` vectors, best first; None while its own has no such vector."""
+
+    async def set_similar(self, conversation_id: str, similar: Sequence[tuple[str, RelationKind, float]], now: str) -> None:
+        """Replace the related and duplicate links this conversation recorded with ``similar``
+        (other id, kind, score), in one transaction; a follow-up link keeps its kind and gets
+        the score. Others deleted meanwhile are skipped."""
+
+    async def import_relations(self, conversation_id: str, relations: Sequence[Relation]) -> int:
+        """Insert links this conversation recorded (``Relation.follows``) as they are, skipping
+        those present or whose other conversation is missing; returns how many were added."""
 
     # -- memories ------------------------------------------------------------------------
 

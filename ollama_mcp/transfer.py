@@ -1,5 +1,6 @@
 """Copying a whole store to another backend (``ollama-mcp migrate --to``): every conversation with
-every memory version, message and summary, its jobs and audit rows, and every vector.
+every memory version, message and summary, its jobs and audit rows, every vector, and the links
+between conversations (copied last, when both ends of each are there).
 
 Conversation by conversation, each step idempotent: a conversation's rows go in one transaction
 (ids kept; what exists is left alone), then its vectors (rows present are skipped), then its jobs
@@ -23,6 +24,7 @@ class CopyReport:
     memories: int = 0  # added to the target by this run
     vectors: int = 0
     extras: int = 0  # conversations whose jobs and audit rows this run copied
+    relations: int = 0  # links between conversations added to the target by this run
     totals: dict[str, int] = field(default_factory=dict)  # what the source holds, counted
 
 
@@ -49,6 +51,9 @@ async def copy_store(source: Storage, target: Storage, progress: Callable[[int, 
             report.extras += int(await target.import_extras(conversation_id, jobs, audit))
             if progress is not None:
                 progress(done, len(ids))
+        for conversation_id in ids:  # once both ends of every link are there
+            recorded = [r for r in await source.relations(conversation_id) if r.follows]
+            report.relations += await target.import_relations(conversation_id, recorded)
     report.totals = await check_counts(source, target, ids)
     return report
 
@@ -56,18 +61,20 @@ async def copy_store(source: Storage, target: Storage, progress: Callable[[int, 
 async def check_counts(source: Storage, target: Storage, ids: list[str]) -> dict[str, int]:
     """Count each conversation's memories, vectors, jobs and audit rows on both sides; raise on any
     difference. Returns the source's totals."""
-    totals = {"conversations": len(ids), "memories": 0, "vectors": 0, "jobs": 0, "audit": 0}
+    totals = {"conversations": len(ids), "memories": 0, "vectors": 0, "jobs": 0, "audit": 0, "relations": 0}
     for conversation_id in ids:
         counts = []
         for store in (source, target):
             try:
                 _, _, total = await store.conversation_snapshot(conversation_id, limit=0)
             except NotFoundError:
-                counts.append({"memories": 0, "vectors": 0, "jobs": 0, "audit": 0})  # not copied at all
+                counts.append({"memories": 0, "vectors": 0, "jobs": 0, "audit": 0, "relations": 0})  # not copied
                 continue
             jobs, audit = await store.conversation_extras(conversation_id)
             vectors = await store.conversation_vectors(conversation_id)
-            counts.append({"memories": total, "vectors": len(vectors), "jobs": len(jobs), "audit": len(audit)})
+            recorded = [r for r in await store.relations(conversation_id) if r.follows]
+            counts.append({"memories": total, "vectors": len(vectors), "jobs": len(jobs), "audit": len(audit),
+                           "relations": len(recorded)})
         for table, count in counts[0].items():
             if counts[1][table] != count:
                 raise StorageError(

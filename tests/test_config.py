@@ -54,11 +54,21 @@ def test_keep_alive_takes_ollamas_durations() -> None:
      ("OLLAMA_MCP_LOG_LEVEL", "LOUD"), ("OLLAMA_MCP_AGENT_CONFIRM", "store_memory,forget_everything"),
      ("OLLAMA_MCP_AGENT", "maybe"), ("OLLAMA_MCP_AGENT_CONTEXT_MESSAGES", "-1"),
      ("OLLAMA_MCP_AGENT_CONFIRM_TIMEOUT", "1"), ("OLLAMA_MCP_AGENT_SYSTEM_PROMPT", "x" * 2001),
-     ("OLLAMA_MCP_WAIT_TIMEOUT", "0"), ("OLLAMA_MCP_KEEP_ALIVE", "forever"), ("OLLAMA_MCP_KEEP_ALIVE", "30 minutes")],
+     ("OLLAMA_MCP_WAIT_TIMEOUT", "0"), ("OLLAMA_MCP_KEEP_ALIVE", "forever"), ("OLLAMA_MCP_KEEP_ALIVE", "30 minutes"),
+     ("OLLAMA_MCP_RELATED_THRESHOLD", "1.5"), ("OLLAMA_MCP_DUPLICATE_THRESHOLD", "0.5")],
 )
 def test_bad_settings_name_the_variable(name: str, value: str) -> None:
     with pytest.raises(ConfigError, match=name):
         Settings.from_env({"HOME": "/h", name: value})
+
+
+def test_a_duplicate_threshold_below_the_related_one_is_refused_naming_both() -> None:
+    with pytest.raises(ConfigError) as refused:
+        Settings.from_env({"HOME": "/h", "OLLAMA_MCP_RELATED_THRESHOLD": "0.8", "OLLAMA_MCP_DUPLICATE_THRESHOLD": "0.7"})
+    assert str(refused.value) == (
+        "OLLAMA_MCP_DUPLICATE_THRESHOLD (0.7) must not be below OLLAMA_MCP_RELATED_THRESHOLD (0.8): "
+        "a duplicate is a closer match than a related conversation."
+    )
 
 
 @pytest.mark.parametrize(

@@ -126,6 +126,10 @@ async def test_a_resumed_session_whose_conversation_ended_continues_in_a_new_one
     quiet(fire(hooks["UserPromptSubmit"], payload("UserPromptSubmit")))
     assert db.rows("SELECT c.status, count(m.id) FROM conversations c LEFT JOIN memories m ON m.conversation_id = c.id"
                    " GROUP BY c.id, c.status, c.created_at ORDER BY c.created_at") == [("completed", 2), ("active", 1)]
+    [(ended, _)] = db.rows("SELECT id, 0 FROM conversations WHERE status = 'completed'")
+    [(resumed_in, _)] = db.rows("SELECT id, 0 FROM conversations WHERE status = 'active'")
+    assert db.rows("SELECT conversation_id, related_id, kind FROM conversation_relations") == [
+        (resumed_in, ended, "follow_up")]  # the new conversation continues the ended one
 
 
 async def test_a_store_that_cannot_be_opened_records_nothing_and_the_hook_still_exits_0_with_one_line(

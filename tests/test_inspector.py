@@ -91,6 +91,7 @@ def test_the_inspector_cli_reads_resources_and_gets_the_context_prompt(db_path: 
         "memory://conversations/{conversation_id}", "memory://conversations/{conversation_id}/page/{page}",
         "memory://conversations/{conversation_id}/history",
         "memory://conversations/{conversation_id}/history/before/{message_id}",
+        "memory://conversations/{conversation_id}/relations",
     }
     prompts = inspect(db_path, fake_ollama, "--method", "prompts/list")["prompts"]
     assert [p["name"] for p in prompts] == ["build_context"]

@@ -36,7 +36,7 @@ def cli(database: str, fake: FakeOllama, *args: str) -> subprocess.CompletedProc
 
 async def fill(settings: Settings) -> None:
     """Every kind of row: notes with tags and versions, messages, a given and a pending summary,
-    an audit trail, a queued job, and vectors of every memory."""
+    an audit trail, queued jobs, a follow-up, and vectors of every memory."""
     async with open_app(settings, background=False) as app:
         svc = app.service
         trip = await svc.init_conversation("trip", {"ttl_hours": 1000})
@@ -47,7 +47,7 @@ async def fill(settings: Settings) -> None:
         await app.store.insert_audit([AuditRow("r1", trip.id, 1, "search_memories", "ab" * 32, "low", "ran", "ok", 3.5,
                                                utc_now())])
         await svc.end_conversation(trip.id)  # queues a summary job (never run here)
-        work = await svc.init_conversation("work")
+        work = await svc.init_conversation("work", follows=trip.id)
         await svc.import_memories(work.id, ["We chose PostgreSQL for billing", "the crane is painted orange",
                                             "the zeppelin arrives tuesday"])
         await svc.end_conversation(work.id, "Database decided")
@@ -67,6 +67,8 @@ async def picture(settings: Settings) -> tuple[dict[str, object], list[list[str]
             jobs, audit = await app.store.conversation_extras(conversation_id)
             extras += [(j.kind, j.state, j.attempts, j.run_after, j.created_at) for j in jobs]
             extras += [(a.request_id, a.step, a.tool, a.decision, a.duration_ms) for a in audit]
+            extras += [(conversation_id, r.conversation_id, r.kind, r.score, r.follows, r.created_at)
+                       for r in await app.store.relations(conversation_id)]
     return document, hits, extras
 
 
@@ -79,7 +81,7 @@ async def test_a_round_trip_sqlite_postgresql_sqlite_keeps_every_row_and_every_s
     assert done.returncode == 0, done.stderr
     # trip: two versions of a note and two messages; work: three notes and the given summary
     assert ("2 new conversation(s), 8 new memories, 16 new vectors; counts match (2 conversations, 8 memories,"
-            " 16 vectors, 1 jobs, 1 audit rows)") in done.stdout
+            " 16 vectors, 2 jobs, 1 audit rows, 1 relations)") in done.stdout
     assert "postgres:" not in done.stdout.replace("PostgreSQL at", "")  # no password or user printed
     again = await anyio.to_thread.run_sync(lambda: cli(first, fake_ollama, "migrate", "--to", postgres_url))
     assert "0 new conversation(s), 0 new memories, 0 new vectors; counts match" in again.stdout
@@ -112,7 +114,8 @@ async def test_an_interrupted_copy_is_resumed_by_running_it_again(
             await check_counts(source, target, ids)
         report = await copy_store(source, target)
         assert (report.conversations, report.memories) == (1, 4)
-        assert report.totals == {"conversations": 2, "memories": 8, "vectors": 16, "jobs": 1, "audit": 1}
+        assert report.totals == {"conversations": 2, "memories": 8, "vectors": 16, "jobs": 2, "audit": 1, "relations": 1}
+        assert report.relations == 1
         assert Database("postgres", postgres_url).rows(hnsw) == [(2,)]  # content and context
     finally:
         await source.aclose()

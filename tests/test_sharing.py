@@ -190,3 +190,23 @@ async def test_sharing_checks_whom_what_and_how_before_anything_is_kept(settings
 async def test_servers_of_one_principal_do_not_offer_sharing(settings: Settings) -> None:
     async with serving(settings) as url, client(url) as mcp:  # tokenless loopback: the local principal only
         assert "share_conversation" not in {tool.name for tool in (await mcp.list_tools()).tools}
+
+
+async def test_a_grantee_searching_related_to_a_shared_conversation_sees_only_what_is_shared_with_it(
+    settings: Settings, db: Database
+) -> None:
+    tokens = await _people(settings)
+    async with serving(settings) as url, client(url, tokens["alice"]) as alice, client(url, tokens["bob"]) as bob:
+        shared, memory = await _alices_conversation(alice)
+        private = (await call(alice, "init_conversation", name="release plan, private part", follows=shared))
+        secret = await call(alice, "store_memory", content="The release freeze bonus is secret", conversation_id=private["conversation_id"])
+        await call(alice, "share_conversation", conversation_id=shared, principal="bob")
+
+        mine = await call(alice, "search_all_conversations", query="release freeze", top_k=10, related_to=shared)
+        theirs = await call(bob, "search_all_conversations", query="release freeze", top_k=10, related_to=shared)
+        listed = _text(await bob.read_resource(f"memory://conversations/{shared}/relations"))
+        owners = _text(await alice.read_resource(f"memory://conversations/{shared}/relations"))
+    assert {hit["memory_id"] for hit in mine["results"]} == {memory, secret["memory_id"]}
+    assert [hit["memory_id"] for hit in theirs["results"]] == [memory]
+    assert private["conversation_id"] not in listed and "None yet" in listed
+    assert f"followed up by [release plan, private part](memory://conversations/{private['conversation_id']})" in owners

@@ -43,6 +43,39 @@ async def test_opening_twice_applies_each_migration_once(db_path: Path) -> None:
     assert {"memories", "memories_fts", "memory_embeddings", "memories_ai", "memories_ad"} <= tables(db_path)
 
 
+async def test_the_jobs_table_rebuilt_for_new_kinds_keeps_every_job_and_its_rules(db_path: Path) -> None:
+    db_path.parent.mkdir(parents=True, exist_ok=True)
+    with sqlite3.connect(db_path, isolation_level=None) as conn:  # a store as version 8 left it
+        conn.execute("CREATE TABLE schema_migrations (version INTEGER PRIMARY KEY, name TEXT NOT NULL, applied_at TEXT NOT NULL)")
+        for migration in [m for m in db.migrations() if m.version <= 8]:
+            for statement in db.split_statements(migration.sql):
+                conn.execute(statement)
+            conn.execute("INSERT INTO schema_migrations VALUES (?, ?, '2026-01-01')", (migration.version, migration.name))
+        conn.execute("INSERT INTO conversations (id, created_at) VALUES ('c1', '2026-01-01')")
+        conn.execute("INSERT INTO conversations (id, created_at, status, summary) VALUES ('c2', '2026-01-01', 'completed',"
+                     " 'we chose the blue tiles')")
+        conn.execute("INSERT INTO jobs (kind, conversation_id, state, attempts, run_after, last_error, created_at)"
+                     " VALUES ('summarize', 'c1', 'queued', 2, '2026-01-02', 'Ollama is down', '2026-01-01')")
+        conn.execute("INSERT INTO jobs (kind, conversation_id, state, run_after, created_at, finished_at)"
+                     " VALUES ('compact', 'c1', 'done', '2026-01-01', '2026-01-01', '2026-01-01')")
+    store = await Store.open(db_path)
+    try:
+        assert await store.enqueue_job("relate", "c1", utc_now())
+        assert not await store.enqueue_job("summarize", "c1", utc_now())  # still open once per kind
+    finally:
+        await store.aclose()
+    with sqlite3.connect(db_path) as conn:
+        conn.execute("PRAGMA foreign_keys = ON")
+        kept = conn.execute("SELECT id, kind, state, attempts, last_error FROM jobs ORDER BY id").fetchall()
+        with pytest.raises(sqlite3.IntegrityError, match="CHECK"):
+            conn.execute("INSERT INTO jobs (kind, conversation_id, run_after, created_at) VALUES ('dance', 'c1', 'x', 'x')")
+        conn.execute("DELETE FROM conversations WHERE id = 'c1'")
+        assert conn.execute("SELECT conversation_id FROM jobs").fetchall() == [("c2",)]  # c1's went with it
+    # c2, which ended with a summary before there were relations, is queued to be linked.
+    assert kept == [(1, "summarize", "queued", 2, "Ollama is down"), (2, "compact", "done", 0, None),
+                    (3, "relate", "queued", 0, None), (4, "relate", "queued", 0, None)]
+
+
 def test_four_processes_creating_the_same_new_database_at_once_all_succeed(db_path: Path) -> None:
     code = (
         "import anyio, sys; from pathlib import Path; from ollama_mcp.store import Store\n"

@@ -25,15 +25,25 @@ class ConversationStore(PgStoreBase):
 
     async def create_conversation(
         self, conversation_id: str, name: str | None, metadata: dict[str, Any], anonymous: bool, created_at: str,
-        expires_at: str | None = None,
+        expires_at: str | None = None, follows: str | None = None,
     ) -> Conversation:
         async with self._transaction("create the conversation") as conn:
+            if follows is not None and not await (await conn.execute(
+                "SELECT 1 FROM conversations WHERE id = %s FOR KEY SHARE", (follows,)
+            )).fetchone():
+                raise ConversationNotFoundError(follows)
             cursor = await conn.execute(
                 "INSERT INTO conversations (id, name, anonymous, metadata, created_at, expires_at)"
                 " VALUES (%s, %s, %s, %s, %s, %s) RETURNING key",
                 (conversation_id, name, anonymous, Jsonb(metadata), created_at, expires_at),
             )
             row = await cursor.fetchone()
+            if follows is not None:
+                await conn.execute(
+                    "INSERT INTO conversation_relations (conversation_id, related_id, kind, created_at)"
+                    " VALUES (%s, %s, 'follow_up', %s)",
+                    (conversation_id, follows, created_at),
+                )
         return Conversation(
             key=int(row[0]) if row else 0, id=conversation_id, name=name, status="active", anonymous=anonymous,
             created_at=created_at, metadata=metadata, expires_at=expires_at,
@@ -90,6 +100,7 @@ class ConversationStore(PgStoreBase):
             if summary_memory is not None:
                 await insert_memory_row(conn, summary_memory)
                 summary_status = "given"
+                await enqueue_job_row(conn, "relate", conversation_id, ended_at)  # link it to ones like it
             elif queue_summary:
                 cursor = await conn.execute(
                     "SELECT 1 FROM memories WHERE conversation_id = %s AND kind <> 'summary' LIMIT 1", (conversation_id,)
@@ -117,7 +128,9 @@ class ConversationStore(PgStoreBase):
         """For each of the conversations that exists, a mark that changes whenever it or its
         memories change, whichever instance writes (see the SQLite store)."""
         rows = await self._fetchall(
-            "SELECT c.id, c.status, c.summary_status, c.summarized_through, count(m.seq), max(m.seq)"
+            "SELECT c.id, c.status, c.summary_status, c.summarized_through, count(m.seq), max(m.seq),"
+            " (SELECT count(*) + coalesce(sum(r.score), 0) FROM conversation_relations r"
+            "  WHERE r.conversation_id = c.id OR r.related_id = c.id)"
             " FROM conversations c LEFT JOIN memories m ON m.conversation_id = c.id"
             " WHERE c.id = ANY(%s) GROUP BY c.id",
             (list(conversation_ids),), "read what changed",

@@ -87,6 +87,7 @@ class JobStore(PgStoreBase):
                     "UPDATE conversations SET summary = %s, summary_status = 'done' WHERE id = %s",
                     (summary.content, job.conversation_id),
                 )
+                await enqueue_job_row(conn, "relate", job.conversation_id, now)  # link it to ones like it
             if rolling is not None:
                 memory, through = rolling
                 advanced = await conn.execute(

@@ -7,7 +7,7 @@ file. One connection serves the whole process; a lock keeps concurrent tasks fro
 statements inside each other's transactions.
 
 The store is split by concept, one part per module: ``conversations``, ``memories``,
-``transcript``, ``jobs`` (and the audit trail), ``keywords`` (what search reads), ``vectors``;
+``relations``, ``transcript``, ``jobs`` (and the audit trail), ``keywords`` (what search reads), ``vectors``;
 ``base`` holds the connection and transactions, ``rows`` the shared SQL and row helpers.
 """
 
@@ -16,6 +16,7 @@ from ollama_mcp.store.conversations import ConversationStore
 from ollama_mcp.store.jobs import JobStore
 from ollama_mcp.store.keywords import KeywordRows, KeywordState, KeywordStore, SearchReads
 from ollama_mcp.store.memories import MemoryStore
+from ollama_mcp.store.relations import RelationStore
 from ollama_mcp.store.rows import (
     FACET_CODES,
     KEYWORD_TABLES,
@@ -47,5 +48,8 @@ __all__ = [
 ]
 
 
-class Store(ClientStore, ConversationStore, MemoryStore, TranscriptStore, JobStore, TokenStore, ShareStore, KeywordStore, VectorStore):
+class Store(
+    ClientStore, ConversationStore, RelationStore, MemoryStore, TranscriptStore, JobStore, TokenStore, ShareStore,
+    KeywordStore, VectorStore,
+):
     """The SQLite backend's ``storage.Storage`` (and what its ``Ranker`` reads): the only owner of SQL."""

@@ -32,15 +32,23 @@ class ConversationStore(StoreBase):
 
     async def create_conversation(
         self, conversation_id: str, name: str | None, metadata: dict[str, Any], anonymous: bool, created_at: str,
-        expires_at: str | None = None,
+        expires_at: str | None = None, follows: str | None = None,
     ) -> Conversation:
         async with self._transaction("create the conversation") as conn:
+            if follows is not None:
+                await conversation_status(conn, follows)  # ConversationNotFoundError when there is none
             cursor = await conn.execute(
                 "INSERT INTO conversations (id, name, anonymous, metadata, created_at, expires_at)"
                 " VALUES (?, ?, ?, ?, ?, ?)",
                 (conversation_id, name, int(anonymous), dump_json(metadata), created_at, expires_at),
             )
             key = cursor.lastrowid
+            if follows is not None:
+                await conn.execute(
+                    "INSERT INTO conversation_relations (conversation_id, related_id, kind, created_at)"
+                    " VALUES (?, ?, 'follow_up', ?)",
+                    (conversation_id, follows, created_at),
+                )
         return Conversation(
             key=int(key or 0), id=conversation_id, name=name, status="active", anonymous=anonymous,
             created_at=created_at, metadata=metadata, expires_at=expires_at,
@@ -113,6 +121,7 @@ class ConversationStore(StoreBase):
             if summary_memory is not None:
                 await insert_memory_row(conn, summary_memory)
                 summary_status = "given"
+                await enqueue_job_row(conn, "relate", conversation_id, ended_at)  # link it to ones like it
             elif queue_summary:
                 has_content = await (await conn.execute(
                     "SELECT 1 FROM memories WHERE conversation_id = ? AND kind != 'summary' LIMIT 1",
@@ -142,10 +151,13 @@ class ConversationStore(StoreBase):
 
     async def change_marks(self, conversation_ids: Sequence[str]) -> dict[str, tuple[Any, ...]]:
         """For each of the conversations that exists, a mark that changes whenever it or its
-        memories change, whoever writes: status, summary state, how far it is summarized, and its
-        memories' count and newest seq (a redaction comes with a new summary)."""
+        memories change, whoever writes: status, summary state, how far it is summarized, its
+        memories' count and newest seq (a redaction comes with a new summary), and its links to
+        other conversations."""
         rows = await self._fetchall(
-            "SELECT c.id, c.status, c.summary_status, c.summarized_through, count(m.seq), max(m.seq)"
+            "SELECT c.id, c.status, c.summary_status, c.summarized_through, count(m.seq), max(m.seq),"
+            " (SELECT count(*) + coalesce(sum(r.score), 0) FROM conversation_relations r"
+            "  WHERE r.conversation_id = c.id OR r.related_id = c.id)"
             " FROM conversations c LEFT JOIN memories m ON m.conversation_id = c.id"
             " WHERE c.id IN (SELECT value FROM json_each(?)) GROUP BY c.id",
             (json.dumps(list(conversation_ids)),), "read what changed",

@@ -93,6 +93,7 @@ class JobStore(StoreBase):
                     "UPDATE conversations SET summary = ?, summary_status = 'done' WHERE id = ?",
                     (summary.content, job.conversation_id),
                 )
+                await enqueue_job_row(conn, "relate", job.conversation_id, now)  # link it to ones like it
             if rolling is not None:
                 memory, through = rolling
                 advanced = await conn.execute(
