@@ -99,4 +99,6 @@ def merge_relations(found: Sequence[Relation]) -> list[Relation]:
         winner, other = (relation, kept) if first else (kept, relation)
         scores = [s for s in (winner.score, other.score) if s is not None]
         best[relation.conversation_id] = replace(winner, score=max(scores) if scores else None)
-    return sorted(best.values(), key=lambda r: (_RELATION_RANK[r.kind] > 0, not r.follows, -(r.score or 0.0), r.created_at))
+    return sorted(best.values(), key=lambda r: (
+        r.kind != "follow_up", r.kind == "follow_up" and not r.follows, -(r.score or 0.0), r.created_at
+    ))

@@ -15,6 +15,8 @@ from mcp.client import Client
 from mcp.client.subscriptions import ResourceUpdated
 
 from ollama_mcp.config import Settings
+from ollama_mcp.domain import Relation
+from ollama_mcp.records import merge_relations
 from tests.conftest import Database, connect, eventually
 from tests.fake_ollama import FakeOllama
 from tests.test_tools import call, error
@@ -88,6 +90,7 @@ async def test_an_ended_conversation_links_to_those_its_summary_resembles_with_t
         await eventually(lambda: _true(relate_jobs_done(db) == 4))
         listed = text(await mcp.read_resource(f"memory://conversations/{garden}/relations"))
         alone = text(await mcp.read_resource(f"memory://conversations/{car}/relations"))
+        from_again = text(await mcp.read_resource(f"memory://conversations/{again}/relations"))
     assert relations(db) == {
         (plan, garden, "related", 0.833),  # 5 of 6 words shared
         (again, garden, "duplicate", 1.0),
@@ -97,6 +100,27 @@ async def test_an_ended_conversation_links_to_those_its_summary_resembles_with_t
     assert lines[2] == f"- duplicated by [garden again](memory://conversations/{again}) · completed · similarity 1.00"
     assert lines[3] == f"- related to [garden plan](memory://conversations/{plan}) · completed · similarity 0.83"
     assert "None yet" in alone and car not in relations_ids(db)
+    assert from_again.splitlines()[2:4] == [
+        f"- duplicate of [garden](memory://conversations/{garden}) · completed · similarity 1.00",
+        f"- related to [garden plan](memory://conversations/{plan}) · completed · similarity 0.83",
+    ]
+
+
+def test_relations_read_from_both_directions_list_follow_ups_first_then_the_best_match_whoever_recorded_it() -> None:
+    def link(other: str, kind: Any, score: float | None, follows: bool) -> Relation:
+        return Relation(other, other, "completed", kind, score, follows, "2026-11-24T00:00:00.000000Z")
+
+    merged = merge_relations([
+        link("mine", "related", 0.7, True),  # recorded by this conversation
+        link("theirs", "related", 0.9, False),  # recorded by the other one
+        link("both", "related", 0.8, True), link("both", "related", 0.8, False),
+        link("earlier", "related", 0.75, True), link("earlier", "follow_up", None, True),
+        link("later", "follow_up", None, False),
+    ])
+    assert [(r.conversation_id, r.kind, r.score, r.follows) for r in merged] == [
+        ("earlier", "follow_up", 0.75, True), ("later", "follow_up", None, False),
+        ("theirs", "related", 0.9, False), ("both", "related", 0.8, True), ("mine", "related", 0.7, True),
+    ]
 
 
 def relations_ids(db: Database) -> set[str]:
