@@ -26,9 +26,7 @@ MAX_FOLLOW_UPS = 20  # steps along chains of follow-ups, either way
 class ConversationRelations:
     """The relate job, and reading a conversation's relations."""
 
-    def __init__(
-        self, store: Storage, indexer: Indexer, jobs: JobRunner, *, related: float = 0.6, duplicate: float = 0.97
-    ) -> None:
+    def __init__(self, store: Storage, indexer: Indexer, jobs: JobRunner, *, related: float, duplicate: float) -> None:
         self._store = store
         self._indexer = indexer
         self.related_threshold = related

@@ -335,9 +335,9 @@ class MemoryService:
                 "related_to", f"names no conversation ({request.related_to})",
                 "pass the id of a conversation (list_conversations shows them), or leave it out",
             ) from None
-        allowed = request.filters.conversation_ids
-        if allowed is not None:
-            scope = [c for c in scope if c in set(allowed)]
+        if request.filters.conversation_ids is not None:
+            allowed = set(request.filters.conversation_ids)
+            scope = [c for c in scope if c in allowed]
         filters = replace(request.filters, conversation_id=None, conversation_ids=tuple(scope))
         hits, by_meaning, notice = await self._indexer.search(request.query, filters, None, request.top_k, request.threshold)
         covered = f"Searched {len(scope)} conversation{'s' if len(scope) != 1 else ''}: {request.related_to}" + (

@@ -99,9 +99,10 @@ class Storage(Protocol):
 
     # -- relations between conversations -------------------------------------------------
 
-    async def relations(self, conversation_id: str) -> list[Relation]:
+    async def relations(self, conversation_id: str, *, recorded: bool = False) -> list[Relation]:
         """The conversations related to this one either way, one entry each (a follow-up before a
-        duplicate before a related one), follow-ups first, then by score."""
+        duplicate before a related one), follow-ups first, then by score. With ``recorded``: the
+        rows this conversation recorded, as stored (what a copy of the store copies)."""
 
     async def end_summary(self, conversation_id: str) -> Memory | None:
         """The conversation's end summary (given at the end or written by the chat model)."""
@@ -116,8 +117,8 @@ class Storage(Protocol):
         the score. Others deleted meanwhile are skipped."""
 
     async def import_relations(self, conversation_id: str, relations: Sequence[Relation]) -> int:
-        """Insert links this conversation recorded (``Relation.follows``) as they are, skipping
-        those present or whose other conversation is missing; returns how many were added."""
+        """Insert links this conversation recorded (``relations(..., recorded=True)``) as they are,
+        skipping those present or whose other conversation is missing; returns how many were added."""
 
     # -- memories ------------------------------------------------------------------------
 

@@ -52,7 +52,7 @@ async def copy_store(source: Storage, target: Storage, progress: Callable[[int, 
             if progress is not None:
                 progress(done, len(ids))
         for conversation_id in ids:  # once both ends of every link are there
-            recorded = [r for r in await source.relations(conversation_id) if r.follows]
+            recorded = await source.relations(conversation_id, recorded=True)
             report.relations += await target.import_relations(conversation_id, recorded)
     report.totals = await check_counts(source, target, ids)
     return report
@@ -72,7 +72,7 @@ async def check_counts(source: Storage, target: Storage, ids: list[str]) -> dict
                 continue
             jobs, audit = await store.conversation_extras(conversation_id)
             vectors = await store.conversation_vectors(conversation_id)
-            recorded = [r for r in await store.relations(conversation_id) if r.follows]
+            recorded = await store.relations(conversation_id, recorded=True)
             counts.append({"memories": total, "vectors": len(vectors), "jobs": len(jobs), "audit": len(audit),
                            "relations": len(recorded)})
         for table, count in counts[0].items():

@@ -51,6 +51,8 @@ async def fill(settings: Settings) -> None:
         await svc.import_memories(work.id, ["We chose PostgreSQL for billing", "the crane is painted orange",
                                             "the zeppelin arrives tuesday"])
         await svc.end_conversation(work.id, "Database decided")
+        # trip also recorded work as related: the pair has a row each way, the score on trip's only.
+        await app.store.set_similar(trip.id, [(work.id, "related", 0.8)], utc_now())
         while await app.indexer.backfill_once():
             pass
 
@@ -81,7 +83,7 @@ async def test_a_round_trip_sqlite_postgresql_sqlite_keeps_every_row_and_every_s
     assert done.returncode == 0, done.stderr
     # trip: two versions of a note and two messages; work: three notes and the given summary
     assert ("2 new conversation(s), 8 new memories, 16 new vectors; counts match (2 conversations, 8 memories,"
-            " 16 vectors, 2 jobs, 1 audit rows, 1 relations)") in done.stdout
+            " 16 vectors, 2 jobs, 1 audit rows, 2 relations)") in done.stdout
     assert "postgres:" not in done.stdout.replace("PostgreSQL at", "")  # no password or user printed
     again = await anyio.to_thread.run_sync(lambda: cli(first, fake_ollama, "migrate", "--to", postgres_url))
     assert "0 new conversation(s), 0 new memories, 0 new vectors; counts match" in again.stdout
@@ -110,12 +112,15 @@ async def test_an_interrupted_copy_is_resumed_by_running_it_again(
         # the vector indexes are built once the copy completes (the next vector written builds them too)
         assert Database("postgres", postgres_url).rows(hnsw) == [(0,)]
         ids = await source.conversation_ids()
-        with pytest.raises(StorageError, match=f"conversation {ids[1]} has 4 memories rows in the source and 0"):
+        # trip was copied but not its link (links go last); work not at all
+        with pytest.raises(StorageError, match=f"conversation {ids[0]} has 1 relations rows in the source and 0"):
             await check_counts(source, target, ids)
+        with pytest.raises(StorageError, match=f"conversation {ids[1]} has 4 memories rows in the source and 0"):
+            await check_counts(source, target, ids[1:])
         report = await copy_store(source, target)
         assert (report.conversations, report.memories) == (1, 4)
-        assert report.totals == {"conversations": 2, "memories": 8, "vectors": 16, "jobs": 2, "audit": 1, "relations": 1}
-        assert report.relations == 1
+        assert report.totals == {"conversations": 2, "memories": 8, "vectors": 16, "jobs": 2, "audit": 1, "relations": 2}
+        assert report.relations == 2
         assert Database("postgres", postgres_url).rows(hnsw) == [(2,)]  # content and context
     finally:
         await source.aclose()

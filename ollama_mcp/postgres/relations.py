@@ -25,15 +25,16 @@ _SUMMARY_VECTORS = (
 class RelationStore(PgStoreBase):
     """Follow-ups, related and duplicate conversations."""
 
-    async def relations(self, conversation_id: str) -> list[Relation]:
+    async def relations(self, conversation_id: str, *, recorded: bool = False) -> list[Relation]:
         rows = await self._fetchall(
             "SELECT c.id, c.name, c.status, r.kind, r.score, r.conversation_id = %(id)s, r.created_at"
             " FROM conversation_relations r JOIN conversations c"
             " ON c.id = CASE WHEN r.conversation_id = %(id)s THEN r.related_id ELSE r.conversation_id END"
-            " WHERE r.conversation_id = %(id)s OR r.related_id = %(id)s",
+            f" WHERE r.conversation_id = %(id)s{'' if recorded else ' OR r.related_id = %(id)s'} ORDER BY c.id",
             {"id": conversation_id}, "read the conversation's relations",
         )
-        return merge_relations([Relation(*row) for row in rows])
+        found = [Relation(*row) for row in rows]
+        return found if recorded else merge_relations(found)
 
     async def end_summary(self, conversation_id: str) -> Memory | None:
         rows = await self._fetchall(

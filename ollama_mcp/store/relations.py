@@ -27,17 +27,16 @@ _SUMMARY_VECTORS = (
 class RelationStore(StoreBase):
     """Follow-ups, related and duplicate conversations."""
 
-    async def relations(self, conversation_id: str) -> list[Relation]:
+    async def relations(self, conversation_id: str, *, recorded: bool = False) -> list[Relation]:
         rows = await self._fetchall(
             "SELECT c.id, c.name, c.status, r.kind, r.score, r.conversation_id = ?1, r.created_at"
             " FROM conversation_relations r JOIN conversations c"
             " ON c.id = CASE WHEN r.conversation_id = ?1 THEN r.related_id ELSE r.conversation_id END"
-            " WHERE r.conversation_id = ?1 OR r.related_id = ?1",
+            f" WHERE r.conversation_id = ?1{'' if recorded else ' OR r.related_id = ?1'} ORDER BY c.id",
             (conversation_id,), "read the conversation's relations",
         )
-        return merge_relations([
-            Relation(row[0], row[1], row[2], row[3], row[4], bool(row[5]), row[6]) for row in rows
-        ])
+        found = [Relation(row[0], row[1], row[2], row[3], row[4], bool(row[5]), row[6]) for row in rows]
+        return found if recorded else merge_relations(found)
 
     async def end_summary(self, conversation_id: str) -> Memory | None:
         rows = await self._fetchall(
