@@ -1,5 +1,5 @@
 """The composition root: builds the backend's store and ranker (``backends``) → Ollama clients → embedder → indexer → jobs → service →
-lifecycle → relations → agent, runs the background work (loading the search indexes and the embedding model, embedding backfill,
+facts → lifecycle → relations → agent, runs the background work (loading the search indexes and the embedding model, embedding backfill,
 jobs, retention sweep, keyword index upkeep), and closes everything in reverse order."""
 
 from __future__ import annotations
@@ -15,6 +15,7 @@ from ollama_mcp.backends import open_backend
 from ollama_mcp.background import supervise
 from ollama_mcp.config import Settings
 from ollama_mcp.embeddings import Embedder
+from ollama_mcp.facts import ConversationFacts, FactExtractor
 from ollama_mcp.indexer import Indexer
 from ollama_mcp.jobs import JobRunner
 from ollama_mcp.lifecycle import ConversationLifecycle
@@ -37,6 +38,7 @@ class App:
     lifecycle: ConversationLifecycle
     agent: Agent
     relations: ConversationRelations
+    facts: ConversationFacts
 
 
 @asynccontextmanager
@@ -62,12 +64,14 @@ async def open_app(
         jobs = JobRunner(store, lease=settings.job_lease, max_delay=settings.job_max_delay)
         service = MemoryService(
             store, indexer, jobs, max_content_chars=settings.max_content_chars,
-            summaries=settings.chat_model is not None,
+            summaries=settings.chat_model is not None, facts=settings.facts,
         )
         summarizer = None if settings.chat_model is None else Summarizer(chat_client, settings.chat_model)
+        extractor = None if settings.chat_model is None else FactExtractor(chat_client, settings.chat_model)
+        facts = ConversationFacts(store, indexer, jobs, extractor, default=settings.facts)
         lifecycle = ConversationLifecycle(
             store, service, indexer, jobs, summarizer, compact_messages=settings.compact_messages,
-            compact_tokens=settings.compact_tokens, retention_days=settings.retention_days,
+            compact_tokens=settings.compact_tokens, retention_days=settings.retention_days, facts=facts,
         )
         relations = ConversationRelations(
             store, indexer, jobs, related=settings.related_threshold, duplicate=settings.duplicate_threshold
@@ -99,7 +103,7 @@ async def open_app(
                     max_delay=interval, initial_delay=interval,
                 ))
             try:
-                yield App(settings, store, ranker, indexer, jobs, service, lifecycle, agent, relations)
+                yield App(settings, store, ranker, indexer, jobs, service, lifecycle, agent, relations, facts)
             except Exception as exc:  # re-raised below as itself, not wrapped in an ExceptionGroup
                 failure = exc
             finally:

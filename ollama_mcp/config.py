@@ -58,6 +58,8 @@ class Settings:
     chat_model: str | None = DEFAULT_CHAT_MODEL
     # A summary is written in the background, so a slow CPU-only model may take its time.
     chat_timeout: float = 120.0
+    # Facts are extracted from conversations whose metadata does not say (metadata.facts).
+    facts: bool = False
     # Delete conversations untouched for this many days (None: keep forever).
     retention_days: float | None = None
     # Compaction defaults; a conversation's metadata may override them (compact_after_messages,
@@ -104,6 +106,13 @@ class Settings:
                 f"OLLAMA_MCP_DUPLICATE_THRESHOLD ({duplicate:g}) must not be below OLLAMA_MCP_RELATED_THRESHOLD "
                 f"({related:g}): a duplicate is a closer match than a related conversation."
             )
+        chat_model = _optional_model(env.get("OLLAMA_MCP_CHAT_MODEL"), DEFAULT_CHAT_MODEL)
+        facts = _switch(env, "OLLAMA_MCP_FACTS", default=False)
+        if facts and chat_model is None:
+            raise ConfigError(
+                "OLLAMA_MCP_FACTS=on asks the chat model to extract facts, but OLLAMA_MCP_CHAT_MODEL=none; "
+                "set a chat model such as qwen2.5:3b, or OLLAMA_MCP_FACTS=off."
+            )
         return cls(
             db_path=db_path,
             postgres_url=postgres_url,
@@ -114,7 +123,8 @@ class Settings:
             keep_alive=_keep_alive(env.get("OLLAMA_MCP_KEEP_ALIVE", "")),
             max_content_chars=int(_number(env, "OLLAMA_MCP_MAX_CONTENT_CHARS", 100_000, 1, 10_000_000)),
             log_level=_log_level(env.get("OLLAMA_MCP_LOG_LEVEL", "INFO")),
-            chat_model=_optional_model(env.get("OLLAMA_MCP_CHAT_MODEL"), DEFAULT_CHAT_MODEL),
+            chat_model=chat_model,
+            facts=facts,
             chat_timeout=_number(env, "OLLAMA_MCP_CHAT_TIMEOUT", 120.0, 1.0, 3600.0),
             retention_days=_number(env, "OLLAMA_MCP_RETENTION_DAYS", 0, 0, 365_000) or None,
             compact_messages=int(_number(env, "OLLAMA_MCP_COMPACT_MESSAGES", 50, 4, 100_000)),

@@ -74,6 +74,10 @@ async def migrate(conn: aiosqlite.Connection, path: Path | None = None) -> int:
     known = migrations()
     newest_known = known[-1].version if known else 0
     try:
+        # Off while migrating (a no-op inside a transaction, so before it): a migration that
+        # copies a table into a new one must be able to drop the old one without the drop
+        # cascading to the rows that reference it. PRAGMA foreign_key_check proves the result.
+        await conn.execute("PRAGMA foreign_keys = OFF")
         await conn.execute("BEGIN IMMEDIATE")
         try:
             await conn.execute(
@@ -100,10 +104,19 @@ async def migrate(conn: aiosqlite.Connection, path: Path | None = None) -> int:
                     (migration.version, migration.name),
                 )
                 log.info("applied schema migration %04d_%s", migration.version, migration.name)
+            pending = [m for m in known if m.version not in applied]
+            broken = list(await (await conn.execute("PRAGMA foreign_key_check")).fetchall()) if pending else []
+            if broken:
+                raise SchemaError(
+                    f"A schema migration would leave {len(broken)} row(s) of {broken[0][0]} pointing at rows that"
+                    " do not exist; nothing was changed. Report this with `ollama-mcp doctor` output."
+                )
             await conn.execute("COMMIT")
         except BaseException:
             await conn.execute("ROLLBACK")
             raise
+        finally:
+            await conn.execute("PRAGMA foreign_keys = ON")
     except sqlite3.Error as exc:
         raise translate(exc, "apply the schema migrations") from exc
     return newest_known

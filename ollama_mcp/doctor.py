@@ -244,7 +244,8 @@ def _holdings(summary: StoreSummary, model: str) -> list[tuple[str, str]]:
         ("conversations", f"{sum(conversations.values()):,} ({conversations.get('active', 0):,} active, "
                           f"{conversations.get('completed', 0):,} completed)"),
         ("memories", f"{kinds.get('note', 0):,} notes, {kinds.get('summary', 0):,} summaries, "
-                     f"{kinds.get('message', 0):,} messages"),
+                     f"{kinds.get('message', 0):,} messages"
+                     + (f", {kinds['fact']:,} facts" if kinds.get("fact") else "")),
         ("pending", f"{summary.pending:,} without a vector of {model!r} (the configured model)"),
         ("jobs", ", ".join(f"{count:,} {state}" for state, count in sorted(summary.jobs.items())) or "none"),
     ]

@@ -7,7 +7,7 @@ from datetime import UTC, datetime
 from typing import Any, Literal
 
 ConversationStatus = Literal["active", "completed"]
-MemoryKind = Literal["note", "message", "summary"]
+MemoryKind = Literal["note", "message", "summary", "fact"]
 EmbeddingStatus = Literal["embedded", "pending"]
 # What a vector represents: the memory's own text, or that text with the memories before it.
 Facet = Literal["content", "context"]
@@ -86,7 +86,7 @@ class SearchFilters:
     tags: tuple[str, ...] = ()
     since: str | None = None
     until: str | None = None
-    kinds: tuple[MemoryKind, ...] = ("note", "summary")
+    kinds: tuple[MemoryKind, ...] = ("note", "summary", "fact")
     include_superseded: bool = False
     actors: tuple[str, ...] = ()  # only turns by these participants (a message's actor, else its role)
 

@@ -9,12 +9,13 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from ollama_mcp import inputs
 from ollama_mcp.domain import Conversation, Memory
 from ollama_mcp.errors import InvalidInputError
+from ollama_mcp.records import FACT_KEY, FACT_SOURCE, fact_key
 
 FORMAT = "ollama-mcp-export"
 VERSION = 1
@@ -151,9 +152,12 @@ def _read_conversation(path: str, raw: object) -> ConversationRecord:
     memories_raw = raw.get("memories", [])
     if not isinstance(memories_raw, list):
         raise InvalidInputError(f"{path}.memories", "must be a list", "fix the file")
-    memories = [
-        _read_memory(f"{path}.memories[{i}]", item, conversation_id) for i, item in enumerate(memories_raw)
-    ]
+    memories: list[Memory] = []
+    for i, item in enumerate(memories_raw):
+        memory = _read_memory(f"{path}.memories[{i}]", item, conversation_id)
+        if memory.kind == "fact":
+            memory = _read_fact(f"{path}.memories[{i}].metadata", memory, {m.id for m in memories if m.kind != "fact"})
+        memories.append(memory)
     through = raw.get("summarized_through_id")
     return ConversationRecord(
         conversation, memories, None if through is None else _uuid(f"{path}.summarized_through_id", through)
@@ -164,8 +168,8 @@ def _read_memory(path: str, raw: object, conversation_id: str) -> Memory:
     if not isinstance(raw, dict):
         raise InvalidInputError(path, "must be an object", "fix the file")
     kind = raw.get("kind", "note")
-    if kind not in ("note", "message", "summary"):
-        raise InvalidInputError(f"{path}.kind", "must be note, message or summary", "fix the file")
+    if kind not in ("note", "message", "summary", "fact"):
+        raise InvalidInputError(f"{path}.kind", "must be note, message, summary or fact", "fix the file")
     role = raw.get("role")
     if role not in (None, "user", "assistant", "system", "tool"):
         raise InvalidInputError(f"{path}.role", "must be user, assistant, system or tool", "fix the file")
@@ -182,6 +186,22 @@ def _read_memory(path: str, raw: object, conversation_id: str) -> Memory:
         tool_call_id=_optional_text(f"{path}.tool_call_id", raw.get("tool_call_id")),
         superseded_by=None if superseded is None else _uuid(f"{path}.superseded_by", superseded),
     )
+
+
+def _read_fact(path: str, fact: Memory, earlier: set[str]) -> Memory:
+    """A fact needs its parts and the memory it came from, listed before it in its conversation
+    (a fact is stored beside its source, and deleted with it)."""
+    for part in ("subject", "predicate", "object"):
+        if not isinstance(fact.metadata.get(part), str) or not fact.metadata[part].strip():
+            raise InvalidInputError(f"{path}.{part}", "is missing from a fact", "fix the file")
+    source = _uuid(f"{path}.{FACT_SOURCE}", fact.metadata.get(FACT_SOURCE))
+    if source not in earlier:
+        raise InvalidInputError(
+            f"{path}.{FACT_SOURCE}", "names no note or message listed before the fact in its conversation",
+            "keep the memory the fact came from in the file, before the fact, or leave the fact out",
+        )
+    key = fact_key(fact.metadata["subject"], fact.metadata["predicate"])
+    return replace(fact, metadata={**fact.metadata, FACT_SOURCE: source, FACT_KEY: key})
 
 
 def _uuid(field: str, value: object) -> str:

@@ -188,7 +188,7 @@ def ttl_hours(field: str, value: object) -> float | None:
 # checked as such; a key that looks like a misspelt setting is refused rather than ignored.
 CONVERSATION_SETTINGS = (
     "ttl_hours", "compact_after_messages", "compact_after_tokens", "compaction_strategy", "compact_summary_tokens",
-    "compaction", "retention",
+    "compaction", "retention", "facts",
 )
 # The design's camelCase compaction block, accepted as an alias of the snake_case keys.
 COMPACTION_ALIASES = {
@@ -257,6 +257,12 @@ def conversation_metadata(field: str, value: object) -> dict[str, Any]:
                 named("compaction_strategy"), f"is {given!r}", f"use one of {', '.join(COMPACTION_STRATEGIES)}"
             )
         meta["compaction_strategy"] = strategy
+    if "facts" in meta and not isinstance(meta["facts"], bool):
+        raise InvalidInputError(
+            f"{field}.facts", f"is {meta['facts']!r}, not true or false",
+            "pass true to have the chat model extract facts from this conversation, false to never, or leave it"
+            " out for the server's default (OLLAMA_MCP_FACTS)",
+        )
     if "retention" in meta and meta["retention"] not in RETENTION_MODES:
         raise InvalidInputError(
             f"{field}.retention", f"is {meta['retention']!r}",
@@ -264,6 +270,12 @@ def conversation_metadata(field: str, value: object) -> dict[str, Any]:
             " or ttl_hours to delete the whole conversation after a time",
         )
     return meta
+
+
+def facts_wanted(metadata: dict[str, Any], default: bool) -> bool:
+    """Whether a conversation has facts extracted: its ``metadata.facts``, else the server's default."""
+    given = metadata.get("facts")
+    return given if isinstance(given, bool) else default
 
 
 def conversation_query(
@@ -345,7 +357,7 @@ def search_request(
     messages = flag("include_messages", include_messages) or by is not None
     filters = SearchFilters(
         tags=_tags("tags", tags), since=timestamp("since", since), until=timestamp("until", until),
-        kinds=("note", "summary", "message") if messages else ("note", "summary"),
+        kinds=("note", "summary", "fact", "message") if messages else ("note", "summary", "fact"),
         include_superseded=flag("include_superseded", include_superseded),
         actors=() if by is None else (by,),
     )

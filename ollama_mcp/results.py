@@ -138,7 +138,7 @@ class Hit(BaseModel):
     similarity: float | None
     created_at: str
     tags: list[str]
-    kind: Literal["note", "message", "summary"]
+    kind: Literal["note", "message", "summary", "fact"]
 
 
 class SearchResults(BaseModel):

@@ -602,18 +602,23 @@ def build_server(settings: Settings | ConfigError, *, public_url: str | None = N
 
     @server.prompt(description=(
         "Summary, recent messages and recalled memories of a conversation, within a token budget; "
-        "participants (comma-separated names) gives their view of a shared transcript."
+        "participants (comma-separated names) gives their view of a shared transcript; facts=true adds "
+        "extracted facts."
     ))
     async def build_context(
-        conversation_id: str, ctx: Context, token_budget: str = "4000", query: str = "", participants: str = ""
+        conversation_id: str, ctx: Context, token_budget: str = "4000", query: str = "", participants: str = "",
+        facts: str = "",
     ) -> list[Message]:
         if not token_budget.strip().isdigit():
             raise MCPError(INVALID_PARAMS, "token_budget: must be a whole number of tokens; pass e.g. 4000")
+        if facts.strip().lower() not in ("", "true", "false", "yes", "no"):
+            raise MCPError(INVALID_PARAMS, "facts: must be true or false; pass true to add the facts extracted")
         names = [name.strip() for name in participants.split(",") if name.strip()] or None
         with _prompt_errors():
             app = await _opened(ctx, conversation_id)
             built = await app.lifecycle.build_context(
-                conversation_id, int(token_budget), query=query or None, participants=names
+                conversation_id, int(token_budget), query=query or None, participants=names,
+                facts=facts.strip().lower() in ("true", "yes"),
             )
         return [
             AssistantMessage(m["content"]) if m["role"] == "assistant"

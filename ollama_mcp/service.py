@@ -43,12 +43,14 @@ class MemoryService:
     """Conversations and memories of one store, and each client's 'current conversation'."""
 
     def __init__(
-        self, store: Storage, indexer: Indexer, jobs: JobRunner, *, max_content_chars: int, summaries: bool = False
+        self, store: Storage, indexer: Indexer, jobs: JobRunner, *, max_content_chars: int, summaries: bool = False,
+        facts: bool = False,
     ) -> None:
         self._store = store
         self._indexer = indexer
         self._jobs = jobs
         self._summaries = summaries  # a chat model is configured to write missing summaries
+        self.facts_default = facts  # conversations that do not say (metadata.facts) have facts extracted
         self._max_content_chars = max_content_chars
         # Each client's current conversation (``caller.client()``): a stdio server has one client;
         # an HTTP server one per MCP session (or token). The least recently used are forgotten first.
@@ -98,6 +100,11 @@ class MemoryService:
                 "(OLLAMA_MCP_CHAT_MODEL=none): no summary would ever cover a turn, so every turn would be kept",
                 "set OLLAMA_MCP_CHAT_MODEL to a chat model such as qwen2.5:3b, or use ttl_hours to delete the "
                 "conversation after a time",
+            )
+        if meta.get("facts") is True and not self._summaries:
+            raise InvalidInputError(
+                "metadata.facts", "is true, but no chat model is configured (OLLAMA_MCP_CHAT_MODEL=none) to extract them",
+                "set OLLAMA_MCP_CHAT_MODEL to a chat model such as qwen2.5:3b, or leave facts out",
             )
         now = datetime.now(UTC)
         ttl = inputs.ttl_hours("metadata.ttl_hours", meta.get("ttl_hours"))
@@ -161,9 +168,12 @@ class MemoryService:
                 id=str(uuid.uuid4()), seq=0, conversation_id=target, kind="summary", content=text,
                 tags=("summary",), metadata={}, created_at=ended_at,
             )
+        facts = self._summaries and inputs.facts_wanted(
+            (await self._store.get_conversation(target)).metadata, self.facts_default
+        )
         with audit.recording("end_conversation", target, arguments=summary):
             conversation, count = await self._store.end_conversation(
-                target, ended_at, summary_memory, queue_summary=self._summaries
+                target, ended_at, summary_memory, queue_summary=self._summaries, queue_facts=facts
             )
         self._no_longer_current(target)
         if summary_memory is not None:

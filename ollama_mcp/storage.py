@@ -67,10 +67,12 @@ class Storage(Protocol):
         """The conversations ``query`` selects, in its order, with message counts and last activity."""
 
     async def end_conversation(
-        self, conversation_id: str, ended_at: str, summary_memory: Memory | None, *, queue_summary: bool
+        self, conversation_id: str, ended_at: str, summary_memory: Memory | None, *, queue_summary: bool,
+        queue_facts: bool = False,
     ) -> tuple[Conversation, int]:
         """Complete the conversation; in the same transaction store ``summary_memory`` or (with
-        ``queue_summary``) queue its summarize job. Returns it and its final memory count."""
+        ``queue_summary``) queue its summarize job, and with ``queue_facts`` its facts job.
+        Returns it and its final memory count."""
 
     async def conversation_ids(self) -> list[str]: ...
 
@@ -138,6 +140,25 @@ class Storage(Protocol):
         it, the seqs deleted, and the seqs of later memories whose context changed."""
 
     async def memories_by_seq(self, seqs: Iterable[int]) -> dict[int, Memory]: ...
+
+    # -- facts ---------------------------------------------------------------------------
+
+    async def facts_through(self, conversation_id: str) -> int:
+        """The seq of the last memory of the conversation its facts were extracted from (0: none
+        yet); ``ConversationNotFoundError`` when it does not exist."""
+
+    async def store_facts(
+        self, conversation_id: str, facts: Sequence[Memory], *, since: int, through: int
+    ) -> tuple[list[Memory], list[str]]:
+        """In one transaction: move the conversation's facts_through from ``since`` to
+        ``through`` and insert ``facts`` (kind 'fact', each naming its source in its metadata) as
+        ``records.place_fact`` places them among the current facts of their subject and predicate
+        anywhere in the store; a fact whose source is gone is skipped. Nothing happens when
+        facts_through is no longer ``since`` (another run stored them) or the conversation is gone.
+        Returns (the facts inserted, the ids of the facts they superseded)."""
+
+    async def current_facts(self, conversation_id: str, limit: int) -> list[Memory]:
+        """The conversation's facts that nothing superseded, newest first."""
 
     # -- transcript and snapshots --------------------------------------------------------
 

@@ -80,18 +80,24 @@ class Summarizer:
 
 def segments(items: Sequence[Memory]) -> list[str]:
     """The items as lines of text, grouped into segments of at most SEGMENT_CHARS."""
-    out: list[str] = []
-    current: list[str] = []
+    return ["\n".join(describe(item) for item in group) for group in groups(items)]
+
+
+def groups(items: Sequence[Memory], limit: int = SEGMENT_CHARS) -> list[list[Memory]]:
+    """The items in order, in groups whose lines (``describe``) take at most ``limit`` characters
+    (a single longer one makes a group of its own)."""
+    out: list[list[Memory]] = []
+    current: list[Memory] = []
     size = 0
     for item in items:
-        line = describe(item)
-        if current and size + len(line) > SEGMENT_CHARS:
-            out.append("\n".join(current))
+        length = len(describe(item))
+        if current and size + length > limit:
+            out.append(current)
             current, size = [], 0
-        current.append(line)
-        size += len(line) + 1
+        current.append(item)
+        size += length + 1
     if current:
-        out.append("\n".join(current))
+        out.append(current)
     return out
 
 

@@ -28,6 +28,7 @@ import pytest
 from mcp import Client
 from psycopg import sql
 
+from ollama_mcp import db as sqlite_db
 from ollama_mcp.app import App, open_app
 from ollama_mcp.config import Settings
 from ollama_mcp.server import build_server
@@ -232,3 +233,14 @@ async def eventually(check: Callable[[], Awaitable[Any]], timeout: float = 5.0) 
             if result:
                 return result
             await anyio.sleep(0.02)
+
+
+def sqlite_store_at(path: Path, version: int) -> None:
+    """A new SQLite store as ollama-mcp left it at schema ``version`` (to test the next migrations)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with sqlite3.connect(path, isolation_level=None) as conn:
+        conn.execute("CREATE TABLE schema_migrations (version INTEGER PRIMARY KEY, name TEXT NOT NULL, applied_at TEXT NOT NULL)")
+        for migration in [m for m in sqlite_db.migrations() if m.version <= version]:
+            for statement in sqlite_db.split_statements(migration.sql):
+                conn.execute(statement)
+            conn.execute("INSERT INTO schema_migrations VALUES (?, ?, '2026-01-01')", (migration.version, migration.name))

@@ -211,9 +211,11 @@ class FakeOllama:
 
 def _default_reply(body: dict[str, Any]) -> str:
     """Without a script: a summary in the requested JSON shape that repeats the conversation's
-    words (so tests can find it by them), or plain "ok"."""
+    words (so tests can find it by them), no facts when facts are asked for, or plain "ok"."""
     if not body.get("format"):
         return "ok"
+    if isinstance(body["format"], dict) and "facts" in body["format"].get("properties", {}):
+        return json.dumps({"facts": []})
     text = str(body["messages"][-1]["content"]) if body.get("messages") else ""
     words = " ".join(_WORD.findall(text)[-60:])
     return json.dumps({"summary": f"Summary: {words}", "key_points": ["fake point"], "decisions": []})

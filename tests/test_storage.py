@@ -21,7 +21,7 @@ from ollama_mcp.errors import SchemaError, StorageError
 from ollama_mcp.inputs import search_request
 from ollama_mcp.store import Store
 from ollama_mcp.vectors import Ranking, VectorIndex
-from tests.conftest import Database, connect
+from tests.conftest import Database, connect, sqlite_store_at
 from tests.fake_ollama import FakeOllama
 
 pytestmark = pytest.mark.anyio
@@ -44,13 +44,8 @@ async def test_opening_twice_applies_each_migration_once(db_path: Path) -> None:
 
 
 async def test_the_jobs_table_rebuilt_for_new_kinds_keeps_every_job_and_its_rules(db_path: Path) -> None:
-    db_path.parent.mkdir(parents=True, exist_ok=True)
-    with sqlite3.connect(db_path, isolation_level=None) as conn:  # a store as version 8 left it
-        conn.execute("CREATE TABLE schema_migrations (version INTEGER PRIMARY KEY, name TEXT NOT NULL, applied_at TEXT NOT NULL)")
-        for migration in [m for m in db.migrations() if m.version <= 8]:
-            for statement in db.split_statements(migration.sql):
-                conn.execute(statement)
-            conn.execute("INSERT INTO schema_migrations VALUES (?, ?, '2026-01-01')", (migration.version, migration.name))
+    sqlite_store_at(db_path, 8)
+    with sqlite3.connect(db_path, isolation_level=None) as conn:
         conn.execute("INSERT INTO conversations (id, created_at) VALUES ('c1', '2026-01-01')")
         conn.execute("INSERT INTO conversations (id, created_at, status, summary) VALUES ('c2', '2026-01-01', 'completed',"
                      " 'we chose the blue tiles')")

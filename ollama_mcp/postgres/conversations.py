@@ -89,7 +89,8 @@ class ConversationStore(PgStoreBase):
         return [conversation_from_row(row) for row in rows]
 
     async def end_conversation(
-        self, conversation_id: str, ended_at: str, summary_memory: Memory | None, *, queue_summary: bool
+        self, conversation_id: str, ended_at: str, summary_memory: Memory | None, *, queue_summary: bool,
+        queue_facts: bool = False,
     ) -> tuple[Conversation, int]:
         """Mark the conversation completed, in one transaction with what becomes of its summary
         (stored, or a summarize job queued when there is anything to summarize)."""
@@ -103,11 +104,13 @@ class ConversationStore(PgStoreBase):
                 await enqueue_job_row(conn, "relate", conversation_id, ended_at)  # link it to ones like it
             elif queue_summary:
                 cursor = await conn.execute(
-                    "SELECT 1 FROM memories WHERE conversation_id = %s AND kind <> 'summary' LIMIT 1", (conversation_id,)
+                    "SELECT 1 FROM memories WHERE conversation_id = %s AND kind IN ('note', 'message') LIMIT 1", (conversation_id,)
                 )
                 if await cursor.fetchone():
                     await enqueue_job_row(conn, "summarize", conversation_id, ended_at)
                     summary_status = "pending"
+            if queue_facts:
+                await enqueue_job_row(conn, "facts", conversation_id, ended_at)
             cursor = await conn.execute(
                 "UPDATE conversations SET status = 'completed', ended_at = %s, summary = %s, summary_status = %s"
                 f" WHERE id = %s RETURNING {CONVERSATION_COLUMNS.replace('c.', '')}",

@@ -19,6 +19,7 @@ from ollama_mcp.postgres.rows import (
     MEMORY_COLUMNS,
     earlier_contents,
     execute_many,
+    facts_from,
     insert_embedding_rows,
     insert_memory_row,
     latest_version,
@@ -133,6 +134,11 @@ class MemoryStore(PgStoreBase):
                     "memory_id", "names a message of the conversation's transcript, which is never edited",
                     "store a note with the correction instead",
                 )
+            if old.kind == "fact":
+                raise InvalidInputError(
+                    "memory_id", "names a fact the chat model extracted, which is never edited",
+                    "delete it with delete_memory, and store a note with the correction instead",
+                )
             new = revise(old)
             await conn.execute("UPDATE memories SET superseded_by = %s WHERE seq = %s", (new.id, old.seq))
             seq = await insert_memory_row(conn, new, context_before=old.seq)
@@ -155,9 +161,11 @@ class MemoryStore(PgStoreBase):
                 "WITH RECURSIVE newer(id) AS (SELECT %(id)s::text UNION SELECT m.superseded_by FROM memories m"
                 " JOIN newer ON m.id = newer.id WHERE m.superseded_by IS NOT NULL),"
                 " older(id) AS (SELECT %(id)s::text UNION SELECT m.id FROM memories m JOIN older ON m.superseded_by = older.id)"
-                " DELETE FROM memories WHERE id IN (SELECT id FROM newer UNION SELECT id FROM older) RETURNING seq",
+                " SELECT seq FROM memories WHERE id IN (SELECT id FROM newer UNION SELECT id FROM older)",
                 {"id": memory_id},
             )
-            deleted = sorted(int(row[0]) for row in await cursor.fetchall())
+            versions = [int(row[0]) for row in await cursor.fetchall()]
+            deleted = sorted(versions + await facts_from(conn, versions))  # its facts go with it (cascade)
+            await conn.execute("DELETE FROM memories WHERE seq = ANY(%s)", (versions,))
             changed = [] if own_context(named) else await rewrite_followers(conn, named.conversation_id, deleted)
         return named, deleted, changed

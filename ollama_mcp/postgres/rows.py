@@ -12,7 +12,15 @@ from psycopg.types.json import Jsonb
 
 from ollama_mcp.domain import Conversation, EmbeddingRow, JobKind, Memory, MemoryKind, SearchFilters, utc_now
 from ollama_mcp.errors import ConversationNotFoundError, MemoryNotFoundError
-from ollama_mcp.records import CONTEXT_NEIGHBOURS, REDACTED, REDACTED_PREFIX, compose_context, content_hash, own_context
+from ollama_mcp.records import (
+    CONTEXT_NEIGHBOURS,
+    REDACTED,
+    REDACTED_PREFIX,
+    compose_context,
+    content_hash,
+    fact_source,
+    own_context,
+)
 
 CONVERSATION_COLUMNS = (
     "c.key, c.id, c.name, c.status, c.anonymous, c.created_at, c.ended_at, c.metadata, c.summary,"
@@ -23,6 +31,8 @@ MEMORY_COLUMNS = (
     " m.role, m.actor, m.tool_calls, m.tool_call_id, m.superseded_by"
 )
 MEMORY_WIDTH = 14
+# The seq of a fact's source, from the source's id (a parameter; NULL for other kinds).
+SOURCE_SEQ = "(SELECT s.seq FROM memories s WHERE s.id = %s)"
 # "This memory's text is still there" (not a turn an audit-only retention redacted).
 TEXT_KEPT = f"metadata ->> '{REDACTED}' IS NULL"
 # "This memory awaits a vector of model %(model)s for the facet": pending embeddings. (A redacted
@@ -31,7 +41,7 @@ MISSING_VECTOR = (
     "(NOT EXISTS (SELECT 1 FROM memory_embeddings e WHERE e.memory_seq = m.seq AND e.model = %(model)s"
     f" AND e.facet = '{{}}') AND m.metadata ->> '{REDACTED}' IS NULL)"
 )
-ALL_KINDS = frozenset({"note", "message", "summary"})
+ALL_KINDS = frozenset({"note", "message", "summary", "fact"})
 
 
 async def lock_conversation(conn: psycopg.AsyncConnection, conversation_id: str) -> str:
@@ -56,13 +66,14 @@ async def insert_memory_row(conn: psycopg.AsyncConnection, memory: Memory, *, co
         context = compose_context(await earlier_contents(conn, memory.conversation_id, context_before), memory.content)
     cursor = await conn.execute(
         "INSERT INTO memories (id, conversation_id, kind, role, actor, tool_calls, tool_call_id, content,"
-        " content_hash, context, tags, metadata, created_at)"
-        " VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s)"
+        " content_hash, context, tags, metadata, created_at, superseded_by, source_seq)"
+        f" VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, {SOURCE_SEQ})"
         " ON CONFLICT (conversation_id, content_hash) WHERE kind = 'note' AND superseded_by IS NULL DO NOTHING"
         " RETURNING seq",
         (memory.id, memory.conversation_id, memory.kind, memory.role, memory.actor,
          Jsonb(list(memory.tool_calls)) if memory.tool_calls else None, memory.tool_call_id, memory.content,
-         content_hash(memory.content), context, list(memory.tags), Jsonb(memory.metadata), memory.created_at),
+         content_hash(memory.content), context, list(memory.tags), Jsonb(memory.metadata), memory.created_at,
+         memory.superseded_by, fact_source(memory)),
     )
     row = await cursor.fetchone()
     return None if row is None else int(row[0])
@@ -72,7 +83,7 @@ async def earlier_contents(conn: psycopg.AsyncConnection, conversation_id: str, 
     """The texts of the CONTEXT_NEIGHBOURS memories before ``before_seq`` (default: the latest),
     oldest first; summaries and redacted turns are not part of anyone's context."""
     cursor = await conn.execute(
-        f"SELECT content FROM memories WHERE conversation_id = %s AND kind <> 'summary' AND seq < %s AND {TEXT_KEPT}"
+        f"SELECT content FROM memories WHERE conversation_id = %s AND kind NOT IN ('summary', 'fact') AND seq < %s AND {TEXT_KEPT}"
         " ORDER BY seq DESC LIMIT %s",
         (conversation_id, before_seq if before_seq is not None else 2**62, CONTEXT_NEIGHBOURS),
     )
@@ -86,7 +97,7 @@ async def rewrite_followers(conn: psycopg.AsyncConnection, conversation_id: str,
     changed: list[int] = []
     for seq in sorted(gone):
         cursor = await conn.execute(
-            f"SELECT seq, content, context FROM memories WHERE conversation_id = %s AND kind <> 'summary' AND seq > %s"
+            f"SELECT seq, content, context FROM memories WHERE conversation_id = %s AND kind NOT IN ('summary', 'fact') AND seq > %s"
             f" AND {TEXT_KEPT} ORDER BY seq LIMIT %s",
             (conversation_id, seq, CONTEXT_NEIGHBOURS),
         )
@@ -100,6 +111,12 @@ async def rewrite_followers(conn: psycopg.AsyncConnection, conversation_id: str,
             await conn.execute("DELETE FROM memory_embeddings WHERE memory_seq = %s AND facet = 'context'", (follower,))
             changed.append(int(follower))
     return changed
+
+
+async def facts_from(conn: psycopg.AsyncConnection, seqs: Sequence[int]) -> list[int]:
+    """The seqs of the facts extracted from the memories ``seqs``: deleting those deletes them (cascade)."""
+    cursor = await conn.execute("SELECT seq FROM memories WHERE source_seq = ANY(%s)", (list(seqs),))
+    return [int(row[0]) for row in await cursor.fetchall()]
 
 
 async def retire_turns(
@@ -118,7 +135,9 @@ async def retire_turns(
     seqs = [int(row[0]) for row in rows]
     if not seqs:
         return [], []
+    facts: list[int] = []
     if retention == "ephemeral":
+        facts = await facts_from(conn, seqs)  # deleted with their sources
         await conn.execute("DELETE FROM memories WHERE seq = ANY(%s)", (seqs,))
         if any(row[1] for row in rows):
             await conn.execute(
@@ -133,7 +152,7 @@ async def retire_turns(
             (retention, seqs),
         )
         await conn.execute("DELETE FROM memory_embeddings WHERE memory_seq = ANY(%s)", (seqs,))
-    return seqs, await rewrite_followers(conn, conversation_id, seqs)
+    return seqs + facts, await rewrite_followers(conn, conversation_id, seqs)
 
 
 async def latest_version(conn: psycopg.AsyncConnection, memory_id: str) -> str:

@@ -1,5 +1,5 @@
 """``PgStore``: the PostgreSQL backend's ``storage.Storage``, composed of its parts like the SQLite
-``store.Store`` is (``conversations``, ``relations``, ``memories``, ``transcript``, ``jobs``, ``vectors``;
+``store.Store`` is (``conversations``, ``relations``, ``memories``, ``facts``, ``transcript``, ``jobs``, ``vectors``;
 ``base`` holds the pool and transactions, ``rows`` the shared SQL).
 
 Every write is one transaction. Writes that touch a conversation's memories lock that
@@ -9,6 +9,7 @@ conversations, in one lock order (no deadlocks between instances).
 
 from ollama_mcp.postgres.clients import ClientStore
 from ollama_mcp.postgres.conversations import ConversationStore
+from ollama_mcp.postgres.facts import FactStore
 from ollama_mcp.postgres.jobs import JobStore
 from ollama_mcp.postgres.memories import MemoryStore
 from ollama_mcp.postgres.relations import RelationStore
@@ -19,7 +20,7 @@ from ollama_mcp.postgres.vectors import VectorStore
 
 
 class PgStore(
-    ClientStore, ConversationStore, RelationStore, MemoryStore, TranscriptStore, JobStore, TokenStore, ShareStore,
-    VectorStore,
+    ClientStore, ConversationStore, RelationStore, MemoryStore, FactStore, TranscriptStore, JobStore, TokenStore,
+    ShareStore, VectorStore,
 ):
     """The PostgreSQL backend's ``storage.Storage``; open with ``await PgStore.open(url)``."""

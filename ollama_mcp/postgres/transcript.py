@@ -12,6 +12,7 @@ from ollama_mcp.postgres.base import PgStoreBase
 from ollama_mcp.postgres.rows import (
     CONVERSATION_COLUMNS,
     MEMORY_COLUMNS,
+    SOURCE_SEQ,
     conversation_from_row,
     earlier_contents,
     execute_many,
@@ -20,7 +21,7 @@ from ollama_mcp.postgres.rows import (
     memory_by_seq,
     memory_from_row,
 )
-from ollama_mcp.records import CONTEXT_NEIGHBOURS, compose_context, content_hash, is_retry, own_context
+from ollama_mcp.records import CONTEXT_NEIGHBOURS, compose_context, content_hash, fact_source, is_retry, own_context
 
 
 class TranscriptStore(PgStoreBase):
@@ -138,14 +139,19 @@ class TranscriptStore(PgStoreBase):
                 rows.append((
                     m.id, conversation.id, m.kind, m.role, m.actor, Jsonb(list(m.tool_calls)) if m.tool_calls else None,
                     m.tool_call_id, m.content, content_hash(m.content), context, list(m.tags), Jsonb(m.metadata),
-                    m.created_at, m.superseded_by,
+                    m.created_at, m.superseded_by, fact_source(m),
                 ))
             added = await execute_many(
                 conn,
                 "INSERT INTO memories (id, conversation_id, kind, role, actor, tool_calls, tool_call_id,"
-                " content, content_hash, context, tags, metadata, created_at, superseded_by)"
-                " VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s) ON CONFLICT DO NOTHING",
+                " content, content_hash, context, tags, metadata, created_at, superseded_by, source_seq)"
+                f" VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, {SOURCE_SEQ}) ON CONFLICT DO NOTHING",
                 rows,
+            )
+            # Facts were extracted at least through the last memory one came from.
+            await conn.execute(
+                "UPDATE conversations SET facts_through = greatest(facts_through, (SELECT coalesce(max(source_seq), 0)"
+                " FROM memories WHERE conversation_id = %(id)s AND kind = 'fact')) WHERE id = %(id)s", {"id": conversation.id},
             )
             if summarized_through_id is not None:
                 await conn.execute(

@@ -7,12 +7,13 @@ file. One connection serves the whole process; a lock keeps concurrent tasks fro
 statements inside each other's transactions.
 
 The store is split by concept, one part per module: ``conversations``, ``memories``,
-``relations``, ``transcript``, ``jobs`` (and the audit trail), ``keywords`` (what search reads), ``vectors``;
+``relations``, ``facts``, ``transcript``, ``jobs`` (and the audit trail), ``keywords`` (what search reads), ``vectors``;
 ``base`` holds the connection and transactions, ``rows`` the shared SQL and row helpers.
 """
 
 from ollama_mcp.store.clients import ClientStore
 from ollama_mcp.store.conversations import ConversationStore
+from ollama_mcp.store.facts import FactStore
 from ollama_mcp.store.jobs import JobStore
 from ollama_mcp.store.keywords import KeywordRows, KeywordState, KeywordStore, SearchReads
 from ollama_mcp.store.memories import MemoryStore
@@ -49,7 +50,7 @@ __all__ = [
 
 
 class Store(
-    ClientStore, ConversationStore, RelationStore, MemoryStore, TranscriptStore, JobStore, TokenStore, ShareStore,
-    KeywordStore, VectorStore,
+    ClientStore, ConversationStore, RelationStore, MemoryStore, FactStore, TranscriptStore, JobStore, TokenStore,
+    ShareStore, KeywordStore, VectorStore,
 ):
     """The SQLite backend's ``storage.Storage`` (and what its ``Ranker`` reads): the only owner of SQL."""

@@ -108,7 +108,8 @@ class ConversationStore(StoreBase):
         return [conversation_from_row(row) for row in rows]
 
     async def end_conversation(
-        self, conversation_id: str, ended_at: str, summary_memory: Memory | None, *, queue_summary: bool
+        self, conversation_id: str, ended_at: str, summary_memory: Memory | None, *, queue_summary: bool,
+        queue_facts: bool = False,
     ) -> tuple[Conversation, int]:
         """Mark the conversation completed, in one transaction with what becomes of its summary:
         the given one stored (also as a searchable memory), or a summarize job queued when
@@ -124,12 +125,14 @@ class ConversationStore(StoreBase):
                 await enqueue_job_row(conn, "relate", conversation_id, ended_at)  # link it to ones like it
             elif queue_summary:
                 has_content = await (await conn.execute(
-                    "SELECT 1 FROM memories WHERE conversation_id = ? AND kind != 'summary' LIMIT 1",
+                    "SELECT 1 FROM memories WHERE conversation_id = ? AND kind IN ('note', 'message') LIMIT 1",
                     (conversation_id,),
                 )).fetchone()
                 if has_content:
                     await enqueue_job_row(conn, "summarize", conversation_id, ended_at)
                     summary_status = "pending"
+            if queue_facts:
+                await enqueue_job_row(conn, "facts", conversation_id, ended_at)
             await conn.execute(
                 "UPDATE conversations SET status = 'completed', ended_at = ?, summary = ?, summary_status = ?"
                 " WHERE id = ?",

@@ -25,6 +25,7 @@ from ollama_mcp.store.rows import (
     conversation_status,
     dump_json,
     earlier_contents,
+    facts_from,
     insert_embedding_rows,
     insert_memory_row,
     latest_version,
@@ -151,6 +152,11 @@ class MemoryStore(StoreBase):
                     "memory_id", "names a message of the conversation's transcript, which is never edited",
                     "store a note with the correction instead",
                 )
+            if old.kind == "fact":
+                raise InvalidInputError(
+                    "memory_id", "names a fact the chat model extracted, which is never edited",
+                    "delete it with delete_memory, and store a note with the correction instead",
+                )
             new = revise(old)
             await conn.execute("UPDATE memories SET superseded_by = ? WHERE seq = ?", (new.id, old.seq))
             seq = await insert_memory_row(conn, new, context_before=old.seq)
@@ -181,8 +187,10 @@ class MemoryStore(StoreBase):
                 (memory_id,),
             )).fetchall()
             deleted = [int(seq) for seq, _ in versions]
+            facts = await facts_from(conn, deleted)
             await conn.execute(
                 "DELETE FROM memories WHERE seq IN (SELECT value FROM json_each(?))", (json.dumps(deleted),)
             )
+            deleted = sorted(deleted + facts)  # its facts went with it (cascade)
             changed = [] if own_context(named) else await rewrite_followers(conn, named.conversation_id, deleted)
         return named, deleted, changed

@@ -27,10 +27,11 @@ from ollama_mcp.records import (
     compose_context,
     content_hash,
     dump_json,
+    fact_source,
     own_context,
 )
 
-KIND_CODES: dict[str, int] = {"note": 0, "message": 1, "summary": 2}
+KIND_CODES: dict[str, int] = {"note": 0, "message": 1, "summary": 2, "fact": 3}
 FACET_CODES: dict[str, int] = {"content": 0, "context": 1}
 VECTOR_BATCH_ROWS = 4096
 # The keyword indexes' tokenizer (schema/0001_initial.sql): scratch tables that tokenize new
@@ -61,6 +62,8 @@ MEMORY_COLUMNS = (
     " m.role, m.actor, m.tool_calls, m.tool_call_id, m.superseded_by"
 )
 MEMORY_WIDTH = 14  # columns in MEMORY_COLUMNS: what a query selects after them starts here
+# The seq of a fact's source, from the source's id (a parameter; NULL for other kinds).
+SOURCE_SEQ = "(SELECT s.seq FROM memories s WHERE s.id = ?)"
 
 
 async def conversation_status(conn: aiosqlite.Connection, conversation_id: str) -> str:
@@ -80,12 +83,13 @@ async def insert_memory_row(
         context = await context_of(conn, memory.conversation_id, memory.content, before_seq=context_before)
     cursor = await conn.execute(
         "INSERT INTO memories (id, conversation_id, kind, role, actor, tool_calls, tool_call_id, content,"
-        " content_hash, context, tags, metadata, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
+        " content_hash, context, tags, metadata, created_at, superseded_by, source_seq)"
+        f" VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, {SOURCE_SEQ})"
         " ON CONFLICT (conversation_id, content_hash) WHERE kind = 'note' AND superseded_by IS NULL DO NOTHING",
         (memory.id, memory.conversation_id, memory.kind, memory.role, memory.actor,
          json.dumps(list(memory.tool_calls)) if memory.tool_calls else None, memory.tool_call_id,
          memory.content, content_hash(memory.content), context, json.dumps(list(memory.tags)),
-         dump_json(memory.metadata), memory.created_at),
+         dump_json(memory.metadata), memory.created_at, memory.superseded_by, fact_source(memory)),
     )
     if cursor.rowcount == 0:
         return None
@@ -125,7 +129,7 @@ async def earlier_contents(conn: aiosqlite.Connection, conversation_id: str, bef
     """The texts of the CONTEXT_NEIGHBOURS memories before ``before_seq`` (default: the latest),
     oldest first; summaries and redacted turns are not part of anyone's context."""
     rows = await (await conn.execute(
-        f"SELECT content FROM memories WHERE conversation_id = ? AND kind != 'summary' AND seq < ? AND {TEXT_KEPT}"
+        f"SELECT content FROM memories WHERE conversation_id = ? AND kind NOT IN ('summary', 'fact') AND seq < ? AND {TEXT_KEPT}"
         " ORDER BY seq DESC LIMIT ?",
         (conversation_id, before_seq if before_seq is not None else 2**62, CONTEXT_NEIGHBOURS),
     )).fetchall()
@@ -139,7 +143,7 @@ async def rewrite_followers(conn: aiosqlite.Connection, conversation_id: str, go
     changed: list[int] = []
     for seq in sorted(gone):
         followers = await (await conn.execute(
-            f"SELECT seq, content, context FROM memories WHERE conversation_id = ? AND kind != 'summary' AND seq > ?"
+            f"SELECT seq, content, context FROM memories WHERE conversation_id = ? AND kind NOT IN ('summary', 'fact') AND seq > ?"
             f" AND {TEXT_KEPT} ORDER BY seq LIMIT ?",
             (conversation_id, seq, CONTEXT_NEIGHBOURS),
         )).fetchall()
@@ -153,6 +157,14 @@ async def rewrite_followers(conn: aiosqlite.Connection, conversation_id: str, go
             await conn.execute("DELETE FROM memory_embeddings WHERE memory_seq = ? AND facet = 'context'", (follower,))
             changed.append(int(follower))
     return changed
+
+
+async def facts_from(conn: aiosqlite.Connection, seqs: Sequence[int]) -> list[int]:
+    """The seqs of the facts extracted from the memories ``seqs``: deleting those deletes them (cascade)."""
+    rows = await (await conn.execute(
+        "SELECT seq FROM memories WHERE source_seq IN (SELECT value FROM json_each(?))", (json.dumps(list(seqs)),)
+    )).fetchall()
+    return [int(row[0]) for row in rows]
 
 
 async def retire_turns(
@@ -172,7 +184,9 @@ async def retire_turns(
     if not seqs:
         return [], []
     chosen = json.dumps(seqs)
+    facts: list[int] = []
     if retention == "ephemeral":
+        facts = await facts_from(conn, seqs)  # deleted with their sources
         await conn.execute("DELETE FROM memories WHERE seq IN (SELECT value FROM json_each(?))", (chosen,))
         if any(row[1] for row in rows):
             await conn.execute(
@@ -187,7 +201,7 @@ async def retire_turns(
             (retention, chosen),
         )
         await conn.execute("DELETE FROM memory_embeddings WHERE memory_seq IN (SELECT value FROM json_each(?))", (chosen,))
-    return seqs, await rewrite_followers(conn, conversation_id, seqs)
+    return seqs + facts, await rewrite_followers(conn, conversation_id, seqs)
 
 
 async def memory_by_id(conn: aiosqlite.Connection, memory_id: str) -> Memory:

@@ -15,12 +15,13 @@ from ollama_mcp.errors import (
     ConversationClosedError,
     ConversationNotFoundError,
 )
-from ollama_mcp.records import is_retry
+from ollama_mcp.records import fact_source, is_retry
 from ollama_mcp.store.base import StoreBase
 from ollama_mcp.store.rows import (
     CONTEXT_NEIGHBOURS,
     CONVERSATION_COLUMNS,
     MEMORY_COLUMNS,
+    SOURCE_SEQ,
     compose_context,
     content_hash,
     conversation_from_row,
@@ -152,14 +153,14 @@ class TranscriptStore(StoreBase):
                     m.id, conversation.id, m.kind, m.role, m.actor,
                     json.dumps(list(m.tool_calls)) if m.tool_calls else None, m.tool_call_id, m.content,
                     content_hash(m.content), context, json.dumps(list(m.tags)), dump_json(m.metadata), m.created_at,
-                    m.superseded_by,
+                    m.superseded_by, fact_source(m),
                 ))
             count_sql = "SELECT count(*) FROM memories WHERE conversation_id = ?"
             before = (await (await conn.execute(count_sql, (conversation.id,))).fetchone() or (0,))[0]
             await conn.executemany(
                 "INSERT OR IGNORE INTO memories (id, conversation_id, kind, role, actor, tool_calls, tool_call_id,"
-                " content, content_hash, context, tags, metadata, created_at, superseded_by)"
-                " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                " content, content_hash, context, tags, metadata, created_at, superseded_by, source_seq)"
+                f" VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, {SOURCE_SEQ})",
                 rows,
             )
             after = (await (await conn.execute(count_sql, (conversation.id,))).fetchone() or (0,))[0]
@@ -167,6 +168,11 @@ class TranscriptStore(StoreBase):
                 "INSERT OR IGNORE INTO memory_tags (memory_seq, tag) SELECT m.seq, t.value FROM memories m,"
                 " json_each(m.tags) t WHERE m.conversation_id = ?",
                 (conversation.id,),
+            )
+            # Facts were extracted at least through the last memory one came from.
+            await conn.execute(
+                "UPDATE conversations SET facts_through = max(facts_through, (SELECT coalesce(max(source_seq), 0)"
+                " FROM memories WHERE conversation_id = ?1 AND kind = 'fact')) WHERE id = ?1", (conversation.id,),
             )
             if summarized_through_id is not None:
                 await conn.execute(

@@ -31,11 +31,12 @@ class ConversationParts:
     notes: list[Note]
     transcript: list[Memory]
     summaries: list[Memory]
+    facts: list[Memory]  # the current ones (nothing superseded them), as extracted
 
 
 def conversation_parts(memories: Sequence[Memory]) -> ConversationParts:
     """Split a conversation's rows: current notes newest first, each with the versions it
-    replaced; messages in order; summary memories."""
+    replaced; messages in order; summary memories; current facts."""
     replaced_by: dict[str, Memory] = {m.superseded_by: m for m in memories if m.superseded_by}
     notes = []
     for memory in memories:
@@ -52,6 +53,7 @@ def conversation_parts(memories: Sequence[Memory]) -> ConversationParts:
         notes=notes,
         transcript=[m for m in memories if m.kind == "message"],
         summaries=[m for m in memories if m.kind == "summary"],
+        facts=[m for m in memories if m.kind == "fact" and m.superseded_by is None],
     )
 
 
