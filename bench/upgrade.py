@@ -41,7 +41,7 @@ def build(path: Path, memories: int, before: int) -> None:
         for start in range(0, memories, 1000):
             rows, vectors, tags = [], [], []
             for seq in range(start + 1, min(start + 1000, memories) + 1):
-                conv = f"c{seq // 100}"
+                conv = f"c{(seq - 1) // 100}"
                 if seq % 100 == 1 or seq == 1:
                     conn.execute("INSERT OR IGNORE INTO conversations (id, created_at) VALUES (?, '2026-01-01')", (conv,))
                 text = " ".join(rng.choice(words, 40)) + f" note {seq}"
