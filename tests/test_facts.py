@@ -12,20 +12,21 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
+import anyio
 import pytest
 
 from ollama_mcp import export
 from ollama_mcp.app import App, open_app
 from ollama_mcp.backends import open_backend
 from ollama_mcp.config import Settings
-from ollama_mcp.errors import ConfigError, InvalidInputError
+from ollama_mcp.errors import ConfigError, InvalidInputError, OllamaMcpError
 from ollama_mcp.export import read_document
 from ollama_mcp.facts import FACTS_SCHEMA, redaction
 from ollama_mcp.inputs import search_request
 from ollama_mcp.lifecycle import FACTS_NOTICE
 from ollama_mcp.store import Store
 from ollama_mcp.transfer import copy_store
-from tests.conftest import Database, connect, sqlite_store_at
+from tests.conftest import Database, connect, eventually, sqlite_store_at
 from tests.fake_ollama import FakeOllama
 from tests.test_tools import call, error
 from tests.test_ui import view
@@ -452,3 +453,54 @@ async def test_migrate_copies_facts_beside_their_sources_with_their_versions(
     copied.rows("DELETE FROM memories WHERE id = ?", berlin.id)  # the copy keeps the rules: Paris comes back
     assert copied.rows("SELECT content FROM memories WHERE kind = 'fact' AND superseded_by IS NULL") == [
         ("the user lives in Paris",)]
+
+
+async def test_a_long_conversation_is_read_in_batches_whose_facts_stay_when_a_later_request_fails(
+    app: App, db: Database, fake_ollama: FakeOllama
+) -> None:
+    conv = await app.service.init_conversation("long", {"facts": True})
+    notes = [(await app.service.store_memory(f"note {i} " + f"word{i} " * 700, conv.id)).memory for i in range(10)]
+    # Two notes a request (each is clipped to 4,000 characters), four requests a batch: 4 + 1 requests.
+    fake_ollama.enqueue_chat(*[reply(fact(f"note {2 * r}", "is", f"number {2 * r}", 1)) for r in range(4)])
+    fake_ollama.enqueue_chat({"_status": (500, "model runner crashed")})
+    with pytest.raises(OllamaMcpError, match="failed to chat .*HTTP 500.*It will be retried"):
+        await app.facts.catch_up(conv.id)
+    assert db.count("SELECT facts_through FROM conversations WHERE id = ?", conv.id) == notes[7].seq
+    assert db.count("SELECT count(*) FROM memories WHERE kind = 'fact'") == 4
+    assert [len(r.body["messages"][-1]["content"].splitlines()) for r in fake_ollama.chat_requests()] == [2, 2, 2, 2, 2]
+    fake_ollama.enqueue_chat(reply(fact("note 9", "is", "number 9", 2)))
+    assert await app.facts.catch_up(conv.id) == 1  # the rest only
+    sources = [m["source"] for _, m, _, _ in fact_rows(db)]
+    assert sources == [notes[0].id, notes[2].id, notes[4].id, notes[6].id, notes[9].id]
+
+
+async def test_facts_reach_an_mcp_client_through_search_with_their_kind(
+    settings: Settings, fake_ollama: FakeOllama
+) -> None:
+    async with connect(settings) as client:
+        conv = await call(client, "init_conversation", name="pets", metadata={"facts": True})
+        await call(client, "store_memory", content="We adopted a beagle called Ziggy", conversation_id=conv["conversation_id"])
+        fake_ollama.enqueue_chat(reply(fact("the family", "adopted", "a beagle called Ziggy", 1)))
+        await call(client, "end_conversation", conversation_id=conv["conversation_id"], summary="a new dog")
+
+        async def found() -> list[tuple[str, str]]:
+            hits = (await call(client, "search_all_conversations", query="beagle Ziggy"))["results"]
+            return [(h["kind"], h["content"]) for h in hits if h["kind"] == "fact"]
+
+        assert await eventually(found) == [("fact", "the family adopted a beagle called Ziggy")]
+
+
+async def test_two_processes_catching_up_the_same_conversation_store_its_facts_once(
+    settings: Settings, db: Database, fake_ollama: FakeOllama
+) -> None:
+    async with open_app(settings, background=False) as one, open_app(settings, background=False) as two:
+        conv = await one.service.init_conversation("shared", {"facts": True})
+        await one.service.store_memory("Ana plays the cello", conv.id)
+        # The two readings differ (small models are not deterministic): one of them is kept, whole.
+        fake_ollama.enqueue_chat(reply(fact("Ana", "plays", "the cello", 1)), reply(fact("Ana", "plays", "a cello", 1)))
+        fake_ollama.chat_delay = 0.2  # both read before either stores
+        async with anyio.create_task_group() as tasks:
+            for app in (one, two):
+                tasks.start_soon(app.facts.catch_up, conv.id)
+    assert len(fake_ollama.chat_requests()) == 2
+    assert [c for c, _, _, _ in fact_rows(db)] in (["Ana plays the cello"], ["Ana plays a cello"])
