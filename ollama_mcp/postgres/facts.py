@@ -19,7 +19,7 @@ from ollama_mcp.postgres.rows import (
 from ollama_mcp.records import FACT_KEY, fact_source, place_fact
 
 CURRENT_FACT = "m.kind = 'fact' AND m.superseded_by IS NULL"
-FACT_LOCKS = 0x6661637473  # the advisory lock space of fact keys ("facts")
+FACT_LOCKS = 0x66616374  # the advisory lock space of fact keys ("fact")
 
 
 class FactStore(PgStoreBase):
@@ -50,7 +50,7 @@ class FactStore(PgStoreBase):
             stored: list[Memory] = []
             superseded: list[str] = []
             for key in sorted({fact.metadata[FACT_KEY] for fact in facts}):  # one lock order
-                await conn.execute("SELECT pg_advisory_xact_lock(%s, hashtext(%s))", (FACT_LOCKS % 2**31, key))
+                await conn.execute("SELECT pg_advisory_xact_lock(%s, hashtext(%s))", (FACT_LOCKS, key))
             for fact in facts:
                 cursor = await conn.execute(
                     "SELECT 1 FROM memories WHERE id = %s AND conversation_id = %s", (fact_source(fact), conversation_id)
