@@ -153,10 +153,13 @@ def _read_conversation(path: str, raw: object) -> ConversationRecord:
     if not isinstance(memories_raw, list):
         raise InvalidInputError(f"{path}.memories", "must be a list", "fix the file")
     memories: list[Memory] = []
+    sources: set[str] = set()  # the notes and turns listed so far: what a fact may come from
     for i, item in enumerate(memories_raw):
         memory = _read_memory(f"{path}.memories[{i}]", item, conversation_id)
         if memory.kind == "fact":
-            memory = _read_fact(f"{path}.memories[{i}].metadata", memory, {m.id for m in memories if m.kind != "fact"})
+            memory = _read_fact(f"{path}.memories[{i}].metadata", memory, sources)
+        else:
+            sources.add(memory.id)
         memories.append(memory)
     through = raw.get("summarized_through_id")
     return ConversationRecord(

@@ -206,12 +206,12 @@ class ConversationFacts:
         self._store = store
         self._indexer = indexer
         self._extractor = extractor
-        self.default = default
+        self._default = default
         jobs.register("facts", self._facts_job)
 
     def wanted(self, conversation: Conversation) -> bool:
         """Whether the conversation has facts extracted (its metadata, else the server's default)."""
-        return self._extractor is not None and inputs.facts_wanted(conversation.metadata, self.default)
+        return self._extractor is not None and inputs.facts_wanted(conversation.metadata, self._default)
 
     async def catch_up(self, conversation_id: str) -> int:
         """Extract and store the facts of every note and turn the conversation gained since the

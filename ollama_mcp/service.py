@@ -13,6 +13,7 @@ from collections import OrderedDict
 from collections.abc import Sequence
 from dataclasses import replace
 from datetime import UTC, datetime, timedelta
+from typing import Literal
 
 from ollama_mcp import audit, caller, inputs
 from ollama_mcp.domain import (
@@ -22,6 +23,7 @@ from ollama_mcp.domain import (
     EmbeddingRow,
     EndedConversation,
     Memory,
+    SearchHit,
     SearchMode,
     SearchOutcome,
     SearchRequest,
@@ -50,7 +52,7 @@ class MemoryService:
         self._indexer = indexer
         self._jobs = jobs
         self._summaries = summaries  # a chat model is configured to write missing summaries
-        self.facts_default = facts  # conversations that do not say (metadata.facts) have facts extracted
+        self._facts_default = facts  # conversations that do not say (metadata.facts) have facts extracted
         self._max_content_chars = max_content_chars
         # Each client's current conversation (``caller.client()``): a stdio server has one client;
         # an HTTP server one per MCP session (or token). The least recently used are forgotten first.
@@ -169,7 +171,7 @@ class MemoryService:
                 tags=("summary",), metadata={}, created_at=ended_at,
             )
         facts = self._summaries and inputs.facts_wanted(
-            (await self._store.get_conversation(target)).metadata, self.facts_default
+            (await self._store.get_conversation(target)).metadata, self._facts_default
         )
         with audit.recording("end_conversation", target, arguments=summary):
             conversation, count = await self._store.end_conversation(
@@ -328,11 +330,8 @@ class MemoryService:
             request.query, filters, None if conversation is None else conversation.key, request.top_k, request.threshold
         )
         if conversation is not None and await self._others_exist(conversation.id):
-            left_out = "Only this conversation was searched; search_all_conversations recalls the others."
-            notice = f"{notice} {left_out}" if notice else left_out
-        elapsed = round((time.perf_counter() - started) * 1000, 2)
-        mode: SearchMode = "hybrid" if by_meaning else "keyword"
-        return SearchOutcome(hits, mode, elapsed, notice, "all" if conversation is None else "conversation")
+            notice = _joined(notice, "Only this conversation was searched; search_all_conversations recalls the others.")
+        return _outcome(hits, by_meaning, notice, started, "all" if conversation is None else "conversation")
 
     async def _search_related(self, request: SearchRequest, started: float) -> SearchOutcome:
         """A search of one conversation and those related to it (``relations.related_scope``),
@@ -353,9 +352,7 @@ class MemoryService:
         covered = f"Searched {len(scope)} conversation{'s' if len(scope) != 1 else ''}: {request.related_to}" + (
             f" and {len(scope) - 1} related to it." if len(scope) > 1 else " (nothing is related to it yet)."
         )
-        elapsed = round((time.perf_counter() - started) * 1000, 2)
-        mode: SearchMode = "hybrid" if by_meaning else "keyword"
-        return SearchOutcome(hits, mode, elapsed, f"{notice} {covered}" if notice else covered, "related")
+        return _outcome(hits, by_meaning, _joined(notice, covered), started, "related")
 
     async def _others_exist(self, conversation_id: str) -> bool:
         """Whether any conversation besides this one exists (remembered once true: deleting every
@@ -387,3 +384,17 @@ class MemoryService:
         if conversation.status != "active":
             raise ConversationClosedError(conversation.id)
         return conversation
+
+
+def _joined(notice: str | None, more: str) -> str:
+    """A search's notice with one more sentence."""
+    return f"{notice} {more}" if notice else more
+
+
+def _outcome(
+    hits: list[SearchHit], by_meaning: bool, notice: str | None, started: float,
+    searched: Literal["conversation", "related", "all"],
+) -> SearchOutcome:
+    """What a search found, with its mode and how long it took since ``started``."""
+    mode: SearchMode = "hybrid" if by_meaning else "keyword"
+    return SearchOutcome(hits, mode, round((time.perf_counter() - started) * 1000, 2), notice, searched)

@@ -14,6 +14,7 @@ from typing import Any
 
 import anyio
 import pytest
+from mcp.shared.exceptions import MCPError
 
 from ollama_mcp import export
 from ollama_mcp.app import App, open_app
@@ -313,7 +314,7 @@ async def test_the_build_context_prompt_takes_facts_and_refuses_other_values(
         prompt = await client.get_prompt("build_context", {"conversation_id": conv["conversation_id"], "facts": "true"})
         texts = [m.content.text for m in prompt.messages]  # type: ignore[union-attr]
         assert any(FACTS_NOTICE in t and "Caroline moved to Boston" in t for t in texts)
-        with pytest.raises(Exception, match="facts: must be true or false"):
+        with pytest.raises(MCPError, match="facts: must be true or false"):
             await client.get_prompt("build_context", {"conversation_id": conv["conversation_id"], "facts": "maybe"})
 
 

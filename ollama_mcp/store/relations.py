@@ -48,7 +48,8 @@ class RelationStore(StoreBase):
 
     async def similar_summaries(self, conversation_id: str, model: str, limit: int) -> list[tuple[str, float]] | None:
         """Compared here in one pass: a conversation has one end summary, so this reads one
-        vector per ended conversation (a few thousand in a large store)."""
+        vector per ended conversation (a few thousand in a large store). Stored vectors are unit
+        length (``embeddings``), so a dot product is their cosine, as in the vector index."""
         mine = await self._fetchall(
             f"{_SUMMARY_VECTORS} AND m.conversation_id = ? ORDER BY m.seq DESC LIMIT 1",
             (model, conversation_id), "read the summary's vector",
@@ -62,10 +63,8 @@ class RelationStore(StoreBase):
         )
         if not rows:
             return []
-        query = _unit(np.frombuffer(mine[0][1], dtype="<f4"))
-        others = np.frombuffer(b"".join(row[1] for row in rows), dtype="<f4").reshape(len(rows), dim)
-        norms = np.linalg.norm(others, axis=1)
-        scores = (others @ query) / np.where(norms == 0, 1.0, norms)
+        query = np.frombuffer(mine[0][1], dtype="<f4")
+        scores = np.frombuffer(b"".join(row[1] for row in rows), dtype="<f4").reshape(len(rows), dim) @ query
         best: dict[str, float] = {}
         for row, score in zip(rows, scores.tolist(), strict=True):
             best[row[0]] = max(score, best.get(row[0], -1.0))
@@ -102,8 +101,3 @@ class RelationStore(StoreBase):
                 )
                 added += max(cursor.rowcount, 0)
         return added
-
-
-def _unit(vector: np.ndarray) -> np.ndarray:
-    norm = float(np.linalg.norm(vector))
-    return vector / norm if norm else vector
