@@ -9,6 +9,16 @@ in ``evidence``, per category; the headline is over the questions of categories 
     python bench/locomo.py                       # service API, prints the table
     python bench/locomo.py --mcp                 # the same through MCP stdio
     python bench/locomo.py --tune keyword_weight=1.5 --json out.json
+    python bench/locomo.py --grid time_weight=0,0.5,1,2   # rotated held-out figures over a grid
+
+Every turn is stored with its session's date as ``occurred_at`` (the date also stays in its text),
+and every question is asked with the conversation's last session date as the reference time
+("last year" in a question is the year before the conversation's end, not before today).
+
+The rotated protocol (``--grid``): every configuration of the grid ranks every question once;
+then for each of the five conversations, the configuration best on the other four (headline
+R@10, then MRR) is scored on it. The headline figure is the mean over the five held-out folds
+(per category), beside the figure of the configuration best on all five.
 """
 
 from __future__ import annotations
@@ -24,6 +34,7 @@ from collections import defaultdict
 from collections.abc import AsyncIterator, Iterable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field, fields, replace
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -43,6 +54,7 @@ _EVIDENCE = re.compile(r"D(\d+):0*(\d+)")
 class Turn:
     dia_id: str
     text: str
+    occurred_at: str  # the session's date, ISO 8601
 
 
 @dataclass
@@ -59,6 +71,17 @@ class Sample:
     questions: list[Question]
     skipped: int = 0
 
+    @property
+    def reference_time(self) -> str:
+        """When the questions are asked: at the conversation's last session."""
+        return max(t.occurred_at for t in self.turns)
+
+
+def session_time(raw: str) -> str:
+    """ "1:56 pm on 8 May, 2023" as ISO 8601 (UTC)."""
+    moment = datetime.strptime(" ".join(raw.replace(",", "").split()), "%I:%M %p on %d %B %Y")
+    return moment.replace(tzinfo=UTC).isoformat()
+
 
 def load(path: Path) -> list[Sample]:
     samples = []
@@ -74,7 +97,7 @@ def load(path: Path) -> list[Sample]:
                 text = f"[{date}] {turn['speaker']}: {turn['text']}"
                 if turn.get("blip_caption"):
                     text += f" [shares {turn['blip_caption']}]"
-                turns.append(Turn(_normal_id(turn["dia_id"]), text))
+                turns.append(Turn(_normal_id(turn["dia_id"]), text, session_time(date)))
         known = {t.dia_id for t in turns}
         sample = Sample(item["sample_id"], turns, [])
         for qa in item["qa"]:
@@ -97,9 +120,10 @@ def _normal_id(raw: str) -> str:
 
 class Driver(Protocol):
     async def init(self, name: str) -> str: ...
-    async def store(self, conversation_id: str, text: str) -> str: ...
-    async def search(self, conversation_id: str, query: str, k: int) -> list[str]: ...
+    async def store(self, conversation_id: str, text: str, occurred_at: str) -> str: ...
+    async def search(self, conversation_id: str, query: str, k: int, reference_time: str) -> list[str]: ...
     async def pending(self) -> int: ...
+    def tune(self, tuning: dict[str, Any]) -> None: ...
 
 
 async def settle(driver: Driver) -> None:
@@ -126,20 +150,24 @@ async def service_driver(env: dict[str, str], tuning: dict[str, Any]) -> AsyncIt
         async def init(self, name: str) -> str:
             return (await self.service.init_conversation(name)).id
 
-        async def store(self, conversation_id: str, text: str) -> str:
-            stored = await self.service.store_memory(text, conversation_id)
+        async def store(self, conversation_id: str, text: str, occurred_at: str) -> str:
+            stored = await self.service.store_memory(text, conversation_id, occurred_at=occurred_at)
             if stored.embedding_status != "embedded":
                 raise SystemExit(f"embedding failed: {stored.embedding_note}")
             return stored.memory.id
 
-        async def search(self, conversation_id: str, query: str, k: int) -> list[str]:
-            outcome = await self.service.search(search_request(query, conversation_id, top_k=k))
+        async def search(self, conversation_id: str, query: str, k: int, reference_time: str) -> list[str]:
+            request = search_request(query, conversation_id, top_k=k, reference_time=reference_time)
+            outcome = await self.service.search(request)
             if outcome.mode != "hybrid":
                 raise SystemExit(f"search fell back to {outcome.mode}: {outcome.notice}")
             return [hit.memory.id for hit in outcome.hits]
 
         async def pending(self) -> int:
             return await self.indexer.pending_count()
+
+        def tune(self, changes: dict[str, Any]) -> None:
+            self.indexer.ranker.tuning = replace(SearchTuning(), **{**tuning, **changes})
 
     async with open_app(Settings.from_env(env), tuning=replace(SearchTuning(), **tuning)) as app:
         driver = ServiceDriver(app.service)
@@ -173,20 +201,26 @@ async def mcp_driver(env: dict[str, str], tuning: dict[str, Any]) -> AsyncIterat
         async def init(self, name: str) -> str:
             return (await self._call("init_conversation", name=name))["conversation_id"]
 
-        async def store(self, conversation_id: str, text: str) -> str:
-            stored = await self._call("store_memory", content=text, conversation_id=conversation_id)
+        async def store(self, conversation_id: str, text: str, occurred_at: str) -> str:
+            stored = await self._call("store_memory", content=text, conversation_id=conversation_id, occurred_at=occurred_at)
             if stored["embedding_status"] != "embedded":
                 raise SystemExit(f"embedding failed: {stored.get('note')}")
             return stored["memory_id"]
 
-        async def search(self, conversation_id: str, query: str, k: int) -> list[str]:
-            found = await self._call("search_memories", query=query, conversation_id=conversation_id, top_k=k)
+        async def search(self, conversation_id: str, query: str, k: int, reference_time: str) -> list[str]:
+            found = await self._call(
+                "search_memories", query=query, conversation_id=conversation_id, top_k=k, reference_time=reference_time
+            )
             if found["mode"] != "hybrid":
                 raise SystemExit(f"search fell back to {found['mode']}: {found.get('notice')}")
             return [hit["memory_id"] for hit in found["results"]]
 
         async def pending(self) -> int:
             return int(await self.store.pending_count(settings.embed_model))
+
+        def tune(self, changes: dict[str, Any]) -> None:
+            if changes:
+                raise SystemExit("--grid works with the service API only: the server always runs its defaults")
 
     server = StdioServerParameters(command=str(Path(sys.executable).parent / "ollama-mcp"), env=env, cwd="/")
     async with Client(server, mode="legacy") as client:
@@ -223,27 +257,85 @@ class Scores:
         return {"n": len(self.rr), "R@1": mean(self.r1), "R@5": mean(self.r5), "R@10": mean(self.r10), "MRR": mean(self.rr)}
 
 
-async def run(driver: Driver, samples: Iterable[Sample], progress: bool) -> tuple[dict[int, Scores], dict[str, float]]:
-    per_category: dict[int, Scores] = defaultdict(Scores)
-    timings: dict[str, list[float]] = {"store_ms": [], "search_ms": []}
+Key = tuple[str, int]  # (sample id, category)
+
+
+@dataclass
+class Stored:
+    sample: Sample
+    conversation: str
+    turns_of: dict[str, set[str]]  # memory id -> the turns it holds (identical turns share one)
+
+
+async def store_all(driver: Driver, samples: Iterable[Sample], progress: bool) -> tuple[list[Stored], list[float]]:
+    stored, timings = [], []
     for sample in samples:
         conversation = await driver.init(sample.sample_id)
         turns_of: dict[str, set[str]] = defaultdict(set)
         for turn in sample.turns:
             started = time.perf_counter()
-            memory_id = await driver.store(conversation, turn.text)
-            timings["store_ms"].append((time.perf_counter() - started) * 1000)
-            turns_of[memory_id].add(turn.dia_id)  # identical turns share one memory
-        await settle(driver)
-        for question in sample.questions:
-            started = time.perf_counter()
-            ranked = await driver.search(conversation, question.text, 10)
-            timings["search_ms"].append((time.perf_counter() - started) * 1000)
-            per_category[question.category].add([turns_of[m] for m in ranked], question.evidence)
+            memory_id = await driver.store(conversation, turn.text, turn.occurred_at)
+            timings.append((time.perf_counter() - started) * 1000)
+            turns_of[memory_id].add(turn.dia_id)
+        stored.append(Stored(sample, conversation, turns_of))
         if progress:
             print(f"  {sample.sample_id}: {len(sample.turns)} turns, {len(sample.questions)} questions", file=sys.stderr)
-    medians = {name: round(statistics.median(values), 2) for name, values in timings.items() if values}
-    return per_category, medians
+    await settle(driver)
+    return stored, timings
+
+
+async def ask_all(driver: Driver, stored: list[Stored]) -> tuple[dict[Key, Scores], list[float], dict[str, Scores]]:
+    """Every question's scores by (sample, category), search times, and R@10 of the questions
+    that name a date (a time in the query the product reads) beside those that do not."""
+    from ollama_mcp.when import query_window  # noqa: PLC0415
+
+    scores: dict[Key, Scores] = defaultdict(Scores)
+    by_date: dict[str, Scores] = defaultdict(Scores)
+    timings = []
+    for item in stored:
+        reference = datetime.fromisoformat(item.sample.reference_time)
+        for question in item.sample.questions:
+            started = time.perf_counter()
+            ranked = await driver.search(item.conversation, question.text, 10, item.sample.reference_time)
+            timings.append((time.perf_counter() - started) * 1000)
+            turns = [item.turns_of[m] for m in ranked]
+            scores[(item.sample.sample_id, question.category)].add(turns, question.evidence)
+            if question.category in HEADLINE:
+                dated = query_window(question.text, reference) is not None
+                group = f"{'dated' if dated else 'undated'}{' temporal' if question.category == 2 else ''}"
+                by_date[group].add(turns, question.evidence)
+                by_date["dated (all)" if dated else "undated (all)"].add(turns, question.evidence)
+    return scores, timings, by_date
+
+
+def per_category(scores: dict[Key, Scores], samples: Iterable[str]) -> dict[int, Scores]:
+    wanted = set(samples)
+    out: dict[int, Scores] = defaultdict(Scores)
+    for (sample, category), s in scores.items():
+        if sample in wanted:
+            out[category].extend(s)
+    return out
+
+
+def rotated(results: dict[str, dict[Key, Scores]], sample_ids: list[str]) -> tuple[dict[str, dict[str, float]], list[str]]:
+    """The mean over held-out folds of each category's figures, and each fold's chosen config."""
+    folds: list[dict[str, dict[str, float]]] = []
+    chosen = []
+    for held_out in sample_ids:
+        rest = [s for s in sample_ids if s != held_out]
+        best = max(results, key=lambda name: _merit(table(per_category(results[name], rest))))
+        chosen.append(f"{held_out}: {best}")
+        folds.append(table(per_category(results[best], [held_out])))
+    mean: dict[str, dict[str, float]] = {}
+    for row in sorted({row for f in folds for row in f}, key=lambda r: (r.startswith("headline"), r)):
+        present = [f[row] for f in folds if row in f]
+        mean[row] = {k: round(statistics.fmean(f[k] for f in present), 3) for k in present[0] if k != "n"}
+        mean[row]["n"] = sum(r["n"] for r in present)
+    return mean, chosen
+
+
+def _merit(rows: dict[str, dict[str, float]]) -> tuple[float, float]:
+    return rows["headline (1-4)"]["R@10"], rows["headline (1-4)"]["MRR"]
 
 
 def table(per_category: dict[int, Scores]) -> dict[str, dict[str, float]]:
@@ -266,11 +358,24 @@ def _tuning(pairs: list[str]) -> dict[str, Any]:
     out: dict[str, Any] = {}
     for pair in pairs:
         key, _, value = pair.partition("=")
-        out[key] = int(value) if value.lstrip("-").isdigit() else float(value)
+        out[key] = _number(value)
     return out
 
 
-async def amain(args: argparse.Namespace) -> dict[str, Any]:
+def _number(value: str) -> int | float:
+    return int(value) if value.lstrip("-").isdigit() else float(value)
+
+
+def _grid(specs: list[str]) -> list[dict[str, Any]]:
+    """``key=v1,v2`` specs as every combination (one empty configuration without specs)."""
+    configs: list[dict[str, Any]] = [{}]
+    for spec in specs:
+        key, _, values = spec.partition("=")
+        configs = [{**c, key: _number(v)} for c in configs for v in values.split(",")]
+    return configs
+
+
+async def amain(args: argparse.Namespace) -> dict[str, Any]:  # noqa: PLR0915
     samples = load(args.data)
     if args.limit:
         samples = samples[: args.limit]
@@ -292,17 +397,37 @@ async def amain(args: argparse.Namespace) -> dict[str, Any]:
                    "OLLAMA_MCP_EMBED_MODEL": args.model, "OLLAMA_MCP_LOG_LEVEL": "WARNING", "HOME": tmp}
             driver = mcp_driver if args.mcp else service_driver
             started = time.perf_counter()
+            results: dict[str, dict[Key, Scores]] = {}
+            by_date: dict[str, dict[str, Scores]] = {}
+            search_ms: list[float] = []
             async with driver(env, _tuning(args.tune)) as d:
-                per_category, medians = await run(d, samples, progress=not args.quiet)
+                stored, store_ms = await store_all(d, samples, progress=not args.quiet)
+                for config in _grid(args.grid):
+                    d.tune(config)
+                    name = ",".join(f"{k}={v}" for k, v in config.items()) or "defaults"
+                    results[name], timings, by_date[name] = await ask_all(d, stored)
+                    search_ms.extend(timings)
+                    if not args.quiet and args.grid:
+                        rows = table(per_category(results[name], [s.sample_id for s in samples]))
+                        dated = {k: v.row()["R@10"] for k, v in sorted(by_date[name].items())}
+                        print(f"  {name}: {rows['headline (1-4)']} R@10 by category "
+                              f"{[r['R@10'] for r in rows.values()]} dated {dated}", file=sys.stderr)
             elapsed = time.perf_counter() - started
     finally:
         if server is not None:
             server.stop()
-    rows = table(per_category)
-    return {"path": "mcp-stdio" if args.mcp else "service", "backend": "postgres" if args.postgres else "sqlite",
-            "tuning": _tuning(args.tune), "rows": rows,
-            "median_ms": medians, "seconds": round(elapsed, 1),
-            "skipped_questions": sum(s.skipped for s in samples)}
+    ids = [s.sample_id for s in samples]
+    best = max(results, key=lambda name: _merit(table(per_category(results[name], ids))))
+    out: dict[str, Any] = {
+        "path": "mcp-stdio" if args.mcp else "service", "backend": "postgres" if args.postgres else "sqlite",
+        "tuning": _tuning(args.tune), "best_on_all": best, "rows": table(per_category(results[best], ids)),
+        "dated": {k: v.row() for k, v in sorted(by_date[best].items())},
+        "median_ms": {"store_ms": round(statistics.median(store_ms), 2), "search_ms": round(statistics.median(search_ms), 2)},
+        "seconds": round(elapsed, 1), "skipped_questions": sum(s.skipped for s in samples),
+    }
+    if len(results) > 1 and len(ids) > 1:
+        out["rotated"], out["folds"] = rotated(results, ids)
+    return out
 
 
 def main() -> None:
@@ -313,13 +438,22 @@ def main() -> None:
     parser.add_argument("--ollama-host", help="use this Ollama-compatible server instead of starting one")
     parser.add_argument("--model", default="all-minilm", help="embedding model name (default all-minilm)")
     parser.add_argument("--tune", action="append", default=[], metavar="KEY=VALUE", help="override a SearchTuning field")
+    parser.add_argument("--grid", action="append", default=[], metavar="KEY=V1,V2",
+                        help="rotated held-out figures over every combination of these SearchTuning values")
     parser.add_argument("--limit", type=int, help="only the first N conversations")
     parser.add_argument("--no-cache", action="store_true", help="do not use the embedding cache")
     parser.add_argument("--json", type=Path, help="also write the results here")
     parser.add_argument("--quiet", action="store_true")
     args = parser.parse_args()
     result = anyio.run(amain, args)
+    if "rotated" in result:
+        print("rotated (mean of the five held-out folds; each fold's configuration chosen on the other four):")
+        print(render(result["rotated"]))
+        print("\n".join(result["folds"]))
+        print(f"\ntuned on all five ({result['best_on_all']}):")
     print(render(result["rows"]))
+    print("\nquestions of categories 1-4 that name a date, and those that do not:")
+    print(render(result["dated"]))
     print(f"\npath={result['path']} tuning={result['tuning']} median store {result['median_ms'].get('store_ms')} ms, "
           f"search {result['median_ms'].get('search_ms')} ms (including the embedding call), {result['seconds']} s, "
           f"{result['skipped_questions']} questions without usable evidence skipped")

@@ -64,6 +64,13 @@ class Memory:
     tool_calls: tuple[dict[str, Any], ...] = ()  # assistant messages that called tools
     tool_call_id: str | None = None  # tool messages: the call they answer
     superseded_by: str | None = None  # the id of the version that replaced this one
+    # When what it records happened (the caller's word; by default when it was stored): the
+    # since/until filters and a query's time window use it, never created_at.
+    occurred_at: str = ""
+
+    def __post_init__(self) -> None:
+        if not self.occurred_at:
+            object.__setattr__(self, "occurred_at", self.created_at)
 
 
 @dataclass(frozen=True)
@@ -106,6 +113,7 @@ class SearchRequest:
     everywhere: bool = False
     filters: SearchFilters = SearchFilters()
     related_to: str | None = None  # search this conversation and those related to it (everywhere else)
+    reference_time: str | None = None  # "last week" in the query is before this (None: now)
 
 
 @dataclass(frozen=True)

@@ -50,7 +50,7 @@ def conversation_json(conversation: Conversation, memories: Sequence[Memory]) ->
 def memory_json(memory: Memory) -> dict[str, Any]:
     record: dict[str, Any] = {
         "id": memory.id, "kind": memory.kind, "content": memory.content, "tags": list(memory.tags),
-        "metadata": memory.metadata, "created_at": memory.created_at,
+        "metadata": memory.metadata, "created_at": memory.created_at, "occurred_at": memory.occurred_at,
     }
     for key in ("role", "actor", "tool_call_id", "superseded_by"):
         if getattr(memory, key) is not None:
@@ -92,7 +92,7 @@ def markdown(conversation: Conversation, memories: Sequence[Memory], page: int, 
                 extra.append(f"replaced by {m.superseded_by}")
             suffix = f" ({'; '.join(extra)})" if extra else ""
             kind = "" if m.kind == "note" else f"[{m.kind}] "
-            lines.append(f"- {_when(m.created_at)} {kind}{_one_line(m.content)}{suffix} `{m.id}`")
+            lines.append(f"- {_when(m.occurred_at)} {kind}{_one_line(m.content)}{suffix} `{m.id}`")
         lines.append("")
     if messages:
         lines += ["## Transcript", ""]
@@ -100,7 +100,7 @@ def markdown(conversation: Conversation, memories: Sequence[Memory], page: int, 
             who: str = m.role or "user"
             if m.actor:
                 who += f" ({m.actor})"
-            lines += [f"**{who}** · {_when(m.created_at)}", "", m.content, ""]
+            lines += [f"**{who}** · {_when(m.occurred_at)}", "", m.content, ""]
     if pages > 1:
         lines.append(f"_Page {page} of {pages}._" + (f" Next: page {page + 1}." if page < pages else ""))
     return "\n".join(lines).rstrip() + "\n"
@@ -188,6 +188,8 @@ def _read_memory(path: str, raw: object, conversation_id: str) -> Memory:
         actor=inputs.optional_name(f"{path}.actor", raw.get("actor")), tool_calls=tuple(tool_calls),
         tool_call_id=_optional_text(f"{path}.tool_call_id", raw.get("tool_call_id")),
         superseded_by=None if superseded is None else _uuid(f"{path}.superseded_by", superseded),
+        # An export written before occurred_at existed: the memory happened when it was stored.
+        occurred_at=inputs.occurred_at(f"{path}.occurred_at", raw.get("occurred_at")) or "",
     )
 
 

@@ -38,6 +38,7 @@ from ollama_mcp.domain import (
 from ollama_mcp.embeddings import Embedder, to_blob
 from ollama_mcp.errors import EmbeddingMismatchError, OllamaError, OllamaMcpError
 from ollama_mcp.storage import QueryVector, Ranker, Storage
+from ollama_mcp.when import TimeWindow
 
 log = logging.getLogger(__name__)
 
@@ -131,6 +132,7 @@ class Indexer:
 
     async def search(
         self, text: str, filters: SearchFilters, conversation_key: int | None, top_k: int, threshold: float | None,
+        window: TimeWindow | None = None,
     ) -> tuple[list[SearchHit], bool, str | None]:
         """Ranked hits, whether meaning was used (else keywords only), and a notice saying why not.
 
@@ -139,7 +141,7 @@ class Indexer:
         """
         known = self._failure
         if known is not None:
-            hits = await self.ranker.search(text, None, filters, conversation_key, top_k, threshold)
+            hits = await self.ranker.search(text, None, filters, conversation_key, top_k, threshold, window)
             return hits, False, self._keyword_notice(threshold, known)
         vector = QueryVector()
         failures: list[Exception] = []
@@ -163,7 +165,7 @@ class Indexer:
 
         async def rank() -> None:
             try:
-                found.extend(await self.ranker.search(text, vector, filters, conversation_key, top_k, threshold))
+                found.extend(await self.ranker.search(text, vector, filters, conversation_key, top_k, threshold, window))
             except Exception as exc:  # re-raised below as itself, not in an exception group
                 failures.append(exc)
                 tasks.cancel_scope.cancel()
@@ -175,7 +177,7 @@ class Indexer:
             if not isinstance(failures[0], EmbeddingMismatchError):
                 raise failures[0]
             self._fail(failures[0])  # the model changed under its name: keywords only, and say so
-            hits = await self.ranker.search(text, None, filters, conversation_key, top_k, threshold)
+            hits = await self.ranker.search(text, None, filters, conversation_key, top_k, threshold, window)
             return hits, False, self._keyword_notice(threshold, failures[0])
         if await vector.get() is None:  # Ollama failed: the ranker ranked by keywords alone
             return found, False, self._keyword_notice(threshold, missed[0] if missed else None)

@@ -12,7 +12,7 @@ import json
 import math
 import uuid
 from collections.abc import Sequence
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from ollama_mcp.config import principal_name
@@ -319,6 +319,11 @@ def threshold(field: str, value: object) -> float | None:
 
 def timestamp(field: str, value: object) -> str | None:
     """An ISO 8601 date or date-time (UTC when no zone is given), in the stored format."""
+    moment = _moment(field, value)
+    return None if moment is None else format_timestamp(moment)
+
+
+def _moment(field: str, value: object) -> datetime | None:
     if value is None or value == "":
         return None
     if not isinstance(value, str):
@@ -327,8 +332,23 @@ def timestamp(field: str, value: object) -> str | None:
         moment = datetime.fromisoformat(value.strip())
     except ValueError:
         raise InvalidInputError(field, "is not an ISO 8601 date or time", 'pass e.g. "2026-01-31" or "2026-01-31T09:00:00Z"') from None
-    if moment.tzinfo is None:
-        moment = moment.replace(tzinfo=UTC)
+    return moment.replace(tzinfo=UTC) if moment.tzinfo is None else moment
+
+
+EARLIEST_OCCURRENCE = datetime(1900, 1, 1, tzinfo=UTC)
+OCCURRENCE_LEEWAY = timedelta(days=1)  # clocks and time zones differ; a week ahead is a mistake
+
+
+def occurred_at(field: str, value: object, now: datetime | None = None) -> str | None:
+    """When a memory happened: an ISO 8601 date or time from 1900 on and at most a day ahead of
+    ``now`` (None: not given, so when it is stored)."""
+    moment = _moment(field, value)
+    if moment is None:
+        return None
+    if moment < EARLIEST_OCCURRENCE:
+        raise InvalidInputError(field, "is before 1900", "pass when it happened, or leave it out for now")
+    if moment > (now or datetime.now(UTC)) + OCCURRENCE_LEEWAY:
+        raise InvalidInputError(field, "is more than a day in the future", "pass when it happened, or leave it out for now")
     return format_timestamp(moment)
 
 
@@ -350,6 +370,7 @@ def search_request(
     *,
     everywhere: bool = False,
     related_to: object = None,
+    reference_time: object = None,
 ) -> SearchRequest:
     """A search request with every field checked; the first bad field raises. ``actor`` keeps
     the turns of one participant only (so it searches messages, which alone have one)."""
@@ -371,6 +392,7 @@ def search_request(
         everywhere=everywhere,
         filters=filters,
         related_to=_conversation_id("related_to", related_to),
+        reference_time=timestamp("reference_time", reference_time),
     )
 
 

@@ -68,7 +68,7 @@ MAX_TURNS = 100  # per add_messages call
 MAX_TOOL_CALLS = 32
 MAX_TOOL_CALL_ID_CHARS = 200
 RETRY_WINDOW = timedelta(minutes=10)  # the same turns again within this are a client's retry
-_TURN_KEYS = frozenset({"role", "content", "actor", "to", "tool_calls", "tool_call_id"})
+_TURN_KEYS = frozenset({"role", "content", "actor", "to", "tool_calls", "tool_call_id", "occurred_at"})
 
 
 @dataclass(frozen=True)
@@ -81,6 +81,7 @@ class Turn:
     tool_calls: tuple[dict[str, Any], ...]
     tool_call_id: str | None
     to: tuple[str, ...] = ()  # addressed to these participants only; () is to everyone
+    occurred_at: str = ""  # when it was said, if not now (a transcript recorded late)
 
 
 def _turns(field: str, value: object, max_chars: int) -> list[Turn]:
@@ -121,7 +122,8 @@ def _turn(at: str, item: dict[str, Any], max_chars: int) -> Turn:
         raise InvalidInputError(
             f"{at}tool_call_id", f"must be a text of 1-{MAX_TOOL_CALL_ID_CHARS} characters", "pass the id of the call it answers"
         )
-    return Turn(role, content, actor, tuple(calls), call_id, to)
+    happened = inputs.occurred_at(f"{at}occurred_at", item.get("occurred_at")) or ""
+    return Turn(role, content, actor, tuple(calls), call_id, to, happened)
 
 
 def _message(conversation_id: str, turn: Turn, created_at: str) -> Memory:
@@ -129,7 +131,7 @@ def _message(conversation_id: str, turn: Turn, created_at: str) -> Memory:
     return Memory(
         id=str(uuid.uuid4()), seq=0, conversation_id=conversation_id, kind="message", content=turn.content, tags=(),
         metadata={"to": list(turn.to)} if turn.to else {}, created_at=created_at, role=turn.role, actor=turn.actor,
-        tool_calls=turn.tool_calls, tool_call_id=turn.tool_call_id,
+        tool_calls=turn.tool_calls, tool_call_id=turn.tool_call_id, occurred_at=turn.occurred_at,
     )
 
 
@@ -624,7 +626,7 @@ def recall_line(memory: Memory, *, conversation: bool = False) -> str:
     where = f' conversation="{memory.conversation_id}"' if conversation else ""
     by = ' written_by="agent"' if written_by_agent(memory) else ""
     return (
-        f'<memory id="{memory.id}"{where} date="{memory.created_at[:10]}" kind="{memory.kind}"{by}>'
+        f'<memory id="{memory.id}"{where} date="{memory.occurred_at[:10]}" kind="{memory.kind}"{by}>'
         f"{content}</memory>"
     )
 

@@ -9,6 +9,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from ollama_mcp.domain import Memory, SearchHit
+from ollama_mcp.when import TimeWindow, speaks_of
 
 WORD = re.compile(r"\w+", re.UNICODE)
 MAX_QUERY_TERMS = 64
@@ -29,6 +30,9 @@ class SearchTuning:
     keyword_context_weight: float = 1.0
     vector_weight: float = 1.0  # own vectors, re-ranking the candidates
     vector_context_weight: float = 1.0  # context vectors, over the whole store
+    # A query naming a time (when.query_window): the candidates that happened in it, or speak of
+    # a time in it, form a fifth list (in their fused order) with this weight.
+    time_weight: float = 2.0
     min_depth: int = 50  # candidates each list contributes before fusion, at least
     # A query word found in more than this share of all memories (and in 500 at least) is left
     # out of the keyword query when the query has rarer words: BM25 gives it almost no weight,
@@ -93,12 +97,14 @@ def rank_lists(
     top_k: int,
     depth: int,
     threshold: float | None,
+    in_window: frozenset[int] = frozenset(),
 ) -> list[Ranked]:
     """The ``top_k`` best memories from a backend's candidate lists, best first.
 
     ``exact``: memories holding the query word for word; ``keyword``/``keyword_context``: keyword
     ranks over content and context; ``by_meaning``: vector ranks in context; ``similarity``: the
-    content similarity (to the query vector) of every candidate that has one.
+    content similarity (to the query vector) of every candidate that has one; ``in_window``: the
+    candidates in the time the query names.
     """
     # Every candidate, however found, re-ranked by the meaning of its own text: precise where a
     # memory's neighbours say little about it (standalone notes).
@@ -113,6 +119,11 @@ def rank_lists(
         ],
         k=tuning.rrf_k,
     )
+    if in_window and tuning.time_weight:
+        # A soft window: those in it rise by a fifth list, ranked as the other lists ranked them.
+        timely = [seq for seq, _ in fused_scores if seq in in_window]
+        bonus = dict(fuse([(tuning.time_weight, timely)], k=tuning.rrf_k))
+        fused_scores = sorted(((seq, s + bonus.get(seq, 0.0)) for seq, s in fused_scores), key=lambda pair: -pair[1])
     # Memories that contain the query word for word come first, whatever the fusion says.
     exact_set = set(exact)
     worded = exact_set.union(keyword, keyword_context)
@@ -126,6 +137,18 @@ def rank_lists(
         # (pending), are kept.
         fused = [r for r in fused if r.similarity is None or r.similarity >= threshold or r.seq in exact_set]
     return fused[:top_k]
+
+
+def candidates(*lists: Sequence[int]) -> list[int]:
+    """Every memory some list found, once."""
+    return list(dict.fromkeys(seq for ranked in lists for seq in ranked))
+
+
+def timely(window: TimeWindow | None, memories: dict[int, Memory]) -> frozenset[int]:
+    """The memories (of ``memories``) that happened in ``window`` or speak of a time in it."""
+    if window is None:
+        return frozenset()
+    return frozenset(seq for seq, m in memories.items() if speaks_of(window, m.occurred_at, m.content))
 
 
 def to_hits(chosen: Sequence[Ranked], memories: dict[int, Memory]) -> list[SearchHit]:

@@ -139,6 +139,7 @@ class Hit(BaseModel):
     created_at: str
     tags: list[str]
     kind: Literal["note", "message", "summary", "fact"]
+    occurred_at: str | None = None  # when it happened, if not when it was stored
 
 
 class SearchResults(BaseModel):
@@ -156,6 +157,7 @@ class SearchResults(BaseModel):
                     memory_id=h.memory.id, conversation_id=h.memory.conversation_id, content=h.memory.content,
                     similarity=h.similarity, created_at=h.memory.created_at, tags=list(h.memory.tags),
                     kind=h.memory.kind,
+                    occurred_at=None if h.memory.occurred_at == h.memory.created_at else h.memory.occurred_at,
                 )
                 for h in outcome.hits
             ],

@@ -15,10 +15,20 @@ import numpy as np
 from ollama_mcp import vector_file
 from ollama_mcp.domain import Facet, Scope, SearchFilters, SearchHit
 from ollama_mcp.keywords import KeywordIndex
-from ollama_mcp.ranking import MAX_QUERY_TERMS, WORD, SearchTuning, query_terms, rank_lists, to_hits
+from ollama_mcp.ranking import (
+    MAX_QUERY_TERMS,
+    WORD,
+    SearchTuning,
+    candidates,
+    query_terms,
+    rank_lists,
+    timely,
+    to_hits,
+)
 from ollama_mcp.storage import QueryVector, resolve
 from ollama_mcp.store import FACET_CODES, KIND_CODES, SearchReads, Store
 from ollama_mcp.vectors import VectorIndex
+from ollama_mcp.when import TimeWindow
 
 
 def fts_any(terms: Sequence[str]) -> str | None:
@@ -81,9 +91,12 @@ class HybridSearch:
         conversation_key: int | None,
         top_k: int,
         threshold: float | None,
+        window: TimeWindow | None = None,
     ) -> list[SearchHit]:
         tuning = self.tuning
         depth = max(tuning.min_depth, top_k * 4)
+        if window is not None:
+            query = window.keyword_text  # the query vector is of the whole text; the keywords are not its dates
 
         words = query_terms(query)
         word_tokens = dict(zip(words, await self.keywords.tokens(words), strict=True))
@@ -126,11 +139,14 @@ class HybridSearch:
             ranking = await self.vectors.rank(vector, depth, scope, candidates=[*exact, *keyword, *keyword_context])
             by_meaning = [seq for seq, _ in ranking.ranked]
             similarity = ranking.similarity
+        found = None
+        if window is not None:
+            found = await self._store.memories_by_seq(candidates(exact, keyword, keyword_context, by_meaning))
         chosen = rank_lists(
             tuning, exact=exact, keyword=keyword, keyword_context=keyword_context, by_meaning=by_meaning,
-            similarity=similarity, top_k=top_k, depth=depth, threshold=threshold,
+            similarity=similarity, top_k=top_k, depth=depth, threshold=threshold, in_window=timely(window, found or {}),
         )
-        return to_hits(chosen, await self._store.memories_by_seq(r.seq for r in chosen))
+        return to_hits(chosen, found if found is not None else await self._store.memories_by_seq(r.seq for r in chosen))
 
     # -- keeping the indexes current (the Ranker protocol) ----------------------------------------
 

@@ -378,10 +378,11 @@ def build_server(settings: Settings | ConfigError, *, public_url: str | None = N
         tags: list[str] | None = None,
         metadata: dict[str, Any] | None = None,
         embedding: Annotated[list[float] | None, Field(description="Only a vector from the server's model.")] = None,
+        occurred_at: Annotated[str | None, Field(description="ISO 8601; default now.")] = None,
     ) -> Annotated[CallToolResult, MemoryStored]:
         """Save a fact, decision or preference. The same text stored again returns the existing memory."""
         async with _tool_call(ctx, conversation_id, "write") as app:
-            stored = await app.service.store_memory(content, conversation_id, tags, metadata, embedding)
+            stored = await app.service.store_memory(content, conversation_id, tags, metadata, embedding, occurred_at)
             return _reply(MemoryStored.of(stored))
 
     @server.tool(annotations=_WRITE)
@@ -401,7 +402,8 @@ def build_server(settings: Settings | ConfigError, *, public_url: str | None = N
     async def add_messages(
         ctx: Context,
         messages: Annotated[list[dict[str, Any]], Field(description=(
-            "[{role: user|assistant|system|tool, content, actor?, to?: [actors], tool_calls?, tool_call_id?}]"
+            "[{role: user|assistant|system|tool, content, actor?, to?: [actors], tool_calls?, tool_call_id?,"
+            " occurred_at?}]"
         ))],
         conversation_id: ConversationId = None,
     ) -> Annotated[CallToolResult, MessagesAdded]:
@@ -425,12 +427,13 @@ def build_server(settings: Settings | ConfigError, *, public_url: str | None = N
         include_messages: Messages = False,
         include_superseded: Superseded = False,
         actor: Annotated[str | None, Field(description="Only this participant's turns.")] = None,
+        reference_time: Annotated[str | None, Field(description="Read 'last week' etc. from; default now.")] = None,
     ) -> Annotated[CallToolResult, SearchResults]:
         """Find memories of this conversation by meaning and keywords, best first; earlier chats: search_all_conversations."""
         async with _tool_call(ctx, conversation_id) as app:
             request = search_request(
                 query, conversation_id, top_k, threshold, tags, since, until, include_messages, include_superseded,
-                actor,
+                actor, reference_time=reference_time,
             )
             return _reply(SearchResults.of(await app.service.search(request)))
 

@@ -37,6 +37,7 @@ from ollama_mcp.indexer import Indexer
 from ollama_mcp.jobs import JobRunner
 from ollama_mcp.relations import related_scope
 from ollama_mcp.storage import Storage
+from ollama_mcp.when import TimeWindow, query_window
 
 MAX_CLIENTS = 10_000  # current conversations remembered (each a few hundred bytes)
 
@@ -194,6 +195,7 @@ class MemoryService:
         tags: object = None,
         metadata: object = None,
         embedding: object = None,
+        occurred_at: object = None,
         *,
         actor: str | None = None,
     ) -> StoredMemory:
@@ -203,11 +205,12 @@ class MemoryService:
         tag_list = inputs.tags("tags", tags)
         meta = inputs.metadata("metadata", metadata)
         vector = given_vector("embedding", embedding)
+        happened = inputs.occurred_at("occurred_at", occurred_at) or ""
 
         conversation = await self._conversation_for_store(given_id)
         memory = Memory(
             id=str(uuid.uuid4()), seq=0, conversation_id=conversation.id, kind="note", content=text,
-            tags=tag_list, metadata=meta, created_at=utc_now(), actor=actor,
+            tags=tag_list, metadata=meta, created_at=utc_now(), actor=actor, occurred_at=happened,
         )
         rows: list[EmbeddingRow] = []
         if vector is not None:
@@ -327,7 +330,8 @@ class MemoryService:
             conversation = None  # the server's own current conversation: search them all
         filters = replace(request.filters, conversation_id=None if conversation is None else conversation.id)
         hits, by_meaning, notice = await self._indexer.search(
-            request.query, filters, None if conversation is None else conversation.key, request.top_k, request.threshold
+            request.query, filters, None if conversation is None else conversation.key, request.top_k, request.threshold,
+            _window(request),
         )
         if conversation is not None and await self._others_exist(conversation.id):
             notice = _joined(notice, "Only this conversation was searched; search_all_conversations recalls the others.")
@@ -348,7 +352,9 @@ class MemoryService:
             allowed = set(request.filters.conversation_ids)
             scope = [c for c in scope if c in allowed]
         filters = replace(request.filters, conversation_id=None, conversation_ids=tuple(scope))
-        hits, by_meaning, notice = await self._indexer.search(request.query, filters, None, request.top_k, request.threshold)
+        hits, by_meaning, notice = await self._indexer.search(
+            request.query, filters, None, request.top_k, request.threshold, _window(request)
+        )
         covered = f"Searched {len(scope)} conversation{'s' if len(scope) != 1 else ''}: {request.related_to}" + (
             f" and {len(scope) - 1} related to it." if len(scope) > 1 else " (nothing is related to it yet)."
         )
@@ -389,6 +395,12 @@ class MemoryService:
 def _joined(notice: str | None, more: str) -> str:
     """A search's notice with one more sentence."""
     return f"{notice} {more}" if notice else more
+
+
+def _window(request: SearchRequest) -> TimeWindow | None:
+    """The time the query names, "last week" read against the request's reference time (or now)."""
+    reference = datetime.now(UTC) if request.reference_time is None else datetime.fromisoformat(request.reference_time)
+    return query_window(request.query, reference)
 
 
 def _outcome(

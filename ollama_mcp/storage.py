@@ -40,6 +40,7 @@ from ollama_mcp.domain import (
     SearchHit,
     WriteRecord,
 )
+from ollama_mcp.when import TimeWindow
 
 
 class Storage(Protocol):
@@ -357,8 +358,10 @@ class Ranker(Protocol):
         conversation_key: int | None,
         top_k: int,
         threshold: float | None,
+        window: TimeWindow | None = None,
     ) -> list[SearchHit]:
-        """The ``top_k`` best memories by keywords and (with ``query_vector``) by meaning. A
+        """The ``top_k`` best memories by keywords and (with ``query_vector``) by meaning, those in
+        the ``window`` the query names lifted (its absolute dates are not keywords). A
         ``QueryVector`` may still be computed: do what needs no vector first, then wait for it."""
 
     def vectors_added(self) -> None:

@@ -90,9 +90,9 @@ class MemoryStore(PgStoreBase):
             await execute_many(
                 conn,
                 "INSERT INTO memories (id, conversation_id, kind, content, content_hash, context, tags, metadata,"
-                " created_at) VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s)",
+                " created_at, occurred_at) VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s)",
                 [(m.id, m.conversation_id, m.kind, m.content, digest, context, list(m.tags), Jsonb(m.metadata),
-                  m.created_at) for m, digest, context in rows],
+                  m.created_at, m.occurred_at) for m, digest, context in rows],
             )
             added = len(rows)
             cursor = await conn.execute(

@@ -28,9 +28,9 @@ CONVERSATION_COLUMNS = (
 )
 MEMORY_COLUMNS = (
     "m.seq, m.id, m.conversation_id, m.kind, m.content, m.tags, m.metadata, m.created_at, m.context,"
-    " m.role, m.actor, m.tool_calls, m.tool_call_id, m.superseded_by"
+    " m.role, m.actor, m.tool_calls, m.tool_call_id, m.superseded_by, m.occurred_at"
 )
-MEMORY_WIDTH = 14
+MEMORY_WIDTH = 15
 # The seq of a fact's source, from the source's id (a parameter; NULL for other kinds).
 SOURCE_SEQ = "(SELECT s.seq FROM memories s WHERE s.id = %s)"
 # "This memory's text is still there" (not a turn an audit-only retention redacted).
@@ -66,14 +66,14 @@ async def insert_memory_row(conn: psycopg.AsyncConnection, memory: Memory, *, co
         context = compose_context(await earlier_contents(conn, memory.conversation_id, context_before), memory.content)
     cursor = await conn.execute(
         "INSERT INTO memories (id, conversation_id, kind, role, actor, tool_calls, tool_call_id, content,"
-        " content_hash, context, tags, metadata, created_at, superseded_by, source_seq)"
-        f" VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, {SOURCE_SEQ})"
+        " content_hash, context, tags, metadata, created_at, superseded_by, occurred_at, source_seq)"
+        f" VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, {SOURCE_SEQ})"
         " ON CONFLICT (conversation_id, content_hash) WHERE kind = 'note' AND superseded_by IS NULL DO NOTHING"
         " RETURNING seq",
         (memory.id, memory.conversation_id, memory.kind, memory.role, memory.actor,
          Jsonb(list(memory.tool_calls)) if memory.tool_calls else None, memory.tool_call_id, memory.content,
          content_hash(memory.content), context, list(memory.tags), Jsonb(memory.metadata), memory.created_at,
-         memory.superseded_by, fact_source(memory)),
+         memory.superseded_by, memory.occurred_at, fact_source(memory)),
     )
     row = await cursor.fetchone()
     return None if row is None else int(row[0])
@@ -252,10 +252,10 @@ def filter_sql(filters: SearchFilters, params: dict[str, Any]) -> list[str]:
         where.append("m.kind = ANY(%(kinds)s)")
         params["kinds"] = list(filters.kinds)
     if filters.since is not None:
-        where.append("m.created_at >= %(since)s")
+        where.append("m.occurred_at >= %(since)s")
         params["since"] = filters.since
     if filters.until is not None:
-        where.append("m.created_at <= %(until)s")
+        where.append("m.occurred_at <= %(until)s")
         params["until"] = filters.until
     if filters.actors:
         where.append("coalesce(m.actor, m.role) = ANY(%(actors)s)")
@@ -282,4 +282,5 @@ def memory_from_row(row: Sequence[Any]) -> Memory:
         seq=int(row[0]), id=row[1], conversation_id=row[2], kind=kind, content=row[4], tags=tuple(row[5]),
         metadata=dict(row[6]), created_at=row[7], context=row[8], role=row[9], actor=row[10],
         tool_calls=tuple(row[11]) if row[11] else (), tool_call_id=row[12], superseded_by=row[13],
+        occurred_at=row[14],
     )

@@ -28,8 +28,18 @@ from ollama_mcp.domain import SearchFilters, SearchHit
 from ollama_mcp.errors import EmbeddingMismatchError
 from ollama_mcp.postgres.rows import ALL_KINDS, filter_sql, stored_dimension
 from ollama_mcp.postgres.store import PgStore
-from ollama_mcp.ranking import MAX_QUERY_TERMS, WORD, SearchTuning, query_terms, rank_lists, to_hits
+from ollama_mcp.ranking import (
+    MAX_QUERY_TERMS,
+    WORD,
+    SearchTuning,
+    candidates,
+    query_terms,
+    rank_lists,
+    timely,
+    to_hits,
+)
 from ollama_mcp.storage import QueryVector, resolve
+from ollama_mcp.when import TimeWindow
 
 # HNSW candidates fetched per wanted memory before filtering (two facets, several chunks, and
 # filters drop some), and pgvector's ef_search for that many: recall@10 figures in bench/README.md.
@@ -75,9 +85,12 @@ class PgRanker:
         conversation_key: int | None,
         top_k: int,
         threshold: float | None,
+        window: TimeWindow | None = None,
     ) -> list[SearchHit]:
         tuning = self.tuning
         depth = max(tuning.min_depth, top_k * 4)
+        if window is not None:
+            query = window.keyword_text  # the query vector is of the whole text; the keywords are not its dates
         params: dict[str, Any] = {}
         where = filter_sql(filters, params)
         words = query_terms(query)
@@ -124,12 +137,15 @@ class PgRanker:
         if vector is not None:
             parts.append(by_meaning)
         await self._concurrently(parts)
+        found = None
+        if window is not None:
+            found = await self._store.memories_by_seq(candidates(*lists.values()))
         chosen = rank_lists(
             tuning, exact=lists["exact"], keyword=lists["keyword"], keyword_context=lists.get("keyword_context", []),
             by_meaning=lists.get("by_meaning", []),
-            similarity=similarity, top_k=top_k, depth=depth, threshold=threshold,
+            similarity=similarity, top_k=top_k, depth=depth, threshold=threshold, in_window=timely(window, found or {}),
         )
-        return to_hits(chosen, await self._store.memories_by_seq(r.seq for r in chosen))
+        return to_hits(chosen, found if found is not None else await self._store.memories_by_seq(r.seq for r in chosen))
 
     async def _concurrently(self, parts: Sequence[Callable[[psycopg.AsyncConnection], Awaitable[None]]]) -> None:
         """Runs each part on its own pooled connection, all at once; the first failure is raised as

@@ -139,13 +139,13 @@ class TranscriptStore(PgStoreBase):
                 rows.append((
                     m.id, conversation.id, m.kind, m.role, m.actor, Jsonb(list(m.tool_calls)) if m.tool_calls else None,
                     m.tool_call_id, m.content, content_hash(m.content), context, list(m.tags), Jsonb(m.metadata),
-                    m.created_at, m.superseded_by, fact_source(m),
+                    m.created_at, m.superseded_by, m.occurred_at, fact_source(m),
                 ))
             added = await execute_many(
                 conn,
                 "INSERT INTO memories (id, conversation_id, kind, role, actor, tool_calls, tool_call_id,"
-                " content, content_hash, context, tags, metadata, created_at, superseded_by, source_seq)"
-                f" VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, {SOURCE_SEQ}) ON CONFLICT DO NOTHING",
+                " content, content_hash, context, tags, metadata, created_at, superseded_by, occurred_at, source_seq)"
+                f" VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, {SOURCE_SEQ}) ON CONFLICT DO NOTHING",
                 rows,
             )
             # Facts were extracted at least through the last memory one came from.

@@ -98,9 +98,9 @@ class MemoryStore(StoreBase):
                 rows.append((memory, digest, context))
             await conn.executemany(
                 "INSERT INTO memories (id, conversation_id, kind, content, content_hash, context, tags, metadata,"
-                " created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                " created_at, occurred_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                 [(m.id, m.conversation_id, m.kind, m.content, digest, context, json.dumps(list(m.tags)),
-                  dump_json(m.metadata), m.created_at) for m, digest, context in rows],
+                  dump_json(m.metadata), m.created_at, m.occurred_at) for m, digest, context in rows],
             )
             seqs = {row[0]: row[1] for row in await (await conn.execute(
                 "SELECT id, seq FROM memories WHERE id IN (SELECT value FROM json_each(?))",

@@ -59,9 +59,9 @@ CONVERSATION_COLUMNS = (
 )
 MEMORY_COLUMNS = (
     "m.seq, m.id, m.conversation_id, m.kind, m.content, m.tags, m.metadata, m.created_at, m.context,"
-    " m.role, m.actor, m.tool_calls, m.tool_call_id, m.superseded_by"
+    " m.role, m.actor, m.tool_calls, m.tool_call_id, m.superseded_by, m.occurred_at"
 )
-MEMORY_WIDTH = 14  # columns in MEMORY_COLUMNS: what a query selects after them starts here
+MEMORY_WIDTH = 15  # columns in MEMORY_COLUMNS: what a query selects after them starts here
 # The seq of a fact's source, from the source's id (a parameter; NULL for other kinds).
 SOURCE_SEQ = "(SELECT s.seq FROM memories s WHERE s.id = ?)"
 
@@ -83,13 +83,13 @@ async def insert_memory_row(
         context = await context_of(conn, memory.conversation_id, memory.content, before_seq=context_before)
     cursor = await conn.execute(
         "INSERT INTO memories (id, conversation_id, kind, role, actor, tool_calls, tool_call_id, content,"
-        " content_hash, context, tags, metadata, created_at, superseded_by, source_seq)"
-        f" VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, {SOURCE_SEQ})"
+        " content_hash, context, tags, metadata, created_at, superseded_by, occurred_at, source_seq)"
+        f" VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, {SOURCE_SEQ})"
         " ON CONFLICT (conversation_id, content_hash) WHERE kind = 'note' AND superseded_by IS NULL DO NOTHING",
         (memory.id, memory.conversation_id, memory.kind, memory.role, memory.actor,
          json.dumps(list(memory.tool_calls)) if memory.tool_calls else None, memory.tool_call_id,
          memory.content, content_hash(memory.content), context, json.dumps(list(memory.tags)),
-         dump_json(memory.metadata), memory.created_at, memory.superseded_by, fact_source(memory)),
+         dump_json(memory.metadata), memory.created_at, memory.superseded_by, memory.occurred_at, fact_source(memory)),
     )
     if cursor.rowcount == 0:
         return None
@@ -244,10 +244,10 @@ def filter_sql(filters: SearchFilters) -> tuple[list[str], list[Any]]:
         where.append(f"m.kind IN ({', '.join('?' for _ in filters.kinds)})")
         params.extend(filters.kinds)
     if filters.since is not None:
-        where.append("m.created_at >= ?")
+        where.append("m.occurred_at >= ?")
         params.append(filters.since)
     if filters.until is not None:
-        where.append("m.created_at <= ?")
+        where.append("m.occurred_at <= ?")
         params.append(filters.until)
     if filters.actors:
         where.append(f"coalesce(m.actor, m.role) IN ({', '.join('?' for _ in filters.actors)})")
@@ -279,5 +279,5 @@ def memory_from_row(row: Sequence[Any]) -> Memory:
         seq=int(row[0]), id=row[1], conversation_id=row[2], kind=kind, content=row[4],
         tags=tuple(json.loads(row[5])), metadata=json.loads(row[6]), created_at=row[7], context=row[8],
         role=row[9], actor=row[10], tool_calls=tuple(json.loads(row[11])) if row[11] else (),
-        tool_call_id=row[12], superseded_by=row[13],
+        tool_call_id=row[12], superseded_by=row[13], occurred_at=row[14],
     )

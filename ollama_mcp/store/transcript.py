@@ -153,14 +153,14 @@ class TranscriptStore(StoreBase):
                     m.id, conversation.id, m.kind, m.role, m.actor,
                     json.dumps(list(m.tool_calls)) if m.tool_calls else None, m.tool_call_id, m.content,
                     content_hash(m.content), context, json.dumps(list(m.tags)), dump_json(m.metadata), m.created_at,
-                    m.superseded_by, fact_source(m),
+                    m.superseded_by, m.occurred_at, fact_source(m),
                 ))
             count_sql = "SELECT count(*) FROM memories WHERE conversation_id = ?"
             before = (await (await conn.execute(count_sql, (conversation.id,))).fetchone() or (0,))[0]
             await conn.executemany(
                 "INSERT OR IGNORE INTO memories (id, conversation_id, kind, role, actor, tool_calls, tool_call_id,"
-                " content, content_hash, context, tags, metadata, created_at, superseded_by, source_seq)"
-                f" VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, {SOURCE_SEQ})",
+                " content, content_hash, context, tags, metadata, created_at, superseded_by, occurred_at, source_seq)"
+                f" VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, {SOURCE_SEQ})",
                 rows,
             )
             after = (await (await conn.execute(count_sql, (conversation.id,))).fetchone() or (0,))[0]

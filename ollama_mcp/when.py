@@ -1,0 +1,290 @@
+"""Time named in text (no I/O): the dates a query asks about, and the dates a memory speaks of.
+
+A query that names a time ("on 4 December 2023", "in August", "2022", "last week", "two months
+ago", "recently", "as of September 2023") gets a ``TimeWindow``: ranking lifts the memories that
+happened in it, or speak of a time in it, above the others (a soft window, never a filter: a
+user's date is often a little off). Absolute dates stop competing as keywords, since a memory's
+time is in its ``occurred_at``, not in its words; relative words ("last weekend") stay keywords,
+as memories often say them too.
+
+A memory's own words are read against its ``occurred_at``: a turn of 5 December saying
+"yesterday" speaks of 4 December. English only; anything not understood, or impossible
+("31 February"), is no time at all, never an error.
+
+Why not a library: dateparser's ``search_dates`` finds dates in free text, but it reads "may",
+"march" and "second" as dates, costs tens of milliseconds a query and its import 0.3 s (the
+search path pays for both); dateutil's fuzzy parser returns one date per text and has no
+relative expressions. The grammar below is small, exact about what it takes, and runs in
+microseconds for a query (it runs on a search's candidates only when the query names a time).
+"""
+
+from __future__ import annotations
+
+import re
+from calendar import monthrange
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+
+from ollama_mcp.domain import format_timestamp
+
+MONTHS = {
+    name: number
+    for number, names in enumerate(
+        (("january", "jan"), ("february", "feb"), ("march", "mar"), ("april", "apr"), ("may",), ("june", "jun"),
+         ("july", "jul"), ("august", "aug"), ("september", "sept", "sep"), ("october", "oct"),
+         ("november", "nov"), ("december", "dec")),
+        start=1,
+    )
+    for name in names
+}
+WEEKDAYS = {name: i for i, name in enumerate(("monday", "tuesday", "wednesday", "thursday", "friday", "saturday", "sunday"))}
+NUMBERS = {
+    "a": 1, "an": 1, "one": 1, "two": 2, "three": 3, "four": 4, "five": 5, "six": 6, "seven": 7, "eight": 8,
+    "nine": 9, "ten": 10, "eleven": 11, "twelve": 12, "a couple of": 2, "a couple": 2, "couple of": 2,
+    "a few": 3, "few": 3, "several": 4,
+}
+RECENT_DAYS = 30  # "recently", "lately"
+
+_FULL_MONTH = "january|february|march|april|may|june|july|august|september|october|november|december"
+_ANY_MONTH = _FULL_MONTH + "|jan|feb|mar|apr|jun|jul|aug|sept|sep|oct|nov|dec"
+_DAY = r"(?P<day>[0-3]?\d)(?:st|nd|rd|th)?"
+_YEAR = r"(?P<year>(?:1[89]|2[01])\d\d)"
+_NUMBER = r"(?P<n>\d{1,3}|a couple of|a couple|couple of|a few|an?|one|two|three|four|five|six|seven|eight|nine|ten|eleven|twelve|few|several)"
+_UNIT = r"(?P<unit>day|week|month|year)s?"
+# Words that make a bare month or year a time ("in May", "since 2022"), and those that make it
+# one end of a window ("as of", "before", "since").
+_LEAD = r"(?P<lead>as of|up to|until|till|before|by|since|after|from|in|during|on|of|early|late|mid-?|last|this|through)\s+"
+
+_ABSOLUTE = [
+    ("day", re.compile(r"\b(?P<year>\d{4})-(?P<month>\d\d)-(?P<day>\d\d)\b")),
+    ("day", re.compile(rf"\b{_DAY}(?:\s+of)?\s+(?P<month>{_ANY_MONTH})\.?(?:,?\s+{_YEAR})?\b", re.I)),
+    ("day", re.compile(rf"\b(?P<month>{_ANY_MONTH})\.?\s+{_DAY}\b(?!:)(?:,?\s+{_YEAR})?\b", re.I)),
+    ("month", re.compile(rf"\b(?P<month>{_ANY_MONTH})\.?,?\s+(?:of\s+)?{_YEAR}\b", re.I)),
+    ("month", re.compile(r"\b(?P<year>\d{4})-(?P<month>\d\d)\b(?!-)")),
+    ("month", re.compile(rf"(?<!\w){_LEAD}(?:the\s+)?(?:month\s+of\s+)?(?P<month>{_FULL_MONTH})\b", re.I)),
+    ("year", re.compile(rf"(?<!\w){_LEAD}(?:the\s+year\s+)?{_YEAR}\b", re.I)),
+]
+_RELATIVE = [
+    ("day_before_yesterday", re.compile(r"\bthe day before yesterday\b", re.I)),
+    ("yesterday", re.compile(r"\b(?:yesterday|last night)\b", re.I)),
+    ("today", re.compile(r"\b(?:today|tonight|this (?:morning|afternoon|evening))\b", re.I)),
+    ("ago", re.compile(rf"\b{_NUMBER}\s+{_UNIT}\s+ago\b", re.I)),
+    ("past", re.compile(rf"\b(?:in\s+)?(?:the\s+)?(?:last|past)\s+{_NUMBER}\s+{_UNIT}\b", re.I)),
+    ("weekend", re.compile(r"\b(?P<which>last|this|past)\s+weekend\b", re.I)),
+    ("period", re.compile(r"\b(?P<which>last|this|past|previous)\s+(?P<unit>week|month|year)\b", re.I)),
+    ("weekday", re.compile(r"\blast\s+(?P<weekday>monday|tuesday|wednesday|thursday|friday|saturday|sunday)\b", re.I)),
+    ("recently", re.compile(r"\b(?:recently|lately|these days)\b", re.I)),
+]
+# A window word just before an absolute date ("as of 4 May", "before April 10, 2023").
+_LEAD_BEFORE = re.compile(r"\b(?P<lead>as of|up to|until|till|before|by|since|after|from|through)\s+(?:the\s+)?$", re.I)
+_OPEN_END = {"as of", "up to", "until", "till", "by", "through"}  # everything up to the end of it
+_BEFORE = {"before"}
+_FROM = {"since", "from"}  # everything from its start on
+_AFTER = {"after"}
+
+
+@dataclass(frozen=True)
+class Mention:
+    """A time a text names: [start, end) in UTC, and where in the text it is."""
+
+    start: datetime
+    end: datetime
+    at: tuple[int, int]
+    relative: bool
+    lead: str = ""  # "as of", "since"...: the word that made it one end of a window
+
+
+@dataclass(frozen=True)
+class TimeWindow:
+    """The time a query asks about, as stored timestamps (None: open at that end), and the query
+    without its absolute dates (for keywords)."""
+
+    start: str | None
+    end: str | None
+    keyword_text: str
+
+    def holds(self, moment: str) -> bool:
+        return (self.start is None or moment >= self.start) and (self.end is None or moment < self.end)
+
+    def overlaps(self, start: datetime, end: datetime) -> bool:
+        return (self.start is None or format_timestamp(end) > self.start) and (
+            self.end is None or format_timestamp(start) < self.end
+        )
+
+
+def mentions(text: str, reference: datetime) -> list[Mention]:
+    """Every time ``text`` names, resolved against ``reference`` (when it was said), in order;
+    where two overlap in the text, the first pattern listed wins."""
+    found: list[Mention] = []
+    taken: list[tuple[int, int]] = []
+
+    def free(a: int, b: int) -> bool:
+        return all(b <= x or a >= y for x, y in taken)
+
+    for kind, pattern in _ABSOLUTE:
+        for match in pattern.finditer(text):
+            if not free(*match.span()):
+                continue
+            span = _absolute(kind, match, reference)
+            taken.append(match.span())  # an impossible "31 February 2023" is not "February 2023" either
+            if span is not None:
+                at, lead = match.span(), (match.groupdict().get("lead") or "").lower()
+                before = _LEAD_BEFORE.search(text, max(0, at[0] - 12), at[0])
+                if before is not None:
+                    at, lead = (before.start(), at[1]), before["lead"].lower()
+                found.append(Mention(span[0], span[1], at, False, " ".join(lead.split())))
+    for kind, pattern in _RELATIVE:
+        for match in pattern.finditer(text):
+            if not free(*match.span()):
+                continue
+            span = _relative(kind, match, reference)
+            if span is not None:
+                found.append(Mention(span[0], span[1], match.span(), True))
+                taken.append(match.span())
+    return sorted(found, key=lambda m: m.at)
+
+
+def query_window(query: str, reference: datetime) -> TimeWindow | None:
+    """The window a query asks about, or None when it names no time (or only impossible ones).
+
+    An absolute date wins over relative words ("last weekend before April 10, 2023" asks about
+    before April 10); of several, the window spans them all. "as of"/"until"/"before" open it at
+    the start, "since"/"after" at the end.
+    """
+    found = mentions(query, reference)
+    absolute = [m for m in found if not m.relative]
+    chosen = absolute or found
+    if not chosen:
+        return None
+    start: datetime | None = min(m.start for m in chosen)
+    end: datetime | None = max(m.end for m in chosen)
+    lead = chosen[0].lead
+    if lead in _OPEN_END:
+        start = None
+    elif lead in _BEFORE:
+        start, end = None, chosen[0].start
+    elif lead in _FROM:
+        end = None
+    elif lead in _AFTER:
+        start, end = chosen[-1].end, None
+    keyword_text = query
+    for m in sorted(absolute, key=lambda m: -m.at[0]):
+        keyword_text = keyword_text[: m.at[0]] + " " + keyword_text[m.at[1]:]
+    return TimeWindow(
+        None if start is None else format_timestamp(start), None if end is None else format_timestamp(end),
+        keyword_text if keyword_text.strip() else query,
+    )
+
+
+def speaks_of(window: TimeWindow, occurred_at: str, text: str) -> bool:
+    """Whether a memory belongs to the window: it happened in it, or its words (read against
+    when it happened) name a time in it."""
+    if window.holds(occurred_at):
+        return True
+    if not _MAYBE_TIME.search(text):
+        return False  # most texts name no time: one scan decides
+    said = datetime.fromisoformat(occurred_at)
+    return any(window.overlaps(m.start, m.end) for m in mentions(text, said))
+
+
+# A cheap first look: text without any of these words or a 4-digit number names no time.
+_MAYBE_TIME = re.compile(
+    rf"\b(?:{_ANY_MONTH}|\d{{4}}|yesterday|today|tonight|night|morning|ago|last|past|this|recently|lately|days)\b", re.I
+)
+
+
+# -- resolving ---------------------------------------------------------------------------------
+
+
+def _day(moment: datetime) -> datetime:
+    return moment.replace(hour=0, minute=0, second=0, microsecond=0)
+
+
+def _absolute(kind: str, match: re.Match[str], reference: datetime) -> tuple[datetime, datetime] | None:
+    groups = match.groupdict()
+    year = int(groups["year"]) if groups.get("year") else None
+    if year is not None and not 1900 <= year <= 2199:
+        return None
+    if kind == "year":
+        assert year is not None
+        return datetime(year, 1, 1, tzinfo=UTC), datetime(year + 1, 1, 1, tzinfo=UTC)
+    raw_month = groups["month"].lower().rstrip(".")
+    month = int(raw_month) if raw_month.isdigit() else MONTHS.get(raw_month)
+    if month is None or not 1 <= month <= 12:
+        return None
+    if year is None:  # the latest such month (or day) not after the reference
+        year = reference.year if (month, int(groups.get("day") or 1)) <= (reference.month, reference.day) else reference.year - 1
+    if kind == "month":
+        start = datetime(year, month, 1, tzinfo=UTC)
+        return start, _add_months(start, 1)
+    day = int(groups["day"])
+    if not 1 <= day <= monthrange(year, month)[1]:
+        return None  # "31 February": no such day, so no window
+    start = datetime(year, month, day, tzinfo=UTC)
+    return start, start + timedelta(days=1)
+
+
+def _relative(kind: str, match: re.Match[str], reference: datetime) -> tuple[datetime, datetime] | None:
+    today = _day(reference.astimezone(UTC))
+    groups = match.groupdict()
+    if kind in ("today", "yesterday", "day_before_yesterday"):
+        start = today - timedelta(days={"today": 0, "yesterday": 1, "day_before_yesterday": 2}[kind])
+        return start, start + timedelta(days=1)
+    if kind == "recently":
+        return today - timedelta(days=RECENT_DAYS), today + timedelta(days=1)
+    monday = today - timedelta(days=today.weekday())
+    if kind == "weekend":
+        saturday = monday - timedelta(days=2) if groups["which"].lower() != "this" else monday + timedelta(days=5)
+        return saturday, saturday + timedelta(days=2)
+    if kind == "weekday":
+        back = (today.weekday() - WEEKDAYS[groups["weekday"].lower()]) % 7 or 7
+        start = today - timedelta(days=back)
+        return start, start + timedelta(days=1)
+    unit = groups["unit"].lower()
+    if kind == "period":
+        this = groups["which"].lower() == "this"
+        if unit == "week":
+            start = monday if this else monday - timedelta(days=7)
+            return start, start + timedelta(days=7)
+        if unit == "month":
+            start = today.replace(day=1) if this else _add_months(today.replace(day=1), -1)
+            return start, _add_months(start, 1)
+        start = today.replace(month=1, day=1)
+        start = start if this else start.replace(year=start.year - 1)
+        return start, start.replace(year=start.year + 1)
+    n = _number(groups["n"])
+    if n is None:
+        return None
+    if kind == "past":  # "the last three weeks": from then until now
+        return _back(today, n, unit), today + timedelta(days=1)
+    # "two months ago": about then, give or take half a unit
+    at = _back(today, n, unit)
+    half = {"day": timedelta(hours=12), "week": timedelta(days=4), "month": timedelta(days=16), "year": timedelta(days=183)}[unit]
+    if unit == "day":
+        return at, at + timedelta(days=1)
+    return at - half, at + half + timedelta(days=1)
+
+
+def _number(word: str) -> int | None:
+    word = " ".join(word.lower().split())
+    if word.isdigit():
+        return int(word) if 0 < int(word) <= 200 else None
+    return NUMBERS.get(word)
+
+
+def _back(today: datetime, n: int, unit: str) -> datetime:
+    if unit == "day":
+        return today - timedelta(days=n)
+    if unit == "week":
+        return today - timedelta(weeks=n)
+    if unit == "month":
+        return _add_months(today, -n)
+    return _add_months(today, -12 * n)
+
+
+def _add_months(moment: datetime, months: int) -> datetime:
+    index = moment.year * 12 + moment.month - 1 + months
+    year, month = divmod(index, 12)
+    if year < 1:
+        return moment
+    return moment.replace(year=year, month=month + 1, day=min(moment.day, monthrange(year, month + 1)[1]))

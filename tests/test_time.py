@@ -1,0 +1,234 @@
+"""Time-aware memory (#18): when a memory happened (occurred_at), and the time a query names."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from collections.abc import Callable
+from dataclasses import replace
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from ollama_mcp.app import App, open_app
+from ollama_mcp.config import Settings
+from ollama_mcp.errors import InvalidInputError
+from ollama_mcp.inputs import search_request
+from ollama_mcp.ranking import SearchTuning
+from ollama_mcp.store import Store
+from ollama_mcp.when import query_window, speaks_of
+from tests.conftest import Database, connect, sqlite_store_at
+from tests.test_tools import call, error
+
+pytestmark = pytest.mark.anyio
+
+REFERENCE = datetime(2023, 12, 20, 15, 0, tzinfo=UTC)  # a Wednesday
+
+
+def day(value: str) -> str:
+    return f"{value}T00:00:00.000000Z"
+
+
+# -- the time a query names ---------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(("query", "start", "end"), [
+    ("what did Sam do on 4 December 2023?", day("2023-12-04"), day("2023-12-05")),
+    ("What painting did she show on October 13, 2023?", day("2023-10-13"), day("2023-10-14")),
+    ("the 4th of May, 2023", day("2023-05-04"), day("2023-05-05")),
+    ("deploy on 2023-12-04", day("2023-12-04"), day("2023-12-05")),
+    ("Where did Joanna travel in July 2022?", day("2022-07-01"), day("2022-08-01")),
+    ("what was I working on in March?", day("2023-03-01"), day("2023-04-01")),  # the latest March
+    ("what did we plan in december", day("2023-12-01"), day("2024-01-01")),
+    ("How often did we go to the beach in 2022?", day("2022-01-01"), day("2023-01-01")),
+    ("what did we decide yesterday", day("2023-12-19"), day("2023-12-20")),
+    ("what did we decide last week", day("2023-12-11"), day("2023-12-18")),
+    ("what happened last weekend", day("2023-12-16"), day("2023-12-18")),
+    ("what did I buy last month", day("2023-11-01"), day("2023-12-01")),
+    ("the trip last year", day("2022-01-01"), day("2023-01-01")),
+    ("what did I say three days ago", day("2023-12-17"), day("2023-12-18")),
+    ("what did we start recently", day("2023-11-20"), day("2023-12-21")),
+    ("my relationship status as of September 2023", None, day("2023-10-01")),
+    ("what did Maria do last weekend before April 10, 2023?", None, day("2023-04-10")),
+    ("every plan since 2022", day("2022-01-01"), None),
+])
+def test_a_query_naming_a_time_gets_that_window(query: str, start: str | None, end: str | None) -> None:
+    window = query_window(query, REFERENCE)
+    assert window is not None
+    assert (window.start, window.end) == (start, end)
+
+
+@pytest.mark.parametrize("query", [
+    "meeting on 31 February 2023",  # no such day: searched without a window, never an error
+    "I may go to the park",  # "may" is a month only beside a day, a year or "in"
+    "call March about the invoice",
+    "the 2000 calories plan",
+    "what do I like",
+])
+def test_a_query_naming_no_possible_time_gets_no_window(query: str) -> None:
+    assert query_window(query, REFERENCE) is None
+
+
+def test_absolute_dates_leave_the_keywords_and_relative_words_stay() -> None:
+    dated = query_window("what did Sam cook on 4 December 2023?", REFERENCE)
+    assert dated is not None and dated.keyword_text.split() == ["what", "did", "Sam", "cook", "on", "?"]
+    relative = query_window("what did Sam cook last weekend", REFERENCE)
+    assert relative is not None and relative.keyword_text == "what did Sam cook last weekend"
+    before = query_window("status as of September 2023", REFERENCE)
+    assert before is not None and before.keyword_text.split() == ["status"]
+
+
+def test_a_memory_speaks_of_the_day_its_own_words_name_relative_to_when_it_happened() -> None:
+    window = query_window("what was Sam doing on 4 December?", REFERENCE)
+    assert window is not None
+    said_next_day = "2023-12-05T09:00:00.000000Z"
+    assert speaks_of(window, said_next_day, "Sam: I went hiking yesterday with the dog")
+    assert not speaks_of(window, said_next_day, "Sam: I went hiking with the dog")
+    assert not speaks_of(window, "2023-12-07T09:00:00.000000Z", "Sam: I went hiking yesterday")
+    assert speaks_of(window, "2023-12-04T22:00:00.000000Z", "anything at all")
+
+
+# -- occurred_at: stored, checked, filtered, carried ---------------------------------------------------
+
+
+async def test_a_memory_remembers_when_it_happened_and_defaults_to_when_it_was_stored(app: App, db: Database) -> None:
+    then = await app.service.store_memory("we adopted the cat", occurred_at="2021-06-05")
+    now = await app.service.store_memory("the cat likes tuna")
+    assert db.rows("SELECT content, occurred_at, created_at FROM memories ORDER BY seq") == [
+        ("we adopted the cat", "2021-06-05T00:00:00.000000Z", then.memory.created_at),
+        ("the cat likes tuna", now.memory.created_at, now.memory.created_at),
+    ]
+
+
+@pytest.mark.parametrize(("value", "says"), [
+    ("next Tuesday", "is not an ISO 8601 date or time"),
+    ("1899-12-31", "is before 1900"),
+    ((datetime.now(UTC) + timedelta(days=3)).date().isoformat(), "is more than a day in the future"),
+])
+async def test_a_bad_occurred_at_is_refused_naming_the_field_and_stores_nothing(
+    settings: Settings, db: Database, value: Any, says: str
+) -> None:
+    async with connect(settings) as client:
+        text = await error(client, "store_memory", content="a dated note", occurred_at=value)
+        assert f"occurred_at: {says}" in text
+        turn = {"role": "user", "content": "hello", "occurred_at": value}
+        text = await error(client, "add_messages", messages=[{"role": "user", "content": "hi"}, turn])
+        assert f"messages[1].occurred_at: {says}" in text
+    assert db.count("SELECT count(*) FROM memories") == 0
+
+
+async def test_a_turn_recorded_late_keeps_when_it_was_said(settings: Settings, db: Database) -> None:
+    async with connect(settings) as client:
+        await call(client, "add_messages", messages=[
+            {"role": "user", "content": "we shipped the release", "occurred_at": "2023-12-04T10:00:00+01:00"},
+            {"role": "assistant", "content": "congratulations"},
+        ])
+        found = await call(client, "search_memories", query="shipped release", include_messages=True)
+    occurred = db.rows("SELECT content, occurred_at = created_at FROM memories ORDER BY seq")
+    assert occurred == [("we shipped the release", 0), ("congratulations", 1)]
+    assert db.rows("SELECT occurred_at FROM memories WHERE content = 'we shipped the release'") == [
+        ("2023-12-04T09:00:00.000000Z",)
+    ]
+    first = found["results"][0]
+    assert first["content"] == "we shipped the release" and first["occurred_at"] == "2023-12-04T09:00:00.000000Z"
+    assert found["results"][1]["occurred_at"] is None  # said when stored: not repeated
+
+
+async def test_since_and_until_filter_by_when_memories_happened_not_when_they_were_stored(app: App) -> None:
+    await app.service.store_memory("the tea tasting in Kyoto", occurred_at="2019-04-02")
+    await app.service.store_memory("the tea order for the office")
+    old = await app.service.search(search_request("tea", until="2020-01-01", top_k=10))
+    assert [h.memory.content for h in old.hits] == ["the tea tasting in Kyoto"]
+    recent = await app.service.search(search_request("tea", since="2020-01-01", top_k=10))
+    assert [h.memory.content for h in recent.hits] == ["the tea order for the office"]
+
+
+async def test_occurred_at_survives_export_and_import_and_an_old_export_happened_when_stored(
+    app: App, settings: Settings, another_database: Callable[[], Database]
+) -> None:
+    conv = await app.service.init_conversation("trip")
+    await app.service.store_memory("the ferry to Hydra", conv.id, occurred_at="2022-08-14T08:30:00Z")
+    await app.service.store_memory("pack sunscreen", conv.id)
+    document = json.loads(json.dumps(await app.lifecycle.export_all()))
+    memories = document["conversations"][0]["memories"]
+    assert [m["occurred_at"] for m in memories][0] == "2022-08-14T08:30:00.000000Z"
+    del memories[1]["occurred_at"]  # as an export written before occurred_at existed
+    target = another_database()
+    async with open_app(target.settings(settings), background=False) as restored:
+        await restored.lifecycle.import_document(document)
+    assert target.rows("SELECT content, occurred_at = created_at FROM memories ORDER BY seq") == [
+        ("the ferry to Hydra", 0), ("pack sunscreen", 1)
+    ]
+    assert target.rows("SELECT occurred_at FROM memories WHERE content = 'the ferry to Hydra'") == [
+        ("2022-08-14T08:30:00.000000Z",)
+    ]
+    memories[0]["occurred_at"] = "3000-01-01"
+    with pytest.raises(InvalidInputError, match=r"conversations\[0\]\.memories\[0\]\.occurred_at: is more than a day"):
+        await app.lifecycle.import_document(document)
+
+
+@pytest.mark.sqlite_only
+async def test_memories_stored_before_the_upgrade_happened_when_they_were_stored(db_path: Path) -> None:
+    sqlite_store_at(db_path, 10)
+    with sqlite3.connect(db_path, isolation_level=None) as conn:
+        conn.execute("INSERT INTO conversations (id, created_at) VALUES ('c1', '2026-01-01')")
+        conn.execute("INSERT INTO memories (id, conversation_id, kind, content, content_hash, context, created_at)"
+                     " VALUES ('m1', 'c1', 'note', 'an old note', 'h1', 'an old note', '2025-03-04T05:06:07.000000Z')")
+    store = await Store.open(db_path)
+    await store.aclose()
+    with sqlite3.connect(db_path) as conn:
+        assert conn.execute("SELECT occurred_at FROM memories").fetchall() == [("2025-03-04T05:06:07.000000Z",)]
+
+
+# -- a query's time in the ranking -------------------------------------------------------------------
+
+
+async def _hikes(app: App) -> dict[str, str]:
+    conv = await app.service.init_conversation("hikes")
+    stored = {}
+    for text, when in [
+        ("Sam and I went hiking in the hills, the hills were steep", "2023-06-01T10:00:00Z"),
+        ("went hiking", "2023-12-04T10:00:00Z"),
+        ("Sam went hiking in the hills today, lovely hills", "2023-03-01T10:00:00Z"),
+        ("Sam: the hiking boots hurt after yesterday", "2023-12-05T09:00:00Z"),
+    ]:
+        stored[when[:10]] = (await app.service.store_memory(text, conv.id, occurred_at=when)).memory.id
+    while await app.indexer.backfill_once():
+        pass
+    return stored
+
+
+async def test_a_memory_of_the_day_a_query_names_rises_above_better_worded_ones(app: App) -> None:
+    ids = await _hikes(app)
+    plain = await app.service.search(search_request("Sam hiking hills", top_k=4))
+    assert plain.hits[0].memory.id != ids["2023-12-04"]
+    dated = await app.service.search(search_request("Sam hiking hills on 4 December 2023", top_k=4))
+    first_two = {h.memory.id for h in dated.hits[:2]}
+    # The walk of 4 December, and the turn of the 5th that calls it "yesterday".
+    assert first_two == {ids["2023-12-04"], ids["2023-12-05"]}
+
+
+async def test_relative_words_in_a_query_are_read_against_the_reference_time_given(app: App) -> None:
+    ids = await _hikes(app)
+    request = search_request("Sam hiking hills last week", top_k=4, reference_time="2023-12-13T12:00:00Z")
+    found = await app.service.search(request)
+    assert {h.memory.id for h in found.hits[:2]} == {ids["2023-12-04"], ids["2023-12-05"]}
+    with pytest.raises(InvalidInputError, match="reference_time: is not an ISO 8601"):
+        search_request("hiking last week", reference_time="last week")
+
+
+async def test_an_impossible_date_in_a_query_is_searched_without_a_window(app: App) -> None:
+    ids = await _hikes(app)
+    found = await app.service.search(search_request("Sam hiking hills on 31 February 2023", top_k=4))
+    plain = await app.service.search(search_request("Sam hiking hills 31 February 2023", top_k=4))
+    assert [h.memory.id for h in found.hits] == [h.memory.id for h in plain.hits]
+    assert set(ids.values()) >= {h.memory.id for h in found.hits}
+
+
+async def test_without_the_time_weight_a_dated_query_ranks_by_its_other_words(app: App) -> None:
+    ids = await _hikes(app)
+    app.ranker.tuning = replace(SearchTuning(), time_weight=0)  # type: ignore[misc]
+    dated = await app.service.search(search_request("Sam hiking hills on 4 December 2023", top_k=4))
+    assert dated.hits[0].memory.id != ids["2023-12-04"]
