@@ -189,7 +189,7 @@ def _read_memory(path: str, raw: object, conversation_id: str) -> Memory:
         tool_call_id=_optional_text(f"{path}.tool_call_id", raw.get("tool_call_id")),
         superseded_by=None if superseded is None else _uuid(f"{path}.superseded_by", superseded),
         # An export written before occurred_at existed: the memory happened when it was stored.
-        occurred_at=inputs.occurred_at(f"{path}.occurred_at", raw.get("occurred_at")) or "",
+        occurred_at=inputs.occurred_at(f"{path}.occurred_at", raw.get("occurred_at")),
     )
 
 

@@ -339,15 +339,15 @@ EARLIEST_OCCURRENCE = datetime(1900, 1, 1, tzinfo=UTC)
 OCCURRENCE_LEEWAY = timedelta(days=1)  # clocks and time zones differ; a week ahead is a mistake
 
 
-def occurred_at(field: str, value: object, now: datetime | None = None) -> str | None:
-    """When a memory happened: an ISO 8601 date or time from 1900 on and at most a day ahead of
-    ``now`` (None: not given, so when it is stored)."""
+def occurred_at(field: str, value: object) -> str:
+    """When a memory happened: an ISO 8601 date or time from 1900 on and at most a day ahead; ""
+    when not given (a ``Memory`` then happened when it was stored)."""
     moment = _moment(field, value)
     if moment is None:
-        return None
+        return ""
     if moment < EARLIEST_OCCURRENCE:
         raise InvalidInputError(field, "is before 1900", "pass when it happened, or leave it out for now")
-    if moment > (now or datetime.now(UTC)) + OCCURRENCE_LEEWAY:
+    if moment > datetime.now(UTC) + OCCURRENCE_LEEWAY:
         raise InvalidInputError(field, "is more than a day in the future", "pass when it happened, or leave it out for now")
     return format_timestamp(moment)
 

@@ -122,7 +122,7 @@ def _turn(at: str, item: dict[str, Any], max_chars: int) -> Turn:
         raise InvalidInputError(
             f"{at}tool_call_id", f"must be a text of 1-{MAX_TOOL_CALL_ID_CHARS} characters", "pass the id of the call it answers"
         )
-    happened = inputs.occurred_at(f"{at}occurred_at", item.get("occurred_at")) or ""
+    happened = inputs.occurred_at(f"{at}occurred_at", item.get("occurred_at"))
     return Turn(role, content, actor, tuple(calls), call_id, to, happened)
 
 

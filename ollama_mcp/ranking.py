@@ -121,8 +121,8 @@ def rank_lists(
     )
     if in_window and tuning.time_weight:
         # A soft window: those in it rise by a fifth list, ranked as the other lists ranked them.
-        timely = [seq for seq, _ in fused_scores if seq in in_window]
-        bonus = dict(fuse([(tuning.time_weight, timely)], k=tuning.rrf_k))
+        in_time = [seq for seq, _ in fused_scores if seq in in_window]
+        bonus = dict(fuse([(tuning.time_weight, in_time)], k=tuning.rrf_k))
         fused_scores = sorted(((seq, s + bonus.get(seq, 0.0)) for seq, s in fused_scores), key=lambda pair: -pair[1])
     # Memories that contain the query word for word come first, whatever the fusion says.
     exact_set = set(exact)

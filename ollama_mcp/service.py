@@ -205,7 +205,7 @@ class MemoryService:
         tag_list = inputs.tags("tags", tags)
         meta = inputs.metadata("metadata", metadata)
         vector = given_vector("embedding", embedding)
-        happened = inputs.occurred_at("occurred_at", occurred_at) or ""
+        happened = inputs.occurred_at("occurred_at", occurred_at)
 
         conversation = await self._conversation_for_store(given_id)
         memory = Memory(

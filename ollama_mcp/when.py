@@ -76,6 +76,10 @@ _RELATIVE = [
     ("weekday", re.compile(r"\blast\s+(?P<weekday>monday|tuesday|wednesday|thursday|friday|saturday|sunday)\b", re.I)),
     ("recently", re.compile(r"\b(?:recently|lately|these days)\b", re.I)),
 ]
+# A cheap first look: text without any of these words or a 4-digit number names no time.
+_MAYBE_TIME = re.compile(
+    rf"\b(?:{_ANY_MONTH}|\d{{4}}|yesterday|today|tonight|night|morning|ago|last|past|this|recently|lately|days)\b", re.I
+)
 # A window word just before an absolute date ("as of 4 May", "before April 10, 2023").
 _LEAD_BEFORE = re.compile(r"\b(?P<lead>as of|up to|until|till|before|by|since|after|from|through)\s+(?:the\s+)?$", re.I)
 _OPEN_END = {"as of", "up to", "until", "till", "by", "through"}  # everything up to the end of it
@@ -186,12 +190,6 @@ def speaks_of(window: TimeWindow, occurred_at: str, text: str) -> bool:
         return True
     said = datetime.fromisoformat(occurred_at)
     return any(window.overlaps(m.start, m.end) for m in mentions(text, said))
-
-
-# A cheap first look: text without any of these words or a 4-digit number names no time.
-_MAYBE_TIME = re.compile(
-    rf"\b(?:{_ANY_MONTH}|\d{{4}}|yesterday|today|tonight|night|morning|ago|last|past|this|recently|lately|days)\b", re.I
-)
 
 
 # -- resolving ---------------------------------------------------------------------------------

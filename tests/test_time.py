@@ -221,10 +221,16 @@ async def test_relative_words_in_a_query_are_read_against_the_reference_time_giv
 
 async def test_an_impossible_date_in_a_query_is_searched_without_a_window(app: App) -> None:
     ids = await _hikes(app)
-    found = await app.service.search(search_request("Sam hiking hills on 31 February 2023", top_k=4))
-    plain = await app.service.search(search_request("Sam hiking hills 31 February 2023", top_k=4))
+    february = await app.service.store_memory("hiking again", occurred_at="2023-02-10")  # what "February 2023" would lift
+    while await app.indexer.backfill_once():
+        pass
+    found = await app.service.search(search_request("Sam hiking hills on 31 February 2023", top_k=5))
+    plain = await app.service.search(search_request("Sam hiking hills 31 February 2023", top_k=5))
     assert [h.memory.id for h in found.hits] == [h.memory.id for h in plain.hits]
-    assert set(ids.values()) >= {h.memory.id for h in found.hits}
+    assert found.hits[0].memory.id != february.memory.id
+    lifted = await app.service.search(search_request("Sam hiking hills on 10 February 2023", top_k=5))
+    assert lifted.hits[0].memory.id == february.memory.id
+    assert set(ids.values()) | {february.memory.id} >= {h.memory.id for h in found.hits}
 
 
 async def test_without_the_time_weight_a_dated_query_ranks_by_its_other_words(app: App) -> None:
