@@ -18,12 +18,12 @@ from typing import TextIO
 
 from ollama_mcp import audit, export, inputs, tokens
 from ollama_mcp.app import open_app
-from ollama_mcp.backends import open_backend
+from ollama_mcp.backends import open_backend, principal_stores
 from ollama_mcp.config import LOCAL_PRINCIPAL, Settings
 from ollama_mcp.domain import AccessToken, WriteRecord, format_timestamp
 from ollama_mcp.errors import InvalidInputError, OllamaMcpError, StorageError
 from ollama_mcp.storage import Storage
-from ollama_mcp.transfer import CopyReport, copy_store
+from ollama_mcp.transfer import AccessReport, CopyReport, copy_access, copy_store
 
 
 class ProgressLine:
@@ -119,27 +119,39 @@ async def prune(settings: Settings, dry_run: bool) -> list[tuple[str, str]]:
     return names
 
 
-async def migrate(settings: Settings, destination: Settings) -> CopyReport:
-    """Copy the store ``settings`` names into the one ``destination`` names (``transfer``)."""
+async def migrate(settings: Settings, destination: Settings) -> tuple[dict[str, CopyReport], AccessReport]:
+    """Copy the database ``settings`` names into the one ``destination`` names (``transfer``): the
+    local principal's store with the HTTP server's tokens and shares, then every other principal's
+    store. Returns each store's report by principal, and the tokens' and shares'."""
     if settings.database == destination.database:
         raise InvalidInputError("--to", "names the store being copied", "name another database")
-    source, _ = await open_backend(settings)
-    try:
-        target, _ = await open_backend(destination)
+    reports, access = {}, AccessReport()
+    for principal in [LOCAL_PRINCIPAL, *await principal_stores(settings)]:
+        source, _ = await open_backend(settings.for_principal(principal))
         try:
-            bar = ProgressLine("copying conversations", 0)
-
-            def progress(done: int, total: int) -> None:
-                bar.total = total
-                bar.update(done)
-
-            report = await copy_store(source, target, progress)
-            bar.close()
-            return report
+            target, _ = await open_backend(destination.for_principal(principal))
+            try:
+                whose = "" if principal == LOCAL_PRINCIPAL else f"{principal}'s "
+                reports[principal] = await _copy_with_progress(source, target, f"copying {whose}conversations")
+                if principal == LOCAL_PRINCIPAL:
+                    access = await copy_access(source, target)
+            finally:
+                await target.aclose()
         finally:
-            await target.aclose()
-    finally:
-        await source.aclose()
+            await source.aclose()
+    return reports, access
+
+
+async def _copy_with_progress(source: Storage, target: Storage, label: str) -> CopyReport:
+    bar = ProgressLine(label, 0)
+
+    def progress(done: int, total: int) -> None:
+        bar.total = total
+        bar.update(done)
+
+    report = await copy_store(source, target, progress)
+    bar.close()
+    return report
 
 
 def _duration(seconds: float) -> str:

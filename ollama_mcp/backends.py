@@ -7,7 +7,7 @@ builds) sees only ``storage.Storage`` and ``storage.Ranker``.
 
 from __future__ import annotations
 
-from ollama_mcp.config import Settings
+from ollama_mcp.config import LOCAL_PRINCIPAL, Settings, is_principal_name
 from ollama_mcp.errors import ConfigError
 from ollama_mcp.ranking import SearchTuning
 from ollama_mcp.storage import Ranker, Storage
@@ -31,3 +31,17 @@ async def open_backend(settings: Settings, tuning: SearchTuning | None = None) -
         ) from exc
     pg = await PgStore.open(settings.store_url)
     return pg, PgRanker(pg, settings.embed_model, tuning)
+
+
+async def principal_stores(settings: Settings) -> list[str]:
+    """The principals other than the local one whose memory exists in the database ``settings``
+    names (a file in ``memory.principals/``, or a schema of PostgreSQL), by name."""
+    if settings.postgres_url is None:
+        folder = settings.principals_folder
+        found = sorted(path.stem for path in folder.glob("*.db")) if folder.is_dir() else []
+    else:
+        from ollama_mcp.postgres.db import principal_schemas  # noqa: PLC0415 - the optional extra's modules
+
+        found = [schema.removeprefix("ollama_mcp_") for schema in await principal_schemas(settings.postgres_url)]
+    return [name for name in found if is_principal_name(name) and name != LOCAL_PRINCIPAL]
+

@@ -11,7 +11,7 @@ from collections.abc import Sequence
 
 from ollama_mcp import __version__
 from ollama_mcp.client_config import CLIENTS, render
-from ollama_mcp.config import Settings
+from ollama_mcp.config import LOCAL_PRINCIPAL, Settings
 from ollama_mcp.errors import ConfigError, OllamaMcpError
 
 
@@ -110,7 +110,8 @@ def _parser() -> argparse.ArgumentParser:
         "migrate",
         help="copy the whole store to another backend (a PostgreSQL URL, or a SQLite file)",
         description="Copies every conversation, memory version, message, summary, job, audit row and "
-        "vector from the store OLLAMA_MCP_DB names into --to, keeping every id. Running it again adds "
+        "vector from the store OLLAMA_MCP_DB names into --to, keeping every id; with it the HTTP "
+        "server's tokens (they keep working), its shares, and every other principal's memory. Running it again adds "
         "nothing, and resumes a copy that was interrupted. Counts are checked at the end; any "
         "difference fails loudly. The source is left as it is. Example: "
         "ollama-mcp migrate --to postgresql://memory@db.example/memory",
@@ -338,12 +339,18 @@ def _maintenance(settings: Settings, args: argparse.Namespace) -> int:
         print(f"embedded {done:,} memories with {model}; every memory now has a vector of it")
     elif args.command == "migrate":
         destination = settings.with_database(args.to)
-        report = anyio.run(admin.migrate, settings, destination)
-        totals = report.totals
-        print(f"copied to {destination.database}: {report.conversations:,} new conversation(s), {report.memories:,} "
-              f"new memories, {report.vectors:,} new vectors; counts match ({totals['conversations']:,} conversations, "
-              f"{totals['memories']:,} memories, {totals['vectors']:,} vectors, {totals['jobs']:,} jobs, "
-              f"{totals['audit']:,} audit rows, {totals['relations']:,} relations)")
+        reports, access = anyio.run(admin.migrate, settings, destination)
+        for principal, report in reports.items():
+            totals = report.totals
+            whose = "" if principal == LOCAL_PRINCIPAL else f" (principal {principal})"
+            print(f"copied to {destination.database}{whose}: {report.conversations:,} new conversation(s), "
+                  f"{report.memories:,} new memories, {report.vectors:,} new vectors; counts match "
+                  f"({totals['conversations']:,} conversations, {totals['memories']:,} memories, "
+                  f"{totals['vectors']:,} vectors, {totals['jobs']:,} jobs, {totals['audit']:,} audit rows, "
+                  f"{totals['relations']:,} relations)")
+        if access.totals["tokens"] or access.totals["shares"]:
+            print(f"copied {access.tokens:,} new token(s) and {access.shares:,} new share(s); the target holds all "
+                  f"{access.totals['tokens']:,} token(s) and {access.totals['shares']:,} share(s) as the source does")
     elif args.command == "audit":
         for record in anyio.run(admin.write_log, settings, args.since, max(1, args.limit)):
             print(f"{record.at}  {record.door:<9} {record.action:<20} {record.conversation_id or '-':<36}  "

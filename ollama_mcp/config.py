@@ -153,7 +153,12 @@ class Settings:
         else a file of its own in a folder beside it (``memory.principals/alice.db``)."""
         if self.principal == LOCAL_PRINCIPAL:
             return self.db_path
-        return self.db_path.with_name(f"{self.db_path.stem}.principals") / f"{self.principal}.db"
+        return self.principals_folder / f"{self.principal}.db"
+
+    @property
+    def principals_folder(self) -> Path:
+        """Where the SQLite files of principals other than the local one are kept."""
+        return self.db_path.with_name(f"{self.db_path.stem}.principals")
 
     @property
     def store_url(self) -> str:
@@ -200,10 +205,14 @@ class Settings:
         return self.agent_enabled and self.agent_chat_model is not None
 
 
+def is_principal_name(name: str) -> bool:
+    return _PRINCIPAL_NAME.fullmatch(name) is not None
+
+
 def principal_name(field: str, raw: str) -> str:
     """A principal's name as given (it names a file and a PostgreSQL schema), or a ConfigError."""
     name = raw.strip()
-    if not _PRINCIPAL_NAME.fullmatch(name):
+    if not is_principal_name(name):
         raise ConfigError(
             f"{field} must be a principal's name: a lowercase letter, then up to 31 lowercase letters, "
             f"digits or underscores (such as alice or team_ml); got {raw!r}."

@@ -287,6 +287,13 @@ class Storage(Protocol):
     async def revoke_token(self, name: str, now: str) -> bool:
         """Revoke the active token of this name; False when there is none."""
 
+    async def token_rows(self) -> list[tuple[AccessToken, str]]:
+        """Every token with its hash, in the order they were made (``migrate`` copies them)."""
+
+    async def import_tokens(self, rows: list[tuple[AccessToken, str]]) -> None:
+        """Keep tokens made elsewhere, hashes as given, in one transaction; a hash already kept is
+        left as it is, except that it is revoked when the given row is."""
+
     # -- conversations shared between principals (kept in the local principal's store) -----
 
     async def set_share(self, share: ConversationShare) -> None:
@@ -302,6 +309,9 @@ class Storage(Protocol):
 
     async def shares_of(self, conversation_id: str) -> list[ConversationShare]:
         """Whom the conversation is shared with, by name."""
+
+    async def all_shares(self) -> list[ConversationShare]:
+        """Every share, by conversation and grantee (``migrate`` copies them)."""
 
     # -- life ----------------------------------------------------------------------------
 

@@ -7,6 +7,9 @@ Conversation by conversation, each step idempotent: a conversation's rows go in 
 and audit rows (once). A copy killed half-way is resumed by running it again, and a second run
 adds nothing. At the end every conversation's rows are counted on both sides; any difference is
 an error that names the conversation and the table.
+
+The HTTP server's tokens (their hashes) and shares live in the local principal's store and are
+copied with it (``copy_access``); each other principal's store is copied as a store of its own.
 """
 
 from __future__ import annotations
@@ -84,3 +87,52 @@ async def check_counts(source: Storage, target: Storage, ids: list[str]) -> dict
                 )
             totals[table] += count
     return totals
+
+
+@dataclass
+class AccessReport:
+    tokens: int = 0  # added to the target by this run
+    shares: int = 0
+    totals: dict[str, int] = field(default_factory=dict)  # what the source holds
+
+
+async def copy_access(source: Storage, target: Storage) -> AccessReport:
+    """Copy the HTTP server's tokens (hashes as they are, so every token keeps working) and the
+    shares between principals from the local principal's store ``source`` into ``target``'s; then
+    check that the target holds each as the source does (``StorageError`` on a difference)."""
+    tokens = await source.token_rows()
+    theirs = {token_hash: token for token, token_hash in await target.token_rows()}
+    active = {token.name: token_hash for token_hash, token in theirs.items() if token.revoked_at is None}
+    for token, token_hash in tokens:
+        if token.revoked_at is None and active.get(token.name, token_hash) != token_hash:
+            raise StorageError(
+                f"The target already has an active token named {token.name!r} with another secret, so the tokens "
+                "were not copied. Revoke it there (`ollama-mcp token revoke` with OLLAMA_MCP_DB naming the target) "
+                "and run `ollama-mcp migrate` again."
+            )
+    await target.import_tokens(tokens)
+    shares = await source.all_shares()
+    before = set(await target.all_shares())
+    for share in shares:
+        if share not in before:
+            await target.set_share(share)
+    copied = {token_hash: token for token, token_hash in await target.token_rows()}
+    for token, token_hash in tokens:
+        if copied.get(token_hash) != token:
+            raise StorageError(
+                f"The copy differs: token {token.name!r} of principal {token.principal!r} is "
+                f"{'missing' if token_hash not in copied else 'different'} in the target. Run `ollama-mcp migrate` "
+                "again; if the difference stays, the target holds another state of that token."
+            )
+    missing = set(shares) - set(await target.all_shares())
+    if missing:
+        share = min(missing, key=lambda s: (s.conversation_id, s.grantee))
+        raise StorageError(
+            f"The copy differs: conversation {share.conversation_id}'s share with {share.grantee!r} is not in the "
+            "target as in the source. Run `ollama-mcp migrate` again."
+        )
+    return AccessReport(
+        tokens=sum(1 for _, token_hash in tokens if token_hash not in theirs),
+        shares=sum(1 for share in shares if share not in before),
+        totals={"tokens": len(tokens), "shares": len(shares)},
+    )

@@ -11,10 +11,11 @@ from pathlib import Path
 import anyio
 import pytest
 
+from ollama_mcp import admin, tokens
 from ollama_mcp.app import open_app
 from ollama_mcp.backends import open_backend
 from ollama_mcp.config import Settings
-from ollama_mcp.domain import AuditRow, utc_now
+from ollama_mcp.domain import AuditRow, ConversationShare, utc_now
 from ollama_mcp.errors import StorageError
 from ollama_mcp.inputs import search_request
 from ollama_mcp.transfer import check_counts, copy_store
@@ -143,6 +144,84 @@ async def test_a_difference_after_the_copy_fails_loudly_naming_the_conversation_
     finally:
         await source.aclose()
         await target.aclose()
+
+
+async def a_shared_server(settings: Settings) -> dict[str, str]:
+    """What a team's HTTP server holds: alice's and bob's memory, their tokens (one revoked) and a
+    conversation of alice's shared with bob. Returns the secrets by token name."""
+    secrets = {}
+    for name, principal in (("alice-laptop", "alice"), ("bob-old", "bob"), ("bob-phone", "bob")):
+        secrets[name] = (await admin.create_token(settings, name, principal))[1]
+    await admin.revoke_token(settings, "bob-old")
+    async with open_app(settings.for_principal("alice"), background=False) as app:
+        plans = await app.service.init_conversation("plans")
+        await app.service.store_memory("the offsite is in Porto in June", plans.id)
+    async with open_app(settings.for_principal("bob"), background=False) as app:
+        await app.service.store_memory("bob prefers the window seat", (await app.service.init_conversation("bob")).id)
+    local, _ = await open_backend(settings)
+    try:
+        await local.set_share(ConversationShare(plans.id, "bob", "alice", "write", utc_now()))
+    finally:
+        await local.aclose()
+    return secrets
+
+
+async def whole(settings: Settings) -> tuple[object, ...]:
+    """A shared server's database as its users see it: every principal's export, the tokens, the shares."""
+    exports = []
+    for principal in ("alice", "bob"):
+        async with open_app(settings.for_principal(principal), background=False) as app:
+            document = await app.lifecycle.export_all()
+            exports.append({**document, "exported_at": None})
+    local, _ = await open_backend(settings)
+    try:
+        return *exports, await local.list_tokens(), await local.all_shares()
+    finally:
+        await local.aclose()
+
+
+async def test_migrate_copies_every_principals_memory_the_tokens_that_keep_working_and_the_shares(
+    settings: Settings, tmp_path: Path, postgres_url: str, fake_ollama: FakeOllama
+) -> None:
+    first, back = settings.with_database(str(tmp_path / "a" / "memory.db"), "path"), str(tmp_path / "b" / "memory.db")
+    secrets = await a_shared_server(first)
+    done = await anyio.to_thread.run_sync(lambda: cli(str(first.db_path), fake_ollama, "migrate", "--to", postgres_url))
+    assert done.returncode == 0, done.stderr
+    assert "(principal alice): 1 new conversation(s), 1 new memories" in done.stdout
+    assert "(principal bob): 1 new conversation(s), 1 new memories" in done.stdout
+    assert "copied 3 new token(s) and 1 new share(s); the target holds all 3 token(s) and 1 share(s)" in done.stdout
+    on_postgres = settings.with_database(postgres_url, "url")
+    assert await whole(on_postgres) == await whole(first)
+    target, _ = await open_backend(on_postgres)
+    try:  # the secrets people hold open the same principals' memory there; the revoked one nothing
+        assert (await tokens.verify(target, secrets["alice-laptop"])).principal == "alice"  # type: ignore[union-attr]
+        assert (await tokens.verify(target, secrets["bob-phone"])).principal == "bob"  # type: ignore[union-attr]
+        assert await tokens.verify(target, secrets["bob-old"]) is None
+    finally:
+        await target.aclose()
+    # a token revoked at the source after the copy is revoked by the next run, which adds nothing else
+    await admin.revoke_token(first, "bob-phone")
+    again = await anyio.to_thread.run_sync(lambda: cli(str(first.db_path), fake_ollama, "migrate", "--to", postgres_url))
+    assert again.returncode == 0, again.stderr
+    assert "(principal alice): 0 new conversation(s), 0 new memories" in again.stdout
+    assert "copied 0 new token(s) and 0 new share(s)" in again.stdout
+    assert [t.revoked_at is None for t in await admin.list_tokens(on_postgres)] == [True, False, False]
+    home = await anyio.to_thread.run_sync(lambda: cli(postgres_url, fake_ollama, "migrate", "--to", back))
+    assert home.returncode == 0, home.stderr
+    assert await whole(settings.with_database(back, "path")) == await whole(first)
+
+
+async def test_a_target_whose_token_of_the_same_name_has_another_secret_gets_no_tokens_and_says_which(
+    settings: Settings, tmp_path: Path, fake_ollama: FakeOllama
+) -> None:
+    first, other = settings.with_database(str(tmp_path / "a" / "memory.db"), "path"), tmp_path / "b" / "memory.db"
+    await a_shared_server(first)
+    await admin.create_token(settings.with_database(str(other), "path"), "alice-laptop", "alice")
+    done = await anyio.to_thread.run_sync(lambda: cli(str(first.db_path), fake_ollama, "migrate", "--to", str(other)))
+    assert done.returncode != 0
+    assert "already has an active token named 'alice-laptop' with another secret" in done.stderr
+    assert "ollama-mcp token revoke" in done.stderr
+    assert [t.name for t in await admin.list_tokens(settings.with_database(str(other), "path"))] == ["alice-laptop"]
 
 
 def test_migrate_to_itself_or_to_a_bad_address_is_refused(db_path: Path, fake_ollama: FakeOllama) -> None:

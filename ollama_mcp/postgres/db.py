@@ -96,6 +96,20 @@ async def connect(url: str) -> psycopg.AsyncConnection:
         raise translate(exc, "connect", url) from exc
 
 
+async def principal_schemas(url: str) -> list[str]:
+    """The schemas ``in_schema`` gave principals in this database (``ollama_mcp_alice``), by name."""
+    conn = await connect(as_server(url))
+    try:
+        cursor = await conn.execute(
+            "SELECT nspname FROM pg_namespace WHERE starts_with(nspname, 'ollama_mcp_') ORDER BY nspname"
+        )
+        return [row[0] for row in await cursor.fetchall()]
+    except psycopg.Error as exc:
+        raise translate(exc, "list the principals' schemas", url) from exc
+    finally:
+        await conn.close()
+
+
 async def provision(url: str) -> None:
     """Before a principal's first connection (``in_schema``): its role and its schema, as the
     server's own role, once however many instances start at once.

@@ -47,3 +47,10 @@ class ShareStore(PgStoreBase):
             (conversation_id,), "list whom the conversation is shared with",
         )
         return [ConversationShare(*row) for row in rows]
+
+    async def all_shares(self) -> list[ConversationShare]:
+        """Every share, by conversation and grantee (``migrate`` copies them)."""
+        rows = await self._fetchall(
+            f"SELECT {_COLUMNS} FROM conversation_shares ORDER BY conversation_id, grantee", (), "read the shares"
+        )
+        return [ConversationShare(*row) for row in rows]

@@ -43,3 +43,22 @@ class TokenStore(StoreBase):
                 "UPDATE access_tokens SET revoked_at = ? WHERE name = ? AND revoked_at IS NULL", (now, name)
             )
             return cursor.rowcount == 1
+
+    async def token_rows(self) -> list[tuple[AccessToken, str]]:
+        """Every token with its hash, in the order they were made (``migrate`` copies them)."""
+        rows = await self._fetchall(
+            f"SELECT {_COLUMNS}, token_hash FROM access_tokens ORDER BY id", (), "read the tokens"
+        )
+        return [(AccessToken(*row[:4]), row[4]) for row in rows]
+
+    async def import_tokens(self, rows: list[tuple[AccessToken, str]]) -> None:
+        """Keep tokens made elsewhere, hashes as given, in one transaction; a hash already kept is
+        left as it is, except that it is revoked when the given row is."""
+        async with self._transaction("copy the tokens") as conn:
+            for token, token_hash in rows:
+                await conn.execute(
+                    f"INSERT INTO access_tokens ({_COLUMNS}, token_hash) VALUES (?, ?, ?, ?, ?)"
+                    " ON CONFLICT (token_hash) DO UPDATE SET revoked_at = excluded.revoked_at"
+                    " WHERE access_tokens.revoked_at IS NULL AND excluded.revoked_at IS NOT NULL",
+                    (token.name, token.principal, token.created_at, token.revoked_at, token_hash),
+                )
