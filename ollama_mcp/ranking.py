@@ -33,6 +33,12 @@ class SearchTuning:
     # A query naming a time (when.query_window): the candidates that happened in it, or speak of
     # a time in it, form a fifth list (in their fused order) with this weight.
     time_weight: float = 2.0
+    # Memories that happened on one day of one conversation are one session; a session that
+    # several of the best candidates share rises: each of its members gains this weight times
+    # the summed fused scores of its ``session_top`` best among the first ``session_depth``.
+    session_weight: float = 0.3
+    session_top: int = 2
+    session_depth: int = 30
     min_depth: int = 50  # candidates each list contributes before fusion, at least
     # A query word found in more than this share of all memories (and in 500 at least) is left
     # out of the keyword query when the query has rarer words: BM25 gives it almost no weight,
@@ -149,6 +155,43 @@ def timely(window: TimeWindow | None, memories: dict[int, Memory]) -> frozenset[
     if window is None:
         return frozenset()
     return frozenset(seq for seq, m in memories.items() if speaks_of(window, m.occurred_at, m.content))
+
+
+def ranked_depth(tuning: SearchTuning, top_k: int) -> int:
+    """How many fused memories ``hits`` needs to choose the best ``top_k``."""
+    return max(top_k, tuning.session_depth) if tuning.session_weight else top_k
+
+
+def hits(tuning: SearchTuning, fused: Sequence[Ranked], memories: dict[int, Memory], top_k: int) -> list[SearchHit]:
+    """The ``top_k`` best of ``fused`` (``ranked_depth`` long, best first) as search hits, after
+    sessions shared by several of them rose (``SearchTuning.session_weight``)."""
+    if tuning.session_weight and len(fused) > 1:
+        fused = by_session(tuning, fused, memories)
+    return to_hits(fused[:top_k], memories)
+
+
+def by_session(tuning: SearchTuning, fused: Sequence[Ranked], memories: dict[int, Memory]) -> list[Ranked]:
+    """``fused`` re-ordered with each memory's session strength added (see ``SearchTuning``).
+    Exact matches (an infinite score) stay first, in their order."""
+
+    def session(seq: int) -> tuple[str, str] | None:
+        memory = memories.get(seq)
+        return None if memory is None else (memory.conversation_id, memory.occurred_at[:10])
+
+    members: dict[tuple[str, str], list[float]] = {}
+    for r in fused[: tuning.session_depth]:
+        key = session(r.seq)
+        if key is not None and r.score != float("inf"):
+            members.setdefault(key, []).append(r.score)  # best first, as fused is
+    strength = {key: sum(scores[: tuning.session_top]) for key, scores in members.items() if len(scores) > 1}
+    if not strength:
+        return list(fused)
+    rescored = []
+    for r in fused:
+        key = session(r.seq)
+        gain = 0.0 if key is None else tuning.session_weight * strength.get(key, 0.0)
+        rescored.append(Ranked(r.seq, r.score + gain, r.similarity))
+    return sorted(rescored, key=lambda r: -r.score)
 
 
 def to_hits(chosen: Sequence[Ranked], memories: dict[int, Memory]) -> list[SearchHit]:

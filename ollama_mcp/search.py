@@ -20,10 +20,11 @@ from ollama_mcp.ranking import (
     WORD,
     SearchTuning,
     candidates,
+    hits,
     query_terms,
     rank_lists,
+    ranked_depth,
     timely,
-    to_hits,
 )
 from ollama_mcp.storage import QueryVector, resolve
 from ollama_mcp.store import FACET_CODES, KIND_CODES, SearchReads, Store
@@ -144,9 +145,12 @@ class HybridSearch:
             found = await self._store.memories_by_seq(candidates(exact, keyword, keyword_context, by_meaning))
         chosen = rank_lists(
             tuning, exact=exact, keyword=keyword, keyword_context=keyword_context, by_meaning=by_meaning,
-            similarity=similarity, top_k=top_k, depth=depth, threshold=threshold, in_window=timely(window, found or {}),
+            similarity=similarity, top_k=ranked_depth(tuning, top_k), depth=depth, threshold=threshold,
+            in_window=timely(window, found or {}),
         )
-        return to_hits(chosen, found if found is not None else await self._store.memories_by_seq(r.seq for r in chosen))
+        if found is None:
+            found = await self._store.memories_by_seq(r.seq for r in chosen)
+        return hits(tuning, chosen, found, top_k)
 
     # -- keeping the indexes current (the Ranker protocol) ----------------------------------------
 

@@ -243,3 +243,46 @@ async def test_the_server_loads_its_vectors_before_the_first_search_and_a_keywor
         await eventually(both_loaded)
         found = await app.service.search(search_request("harbour crane", conv.id))
         assert found.hits[0].memory.content == "the harbour crane"
+
+
+# -- sessions: memories of one day of one conversation ---------------------------------------------
+
+_GARDEN = [
+    ("lone", "tomato plants in the garden, watered daily", "2023-05-08T10:00:00Z"),
+    ("first", "tomato seedlings for the garden bed", "2023-05-01T10:00:00Z"),
+    ("second", "the plants of the garden need more sun", "2023-05-01T18:30:00Z"),
+    ("other", "we painted the fence blue", "2023-05-03T10:00:00Z"),
+]
+
+
+async def _garden(app: App, apart: bool = False) -> dict[str, str]:
+    """The memories of ``_GARDEN``, in one conversation (or, ``apart``, each in its own)."""
+    ids, shared = {}, (await app.service.init_conversation("garden")).id
+    for key, text, when in _GARDEN:
+        conversation = (await app.service.init_conversation(key)).id if apart else shared
+        ids[key] = (await app.service.store_memory(text, conversation, occurred_at=when)).memory.id
+    while await app.indexer.backfill_once():
+        pass
+    return ids
+
+
+async def test_a_session_several_of_the_best_memories_share_rises_above_a_better_lone_memory(app: App) -> None:
+    ids = await _garden(app)
+    found = await app.service.search(search_request("garden tomato plants", top_k=3))
+    assert {h.memory.id for h in found.hits[:2]} == {ids["first"], ids["second"]}
+    assert found.hits[2].memory.id == ids["lone"]
+    app.ranker.tuning = replace(SearchTuning(), session_weight=0)  # type: ignore[misc]
+    alone = await app.service.search(search_request("garden tomato plants", top_k=3))
+    assert alone.hits[0].memory.id == ids["lone"]  # the best worded, without sessions
+
+
+async def test_memories_of_one_day_in_different_conversations_are_not_one_session(app: App) -> None:
+    ids = await _garden(app, apart=True)
+    found = await app.service.search(search_request("garden tomato plants", top_k=3, everywhere=True))
+    assert found.hits[0].memory.id == ids["lone"]
+
+
+async def test_a_memory_holding_the_query_word_for_word_stays_first_whatever_the_sessions(app: App) -> None:
+    ids = await _garden(app)
+    found = await app.service.search(search_request("tomato plants", top_k=3))  # lone's words, in order
+    assert [h.memory.id for h in found.hits] == [ids["lone"], ids["first"], ids["second"]]

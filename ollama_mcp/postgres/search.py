@@ -33,10 +33,11 @@ from ollama_mcp.ranking import (
     WORD,
     SearchTuning,
     candidates,
+    hits,
     query_terms,
     rank_lists,
+    ranked_depth,
     timely,
-    to_hits,
 )
 from ollama_mcp.storage import QueryVector, resolve
 from ollama_mcp.when import TimeWindow
@@ -143,9 +144,12 @@ class PgRanker:
         chosen = rank_lists(
             tuning, exact=lists["exact"], keyword=lists["keyword"], keyword_context=lists.get("keyword_context", []),
             by_meaning=lists.get("by_meaning", []),
-            similarity=similarity, top_k=top_k, depth=depth, threshold=threshold, in_window=timely(window, found or {}),
+            similarity=similarity, top_k=ranked_depth(tuning, top_k), depth=depth, threshold=threshold,
+            in_window=timely(window, found or {}),
         )
-        return to_hits(chosen, found if found is not None else await self._store.memories_by_seq(r.seq for r in chosen))
+        if found is None:
+            found = await self._store.memories_by_seq(r.seq for r in chosen)
+        return hits(tuning, chosen, found, top_k)
 
     async def _concurrently(self, parts: Sequence[Callable[[psycopg.AsyncConnection], Awaitable[None]]]) -> None:
         """Runs each part on its own pooled connection, all at once; the first failure is raised as
