@@ -25,6 +25,7 @@ from typing import Any
 import numpy as np
 
 PREFIXES = ("search_document: ", "search_query: ")
+CHUNKING_BYTES = 2048  # Go's net/http: a reply longer than this, written without a length, is chunked
 _WORD = re.compile(r"\w+")
 
 
@@ -63,6 +64,7 @@ class FakeOllama:
         self.chat_replies: list[dict[str, Any]] = []
         self.chat_delay = 0.0
         self.port = 0
+        self.accepted = 0  # connections made to the fake
         self._server: ThreadingHTTPServer | None = None
         self._thread: threading.Thread | None = None
         self._lock = threading.Lock()
@@ -230,6 +232,7 @@ class _Handler(BaseHTTPRequestHandler):
         super().setup()
         with self.owner._lock:
             self.owner._connections.add(self.connection)
+            self.owner.accepted += 1
 
     def finish(self) -> None:
         with self.owner._lock:
@@ -260,11 +263,18 @@ class _Handler(BaseHTTPRequestHandler):
         try:
             self.send_response(status)
             self.send_header("Content-Type", "application/json; charset=utf-8")
-            self.send_header("Content-Length", str(len(data)))
+            # Ollama's Go server frames a reply over 2 KB (an embedding) in chunks, a shorter one by length.
+            chunked = len(data) > CHUNKING_BYTES and not self.owner.trickle
+            self.send_header(*(("Transfer-Encoding", "chunked") if chunked else ("Content-Length", str(len(data)))))
             if 300 <= status < 400:  # a proxy moving the client on: to itself, so following would loop
                 self.send_header("Location", self.path)
             self.end_headers()
-            if self.owner.trickle:  # a slow proxy: each read gets a byte before its timeout
+            if chunked:
+                for start in range(0, len(data), 4096):
+                    piece = data[start:start + 4096]
+                    self.wfile.write(b"%x\r\n%s\r\n" % (len(piece), piece))
+                self.wfile.write(b"0\r\n\r\n")
+            elif self.owner.trickle:  # a slow proxy: each read gets a byte before its timeout
                 for byte in range(len(data)):
                     self.wfile.write(data[byte:byte + 1])
                     self.wfile.flush()
