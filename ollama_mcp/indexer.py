@@ -9,12 +9,14 @@ indexes:
   lacks a vector is embedded in the background, and new vectors are fetched before the next
   search.
 - ``embed(memory)``: embed a just-stored memory's own text now if Ollama answers, else leave
-  it pending and say why; its in-context vector follows in the background.
+  it pending and say why; its in-context vector follows in the background. ``embedding(text)``
+  starts that call while the caller is still writing the memory.
 - ``removed(seqs, contexts=...)``: memories were deleted (or only their contexts rewritten).
 - ``invalidate()``: vectors vanished without saying which (``reembed --force``).
 
-A memory is committed before Ollama is asked for its vector, so nothing is lost when Ollama is
-down, slow or missing the model: the memory is *pending* ("has no vector of the configured
+A memory is committed whatever Ollama does (a store asks for its vector while writing it, and
+waits for the answer only after the commit), so nothing is lost when Ollama is down, slow or
+missing the model: the memory is *pending* ("has no vector of the configured
 model"), keyword search finds it at once, and the backfill embeds it as soon as Ollama answers,
 also after a restart.
 """
@@ -22,7 +24,8 @@ also after a restart.
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterable, Sequence
+from collections.abc import AsyncIterator, Iterable, Sequence
+from contextlib import asynccontextmanager
 
 import anyio
 
@@ -35,7 +38,7 @@ from ollama_mcp.domain import (
     SearchHit,
     StoredMemory,
 )
-from ollama_mcp.embeddings import Embedder, to_blob
+from ollama_mcp.embeddings import ChunkVector, Embedder, to_blob
 from ollama_mcp.errors import EmbeddingMismatchError, OllamaError, OllamaMcpError
 from ollama_mcp.storage import QueryVector, Ranker, Storage
 from ollama_mcp.when import TimeWindow
@@ -50,6 +53,26 @@ BACKFILL_POLL_SECONDS = 60.0  # also notices memories another process left pendi
 QUIET_SECONDS = 0.3
 PATIENCE_SECONDS = 2.0
 BUSY_BATCH = 4
+
+
+class Ahead:
+    """A memory's embedding on its way (``Indexer.embedding``): its content and context vectors."""
+
+    def __init__(self, text: str) -> None:
+        self.text = text
+        self.done = anyio.Event()
+        self.vectors: list[list[ChunkVector]] = []
+        self.error: Exception | None = None
+
+    def text_of(self, memory: Memory) -> bool:
+        """Whether these are the vectors of ``memory``'s text."""
+        return memory.content == self.text
+
+    async def result(self) -> list[list[ChunkVector]]:
+        await self.done.wait()
+        if self.error is not None:
+            raise self.error
+        return self.vectors
 
 
 class Indexer:
@@ -76,18 +99,54 @@ class Indexer:
             self.ranker.vectors_added()
         self.wakeup.set()
 
-    async def embed(self, memory: Memory, duplicate: bool = False) -> StoredMemory:
-        """Embed a just-stored memory's own text now, or leave it pending and say why: while
-        Ollama is known to fail, stores do not wait on it.
+    @asynccontextmanager
+    async def embedding(self, text: str) -> AsyncIterator[Ahead | None]:
+        """Starts embedding a memory's ``text`` while the caller writes it, for ``embed`` to use:
+        a store then waits for the longer of the two, not for their sum. Yields None while Ollama
+        is known to fail (stores do not wait on it). Cancelled if unused when the block ends (the
+        write failed, or the memory was a duplicate already embedded)."""
+        if self._failure is not None:
+            yield None
+            return
+        ahead = Ahead(text)
+
+        async def run() -> None:
+            try:  # both facets: for the first memory of a conversation, its text is its context too
+                ahead.vectors = await self.embedder.embed_documents([(text, "content"), (text, "context")], waited=True)
+            except Exception as exc:  # handed to ``embed``, which raises it or records it
+                ahead.error = exc
+            finally:
+                ahead.done.set()
+
+        failure: Exception | None = None
+        async with anyio.create_task_group() as tasks:
+            tasks.start_soon(run)
+            try:
+                yield ahead
+            except Exception as exc:  # raised below as itself, not in an exception group
+                failure = exc
+            finally:
+                tasks.cancel_scope.cancel()
+        if failure is not None:
+            raise failure
+
+    async def embed(self, memory: Memory, duplicate: bool = False, ahead: Ahead | None = None) -> StoredMemory:
+        """Embed a just-stored memory's own text now (or use ``ahead``, its embedding already on
+        its way), or leave it pending and say why: while Ollama is known to fail, stores do not
+        wait on it.
 
         Its in-context vector (three memories' text, so a longer call) is computed in the
         background; until then searches rank the memory by its own vector. The first memory of a
         conversation is its own context: that one text gives both vectors in the same call.
         """
-        if self._failure is None:
+        if self._failure is None or ahead is not None:
             try:
                 both = memory.context == memory.content
-                await self._embed_and_store([(memory, ("content", "context") if both else ("content",))], waited=True)
+                facets: tuple[Facet, ...] = ("content", "context") if both else ("content",)
+                if ahead is not None and ahead.text_of(memory):
+                    await self._store_vectors([(memory, facet) for facet in facets], (await ahead.result())[:len(facets)])
+                else:
+                    await self._embed_and_store([(memory, facets)], waited=True)
                 if not both:
                     self.wakeup.set()
                 return StoredMemory(memory, duplicate, "embedded", self._model_dim)
@@ -256,8 +315,13 @@ class Indexer:
         ``waited``: a caller waits for it (the background gives way to such calls)."""
         jobs = [(memory, facet) for memory, facets in work for facet in facets]
         texts = [(memory.content if facet == "content" else memory.context, facet) for memory, facet in jobs]
+        return await self._store_vectors(jobs, await self.embedder.embed_documents(texts, waited=waited))
+
+    async def _store_vectors(
+        self, jobs: Sequence[tuple[Memory, Facet]], embedded: Sequence[list[ChunkVector]]
+    ) -> int:
+        """Store each job's vectors (of its chunks); returns how many memories."""
         rows: list[EmbeddingRow] = []
-        embedded = await self.embedder.embed_documents(texts, waited=waited)
         for (memory, facet), vectors in zip(jobs, embedded, strict=True):
             for chunk in vectors:
                 await self._check_dimension(chunk.vector.size)

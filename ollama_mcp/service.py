@@ -1,8 +1,9 @@
 """The use-cases behind the tools, one method per tool, and the one place that decides
 "store first, then tell the indexer".
 
-A memory is committed before Ollama is asked for its vector (``Indexer.embed``), so nothing is
-lost when Ollama is down, slow or missing the model.
+A memory is committed whatever Ollama answers (``Indexer.embedding`` asks for its vector while
+it is written; the store waits for the answer after the commit), so nothing is lost when Ollama
+is down, slow or missing the model.
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ import time
 import uuid
 from collections import OrderedDict
 from collections.abc import Sequence
+from contextlib import nullcontext
 from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from typing import Literal
@@ -207,28 +209,30 @@ class MemoryService:
         vector = given_vector("embedding", embedding)
         happened = inputs.occurred_at("occurred_at", occurred_at)
 
-        conversation = await self._conversation_for_store(given_id)
-        memory = Memory(
-            id=str(uuid.uuid4()), seq=0, conversation_id=conversation.id, kind="note", content=text,
-            tags=tag_list, metadata=meta, created_at=utc_now(), actor=actor, occurred_at=happened,
-        )
-        rows: list[EmbeddingRow] = []
-        if vector is not None:
-            model, expected = self._indexer.model, await self._indexer.expected_dimension(conversation.id)
-            if expected is not None and len(vector) != expected:
-                raise InvalidInputError(
-                    "embedding", f"has {len(vector)} dimensions but this store's {model!r} vectors have {expected}",
-                    f"pass a {expected}-dimensional vector from {model!r}, or omit it",
-                )
-            rows = [EmbeddingRow(0, "content", 0, model, to_blob(vector), len(vector))]
-        with audit.recording("store_memory", conversation.id, memory.id, arguments=[text, tags, metadata]):
-            stored, duplicate = await self._store.insert_memory(memory, rows)
-        if rows and not duplicate:
-            self._indexer.added(vectors=True)  # its context vector comes from Ollama, in the background
-            return StoredMemory(stored, False, "embedded", rows[0].dim)
-        if duplicate and not await self._indexer.is_pending(stored):
-            return StoredMemory(stored, True, "embedded", await self._indexer.expected_dimension())
-        return await self._indexer.embed(stored, duplicate)
+        # Ollama embeds the text while it is written (see Indexer.embedding).
+        async with self._indexer.embedding(text) if vector is None else nullcontext() as ahead:
+            conversation = await self._conversation_for_store(given_id)
+            memory = Memory(
+                id=str(uuid.uuid4()), seq=0, conversation_id=conversation.id, kind="note", content=text,
+                tags=tag_list, metadata=meta, created_at=utc_now(), actor=actor, occurred_at=happened,
+            )
+            rows: list[EmbeddingRow] = []
+            if vector is not None:
+                model, expected = self._indexer.model, await self._indexer.expected_dimension(conversation.id)
+                if expected is not None and len(vector) != expected:
+                    raise InvalidInputError(
+                        "embedding", f"has {len(vector)} dimensions but this store's {model!r} vectors have {expected}",
+                        f"pass a {expected}-dimensional vector from {model!r}, or omit it",
+                    )
+                rows = [EmbeddingRow(0, "content", 0, model, to_blob(vector), len(vector))]
+            with audit.recording("store_memory", conversation.id, memory.id, arguments=[text, tags, metadata]):
+                stored, duplicate = await self._store.insert_memory(memory, rows)
+            if rows and not duplicate:
+                self._indexer.added(vectors=True)  # its context vector comes from Ollama, in the background
+                return StoredMemory(stored, False, "embedded", rows[0].dim)
+            if duplicate and not await self._indexer.is_pending(stored):
+                return StoredMemory(stored, True, "embedded", await self._indexer.expected_dimension())
+            return await self._indexer.embed(stored, duplicate, ahead)
 
     async def import_memories(
         self, conversation_id: object, contents: Sequence[object], embeddings: Sequence[object] | None = None

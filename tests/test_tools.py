@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import sqlite3
 import uuid
+from pathlib import Path
 from typing import Any
 
 import anyio
@@ -227,6 +229,39 @@ async def test_a_store_waits_for_its_own_vector_only_and_is_found_by_meaning_at_
     inputs = [r.body["input"] for r in fake_ollama.embed_requests()]
     assert ["search_document: bought a red automobile"] in inputs
     assert ["search_document: the first note of the chat\nbought a red automobile"] in inputs
+
+
+@pytest.mark.sqlite_only  # the overlap is the service's; a held write lock is simplest to make on SQLite
+async def test_a_store_asks_ollama_for_its_vector_while_the_memory_is_being_written(
+    settings: Settings, db: Database, fake_ollama: FakeOllama, db_path: Path
+) -> None:
+    text = "written while another process holds the write lock"
+    async with connect(settings) as client:
+        await call(client, "store_memory", content="an earlier note")
+        stored: dict[str, Any] = {}
+
+        async def store() -> None:
+            stored.update(await call(client, "store_memory", content=text))
+
+        blocker = sqlite3.connect(db_path, isolation_level=None)
+        blocker.execute("BEGIN IMMEDIATE")  # the store's insert waits for this lock
+        try:
+            async with anyio.create_task_group() as tasks:
+                tasks.start_soon(store)
+                asked = await eventually(lambda: _asked_for(fake_ollama, f"search_document: {text}"))
+                assert asked and rows(db, "SELECT count(*) FROM memories WHERE content = ?", text) == [(0,)]
+                blocker.execute("ROLLBACK")
+        finally:
+            blocker.close()
+    assert stored["embedding_status"] == "embedded"
+    assert rows(db, "SELECT count(*) FROM memory_embeddings e JOIN memories m ON m.seq = e.memory_seq"
+                    " WHERE m.id = ? AND e.facet = 'content'", stored["memory_id"]) == [(1,)]
+    # one request for its own text, none again after the write
+    assert sum(f"search_document: {text}" in r.body["input"] for r in fake_ollama.embed_requests()) == 1
+
+
+async def _asked_for(fake_ollama: FakeOllama, piece: str) -> bool:
+    return any(piece in r.body["input"] for r in fake_ollama.embed_requests())
 
 
 async def test_caller_supplied_embedding_is_stored_as_given(settings: Settings, db: Database, fake_ollama: FakeOllama) -> None:
