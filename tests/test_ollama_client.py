@@ -119,25 +119,44 @@ async def test_failures_are_translated_alike_on_both_paths(client: OllamaClient,
         await client.embed(MODEL, ["a"])
 
 
-async def test_a_reply_framed_by_the_end_of_the_connection_is_read_whole() -> None:
-    """HTTP/1.0-style: no length, no chunks, the connection closes after the body."""
-    body = json.dumps({"embeddings": [[0.5] * 600]}).encode()
+def _raw_server(reply: bytes, times: int) -> socket.socket:
+    """A listening socket that answers ``times`` connections with ``reply`` each, then closes them."""
     listener = socket.create_server(("127.0.0.1", 0))
 
     def serve() -> None:
-        for _ in range(2):
+        for _ in range(times):
             conn, _ = listener.accept()
             with conn:
                 conn.recv(65536)
-                conn.sendall(b"HTTP/1.0 200 OK\r\nContent-Type: application/json\r\n\r\n" + body)
+                conn.sendall(reply)
 
     threading.Thread(target=serve, daemon=True).start()
+    return listener
+
+
+async def test_a_reply_framed_by_the_end_of_the_connection_is_read_whole() -> None:
+    """HTTP/1.0-style: no length, no chunks, the connection closes after the body."""
+    body = json.dumps({"embeddings": [[0.5] * 600]}).encode()
+    listener = _raw_server(b"HTTP/1.0 200 OK\r\nContent-Type: application/json\r\n\r\n" + body, times=2)
     http = JsonHttp(Base("http", "127.0.0.1", listener.getsockname()[1], ""), connect_timeout=1.0)
     try:
         for _ in range(2):  # the second on a new connection: the first could not be kept
             assert await http.request("POST", "/api/embed", {}) == {"embeddings": [[0.5] * 600]}
     finally:
         await http.aclose()
+        listener.close()
+
+
+@pytest.mark.parametrize("embeddings", [[[0.1, "x"]], [[None]], [[[0.1]]], "none", None])
+async def test_json_that_is_not_a_list_of_vectors_is_a_reply_that_could_not_be_read(embeddings: object) -> None:
+    body = json.dumps({"embeddings": embeddings} if embeddings is not None else {"model": "m"}).encode()
+    listener = _raw_server(b"HTTP/1.1 200 OK\r\nContent-Length: %d\r\n\r\n%s" % (len(body), body), times=1)
+    client = OllamaClient(f"127.0.0.1:{listener.getsockname()[1]}", timeout=2.0, connect_timeout=1.0)
+    try:
+        with pytest.raises(OllamaUnavailableError, match="sent a reply that could not be read"):
+            await client.embed(MODEL, ["a"])
+    finally:
+        await client.aclose()
         listener.close()
 
 
