@@ -31,6 +31,9 @@ from anyio.streams.buffered import BufferedByteReceiveStream
 DEFAULT_PORT = 11434
 MAX_HEAD = 64 * 1024
 MAX_BODY = 256 * 1024 * 1024  # a batch of long vectors is a few MB of JSON
+# Requests at once (a burst of stores queues here, as in httpx's pool, not in 300 sockets to an
+# Ollama that answers a few at a time anyway).
+MAX_CONNECTIONS = 16
 _PROXY_VARIABLES = ("http_proxy", "HTTP_PROXY", "all_proxy", "ALL_PROXY")
 
 
@@ -115,9 +118,14 @@ class JsonHttp:
             f"Content-Type: application/json\r\n{extra}"
         )
         self._idle: list[_Connection] = []
+        self._slots = anyio.Semaphore(MAX_CONNECTIONS)
 
     async def request(self, method: str, path: str, payload: Any = None) -> Any:
         """The decoded JSON reply; ``StatusError`` for a status of 300 or more."""
+        async with self._slots:
+            return await self._request(method, path, payload)
+
+    async def _request(self, method: str, path: str, payload: Any) -> Any:
         body = b"" if payload is None else json.dumps(payload).encode()
         message = (
             f"{method} {self.base.path}{path} HTTP/1.1\r\n{self._head}Content-Length: {len(body)}\r\n\r\n"

@@ -44,10 +44,21 @@ def vector_index_name(model: str, dim: int, facet: str) -> str:
     return f"memory_embeddings_hnsw_{hashlib.sha256(f'{model}/{dim}/{facet}'.encode()).hexdigest()[:16]}"
 
 
+# Every connection of an instance names it (``application_name``), so that a lease it holds counts
+# only while it has a connection open: the leases of an instance killed mid-batch lapse at once,
+# not after EMBEDDING_LEASE (its connections close with it; the pool always keeps one open).
+APPLICATION_PREFIX = "ollama-mcp "
+HOLDER_ALIVE = (
+    "EXISTS (SELECT 1 FROM pg_stat_activity a WHERE a.application_name = '" + APPLICATION_PREFIX + "' || {lease}.holder)"
+)
+
+
 class PgStoreBase:
     """The pool a store's parts share; open with ``await PgStore.open(url)``, close with ``aclose``."""
 
-    def __init__(self, pool: psycopg_pool.AsyncConnectionPool, url: str, schema_version: int) -> None:
+    def __init__(
+        self, pool: psycopg_pool.AsyncConnectionPool, url: str, schema_version: int, holder: str,
+    ) -> None:
         self._pool = pool
         self.url = url
         self.where = db.describe(url)  # host:port/database, never the password
@@ -55,7 +66,7 @@ class PgStoreBase:
         self._indexed: set[tuple[str, int]] = set()  # (model, dim) whose HNSW index exists
         self._postponed: set[tuple[str, int]] | None = None  # inside bulk_load: indexes to build at its end
         self._index_lock = anyio.Lock()  # one check per process, not one per concurrent first store
-        self.holder = uuid.uuid4().hex  # this instance, in the leases it takes
+        self.holder = holder  # this instance, in the leases it takes (see APPLICATION_PREFIX)
 
     @classmethod
     async def open(cls, url: str) -> Self:
@@ -65,11 +76,13 @@ class PgStoreBase:
             version = await db.migrate(conn, url)
         finally:
             await conn.close()
+        holder = uuid.uuid4().hex
         pool = psycopg_pool.AsyncConnectionPool(
             url, min_size=POOL_MIN, max_size=POOL_MAX, open=False, timeout=POOL_TIMEOUT_S,
             # No server-side prepared statements: after five runs PostgreSQL may switch a prepared query
             # to a generic plan, which for "ORDER BY distance LIMIT $n" can drop the HNSW index.
-            kwargs={"autocommit": True, "connect_timeout": db.CONNECT_TIMEOUT_S, "prepare_threshold": None},
+            kwargs={"autocommit": True, "connect_timeout": db.CONNECT_TIMEOUT_S, "prepare_threshold": None,
+                    "application_name": APPLICATION_PREFIX + holder},
             configure=register_vector_async, check=psycopg_pool.AsyncConnectionPool.check_connection,
             name="ollama-mcp",
         )
@@ -81,7 +94,7 @@ class PgStoreBase:
                 f"Could not open connections to PostgreSQL at {db.describe(url)} within {POOL_TIMEOUT_S:.0f} s; "
                 "check that the server is running and accepts connections."
             ) from exc
-        return cls(pool, url, version)
+        return cls(pool, url, version, holder)
 
     async def aclose(self) -> None:
         """Give back this instance's backfill leases (another instance may embed those memories at

@@ -9,7 +9,7 @@ from datetime import UTC, datetime, timedelta
 import numpy as np
 
 from ollama_mcp.domain import EmbeddingRow, Facet, Memory, format_timestamp
-from ollama_mcp.postgres.base import PgStoreBase
+from ollama_mcp.postgres.base import HOLDER_ALIVE, PgStoreBase
 from ollama_mcp.postgres.rows import (
     MEMORY_COLUMNS,
     MEMORY_WIDTH,
@@ -73,7 +73,7 @@ class VectorStore(PgStoreBase):
             cursor = await conn.execute(
                 f"SELECT m.seq FROM memories m WHERE m.seq > %(after)s AND ({content} OR {context})"
                 " AND NOT EXISTS (SELECT 1 FROM embedding_leases l WHERE l.memory_seq = m.seq"
-                " AND l.model = %(model)s AND l.until > %(now)s AND l.holder <> %(holder)s)"
+                f" AND l.model = %(model)s AND l.until > %(now)s AND l.holder <> %(holder)s AND {HOLDER_ALIVE.format(lease='l')})"
                 " ORDER BY m.seq LIMIT %(limit)s",
                 params,
             )
@@ -86,6 +86,7 @@ class VectorStore(PgStoreBase):
                 " WHERE EXISTS (SELECT 1 FROM memories m WHERE m.seq = c.seq)"  # not deleted meanwhile
                 " ON CONFLICT (memory_seq, model) DO UPDATE SET holder = excluded.holder, until = excluded.until"
                 " WHERE embedding_leases.until <= %(now)s OR embedding_leases.holder = %(holder)s"
+                f" OR NOT {HOLDER_ALIVE.format(lease='embedding_leases')}"
                 " RETURNING memory_seq",
                 {**params, "seqs": candidates},
             )
