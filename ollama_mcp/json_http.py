@@ -21,6 +21,7 @@ from __future__ import annotations
 import json
 import os
 import urllib.parse
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -87,7 +88,7 @@ def parse_host(value: str | None) -> Base:
     return Base(scheme, host, split.port or port, f"/{path}" if path else "")
 
 
-def usable_for(base: Base, environ: os._Environ[str] | dict[str, str] = os.environ) -> bool:
+def usable_for(base: Base, environ: Mapping[str, str] = os.environ) -> bool:
     """Whether this client can reach ``base``: plain HTTP, and no proxy variable applies to it
     (httpx honours those; a user behind one keeps the ``ollama`` client)."""
     if base.scheme != "http":

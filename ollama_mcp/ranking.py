@@ -1,11 +1,11 @@
-"""What every backend's ranking shares (no I/O): the tuning knobs, the query's words, and the
-fusion of ranked lists. The SQLite ranker (``search``) and PostgreSQL's (``postgres.search``)
+"""What every backend's ranking shares (no I/O of its own: ``choose`` reads memories through the
+reader a backend passes): the tuning knobs, the query's words, and the fusion of ranked lists. The SQLite ranker (``search``) and PostgreSQL's (``postgres.search``)
 both rank with these, so a LoCoMo figure measured on one describes the other's ranking too."""
 
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Iterable, Sequence
 from dataclasses import dataclass
 
 from ollama_mcp.domain import Memory, SearchHit
@@ -143,6 +143,36 @@ def rank_lists(
         # (pending), are kept.
         fused = [r for r in fused if r.similarity is None or r.similarity >= threshold or r.seq in exact_set]
     return fused[:top_k]
+
+
+async def choose(
+    tuning: SearchTuning,
+    *,
+    exact: Sequence[int],
+    keyword: Sequence[int],
+    keyword_context: Sequence[int],
+    by_meaning: Sequence[int],
+    similarity: dict[int, float],
+    top_k: int,
+    depth: int,
+    threshold: float | None,
+    window: TimeWindow | None,
+    read: Callable[[Iterable[int]], Awaitable[dict[int, Memory]]],
+) -> list[SearchHit]:
+    """The ``top_k`` best memories as search hits, from a backend's candidate lists (``rank_lists``)
+    and its ``read`` of memories by seq: every candidate's when the query names a time (their
+    dates decide the time list), else only the chosen ones'; then sessions (``hits``)."""
+    found = None
+    if window is not None:
+        found = await read(candidates(exact, keyword, keyword_context, by_meaning))
+    chosen = rank_lists(
+        tuning, exact=exact, keyword=keyword, keyword_context=keyword_context, by_meaning=by_meaning,
+        similarity=similarity, top_k=ranked_depth(tuning, top_k), depth=depth, threshold=threshold,
+        in_window=timely(window, found or {}),
+    )
+    if found is None:
+        found = await read(r.seq for r in chosen)
+    return hits(tuning, chosen, found, top_k)
 
 
 def candidates(*lists: Sequence[int]) -> list[int]:

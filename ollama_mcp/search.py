@@ -15,17 +15,7 @@ import numpy as np
 from ollama_mcp import vector_file
 from ollama_mcp.domain import Facet, Scope, SearchFilters, SearchHit
 from ollama_mcp.keywords import KeywordIndex
-from ollama_mcp.ranking import (
-    MAX_QUERY_TERMS,
-    WORD,
-    SearchTuning,
-    candidates,
-    hits,
-    query_terms,
-    rank_lists,
-    ranked_depth,
-    timely,
-)
+from ollama_mcp.ranking import MAX_QUERY_TERMS, WORD, SearchTuning, choose, query_terms
 from ollama_mcp.storage import QueryVector, resolve
 from ollama_mcp.store import FACET_CODES, KIND_CODES, SearchReads, Store
 from ollama_mcp.vectors import VectorIndex
@@ -140,17 +130,11 @@ class HybridSearch:
             ranking = await self.vectors.rank(vector, depth, scope, candidates=[*exact, *keyword, *keyword_context])
             by_meaning = [seq for seq, _ in ranking.ranked]
             similarity = ranking.similarity
-        found = None
-        if window is not None:
-            found = await self._store.memories_by_seq(candidates(exact, keyword, keyword_context, by_meaning))
-        chosen = rank_lists(
+        return await choose(
             tuning, exact=exact, keyword=keyword, keyword_context=keyword_context, by_meaning=by_meaning,
-            similarity=similarity, top_k=ranked_depth(tuning, top_k), depth=depth, threshold=threshold,
-            in_window=timely(window, found or {}),
+            similarity=similarity, top_k=top_k, depth=depth, threshold=threshold, window=window,
+            read=self._store.memories_by_seq,
         )
-        if found is None:
-            found = await self._store.memories_by_seq(r.seq for r in chosen)
-        return hits(tuning, chosen, found, top_k)
 
     # -- keeping the indexes current (the Ranker protocol) ----------------------------------------
 

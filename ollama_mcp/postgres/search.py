@@ -2,7 +2,7 @@
 holds no index of its own (nothing to load at start, nothing to go stale when another instance
 writes) and its memory stays flat however large the store grows.
 
-The lists are those of the SQLite ranker, fused by the same code (``ranking.rank_lists``):
+The lists are those of the SQLite ranker, fused by the same code (``ranking.choose``):
 
 - exact: memories holding the query's words in order (``phraseto_tsquery``), best first;
 - keywords over content and over context: full-text search (GIN indexes over generated
@@ -28,17 +28,7 @@ from ollama_mcp.domain import SearchFilters, SearchHit
 from ollama_mcp.errors import EmbeddingMismatchError
 from ollama_mcp.postgres.rows import ALL_KINDS, filter_sql, stored_dimension
 from ollama_mcp.postgres.store import PgStore
-from ollama_mcp.ranking import (
-    MAX_QUERY_TERMS,
-    WORD,
-    SearchTuning,
-    candidates,
-    hits,
-    query_terms,
-    rank_lists,
-    ranked_depth,
-    timely,
-)
+from ollama_mcp.ranking import MAX_QUERY_TERMS, WORD, SearchTuning, choose, query_terms
 from ollama_mcp.storage import QueryVector, resolve
 from ollama_mcp.when import TimeWindow
 
@@ -138,18 +128,11 @@ class PgRanker:
         if vector is not None:
             parts.append(by_meaning)
         await self._concurrently(parts)
-        found = None
-        if window is not None:
-            found = await self._store.memories_by_seq(candidates(*lists.values()))
-        chosen = rank_lists(
+        return await choose(
             tuning, exact=lists["exact"], keyword=lists["keyword"], keyword_context=lists.get("keyword_context", []),
-            by_meaning=lists.get("by_meaning", []),
-            similarity=similarity, top_k=ranked_depth(tuning, top_k), depth=depth, threshold=threshold,
-            in_window=timely(window, found or {}),
+            by_meaning=lists.get("by_meaning", []), similarity=similarity, top_k=top_k, depth=depth,
+            threshold=threshold, window=window, read=self._store.memories_by_seq,
         )
-        if found is None:
-            found = await self._store.memories_by_seq(r.seq for r in chosen)
-        return hits(tuning, chosen, found, top_k)
 
     async def _concurrently(self, parts: Sequence[Callable[[psycopg.AsyncConnection], Awaitable[None]]]) -> None:
         """Runs each part on its own pooled connection, all at once; the first failure is raised as
