@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import difflib
+import importlib
 import logging
 import os
 import sys
@@ -80,17 +81,19 @@ class OllamaClient:
             base, connect_timeout=connect_timeout, headers={"Authorization": f"Bearer {api_key}"} if api_key else None,
         ) if lean and usable_for(base) else None
 
-    @property
-    def _client(self) -> ollama.AsyncClient:
-        """The ollama client, made on first use: importing ``ollama`` takes ~250 ms, which a
-        process that never calls Ollama (a Claude Code hook, a CLI command) does not pay."""
+    async def _client(self) -> ollama.AsyncClient:
+        """The ollama client, made on first use: importing ``ollama`` takes ~200 ms, which a
+        process that only embeds (the lean client does that), a Claude Code hook or a CLI command
+        does not pay. The import runs in a worker thread, so the event loop keeps serving meanwhile."""
         if self._made is None:
+            if "ollama" not in sys.modules:
+                await anyio.to_thread.run_sync(importlib.import_module, "ollama")
             import httpx  # noqa: PLC0415
             import ollama  # noqa: PLC0415
 
             # The ollama client's default timeout is infinite: a hung server would hang the tool call.
             # A plain-HTTP host (a local Ollama) never does TLS, so the CA bundle httpx loads for
-            # every client by default (34 ms each, on the path to the first search) is skipped.
+            # every client by default (34 ms each) is skipped.
             plain_http = not self.host.lower().startswith("https://")
             self._made = ollama.AsyncClient(
                 host=self.host, timeout=httpx.Timeout(self.timeout, connect=self._connect_timeout),
@@ -134,7 +137,8 @@ class OllamaClient:
 
     async def _embed_once(self, model: str, texts: Sequence[str]) -> ollama.EmbedResponse:
         async with self._translate(model, "compute embeddings"):
-            return await self._client.embed(model=model, input=list(texts), truncate=False, keep_alive=self.keep_alive)
+            client = await self._client()
+            return await client.embed(model=model, input=list(texts), truncate=False, keep_alive=self.keep_alive)
 
     async def chat(
         self,
@@ -151,7 +155,8 @@ class OllamaClient:
         if num_ctx:
             options["num_ctx"] = num_ctx  # Ollama's default context cuts long prompts silently
         async with self._translate(model, "chat"):
-            response = await self._client.chat(
+            client = await self._client()
+            response = await client.chat(
                 model=model, messages=list(messages), tools=list(tools) if tools else None,
                 format=dict(schema) if schema else None, options=options, stream=False,
             )
@@ -170,7 +175,7 @@ class OllamaClient:
                 if not isinstance(capabilities, list | None):
                     raise TypeError("capabilities")
             else:
-                response = await self._client.show(model)
+                response = await (await self._client()).show(model)
                 info, capabilities = dict(response.modelinfo or {}), response.capabilities
         arch = str(info.get("general.architecture", ""))
         return ModelInfo(
@@ -196,16 +201,17 @@ class OllamaClient:
     async def _closest_pulled(self, model: str, kind: str) -> tuple[list[str], str | None]:
         """The pulled models' names, and the one nearest to ``model`` that has ``kind`` (Ollama's
         capability: embedding or completion). Best effort: ([], None) when Ollama cannot say."""
-        import httpx  # noqa: PLC0415  (imported once a client exists: see _client)
+        client = await self._client()
+        import httpx  # noqa: PLC0415  (imported by now: see _client)
         import ollama  # noqa: PLC0415
 
         try:
             with anyio.fail_after(min(self.timeout, 5.0)):
-                listed = await self._client.list()
+                listed = await client.list()
                 pulled = [str(m.model).removesuffix(":latest") for m in listed.models if m.model]
                 wanted = model.removesuffix(":latest")
                 for name in _near(wanted, pulled):
-                    if kind in ((await self._client.show(name)).capabilities or ()):
+                    if kind in ((await client.show(name)).capabilities or ()):
                         return pulled, name
                 return pulled, None
         except (ollama.ResponseError, httpx.HTTPError, ConnectionError, TimeoutError, ValidationError):

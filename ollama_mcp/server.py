@@ -132,10 +132,10 @@ class _AppHolder:
             try:
                 if isinstance(self._settings, ConfigError):
                     raise self._settings
-                # Imported in a worker thread so the event loop keeps answering the handshake
-                # (``ollama`` too: the client imports it only when first used).
+                # Imported in a worker thread so the event loop keeps answering the handshake.
+                # (``ollama`` is not: embeddings go through our own client, and the ollama
+                # client, for chats, is imported on first use in a thread of its own.)
                 app_module = await anyio.to_thread.run_sync(importlib.import_module, "ollama_mcp.app")
-                await anyio.to_thread.run_sync(importlib.import_module, "ollama")
                 async with app_module.open_app(self._settings) as app:
                     self._app, self._failure = app, None
                     self._attempt_done.set()

@@ -58,6 +58,28 @@ def test_the_handshake_path_does_not_import_numpy_ollama_or_sqlite() -> None:
     assert out.stdout.strip() == "[]"
 
 
+@pytest.mark.sqlite_only  # (the subprocess opens the file path it is given)
+def test_a_server_that_stores_and_searches_never_imports_the_ollama_client(settings: Settings) -> None:
+    """Embeddings go through our own HTTP client; ``ollama`` (with httpx, ~200 ms) is for chats."""
+    code = (
+        "import sys, anyio, json\n"
+        "from mcp import Client\n"
+        "from ollama_mcp.config import Settings\n"
+        "from ollama_mcp.server import build_server\n"
+        "async def main():\n"
+        f"    settings = Settings.from_env({{'HOME': '/tmp', 'OLLAMA_MCP_DB': {str(settings.db_path)!r},"
+        f" 'OLLAMA_HOST': {settings.ollama_host!r}}})\n"
+        "    async with Client(build_server(settings)) as client:\n"
+        "        stored = await client.call_tool('store_memory', {'content': 'the boat is blue'})\n"
+        "        found = await client.call_tool('search_memories', {'query': 'boat colour'})\n"
+        "    print(stored.structured_content['embedding_status'], found.structured_content['mode'],\n"
+        "          'ollama' in sys.modules, 'httpx' in sys.modules)\n"
+        "anyio.run(main)\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, timeout=60, text=True)
+    assert out.stdout.split() == ["embedded", "hybrid", "False", "False"], out.stderr[-2000:]
+
+
 def test_cli_help_and_version_work_without_a_database(tmp_path: Path) -> None:
     script = Path(sys.executable).parent / "ollama-mcp"
     help_text = subprocess.run([str(script), "--help"], capture_output=True, text=True, timeout=60, check=True).stdout
