@@ -9,6 +9,7 @@ the one lazy import on the serve path, on purpose.
 
 from __future__ import annotations
 
+import gc
 import importlib
 import logging
 import re
@@ -136,6 +137,12 @@ class _AppHolder:
                 # (``ollama`` is not: embeddings go through our own client, and the ollama
                 # client, for chats, is imported on first use in a thread of its own.)
                 app_module = await anyio.to_thread.run_sync(importlib.import_module, "ollama_mcp.app")
+                if not gc.get_freeze_count():  # once: later principals' apps are not garbage-free
+                    # What the imports made (~100k objects: the SDK, pydantic, numpy) lives as long
+                    # as the process: frozen, it is left out of the collector's full passes, each of
+                    # which would otherwise walk it all (~15 ms; loading 10k vectors set off enough
+                    # to cost the first search 45 ms, and any later one could land inside a search).
+                    gc.freeze()
                 async with app_module.open_app(self._settings) as app:
                     self._app, self._failure = app, None
                     self._attempt_done.set()
