@@ -26,6 +26,11 @@ from ollama_mcp.service import MemoryService
 from ollama_mcp.storage import Ranker, Storage
 from ollama_mcp.summaries import Summarizer
 
+# The first moments after a start belong to the client's calls: the background's first rounds
+# (a scan for pending memories, due jobs, the retention sweep; 20 ms together at 10k memories on
+# SQLite's one connection) wait this long unless work arrives (a store wakes the backfill).
+START_GRACE_SECONDS = 1.0
+
 
 @dataclass(frozen=True)
 class App:
@@ -89,14 +94,15 @@ async def open_app(
                 tasks.start_soon(indexer.warm_model)
                 tasks.start_soon(lambda: supervise(
                     "background embedding", indexer.backfill_step, wakeup=indexer.wakeup,
-                    max_delay=settings.backfill_max_delay,
+                    max_delay=settings.backfill_max_delay, initial_delay=START_GRACE_SECONDS,
                 ))
                 tasks.start_soon(lambda: supervise(
                     "background jobs", jobs.step, wakeup=jobs.wakeup, max_delay=settings.job_max_delay,
+                    initial_delay=START_GRACE_SECONDS,
                 ))
                 tasks.start_soon(lambda: supervise(
                     "retention sweep", lifecycle.retention_step(settings.retention_interval),
-                    max_delay=settings.retention_interval,
+                    max_delay=settings.retention_interval, initial_delay=START_GRACE_SECONDS,
                 ))
                 tasks.start_soon(lambda: supervise(
                     "index upkeep", indexer.upkeep_step(interval, settings.upkeep_min_new),
