@@ -124,13 +124,12 @@ class VectorStore(StoreBase):
             )).fetchone()
             if not counted or int(counted[0]) != rows:
                 return False
-            for row_id, seq, vector in samples:
-                found = await (await conn.execute(
-                    "SELECT memory_seq, vector FROM memory_embeddings WHERE id = ? AND model = ?", (row_id, model)
-                )).fetchone()
-                if found is None or found[0] != seq or bytes(found[1]) != vector:
-                    return False
-        return True
+            wanted = {row_id: (seq, vector) for row_id, seq, vector in samples}
+            found = {} if not wanted else {row[0]: (row[1], bytes(row[2])) for row in await (await conn.execute(
+                f"SELECT id, memory_seq, vector FROM memory_embeddings WHERE model = ? AND id IN ({','.join('?' * len(wanted))})",
+                (model, *wanted),
+            )).fetchall()}  # one trip, not one per sample: this is on the way to a new process's first search
+        return found == wanted
 
     async def vector_snapshot(
         self, model: str, after_id: int, sink: Callable[[VectorBatch], None], *, count: bool = True
