@@ -19,6 +19,7 @@ import os
 import re
 import zlib
 from dataclasses import dataclass
+from io import BufferedReader
 from pathlib import Path
 
 import numpy as np
@@ -27,7 +28,7 @@ log = logging.getLogger(__name__)
 
 MAGIC = b"OMCPVEC1"
 _ALIGN = 64
-_CRC_CHUNK = 1 << 24
+_CRC_CHUNK = 1 << 20
 # Below this many rows, reading the vectors out of SQLite is as quick as checking a file.
 MIN_ROWS = 4096
 
@@ -113,30 +114,35 @@ def _rows_of(vectors: np.ndarray | list[np.ndarray], n: int) -> list[np.ndarray]
 
 def read(path: Path, model: str) -> VectorFile | None:
     """The snapshot at ``path`` if it is whole and of ``model``; None (and the file removed) if
-    it is not; None if there is none. Runs the CRC over every byte: call it from a worker thread."""
+    it is not; None if there is none. Runs the CRC over every byte: call it from a worker thread.
+
+    The CRC reads the file through a small buffer, not through the mapping: a page of the mapping
+    then counts in the process's memory only once a search touches it (every search reads the
+    in-context vectors, but only a few rows of the memories' own), not all of it from the start.
+    """
     try:
         with open(path, "rb") as source:
             if source.read(len(MAGIC)) != MAGIC:
                 raise ValueError("not a vector file")
             length = int.from_bytes(source.read(8), "little")
             header = json.loads(source.read(length))
-        start = -(-(len(MAGIC) + 8 + length) // _ALIGN) * _ALIGN
-        if header["model"] != model or path.stat().st_size != start + header["data_bytes"]:
-            raise ValueError("another model, or cut short")
-        dim = int(header["dim"])
-        whole = np.memmap(path, dtype=np.uint8, mode="c", offset=start, shape=(header["data_bytes"],))
-        facets: dict[int, FacetRows] = {}
-        crc = 0
-        for facet in header["facets"]:
-            code, n = int(facet["code"]), int(facet["n"])
-            parts = {}
-            for name, dtype, shape in (("ids", "<i8", (n,)), ("seqs", "<i8", (n,)), ("convs", "<i8", (n,)),
-                                       ("kinds", "i1", (n,)), ("vectors", "<f4", (n, dim))):
-                begin = header["layout"][f"{code}.{name}"]
-                size = int(np.prod(shape)) * np.dtype(dtype).itemsize
-                parts[name] = whole[begin:begin + size].view(dtype).reshape(shape)
-                crc = _crc_of(parts[name], crc)
-            facets[code] = FacetRows(**parts)
+            start = -(-(len(MAGIC) + 8 + length) // _ALIGN) * _ALIGN
+            if header["model"] != model or path.stat().st_size != start + header["data_bytes"]:
+                raise ValueError("another model, or cut short")
+            dim = int(header["dim"])
+            whole = np.memmap(path, dtype=np.uint8, mode="c", offset=start, shape=(header["data_bytes"],))
+            facets: dict[int, FacetRows] = {}
+            crc, buffer = 0, memoryview(bytearray(_CRC_CHUNK))
+            for facet in header["facets"]:
+                code, n = int(facet["code"]), int(facet["n"])
+                parts = {}
+                for name, dtype, shape in (("ids", "<i8", (n,)), ("seqs", "<i8", (n,)), ("convs", "<i8", (n,)),
+                                           ("kinds", "i1", (n,)), ("vectors", "<f4", (n, dim))):
+                    begin = header["layout"][f"{code}.{name}"]
+                    size = int(np.prod(shape)) * np.dtype(dtype).itemsize
+                    parts[name] = whole[begin:begin + size].view(dtype).reshape(shape)
+                    crc = _crc_of_range(source, start + begin, size, crc, buffer)
+                facets[code] = FacetRows(**parts)
         if crc != header["crc32"]:
             raise ValueError("checksum mismatch")
         return VectorFile(model, dim, int(header["max_id"]), int(header["skipped"]), facets)
@@ -153,6 +159,18 @@ def remove(path: Path) -> None:
         path.unlink(missing_ok=True)
     except OSError as exc:
         log.warning("could not remove the vector file %s: %s", path, exc)
+
+
+def _crc_of_range(source: BufferedReader, offset: int, size: int, crc: int, buffer: memoryview) -> int:
+    """The CRC-32 (continuing ``crc``) of ``size`` bytes of ``source`` from ``offset``."""
+    source.seek(offset)
+    while size > 0:
+        got = source.readinto(buffer[: min(size, len(buffer))])
+        if not got:
+            raise ValueError("cut short")
+        crc = zlib.crc32(buffer[:got], crc)  # zlib releases the GIL for each chunk
+        size -= got
+    return crc
 
 
 def _crc_of(array: np.ndarray, crc: int) -> int:
