@@ -308,8 +308,11 @@ class PgRanker:
             "WITH near AS (({context}) UNION ALL (SELECT u.memory_seq, u.distance FROM ({content}) u"
             " WHERE NOT EXISTS (SELECT 1 FROM memory_embeddings c WHERE c.memory_seq = u.memory_seq"
             " AND c.model = {model} AND c.facet = 'context')))"
-            " SELECT e.memory_seq, min(e.distance) AS d FROM near e JOIN memories m ON m.seq = e.memory_seq"
-            " WHERE {filters} GROUP BY e.memory_seq ORDER BY d, e.memory_seq LIMIT %(limit)s"
+            # Each neighbour's memory is checked against the filters by key ("LIMIT 1" keeps the
+            # planner from hashing every memory for a few hundred neighbours: 8 of 17 ms at 10k).
+            " SELECT e.memory_seq, min(e.distance) AS d FROM near e"
+            " CROSS JOIN LATERAL (SELECT 1 FROM memories m WHERE m.seq = e.memory_seq AND {filters} LIMIT 1) passes"
+            " GROUP BY e.memory_seq ORDER BY d, e.memory_seq LIMIT %(limit)s"
         ).format(context=nearest("context"), content=nearest("content"), model=model_sql, filters=sql.SQL(filters))
         values = {**params, "q": vector, "near": limit, "limit": depth}
         await conn.execute(sql.SQL("SET LOCAL hnsw.ef_search = {}").format(sql.Literal(max(MIN_EF_SEARCH, limit))))
