@@ -118,7 +118,7 @@ def read(path: Path, model: str) -> VectorFile | None:
 
     The CRC reads the file through a small buffer, not through the mapping: a page of the mapping
     then counts in the process's memory only once a search touches it (every search reads the
-    in-context vectors, but only a few rows of the memories' own), not all of it from the start.
+    in-context vectors, and its candidates' own vectors), not all of it from the start.
     """
     try:
         with open(path, "rb") as source:
