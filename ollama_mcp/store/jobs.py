@@ -29,12 +29,17 @@ class JobStore(StoreBase):
             return await enqueue_job_row(conn, kind, conversation_id, now)
 
     async def claim_job(self, now: str, lease_until: str) -> Job | None:
-        """Take the next due job (or one whose worker's lease lapsed: it died) under a lease."""
+        """Take the next due job (or one whose worker's lease lapsed: it died) under a lease.
+
+        Looked for first without the write lock: the loop asks often, and a process that took the
+        lock just to find nothing would hold up the stores of every other process on the file."""
+        due = "(state = 'queued' AND run_after <= ?1) OR (state = 'running' AND lease_until <= ?1)"
+        if not await self._fetchall(f"SELECT 1 FROM jobs WHERE {due} LIMIT 1", (now,), "read background work"):
+            return None
         async with self._transaction("claim background work") as conn:
             row = await (await conn.execute(
                 "UPDATE jobs SET state = 'running', attempts = attempts + 1, lease_until = ?2"
-                " WHERE id = (SELECT id FROM jobs WHERE (state = 'queued' AND run_after <= ?1)"
-                " OR (state = 'running' AND lease_until <= ?1) ORDER BY run_after, id LIMIT 1)"
+                f" WHERE id = (SELECT id FROM jobs WHERE {due} ORDER BY run_after, id LIMIT 1)"
                 " RETURNING id, kind, conversation_id, attempts, last_error",
                 (now, lease_until),
             )).fetchone()
