@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
+import anyio
 import pytest
 from mcp.shared.exceptions import MCPError
 
@@ -200,7 +201,11 @@ async def test_a_view_of_a_transcript_with_private_turns_leaves_out_the_rolling_
 ) -> None:
     async with connect(settings) as mcp:
         conversation = (await call(mcp, "add_messages", messages=ROOM[:3]))["conversation_id"]
-        db.rows("UPDATE conversations SET rolling_summary = ? WHERE id = ?", "They chose Lisbon.", conversation)
+        # From a worker thread: a write on this thread would block the event loop the server's
+        # background writes (committed through it) run on, and wait for them until "locked".
+        await anyio.to_thread.run_sync(
+            db.rows, "UPDATE conversations SET rolling_summary = ? WHERE id = ?", "They chose Lisbon.", conversation
+        )
         with_summary = prompt_texts(await mcp.get_prompt(
             "build_context", {"conversation_id": conversation, "participants": "lee"}))
         assert with_summary[0].endswith("They chose Lisbon.")  # no private turn yet: lee may read it
