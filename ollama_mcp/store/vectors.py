@@ -125,10 +125,14 @@ class VectorStore(StoreBase):
             if not counted or int(counted[0]) != rows:
                 return False
             wanted = {row_id: (seq, vector) for row_id, seq, vector in samples}
-            found = {} if not wanted else {row[0]: (row[1], bytes(row[2])) for row in await (await conn.execute(
-                f"SELECT id, memory_seq, vector FROM memory_embeddings WHERE model = ? AND id IN ({','.join('?' * len(wanted))})",
-                (model, *wanted),
-            )).fetchall()}  # one trip, not one per sample: this is on the way to a new process's first search
+            found: dict[int, tuple[int, bytes]] = {}
+            if wanted:  # one trip, not one per sample: this is on the way to a new process's first search
+                marks = ",".join("?" * len(wanted))
+                cursor = await conn.execute(
+                    f"SELECT id, memory_seq, vector FROM memory_embeddings WHERE model = ? AND id IN ({marks})",
+                    (model, *wanted),
+                )
+                found = {row[0]: (row[1], bytes(row[2])) for row in await cursor.fetchall()}
         return found == wanted
 
     async def vector_snapshot(
