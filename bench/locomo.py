@@ -1,4 +1,4 @@
-"""Retrieval quality on LoCoMo: store every turn as a memory, ask every question, score the ranks.
+"""Retrieval quality on LoCoMo: record every turn as a message, ask every question, score the ranks.
 
 Drives the product through the same service API the MCP tools call (default), or through the
 real ``ollama-mcp`` process over MCP stdio (``--mcp``), against an Ollama-compatible server with
@@ -11,19 +11,21 @@ in ``evidence``, per category; the headline is over the questions of categories 
     python bench/locomo.py --tune keyword_weight=1.5 --json out.json
     python bench/locomo.py --grid time_weight=0,0.5,1,2   # rotated held-out figures over a grid
 
-Every turn is stored with its session's date as ``occurred_at`` (the date also stays in its text),
-and every question is asked with the conversation's last session date as the reference time
+Each session's turns are recorded in order (``add_messages``), each turn with its speaker as
+``actor`` and its session's date as ``occurred_at`` (the date and the speaker also stay in its
+text), and searched with ``include_messages``; every question is asked with the conversation's last session date as the reference time
 ("last year" in a question is the year before the conversation's end, not before today).
 
 The rotated protocol (``--grid``): every configuration of the grid ranks every question once;
 then for each of the five conversations, the configuration best on the other four (headline
-R@10, then MRR) is scored on it. The headline figure is the mean over the five held-out folds
+R@10, then MRR, among those keeping adversarial R@10 at 0.85 there) is scored on it. The headline figure is the mean over the five held-out folds
 (per category), beside the figure of the configuration best on all five.
 """
 
 from __future__ import annotations
 
 import argparse
+import itertools
 import json
 import re
 import statistics
@@ -45,6 +47,7 @@ DEFAULT_DATA = ROOT.parent / "shared" / "bench-data" / "locomo-dev.json"
 CATEGORIES = {1: "multi-hop", 2: "temporal", 3: "open-domain", 4: "single-hop", 5: "adversarial"}
 HEADLINE = (1, 2, 3, 4)
 _EVIDENCE = re.compile(r"D(\d+):0*(\d+)")
+MAX_TURNS = 100  # per add_messages call (lifecycle.MAX_TURNS)
 
 
 # -- the dataset ---------------------------------------------------------------------------------
@@ -55,6 +58,7 @@ class Turn:
     dia_id: str
     text: str
     occurred_at: str  # the session's date, ISO 8601
+    speaker: str
 
 
 @dataclass
@@ -97,7 +101,7 @@ def load(path: Path) -> list[Sample]:
                 text = f"[{date}] {turn['speaker']}: {turn['text']}"
                 if turn.get("blip_caption"):
                     text += f" [shares {turn['blip_caption']}]"
-                turns.append(Turn(_normal_id(turn["dia_id"]), text, session_time(date)))
+                turns.append(Turn(_normal_id(turn["dia_id"]), text, session_time(date), turn["speaker"]))
         known = {t.dia_id for t in turns}
         sample = Sample(item["sample_id"], turns, [])
         for qa in item["qa"]:
@@ -120,10 +124,15 @@ def _normal_id(raw: str) -> str:
 
 class Driver(Protocol):
     async def init(self, name: str) -> str: ...
-    async def store(self, conversation_id: str, text: str, occurred_at: str) -> str: ...
+    async def record(self, conversation_id: str, turns: list[Turn]) -> list[str]: ...
     async def search(self, conversation_id: str, query: str, k: int, reference_time: str) -> list[str]: ...
     async def pending(self) -> int: ...
     def tune(self, tuning: dict[str, Any]) -> None: ...
+
+
+def messages(turns: list[Turn]) -> list[dict[str, str]]:
+    """A session's turns as add_messages' turns: two people talking, each a user with a name."""
+    return [{"role": "user", "content": t.text, "actor": t.speaker, "occurred_at": t.occurred_at} for t in turns]
 
 
 async def settle(driver: Driver) -> None:
@@ -143,21 +152,20 @@ async def service_driver(env: dict[str, str], tuning: dict[str, Any]) -> AsyncIt
     from ollama_mcp.ranking import SearchTuning  # noqa: PLC0415
 
     class ServiceDriver:
-        def __init__(self, service: Any) -> None:
-            self.service = service
-            self.indexer: Any = None
+        def __init__(self, app: Any) -> None:
+            self.service = app.service
+            self.lifecycle = app.lifecycle
+            self.indexer = app.indexer
 
         async def init(self, name: str) -> str:
             return (await self.service.init_conversation(name)).id
 
-        async def store(self, conversation_id: str, text: str, occurred_at: str) -> str:
-            stored = await self.service.store_memory(text, conversation_id, occurred_at=occurred_at)
-            if stored.embedding_status != "embedded":
-                raise SystemExit(f"embedding failed: {stored.embedding_note}")
-            return stored.memory.id
+        async def record(self, conversation_id: str, turns: list[Turn]) -> list[str]:
+            added, _ = await self.lifecycle.add_messages(conversation_id, messages(turns))
+            return [m.id for m in added]
 
         async def search(self, conversation_id: str, query: str, k: int, reference_time: str) -> list[str]:
-            request = search_request(query, conversation_id, top_k=k, reference_time=reference_time)
+            request = search_request(query, conversation_id, top_k=k, include_messages=True, reference_time=reference_time)
             outcome = await self.service.search(request)
             if outcome.mode != "hybrid":
                 raise SystemExit(f"search fell back to {outcome.mode}: {outcome.notice}")
@@ -170,9 +178,7 @@ async def service_driver(env: dict[str, str], tuning: dict[str, Any]) -> AsyncIt
             self.indexer.ranker.tuning = replace(SearchTuning(), **{**tuning, **changes})
 
     async with open_app(Settings.from_env(env), tuning=replace(SearchTuning(), **tuning)) as app:
-        driver = ServiceDriver(app.service)
-        driver.indexer = app.indexer
-        yield driver
+        yield ServiceDriver(app)
 
 
 @asynccontextmanager
@@ -201,15 +207,14 @@ async def mcp_driver(env: dict[str, str], tuning: dict[str, Any]) -> AsyncIterat
         async def init(self, name: str) -> str:
             return (await self._call("init_conversation", name=name))["conversation_id"]
 
-        async def store(self, conversation_id: str, text: str, occurred_at: str) -> str:
-            stored = await self._call("store_memory", content=text, conversation_id=conversation_id, occurred_at=occurred_at)
-            if stored["embedding_status"] != "embedded":
-                raise SystemExit(f"embedding failed: {stored.get('note')}")
-            return stored["memory_id"]
+        async def record(self, conversation_id: str, turns: list[Turn]) -> list[str]:
+            added = await self._call("add_messages", messages=messages(turns), conversation_id=conversation_id)
+            return list(added["message_ids"])
 
         async def search(self, conversation_id: str, query: str, k: int, reference_time: str) -> list[str]:
             found = await self._call(
-                "search_memories", query=query, conversation_id=conversation_id, top_k=k, reference_time=reference_time
+                "search_memories", query=query, conversation_id=conversation_id, top_k=k, include_messages=True,
+                reference_time=reference_time,
             )
             if found["mode"] != "hybrid":
                 raise SystemExit(f"search fell back to {found['mode']}: {found.get('notice')}")
@@ -264,7 +269,7 @@ Key = tuple[str, int]  # (sample id, category)
 class Stored:
     sample: Sample
     conversation: str
-    turns_of: dict[str, set[str]]  # memory id -> the turns it holds (identical turns share one)
+    turns_of: dict[str, set[str]]  # memory id -> the turn it records
 
 
 async def store_all(driver: Driver, samples: Iterable[Sample], progress: bool) -> tuple[list[Stored], list[float]]:
@@ -272,11 +277,13 @@ async def store_all(driver: Driver, samples: Iterable[Sample], progress: bool) -
     for sample in samples:
         conversation = await driver.init(sample.sample_id)
         turns_of: dict[str, set[str]] = defaultdict(set)
-        for turn in sample.turns:
+        sessions = [list(grouped) for _, grouped in itertools.groupby(sample.turns, key=lambda turn: turn.occurred_at)]
+        for session in (whole[i : i + MAX_TURNS] for whole in sessions for i in range(0, len(whole), MAX_TURNS)):
             started = time.perf_counter()
-            memory_id = await driver.store(conversation, turn.text, turn.occurred_at)
-            timings.append((time.perf_counter() - started) * 1000)
-            turns_of[memory_id].add(turn.dia_id)
+            ids = await driver.record(conversation, session)
+            timings.append((time.perf_counter() - started) * 1000 / len(session))  # per turn
+            for memory_id, turn in zip(ids, session, strict=True):
+                turns_of[memory_id].add(turn.dia_id)
         stored.append(Stored(sample, conversation, turns_of))
         if progress:
             print(f"  {sample.sample_id}: {len(sample.turns)} turns, {len(sample.questions)} questions", file=sys.stderr)
@@ -334,8 +341,14 @@ def rotated(results: dict[str, dict[Key, Scores]], sample_ids: list[str]) -> tup
     return mean, chosen
 
 
-def _merit(rows: dict[str, dict[str, float]]) -> tuple[float, float]:
-    return rows["headline (1-4)"]["R@10"], rows["headline (1-4)"]["MRR"]
+# Questions about what was never said (category 5) must keep finding the turn that shows it: a
+# configuration below this adversarial R@10 (#18's target) ranks after every one that keeps it.
+ADVERSARIAL_FLOOR = 0.85
+
+
+def _merit(rows: dict[str, dict[str, float]]) -> tuple[bool, float, float]:
+    adversarial = rows.get("5 adversarial", {}).get("R@10", 1.0)
+    return adversarial >= ADVERSARIAL_FLOOR, rows["headline (1-4)"]["R@10"], rows["headline (1-4)"]["MRR"]
 
 
 def table(per_category: dict[int, Scores]) -> dict[str, dict[str, float]]:
@@ -394,7 +407,8 @@ async def amain(args: argparse.Namespace) -> dict[str, Any]:  # noqa: PLR0915
 
                 database = pgserver.get_server(Path(tmp) / "pg", cleanup_mode="stop").get_uri()
             env = {"OLLAMA_HOST": host, "OLLAMA_MCP_DB": database,
-                   "OLLAMA_MCP_EMBED_MODEL": args.model, "OLLAMA_MCP_LOG_LEVEL": "WARNING", "HOME": tmp}
+                   "OLLAMA_MCP_EMBED_MODEL": args.model, "OLLAMA_MCP_LOG_LEVEL": "WARNING", "HOME": tmp,
+                   "OLLAMA_MCP_CHAT_MODEL": "none"}  # no summaries: every result is a turn
             driver = mcp_driver if args.mcp else service_driver
             started = time.perf_counter()
             results: dict[str, dict[Key, Scores]] = {}

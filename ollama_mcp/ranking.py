@@ -39,6 +39,9 @@ class SearchTuning:
     session_weight: float = 0.3
     session_top: int = 2
     session_depth: int = 30
+    # A query naming a participant ("what did Sam say about the deploy?"): the memories of the
+    # first ``session_depth`` that this actor wrote rise by a list of them, with this weight.
+    actor_weight: float = 1.2
     min_depth: int = 50  # candidates each list contributes before fusion, at least
     # A query word found in more than this share of all memories (and in 500 at least) is left
     # out of the keyword query when the query has rarer words: BM25 gives it almost no weight,
@@ -158,10 +161,12 @@ async def choose(
     threshold: float | None,
     window: TimeWindow | None,
     read: Callable[[Iterable[int]], Awaitable[dict[int, Memory]]],
+    words: Sequence[str] = (),
 ) -> list[SearchHit]:
     """The ``top_k`` best memories as search hits, from a backend's candidate lists (``rank_lists``)
     and its ``read`` of memories by seq: every candidate's when the query names a time (their
-    dates decide the time list), else only the chosen ones'; then sessions (``hits``)."""
+    dates decide the time list), else only the chosen ones'; then sessions and the participants
+    named in ``words``, the query's terms (``hits``)."""
     found = None
     if window is not None:
         found = await read(candidates(exact, keyword, keyword_context, by_meaning))
@@ -172,7 +177,7 @@ async def choose(
     )
     if found is None:
         found = await read(r.seq for r in chosen)
-    return hits(tuning, chosen, found, top_k)
+    return hits(tuning, chosen, found, top_k, words)
 
 
 def candidates(*lists: Sequence[int]) -> list[int]:
@@ -189,15 +194,45 @@ def timely(window: TimeWindow | None, memories: dict[int, Memory]) -> frozenset[
 
 def ranked_depth(tuning: SearchTuning, top_k: int) -> int:
     """How many fused memories ``hits`` needs to choose the best ``top_k``."""
-    return max(top_k, tuning.session_depth) if tuning.session_weight else top_k
+    return max(top_k, tuning.session_depth) if tuning.session_weight or tuning.actor_weight else top_k
 
 
-def hits(tuning: SearchTuning, fused: Sequence[Ranked], memories: dict[int, Memory], top_k: int) -> list[SearchHit]:
+def hits(
+    tuning: SearchTuning, fused: Sequence[Ranked], memories: dict[int, Memory], top_k: int, words: Sequence[str] = ()
+) -> list[SearchHit]:
     """The ``top_k`` best of ``fused`` (``ranked_depth`` long, best first) as search hits, after
-    sessions shared by several of them rose (``SearchTuning.session_weight``)."""
+    sessions shared by several of them rose (``SearchTuning.session_weight``), then the memories
+    of a participant the query's ``words`` name (``SearchTuning.actor_weight``)."""
     if tuning.session_weight and len(fused) > 1:
         fused = by_session(tuning, fused, memories)
+    if tuning.actor_weight and words and len(fused) > 1:
+        fused = by_actor(tuning, fused, memories, frozenset(words))
     return to_hits(fused[:top_k], memories)
+
+
+def names(actor: str, words: frozenset[str]) -> bool:
+    """Whether a query of ``words`` (lower-cased terms) names ``actor``: by all its words, or by
+    its first ("Sam" names "Sam Rivera"; "claude" names "claude-code")."""
+    own = [word.lower() for word in WORD.findall(actor)]
+    if not own:
+        return False
+    first = own[0]
+    return (len(first) > 1 and first not in STOP_WORDS and first in words) or all(word in words for word in own)
+
+
+def by_actor(tuning: SearchTuning, fused: Sequence[Ranked], memories: dict[int, Memory], words: frozenset[str]) -> list[Ranked]:
+    """``fused`` re-ordered with the memories of the participants the query names (among the
+    first ``session_depth``) risen by a list of them, in their order. Exact matches (an infinite
+    score) stay first, in their order; with no participant named, ``fused`` as it is."""
+    head = fused[: tuning.session_depth]
+    actors = {m.actor for r in head if (m := memories.get(r.seq)) is not None and m.actor}
+    named = {actor for actor in actors if names(actor, words)}
+    if not named:
+        return list(fused)
+    theirs = [r.seq for r in head if r.score != float("inf") and (m := memories.get(r.seq)) and m.actor in named]
+    bonus = dict(fuse([(tuning.actor_weight, theirs)], k=tuning.rrf_k))
+    rescored = [Ranked(r.seq, r.score + bonus.get(r.seq, 0.0), r.similarity) for r in fused]
+    return sorted(rescored, key=lambda r: -r.score)
 
 
 def by_session(tuning: SearchTuning, fused: Sequence[Ranked], memories: dict[int, Memory]) -> list[Ranked]:

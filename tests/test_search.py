@@ -16,7 +16,7 @@ from ollama_mcp.config import Settings
 from ollama_mcp.domain import SearchFilters
 from ollama_mcp.errors import EmbeddingMismatchError
 from ollama_mcp.inputs import search_request
-from ollama_mcp.ranking import SearchTuning, fuse, query_terms
+from ollama_mcp.ranking import SearchTuning, fuse, names, query_terms
 from ollama_mcp.search import fts_any, fts_phrase
 from tests.conftest import Database, eventually
 from tests.fake_ollama import FakeModel, FakeOllama
@@ -286,3 +286,47 @@ async def test_a_memory_holding_the_query_word_for_word_stays_first_whatever_the
     ids = await _garden(app)
     found = await app.service.search(search_request("tomato plants", top_k=3))  # lone's words, in order
     assert [h.memory.id for h in found.hits] == [ids["lone"], ids["first"], ids["second"]]
+
+
+# -- participants a query names ---------------------------------------------------------------------
+
+_TALK = [
+    ("Alex", "I put blue paint on the garden fence, bright blue"),
+    ("Sam Rivera", "the fence got a coat of colour from me, a sort of blue"),
+    ("Alex", "we should water the tomatoes tomorrow"),
+]
+
+
+async def _talk(app: App) -> dict[str, str]:
+    """``_TALK`` as one conversation's turns, by id of each speaker's first line about the fence."""
+    conversation = (await app.service.init_conversation("chat")).id
+    turns = [{"role": "user", "actor": who, "content": text} for who, text in _TALK]
+    added, _ = await app.lifecycle.add_messages(conversation, turns)
+    while await app.indexer.backfill_once():
+        pass
+    return {"alex": added[0].id, "sam": added[1].id}
+
+
+async def test_a_query_naming_a_participant_ranks_their_turn_above_the_same_words_from_another(app: App) -> None:
+    ids = await _talk(app)
+    request = search_request("what blue paint did Sam put on the fence", top_k=2, include_messages=True)
+    found = await app.service.search(request)
+    assert [h.memory.id for h in found.hits] == [ids["sam"], ids["alex"]]
+    app.ranker.tuning = replace(SearchTuning(), actor_weight=0)  # type: ignore[misc]
+    unnamed = await app.service.search(request)
+    assert [h.memory.id for h in unnamed.hits] == [ids["alex"], ids["sam"]]  # the better worded, by default
+
+
+async def test_a_query_naming_nobody_who_spoke_ranks_as_if_no_participant_were_known(app: App) -> None:
+    ids = await _talk(app)
+    found = await app.service.search(search_request("what blue paint did Rivers put on the fence", include_messages=True))
+    assert [h.memory.id for h in found.hits[:2]] == [ids["alex"], ids["sam"]]
+
+
+def test_a_participant_is_named_by_their_first_word_or_by_all_their_words() -> None:
+    assert names("Sam Rivera", frozenset({"sam", "paint"}))
+    assert names("Sam Rivera", frozenset({"rivera", "sam"}))
+    assert names("claude-code", frozenset({"claude"}))
+    assert not names("Sam Rivera", frozenset({"rivera"}))  # a surname alone names too many people
+    assert not names("The Reviewer", frozenset({"the"}))  # a first word that is a function word names nobody
+    assert not names("Sam", frozenset({"samuel"}))
