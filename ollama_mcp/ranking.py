@@ -5,8 +5,9 @@ both rank with these, so a LoCoMo figure measured on one describes the other's r
 from __future__ import annotations
 
 import re
-from collections.abc import Awaitable, Callable, Iterable, Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from typing import Protocol
 
 from ollama_mcp.domain import Memory, SearchHit
 from ollama_mcp.when import TimeWindow, speaks_of
@@ -42,6 +43,10 @@ class SearchTuning:
     # A query naming a participant ("what did Sam say about the deploy?"): the memories of the
     # first ``session_depth`` that this actor wrote rise by a list of them, with this weight.
     actor_weight: float = 1.2
+    # ... and a turn of theirs right before or after one of the ``exchange_depth`` best, in its
+    # session, gains this weight times that one's score: the answer to what another asked.
+    exchange_weight: float = 0.2
+    exchange_depth: int = 5
     min_depth: int = 50  # candidates each list contributes before fusion, at least
     # A query word found in more than this share of all memories (and in 500 at least) is left
     # out of the keyword query when the query has rarer words: BM25 gives it almost no weight,
@@ -86,6 +91,14 @@ def fuse(ranked_lists: Sequence[tuple[float, Sequence[int]]], *, k: int) -> list
             for rank, item in enumerate(ranked, start=1):
                 scores[item] = scores.get(item, 0.0) + weight / (k + rank)
     return sorted(scores.items(), key=lambda pair: -pair[1])
+
+
+class Rows(Protocol):
+    """What ranking reads of a backend's store (``storage.Storage`` has both)."""
+
+    async def memories_by_seq(self, seqs: Iterable[int]) -> dict[int, Memory]: ...
+
+    async def adjacent_seqs(self, seqs: Iterable[int]) -> dict[int, tuple[int | None, int | None]]: ...
 
 
 @dataclass(frozen=True)
@@ -160,24 +173,24 @@ async def choose(
     depth: int,
     threshold: float | None,
     window: TimeWindow | None,
-    read: Callable[[Iterable[int]], Awaitable[dict[int, Memory]]],
+    rows: Rows,
     words: Sequence[str] = (),
 ) -> list[SearchHit]:
     """The ``top_k`` best memories as search hits, from a backend's candidate lists (``rank_lists``)
-    and its ``read`` of memories by seq: every candidate's when the query names a time (their
-    dates decide the time list), else only the chosen ones'; then sessions and the participants
-    named in ``words``, the query's terms (``hits``)."""
+    and its ``rows``: every candidate's when the query names a time (their dates decide the time
+    list), else only the chosen ones'; then sessions and the participants named in ``words``, the
+    query's terms (``hits``)."""
     found = None
     if window is not None:
-        found = await read(candidates(exact, keyword, keyword_context, by_meaning))
+        found = await rows.memories_by_seq(candidates(exact, keyword, keyword_context, by_meaning))
     chosen = rank_lists(
         tuning, exact=exact, keyword=keyword, keyword_context=keyword_context, by_meaning=by_meaning,
         similarity=similarity, top_k=ranked_depth(tuning, top_k), depth=depth, threshold=threshold,
         in_window=timely(window, found or {}),
     )
     if found is None:
-        found = await read(r.seq for r in chosen)
-    return hits(tuning, chosen, found, top_k, words)
+        found = await rows.memories_by_seq(r.seq for r in chosen)
+    return await hits(tuning, chosen, found, top_k, words, rows)
 
 
 def candidates(*lists: Sequence[int]) -> list[int]:
@@ -197,16 +210,17 @@ def ranked_depth(tuning: SearchTuning, top_k: int) -> int:
     return max(top_k, tuning.session_depth) if tuning.session_weight or tuning.actor_weight else top_k
 
 
-def hits(
-    tuning: SearchTuning, fused: Sequence[Ranked], memories: dict[int, Memory], top_k: int, words: Sequence[str] = ()
+async def hits(
+    tuning: SearchTuning, fused: Sequence[Ranked], memories: dict[int, Memory], top_k: int, words: Sequence[str],
+    rows: Rows,
 ) -> list[SearchHit]:
     """The ``top_k`` best of ``fused`` (``ranked_depth`` long, best first) as search hits, after
     sessions shared by several of them rose (``SearchTuning.session_weight``), then the memories
-    of a participant the query's ``words`` name (``SearchTuning.actor_weight``)."""
+    of a participant the query's ``words`` name (``by_actor``)."""
     if tuning.session_weight and len(fused) > 1:
         fused = by_session(tuning, fused, memories)
-    if tuning.actor_weight and words and len(fused) > 1:
-        fused = by_actor(tuning, fused, memories, frozenset(words))
+    if (tuning.actor_weight or tuning.exchange_weight) and words and len(fused) > 1:
+        fused = await by_actor(tuning, fused, memories, frozenset(words), rows)
     return to_hits(fused[:top_k], memories)
 
 
@@ -220,32 +234,54 @@ def names(actor: str, words: frozenset[str]) -> bool:
     return (len(first) > 1 and first not in STOP_WORDS and first in words) or all(word in words for word in own)
 
 
-def by_actor(tuning: SearchTuning, fused: Sequence[Ranked], memories: dict[int, Memory], words: frozenset[str]) -> list[Ranked]:
+async def by_actor(
+    tuning: SearchTuning, fused: Sequence[Ranked], memories: dict[int, Memory], words: frozenset[str], rows: Rows
+) -> list[Ranked]:
     """``fused`` re-ordered with the memories of the participants the query names (among the
-    first ``session_depth``) risen by a list of them, in their order. Exact matches (an infinite
-    score) stay first, in their order; with no participant named, ``fused`` as it is."""
-    head = fused[: tuning.session_depth]
-    actors = {m.actor for r in head if (m := memories.get(r.seq)) is not None and m.actor}
-    named = {actor for actor in actors if names(actor, words)}
+    first ``session_depth``) risen by a list of them, in their order, and by their exchanges
+    (``exchanges``). Exact matches (an infinite score) stay first, in their order; with no
+    participant named, ``fused`` as it is."""
+    head = [r for r in fused[: tuning.session_depth] if r.seq in memories and r.score != float("inf")]
+    named = {m.actor for r in head if (m := memories[r.seq]).actor and names(m.actor, words)}
     if not named:
         return list(fused)
-    theirs = [r.seq for r in head if r.score != float("inf") and (m := memories.get(r.seq)) and m.actor in named]
+    theirs = [r.seq for r in head if memories[r.seq].actor in named]
     bonus = dict(fuse([(tuning.actor_weight, theirs)], k=tuning.rrf_k))
+    if tuning.exchange_weight:
+        for seq, gain in (await exchanges(tuning, head, memories, named, rows)).items():
+            bonus[seq] = bonus.get(seq, 0.0) + gain
     rescored = [Ranked(r.seq, r.score + bonus.get(r.seq, 0.0), r.similarity) for r in fused]
     return sorted(rescored, key=lambda r: -r.score)
+
+
+async def exchanges(
+    tuning: SearchTuning, head: Sequence[Ranked], memories: dict[int, Memory], named: set[str], rows: Rows
+) -> dict[int, float]:
+    """What the ``named`` participants' turns among ``head`` gain from being right before or after
+    one of its ``exchange_depth`` best in the same session: that one's score times
+    ``exchange_weight`` (the reply to a question another asked, which the question's words found)."""
+    among = {r.seq for r in head}
+    best = head[: tuning.exchange_depth]
+    around = await rows.adjacent_seqs(r.seq for r in best)
+    gains: dict[int, float] = {}
+    for r in best:
+        for seq in around.get(r.seq, (None, None)):
+            if seq in among and memories[seq].actor in named and session(memories[seq]) == session(memories[r.seq]):
+                gains[seq] = gains.get(seq, 0.0) + tuning.exchange_weight * r.score
+    return gains
 
 
 def by_session(tuning: SearchTuning, fused: Sequence[Ranked], memories: dict[int, Memory]) -> list[Ranked]:
     """``fused`` re-ordered with each memory's session strength added (see ``SearchTuning``).
     Exact matches (an infinite score) stay first, in their order."""
 
-    def session(seq: int) -> tuple[str, str] | None:
+    def session_of(seq: int) -> tuple[str, str] | None:
         memory = memories.get(seq)
-        return None if memory is None else (memory.conversation_id, memory.occurred_at[:10])
+        return None if memory is None else session(memory)
 
     members: dict[tuple[str, str], list[float]] = {}
     for r in fused[: tuning.session_depth]:
-        key = session(r.seq)
+        key = session_of(r.seq)
         if key is not None and r.score != float("inf"):
             members.setdefault(key, []).append(r.score)  # best first, as fused is
     strength = {key: sum(scores[: tuning.session_top]) for key, scores in members.items() if len(scores) > 1}
@@ -253,10 +289,15 @@ def by_session(tuning: SearchTuning, fused: Sequence[Ranked], memories: dict[int
         return list(fused)
     rescored = []
     for r in fused:
-        key = session(r.seq)
+        key = session_of(r.seq)
         gain = 0.0 if key is None else tuning.session_weight * strength.get(key, 0.0)
         rescored.append(Ranked(r.seq, r.score + gain, r.similarity))
     return sorted(rescored, key=lambda r: -r.score)
+
+
+def session(memory: Memory) -> tuple[str, str]:
+    """The session a memory belongs to: its conversation and the day it happened."""
+    return memory.conversation_id, memory.occurred_at[:10]
 
 
 def to_hits(chosen: Sequence[Ranked], memories: dict[int, Memory]) -> list[SearchHit]:

@@ -133,7 +133,7 @@ class HybridSearch:
         return await choose(
             tuning, exact=exact, keyword=keyword, keyword_context=keyword_context, by_meaning=by_meaning,
             similarity=similarity, top_k=top_k, depth=depth, threshold=threshold, window=window,
-            read=self._store.memories_by_seq, words=words,
+            rows=self._store, words=words,
         )
 
     # -- keeping the indexes current (the Ranker protocol) ----------------------------------------

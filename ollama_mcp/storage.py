@@ -142,6 +142,10 @@ class Storage(Protocol):
 
     async def memories_by_seq(self, seqs: Iterable[int]) -> dict[int, Memory]: ...
 
+    async def adjacent_seqs(self, seqs: Iterable[int]) -> dict[int, tuple[int | None, int | None]]:
+        """For each memory of ``seqs``: the seqs of the current notes or messages just before and
+        just after it in its conversation (None at either end)."""
+
     # -- facts ---------------------------------------------------------------------------
 
     async def facts_through(self, conversation_id: str) -> int:

@@ -312,7 +312,7 @@ async def test_a_query_naming_a_participant_ranks_their_turn_above_the_same_word
     request = search_request("what blue paint did Sam put on the fence", top_k=2, include_messages=True)
     found = await app.service.search(request)
     assert [h.memory.id for h in found.hits] == [ids["sam"], ids["alex"]]
-    app.ranker.tuning = replace(SearchTuning(), actor_weight=0)  # type: ignore[misc]
+    app.ranker.tuning = replace(SearchTuning(), actor_weight=0, exchange_weight=0)  # type: ignore[misc]
     unnamed = await app.service.search(request)
     assert [h.memory.id for h in unnamed.hits] == [ids["alex"], ids["sam"]]  # the better worded, by default
 
@@ -330,3 +330,42 @@ def test_a_participant_is_named_by_their_first_word_or_by_all_their_words() -> N
     assert not names("Sam Rivera", frozenset({"rivera"}))  # a surname alone names too many people
     assert not names("The Reviewer", frozenset({"the"}))  # a first word that is a function word names nobody
     assert not names("Sam", frozenset({"samuel"}))
+
+
+async def test_a_memorys_neighbours_are_the_current_turns_of_its_own_conversation_either_side(app: App) -> None:
+    chat = (await app.service.init_conversation("chat")).id
+    other = (await app.service.init_conversation("other")).id
+    first = (await app.service.store_memory("first", chat)).memory
+    await app.service.store_memory("elsewhere", other)
+    middle = (await app.service.store_memory("middle", chat)).memory
+    _, revised = await app.service.update_memory(middle.id, "middle, revised", None, None)
+    revised = revised.memory
+    last = (await app.service.store_memory("last", chat)).memory
+    around = await app.store.adjacent_seqs([first.seq, revised.seq, last.seq, 10_000])
+    # the revised version took a new seq; the old one, superseded, is no one's neighbour
+    assert around == {first.seq: (None, revised.seq), revised.seq: (first.seq, last.seq), last.seq: (revised.seq, None)}
+
+
+_EXCHANGE = [  # an afternoon's exchange, then notes of other days that match the question's words
+    ("Alex", "which colour did you paint the garden fence in the end?", "2023-05-01T15:04:00Z"),
+    ("Sam Rivera", "green, a deep forest one", "2023-05-01T15:05:00Z"),
+    ("Sam Rivera", "the garden fence at the park is nice", "2023-05-09T09:00:00Z"),
+    ("Alex", "the paint on the garden fence is peeling", "2023-05-10T09:00:00Z"),
+    ("Alex", "garden fence paint is on sale, which colour though", "2023-05-11T09:00:00Z"),
+]
+
+
+async def test_the_reply_of_a_named_participant_rises_with_the_question_another_asked(app: App) -> None:
+    conversation = (await app.service.init_conversation("chat")).id
+    added, _ = await app.lifecycle.add_messages(conversation, [
+        {"role": "user", "actor": who, "content": text, "occurred_at": when} for who, text, when in _EXCHANGE
+    ])
+    while await app.indexer.backfill_once():
+        pass
+    question, reply = added[0].id, added[1].id
+    request = search_request("which colour did Sam paint the garden fence", top_k=3, include_messages=True)
+    found = await app.service.search(request)
+    assert found.hits[0].memory.id == reply
+    app.ranker.tuning = replace(SearchTuning(), exchange_weight=0)  # type: ignore[misc]
+    alone = await app.service.search(request)
+    assert [h.memory.id for h in alone.hits[:2]] == [question, reply]  # without it, the question's words win

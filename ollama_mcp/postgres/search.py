@@ -131,7 +131,7 @@ class PgRanker:
         return await choose(
             tuning, exact=lists["exact"], keyword=lists["keyword"], keyword_context=lists.get("keyword_context", []),
             by_meaning=lists.get("by_meaning", []), similarity=similarity, top_k=top_k, depth=depth,
-            threshold=threshold, window=window, read=self._store.memories_by_seq, words=words,
+            threshold=threshold, window=window, rows=self._store, words=words,
         )
 
     async def _concurrently(self, parts: Sequence[Callable[[psycopg.AsyncConnection], Awaitable[None]]]) -> None:

@@ -128,6 +128,20 @@ class MemoryStore(StoreBase):
         )
         return {row[0]: memory_from_row(row) for row in rows}
 
+    async def adjacent_seqs(self, seqs: Iterable[int]) -> dict[int, tuple[int | None, int | None]]:
+        wanted = list(dict.fromkeys(seqs))
+        if not wanted:
+            return {}
+        flow = "o.conversation_id = m.conversation_id AND o.kind IN ('note', 'message') AND o.superseded_by IS NULL"
+        rows = await self._fetchall(
+            f"SELECT m.seq, (SELECT max(o.seq) FROM memories o WHERE {flow} AND o.seq < m.seq),"
+            f" (SELECT min(o.seq) FROM memories o WHERE {flow} AND o.seq > m.seq)"
+            " FROM memories m WHERE m.seq IN (SELECT value FROM json_each(?))",
+            (json.dumps(wanted),),
+            "read neighbouring memories",
+        )
+        return {row[0]: (row[1], row[2]) for row in rows}
+
     async def get_memory(self, memory_id: str) -> Memory:
         rows = await self._fetchall(
             f"SELECT {MEMORY_COLUMNS} FROM memories m WHERE m.id = ?", (memory_id,), "read the memory"
