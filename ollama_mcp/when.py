@@ -82,6 +82,13 @@ _MAYBE_TIME = re.compile(
 )
 # A window word just before an absolute date ("as of 4 May", "before April 10, 2023").
 _LEAD_BEFORE = re.compile(r"\b(?P<lead>as of|up to|until|till|before|by|since|after|from|through)\s+(?:the\s+)?$", re.I)
+# A period counted back from the date after it ("the week before August 3, 2023", "two weeks
+# before 11 August", "the Sunday before October 25"): read against that date, not before it.
+_COUNTED_BACK = re.compile(
+    rf"\b(?:(?:the|last)\s+)?(?:{_NUMBER}\s+)?"
+    r"(?P<unit>day|week|weekend|month|year|monday|tuesday|wednesday|thursday|friday|saturday|sunday)s?\s+$",
+    re.I,
+)
 _OPEN_END = {"as of", "up to", "until", "till", "by", "through"}  # everything up to the end of it
 _BEFORE = {"before"}
 _FROM = {"since", "from"}  # everything from its start on
@@ -139,6 +146,10 @@ def mentions(text: str, reference: datetime) -> list[Mention]:
                 before = _LEAD_BEFORE.search(text, max(0, at[0] - 12), at[0])
                 if before is not None:
                     at, lead = (before.start(), at[1]), before["lead"].lower()
+                    back = _COUNTED_BACK.search(text, max(0, at[0] - 30), at[0]) if lead == "before" else None
+                    counted = None if back is None else _counted_back(back, span[0])
+                    if back is not None and counted is not None:
+                        span, at, lead = counted, (back.start(), at[1]), ""
                 found.append(Mention(span[0], span[1], at, False, " ".join(lead.split())))
     for kind, pattern in _RELATIVE:
         for match in pattern.finditer(text):
@@ -154,8 +165,9 @@ def mentions(text: str, reference: datetime) -> list[Mention]:
 def query_window(query: str, reference: datetime) -> TimeWindow | None:
     """The window a query asks about, or None when it names no time (or only impossible ones).
 
-    An absolute date wins over relative words ("last weekend before April 10, 2023" asks about
-    before April 10); of several, the window spans them all. "as of"/"until"/"before" open it at
+    An absolute date wins over relative words, and a period counted back from it is read against
+    it ("last weekend before April 10, 2023" asks about 8-9 April); of several, the window spans
+    them all. "as of"/"until"/"before" open it at
     the start, "since"/"after" at the end.
     """
     found = mentions(query, reference)
@@ -256,11 +268,33 @@ def _relative(kind: str, match: re.Match[str], reference: datetime) -> tuple[dat
         return None
     if kind == "past":  # "the last three weeks": from then until now
         return _back(today, n, unit), today + timedelta(days=1)
-    # "two months ago": about then, give or take half a unit
-    at = _back(today, n, unit)
-    half = {"day": timedelta(hours=12), "week": timedelta(days=4), "month": timedelta(days=16), "year": timedelta(days=183)}[unit]
+    return _about(_back(today, n, unit), unit)  # "two months ago"
+
+
+def _counted_back(match: re.Match[str], anchor: datetime) -> tuple[datetime, datetime] | None:
+    """The period ``match`` (``_COUNTED_BACK``) names before the day ``anchor``: the whole period
+    right before it ("the week before": its 7 days), or about n units before ("two weeks before")."""
+    day = _day(anchor)
+    unit = match["unit"].lower()
+    if unit in WEEKDAYS:  # the last such day before it
+        start = day - timedelta(days=(day.weekday() - WEEKDAYS[unit]) % 7 or 7)
+        return start, start + timedelta(days=1)
+    if unit == "weekend":
+        saturday = day - timedelta(days=(day.weekday() - WEEKDAYS["saturday"]) % 7 or 7)
+        return saturday, saturday + timedelta(days=2)
+    n = 1 if match["n"] is None else _number(match["n"])
+    if n is None:
+        return None
+    if n == 1:
+        return _back(day, 1, unit), day
+    return _about(_back(day, n, unit), unit)
+
+
+def _about(at: datetime, unit: str) -> tuple[datetime, datetime]:
+    """A window around ``at``: its day, or give or take half a ``unit``."""
     if unit == "day":
         return at, at + timedelta(days=1)
+    half = {"week": timedelta(days=4), "month": timedelta(days=16), "year": timedelta(days=183)}[unit]
     return at - half, at + half + timedelta(days=1)
 
 

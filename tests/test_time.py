@@ -51,7 +51,14 @@ def day(value: str) -> str:
     ("what did I say three days ago", day("2023-12-17"), day("2023-12-18")),
     ("what did we start recently", day("2023-11-20"), day("2023-12-21")),
     ("my relationship status as of September 2023", None, day("2023-10-01")),
-    ("what did Maria do last weekend before April 10, 2023?", None, day("2023-04-10")),
+    ("what happened before April 10, 2023?", None, day("2023-04-10")),
+    # a period counted back from a date is read against that date
+    ("what did Maria do last weekend before April 10, 2023?", day("2023-04-08"), day("2023-04-10")),
+    ("What did John do the week before August 3, 2023?", day("2023-07-27"), day("2023-08-03")),
+    ("the puppy she got two weeks before August 11, 2023", day("2023-07-24"), day("2023-08-02")),
+    ("shown on the Sunday before October 25, 2022", day("2022-10-23"), day("2022-10-24")),
+    ("the day before 4 May 2023", day("2023-05-03"), day("2023-05-04")),
+    ("the month before 4 May 2023", day("2023-04-04"), day("2023-05-04")),
     ("every plan since 2022", day("2022-01-01"), None),
 ])
 def test_a_query_naming_a_time_gets_that_window(query: str, start: str | None, end: str | None) -> None:
@@ -78,6 +85,8 @@ def test_absolute_dates_leave_the_keywords_and_relative_words_stay() -> None:
     assert relative is not None and relative.keyword_text == "what did Sam cook last weekend"
     before = query_window("status as of September 2023", REFERENCE)
     assert before is not None and before.keyword_text.split() == ["status"]
+    counted = query_window("what did John do the week before August 3, 2023 with his kids", REFERENCE)
+    assert counted is not None and counted.keyword_text.split() == ["what", "did", "John", "do", "with", "his", "kids"]
 
 
 def test_a_memory_speaks_of_the_day_its_own_words_name_relative_to_when_it_happened() -> None:
