@@ -1,7 +1,8 @@
 """Rules every backend applies to the rows it stores and reads (no I/O): how a retried store
 recognises a note it already has, how a retried batch of messages is recognised, what a memory's
-context is, what is left of a turn an audit-only retention redacted, how a conversation's
-relations read from both directions, and how a text is matched literally."""
+context is, which memories are a memory's neighbours, what is left of a turn an audit-only
+retention redacted, how a conversation's relations read from both directions, and how a text is
+matched literally."""
 
 from __future__ import annotations
 
@@ -18,6 +19,14 @@ if TYPE_CHECKING:
 # (each clipped to its last CONTEXT_NEIGHBOUR_CHARS). Measured on LoCoMo: bench/README.md.
 CONTEXT_NEIGHBOURS = 2
 CONTEXT_NEIGHBOUR_CHARS = 1000
+
+# A memory's neighbours are the current notes or messages of its conversation just before and just
+# after it, by seq: the two columns of this SQL (the same on both backends) for a memory ``m``.
+_FLOW = "o.conversation_id = m.conversation_id AND o.kind IN ('note', 'message') AND o.superseded_by IS NULL"
+NEIGHBOUR_COLUMNS = (
+    f"(SELECT max(o.seq) FROM memories o WHERE {_FLOW} AND o.seq < m.seq),"
+    f" (SELECT min(o.seq) FROM memories o WHERE {_FLOW} AND o.seq > m.seq)"
+)
 
 
 def compose_context(earlier: Sequence[str], content: str) -> str:

@@ -30,7 +30,7 @@ from ollama_mcp.postgres.rows import (
     memory_where,
     rewrite_followers,
 )
-from ollama_mcp.records import CONTEXT_NEIGHBOURS, compose_context, content_hash, own_context
+from ollama_mcp.records import CONTEXT_NEIGHBOURS, NEIGHBOUR_COLUMNS, compose_context, content_hash, own_context
 
 
 class MemoryStore(PgStoreBase):
@@ -119,11 +119,8 @@ class MemoryStore(PgStoreBase):
         wanted = list(dict.fromkeys(seqs))
         if not wanted:
             return {}
-        flow = "o.conversation_id = m.conversation_id AND o.kind IN ('note', 'message') AND o.superseded_by IS NULL"
         rows = await self._fetchall(
-            f"SELECT m.seq, (SELECT max(o.seq) FROM memories o WHERE {flow} AND o.seq < m.seq),"
-            f" (SELECT min(o.seq) FROM memories o WHERE {flow} AND o.seq > m.seq)"
-            " FROM memories m WHERE m.seq = ANY(%s)",
+            f"SELECT m.seq, {NEIGHBOUR_COLUMNS} FROM memories m WHERE m.seq = ANY(%s)",
             (wanted,),
             "read neighbouring memories",
         )

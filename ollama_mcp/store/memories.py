@@ -16,6 +16,7 @@ from ollama_mcp.errors import (
     MemoryNotFoundError,
     MemorySupersededError,
 )
+from ollama_mcp.records import NEIGHBOUR_COLUMNS
 from ollama_mcp.store.base import StoreBase
 from ollama_mcp.store.rows import (
     CONTEXT_NEIGHBOURS,
@@ -132,11 +133,8 @@ class MemoryStore(StoreBase):
         wanted = list(dict.fromkeys(seqs))
         if not wanted:
             return {}
-        flow = "o.conversation_id = m.conversation_id AND o.kind IN ('note', 'message') AND o.superseded_by IS NULL"
         rows = await self._fetchall(
-            f"SELECT m.seq, (SELECT max(o.seq) FROM memories o WHERE {flow} AND o.seq < m.seq),"
-            f" (SELECT min(o.seq) FROM memories o WHERE {flow} AND o.seq > m.seq)"
-            " FROM memories m WHERE m.seq IN (SELECT value FROM json_each(?))",
+            f"SELECT m.seq, {NEIGHBOUR_COLUMNS} FROM memories m WHERE m.seq IN (SELECT value FROM json_each(?))",
             (json.dumps(wanted),),
             "read neighbouring memories",
         )
