@@ -13,13 +13,15 @@ in ``evidence``, per category; the headline is over the questions of categories 
 
 Each session's turns are recorded in order (``add_messages``), each turn with its speaker as
 ``actor`` and its session's date as ``occurred_at`` (the date and the speaker also stay in its
-text), and searched with ``include_messages``; every question is asked with the conversation's last session date as the reference time
-("last year" in a question is the year before the conversation's end, not before today).
+text), and searched with ``include_messages``; every question is asked with the conversation's
+last session date as the reference time ("last year" in a question is the year before the
+conversation's end, not before today).
 
 The rotated protocol (``--grid``): every configuration of the grid ranks every question once;
 then for each of the five conversations, the configuration best on the other four (headline
-R@10, then MRR, among those keeping adversarial R@10 at 0.85 there) is scored on it. The headline figure is the mean over the five held-out folds
-(per category), beside the figure of the configuration best on all five.
+R@10, then MRR, among those keeping adversarial R@10 at 0.85 there) is scored on it. The
+headline figure is the mean over the five held-out folds (per category), beside the figure of
+the configuration best on all five.
 """
 
 from __future__ import annotations
@@ -47,7 +49,6 @@ DEFAULT_DATA = ROOT.parent / "shared" / "bench-data" / "locomo-dev.json"
 CATEGORIES = {1: "multi-hop", 2: "temporal", 3: "open-domain", 4: "single-hop", 5: "adversarial"}
 HEADLINE = (1, 2, 3, 4)
 _EVIDENCE = re.compile(r"D(\d+):0*(\d+)")
-MAX_TURNS = 100  # per add_messages call (lifecycle.MAX_TURNS)
 
 
 # -- the dataset ---------------------------------------------------------------------------------
@@ -274,6 +275,7 @@ class Stored:
 
 async def store_all(driver: Driver, samples: Iterable[Sample], progress: bool) -> tuple[list[Stored], list[float]]:
     stored, timings = [], []
+    from ollama_mcp.lifecycle import MAX_TURNS  # noqa: PLC0415 - add_messages' limit per call
     for sample in samples:
         conversation = await driver.init(sample.sample_id)
         turns_of: dict[str, set[str]] = defaultdict(set)

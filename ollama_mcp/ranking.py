@@ -207,7 +207,8 @@ def timely(window: TimeWindow | None, memories: dict[int, Memory]) -> frozenset[
 
 def ranked_depth(tuning: SearchTuning, top_k: int) -> int:
     """How many fused memories ``hits`` needs to choose the best ``top_k``."""
-    return max(top_k, tuning.session_depth) if tuning.session_weight or tuning.actor_weight else top_k
+    deeper = tuning.session_weight or tuning.actor_weight or tuning.exchange_weight
+    return max(top_k, tuning.session_depth) if deeper else top_k
 
 
 async def hits(
@@ -242,7 +243,8 @@ async def by_actor(
     (``exchanges``). Exact matches (an infinite score) stay first, in their order; with no
     participant named, ``fused`` as it is."""
     head = [r for r in fused[: tuning.session_depth] if r.seq in memories and r.score != float("inf")]
-    named = {m.actor for r in head if (m := memories[r.seq]).actor and names(m.actor, words)}
+    actors = {actor for r in head if (actor := memories[r.seq].actor)}
+    named = {actor for actor in actors if names(actor, words)}
     if not named:
         return list(fused)
     theirs = [r.seq for r in head if memories[r.seq].actor in named]

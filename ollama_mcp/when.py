@@ -147,8 +147,7 @@ def mentions(text: str, reference: datetime) -> list[Mention]:
                 if before is not None:
                     at, lead = (before.start(), at[1]), before["lead"].lower()
                     back = _COUNTED_BACK.search(text, max(0, at[0] - 30), at[0]) if lead == "before" else None
-                    counted = None if back is None else _counted_back(back, span[0])
-                    if back is not None and counted is not None:
+                    if back is not None and (counted := _counted_back(back, span[0])) is not None:
                         span, at, lead = counted, (back.start(), at[1]), ""
                 found.append(Mention(span[0], span[1], at, False, " ".join(lead.split())))
     for kind, pattern in _RELATIVE:
@@ -167,8 +166,7 @@ def query_window(query: str, reference: datetime) -> TimeWindow | None:
 
     An absolute date wins over relative words, and a period counted back from it is read against
     it ("last weekend before April 10, 2023" asks about 8-9 April); of several, the window spans
-    them all. "as of"/"until"/"before" open it at
-    the start, "since"/"after" at the end.
+    them all. "as of"/"until"/"before" open it at the start, "since"/"after" at the end.
     """
     found = mentions(query, reference)
     absolute = [m for m in found if not m.relative]
@@ -248,8 +246,7 @@ def _relative(kind: str, match: re.Match[str], reference: datetime) -> tuple[dat
         saturday = monday - timedelta(days=2) if groups["which"].lower() != "this" else monday + timedelta(days=5)
         return saturday, saturday + timedelta(days=2)
     if kind == "weekday":
-        back = (today.weekday() - WEEKDAYS[groups["weekday"].lower()]) % 7 or 7
-        start = today - timedelta(days=back)
+        start = _last(today, groups["weekday"])
         return start, start + timedelta(days=1)
     unit = groups["unit"].lower()
     if kind == "period":
@@ -276,11 +273,11 @@ def _counted_back(match: re.Match[str], anchor: datetime) -> tuple[datetime, dat
     right before it ("the week before": its 7 days), or about n units before ("two weeks before")."""
     day = _day(anchor)
     unit = match["unit"].lower()
-    if unit in WEEKDAYS:  # the last such day before it
-        start = day - timedelta(days=(day.weekday() - WEEKDAYS[unit]) % 7 or 7)
+    if unit in WEEKDAYS:
+        start = _last(day, unit)
         return start, start + timedelta(days=1)
     if unit == "weekend":
-        saturday = day - timedelta(days=(day.weekday() - WEEKDAYS["saturday"]) % 7 or 7)
+        saturday = _last(day, "saturday")
         return saturday, saturday + timedelta(days=2)
     n = 1 if match["n"] is None else _number(match["n"])
     if n is None:
@@ -288,6 +285,11 @@ def _counted_back(match: re.Match[str], anchor: datetime) -> tuple[datetime, dat
     if n == 1:
         return _back(day, 1, unit), day
     return _about(_back(day, n, unit), unit)
+
+
+def _last(day: datetime, weekday: str) -> datetime:
+    """The last ``weekday`` ("friday") before ``day``."""
+    return day - timedelta(days=(day.weekday() - WEEKDAYS[weekday.lower()]) % 7 or 7)
 
 
 def _about(at: datetime, unit: str) -> tuple[datetime, datetime]:

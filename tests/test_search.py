@@ -338,8 +338,7 @@ async def test_a_memorys_neighbours_are_the_current_turns_of_its_own_conversatio
     first = (await app.service.store_memory("first", chat)).memory
     await app.service.store_memory("elsewhere", other)
     middle = (await app.service.store_memory("middle", chat)).memory
-    _, revised = await app.service.update_memory(middle.id, "middle, revised", None, None)
-    revised = revised.memory
+    revised = (await app.service.update_memory(middle.id, "middle, revised", None, None))[1].memory
     last = (await app.service.store_memory("last", chat)).memory
     around = await app.store.adjacent_seqs([first.seq, revised.seq, last.seq, 10_000])
     # the revised version took a new seq; the old one, superseded, is no one's neighbour
