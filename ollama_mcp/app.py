@@ -16,6 +16,7 @@ from ollama_mcp.background import supervise
 from ollama_mcp.config import Settings
 from ollama_mcp.embeddings import Embedder
 from ollama_mcp.facts import ConversationFacts, FactExtractor
+from ollama_mcp.head_start import HeadStart
 from ollama_mcp.indexer import Indexer
 from ollama_mcp.jobs import JobRunner
 from ollama_mcp.lifecycle import ConversationLifecycle
@@ -48,13 +49,15 @@ class App:
 
 @asynccontextmanager
 async def open_app(
-    settings: Settings, *, background: bool = True, tuning: SearchTuning | None = None
+    settings: Settings, *, background: bool = True, tuning: SearchTuning | None = None,
+    head_start: HeadStart | None = None,
 ) -> AsyncIterator[App]:
     """Open the database and Ollama client; with ``background``, run the background work meanwhile.
 
     ``tuning`` overrides the ranking defaults (benchmarks only; the server always uses defaults).
+    ``head_start``: Ollama's answers to calls made while the app was being opened (the server's).
     """
-    store, ranker = await open_backend(settings, tuning)
+    store, ranker = await open_backend(settings, tuning, head_start.vector_file if head_start else None)
     client = OllamaClient(
         settings.ollama_host, timeout=settings.embed_timeout, connect_timeout=settings.connect_timeout,
         keep_alive=settings.keep_alive,
@@ -65,7 +68,9 @@ async def open_app(
         model_setting="OLLAMA_MCP_CHAT_MODEL", timeout_setting="OLLAMA_MCP_CHAT_TIMEOUT",
     )
     try:
-        indexer = Indexer(store, Embedder(client, settings.embed_model, wait_timeout=settings.wait_timeout), ranker)
+        indexer = Indexer(store, Embedder(
+            client, settings.embed_model, wait_timeout=settings.wait_timeout, head_start=head_start,
+        ), ranker)
         jobs = JobRunner(store, lease=settings.job_lease, max_delay=settings.job_max_delay)
         service = MemoryService(
             store, indexer, jobs, max_content_chars=settings.max_content_chars,

@@ -7,20 +7,28 @@ builds) sees only ``storage.Storage`` and ``storage.Ranker``.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from ollama_mcp.config import LOCAL_PRINCIPAL, Settings, is_principal_name
 from ollama_mcp.errors import ConfigError
 from ollama_mcp.ranking import SearchTuning
 from ollama_mcp.storage import Ranker, Storage
 
+if TYPE_CHECKING:
+    from ollama_mcp.vectors import EarlyFile
 
-async def open_backend(settings: Settings, tuning: SearchTuning | None = None) -> tuple[Storage, Ranker]:
-    """The store and ranker ``settings`` name, opened (migrated, connected)."""
+
+async def open_backend(
+    settings: Settings, tuning: SearchTuning | None = None, early_file: EarlyFile | None = None,
+) -> tuple[Storage, Ranker]:
+    """The store and ranker ``settings`` name, opened (migrated, connected). ``early_file``: where
+    SQLite's ranker may find its vector file already read (``head_start``)."""
     if settings.postgres_url is None:
         from ollama_mcp.search import HybridSearch  # noqa: PLC0415 - each backend loads only its own modules
         from ollama_mcp.store import Store  # noqa: PLC0415
 
         store = await Store.open(settings.store_path)
-        return store, HybridSearch(store, settings.embed_model, tuning)
+        return store, HybridSearch(store, settings.embed_model, tuning, early_file)
     try:
         from ollama_mcp.postgres.search import PgRanker  # noqa: PLC0415 - the optional extra's modules
         from ollama_mcp.postgres.store import PgStore  # noqa: PLC0415

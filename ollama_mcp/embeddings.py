@@ -16,64 +16,25 @@ import anyio
 import numpy as np
 
 from ollama_mcp.domain import Facet
+from ollama_mcp.embedding_text import chunk_chars_for, chunk_text, prefixes_for, query_text
 from ollama_mcp.errors import (
     InputTooLongError,
     InvalidInputError,
     OllamaModelError,
     OllamaUnavailableError,
 )
+from ollama_mcp.head_start import HeadStart
 from ollama_mcp.ollama_client import ModelInfo, OllamaClient
 
 BATCH_SIZE = 32
-# Characters per token, pessimistic for English so that chunks fit the context; a chunk that
-# still does not fit is split in half and retried (the server says so; nothing is cut).
-CHARS_PER_TOKEN = 3
-MIN_CHUNK_CHARS, MAX_CHUNK_CHARS = 400, 6000
 QUERY_CACHE_SIZE = 512
 MAX_EMBEDDING_DIM = 16_384  # the largest vector a caller may hand in
-
-# (document prefix, query prefix) by model family; models not listed take none.
-_PREFIXES: dict[str, tuple[str, str]] = {
-    "nomic-embed-text": ("search_document: ", "search_query: "),
-    "mxbai-embed-large": ("", "Represent this sentence for searching relevant passages: "),
-    "embeddinggemma": ("title: none | text: ", "task: search result | query: "),
-    "qwen3-embedding": ("", "Instruct: Given a search query, retrieve relevant memories\nQuery: "),
-}
-
-
-@dataclass(frozen=True)
-class Chunk:
-    start: int
-    end: int
 
 
 @dataclass(frozen=True)
 class ChunkVector:
     chunk_index: int
     vector: np.ndarray  # float32, unit length
-
-
-def prefixes_for(model: str) -> tuple[str, str]:
-    family = model.split(":", 1)[0].rsplit("/", 1)[-1]
-    return _PREFIXES.get(family, ("", ""))
-
-
-def chunk_text(text: str, chunk_chars: int) -> list[Chunk]:
-    """Overlapping windows that cover all of ``text``, cut at whitespace where possible."""
-    if len(text) <= chunk_chars:
-        return [Chunk(0, len(text))]
-    overlap = chunk_chars // 8
-    chunks: list[Chunk] = []
-    start = 0
-    while True:
-        end = min(start + chunk_chars, len(text))
-        if end < len(text):
-            cut = text.rfind(" ", start + chunk_chars // 2, end)
-            end = cut if cut > start else end
-        chunks.append(Chunk(start, end))
-        if end >= len(text):
-            return chunks
-        start = max(end - overlap, start + 1)
 
 
 def to_blob(vector: np.ndarray) -> bytes:
@@ -83,13 +44,16 @@ def to_blob(vector: np.ndarray) -> bytes:
 class Embedder:
     """Embeds documents and queries with one Ollama model."""
 
-    def __init__(self, client: OllamaClient, model: str, *, wait_timeout: float | None = None) -> None:
+    def __init__(
+        self, client: OllamaClient, model: str, *, wait_timeout: float | None = None, head_start: HeadStart | None = None,
+    ) -> None:
         self.client = client
         self.model = model
+        self._head_start = head_start  # answers Ollama gave before the app opened (head_start.py)
         # How long a call someone waits for (a search's query, a store's own text) may take in
         # all, model description included; None: only the client's own timeout per request.
         self.wait_timeout = wait_timeout
-        self.document_prefix, self.query_prefix = prefixes_for(model)
+        self.document_prefix = prefixes_for(model)[0]
         self._info: ModelInfo | None = None
         self._queries: OrderedDict[str, np.ndarray] = OrderedDict()
         self._waiting = 0  # calls someone is waiting for (a search's query, a store's own text)
@@ -98,7 +62,8 @@ class Embedder:
     async def info(self) -> ModelInfo:
         """The model's description from Ollama, fetched once; refuses models that cannot embed."""
         if self._info is None:
-            info = await self.client.show(self.model)
+            early = await self._head_start.model_info() if self._head_start else None
+            info = early or await self.client.show(self.model)
             if info.capabilities and "embedding" not in info.capabilities:
                 raise OllamaModelError(
                     f"Ollama model {self.model!r} is not an embedding model (it can: "
@@ -113,7 +78,7 @@ class Embedder:
         then does not pay the model load, seconds on a laptop. Skipped once a call someone waits
         for has begun: that call loads the model itself, and Ollama would make it wait behind this one."""
         await self.info()
-        if self._waiting or self._last_waited:
+        if self._waiting or self._last_waited or (self._head_start and self._head_start.queried):
             return
         await self.client.embed(self.model, [self.document_prefix + "ollama-mcp warm-up"])
 
@@ -123,8 +88,7 @@ class Embedder:
         return self._info.embedding_length if self._info else None
 
     async def chunk_chars(self) -> int:
-        context = (await self.info()).context_length or 512
-        return max(MIN_CHUNK_CHARS, min(MAX_CHUNK_CHARS, context * CHARS_PER_TOKEN))
+        return chunk_chars_for((await self.info()).context_length)
 
     async def wait_for_quiet(self, quiet: float, patience: float) -> bool:
         """Background work's courtesy to calls someone waits for: wait until none has run for
@@ -204,11 +168,9 @@ class Embedder:
             self._queries.move_to_end(query)
             return cached
         async with self._waited_for(True):
-            size = await self.chunk_chars()
-            # A query longer than the context keeps its beginning: a query is not stored, so no
-            # memory is lost, and the start of a question carries its subject.
-            text = self.query_prefix + query[: chunk_text(query, size)[0].end]
-            vector = (await self._embed_fitting([text]))[0][0]
+            text = query_text(self.model, query, await self.chunk_chars())
+            early = await self._head_start.query_vector(text) if self._head_start else None
+            vector = self._unit([early])[0] if early else (await self._embed_fitting([text]))[0][0]
         self._queries[query] = vector
         if len(self._queries) > QUERY_CACHE_SIZE:
             self._queries.popitem(last=False)

@@ -18,7 +18,7 @@ from ollama_mcp.keywords import KeywordIndex
 from ollama_mcp.ranking import MAX_QUERY_TERMS, WORD, SearchTuning, choose, query_terms
 from ollama_mcp.storage import QueryVector, resolve
 from ollama_mcp.store import FACET_CODES, KIND_CODES, SearchReads, Store
-from ollama_mcp.vectors import VectorIndex
+from ollama_mcp.vectors import EarlyFile, VectorIndex
 from ollama_mcp.when import TimeWindow
 
 
@@ -63,9 +63,11 @@ class HybridSearch:
     always comes from FTS5, which knows word positions.
     """
 
-    def __init__(self, store: Store, model: str, tuning: SearchTuning | None = None) -> None:
+    def __init__(
+        self, store: Store, model: str, tuning: SearchTuning | None = None, early_file: EarlyFile | None = None,
+    ) -> None:
         self._store = store
-        self.vectors = VectorIndex(store, model, vector_file.path_for(store.path, model))
+        self.vectors = VectorIndex(store, model, vector_file.path_for(store.path, model), early_file)
         self.keywords = KeywordIndex(store)
         self.tuning = tuning or SearchTuning()
         self._merged_at = 0  # the memory count when this process last merged the keyword index

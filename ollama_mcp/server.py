@@ -58,6 +58,7 @@ from pydantic import AnyHttpUrl, BaseModel, Field
 from ollama_mcp import __version__, audit, caller, tokens
 from ollama_mcp.config import LOCAL_PRINCIPAL, Settings
 from ollama_mcp.errors import ConfigError, InvalidInputError, NotFoundError, OllamaMcpError
+from ollama_mcp.head_start import HeadStart
 from ollama_mcp.inputs import conversation_id as checked_conversation_id
 from ollama_mcp.inputs import conversation_query, search_request
 from ollama_mcp.live import Watch, Watches
@@ -125,6 +126,7 @@ class _AppHolder:
         self._attempt_done = anyio.Event()
         self._retry = anyio.Event()
         self._app: App | None = None
+        self._head_start: HeadStart | None = None  # while the app is being opened
         self._failure: OllamaMcpError | None = None
         self._failure_reported = False
 
@@ -133,20 +135,22 @@ class _AppHolder:
             try:
                 if isinstance(self._settings, ConfigError):
                     raise self._settings
-                # Imported in a worker thread so the event loop keeps answering the handshake.
-                # (``ollama`` is not: embeddings go through our own client, and the ollama
-                # client, for chats, is imported on first use in a thread of its own.)
-                app_module = await anyio.to_thread.run_sync(importlib.import_module, "ollama_mcp.app")
-                if not gc.get_freeze_count():  # once: later principals' apps are not garbage-free
-                    # What the imports made (~100k objects: the SDK, pydantic, numpy) lives as long
-                    # as the process: frozen, it is left out of the collector's full passes, each of
-                    # which would otherwise walk it all (~15 ms; loading 10k vectors set off enough
-                    # to cost the first search 45 ms, and any later one could land inside a search).
-                    gc.freeze()
-                async with app_module.open_app(self._settings) as app:
-                    self._app, self._failure = app, None
-                    self._attempt_done.set()
-                    await anyio.sleep_forever()
+                async with HeadStart.running(self._settings) as head_start:
+                    self._head_start = head_start
+                    # Imported in a worker thread so the event loop keeps answering the handshake.
+                    # (``ollama`` is not: embeddings go through our own client, and the ollama
+                    # client, for chats, is imported on first use in a thread of its own.)
+                    app_module = await anyio.to_thread.run_sync(importlib.import_module, "ollama_mcp.app")
+                    if not gc.get_freeze_count():  # once: later principals' apps are not garbage-free
+                        # What the imports made (~100k objects: the SDK, pydantic, numpy) lives as long
+                        # as the process: frozen, it is left out of the collector's full passes, each of
+                        # which would otherwise walk it all (~15 ms; loading 10k vectors set off enough
+                        # to cost the first search 45 ms, and any later one could land inside a search).
+                        gc.freeze()
+                    async with app_module.open_app(self._settings, head_start=head_start) as app:
+                        self._app, self._failure, self._head_start = app, None, None
+                        self._attempt_done.set()
+                        await anyio.sleep_forever()
             except OllamaMcpError as exc:
                 log.error("could not open the memory store: %s", exc)
                 self._app, self._failure = None, exc
@@ -156,9 +160,17 @@ class _AppHolder:
                 self._failure = OllamaMcpError(
                     "The memory store could not be opened because of an internal error; details are in the server log."
                 )
+            finally:
+                self._head_start = None  # (its requests ended with its block)
             self._attempt_done.set()
             await self._retry.wait()
             self._retry = anyio.Event()
+
+    def begin_search(self, query: object) -> None:
+        """A search arrived while the app is being opened: its query goes to Ollama now
+        (``head_start``), so that its embedding is computed while the app opens."""
+        if self._head_start is not None and isinstance(query, str):
+            self._head_start.search(query)
 
     async def app(self) -> App:
         await self._attempt_done.wait()
@@ -191,6 +203,12 @@ class _Principals:
             found = self._holders[principal] = _AppHolder(settings)
             self._tasks.start_soon(found.run)
         return found
+
+    def begin_search(self, principal: str, query: object) -> None:
+        """A search's query for ``principal``'s app if it is being opened (``_AppHolder.begin_search``)."""
+        holder = self._holders.get(principal)
+        if holder is not None:
+            holder.begin_search(query)
 
     def own(self) -> _AppHolder:
         """The app of the principal the settings name (stdio's, the CLI's, a tokenless HTTP server's)."""
@@ -247,6 +265,13 @@ def _principals_of(ctx: Context) -> tuple[_Principals, str]:
     """The lifespan's principals, and the one the caller acts for."""
     principals = cast(_Principals, ctx.request_context.lifespan_context)
     return principals, _caller(ctx, principals.default_principal).principal
+
+
+def _begin_search(ctx: Context, query: object) -> None:
+    """Before waiting for the app: a search's query goes to Ollama at once if the app is still
+    being opened (``head_start``: its embedding is then computed meanwhile)."""
+    principals, principal = _principals_of(ctx)
+    principals.begin_search(principal, query)
 
 
 async def _opened(ctx: Context, conversation_id: str | None = None) -> App:
@@ -437,6 +462,7 @@ def build_server(settings: Settings | ConfigError, *, public_url: str | None = N
         reference_time: Annotated[str | None, Field(description="Read 'last week' etc. from; default now.")] = None,
     ) -> Annotated[CallToolResult, SearchResults]:
         """Find memories of this conversation by meaning and keywords, best first; earlier chats: search_all_conversations."""
+        _begin_search(ctx, query)
         async with _tool_call(ctx, conversation_id) as app:
             request = search_request(
                 query, conversation_id, top_k, threshold, tags, since, until, include_messages, include_superseded,
@@ -451,6 +477,7 @@ def build_server(settings: Settings | ConfigError, *, public_url: str | None = N
         related_to: Annotated[str | None, Field(description="Only this id and related conversations.")] = None,
     ) -> Annotated[CallToolResult, SearchResults]:
         """Like search_memories, across every conversation, including ended ones and their summaries."""
+        _begin_search(ctx, query)
         async with _tool_call(ctx, related_to) as app:
             request = search_request(
                 query, top_k=top_k, threshold=threshold, tags=tags, include_messages=include_messages, everywhere=True,

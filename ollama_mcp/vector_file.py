@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import json
 import logging
+import mmap
 import os
 import re
 import zlib
@@ -51,6 +52,7 @@ class VectorFile:
     max_id: int  # every row of the model with id <= max_id is in it (or was skipped)
     skipped: int  # rows of another dimension under the model's name, never ranked
     facets: dict[int, FacetRows]
+    scanned: tuple[int, ...] = ()  # the facets every search reads in full (mapped in by ``read``)
 
     @property
     def rows(self) -> int:
@@ -82,7 +84,7 @@ def write(path: Path, snapshot: VectorFile) -> None:
             crc = _crc_of(part, crc)
     header = json.dumps({
         "model": snapshot.model, "dim": snapshot.dim, "max_id": snapshot.max_id, "skipped": snapshot.skipped,
-        "facets": facets, "layout": layout, "data_bytes": offset, "crc32": crc,
+        "facets": facets, "layout": layout, "data_bytes": offset, "crc32": crc, "scanned": list(snapshot.scanned),
     }).encode()
     start = -(-(len(MAGIC) + 8 + len(header)) // _ALIGN) * _ALIGN
     temporary = path.with_name(f"{path.name}.{os.getpid()}.tmp")
@@ -118,7 +120,9 @@ def read(path: Path, model: str) -> VectorFile | None:
 
     The CRC reads the file through a small buffer, not through the mapping: a page of the mapping
     then counts in the process's memory only once a search touches it (every search reads the
-    in-context vectors, and its candidates' own vectors), not all of it from the start.
+    in-context vectors, and its candidates' own vectors), not all of it from the start. The
+    facets every search reads in full (``scanned``) are mapped in here, a read per page, rather
+    than one page fault at a time by the first search's product (10 ms at 10k memories).
     """
     try:
         with open(path, "rb") as source:
@@ -145,13 +149,23 @@ def read(path: Path, model: str) -> VectorFile | None:
                 facets[code] = FacetRows(**parts)
         if crc != header["crc32"]:
             raise ValueError("checksum mismatch")
-        return VectorFile(model, dim, int(header["max_id"]), int(header["skipped"]), facets)
+        scanned = tuple(int(code) for code in header.get("scanned", ()))
+        for code in scanned:
+            if code in facets:
+                _touch(facets[code].vectors)
+        return VectorFile(model, dim, int(header["max_id"]), int(header["skipped"]), facets, scanned)
     except FileNotFoundError:
         return None
     except (OSError, ValueError, KeyError, TypeError) as exc:
         log.warning("the vector file %s is unusable (%s); it is rebuilt from the database", path, exc)
         remove(path)
         return None
+
+
+def _touch(vectors: np.ndarray | list[np.ndarray]) -> None:
+    """Read one value per memory page of ``vectors`` (rows of a mapped file), mapping them all in."""
+    if isinstance(vectors, np.ndarray) and vectors.size:
+        float(vectors.reshape(-1)[:: mmap.PAGESIZE // vectors.itemsize].sum())
 
 
 def remove(path: Path) -> None:

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import logging
 from collections import Counter
-from collections.abc import Iterable
+from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -45,6 +45,10 @@ _FILE_SAMPLES = 8  # rows per facet a vector file must share with the database, 
 
 log = logging.getLogger(__name__)
 
+# A vector file already read (checked, and its scanned facets mapped in) for a path and model, or
+# None: what a new process read while it was importing the app (``head_start.HeadStart``).
+EarlyFile = Callable[[Path, str], Awaitable["vector_file.VectorFile | None"]]
+
 
 @dataclass(frozen=True)
 class Ranking:
@@ -56,6 +60,42 @@ class Ranking:
 
 
 _EMPTY = Ranking([], {})
+
+
+class _RowIndex:
+    """Memory seq -> its rows in one facet's matrix (one per chunk). Most memories have one row:
+    theirs is a plain dict of ints, built from a whole load in one pass of C (10k rows: 0.4 ms
+    instead of 2.2 for a dict of lists, on the way to a new process's first search); the few
+    with several rows keep a list."""
+
+    def __init__(self) -> None:
+        self._one: dict[int, int] = {}
+        self._more: dict[int, list[int]] = {}
+
+    def __contains__(self, seq: int) -> bool:
+        return seq in self._one or seq in self._more
+
+    def rows(self, seq: int) -> list[int]:
+        row = self._one.get(seq)
+        return [row] if row is not None else self._more.get(seq, [])
+
+    def seqs(self) -> set[int]:
+        return self._one.keys() | self._more.keys()
+
+    def add(self, seqs: list[int], start: int) -> None:
+        """Rows ``start``, ``start + 1``, ... belong to ``seqs``, in order."""
+        new = dict(zip(seqs, range(start, start + len(seqs)), strict=True))
+        if len(new) == len(seqs) and self._one.keys().isdisjoint(new) and self._more.keys().isdisjoint(new):
+            self._one.update(new)  # each a new memory with one row: the common case, all in C
+            return
+        one, more = self._one, self._more
+        for row, seq in enumerate(seqs, start):
+            if seq in more:
+                more[seq].append(row)
+            elif seq in one:
+                more[seq] = [one.pop(seq), row]
+            else:
+                one[seq] = row
 
 
 class _Matrix:
@@ -72,7 +112,7 @@ class _Matrix:
         # Row counts per conversation and per kind: a scope that covers every row needs no mask.
         self.per_conversation: Counter[int] = Counter()
         self.per_kind: Counter[int] = Counter()
-        self.rows_of: dict[int, list[int]] = {}  # memory seq -> its rows (one per chunk)
+        self.rows_of = _RowIndex()  # memory seq -> its rows (one per chunk)
 
     @classmethod
     def adopt(cls, dim: int, rows: vector_file.FacetRows) -> _Matrix:
@@ -111,9 +151,7 @@ class _Matrix:
         self.ids[start:end], self.seqs[start:end], self.convs[start:end], self.kinds[start:end] = ids, seqs, convs, kinds
         self.per_conversation.update(convs.tolist())
         self.per_kind.update(kinds.tolist())
-        rows_of = self.rows_of
-        for row, seq in enumerate(seqs.tolist(), start):
-            rows_of.setdefault(seq, []).append(row)
+        self.rows_of.add(seqs.tolist(), start)
         self.n = end
 
     def remove(self, memory_seqs: np.ndarray) -> None:
@@ -133,9 +171,8 @@ class _Matrix:
             array[: len(keep)] = array[keep]
         self.n = len(keep)
         del self.blocks[-(-self.n // BLOCK_ROWS):]  # blocks past the last used row
-        self.rows_of = {}
-        for row, seq in enumerate(self.seqs[: self.n].tolist()):
-            self.rows_of.setdefault(seq, []).append(row)
+        self.rows_of = _RowIndex()
+        self.rows_of.add(self.seqs[: self.n].tolist(), 0)
 
     def scores(self, query: np.ndarray, scope: Scope) -> np.ndarray:
         """Cosine similarity of every row to ``query``; -inf outside ``scope``."""
@@ -161,7 +198,8 @@ class _Matrix:
 
     def similarities(self, query: np.ndarray, seqs: Iterable[int]) -> dict[int, float]:
         """The similarity of each of ``seqs`` that has rows here, by its best row."""
-        owners = [(seq, row) for seq in set(seqs) for row in self.rows_of.get(seq, ())]
+        rows_of = self.rows_of
+        owners = [(seq, row) for seq in set(seqs) for row in rows_of.rows(seq)]
         if not owners:
             return {}
         scores = self._dot_rows(np.fromiter((row for _, row in owners), dtype=np.int64), query).tolist()
@@ -199,9 +237,9 @@ class _Matrix:
     def _gather(self, rows: np.ndarray) -> np.ndarray:
         out = np.empty((len(rows), self.dim), dtype=np.float32)
         owners = rows // BLOCK_ROWS
-        for block in np.unique(owners):
+        for block in _distinct(owners):
             chosen = owners == block
-            out[chosen] = self.blocks[int(block)][rows[chosen] % BLOCK_ROWS]
+            out[chosen] = self.blocks[block][rows[chosen] % BLOCK_ROWS]
         return out
 
     def _dot_rows(self, rows: np.ndarray, query: np.ndarray) -> np.ndarray:
@@ -209,19 +247,20 @@ class _Matrix:
         the rows into one array as ``_gather`` does (0.04 ms for 200 rows instead of 0.35)."""
         out = np.empty(len(rows), dtype=np.float32)
         owners = rows // BLOCK_ROWS
-        for block in np.unique(owners):
+        for block in _distinct(owners):
             chosen = np.nonzero(owners == block)[0]
-            out[chosen] = self.blocks[int(block)][rows[chosen] % BLOCK_ROWS] @ query
+            out[chosen] = self.blocks[block][rows[chosen] % BLOCK_ROWS] @ query
         return out
 
 
 class VectorIndex:
     """All vectors of one model, ranked by cosine similarity (the vectors are unit length)."""
 
-    def __init__(self, store: Store, model: str, file: Path | None = None) -> None:
+    def __init__(self, store: Store, model: str, file: Path | None = None, early: EarlyFile | None = None) -> None:
         self._store = store
         self.model = model
         self._file = file  # the vector file a new process starts from (vector_file.py); None: none
+        self._early = early  # where the first load may find that file already read (head_start.py)
         self._lock = anyio.Lock()
         self._loaded = False
         self._dirty = False
@@ -313,7 +352,7 @@ class VectorIndex:
                     m.ids[: m.n].copy(), m.seqs[: m.n].copy(), m.convs[: m.n].copy(), m.kinds[: m.n].copy(),
                     list(m.blocks),
                 ) for code, m in self._matrices.items()
-            })
+            }, scanned=(_CONTEXT,))
         try:
             await anyio.to_thread.run_sync(vector_file.write, self._file, snapshot)
         except OSError as exc:
@@ -356,7 +395,7 @@ class VectorIndex:
             seqs.append(context.seqs[: context.n])
             scores.append(context.scores(query, scope))
         if content is not None and self._uncovered:
-            rows = np.fromiter((row for seq in self._uncovered for row in content.rows_of[seq]), dtype=np.int64)
+            rows = np.fromiter((row for seq in self._uncovered for row in content.rows_of.rows(seq)), dtype=np.int64)
             seqs.append(content.seqs[rows])
             scores.append(content.scores_at(query, rows, scope))
         ranked = _top(np.concatenate(seqs), np.concatenate(scores), k) if len(seqs) > 1 else _top(seqs[0], scores[0], k)
@@ -377,7 +416,10 @@ class VectorIndex:
         written after it; False when there is no usable file (it is then removed)."""
         if self._file is None:
             return False
-        found = await anyio.to_thread.run_sync(vector_file.read, self._file, self.model)
+        early, self._early = self._early, None  # a read begun before the index existed serves the first load only
+        found = await early(self._file, self.model) if early is not None else None
+        if found is None:
+            found = await anyio.to_thread.run_sync(vector_file.read, self._file, self.model)
         if found is None:
             return False
         samples = [
@@ -395,7 +437,7 @@ class VectorIndex:
                 self._matrices[code] = _Matrix.adopt(found.dim, rows)
         content, context = self._matrices.get(_CONTENT), self._matrices.get(_CONTEXT, _NO_ROWS)
         if content is not None:
-            self._uncovered = {seq for seq in content.rows_of if seq not in context.rows_of}
+            self._uncovered = content.rows_of.seqs() - context.rows_of.seqs()
         self._saved_rows = found.rows
         await self._store.vector_snapshot(self.model, found.max_id, self._append, count=False)
         return True
@@ -454,6 +496,12 @@ def _top(seqs: np.ndarray, scores: np.ndarray, k: int) -> list[tuple[int, float]
 
 
 _NO_ROWS = _Matrix(0)
+
+
+def _distinct(blocks: np.ndarray) -> list[int]:
+    """The distinct block numbers in ``blocks``, ascending. Not ``np.unique``: its first call
+    imports ``numpy.ma`` (16 ms, paid by a new process's first search)."""
+    return np.flatnonzero(np.bincount(blocks)).tolist() if blocks.size else []
 
 
 def _grow(array: np.ndarray, capacity: int) -> np.ndarray:

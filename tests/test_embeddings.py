@@ -9,7 +9,7 @@ import pytest
 
 from ollama_mcp.app import App, open_app
 from ollama_mcp.config import Settings
-from ollama_mcp.embeddings import chunk_text, prefixes_for
+from ollama_mcp.embedding_text import chunk_text, prefixes_for
 from ollama_mcp.inputs import search_request
 from tests.conftest import Database
 from tests.fake_ollama import FakeModel, FakeOllama

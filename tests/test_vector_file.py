@@ -4,6 +4,8 @@ database, a damaged one or one holding deleted memories is rebuilt from the data
 
 from __future__ import annotations
 
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from pathlib import Path
 
 import numpy as np
@@ -13,6 +15,8 @@ from ollama_mcp import vector_file
 from ollama_mcp.app import App, open_app
 from ollama_mcp.config import Settings
 from ollama_mcp.domain import SearchFilters
+from ollama_mcp.head_start import HeadStart
+from ollama_mcp.store import FACET_CODES
 from tests.conftest import Database
 
 pytestmark = [pytest.mark.anyio, pytest.mark.sqlite_only]  # the SQLite backend's in-memory vectors
@@ -48,6 +52,17 @@ async def ranking(app: App) -> list[list[str]]:
     return out
 
 
+@asynccontextmanager
+async def opened(settings: Settings, head_start: bool) -> AsyncIterator[App]:
+    """The app, opened as a server opens it (``head_start``: with the file read meanwhile) or not."""
+    if not head_start:
+        async with open_app(settings, background=False) as app:
+            yield app
+        return
+    async with HeadStart.running(settings) as head, open_app(settings, background=False, head_start=head) as app:
+        yield app
+
+
 def file_of(settings: Settings) -> Path:
     return vector_file.path_for(settings.db_path, settings.embed_model)
 
@@ -66,9 +81,10 @@ async def test_a_new_process_ranks_from_the_file_and_catches_up_on_rows_written_
         assert second.ranker.vectors.loaded_from == "file" and second.ranker.vectors.size == size
 
 
+@pytest.mark.parametrize("head_start", [False, True], ids=["read by the index", "read by the head start"])
 @pytest.mark.parametrize("damage", ["a flipped byte", "cut short", "another database's"])
 async def test_a_file_that_is_not_this_databases_is_rebuilt_from_the_database(
-    settings: Settings, db: Database, damage: str
+    settings: Settings, db: Database, damage: str, head_start: bool
 ) -> None:
     async with open_app(settings, background=False) as first:
         await fill(first, 200, 3)
@@ -85,13 +101,33 @@ async def test_a_file_that_is_not_this_databases_is_rebuilt_from_the_database(
     else:  # the same ids, other vectors: a database restored from elsewhere under the same name
         db.rows("UPDATE memory_embeddings SET vector = zeroblob(length(vector)) WHERE id % 2 = 0")
         expected = None
-    async with open_app(settings, background=False) as second:
+    async with opened(settings, head_start) as second:
         got = await ranking(second)
         assert second.ranker.vectors.loaded_from == "database"
         if expected is not None:
             assert got == expected
         assert not path.exists()  # removed, and written anew by the next upkeep
         assert await second.ranker.vectors.save() and vector_file.read(path, settings.embed_model) is not None
+
+
+async def test_a_head_start_reads_and_checks_the_file_while_the_app_imports_and_the_index_starts_from_it(
+    settings: Settings,
+) -> None:
+    async with open_app(settings, background=False) as first:
+        await fill(first, 300, 7)
+        await first.ranker.vectors.refresh()
+        assert await first.ranker.vectors.save()
+        expected, size = await ranking(first), first.ranker.vectors.size
+    async with HeadStart.running(settings) as head:
+        early = await head.vector_file(file_of(settings), settings.embed_model)
+        assert early is not None and early.rows == size
+        assert early.scanned == (FACET_CODES["context"],)  # what every search reads: mapped in early
+        assert await head.vector_file(file_of(settings), settings.embed_model) is None  # taken once
+    async with HeadStart.running(settings) as head:
+        assert await head.vector_file(file_of(settings), "another-model") is None
+    async with opened(settings, head_start=True) as second:
+        assert await ranking(second) == expected
+        assert second.ranker.vectors.loaded_from == "file" and second.ranker.vectors.size == size
 
 
 async def test_deleting_memories_removes_the_file_that_holds_their_vectors(settings: Settings, db: Database) -> None:

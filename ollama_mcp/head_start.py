@@ -1,0 +1,158 @@
+"""A new process's head start: what its first search needs, begun while the app is still being
+imported and opened.
+
+Claude Desktop starts a process per chat, and a client may search right after ``initialize``.
+Importing the app (numpy, the store, the ranking) and opening the store take about 150 ms, in
+which Ollama and the disk would sit idle. So the app's holder (``server._AppHolder``) starts,
+as soon as it starts: Ollama's description of the embedding model; on SQLite, the read and check
+of the vector file (``vector_file.read``, in a worker thread: the checksum runs beside the
+imports); and, for a search that arrives before the app is open, its query's embedding. The app
+takes these answers instead of asking again (``embeddings.Embedder``, ``vectors.VectorIndex``).
+
+Plain Python, no numpy here (the worker thread imports ``vector_file``, numpy and the standard
+library only: importing modules of ours in two threads at once could deadlock on their import
+locks). Nothing here decides anything: Ollama's failure is handed to the app as the error its
+own call would have raised (it reports it as it always does, and asks again later), and a file
+that is missing or unusable is None (the index then loads from the database).
+"""
+
+from __future__ import annotations
+
+import importlib
+import logging
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import TYPE_CHECKING, Generic, TypeVar
+
+import anyio
+from anyio.abc import TaskGroup
+
+from ollama_mcp.config import Settings
+from ollama_mcp.embedding_text import MIN_CHUNK_CHARS, query_text
+from ollama_mcp.errors import OllamaError
+from ollama_mcp.ollama_client import ModelInfo, OllamaClient
+
+if TYPE_CHECKING:
+    from ollama_mcp.vector_file import VectorFile
+
+log = logging.getLogger(__name__)
+
+T = TypeVar("T")
+
+# Queries a head start embeds at most: searches that arrive in the ~150 ms before the app opens.
+MAX_QUERIES = 8
+
+
+class _Answer(Generic[T]):
+    """One request's answer once it came: its value, or the ``OllamaError`` it failed with (which
+    ``get`` raises: asking again at once would make the caller wait twice for a slow Ollama), or
+    None when something else went wrong (a bug, logged: the caller does without)."""
+
+    def __init__(self) -> None:
+        self._value: T | None = None
+        self._error: OllamaError | None = None
+        self._done = anyio.Event()
+
+    async def run(self, ask: Callable[[], Awaitable[T]]) -> None:
+        try:
+            self._value = await ask()
+        except OllamaError as exc:
+            self._error = exc
+        except Exception:
+            log.exception("head start failed")
+        finally:
+            self._done.set()
+
+    async def get(self) -> T | None:
+        await self._done.wait()
+        if self._error is not None:
+            raise self._error
+        return self._value
+
+
+class HeadStart:
+    """The answers of Ollama calls begun before the app opened; see the module's docstring."""
+
+    def __init__(self, client: OllamaClient, model: str, tasks: TaskGroup, db_path: Path | None = None) -> None:
+        self._client = client
+        self._model = model
+        self._tasks = tasks
+        info: _Answer[ModelInfo] = _Answer()
+        self._info: _Answer[ModelInfo] | None = info
+        self._queries: dict[str, _Answer[list[list[float]]]] = {}
+        self._file: _Answer[tuple[Path, VectorFile | None]] | None = None
+        self.queried = False  # a search's query was sent (the model is being loaded by it)
+        tasks.start_soon(info.run, lambda: client.show(model))
+        if db_path is not None:
+            file = self._file = _Answer()
+            tasks.start_soon(file.run, lambda: anyio.to_thread.run_sync(_read_vector_file, db_path, model))
+
+    @classmethod
+    @asynccontextmanager
+    async def running(cls, settings: Settings) -> AsyncIterator[HeadStart]:
+        """A head start for ``settings``' embedding model, begun now; its requests end with the block."""
+        client = OllamaClient(
+            settings.ollama_host, timeout=settings.embed_timeout, connect_timeout=settings.connect_timeout,
+            keep_alive=settings.keep_alive,
+        )
+        failure: Exception | None = None
+        try:
+            async with anyio.create_task_group() as tasks:
+                db_path = settings.store_path if settings.postgres_url is None else None
+                try:
+                    yield cls(client, settings.embed_model, tasks, db_path)
+                except Exception as exc:  # re-raised below as itself, not wrapped in an ExceptionGroup
+                    failure = exc
+                finally:
+                    tasks.cancel_scope.cancel()
+            if failure is not None:
+                raise failure
+        finally:
+            with anyio.CancelScope(shield=True):
+                await client.aclose()
+
+    def search(self, query: str) -> None:
+        """Send a search's query to be embedded now, as the embedder would send it. Not a query
+        over ``MIN_CHUNK_CHARS`` (how much of it is sent depends on the model's context, which
+        is not known yet), nor a blank one, nor the same one twice."""
+        if not query.strip() or len(query) > MIN_CHUNK_CHARS or len(self._queries) >= MAX_QUERIES:
+            return
+        text = query_text(self._model, query, MIN_CHUNK_CHARS)
+        if text not in self._queries:
+            answer = self._queries[text] = _Answer[list[list[float]]]()
+            self.queried = True
+            self._tasks.start_soon(answer.run, lambda: self._client.embed(self._model, [text]))
+
+    async def model_info(self) -> ModelInfo | None:
+        """The model's description once Ollama answered, or the ``OllamaError`` it failed with
+        (raised to those waiting then; later callers get None and ask Ollama themselves)."""
+        answer = self._info
+        if answer is None:
+            return None
+        try:
+            return await answer.get()
+        except OllamaError:
+            self._info = None
+            raise
+
+    async def vector_file(self, path: Path, model: str) -> VectorFile | None:
+        """The vector file at ``path`` of ``model``, read and checked, if this head start read it
+        (taken once); None if it did not, or found none usable there."""
+        file, self._file = self._file, None
+        found = None if file is None or model != self._model else await file.get()
+        return found[1] if found is not None and found[0] == path else None
+
+    async def query_vector(self, text: str) -> list[float] | None:
+        """The vector of ``text`` if a search sent it here, once Ollama answered (taken once), or
+        the ``OllamaError`` it failed with; None if none was sent."""
+        answer = self._queries.pop(text, None)
+        found = None if answer is None else await answer.get()
+        return found[0] if found else None
+
+
+def _read_vector_file(db_path: Path, model: str) -> tuple[Path, VectorFile | None]:
+    """For a worker thread: the database's vector file of ``model``, read (``vector_file.read``)."""
+    vector_file = importlib.import_module("ollama_mcp.vector_file")
+    path = vector_file.path_for(db_path, model)
+    return path, vector_file.read(path, model)
