@@ -12,7 +12,7 @@ import anyio
 
 from ollama_mcp.agent import Agent
 from ollama_mcp.backends import open_backend
-from ollama_mcp.background import supervise
+from ollama_mcp.background import beside, supervise
 from ollama_mcp.config import Settings
 from ollama_mcp.embeddings import Embedder
 from ollama_mcp.facts import ConversationFacts, FactExtractor
@@ -91,8 +91,7 @@ async def open_app(
             confirm=settings.agent_confirm, max_steps=settings.agent_max_steps, deadline=settings.agent_deadline,
             context_messages=settings.agent_context_messages, instructions=settings.agent_system_prompt,
         )
-        failure: Exception | None = None
-        async with anyio.create_task_group() as tasks:
+        async with beside() as tasks:
             if background:
                 interval = settings.upkeep_interval
                 tasks.start_soon(supervise, "loading the search indexes", indexer.warm_up)
@@ -113,14 +112,7 @@ async def open_app(
                     "index upkeep", indexer.upkeep_step(interval, settings.upkeep_min_new),
                     max_delay=interval, initial_delay=interval,
                 ))
-            try:
-                yield App(settings, store, ranker, indexer, jobs, service, lifecycle, agent, relations, facts)
-            except Exception as exc:  # re-raised below as itself, not wrapped in an ExceptionGroup
-                failure = exc
-            finally:
-                tasks.cancel_scope.cancel()
-        if failure is not None:
-            raise failure
+            yield App(settings, store, ranker, indexer, jobs, service, lifecycle, agent, relations, facts)
     finally:
         # Shielded: at shutdown this runs inside a cancelled scope, and an unawaited close
         # would leave the database thread running after the event loop is gone.

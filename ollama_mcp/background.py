@@ -9,9 +9,11 @@ seconds to wait before the next round (0: go on at once; None: the work is done,
 from __future__ import annotations
 
 import logging
-from collections.abc import Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import asynccontextmanager
 
 import anyio
+from anyio.abc import TaskGroup
 
 from ollama_mcp.errors import OllamaMcpError
 
@@ -19,6 +21,23 @@ log = logging.getLogger(__name__)
 
 Step = Callable[[], Awaitable[float | None]]
 FIRST_RETRY_SECONDS = 1.0
+
+
+@asynccontextmanager
+async def beside() -> AsyncIterator[TaskGroup]:
+    """A task group for work that runs beside the block: cancelled when the block ends, and an
+    exception of the block's re-raised as itself, not wrapped in an ExceptionGroup (callers
+    translate our errors by type)."""
+    failure: Exception | None = None
+    async with anyio.create_task_group() as tasks:
+        try:
+            yield tasks
+        except Exception as exc:
+            failure = exc
+        finally:
+            tasks.cancel_scope.cancel()
+    if failure is not None:
+        raise failure
 
 
 class Wakeup:

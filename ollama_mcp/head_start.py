@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING, Generic, TypeVar
 import anyio
 from anyio.abc import TaskGroup
 
+from ollama_mcp.background import beside
 from ollama_mcp.config import Settings
 from ollama_mcp.embedding_text import MIN_CHUNK_CHARS, query_text
 from ollama_mcp.errors import OllamaError
@@ -96,18 +97,9 @@ class HeadStart:
             settings.ollama_host, timeout=settings.embed_timeout, connect_timeout=settings.connect_timeout,
             keep_alive=settings.keep_alive,
         )
-        failure: Exception | None = None
         try:
-            async with anyio.create_task_group() as tasks:
-                db_path = settings.store_path if settings.postgres_url is None else None
-                try:
-                    yield cls(client, settings.embed_model, tasks, db_path)
-                except Exception as exc:  # re-raised below as itself, not wrapped in an ExceptionGroup
-                    failure = exc
-                finally:
-                    tasks.cancel_scope.cancel()
-            if failure is not None:
-                raise failure
+            async with beside() as tasks:
+                yield cls(client, settings.embed_model, tasks, settings.store_path if settings.postgres_url is None else None)
         finally:
             with anyio.CancelScope(shield=True):
                 await client.aclose()
