@@ -11,6 +11,7 @@ from collections import OrderedDict
 from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import anyio
 import numpy as np
@@ -23,8 +24,10 @@ from ollama_mcp.errors import (
     OllamaModelError,
     OllamaUnavailableError,
 )
-from ollama_mcp.head_start import HeadStart
 from ollama_mcp.ollama_client import ModelInfo, OllamaClient
+
+if TYPE_CHECKING:
+    from ollama_mcp.head_start import HeadStart
 
 BATCH_SIZE = 32
 QUERY_CACHE_SIZE = 512

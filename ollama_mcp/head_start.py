@@ -73,7 +73,8 @@ class _Answer(Generic[T]):
 
 
 class HeadStart:
-    """The answers of Ollama calls begun before the app opened; see the module's docstring."""
+    """What a first search needs, begun before the app opened (Ollama's answers, the vector file);
+    see the module's docstring."""
 
     def __init__(self, client: OllamaClient, model: str, tasks: TaskGroup, db_path: Path | None = None) -> None:
         self._client = client

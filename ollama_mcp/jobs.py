@@ -23,7 +23,7 @@ from datetime import UTC, datetime, timedelta
 
 import anyio
 
-from ollama_mcp.background import Wakeup
+from ollama_mcp.background import Wakeup, beside
 from ollama_mcp.domain import Job, JobKind, format_timestamp
 from ollama_mcp.errors import OllamaMcpError, OllamaModelError, OllamaUnavailableError
 from ollama_mcp.storage import Storage
@@ -80,17 +80,9 @@ class JobRunner:
 
     async def _run_leased(self, handler: Handler, job: Job) -> None:
         """Run the handler while renewing the job's lease; its exception comes out unwrapped."""
-        failure: Exception | None = None
-        async with anyio.create_task_group() as tasks:
+        async with beside() as tasks:
             tasks.start_soon(self._keep_lease, job)
-            try:
-                await handler(job)
-            except Exception as exc:
-                failure = exc
-            finally:
-                tasks.cancel_scope.cancel()
-        if failure is not None:
-            raise failure
+            await handler(job)
 
     async def _keep_lease(self, job: Job) -> None:
         while True:

@@ -48,11 +48,12 @@ def test_importing_the_package_and_server_prints_nothing_on_stdout() -> None:
     assert out.stdout == b""
 
 
-def test_the_handshake_path_does_not_import_numpy_ollama_or_sqlite() -> None:
+def test_the_handshake_path_does_not_import_numpy_ollama_sqlite_or_our_ollama_client() -> None:
     code = (
         "import sys; from ollama_mcp.config import Settings; from ollama_mcp.server import build_server\n"
         "build_server(Settings.from_env({'HOME': '/tmp'}))\n"
-        "print(sorted(m for m in ('numpy', 'ollama', 'aiosqlite', 'ollama_mcp.app') if m in sys.modules))"
+        "print(sorted(m for m in ('numpy', 'ollama', 'aiosqlite', 'ollama_mcp.app', 'ollama_mcp.ollama_client')\n"
+        "             if m in sys.modules))"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, timeout=60, check=True, text=True)
     assert out.stdout.strip() == "[]"
