@@ -54,8 +54,8 @@ async def _connect(path: Path) -> aiosqlite.Connection:
         # memory rows all over the file. Not more: the cache fills and stays in the process (it
         # was 32 MB, for 0.07 ms at 10k memories; the OS caches the file anyway).
         await conn.execute("PRAGMA cache_size = -8192")
-        mode = await (await conn.execute("PRAGMA journal_mode = WAL")).fetchone()
-        if mode is None or str(mode[0]).lower() != "wal":
+        mode = await _use_wal(conn)
+        if mode != "wal":
             log.warning("SQLite refused WAL mode (journal_mode=%s); concurrent processes will wait longer", mode)
         await migrate(conn, path)
     except sqlite3.DatabaseError as exc:
@@ -67,6 +67,31 @@ async def _connect(path: Path) -> aiosqlite.Connection:
         await conn.close()
         raise
     return conn
+
+
+async def _use_wal(conn: aiosqlite.Connection) -> str:
+    """Put the file in WAL mode (it stays so) and return the journal mode it is in.
+
+    Converting needs the file to itself, and SQLite does not wait for that with the busy
+    handler: while another connection writes (two servers opening one new file at once, the
+    first one migrating), ``journal_mode = WAL`` fails at once with "database is locked". So
+    the mode is read first (after the first open it is WAL already: no lock at all), and the
+    conversion is retried, backing off, for up to the busy timeout.
+    """
+    deadline = anyio.current_time() + BUSY_TIMEOUT_MS / 1000
+    pause = 0.005
+    while True:
+        found = await (await conn.execute("PRAGMA journal_mode")).fetchone()
+        if found is not None and str(found[0]).lower() == "wal":
+            return "wal"
+        try:
+            mode = await (await conn.execute("PRAGMA journal_mode = WAL")).fetchone()
+            return "" if mode is None else str(mode[0]).lower()
+        except sqlite3.OperationalError as exc:
+            if not is_busy(exc) or anyio.current_time() + pause > deadline:
+                raise
+        await anyio.sleep(pause)
+        pause = min(pause * 2, 0.2)
 
 
 async def migrate(conn: aiosqlite.Connection, path: Path | None = None) -> int:
@@ -164,17 +189,22 @@ def damaged(path: Path, cause: str) -> StorageError:
     )
 
 
+def is_busy(exc: sqlite3.Error) -> bool:
+    """Whether another connection held the lock ``exc`` needed (SQLITE_BUSY or SQLITE_LOCKED)."""
+    return getattr(exc, "sqlite_errorcode", 0) & 0xFF in (sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED)
+
+
 def translate(exc: sqlite3.Error, action: str, path: Path | None = None) -> StorageError:
     """Turn a sqlite3 error into the StorageError a user can act on (by SQLite's error code);
     ``path``: the database file, named when the error says the file is damaged."""
     if path is not None and is_damage(exc):
         return damaged(path, f"SQLite: {exc}")
-    code = getattr(exc, "sqlite_errorcode", 0) & 0xFF
-    if code in (sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED):
+    if is_busy(exc):
         return DatabaseBusyError(
             f"Could not {action}: the database stayed locked by another process for "
             f"{BUSY_TIMEOUT_MS // 1000} s. Nothing was changed; try again."
         )
+    code = getattr(exc, "sqlite_errorcode", 0) & 0xFF
     if code == sqlite3.SQLITE_FULL:
         return StorageError(f"Could not {action}: the disk is full. Nothing was changed; free some space and retry.")
     if code in (sqlite3.SQLITE_READONLY, sqlite3.SQLITE_CANTOPEN, sqlite3.SQLITE_PERM, sqlite3.SQLITE_IOERR):

@@ -10,6 +10,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import anyio
 import numpy as np
 import pytest
 
@@ -41,6 +42,34 @@ async def test_opening_twice_applies_each_migration_once(db_path: Path) -> None:
         assert conn.execute("PRAGMA journal_mode").fetchone() == ("wal",)
     assert versions == [(m.version, m.name) for m in db.migrations()]
     assert {"memories", "memories_fts", "memory_embeddings", "memories_ai", "memories_ad"} <= tables(db_path)
+
+
+async def test_a_new_file_another_connection_is_writing_is_opened_in_wal_once_the_writer_is_done(
+    db_path: Path,
+) -> None:
+    # Converting to WAL needs the file to itself and SQLite does not wait for it with the busy
+    # handler: two servers opening one new file at once failed with "database is locked".
+    db_path.parent.mkdir(parents=True)
+    holder = sqlite3.connect(db_path, isolation_level=None, check_same_thread=False)
+    holder.execute("BEGIN IMMEDIATE")
+    holder.execute("CREATE TABLE other_writer (x)")
+
+    async def finish_writing() -> None:
+        await anyio.sleep(0.3)
+        holder.execute("COMMIT")
+
+    async with anyio.create_task_group() as tasks:
+        tasks.start_soon(finish_writing)
+        started = anyio.current_time()
+        conn = await db.connect(db_path)
+        waited = anyio.current_time() - started
+    try:
+        assert await (await conn.execute("PRAGMA journal_mode")).fetchone() == ("wal",)
+        assert waited >= 0.25  # it waited for the writer instead of failing at once
+    finally:
+        await conn.close()
+        holder.close()
+    assert {"memories", "other_writer"} <= tables(db_path)
 
 
 async def test_the_jobs_table_rebuilt_for_new_kinds_keeps_every_job_and_its_rules(db_path: Path) -> None:
