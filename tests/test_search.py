@@ -217,6 +217,73 @@ async def test_a_memory_another_process_stored_is_found_by_meaning_at_once(
         assert outcome.hits[0].similarity and outcome.hits[0].similarity > 0.3
 
 
+@pytest.mark.postgres_only  # SQLite holds its vectors in memory and knows which lack a context vector
+@pytest.mark.parametrize("exactly", [1_000, 0], ids=["gaps-one-by-one", "gaps-by-index"])
+async def test_memories_waiting_for_their_context_vector_are_ranked_by_their_own_until_the_backfill_catches_up(
+    app: App, db: Database, fake_ollama: FakeOllama, monkeypatch: pytest.MonkeyPatch, exactly: int
+) -> None:
+    from ollama_mcp.postgres import search as pg_search  # noqa: PLC0415
+
+    monkeypatch.setattr(pg_search, "GAPS_RANKED_EXACTLY", exactly)  # 0: as a large import's would be
+    fake_ollama.concepts.update({"car": "vehicle", "automobile": "vehicle"})
+    svc = app.service
+
+    def gaps() -> list[str]:
+        return [row[0] for row in db.rows(
+            "SELECT m.content FROM context_gaps g JOIN memories m ON m.seq = g.memory_seq ORDER BY m.seq")]
+
+    # Enough memories with both vectors that the nearest context vectors fill a search's depth (with
+    # fewer, the ranker scans the filtered memories exactly and finds every memory anyway).
+    filler = (await svc.init_conversation("filler")).id
+    await svc.import_memories(filler, [f"note {i} about the weather" for i in range(60)])
+    while await app.indexer.backfill_once():
+        pass
+    conv = (await svc.init_conversation("cars")).id
+    first = (await svc.store_memory("The cat sleeps on the sofa", conv)).memory  # its own context: both vectors
+    car = (await svc.store_memory("I drive an automobile to work", conv)).memory  # its own vector only
+    assert gaps() == ["I drive an automobile to work"]
+
+    async def top() -> str:
+        # everywhere: no filter that would make the ranker scan a conversation's vectors exactly
+        hits = (await svc.search(search_request("car", everywhere=True))).hits
+        return hits[0].memory.content if hits else "nothing found"
+
+    assert await top() == "I drive an automobile to work"  # by its own vector
+    while await app.indexer.backfill_once():
+        pass
+    assert gaps() == []
+    assert await top() == "I drive an automobile to work"  # by its context vector
+    await svc.delete_memory(first.id)  # the follower's context is rewritten
+    assert gaps() == ["I drive an automobile to work"]
+    assert await top() == "I drive an automobile to work"
+    await svc.forget_vectors()  # reembed --force: no vector left to rank by
+    assert gaps() == []
+    await app.indexer.backfill_once()
+    assert gaps() == []
+    await svc.delete_memory(car.id)
+    assert gaps() == [] and db.count("SELECT count(*) FROM memory_embeddings e JOIN memories m ON m.seq = e.memory_seq"
+                                     " WHERE m.conversation_id = ?", conv) == 0
+
+
+@pytest.mark.postgres_only
+async def test_a_database_from_before_the_gaps_table_lists_its_memories_without_a_context_vector_on_upgrade(
+    app: App, db: Database, settings: Settings
+) -> None:
+    svc = app.service
+    conv = (await svc.init_conversation("old")).id
+    for text in ("first turn", "second turn", "third turn"):
+        await svc.store_memory(text, conv)
+    await app.indexer.backfill_once()  # every memory has both vectors
+    await svc.store_memory("fourth turn", conv)  # its own vector only
+    db.rows("DROP TRIGGER context_gaps_follow ON memory_embeddings")  # as version 12 left it
+    db.rows("DROP FUNCTION context_gaps_follow()")
+    db.rows("DROP TABLE context_gaps")
+    db.rows("DELETE FROM schema_migrations WHERE version = 13")
+    async with open_app(settings, background=False):
+        pass
+    assert db.rows("SELECT m.content FROM context_gaps g JOIN memories m ON m.seq = g.memory_seq") == [("fourth turn",)]
+
+
 @pytest.mark.sqlite_only  # PostgreSQL ranks in the database: nothing to load
 async def test_the_server_loads_its_vectors_before_the_first_search_and_a_keyword_index_only_in_a_large_store(
     settings: Settings,

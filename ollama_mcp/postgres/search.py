@@ -48,6 +48,9 @@ SIZE_EVERY = 64
 # store (the rarest words carry most of BM25's weight).
 KEYWORD_ROWS = 2_000
 MIN_EF_SEARCH = 100
+# Memories without a context vector yet that a search ranks by their own vectors one by one; past
+# this many (a large import the backfill has not reached), by the content facet's HNSW index.
+GAPS_RANKED_EXACTLY = 1_000
 
 
 class PgRanker:
@@ -292,30 +295,52 @@ class PgRanker:
         vector exists yet) that pass the filters."""
         filters = " AND ".join(where) or "true"
         limit = depth * OVERFETCH
-        # Two scans of the facets' HNSW indexes (each index is used only when its predicate appears
-        # literally in the query): the nearest context vectors, and the nearest content vectors of
-        # memories with no context vector yet (imports and the backfill leave those for a while).
         dim_sql, model_sql = sql.Literal(dim), sql.Literal(self.model)
-
-        def nearest(facet: str) -> sql.Composed:
-            return sql.SQL(
+        # The nearest context vectors, by the facet's HNSW index (used only when its predicate
+        # appears literally in the query); and the memories with no context vector yet, by their own
+        # vector: exactly, when few (the usual state: the backfill is seconds behind), else by the
+        # content facet's index. context_gaps lists them (schema_postgres/0013); each is checked
+        # against memory_embeddings, so a stale row of it costs a probe, never a wrong rank.
+        cursor = await conn.execute(  # one round trip: the index scans' ef_search, and the gaps
+            "SELECT set_config('hnsw.ef_search', %s, true),"
+            " array(SELECT memory_seq FROM context_gaps WHERE model = %s LIMIT %s)",
+            (str(max(MIN_EF_SEARCH, limit)), self.model, GAPS_RANKED_EXACTLY + 1),
+        )
+        row = await cursor.fetchone()
+        gaps: list[int] = list(row[1]) if row else []
+        context = sql.SQL(
+            "SELECT e.memory_seq, e.vector::vector({dim}) <=> %(q)s AS distance FROM memory_embeddings e"
+            " WHERE e.model = {model} AND e.dim = {dim} AND e.facet = 'context'"
+            " ORDER BY e.vector::vector({dim}) <=> %(q)s LIMIT %(near)s"
+        ).format(dim=dim_sql, model=model_sql)
+        no_context = sql.SQL(
+            "NOT EXISTS (SELECT 1 FROM memory_embeddings c WHERE c.memory_seq = u.memory_seq"
+            " AND c.model = {model} AND c.facet = 'context')"
+        ).format(model=model_sql)
+        if not gaps:
+            near = sql.SQL("({context})").format(context=context)
+        elif len(gaps) <= GAPS_RANKED_EXACTLY:
+            near = sql.SQL(
+                "({context}) UNION ALL (SELECT u.memory_seq, u.vector::vector({dim}) <=> %(q)s FROM memory_embeddings u"
+                " WHERE u.memory_seq = ANY(%(gaps)s) AND u.model = {model} AND u.dim = {dim} AND u.facet = 'content'"
+                " AND {no_context})"
+            ).format(context=context, dim=dim_sql, model=model_sql, no_context=no_context)
+        else:  # a large import still waiting for the backfill
+            near = sql.SQL(
+                "({context}) UNION ALL (SELECT u.memory_seq, u.distance FROM ("
                 "SELECT e.memory_seq, e.vector::vector({dim}) <=> %(q)s AS distance FROM memory_embeddings e"
-                " WHERE e.model = {model} AND e.dim = {dim} AND e.facet = {facet}"
-                " ORDER BY e.vector::vector({dim}) <=> %(q)s LIMIT %(near)s"
-            ).format(dim=dim_sql, model=model_sql, facet=sql.Literal(facet))
-
+                " WHERE e.model = {model} AND e.dim = {dim} AND e.facet = 'content'"
+                " ORDER BY e.vector::vector({dim}) <=> %(q)s LIMIT %(near)s) u WHERE {no_context})"
+            ).format(context=context, dim=dim_sql, model=model_sql, no_context=no_context)
         index_scan = sql.SQL(
-            "WITH near AS (({context}) UNION ALL (SELECT u.memory_seq, u.distance FROM ({content}) u"
-            " WHERE NOT EXISTS (SELECT 1 FROM memory_embeddings c WHERE c.memory_seq = u.memory_seq"
-            " AND c.model = {model} AND c.facet = 'context')))"
+            "WITH near AS ({near})"
             # Each neighbour's memory is checked against the filters by key ("LIMIT 1" keeps the
             # planner from hashing every memory for a few hundred neighbours: 8 of 17 ms at 10k).
             " SELECT e.memory_seq, min(e.distance) AS d FROM near e"
             " CROSS JOIN LATERAL (SELECT 1 FROM memories m WHERE m.seq = e.memory_seq AND {filters} LIMIT 1) passes"
             " GROUP BY e.memory_seq ORDER BY d, e.memory_seq LIMIT %(limit)s"
-        ).format(context=nearest("context"), content=nearest("content"), model=model_sql, filters=sql.SQL(filters))
-        values = {**params, "q": vector, "near": limit, "limit": depth}
-        await conn.execute(sql.SQL("SET LOCAL hnsw.ef_search = {}").format(sql.Literal(max(MIN_EF_SEARCH, limit))))
+        ).format(near=near, filters=sql.SQL(filters))
+        values = {**params, "q": vector, "near": limit, "limit": depth, "gaps": gaps}
         cursor = await conn.execute(index_scan, values)
         found = [int(row[0]) for row in await cursor.fetchall()]
         if len(found) >= depth or not narrow:
