@@ -21,6 +21,7 @@ microseconds for a query (it runs on a search's candidates only when the query n
 
 from __future__ import annotations
 
+import functools
 import re
 from calendar import monthrange
 from dataclasses import dataclass
@@ -56,39 +57,57 @@ _UNIT = r"(?P<unit>day|week|month|year)s?"
 # one end of a window ("as of", "before", "since").
 _LEAD = r"(?P<lead>as of|up to|until|till|before|by|since|after|from|in|during|on|of|early|late|mid-?|last|this|through)\s+"
 
-_ABSOLUTE = [
-    ("day", re.compile(r"\b(?P<year>\d{4})-(?P<month>\d\d)-(?P<day>\d\d)\b")),
-    ("day", re.compile(rf"\b{_DAY}(?:\s+of)?\s+(?P<month>{_ANY_MONTH})\.?(?:,?\s+{_YEAR})?\b", re.I)),
-    ("day", re.compile(rf"\b(?P<month>{_ANY_MONTH})\.?\s+{_DAY}\b(?!:)(?:,?\s+{_YEAR})?\b", re.I)),
-    ("month", re.compile(rf"\b(?P<month>{_ANY_MONTH})\.?,?\s+(?:of\s+)?{_YEAR}\b", re.I)),
-    ("month", re.compile(r"\b(?P<year>\d{4})-(?P<month>\d\d)\b(?!-)")),
-    ("month", re.compile(rf"(?<!\w){_LEAD}(?:the\s+)?(?:month\s+of\s+)?(?P<month>{_FULL_MONTH})\b", re.I)),
-    ("year", re.compile(rf"(?<!\w){_LEAD}(?:the\s+year\s+)?{_YEAR}\b", re.I)),
+_ABSOLUTE_GRAMMAR = [
+    ("day", r"\b(?P<year>\d{4})-(?P<month>\d\d)-(?P<day>\d\d)\b", 0),
+    ("day", rf"\b{_DAY}(?:\s+of)?\s+(?P<month>{_ANY_MONTH})\.?(?:,?\s+{_YEAR})?\b", re.I),
+    ("day", rf"\b(?P<month>{_ANY_MONTH})\.?\s+{_DAY}\b(?!:)(?:,?\s+{_YEAR})?\b", re.I),
+    ("month", rf"\b(?P<month>{_ANY_MONTH})\.?,?\s+(?:of\s+)?{_YEAR}\b", re.I),
+    ("month", r"\b(?P<year>\d{4})-(?P<month>\d\d)\b(?!-)", 0),
+    ("month", rf"(?<!\w){_LEAD}(?:the\s+)?(?:month\s+of\s+)?(?P<month>{_FULL_MONTH})\b", re.I),
+    ("year", rf"(?<!\w){_LEAD}(?:the\s+year\s+)?{_YEAR}\b", re.I),
 ]
-_RELATIVE = [
-    ("day_before_yesterday", re.compile(r"\bthe day before yesterday\b", re.I)),
-    ("yesterday", re.compile(r"\b(?:yesterday|last night)\b", re.I)),
-    ("today", re.compile(r"\b(?:today|tonight|this (?:morning|afternoon|evening))\b", re.I)),
-    ("ago", re.compile(rf"\b{_NUMBER}\s+{_UNIT}\s+ago\b", re.I)),
-    ("past", re.compile(rf"\b(?:in\s+)?(?:the\s+)?(?:last|past)\s+{_NUMBER}\s+{_UNIT}\b", re.I)),
-    ("weekend", re.compile(r"\b(?P<which>last|this|past)\s+weekend\b", re.I)),
-    ("period", re.compile(r"\b(?P<which>last|this|past|previous)\s+(?P<unit>week|month|year)\b", re.I)),
-    ("weekday", re.compile(r"\blast\s+(?P<weekday>monday|tuesday|wednesday|thursday|friday|saturday|sunday)\b", re.I)),
-    ("recently", re.compile(r"\b(?:recently|lately|these days)\b", re.I)),
+_RELATIVE_GRAMMAR = [
+    ("day_before_yesterday", r"\bthe day before yesterday\b", re.I),
+    ("yesterday", r"\b(?:yesterday|last night)\b", re.I),
+    ("today", r"\b(?:today|tonight|this (?:morning|afternoon|evening))\b", re.I),
+    ("ago", rf"\b{_NUMBER}\s+{_UNIT}\s+ago\b", re.I),
+    ("past", rf"\b(?:in\s+)?(?:the\s+)?(?:last|past)\s+{_NUMBER}\s+{_UNIT}\b", re.I),
+    ("weekend", r"\b(?P<which>last|this|past)\s+weekend\b", re.I),
+    ("period", r"\b(?P<which>last|this|past|previous)\s+(?P<unit>week|month|year)\b", re.I),
+    ("weekday", r"\blast\s+(?P<weekday>monday|tuesday|wednesday|thursday|friday|saturday|sunday)\b", re.I),
+    ("recently", r"\b(?:recently|lately|these days)\b", re.I),
 ]
 # A cheap first look: text without any of these words or a 4-digit number names no time.
 _MAYBE_TIME = re.compile(
     rf"\b(?:{_ANY_MONTH}|\d{{4}}|yesterday|today|tonight|night|morning|ago|last|past|this|recently|lately|days)\b", re.I
 )
 # A window word just before an absolute date ("as of 4 May", "before April 10, 2023").
-_LEAD_BEFORE = re.compile(r"\b(?P<lead>as of|up to|until|till|before|by|since|after|from|through)\s+(?:the\s+)?$", re.I)
+_LEAD_BEFORE = r"\b(?P<lead>as of|up to|until|till|before|by|since|after|from|through)\s+(?:the\s+)?$"
 # A period counted back from the date after it ("the week before August 3, 2023", "two weeks
 # before 11 August", "the Sunday before October 25"): read against that date, not before it.
-_COUNTED_BACK = re.compile(
+_COUNTED_BACK = (
     rf"\b(?:(?:the|last)\s+)?(?:{_NUMBER}\s+)?"
-    r"(?P<unit>day|week|weekend|month|year|monday|tuesday|wednesday|thursday|friday|saturday|sunday)s?\s+$",
-    re.I,
+    r"(?P<unit>day|week|weekend|month|year|monday|tuesday|wednesday|thursday|friday|saturday|sunday)s?\s+$"
 )
+
+
+class _Grammar:
+    """The patterns above, compiled (once, by ``_grammar``)."""
+
+    def __init__(self) -> None:
+        self.absolute = [(kind, re.compile(pattern, flags)) for kind, pattern, flags in _ABSOLUTE_GRAMMAR]
+        self.relative = [(kind, re.compile(pattern, flags)) for kind, pattern, flags in _RELATIVE_GRAMMAR]
+        self.lead_before = re.compile(_LEAD_BEFORE, re.I)
+        self.counted_back = re.compile(_COUNTED_BACK, re.I)
+
+
+@functools.cache
+def _grammar() -> _Grammar:
+    """Compiled the first time a text may name a time: compiling at import took 3-9 ms of every
+    server's start, on the way to its first search, and most queries never need it."""
+    return _Grammar()
+
+
 _OPEN_END = {"as of", "up to", "until", "till", "by", "through"}  # everything up to the end of it
 _BEFORE = {"before"}
 _FROM = {"since", "from"}  # everything from its start on
@@ -129,13 +148,14 @@ def mentions(text: str, reference: datetime) -> list[Mention]:
     where two overlap in the text, the first pattern listed wins."""
     if not _MAYBE_TIME.search(text):
         return []  # most texts name no time: one scan decides
+    grammar = _grammar()
     found: list[Mention] = []
     taken: list[tuple[int, int]] = []
 
     def free(a: int, b: int) -> bool:
         return all(b <= x or a >= y for x, y in taken)
 
-    for kind, pattern in _ABSOLUTE:
+    for kind, pattern in grammar.absolute:
         for match in pattern.finditer(text):
             if not free(*match.span()):
                 continue
@@ -143,14 +163,14 @@ def mentions(text: str, reference: datetime) -> list[Mention]:
             taken.append(match.span())  # an impossible "31 February 2023" is not "February 2023" either
             if span is not None:
                 at, lead = match.span(), (match.groupdict().get("lead") or "").lower()
-                before = _LEAD_BEFORE.search(text, max(0, at[0] - 12), at[0])
+                before = grammar.lead_before.search(text, max(0, at[0] - 12), at[0])
                 if before is not None:
                     at, lead = (before.start(), at[1]), before["lead"].lower()
-                    back = _COUNTED_BACK.search(text, max(0, at[0] - 30), at[0]) if lead == "before" else None
+                    back = grammar.counted_back.search(text, max(0, at[0] - 30), at[0]) if lead == "before" else None
                     if back is not None and (counted := _counted_back(back, span[0])) is not None:
                         span, at, lead = counted, (back.start(), at[1]), ""
                 found.append(Mention(span[0], span[1], at, False, " ".join(lead.split())))
-    for kind, pattern in _RELATIVE:
+    for kind, pattern in grammar.relative:
         for match in pattern.finditer(text):
             if not free(*match.span()):
                 continue
