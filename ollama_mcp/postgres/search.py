@@ -308,11 +308,15 @@ class PgRanker:
         )
         row = await cursor.fetchone()
         gaps: list[int] = list(row[1]) if row else []
-        context = sql.SQL(
-            "SELECT e.memory_seq, e.vector::vector({dim}) <=> %(q)s AS distance FROM memory_embeddings e"
-            " WHERE e.model = {model} AND e.dim = {dim} AND e.facet = 'context'"
-            " ORDER BY e.vector::vector({dim}) <=> %(q)s LIMIT %(near)s"
-        ).format(dim=dim_sql, model=model_sql)
+
+        def nearest(facet: str) -> sql.Composed:
+            return sql.SQL(
+                "SELECT e.memory_seq, e.vector::vector({dim}) <=> %(q)s AS distance FROM memory_embeddings e"
+                " WHERE e.model = {model} AND e.dim = {dim} AND e.facet = {facet}"
+                " ORDER BY e.vector::vector({dim}) <=> %(q)s LIMIT %(near)s"
+            ).format(dim=dim_sql, model=model_sql, facet=sql.Literal(facet))
+
+        context = nearest("context")
         no_context = sql.SQL(
             "NOT EXISTS (SELECT 1 FROM memory_embeddings c WHERE c.memory_seq = u.memory_seq"
             " AND c.model = {model} AND c.facet = 'context')"
@@ -327,11 +331,8 @@ class PgRanker:
             ).format(context=context, dim=dim_sql, model=model_sql, no_context=no_context)
         else:  # a large import still waiting for the backfill
             near = sql.SQL(
-                "({context}) UNION ALL (SELECT u.memory_seq, u.distance FROM ("
-                "SELECT e.memory_seq, e.vector::vector({dim}) <=> %(q)s AS distance FROM memory_embeddings e"
-                " WHERE e.model = {model} AND e.dim = {dim} AND e.facet = 'content'"
-                " ORDER BY e.vector::vector({dim}) <=> %(q)s LIMIT %(near)s) u WHERE {no_context})"
-            ).format(context=context, dim=dim_sql, model=model_sql, no_context=no_context)
+                "({context}) UNION ALL (SELECT u.memory_seq, u.distance FROM ({content}) u WHERE {no_context})"
+            ).format(context=context, content=nearest("content"), no_context=no_context)
         index_scan = sql.SQL(
             "WITH near AS ({near})"
             # Each neighbour's memory is checked against the filters by key ("LIMIT 1" keeps the
