@@ -83,6 +83,18 @@ async def test_an_exact_keyword_match_ranks_first(app: App) -> None:
     assert outcome.hits[0].memory.content == "the invoice number is INV-7781"
 
 
+async def test_keywords_alone_rank_a_rare_word_above_a_common_one_and_a_short_memory_above_a_long_one(
+    app: App,
+) -> None:
+    for i in range(8):
+        await app.service.store_memory(f"alpha reading number {i} from the garden station")
+    long = "a zebra came down to the river bank with the herd and drank"
+    await app.service.store_memory(long)
+    await app.service.store_memory("a zebra grazing")
+    hits = await app.ranker.search("alpha zebra", None, SearchFilters(), None, 10, None)
+    assert [hit.memory.content for hit in hits[:2]] == ["a zebra grazing", long]
+
+
 async def test_tag_filter_requires_every_given_tag(app: App) -> None:
     svc = app.service
     await svc.store_memory("red apple", tags=["fruit", "red"])
