@@ -83,6 +83,15 @@ async def test_an_exact_keyword_match_ranks_first(app: App) -> None:
     assert outcome.hits[0].memory.content == "the invoice number is INV-7781"
 
 
+async def test_a_query_that_shares_one_word_besides_stop_words_is_not_an_exact_phrase_match(app: App) -> None:
+    await app.service.store_memory("Sam went hiking in the hills")
+    loose = await app.ranker.search("what did Sam do", None, SearchFilters(), None, 5, None)
+    assert [hit.memory.content for hit in loose] == ["Sam went hiking in the hills"]
+    assert loose[0].score != float("inf")
+    exact = await app.ranker.search("Sam went hiking", None, SearchFilters(), None, 5, None)
+    assert exact[0].score == float("inf")
+
+
 async def test_keywords_alone_rank_a_rare_word_above_a_common_one_and_a_short_memory_above_a_long_one(
     app: App,
 ) -> None:
