@@ -32,9 +32,12 @@ from ollama_mcp.ranking import MAX_QUERY_TERMS, WORD, SearchTuning, choose, quer
 from ollama_mcp.storage import QueryVector, resolve
 from ollama_mcp.when import TimeWindow
 
-# HNSW candidates fetched per wanted memory before filtering (two facets, several chunks, and
-# filters drop some), and pgvector's ef_search for that many: recall@10 figures in bench/README.md.
-OVERFETCH = 4
+# HNSW neighbours fetched per wanted memory before filtering (a memory of several chunks has
+# several rows, and filters drop some; narrow filters that leave too few fall back to an exact
+# scan), and pgvector's ef_search for that many. 2, not 4, since only the context facet's index is
+# scanned: ef_search 100 instead of 160 for a top 10, recall@10 0.97 at 1M memories and 3-4 ms
+# less a search there (bench/README.md).
+OVERFETCH = 2
 # BM25's parameters, as SQLite's FTS5 uses them.
 BM25_K1 = 1.2
 BM25_B = 0.75
@@ -45,8 +48,9 @@ SIZE_EVERY = 64
 # Memories a keyword list scores at most: those holding the query's rarest words, adding commoner
 # words while their document frequencies stay under this. A word in more memories than this adds
 # to the scores of the memories found but finds none itself; this bounds a search on a large
-# store (the rarest words carry most of BM25's weight).
-KEYWORD_ROWS = 2_000
+# store (the rarest words carry most of BM25's weight). Each costs a heap fetch: at 1M memories,
+# 1,000 rows instead of 2,000 took 3 ms off a search (bench/README.md).
+KEYWORD_ROWS = 1_000
 MIN_EF_SEARCH = 100
 # Memories without a context vector yet that a search ranks by their own vectors one by one; past
 # this many (a large import the backfill has not reached), by the content facet's HNSW index.
