@@ -45,6 +45,7 @@ async def measure(n: int, dim: int, queries: int) -> dict[str, Any]:
     from ollama_mcp.app import open_app  # noqa: PLC0415
     from ollama_mcp.config import Settings  # noqa: PLC0415
     from ollama_mcp.domain import EmbeddingRow, SearchFilters  # noqa: PLC0415
+    from ollama_mcp.postgres.search import MIN_EF_SEARCH  # noqa: PLC0415
 
     rng, vectors_rng = random.Random(7), np.random.default_rng(1)
     server = EmbedServer(Synthetic(dim)).start()
@@ -93,7 +94,7 @@ async def measure(n: int, dim: int, queries: int) -> dict[str, Any]:
                     for _ in range(queries):
                         q = context[rng.randrange(n)] + 0.2 * clustered(vectors_rng, 1, dim)[0]
                         q = (q / np.linalg.norm(q)).astype(np.float32)
-                        await conn.execute(f"SET LOCAL hnsw.ef_search = {100}")
+                        await conn.execute(f"SET LOCAL hnsw.ef_search = {MIN_EF_SEARCH}")  # what a top 10 uses
                         started = time.perf_counter()
                         cursor = await conn.execute(
                             f"SELECT memory_seq FROM memory_embeddings WHERE model = 'all-minilm' AND dim = {dim}"
