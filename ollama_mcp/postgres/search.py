@@ -189,8 +189,8 @@ class PgRanker:
     ) -> list[int]:
         """Memories holding any of ``lexemes`` in ``column``, best first by BM25.
 
-        PostgreSQL finds the matches (GIN index); BM25 scores them from each match's term counts
-        (its tsvector) and each word's document frequency. ``ts_rank_cd`` alone has no inverse
+        PostgreSQL finds the matches (GIN index); BM25 scores them from the lexemes each match
+        holds (each counted once), its length and each word's document frequency. ``ts_rank_cd`` alone has no inverse
         document frequency, and ranked LoCoMo 0.03 lower (bench/README.md). The memories scored
         are bounded by KEYWORD_ROWS (see there).
         """
@@ -333,10 +333,7 @@ class PgRanker:
             ).format(dim=dim_sql, model=model_sql, facet=sql.Literal(facet))
 
         context = nearest("context")
-        no_context = sql.SQL(
-            "NOT EXISTS (SELECT 1 FROM memory_embeddings c WHERE c.memory_seq = u.memory_seq"
-            " AND c.model = {model} AND c.facet = 'context')"
-        ).format(model=model_sql)
+        no_context = lacks_context("u", model_sql)
         if not gaps:
             near = sql.SQL("({context})").format(context=context)
         elif len(gaps) <= GAPS_RANKED_EXACTLY:
@@ -364,15 +361,12 @@ class PgRanker:
             return found
         # The filters kept too few of the index's neighbours: rank the filtered memories exactly
         # ("+ 0" keeps the planner off the index, whose scan stops at ef_search rows).
-        covered = (
-            "(e.facet = 'context' OR NOT EXISTS (SELECT 1 FROM memory_embeddings c WHERE c.memory_seq = e.memory_seq"
-            " AND c.model = e.model AND c.facet = 'context'))"
-        )
+        covered = sql.SQL("(e.facet = 'context' OR {})").format(lacks_context("e", model_sql))
         exact_scan = sql.SQL(
             "SELECT e.memory_seq, min((e.vector::vector({dim}) <=> %(q)s) + 0) AS d FROM memories m"
             " JOIN memory_embeddings e ON e.memory_seq = m.seq AND e.model = {model} AND e.dim = {dim}"
             " WHERE {covered} AND {filters} GROUP BY e.memory_seq ORDER BY d, e.memory_seq LIMIT %(limit)s"
-        ).format(dim=dim_sql, model=model_sql, covered=sql.SQL(covered), filters=sql.SQL(filters))
+        ).format(dim=dim_sql, model=model_sql, covered=covered, filters=sql.SQL(filters))
         cursor = await conn.execute(exact_scan, values)
         return [int(row[0]) for row in await cursor.fetchall()]
 
@@ -415,6 +409,14 @@ def narrows(filters: SearchFilters) -> bool:
     """Whether ``filters`` can exclude a large share of memories (beyond replaced versions)."""
     return bool(filters.conversation_id or filters.conversation_ids is not None or filters.tags or filters.since
                 or filters.until or filters.actors) or set(filters.kinds) != ALL_KINDS
+
+
+def lacks_context(alias: str, model: sql.Composable) -> sql.Composed:
+    """The memory of row ``alias`` (a ``memory_embeddings`` row) has no context vector of ``model``."""
+    return sql.SQL(
+        "NOT EXISTS (SELECT 1 FROM memory_embeddings c WHERE c.memory_seq = {alias}.memory_seq"
+        " AND c.model = {model} AND c.facet = 'context')"
+    ).format(alias=sql.Identifier(alias), model=model)
 
 
 def tsquery_any(lexemes: Iterable[str]) -> str:
