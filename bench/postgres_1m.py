@@ -1,0 +1,184 @@
+"""The PostgreSQL backend at 1M memories, on a store built once and kept (a build takes about
+35 minutes on two CPUs, too long to repeat per measurement as bench/postgres_scale.py does).
+
+    python bench/postgres_1m.py build /var/tmp/pg1m             # load 1M memories as postgres_scale.py does
+    python bench/postgres_1m.py recall /var/tmp/pg1m --ef 200,250 --queries 240 --seed 9
+    python bench/postgres_1m.py latency /var/tmp/pg1m --ef 200,250 --rounds 10
+    python bench/postgres_1m.py mcp /var/tmp/pg1m --queries 200
+
+``build`` loads inside ``Storage.bulk_load()`` (the HNSW indexes built once at the end with the
+shipped parameters), with ``shared_buffers`` 6 GB and ``maintenance_work_mem`` 4 GB, and keeps the
+context vectors in ``DIR/context.npy`` for the queries. ``recall`` compares the context facet's
+HNSW scan with an exact scan at each ``ef_search``; ``latency`` times ``PgRanker.search`` (5 Zipf
+words and a vector near a stored one, no filters; the embedding call excluded) in alternated
+blocks of 40 per ``ef_search`` after 100 warm-up searches; ``mcp`` runs bench/latency.py's
+``through_mcp`` (the real server over stdio, a synthetic embedder) against the store.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import random
+import statistics
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from bench.latency import percentile, sentence, through_mcp, words  # noqa: E402
+from bench.postgres_scale import clustered  # noqa: E402
+
+DIM = 384
+MODEL = "all-minilm"
+
+
+def server(directory: Path) -> Any:
+    import pgserver  # noqa: PLC0415
+
+    return pgserver.get_server(directory / "pg", cleanup_mode=None)  # left running for the next command
+
+
+def environment(directory: Path, pg: Any, host: str) -> dict[str, str]:
+    return {"OLLAMA_HOST": host, "OLLAMA_MCP_DB": pg.get_uri(), "OLLAMA_MCP_EMBED_MODEL": MODEL,
+            "HOME": str(directory), "OLLAMA_MCP_LOG_LEVEL": "WARNING", "PATH": "/usr/bin:/bin"}
+
+
+async def build(directory: Path, n: int) -> None:
+    import numpy as np  # noqa: PLC0415
+    from pgserver.postgres_server import pg_ctl  # noqa: PLC0415
+
+    from bench.embed_server import EmbedServer, Synthetic  # noqa: PLC0415
+    from ollama_mcp.app import open_app  # noqa: PLC0415
+    from ollama_mcp.config import Settings  # noqa: PLC0415
+    from ollama_mcp.domain import EmbeddingRow  # noqa: PLC0415
+
+    directory.mkdir(parents=True, exist_ok=True)
+    pg = server(directory)
+    pg.psql("ALTER SYSTEM SET shared_buffers = '6GB'; ALTER SYSTEM SET maintenance_work_mem = '4GB';"
+            " ALTER SYSTEM SET max_parallel_maintenance_workers = 1;")
+    pg_ctl(["-w", "-m", "fast", "restart"], pgdata=pg.pgdata, user=pg.system_user)  # shared_buffers needs it
+    rng, vectors_rng = random.Random(7), np.random.default_rng(1)
+    embedder = EmbedServer(Synthetic(DIM)).start()
+    try:
+        async with open_app(Settings.from_env(environment(directory, pg, embedder.url)), background=False) as app:
+            svc, store = app.service, app.store
+            conv = await svc.init_conversation("scale")
+            content = clustered(vectors_rng, n, DIM)
+            context = content + 0.3 * clustered(vectors_rng, n, DIM)
+            context /= np.linalg.norm(context, axis=1, keepdims=True)
+            np.save(directory / "context.npy", context.astype(np.float32))
+            started = time.perf_counter()
+            async with store.bulk_load():
+                for start in range(0, n, 5000):
+                    count = min(5000, n - start)
+                    await svc.import_memories(conv.id, [sentence(rng) for _ in range(count)], list(content[start:start + count]))
+                memories = time.perf_counter()
+                seqs = [m.seq for m in (await store.conversation_snapshot(conv.id))[1]]
+                for start in range(0, n, 5000):
+                    await store.insert_embeddings([
+                        EmbeddingRow(seq, "context", 0, MODEL, context[i].astype("<f4").tobytes(), DIM)
+                        for i, seq in enumerate(seqs[start:start + 5000], start=start)
+                    ])
+                contexts = time.perf_counter()
+            indexed = time.perf_counter()
+    finally:
+        embedder.stop()
+    pg.psql("VACUUM ANALYZE;")
+    print(json.dumps({"memories": n, "memories_s": round(memories - started), "context_vectors_s": round(contexts - memories),
+                      "index_build_s": round(indexed - contexts), "memories_per_s": round(n / (indexed - started))}))
+
+
+def queries(directory: Path, seed: int) -> Any:
+    """Query vectors near stored context vectors, as bench/postgres_scale.py makes them."""
+    import numpy as np  # noqa: PLC0415
+
+    context = np.load(directory / "context.npy", mmap_mode="r")
+    rng, vectors_rng = random.Random(seed), np.random.default_rng(seed)
+    while True:
+        q = context[rng.randrange(context.shape[0])] + 0.2 * clustered(vectors_rng, 1, DIM)[0]
+        yield (q / np.linalg.norm(q)).astype(np.float32), " ".join(words(rng, 5))
+
+
+async def measure(directory: Path, args: argparse.Namespace) -> None:
+    from bench.embed_server import EmbedServer, Synthetic  # noqa: PLC0415
+    from ollama_mcp.app import open_app  # noqa: PLC0415
+    from ollama_mcp.config import Settings  # noqa: PLC0415
+    from ollama_mcp.domain import SearchFilters  # noqa: PLC0415
+    from ollama_mcp.postgres import search as pg_search  # noqa: PLC0415
+
+    pg = server(directory)
+    efs = [int(value) for value in args.ef.split(",")]
+    asked = queries(directory, args.seed)
+    embedder = EmbedServer(Synthetic(DIM)).start()
+    try:
+        async with open_app(Settings.from_env(environment(directory, pg, embedder.url)), background=False) as app:
+            if args.command == "recall":
+                found = dict.fromkeys(efs, 0)
+                scan = f"SELECT memory_seq FROM memory_embeddings WHERE model = '{MODEL}' AND dim = {DIM} AND facet = 'context'"
+                async with app.store.reading("bench") as conn:  # type: ignore[attr-defined]
+                    for _ in range(args.queries):
+                        q, _text = next(asked)
+                        cursor = await conn.execute(f"{scan} ORDER BY (vector::vector({DIM}) <=> %s) + 0 LIMIT 10", (q,))
+                        exact = {row[0] for row in await cursor.fetchall()}
+                        for ef in efs:
+                            await conn.execute(f"SET hnsw.ef_search = {ef}")
+                            cursor = await conn.execute(f"{scan} ORDER BY vector::vector({DIM}) <=> %s LIMIT 10", (q,))
+                            found[ef] += len(exact & {row[0] for row in await cursor.fetchall()})
+                print(json.dumps({"queries": args.queries, "seed": args.seed,
+                                  "recall_at_10": {ef: round(found[ef] / (10 * args.queries), 3) for ef in efs}}))
+                return
+            for _ in range(100):  # warm-up: the index's pages into the cache
+                q, text = next(asked)
+                await app.ranker.search(text, q, SearchFilters(), None, 10, None)
+            timings: dict[int, list[float]] = {ef: [] for ef in efs}
+            for _ in range(args.rounds):
+                for ef in efs:
+                    pg_search.MIN_EF_SEARCH = ef
+                    for _ in range(40):
+                        q, text = next(asked)
+                        started = time.perf_counter()
+                        await app.ranker.search(text, q, SearchFilters(), None, 10, None)
+                        timings[ef].append((time.perf_counter() - started) * 1000)
+            print(json.dumps({ef: {"search_ms_p50": round(statistics.median(ms), 1), "search_ms_p95": round(percentile(ms, 0.95), 1),
+                                   "searches": len(ms)} for ef, ms in timings.items()}))
+    finally:
+        embedder.stop()
+
+
+async def mcp(directory: Path, count: int) -> None:
+    from bench.embed_server import EmbedServer, Synthetic  # noqa: PLC0415
+
+    pg = server(directory)
+    conversation = pg.psql("SELECT id FROM conversations ORDER BY created_at LIMIT 1").split("\n")[2].strip()
+    embedder = EmbedServer(Synthetic(DIM)).start()
+    try:
+        print(json.dumps(await through_mcp(environment(directory, pg, embedder.url), conversation, count, random.Random(3))))
+    finally:
+        embedder.stop()
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("command", choices=["build", "recall", "latency", "mcp"])
+    parser.add_argument("directory", type=Path)
+    parser.add_argument("--memories", type=int, default=1_000_000)
+    parser.add_argument("--ef", default="250", help="ef_search values, comma-separated")
+    parser.add_argument("--queries", type=int, default=240)
+    parser.add_argument("--rounds", type=int, default=10)
+    parser.add_argument("--seed", type=int, default=9)
+    args = parser.parse_args()
+    if args.command == "build":
+        asyncio.run(build(args.directory, args.memories))
+    elif args.command == "mcp":
+        asyncio.run(mcp(args.directory, args.queries))
+    else:
+        asyncio.run(measure(args.directory, args))
+
+
+if __name__ == "__main__":
+    main()
