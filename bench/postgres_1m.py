@@ -30,8 +30,8 @@ from typing import Any
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from bench.latency import percentile, sentence, through_mcp, words  # noqa: E402
-from bench.postgres_scale import clustered  # noqa: E402
+from bench.latency import percentile, through_mcp, words  # noqa: E402
+from bench.postgres_scale import clustered, load  # noqa: E402
 
 DIM = 384
 MODEL = "all-minilm"
@@ -55,7 +55,6 @@ async def build(directory: Path, n: int) -> None:
     from bench.embed_server import EmbedServer, Synthetic  # noqa: PLC0415
     from ollama_mcp.app import open_app  # noqa: PLC0415
     from ollama_mcp.config import Settings  # noqa: PLC0415
-    from ollama_mcp.domain import EmbeddingRow  # noqa: PLC0415
 
     directory.mkdir(parents=True, exist_ok=True)
     pg = server(directory)
@@ -68,29 +67,13 @@ async def build(directory: Path, n: int) -> None:
         async with open_app(Settings.from_env(environment(directory, pg, embedder.url)), background=False) as app:
             svc, store = app.service, app.store
             conv = await svc.init_conversation("scale")
-            content = clustered(vectors_rng, n, DIM)
-            context = content + 0.3 * clustered(vectors_rng, n, DIM)
-            context /= np.linalg.norm(context, axis=1, keepdims=True)
+            _content, context, timings = await load(svc, store, conv.id, n, DIM, rng, vectors_rng)
             np.save(directory / "context.npy", context.astype(np.float32))
-            started = time.perf_counter()
-            async with store.bulk_load():
-                for start in range(0, n, 5000):
-                    count = min(5000, n - start)
-                    await svc.import_memories(conv.id, [sentence(rng) for _ in range(count)], list(content[start:start + count]))
-                memories = time.perf_counter()
-                seqs = [m.seq for m in (await store.conversation_snapshot(conv.id))[1]]
-                for start in range(0, n, 5000):
-                    await store.insert_embeddings([
-                        EmbeddingRow(seq, "context", 0, MODEL, context[i].astype("<f4").tobytes(), DIM)
-                        for i, seq in enumerate(seqs[start:start + 5000], start=start)
-                    ])
-                contexts = time.perf_counter()
-            indexed = time.perf_counter()
     finally:
         embedder.stop()
     pg.psql("VACUUM ANALYZE;")
-    print(json.dumps({"memories": n, "memories_s": round(memories - started), "context_vectors_s": round(contexts - memories),
-                      "index_build_s": round(indexed - contexts), "memories_per_s": round(n / (indexed - started))}))
+    print(json.dumps({"memories": n, **{step: round(s) for step, s in timings.items()},
+                      "memories_per_s": round(n / timings["total_s"])}))
 
 
 def queries(directory: Path, seed: int) -> Any:

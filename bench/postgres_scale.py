@@ -37,6 +37,37 @@ def clustered(rng: Any, n: int, dim: int, clusters: int = 256) -> Any:
     return out / np.linalg.norm(out, axis=1, keepdims=True)
 
 
+async def load(svc: Any, store: Any, conversation_id: str, n: int, dim: int, rng: random.Random,
+               vectors_rng: Any) -> tuple[Any, Any, dict[str, float]]:
+    """``n`` memories of Zipf text with clustered content vectors, and their context vectors (near
+    their own, as the backfill would write them), loaded as `ollama-mcp migrate` loads: inside
+    ``bulk_load``, HNSW indexes built once at the end. Returns both matrices and the seconds each
+    step took."""
+    import numpy as np  # noqa: PLC0415
+
+    from ollama_mcp.domain import EmbeddingRow  # noqa: PLC0415
+
+    content = clustered(vectors_rng, n, dim)
+    context = content + 0.3 * clustered(vectors_rng, n, dim)
+    context /= np.linalg.norm(context, axis=1, keepdims=True)
+    started = time.perf_counter()
+    async with store.bulk_load():
+        for start in range(0, n, 5000):
+            count = min(5000, n - start)
+            await svc.import_memories(conversation_id, [sentence(rng) for _ in range(count)], list(content[start:start + count]))
+        memories = time.perf_counter()
+        seqs = [m.seq for m in (await store.conversation_snapshot(conversation_id))[1]]
+        for start in range(0, n, 5000):
+            await store.insert_embeddings([
+                EmbeddingRow(seq, "context", 0, "all-minilm", context[i].astype("<f4").tobytes(), dim)
+                for i, seq in enumerate(seqs[start:start + 5000], start=start)
+            ])
+        contexts = time.perf_counter()
+    indexed = time.perf_counter()
+    return content, context, {"memories_s": memories - started, "context_vectors_s": contexts - memories,
+                              "index_build_s": indexed - contexts, "total_s": indexed - started}
+
+
 async def measure(n: int, dim: int, queries: int) -> dict[str, Any]:
     import numpy as np  # noqa: PLC0415
     import pgserver  # noqa: PLC0415
@@ -44,7 +75,7 @@ async def measure(n: int, dim: int, queries: int) -> dict[str, Any]:
     from bench.embed_server import EmbedServer, Synthetic  # noqa: PLC0415
     from ollama_mcp.app import open_app  # noqa: PLC0415
     from ollama_mcp.config import Settings  # noqa: PLC0415
-    from ollama_mcp.domain import EmbeddingRow, SearchFilters  # noqa: PLC0415
+    from ollama_mcp.domain import SearchFilters  # noqa: PLC0415
     from ollama_mcp.postgres.search import MIN_EF_SEARCH  # noqa: PLC0415
 
     rng, vectors_rng = random.Random(7), np.random.default_rng(1)
@@ -61,24 +92,9 @@ async def measure(n: int, dim: int, queries: int) -> dict[str, Any]:
                 # server setting; the bench sets what a team would for a store this size).
                 pg.psql("ALTER SYSTEM SET maintenance_work_mem = '2GB'; SELECT pg_reload_conf();")
                 conv = await svc.init_conversation("scale")
-                content = clustered(vectors_rng, n, dim)
-                context = content + 0.3 * clustered(vectors_rng, n, dim)
-                context /= np.linalg.norm(context, axis=1, keepdims=True)
-                started = time.perf_counter()
-                async with store.bulk_load():  # as `ollama-mcp migrate` loads: indexes built at the end
-                    for start in range(0, n, 5000):
-                        count = min(5000, n - start)
-                        await svc.import_memories(conv.id, [sentence(rng) for _ in range(count)], list(content[start:start + count]))
-                    # context vectors written directly (synthetic: near their own vectors), as the backfill would
-                    seqs = [m.seq for m in (await store.conversation_snapshot(conv.id))[1]]
-                    for start in range(0, n, 5000):
-                        await store.insert_embeddings([
-                            EmbeddingRow(seq, "context", 0, "all-minilm", context[i].astype("<f4").tobytes(), dim)
-                            for i, seq in enumerate(seqs[start:start + 5000], start=start)  # noqa: B007
-                        ])
-                    loaded = time.perf_counter()
-                result["index_build_s"] = round(time.perf_counter() - loaded, 1)
-                result["bulk_import_per_s"] = round(n / (time.perf_counter() - started))  # both vectors, indexes built
+                content, context, timings = await load(svc, store, conv.id, n, dim, rng, vectors_rng)
+                result["index_build_s"] = round(timings["index_build_s"], 1)
+                result["bulk_import_per_s"] = round(n / timings["total_s"])  # both vectors, indexes built
                 pg.psql("VACUUM ANALYZE;")
 
                 store_ms = []
