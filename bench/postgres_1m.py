@@ -31,7 +31,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from bench.latency import percentile, through_mcp, words  # noqa: E402
-from bench.postgres_scale import clustered, load  # noqa: E402
+from bench.postgres_scale import load, near_stored, nearest_context  # noqa: E402
 
 DIM = 384
 MODEL = "all-minilm"
@@ -83,8 +83,7 @@ def queries(directory: Path, seed: int) -> Any:
     context = np.load(directory / "context.npy", mmap_mode="r")
     rng, vectors_rng = random.Random(seed), np.random.default_rng(seed)
     while True:
-        q = context[rng.randrange(context.shape[0])] + 0.2 * clustered(vectors_rng, 1, DIM)[0]
-        yield (q / np.linalg.norm(q)).astype(np.float32), " ".join(words(rng, 5))
+        yield near_stored(context, rng, vectors_rng), " ".join(words(rng, 5))
 
 
 async def measure(directory: Path, args: argparse.Namespace) -> None:
@@ -102,16 +101,13 @@ async def measure(directory: Path, args: argparse.Namespace) -> None:
         async with open_app(Settings.from_env(environment(directory, pg, embedder.url)), background=False) as app:
             if args.command == "recall":
                 found = dict.fromkeys(efs, 0)
-                scan = f"SELECT memory_seq FROM memory_embeddings WHERE model = '{MODEL}' AND dim = {DIM} AND facet = 'context'"
                 async with app.store.reading("bench") as conn:  # type: ignore[attr-defined]
                     for _ in range(args.queries):
                         q, _text = next(asked)
-                        cursor = await conn.execute(f"{scan} ORDER BY (vector::vector({DIM}) <=> %s) + 0 LIMIT 10", (q,))
-                        exact = {row[0] for row in await cursor.fetchall()}
+                        exact = set(await nearest_context(conn, q, exact=True))
                         for ef in efs:
                             await conn.execute(f"SET hnsw.ef_search = {ef}")
-                            cursor = await conn.execute(f"{scan} ORDER BY vector::vector({DIM}) <=> %s LIMIT 10", (q,))
-                            found[ef] += len(exact & {row[0] for row in await cursor.fetchall()})
+                            found[ef] += len(exact & set(await nearest_context(conn, q, exact=False)))
                 print(json.dumps({"queries": args.queries, "seed": args.seed,
                                   "recall_at_10": {ef: round(found[ef] / (10 * args.queries), 3) for ef in efs}}))
                 return

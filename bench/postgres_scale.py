@@ -37,6 +37,25 @@ def clustered(rng: Any, n: int, dim: int, clusters: int = 256) -> Any:
     return out / np.linalg.norm(out, axis=1, keepdims=True)
 
 
+def near_stored(context: Any, rng: random.Random, vectors_rng: Any) -> Any:
+    """A query vector near one of the stored context vectors ``context`` (a unit float32 vector)."""
+    import numpy as np  # noqa: PLC0415
+
+    q = context[rng.randrange(context.shape[0])] + 0.2 * clustered(vectors_rng, 1, context.shape[1])[0]
+    return (q / np.linalg.norm(q)).astype(np.float32)
+
+
+async def nearest_context(conn: Any, q: Any, *, exact: bool) -> list[int]:
+    """The 10 memories whose context vectors are nearest ``q``: by the HNSW index (at the
+    connection's ``hnsw.ef_search``), or by an exact scan ("+ 0" keeps the planner off the index)."""
+    dim = q.shape[0]
+    distance = f"vector::vector({dim}) <=> %s"
+    cursor = await conn.execute(
+        f"SELECT memory_seq FROM memory_embeddings WHERE model = 'all-minilm' AND dim = {dim} AND facet = 'context'"
+        f" ORDER BY {f'({distance}) + 0' if exact else distance} LIMIT 10", (q,))
+    return [row[0] for row in await cursor.fetchall()]
+
+
 async def load(svc: Any, store: Any, conversation_id: str, n: int, dim: int, rng: random.Random,
                vectors_rng: Any) -> tuple[Any, Any, dict[str, float]]:
     """``n`` memories of Zipf text with clustered content vectors, and their context vectors (near
@@ -108,20 +127,13 @@ async def measure(n: int, dim: int, queries: int) -> dict[str, Any]:
                     hits = 0
                     exact_ms, index_ms = [], []
                     for _ in range(queries):
-                        q = context[rng.randrange(n)] + 0.2 * clustered(vectors_rng, 1, dim)[0]
-                        q = (q / np.linalg.norm(q)).astype(np.float32)
+                        q = near_stored(context, rng, vectors_rng)
                         await conn.execute(f"SET LOCAL hnsw.ef_search = {MIN_EF_SEARCH}")  # what a top 10 uses
                         started = time.perf_counter()
-                        cursor = await conn.execute(
-                            f"SELECT memory_seq FROM memory_embeddings WHERE model = 'all-minilm' AND dim = {dim}"
-                            f" AND facet = 'context' ORDER BY vector::vector({dim}) <=> %s LIMIT 10", (q,))
-                        approx = [r[0] for r in await cursor.fetchall()]
+                        approx = await nearest_context(conn, q, exact=False)
                         index_ms.append((time.perf_counter() - started) * 1000)
                         started = time.perf_counter()
-                        cursor = await conn.execute(
-                            f"SELECT memory_seq FROM memory_embeddings WHERE model = 'all-minilm' AND dim = {dim}"
-                            f" AND facet = 'context' ORDER BY (vector::vector({dim}) <=> %s) + 0 LIMIT 10", (q,))
-                        exact = [r[0] for r in await cursor.fetchall()]
+                        exact = await nearest_context(conn, q, exact=True)
                         exact_ms.append((time.perf_counter() - started) * 1000)
                         hits += len(set(approx) & set(exact))
                 result["hnsw_recall_at_10"] = round(hits / (10 * queries), 3)
@@ -130,8 +142,7 @@ async def measure(n: int, dim: int, queries: int) -> dict[str, Any]:
 
                 search_ms = []
                 for _ in range(queries):
-                    q = context[rng.randrange(n)] + 0.2 * clustered(vectors_rng, 1, dim)[0]
-                    q = (q / np.linalg.norm(q)).astype(np.float32)
+                    q = near_stored(context, rng, vectors_rng)
                     started = time.perf_counter()
                     found = await app.ranker.search(" ".join(words(rng, 5)), q, SearchFilters(), conv.key, 10, None)
                     search_ms.append((time.perf_counter() - started) * 1000)
