@@ -113,6 +113,18 @@ Messages = Annotated[bool, Field(description="Also transcript messages.")]
 Superseded = Annotated[bool, Field(description="Also replaced versions.")]
 
 
+def imports_done() -> None:
+    """The process's imports are over (the app's is the last): what they made (~100k objects: the
+    SDK, pydantic, numpy) lives as long as the process, so it is frozen, left out of the
+    collector's full passes, each of which would otherwise walk it all (~15 ms; loading 10k vectors
+    set off enough to cost the first search 45 ms, and any later one could land inside a search).
+    Then collection resumes if ``cli`` paused it for the imports (the little garbage they left,
+    ~800 objects, is frozen with them). Once: later principals' apps are not garbage-free."""
+    if not gc.get_freeze_count():
+        gc.freeze()
+    gc.enable()
+
+
 class _AppHolder:
     """Opens the app in the background and hands it to tool calls once it is ready.
 
@@ -144,12 +156,7 @@ class _AppHolder:
                     # (``ollama`` is not imported: embeddings go through our own client, and the
                     # ollama client, for chats, is imported on first use in a thread of its own.)
                     app_module = await anyio.to_thread.run_sync(importlib.import_module, "ollama_mcp.app")
-                    if not gc.get_freeze_count():  # once: later principals' apps are not garbage-free
-                        # What the imports made (~100k objects: the SDK, pydantic, numpy) lives as long
-                        # as the process: frozen, it is left out of the collector's full passes, each of
-                        # which would otherwise walk it all (~15 ms; loading 10k vectors set off enough
-                        # to cost the first search 45 ms, and any later one could land inside a search).
-                        gc.freeze()
+                    imports_done()
                     async with app_module.open_app(self._settings, head_start=head_start) as app:
                         self._app, self._failure, self._head_start = app, None, None
                         self._attempt_done.set()
@@ -165,6 +172,7 @@ class _AppHolder:
                 )
             finally:
                 self._head_start = None  # (its requests ended with its block)
+                imports_done()  # (also when the app could not be imported or opened)
             self._attempt_done.set()
             await self._retry.wait()
             self._retry = anyio.Event()

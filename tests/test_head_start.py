@@ -4,6 +4,7 @@ when the head start got nothing, the app asks itself and reports failures as alw
 
 from __future__ import annotations
 
+import gc
 from dataclasses import replace
 
 import anyio
@@ -12,10 +13,10 @@ import pytest
 from ollama_mcp.app import open_app
 from ollama_mcp.config import Settings
 from ollama_mcp.embedding_text import MIN_CHUNK_CHARS
-from ollama_mcp.errors import OllamaUnavailableError
+from ollama_mcp.errors import ConfigError, OllamaUnavailableError
 from ollama_mcp.head_start import HeadStart
 from ollama_mcp.inputs import search_request
-from tests.conftest import eventually
+from tests.conftest import connect, eventually
 from tests.fake_ollama import FakeOllama
 
 pytestmark = pytest.mark.anyio
@@ -86,3 +87,18 @@ async def test_a_model_that_cannot_embed_is_refused_even_when_its_answer_came_ea
             outcome = await app.service.search(search_request("ship"))
     assert outcome.mode == "keyword"
     assert outcome.notice is not None and "not an embedding model" in outcome.notice
+
+
+@pytest.mark.parametrize("usable", [True, False], ids=["opened", "unusable settings"])
+async def test_collection_paused_for_the_imports_resumes_once_the_app_is_imported_or_cannot_be(
+    settings: Settings, usable: bool
+) -> None:
+    gc.disable()  # as ``cli`` does before importing the server
+    try:
+        async with connect(settings if usable else ConfigError("OLLAMA_MCP_DB: not a path")) as client:  # type: ignore[arg-type]
+            reply = await client.call_tool("get_conversation_id", {})
+            assert reply.is_error is not usable
+            assert gc.isenabled()  # a server left without collection would grow for as long as it runs
+            assert gc.get_freeze_count() > 0
+    finally:
+        gc.enable()
