@@ -122,6 +122,7 @@ class _Matrix:
         full = n // BLOCK_ROWS * BLOCK_ROWS
         matrix.blocks = [rows.vectors[start:start + BLOCK_ROWS] for start in range(0, full, BLOCK_ROWS)]
         matrix._place(full, rows.vectors[full:])  # the last, partly filled block takes new rows: a copy
+        vector_file.release_rows(rows.vectors, full)  # (so its rows are not held twice)
         matrix._add_rows(rows.ids, rows.seqs, rows.convs, rows.kinds)
         return matrix
 

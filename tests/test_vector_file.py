@@ -11,7 +11,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from ollama_mcp import vector_file
+from ollama_mcp import vector_file, vectors
 from ollama_mcp.app import App, open_app
 from ollama_mcp.config import Settings
 from ollama_mcp.domain import SearchFilters
@@ -67,7 +67,12 @@ def file_of(settings: Settings) -> Path:
     return vector_file.path_for(settings.db_path, settings.embed_model)
 
 
-async def test_a_new_process_ranks_from_the_file_and_catches_up_on_rows_written_after_it(settings: Settings) -> None:
+@pytest.mark.parametrize("block_rows", [None, 64], ids=["one partly filled block", "mapped blocks and a copied tail"])
+async def test_a_new_process_ranks_from_the_file_and_catches_up_on_rows_written_after_it(
+    settings: Settings, monkeypatch: pytest.MonkeyPatch, block_rows: int | None
+) -> None:
+    if block_rows is not None:
+        monkeypatch.setattr(vectors, "BLOCK_ROWS", block_rows)
     async with open_app(settings, background=False) as first:
         await fill(first, 300, 1)
         await first.ranker.vectors.refresh()
@@ -154,3 +159,29 @@ async def test_a_file_written_before_another_process_deleted_rows_is_not_trusted
         hits = [hit for query in unit_vectors(99, 5)
                 for hit in await fresh.ranker.search("", query, SearchFilters(), None, 10, None)]
     assert hits and {hit.memory.conversation_id for hit in hits} == {keep}
+
+
+def _resident_file_kb() -> int:
+    return next(int(line.split()[1]) for line in Path("/proc/self/status").read_text().splitlines()
+                if line.startswith("RssFile:"))
+
+
+@pytest.mark.skipif(not Path("/proc/self/status").exists(), reason="reads Linux's /proc")
+def test_rows_copied_out_of_a_mapped_file_leave_the_process_and_read_back_unchanged(tmp_path: Path) -> None:
+    n = 6000  # 6 MB of vectors
+    stored = np.random.default_rng(5).standard_normal((n, DIM)).astype(np.float32)
+    rows = vector_file.FacetRows(np.arange(n, dtype=np.int64), np.arange(n, dtype=np.int64),
+                                 np.zeros(n, dtype=np.int64), np.zeros(n, dtype=np.int8), stored)
+    path = tmp_path / "vectors"
+    vector_file.write(path, vector_file.VectorFile("m", DIM, n, 0, {0: rows}, scanned=(0,)))
+    found = vector_file.read(path, "m")
+    assert found is not None
+    mapped = found.facets[0].vectors
+    assert isinstance(mapped, np.ndarray)
+    before = _resident_file_kb()  # every page mapped in: the facet is scanned
+    vector_file.release_rows(mapped, 2000)
+    released = _resident_file_kb()
+    assert before - released >= 3500  # 4 MB of rows 2000 on, less the page shared with row 1999
+    assert np.array_equal(mapped, stored)  # read again from the file
+    vector_file.release_rows(stored, 0)  # an array not mapped from a file: nothing happens
+    assert np.array_equal(mapped[:10], stored[:10])
