@@ -50,10 +50,10 @@ async def _connect(path: Path) -> aiosqlite.Connection:
         await conn.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
         await conn.execute("PRAGMA foreign_keys = ON")
         await conn.execute("PRAGMA synchronous = NORMAL")
-        # 8 MB of page cache instead of SQLite's 2 MB: a keyword search touches FTS pages and
-        # memory rows all over the file. Not more: the cache fills and stays in the process (it
-        # was 32 MB, for 0.07 ms at 10k memories; the OS caches the file anyway).
-        await conn.execute("PRAGMA cache_size = -8192")
+        # 2 MB of page cache, about SQLite's default: the cache fills and stays in the process, and
+        # the OS caches the file anyway. 32 MB bought 0.07 ms a search at 10k memories, 8 MB nothing
+        # measurable over 2 MB for 6 MB more of peak memory (bench/README.md, #15).
+        await conn.execute("PRAGMA cache_size = -2048")
         mode = await _use_wal(conn)
         if mode != "wal":
             log.warning("SQLite refused WAL mode (journal_mode=%s); concurrent processes will wait longer", mode)
