@@ -76,10 +76,13 @@ _RELATIVE_GRAMMAR = [
     ("period", r"\b(?P<which>last|this|past|previous)\s+(?P<unit>week|month|year)\b", re.I),
     ("weekday", r"\blast\s+(?P<weekday>monday|tuesday|wednesday|thursday|friday|saturday|sunday)\b", re.I),
     ("recently", r"\b(?:recently|lately|these days)\b", re.I),
+    # "on the 15th" (with a month after it, it is an absolute date, read first)
+    ("ordinal_day", r"\bon\s+the\s+(?P<day>[12]?[1-9]|[123]0|31)(?:st|nd|rd|th)\b", re.I),
 ]
 # A cheap first look: text without any of these words or a 4-digit number names no time.
 _MAYBE_TIME = re.compile(
-    rf"\b(?:{_ANY_MONTH}|\d{{4}}|yesterday|today|tonight|night|morning|ago|last|past|this|recently|lately|days)\b", re.I
+    rf"\b(?:{_ANY_MONTH}|\d{{4}}|\d\d?(?:st|nd|rd|th)|yesterday|today|tonight|night|morning|ago|last|past|this|recently"
+    r"|lately|days)\b", re.I
 )
 # A window word just before an absolute date ("as of 4 May", "before April 10, 2023").
 _LEAD_BEFORE = r"\b(?P<lead>as of|up to|until|till|before|by|since|after|from|through)\s+(?:the\s+)?$"
@@ -261,6 +264,12 @@ def _relative(kind: str, match: re.Match[str], reference: datetime) -> tuple[dat
         return start, start + timedelta(days=1)
     if kind == "recently":
         return today - timedelta(days=RECENT_DAYS), today + timedelta(days=1)
+    if kind == "ordinal_day":  # the latest such day not after today, as for "4 May" without a year
+        day, month = int(groups["day"]), today.replace(day=1)
+        while day > monthrange(month.year, month.month)[1] or month.replace(day=day) > today:
+            month = _add_months(month, -1)  # (at most two steps back: every other month has a 31st)
+        start = month.replace(day=day)
+        return start, start + timedelta(days=1)
     monday = today - timedelta(days=today.weekday())
     if kind == "weekend":
         saturday = monday - timedelta(days=2) if groups["which"].lower() != "this" else monday + timedelta(days=5)

@@ -50,6 +50,10 @@ def day(value: str) -> str:
     ("the trip last year", day("2022-01-01"), day("2023-01-01")),
     ("what did I say three days ago", day("2023-12-17"), day("2023-12-18")),
     ("what did we start recently", day("2023-11-20"), day("2023-12-21")),
+    # a bare day of the month: the latest one not after the reference, as for a month without a year
+    ("what did we decide on the 15th", day("2023-12-15"), day("2023-12-16")),
+    ("the call on the 21st", day("2023-11-21"), day("2023-11-22")),
+    ("what did we plan on the 31st?", day("2023-10-31"), day("2023-11-01")),  # November has no 31st
     ("my relationship status as of September 2023", None, day("2023-10-01")),
     ("what happened before April 10, 2023?", None, day("2023-04-10")),
     # a period counted back from a date is read against that date
@@ -72,6 +76,8 @@ def test_a_query_naming_a_time_gets_that_window(query: str, start: str | None, e
     "I may go to the park",  # "may" is a month only beside a day, a year or "in"
     "call March about the invoice",
     "the 2000 calories plan",
+    "we were down 10 in the 4th quarter",
+    "what happened on the 32nd",
     "what do I like",
 ])
 def test_a_query_naming_no_possible_time_gets_no_window(query: str) -> None:
@@ -97,6 +103,10 @@ def test_a_memory_speaks_of_the_day_its_own_words_name_relative_to_when_it_happe
     assert not speaks_of(window, said_next_day, "Sam: I went hiking with the dog")
     assert not speaks_of(window, "2023-12-07T09:00:00.000000Z", "Sam: I went hiking yesterday")
     assert speaks_of(window, "2023-12-04T22:00:00.000000Z", "anything at all")
+    august = query_window("When did John meet his teammates on 15 August 2023?", REFERENCE)
+    assert august is not None
+    assert speaks_of(august, "2023-08-17T19:54:00.000000Z", "John: I met back up with my teammates on the 15th!")
+    assert not speaks_of(august, "2023-09-17T19:54:00.000000Z", "John: I met back up with my teammates on the 15th!")
 
 
 # -- occurred_at: stored, checked, filtered, carried ---------------------------------------------------
