@@ -40,6 +40,17 @@ async def connect(path: Path) -> aiosqlite.Connection:
     return conn
 
 
+async def connect_reader(path: Path) -> aiosqlite.Connection:
+    """Another connection to a store already open (created, in WAL mode, migrated), for one long
+    read beside the store's own connection: it only waits as every connection does."""
+    try:
+        conn = await aiosqlite.connect(path, isolation_level=None)
+        await conn.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
+    except sqlite3.Error as exc:
+        raise StorageError(f"Could not open the database at {path}: {exc}.") from exc
+    return conn
+
+
 async def _connect(path: Path) -> aiosqlite.Connection:
     _create_private(path)
     try:

@@ -4,7 +4,7 @@ same results and the same errors (``errors.StorageError`` and its kin, ``NotFoun
 ``ConversationClosedError``), so nothing above this seam branches on the backend.
 
 ``store.Store`` is the SQLite implementation. What the SQLite backend's in-memory ranking reads
-besides (``search_reads``, ``keyword_rows``, ``tokenize``, ``vector_snapshot``,
+besides (``search_reads``, ``keyword_rows``, ``keyword_snapshot``, ``tokenize``, ``vector_snapshot``,
 ``document_counts``, ``filtered_seqs``, ``data_version``, ``approximate_memory_count``,
 ``merge_keyword_indexes``) is not part of the seam: a backend that ranks inside its database
 has no use for it. Timestamps are ISO 8601 UTC text (``domain.format_timestamp``); a memory's

@@ -21,6 +21,7 @@ from ollama_mcp.inputs import search_request
 from ollama_mcp.keywords import KeywordIndex
 from ollama_mcp.ranking import SearchTuning, query_terms
 from ollama_mcp.store import FACET_CODES, KEYWORD_TABLES, TOKENIZER
+from ollama_mcp.store import keywords as store_keywords
 
 pytestmark = [pytest.mark.anyio, pytest.mark.sqlite_only]  # the SQLite backend's in-memory keyword index
 
@@ -77,6 +78,31 @@ async def test_the_in_memory_keyword_index_ranks_every_query_as_fts5_does(app: A
     await assert_ranks_as_fts5(index, db_path, queries)
     with sqlite3.connect(db_path) as conn:
         assert index.size == conn.execute("SELECT count(*) FROM memories").fetchone()[0] > 240
+
+
+async def test_a_load_read_a_few_tokens_at_a_time_ranks_as_fts5_and_leaves_the_store_free_meanwhile(
+    app: App, db_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(store_keywords, "_SNAPSHOT_TERMS", 3)  # dozens of parts, not one
+    rng = random.Random(8)
+    conv = await app.service.init_conversation("one")
+    await app.service.import_memories(conv.id, [sentence(rng) for _ in range(120)])
+    with sqlite3.connect(db_path) as conn:
+        stored = conn.execute("SELECT count(*) FROM memories").fetchone()[0]  # (a repeated sentence is one)
+    parts = app.store.keyword_snapshot()
+    first = await anext(parts)
+    assert len(first.memories) == stored > 100 and not first.postings
+    # The snapshot's read is open on a connection of its own: the store still writes and reads.
+    with anyio.fail_after(5):
+        late = await app.service.store_memory("the zeppelin crane arrived late", conv.id)
+        assert late.memory.id in [h.memory.id for h in (await app.service.search(search_request("zeppelin late", conv.id))).hits]
+    rest = [part async for part in parts]
+    assert len(rest) > 10 and all(not part.memories and part.state == first.state for part in rest)
+    assert late.memory.seq not in {seq for seq, _, _ in first.memories}  # as of the snapshot's start
+    index = KeywordIndex(app.store)
+    queries = [rng.sample(VOCABULARY, rng.randint(1, 4)) for _ in range(30)]
+    await assert_ranks_as_fts5(index, db_path, [*queries, ["zeppelin", "late"]])  # the load, then the catch-up
+    assert index.size == stored + 1
 
 
 @asynccontextmanager

@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import sqlite3
-from collections.abc import Sequence
+from collections.abc import AsyncGenerator, Sequence
 from dataclasses import dataclass
-from typing import Any, overload
+from typing import Any
+
+import anyio
 
 from ollama_mcp import db
 from ollama_mcp.domain import (
@@ -23,6 +25,12 @@ from ollama_mcp.store.rows import (
     TOKENIZER,
     filter_sql,
 )
+
+# A memory's keyword-index columns: its seq, its conversation's key and its kind (plus, formatted
+# in, any other columns wanted).
+_MEMORY_COLUMNS = "SELECT m.seq, c.rowid, m.kind{} FROM memories m JOIN conversations c ON c.id = m.conversation_id"
+# Tokens per part of ``keyword_snapshot``: a frequent token's postings are one long text.
+_SNAPSHOT_TERMS = 256
 
 
 @dataclass(frozen=True)
@@ -127,38 +135,19 @@ class KeywordStore(StoreBase):
                 "DELETE FROM memory_changes WHERE id <= (SELECT max(id) FROM memory_changes) - ?", (KEPT_CHANGES,)
             )
 
-    @overload
-    async def keyword_rows(self, since: None = None) -> KeywordRows: ...
-    @overload
-    async def keyword_rows(self, since: KeywordState) -> KeywordRows | None: ...
-
-    async def keyword_rows(self, since: KeywordState | None = None) -> KeywordRows | None:
-        """The memories for an in-memory keyword index: all of them (``since`` None), or those
-        new or changed since ``since``; None when ``memory_changes`` was pruned past ``since``
-        (the caller must then load everything).
-
-        A full load reads the postings straight out of the FTS5 indexes (about 2 s at 100k
-        memories); new and changed memories are tokenized by scratch FTS5 tables with the same
-        tokenizer, so both give exactly the tokens FTS5 matches.
+    async def keyword_rows(self, since: KeywordState) -> KeywordRows | None:
+        """The memories new or changed since ``since`` for an in-memory keyword index; None when
+        ``memory_changes`` was pruned past ``since`` (the caller must then load everything,
+        ``keyword_snapshot``). They are tokenized by scratch FTS5 tables with the same tokenizer
+        as the FTS5 indexes, so a catch-up gives exactly the tokens FTS5 matches.
         """
         await self._ensure_keyword_scratch()
         state_sql = f"SELECT {NEWEST_SEQ}, {NEWEST_CHANGE}"
-        columns = "SELECT m.seq, c.rowid, m.kind{} FROM memories m JOIN conversations c ON c.id = m.conversation_id"
-        if since is None:
-            async with self._transaction("read the keyword index", write=False) as conn:
-                state = KeywordState(*(await (await conn.execute(state_sql)).fetchone() or (0, 0)))
-                cursor = await conn.execute(columns.format("") + " ORDER BY m.seq")
-                memories = [(int(seq), int(conv), KIND_CODES[kind]) for seq, conv, kind in await cursor.fetchall()]
-                postings: dict[int, list[tuple[str, str]]] = {}
-                for facet, table in KEYWORD_TABLES.items():
-                    cursor = await conn.execute(f"SELECT term, group_concat(doc, ' ') FROM temp.{table}_instance GROUP BY term")
-                    postings[facet] = [(str(term), str(docs)) for term, docs in await cursor.fetchall()]
-            return KeywordRows(state, memories, postings, [])
         # A catch-up runs on every search after a store: one statement (one snapshot, one trip to
         # the database thread) reads the state, the change log since ``since``, and the memories
         # new or changed since. Two lookups by rowid for the memories: with "seq > ? OR seq IN
         # (...)" SQLite scans the whole table (23 ms at 100k memories).
-        select = columns.format(", m.content, m.context")
+        select = _MEMORY_COLUMNS.format(", m.content, m.context")
         rows = await self._fetchall(
             f"SELECT 0, s.*, NULL, NULL, NULL FROM ({state_sql}) s"
             " UNION ALL SELECT 1, id, memory_seq, NULL, NULL, NULL FROM memory_changes WHERE id > ?2"
@@ -181,6 +170,32 @@ class KeywordStore(StoreBase):
         memories = [(int(seq), int(conv), KIND_CODES[kind]) for seq, conv, kind, _, _ in found]
         texts = [(seq, content, context) for seq, _, _, content, context in found]
         return KeywordRows(state, memories, await self._tokenize_memories(texts), changed)
+
+    async def keyword_snapshot(self) -> AsyncGenerator[KeywordRows, None]:
+        """Every memory for a new in-memory keyword index, as of one read transaction: first the
+        memories (without postings), then their postings, straight out of the FTS5 indexes,
+        ``_SNAPSHOT_TERMS`` tokens at a time, so that they are never all held as text at once
+        (at 100k memories, 47 MB of it). Read on a connection of its own, closed at the end: the
+        store's stays free for searches and stores meanwhile (the read takes seconds at 100k).
+        Close the iterator (``contextlib.aclosing``) if it is not read to the end."""
+        conn = await db.connect_reader(self.path)
+        try:
+            for table in KEYWORD_TABLES.values():
+                await conn.execute(f"CREATE VIRTUAL TABLE temp.{table}_instance USING fts5vocab(main, '{table}', 'instance')")
+            await conn.execute("BEGIN")
+            cursor = await conn.execute(f"SELECT {NEWEST_SEQ}, {NEWEST_CHANGE}")
+            state = KeywordState(*(await cursor.fetchone() or (0, 0)))
+            cursor = await conn.execute(_MEMORY_COLUMNS.format("") + " ORDER BY m.seq")
+            yield KeywordRows(state, [(int(seq), int(conv), KIND_CODES[kind]) for seq, conv, kind in await cursor.fetchall()], {}, [])
+            for facet, table in KEYWORD_TABLES.items():
+                cursor = await conn.execute(f"SELECT term, group_concat(doc, ' ') FROM temp.{table}_instance GROUP BY term")
+                while batch := await cursor.fetchmany(_SNAPSHOT_TERMS):
+                    yield KeywordRows(state, [], {facet: [(str(term), str(docs)) for term, docs in batch]}, [])
+        except sqlite3.Error as exc:
+            raise db.translate(exc, "read the keyword index", self.path) from exc
+        finally:
+            with anyio.CancelScope(shield=True):
+                await conn.close()  # (ends the read transaction)
 
     async def tokenize(self, words: Sequence[str]) -> list[list[str]]:
         """Each of ``words`` as the keyword index's tokenizer splits and stems it."""
