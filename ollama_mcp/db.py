@@ -40,14 +40,19 @@ async def connect(path: Path) -> aiosqlite.Connection:
     return conn
 
 
-async def connect_reader(path: Path) -> aiosqlite.Connection:
+async def connect_reader(path: Path) -> aiosqlite.Connection | None:
     """Another connection to a store already open (created, in WAL mode, migrated), for one long
-    read beside the store's own connection: it only waits as every connection does."""
+    read beside the store's own connection; None if the file cannot be opened (it never creates
+    one). It only waits as every connection does."""
     try:
-        conn = await aiosqlite.connect(path, isolation_level=None)
+        conn = await aiosqlite.connect(f"{path.absolute().as_uri()}?mode=rw", uri=True, isolation_level=None)
+    except sqlite3.Error:
+        return None
+    try:
         await conn.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
-    except sqlite3.Error as exc:
-        raise StorageError(f"Could not open the database at {path}: {exc}.") from exc
+    except BaseException:
+        await conn.close()
+        raise
     return conn
 
 

@@ -105,6 +105,22 @@ async def test_a_load_read_a_few_tokens_at_a_time_ranks_as_fts5_and_leaves_the_s
     assert index.size == stored + 1
 
 
+async def test_a_load_after_the_file_was_moved_away_reads_the_open_file_and_creates_no_other(
+    app: App, db_path: Path
+) -> None:
+    rng = random.Random(9)
+    conv = await app.service.init_conversation("one")
+    await app.service.import_memories(conv.id, [sentence(rng) for _ in range(40)])
+    with sqlite3.connect(db_path) as conn:
+        stored = conn.execute("SELECT count(*) FROM memories").fetchone()[0]
+    db_path.rename(db_path.with_name("moved-aside.db"))  # SQLite keeps reading the open file
+    index = KeywordIndex(app.store)
+    await index.refresh()
+    assert index.size == stored > 30  # the memories of the file the store has open
+    assert index.rank(FACET_CODES["content"], (await index.tokens(["crane"]))[0], 5, Scope())
+    assert not db_path.exists()  # no new, empty database where the old one was
+
+
 @asynccontextmanager
 async def two_processes(settings: Settings) -> AsyncIterator[tuple[App, App]]:
     """Two servers' services on one file (each with its own connection and indexes)."""

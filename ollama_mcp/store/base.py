@@ -15,7 +15,7 @@ from ollama_mcp import audit, db
 from ollama_mcp.errors import StorageError
 
 
-def _identity(path: Path) -> tuple[int, int] | None:
+def identity(path: Path) -> tuple[int, int] | None:
     """Which file ``path`` names now (device, inode); None when there is none. A stat: ~2 µs.
 
     SQLite keeps writing to an open file after it was unlinked or replaced; comparing this before
@@ -33,7 +33,7 @@ class StoreBase:
     def __init__(self, conn: aiosqlite.Connection, path: Path) -> None:
         self._conn = conn
         self.path = path
-        self._identity = _identity(path)  # the file this connection opened, to notice it vanish
+        self._identity = identity(path)  # the file this connection opened, to notice it vanish
         self._lock = anyio.Lock()
         self._keyword_scratch = False  # temp tables of this connection (keyword_rows) created
 
@@ -67,7 +67,7 @@ class StoreBase:
                 except BaseException:
                     await self._conn.execute("ROLLBACK")
                     raise
-                if write and _identity(self.path) != self._identity:
+                if write and identity(self.path) != self._identity:
                     await self._conn.execute("ROLLBACK")
                     raise StorageError(self._gone(action))
                 await self._conn.execute("COMMIT")

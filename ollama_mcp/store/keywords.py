@@ -7,6 +7,7 @@ from collections.abc import AsyncGenerator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+import aiosqlite
 import anyio
 
 from ollama_mcp import db
@@ -14,7 +15,7 @@ from ollama_mcp.domain import (
     Facet,
     SearchFilters,
 )
-from ollama_mcp.store.base import StoreBase
+from ollama_mcp.store.base import StoreBase, identity
 from ollama_mcp.store.rows import (
     FACET_CODES,
     KEPT_CHANGES,
@@ -177,25 +178,27 @@ class KeywordStore(StoreBase):
         ``_SNAPSHOT_TERMS`` tokens at a time, so that they are never all held as text at once
         (at 100k memories, 47 MB of it). Read on a connection of its own, closed at the end: the
         store's stays free for searches and stores meanwhile (the read takes seconds at 100k).
-        Close the iterator (``contextlib.aclosing``) if it is not read to the end."""
-        conn = await db.connect_reader(self.path)
+        When the path no longer names the file the store has open (moved, replaced), on the
+        store's own connection instead, as every read then is. Close the iterator
+        (``contextlib.aclosing``) if it is not read to the end."""
+        reader = await db.connect_reader(self.path) if identity(self.path) == self._identity else None
+        if reader is None:
+            await self._ensure_keyword_scratch()
+            async with self._transaction("read the keyword index", write=False) as conn:
+                async for part in _snapshot_parts(conn):
+                    yield part
+            return
         try:
             for table in KEYWORD_TABLES.values():
-                await conn.execute(f"CREATE VIRTUAL TABLE temp.{table}_instance USING fts5vocab(main, '{table}', 'instance')")
-            await conn.execute("BEGIN")
-            cursor = await conn.execute(f"SELECT {NEWEST_SEQ}, {NEWEST_CHANGE}")
-            state = KeywordState(*(await cursor.fetchone() or (0, 0)))
-            cursor = await conn.execute(_MEMORY_COLUMNS.format("") + " ORDER BY m.seq")
-            yield KeywordRows(state, [(int(seq), int(conv), KIND_CODES[kind]) for seq, conv, kind in await cursor.fetchall()], {}, [])
-            for facet, table in KEYWORD_TABLES.items():
-                cursor = await conn.execute(f"SELECT term, group_concat(doc, ' ') FROM temp.{table}_instance GROUP BY term")
-                while batch := await cursor.fetchmany(_SNAPSHOT_TERMS):
-                    yield KeywordRows(state, [], {facet: [(str(term), str(docs)) for term, docs in batch]}, [])
+                await reader.execute(f"CREATE VIRTUAL TABLE temp.{table}_instance USING fts5vocab(main, '{table}', 'instance')")
+            await reader.execute("BEGIN")
+            async for part in _snapshot_parts(reader):
+                yield part
         except sqlite3.Error as exc:
             raise db.translate(exc, "read the keyword index", self.path) from exc
         finally:
             with anyio.CancelScope(shield=True):
-                await conn.close()  # (ends the read transaction)
+                await reader.close()  # (ends the read transaction)
 
     async def tokenize(self, words: Sequence[str]) -> list[list[str]]:
         """Each of ``words`` as the keyword index's tokenizer splits and stems it."""
@@ -274,3 +277,16 @@ class KeywordStore(StoreBase):
         clause = f"WHERE {' AND '.join(where)}" if where else ""
         rows = await self._fetchall(f"SELECT m.seq FROM memories m {clause}", params, "filter memories")
         return [int(row[0]) for row in rows]
+
+
+async def _snapshot_parts(conn: aiosqlite.Connection) -> AsyncGenerator[KeywordRows, None]:
+    """``KeywordStore.keyword_snapshot``'s parts, read in ``conn``'s open transaction (which has
+    the FTS5 indexes' ``_instance`` views)."""
+    cursor = await conn.execute(f"SELECT {NEWEST_SEQ}, {NEWEST_CHANGE}")
+    state = KeywordState(*(await cursor.fetchone() or (0, 0)))
+    cursor = await conn.execute(_MEMORY_COLUMNS.format("") + " ORDER BY m.seq")
+    yield KeywordRows(state, [(int(seq), int(conv), KIND_CODES[kind]) for seq, conv, kind in await cursor.fetchall()], {}, [])
+    for facet, table in KEYWORD_TABLES.items():
+        cursor = await conn.execute(f"SELECT term, group_concat(doc, ' ') FROM temp.{table}_instance GROUP BY term")
+        while batch := await cursor.fetchmany(_SNAPSHOT_TERMS):
+            yield KeywordRows(state, [], {facet: [(str(term), str(docs)) for term, docs in batch]}, [])
