@@ -62,40 +62,69 @@ class Ranking:
 _EMPTY = Ranking([], {})
 
 
+_MISSING, _SEVERAL = -1, -2
+
+
 class _RowIndex:
-    """Memory seq -> its rows in one facet's matrix (one per chunk). Most memories have one row:
-    theirs is a plain dict of ints, built from a whole load in one pass of C (10k rows: 1.5 ms
-    instead of 2.2 for a dict of lists, on the way to a new process's first search); the few
-    with several rows keep a list."""
+    """Memory seq -> its rows in one facet's matrix (one per chunk). A store's seqs are small,
+    dense integers, so a memory with one row (most) has it in an int32 array indexed by seq: 4
+    bytes a memory where a dict of ints took ~100 (10 MB per facet at 100k memories), built from
+    a whole load in a few numpy calls. The few with several rows keep a list."""
 
     def __init__(self) -> None:
-        self._one: dict[int, int] = {}
+        self._row = np.full(0, _MISSING, dtype=np.int32)  # seq -> its row, or _MISSING / _SEVERAL
         self._more: dict[int, list[int]] = {}
 
     def __contains__(self, seq: int) -> bool:
-        return seq in self._one or seq in self._more
+        return 0 <= seq < len(self._row) and self._row[seq] != _MISSING
 
     def rows(self, seq: int) -> list[int]:
-        row = self._one.get(seq)
-        return [row] if row is not None else self._more.get(seq, [])
+        row = int(self._row[seq]) if 0 <= seq < len(self._row) else _MISSING
+        return [row] if row >= 0 else self._more.get(seq, [])
+
+    def lookup(self, seqs: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """The rows of ``seqs`` (distinct), and whose each is."""
+        seqs = seqs[(seqs >= 0) & (seqs < len(self._row))]
+        rows = self._row[seqs]
+        one = rows >= 0
+        several = seqs[rows == _SEVERAL].tolist()
+        if not several:
+            return rows[one].astype(np.int64), seqs[one]
+        more = [(row, seq) for seq in several for row in self._more[seq]]
+        return (np.concatenate([rows[one], np.array([row for row, _ in more], dtype=np.int32)]).astype(np.int64),
+                np.concatenate([seqs[one], np.array([seq for _, seq in more], dtype=np.int64)]))
+
+    def holds(self, seqs: np.ndarray) -> np.ndarray:
+        """Per seq of ``seqs``, whether it has rows."""
+        inside = (seqs >= 0) & (seqs < len(self._row))
+        held = np.zeros(len(seqs), dtype=bool)
+        held[inside] = self._row[seqs[inside]] != _MISSING
+        return held
 
     def seqs(self) -> set[int]:
-        return self._one.keys() | self._more.keys()
+        return set(np.flatnonzero(self._row != _MISSING).tolist())
 
     def add(self, seqs: list[int], start: int) -> None:
         """Rows ``start``, ``start + 1``, ... belong to ``seqs``, in order."""
-        new = dict(zip(seqs, range(start, start + len(seqs)), strict=True))
-        if len(new) == len(seqs) and self._one.keys().isdisjoint(new) and self._more.keys().isdisjoint(new):
-            self._one.update(new)  # each a new memory with one row: the common case, all in C
+        if not seqs:
             return
-        one, more = self._one, self._more
+        wanted = np.asarray(seqs, dtype=np.int64)
+        if (top := int(wanted.max()) + 1) > len(self._row):
+            grown = np.full(max(top, len(self._row) + len(self._row) // 4), _MISSING, dtype=np.int32)
+            grown[: len(self._row)] = self._row
+            self._row = grown
+        if (self._row[wanted] == _MISSING).all() and len(np.unique(wanted)) == len(wanted):
+            self._row[wanted] = np.arange(start, start + len(seqs), dtype=np.int32)  # the common case
+            return
         for row, seq in enumerate(seqs, start):
-            if seq in more:
-                more[seq].append(row)
-            elif seq in one:
-                more[seq] = [one.pop(seq), row]
+            held = int(self._row[seq])
+            if held == _MISSING:
+                self._row[seq] = row
+            elif held == _SEVERAL:
+                self._more[seq].append(row)
             else:
-                one[seq] = row
+                self._more[seq] = [held, row]
+                self._row[seq] = _SEVERAL
 
 
 class _Matrix:
@@ -199,12 +228,12 @@ class _Matrix:
 
     def similarities(self, query: np.ndarray, seqs: Iterable[int]) -> dict[int, float]:
         """The similarity of each of ``seqs`` that has rows here, by its best row."""
-        owners = [(seq, row) for seq in set(seqs) for row in self.rows_of.rows(seq)]
-        if not owners:
+        rows, owners = self.rows_of.lookup(np.fromiter(set(seqs), dtype=np.int64))
+        if not rows.size:
             return {}
-        scores = self._dot_rows(np.fromiter((row for _, row in owners), dtype=np.int64), query).tolist()
+        scores = self._dot_rows(rows, query).tolist()
         found: dict[int, float] = {}
-        for (seq, _), score in zip(owners, scores, strict=True):
+        for seq, score in zip(owners.tolist(), scores, strict=True):
             if score > found.get(seq, -np.inf):
                 found[seq] = score
         return found
@@ -395,7 +424,7 @@ class VectorIndex:
             seqs.append(context.seqs[: context.n])
             scores.append(context.scores(query, scope))
         if content is not None and self._uncovered:
-            rows = np.fromiter((row for seq in self._uncovered for row in content.rows_of.rows(seq)), dtype=np.int64)
+            rows, _ = content.rows_of.lookup(np.fromiter(self._uncovered, dtype=np.int64))
             seqs.append(content.seqs[rows])
             scores.append(content.scores_at(query, rows, scope))
         ranked = _top(np.concatenate(seqs), np.concatenate(scores), k) if len(seqs) > 1 else _top(seqs[0], scores[0], k)
@@ -472,8 +501,8 @@ class VectorIndex:
             if facet == _CONTEXT:
                 self._uncovered.difference_update(seqs[pick].tolist())
             else:
-                covered = self._matrices.get(_CONTEXT, _NO_ROWS).rows_of
-                self._uncovered.update(seq for seq in seqs[pick].tolist() if seq not in covered)
+                added = seqs[pick]
+                self._uncovered.update(added[~self._matrices.get(_CONTEXT, _NO_ROWS).rows_of.holds(added)].tolist())
 
 
 def _top(seqs: np.ndarray, scores: np.ndarray, k: int) -> list[tuple[int, float]]:

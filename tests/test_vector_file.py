@@ -185,3 +185,15 @@ def test_rows_copied_out_of_a_mapped_file_leave_the_process_and_read_back_unchan
     assert np.array_equal(mapped, stored)  # read again from the file
     vector_file.release_rows(stored, 0)  # an array not mapped from a file: nothing happens
     assert np.array_equal(mapped[:10], stored[:10])
+
+
+def test_the_row_index_finds_the_rows_of_memories_with_one_chunk_and_with_several() -> None:
+    index = vectors._RowIndex()
+    index.add([5, 2, 9], 0)  # one row each, in one array
+    index.add([7, 7, 7], 3)  # a memory in three chunks
+    index.add([2], 6)  # a second row for memory 2
+    assert [index.rows(seq) for seq in (5, 7, 2, 4, 10**6)] == [[0], [3, 4, 5], [1, 6], [], []]
+    rows, owners = index.lookup(np.array([2, 7, 5, 4, 10**6]))
+    assert sorted(zip(owners.tolist(), rows.tolist(), strict=True)) == [(2, 1), (2, 6), (5, 0), (7, 3), (7, 4), (7, 5)]
+    assert index.holds(np.array([9, 4, 7, -1, 10**6])).tolist() == [True, False, True, False, False]
+    assert index.seqs() == {2, 5, 7, 9} and 9 in index and 4 not in index
