@@ -168,18 +168,19 @@ def _touch(vectors: np.ndarray | list[np.ndarray]) -> None:
         float(vectors.reshape(-1)[:: mmap.PAGESIZE // vectors.itemsize].sum())
 
 
-def release_rows(vectors: np.ndarray, first: int) -> None:
-    """Rows ``first`` on of ``vectors`` (a facet ``read`` mapped) were copied out and are not read
-    through the mapping again: the whole pages they fill leave the process's memory (the file's
-    pages stay in the OS's cache; its copy-on-write mapping is never written). Other arrays: no-op."""
-    owner = vectors.base
+def release_rows(rows: np.ndarray, first: int) -> None:
+    """Rows ``first`` on of ``rows`` (an array of a facet ``read`` mapped: its vectors, ids...)
+    were copied out and are not read through the mapping again: the whole pages they fill leave
+    the process's memory (the file's pages stay in the OS's cache; its copy-on-write mapping is
+    never written). Other arrays: no-op."""
+    owner = rows.base
     while owner is not None and not isinstance(owner, np.memmap):
         owner = owner.base
-    if owner is None or not isinstance(owner.base, mmap.mmap) or not 0 <= first < len(vectors):
+    if owner is None or not isinstance(owner.base, mmap.mmap) or not 0 <= first < len(rows):
         return
     mapped_at = owner.ctypes.data - owner.offset % mmap.ALLOCATIONGRANULARITY  # where the mmap begins
-    begin = vectors[first:].ctypes.data - mapped_at
-    end = begin + vectors[first:].nbytes
+    begin = rows[first:].ctypes.data - mapped_at
+    end = begin + rows[first:].nbytes
     begin = -(-begin // mmap.PAGESIZE) * mmap.PAGESIZE  # only pages that hold nothing else
     end = end // mmap.PAGESIZE * mmap.PAGESIZE
     if end > begin:

@@ -151,8 +151,9 @@ class _Matrix:
         full = n // BLOCK_ROWS * BLOCK_ROWS
         matrix.blocks = [rows.vectors[start:start + BLOCK_ROWS] for start in range(0, full, BLOCK_ROWS)]
         matrix._place(full, rows.vectors[full:])  # the last, partly filled block takes new rows: a copy
-        vector_file.release_rows(rows.vectors, full)  # (so its rows are not held twice)
-        matrix._add_rows(rows.ids, rows.seqs, rows.convs, rows.kinds)
+        matrix._add_rows(rows.ids, rows.seqs, rows.convs, rows.kinds)  # copies too
+        for copied, first in ((rows.vectors, full), (rows.ids, 0), (rows.seqs, 0), (rows.convs, 0), (rows.kinds, 0)):
+            vector_file.release_rows(copied, first)  # (so that they are not held twice)
         return matrix
 
     def extend(self, ids: np.ndarray, seqs: np.ndarray, convs: np.ndarray, kinds: np.ndarray, vectors: np.ndarray) -> None:
