@@ -106,9 +106,7 @@ class _Index:
         self.seqs[first:self.n], self.convs[first:self.n], self.kinds[first:self.n] = seqs, new[order, 1], new[order, 2]
         self.alive[first:self.n] = True
         if (top := int(seqs[-1]) + 1) > len(self.doc_of):  # (seqs are sorted)
-            grown: np.ndarray = np.full(max(top, len(self.doc_of) + len(self.doc_of) // 4), -1, np.int32)
-            grown[: len(self.doc_of)] = self.doc_of
-            self.doc_of = grown
+            self.doc_of = _grow(self.doc_of, max(top, len(self.doc_of) + len(self.doc_of) // 4), fill=-1)
         self.doc_of[seqs] = docs
         self.live += count
         for facet, found in rows.postings.items():
@@ -297,7 +295,7 @@ class KeywordIndex:
         return self._index.rank(facet, tokens, k, scope)
 
 
-def _grow(array: np.ndarray, capacity: int) -> np.ndarray:
-    grown = np.zeros(capacity, dtype=array.dtype)
+def _grow(array: np.ndarray, capacity: int, fill: int = 0) -> np.ndarray:
+    grown = np.full(capacity, fill, dtype=array.dtype)
     grown[: len(array)] = array
     return grown

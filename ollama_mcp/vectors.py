@@ -78,10 +78,6 @@ class _RowIndex:
     def __contains__(self, seq: int) -> bool:
         return 0 <= seq < len(self._row) and self._row[seq] != _MISSING
 
-    def rows(self, seq: int) -> list[int]:
-        row = int(self._row[seq]) if 0 <= seq < len(self._row) else _MISSING
-        return [row] if row >= 0 else self._more.get(seq, [])
-
     def lookup(self, seqs: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """The rows of ``seqs`` (distinct), and whose each is."""
         seqs = seqs[(seqs >= 0) & (seqs < len(self._row))]
@@ -110,9 +106,7 @@ class _RowIndex:
             return
         wanted = np.asarray(seqs, dtype=np.int64)
         if (top := int(wanted.max()) + 1) > len(self._row):
-            grown = np.full(max(top, len(self._row) + len(self._row) // 4), _MISSING, dtype=np.int32)
-            grown[: len(self._row)] = self._row
-            self._row = grown
+            self._row = _grow(self._row, max(top, len(self._row) + len(self._row) // 4), fill=_MISSING)
         if (self._row[wanted] == _MISSING).all():  # the common case: new memories, one row each
             rows = np.arange(start, start + len(seqs), dtype=np.int32)
             self._row[wanted] = rows
@@ -537,7 +531,7 @@ def _distinct(blocks: np.ndarray) -> list[int]:
     return np.flatnonzero(np.bincount(blocks)).tolist() if blocks.size else []
 
 
-def _grow(array: np.ndarray, capacity: int) -> np.ndarray:
-    grown = np.zeros((capacity, *array.shape[1:]), dtype=array.dtype)
+def _grow(array: np.ndarray, capacity: int, fill: int = 0) -> np.ndarray:
+    grown = np.full((capacity, *array.shape[1:]), fill, dtype=array.dtype)
     grown[: len(array)] = array
     return grown

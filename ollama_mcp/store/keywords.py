@@ -30,6 +30,11 @@ from ollama_mcp.store.rows import (
 # A memory's keyword-index columns: its seq, its conversation's key and its kind (plus, formatted
 # in, any other columns wanted).
 _MEMORY_COLUMNS = "SELECT m.seq, c.rowid, m.kind{} FROM memories m JOIN conversations c ON c.id = m.conversation_id"
+# A connection's views of the FTS5 indexes' postings (``temp.<table>_instance``).
+_POSTINGS_VIEWS = [
+    f"CREATE VIRTUAL TABLE IF NOT EXISTS temp.{table}_instance USING fts5vocab(main, '{table}', 'instance')"
+    for table in KEYWORD_TABLES.values()
+]
 # Tokens per part of ``keyword_snapshot``: a frequent token's postings are one long text.
 _SNAPSHOT_TERMS = 256
 
@@ -189,8 +194,8 @@ class KeywordStore(StoreBase):
                     yield part
             return
         try:
-            for table in KEYWORD_TABLES.values():
-                await reader.execute(f"CREATE VIRTUAL TABLE temp.{table}_instance USING fts5vocab(main, '{table}', 'instance')")
+            for statement in _POSTINGS_VIEWS:
+                await reader.execute(statement)
             await reader.execute("BEGIN")
             async for part in _snapshot_parts(reader):
                 yield part
@@ -240,9 +245,7 @@ class KeywordStore(StoreBase):
         if self._keyword_scratch:
             return
         statements = [
-            f"CREATE VIRTUAL TABLE IF NOT EXISTS temp.{table}_instance USING fts5vocab(main, '{table}', 'instance')"
-            for table in KEYWORD_TABLES.values()
-        ] + [
+            *_POSTINGS_VIEWS,
             "CREATE VIRTUAL TABLE IF NOT EXISTS temp.keyword_scratch USING fts5"
             f" (content, context, content = '', tokenize = '{TOKENIZER}')",
             "CREATE VIRTUAL TABLE IF NOT EXISTS temp.keyword_scratch_instance"
