@@ -3,7 +3,8 @@ per session) ranks its first search without reading every vector out of SQLite.
 
 One file per database and embedding model, next to the database (``memory.db-vectors-<model>``):
 a JSON header, then per facet the row ids, memory seqs, conversation keys and kinds, and the
-float32 vectors, which are memory-mapped copy-on-write rather than read. The file is a cache:
+vectors as the index holds them (float32, or float16: the header says), which are memory-mapped
+copy-on-write rather than read. The file is a cache:
 the database stays the truth, and a file is only used after checks that it is this database's
 (``VectorIndex`` compares its row count and a sample of rows with the database, then catches up
 on rows written after it), and that it is whole: a CRC-32 of everything after the header. A file
@@ -30,6 +31,7 @@ log = logging.getLogger(__name__)
 MAGIC = b"OMCPVEC1"
 _ALIGN = 64
 _CRC_CHUNK = 1 << 20
+_VECTOR_TYPES = ("<f4", "<f2")
 # Below this many rows, reading the vectors out of SQLite is as quick as checking a file.
 MIN_ROWS = 4096
 
@@ -40,8 +42,8 @@ class FacetRows:
     seqs: np.ndarray  # int64
     convs: np.ndarray  # int64
     kinds: np.ndarray  # int8
-    # float32 (n, dim): memory-mapped when read from a file; to write, the index's blocks of rows
-    # (the first n rows of them count)
+    # float32 or float16 (n, dim): memory-mapped when read from a file; to write, the index's
+    # blocks of rows (the first n rows of them count)
     vectors: np.ndarray | list[np.ndarray]
 
 
@@ -70,10 +72,11 @@ def write(path: Path, snapshot: VectorFile) -> None:
     facets = []
     for code, rows in sorted(snapshot.facets.items()):
         n = len(rows.ids)
-        facets.append({"code": code, "n": n})
+        vectors = _rows_of(rows.vectors, n)
+        facets.append({"code": code, "n": n, "dtype": vectors[0].dtype.str if vectors else "<f4"})
         arrays += [(f"{code}.ids", [rows.ids.astype("<i8")]), (f"{code}.seqs", [rows.seqs.astype("<i8")]),
                    (f"{code}.convs", [rows.convs.astype("<i8")]), (f"{code}.kinds", [rows.kinds.astype("i1")]),
-                   (f"{code}.vectors", _rows_of(rows.vectors, n))]
+                   (f"{code}.vectors", vectors)]
     layout, offset = {}, 0
     for name, parts in arrays:
         layout[name] = offset
@@ -102,14 +105,14 @@ def write(path: Path, snapshot: VectorFile) -> None:
 
 
 def _rows_of(vectors: np.ndarray | list[np.ndarray], n: int) -> list[np.ndarray]:
-    """The first ``n`` rows, as they lie (blocks are not joined into one copy)."""
+    """The first ``n`` rows, as they lie (blocks are not joined into one copy), little-endian."""
     if not isinstance(vectors, list):
-        return [np.asarray(vectors[:n], dtype="<f4")]
+        return [np.asarray(vectors[:n], dtype=vectors.dtype.newbyteorder("<"))]
     parts, left = [], n
     for block in vectors:
         if left <= 0:
             break
-        parts.append(np.asarray(block[:left], dtype="<f4"))
+        parts.append(np.asarray(block[:left], dtype=block.dtype.newbyteorder("<")))
         left -= len(parts[-1])
     return parts
 
@@ -139,9 +142,12 @@ def read(path: Path, model: str) -> VectorFile | None:
             crc, buffer = 0, memoryview(bytearray(_CRC_CHUNK))
             for facet in header["facets"]:
                 code, n = int(facet["code"]), int(facet["n"])
+                held = facet.get("dtype", "<f4")  # (files written before float16 say nothing)
+                if held not in _VECTOR_TYPES:
+                    raise ValueError(f"vectors of type {held!r}")
                 parts = {}
                 for name, dtype, shape in (("ids", "<i8", (n,)), ("seqs", "<i8", (n,)), ("convs", "<i8", (n,)),
-                                           ("kinds", "i1", (n,)), ("vectors", "<f4", (n, dim))):
+                                           ("kinds", "i1", (n,)), ("vectors", held, (n, dim))):
                     begin = header["layout"][f"{code}.{name}"]
                     size = int(np.prod(shape)) * np.dtype(dtype).itemsize
                     parts[name] = whole[begin:begin + size].view(dtype).reshape(shape)

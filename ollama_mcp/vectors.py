@@ -1,9 +1,10 @@
-"""The in-memory float32 matrices of one model's vectors: lazy load, incremental refresh, top-k.
+"""The in-memory matrices of one model's vectors: lazy load, incremental refresh, top-k.
 
 The matrices mirror ``memory_embeddings`` for one model, one matrix per facet (a memory's own
 text, and its context). A search multiplies the query with the context matrix only, plus the
 own vectors of the few memories that have no context vector yet; own (content) vectors are
-looked up per candidate, for the similarity a hit reports and for re-ranking the candidates.
+looked up per candidate, for the similarity a hit reports and for re-ranking the candidates, and
+are held as float16 (``_HELD``): half the memory, similarities within 1e-4.
 Ranking by context alone is what bench/locomo.py measured as good as ranking by both (and it
 halves the work of every search: bench/README.md). The matrices are loaded on the first search
 and then kept current cheaply:
@@ -41,6 +42,11 @@ BLOCK_ROWS = 8192
 # dimensions); beyond it, in a worker thread.
 INLINE_ROWS = 25_000
 _CONTENT, _CONTEXT = FACET_CODES["content"], FACET_CODES["context"]
+# How each facet's vectors are held. Every search multiplies the in-context vectors whole: float32,
+# for BLAS. The own vectors are only looked up per candidate (a few hundred rows a search), so
+# they are held at half the size: float16 moves a similarity by at most ~5e-5 (bench/README.md),
+# and halves what a large store holds of them (100k x 768: 293 MB -> 147 MB).
+_HELD: dict[int, np.dtype] = {_CONTENT: np.dtype(np.float16), _CONTEXT: np.dtype(np.float32)}
 _FILE_SAMPLES = 8  # rows per facet a vector file must share with the database, byte for byte
 
 log = logging.getLogger(__name__)
@@ -127,8 +133,9 @@ class _RowIndex:
 class _Matrix:
     """The rows of one facet: vectors in blocks, and per row its id, memory, conversation, kind."""
 
-    def __init__(self, dim: int) -> None:
+    def __init__(self, dim: int, dtype: np.dtype) -> None:
         self.dim = dim
+        self.dtype = dtype  # of the vectors held; dot products are float32 either way
         self.n = 0
         self.blocks: list[np.ndarray] = []
         self.ids = np.zeros(0, dtype=np.int64)
@@ -144,7 +151,7 @@ class _Matrix:
     def adopt(cls, dim: int, rows: vector_file.FacetRows) -> _Matrix:
         """A matrix holding ``rows`` (from a vector file): its full blocks stay memory-mapped."""
         assert isinstance(rows.vectors, np.ndarray)
-        matrix, n = cls(dim), len(rows.ids)
+        matrix, n = cls(dim, rows.vectors.dtype), len(rows.ids)
         full = n // BLOCK_ROWS * BLOCK_ROWS
         matrix.blocks = [rows.vectors[start:start + BLOCK_ROWS] for start in range(0, full, BLOCK_ROWS)]
         matrix._place(full, rows.vectors[full:])  # the last, partly filled block takes new rows: a copy
@@ -164,7 +171,7 @@ class _Matrix:
         while done < len(vectors):
             block, offset = divmod(start + done, BLOCK_ROWS)
             if block == len(self.blocks):
-                self.blocks.append(np.empty((BLOCK_ROWS, self.dim), dtype=np.float32))
+                self.blocks.append(np.empty((BLOCK_ROWS, self.dim), dtype=self.dtype))
             take = min(BLOCK_ROWS - offset, len(vectors) - done)
             self.blocks[block][offset:offset + take] = vectors[done:done + take]
             done += take
@@ -262,7 +269,7 @@ class _Matrix:
         return mask
 
     def _gather(self, rows: np.ndarray) -> np.ndarray:
-        out = np.empty((len(rows), self.dim), dtype=np.float32)
+        out = np.empty((len(rows), self.dim), dtype=self.dtype)
         owners = rows // BLOCK_ROWS
         for block in _distinct(owners):
             chosen = owners == block
@@ -276,7 +283,7 @@ class _Matrix:
         owners = rows // BLOCK_ROWS
         for block in _distinct(owners):
             chosen = np.nonzero(owners == block)[0]
-            out[chosen] = self.blocks[block][rows[chosen] % BLOCK_ROWS] @ query
+            out[chosen] = self.blocks[block][rows[chosen] % BLOCK_ROWS].astype(np.float32, copy=False) @ query
         return out
 
 
@@ -449,12 +456,11 @@ class VectorIndex:
             found = await anyio.to_thread.run_sync(vector_file.read, self._file, self.model)
         if found is None:
             return False
-        samples = [
-            (int(rows.ids[i]), int(rows.seqs[i]), rows.vectors[i].tobytes())
-            for rows in found.facets.values() if len(rows.ids)
-            for i in np.linspace(0, len(rows.ids) - 1, _FILE_SAMPLES).astype(int).tolist()
-        ]
-        if not await self._store.vectors_match(self.model, found.max_id, found.rows, samples):
+        if any(len(rows.ids) and _held_as(rows) != _HELD.get(code) for code, rows in found.facets.items()):
+            log.info("the vector file %s holds its vectors in another form; loading from the database", self._file)
+            self._forget_file()
+            return False
+        if not await self._matches(found):
             log.info("the vector file %s is not this database's current state; loading from the database", self._file)
             self._forget_file()
             return False
@@ -467,6 +473,26 @@ class VectorIndex:
             self._uncovered = content.rows_of.seqs() - context.rows_of.seqs()
         self._saved_rows = found.rows
         await self._store.vector_snapshot(self.model, found.max_id, self._append, count=False)
+        return True
+
+    async def _matches(self, found: vector_file.VectorFile) -> bool:
+        """Whether the database holds exactly the file's rows up to its last id, judged by their
+        count and a sample of rows per facet that must equal the database's, as held here."""
+        samples = {
+            int(rows.ids[i]): (int(rows.seqs[i]), rows.vectors[i])
+            for rows in found.facets.values() if len(rows.ids)
+            for i in np.linspace(0, len(rows.ids) - 1, _FILE_SAMPLES).astype(int).tolist()
+        }
+        count, stored = await self._store.vector_samples(self.model, found.max_id, list(samples))
+        if count != found.rows or stored.keys() != samples.keys():
+            return False
+        for row_id, (seq, held) in samples.items():
+            assert isinstance(held, np.ndarray)
+            stored_seq, blob = stored[row_id]
+            if stored_seq != seq or len(blob) != held.size * 4:
+                return False
+            if np.frombuffer(blob, dtype="<f4").astype(held.dtype).tobytes() != held.tobytes():
+                return False
         return True
 
     def _forget_file(self) -> None:
@@ -493,7 +519,7 @@ class VectorIndex:
                 continue
             matrix = self._matrices.get(facet)
             if matrix is None:
-                matrix = self._matrices[facet] = _Matrix(self.dim)
+                matrix = self._matrices[facet] = _Matrix(self.dim, _HELD[facet])
             vectors = np.frombuffer(b"".join([batch.vectors[i] for i in pick.tolist()]), dtype="<f4")
             matrix.extend(ids[pick], seqs[pick], convs[pick], kinds[pick], vectors.reshape(pick.size, self.dim))
             if facet == _CONTEXT:
@@ -522,7 +548,11 @@ def _top(seqs: np.ndarray, scores: np.ndarray, k: int) -> list[tuple[int, float]
     return ranked
 
 
-_NO_ROWS = _Matrix(0)
+_NO_ROWS = _Matrix(0, _HELD[_CONTEXT])
+
+
+def _held_as(rows: vector_file.FacetRows) -> np.dtype | None:
+    return rows.vectors.dtype if isinstance(rows.vectors, np.ndarray) else None
 
 
 def _distinct(blocks: np.ndarray) -> list[int]:

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -133,6 +134,54 @@ async def test_a_head_start_reads_and_checks_the_file_while_the_app_imports_and_
     async with opened(settings, head_start=True) as second:
         assert await ranking(second) == expected
         assert second.ranker.vectors.loaded_from == "file" and second.ranker.vectors.size == size
+
+
+async def test_own_vectors_are_held_at_half_size_and_similarities_stay_within_a_ten_thousandth(
+    settings: Settings,
+) -> None:
+    async with open_app(settings, background=False) as first:
+        conversation = await fill(first, 300, 8)
+        texts = [f"uncovered {i}" for i in range(300)]  # no context vectors yet: ranked by their own
+        await first.service.import_memories(conversation, texts, unit_vectors(10, 300))
+        await first.ranker.vectors.refresh()
+        assert await first.ranker.vectors.save()
+        expected = await ranking(first)
+    found = vector_file.read(file_of(settings), settings.embed_model)
+    assert found is not None
+    content, context = found.facets[FACET_CODES["content"]], found.facets[FACET_CODES["context"]]
+    assert isinstance(content.vectors, np.ndarray) and content.vectors.dtype == np.float16
+    assert isinstance(context.vectors, np.ndarray) and context.vectors.dtype == np.float32  # multiplied whole
+    own = dict(zip([f"memory 8-{i}" for i in range(300)], unit_vectors(8, 300), strict=True))
+    own |= dict(zip([f"uncovered {i}" for i in range(300)], unit_vectors(10, 300), strict=True))
+    async with open_app(settings, background=False) as second:
+        assert await ranking(second) == expected and second.ranker.vectors.loaded_from == "file"
+        query = np.sum(unit_vectors(10, 10), axis=0)  # near the first ten uncovered memories' own vectors
+        query /= np.linalg.norm(query)
+        hits = await second.ranker.search("", query, SearchFilters(conversation_ids=(conversation,)), None, 10, None)
+    assert {hit.memory.content for hit in hits} == {f"uncovered {i}" for i in range(10)}
+    for hit in hits:
+        assert hit.similarity == pytest.approx(float(own[hit.memory.content] @ query), abs=1.5e-4)
+
+
+async def test_a_file_holding_own_vectors_as_float32_as_older_versions_wrote_is_rebuilt(settings: Settings) -> None:
+    async with open_app(settings, background=False) as first:
+        await fill(first, 200, 9)
+        await first.ranker.vectors.refresh()
+        assert await first.ranker.vectors.save()
+        expected = await ranking(first)
+    path = file_of(settings)
+    found = vector_file.read(path, settings.embed_model)
+    assert found is not None
+    older = {code: replace(rows, vectors=np.asarray(rows.vectors, dtype=np.float32)) for code, rows in found.facets.items()}
+    vector_file.write(path, replace(found, facets=older))
+    async with open_app(settings, background=False) as second:
+        assert await ranking(second) == expected
+        assert second.ranker.vectors.loaded_from == "database"
+        assert not path.exists()  # written anew, at half size, by the next upkeep
+        assert await second.ranker.vectors.save()
+    rewritten = vector_file.read(path, settings.embed_model)
+    assert rewritten is not None
+    assert rewritten.facets[FACET_CODES["content"]].vectors.dtype == np.float16  # type: ignore[union-attr]
 
 
 async def test_deleting_memories_removes_the_file_that_holds_their_vectors(settings: Settings, db: Database) -> None:

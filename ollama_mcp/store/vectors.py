@@ -113,19 +113,17 @@ class VectorStore(StoreBase):
         )
         return [(row[0], EmbeddingRow(row[1], row[2], row[3], row[4], bytes(row[5]), row[6])) for row in rows]
 
-    async def vectors_match(
-        self, model: str, max_id: int, rows: int, samples: Sequence[tuple[int, int, bytes]]
-    ) -> bool:
-        """Whether the database holds exactly ``rows`` vectors of ``model`` with id <= ``max_id``,
-        and each sampled (id, memory seq, vector) as given: a vector file is this database's."""
+    async def vector_samples(
+        self, model: str, max_id: int, ids: Sequence[int]
+    ) -> tuple[int, dict[int, tuple[int, bytes]]]:
+        """How many vectors of ``model`` have id <= ``max_id``, and the (memory seq, vector) of each
+        of ``ids`` that exists: what tells whether a vector file is this database's."""
         async with self._transaction("check the vector file", write=False) as conn:
             counted = await (await conn.execute(
                 "SELECT count(*) FROM memory_embeddings WHERE model = ? AND id <= ?", (model, max_id)
             )).fetchone()
-            if not counted or int(counted[0]) != rows:
-                return False
-            wanted = {row_id: (seq, vector) for row_id, seq, vector in samples}
             found: dict[int, tuple[int, bytes]] = {}
+            wanted = sorted(set(ids))
             if wanted:  # one trip, not one per sample: this is on the way to a new process's first search
                 marks = ",".join("?" * len(wanted))
                 cursor = await conn.execute(
@@ -133,7 +131,7 @@ class VectorStore(StoreBase):
                     (model, *wanted),
                 )
                 found = {row[0]: (row[1], bytes(row[2])) for row in await cursor.fetchall()}
-        return found == wanted
+        return (int(counted[0]) if counted else 0), found
 
     async def vector_snapshot(
         self, model: str, after_id: int, sink: Callable[[VectorBatch], None], *, count: bool = True
