@@ -48,6 +48,9 @@ class SearchTuning:
     exchange_weight: float = 0.2
     exchange_depth: int = 5
     min_depth: int = 50  # candidates each list contributes before fusion, at least
+    # ... and when the query names a time: the time list can only lift the candidates the other
+    # lists found, and a question's evidence is often words away from it ("We explored nature").
+    window_depth: int = 200
     # A query word found in more than this share of all memories (and in 500 at least) is left
     # out of the keyword query when the query has rarer words: BM25 gives it almost no weight,
     # yet scoring every memory it matches is what makes keyword search slow on large stores.
@@ -97,6 +100,8 @@ class Rows(Protocol):
     """What ranking reads of a backend's store (``storage.Storage`` has both)."""
 
     async def memories_by_seq(self, seqs: Iterable[int]) -> dict[int, Memory]: ...
+
+    async def moments_by_seq(self, seqs: Iterable[int]) -> dict[int, tuple[str, str]]: ...
 
     async def adjacent_seqs(self, seqs: Iterable[int]) -> dict[int, tuple[int | None, int | None]]: ...
 
@@ -177,19 +182,19 @@ async def choose(
     words: Sequence[str] = (),
 ) -> list[SearchHit]:
     """The ``top_k`` best memories as search hits, from a backend's candidate lists (``rank_lists``)
-    and its ``rows``: every candidate's when the query names a time (their dates decide the time
-    list), else only the chosen ones'; then sessions and the participants named in ``words``, the
+    and its ``rows``: when the query names a time, every candidate's time and text decide the time
+    list; then the chosen ones' rows, sessions and the participants named in ``words``, the
     query's terms (``hits``)."""
-    found = None
+    in_window: frozenset[int] = frozenset()
     if window is not None:
-        found = await rows.memories_by_seq(candidates(exact, keyword, keyword_context, by_meaning))
+        moments = await rows.moments_by_seq(candidates(exact, keyword, keyword_context, by_meaning))
+        in_window = timely(window, moments)
     chosen = rank_lists(
         tuning, exact=exact, keyword=keyword, keyword_context=keyword_context, by_meaning=by_meaning,
         similarity=similarity, top_k=ranked_depth(tuning, top_k), depth=depth, threshold=threshold,
-        in_window=timely(window, found or {}),
+        in_window=in_window,
     )
-    if found is None:
-        found = await rows.memories_by_seq(r.seq for r in chosen)
+    found = await rows.memories_by_seq(r.seq for r in chosen)
     return await hits(tuning, chosen, found, top_k, words, rows)
 
 
@@ -198,11 +203,16 @@ def candidates(*lists: Sequence[int]) -> list[int]:
     return list(dict.fromkeys(seq for ranked in lists for seq in ranked))
 
 
-def timely(window: TimeWindow | None, memories: dict[int, Memory]) -> frozenset[int]:
-    """The memories (of ``memories``) that happened in ``window`` or speak of a time in it."""
-    if window is None:
-        return frozenset()
-    return frozenset(seq for seq, m in memories.items() if speaks_of(window, m.occurred_at, m.content))
+def timely(window: TimeWindow, moments: dict[int, tuple[str, str]]) -> frozenset[int]:
+    """The memories (of ``moments``: when each happened, and its text) that happened in
+    ``window`` or speak of a time in it."""
+    return frozenset(seq for seq, (happened, text) in moments.items() if speaks_of(window, happened, text))
+
+
+def candidate_depth(tuning: SearchTuning, top_k: int, window: TimeWindow | None) -> int:
+    """How many candidates each list contributes before fusion."""
+    depth = max(tuning.min_depth, top_k * 4)
+    return depth if window is None else max(depth, tuning.window_depth)
 
 
 def ranked_depth(tuning: SearchTuning, top_k: int) -> int:

@@ -15,7 +15,7 @@ import numpy as np
 from ollama_mcp import vector_file
 from ollama_mcp.domain import Facet, Scope, SearchFilters, SearchHit
 from ollama_mcp.keywords import KeywordIndex
-from ollama_mcp.ranking import MAX_QUERY_TERMS, WORD, SearchTuning, choose, query_terms
+from ollama_mcp.ranking import MAX_QUERY_TERMS, WORD, SearchTuning, candidate_depth, choose, query_terms
 from ollama_mcp.storage import QueryVector, resolve
 from ollama_mcp.store import FACET_CODES, KIND_CODES, SearchReads, Store
 from ollama_mcp.vectors import EarlyFile, VectorIndex
@@ -87,7 +87,7 @@ class HybridSearch:
         window: TimeWindow | None = None,
     ) -> list[SearchHit]:
         tuning = self.tuning
-        depth = max(tuning.min_depth, top_k * 4)
+        depth = candidate_depth(tuning, top_k, window)
         if window is not None:
             query = window.keyword_text  # the query vector is of the whole text; the keywords are not its dates
 

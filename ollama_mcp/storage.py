@@ -142,6 +142,10 @@ class Storage(Protocol):
 
     async def memories_by_seq(self, seqs: Iterable[int]) -> dict[int, Memory]: ...
 
+    async def moments_by_seq(self, seqs: Iterable[int]) -> dict[int, tuple[str, str]]:
+        """When each memory of ``seqs`` happened (``occurred_at``) and its text: all a time window
+        needs, at a quarter of the cost of whole memories (bench/README.md)."""
+
     async def adjacent_seqs(self, seqs: Iterable[int]) -> dict[int, tuple[int | None, int | None]]:
         """For each memory of ``seqs``: the seqs of the current notes or messages just before and
         just after it in its conversation (None at either end)."""

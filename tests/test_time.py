@@ -257,3 +257,20 @@ async def test_without_the_time_weight_a_dated_query_ranks_by_its_other_words(ap
     app.ranker.tuning = replace(SearchTuning(), time_weight=0)  # type: ignore[misc]
     dated = await app.service.search(search_request("Sam hiking hills on 4 December 2023", top_k=4))
     assert dated.hits[0].memory.id != ids["2023-12-04"]
+
+
+async def test_a_dated_query_lifts_a_memory_of_that_day_from_far_down_the_candidates(app: App) -> None:
+    conv = await app.service.init_conversation("many hikes")
+    for i in range(120):  # better worded, one a day from January 2022 (each its own session)
+        happened = (datetime(2022, 1, 1, 10, tzinfo=UTC) + timedelta(days=i)).isoformat()
+        await app.service.store_memory(f"Sam hiking in the hills, trail {i}", conv.id, occurred_at=happened)
+    target = await app.service.store_memory(  # worded worse than all of them: one query word among many
+        "went hiking, then cooked a long dinner with friends and watched a film about the sea until late",
+        conv.id, occurred_at="2023-12-04T10:00:00Z",
+    )
+    while await app.indexer.backfill_once():
+        pass
+    request = search_request("Sam hiking hills on 4 December 2023", conv.id, top_k=20)
+    assert target.memory.id in [h.memory.id for h in (await app.service.search(request)).hits]
+    app.ranker.tuning = replace(SearchTuning(), window_depth=50)  # type: ignore[misc]
+    assert target.memory.id not in [h.memory.id for h in (await app.service.search(request)).hits]

@@ -115,6 +115,16 @@ class MemoryStore(PgStoreBase):
         )
         return {int(row[0]): memory_from_row(row) for row in rows}
 
+    async def moments_by_seq(self, seqs: Iterable[int]) -> dict[int, tuple[str, str]]:
+        wanted = list(dict.fromkeys(seqs))
+        if not wanted:
+            return {}
+        rows = await self._fetchall(
+            "SELECT m.seq, m.occurred_at, m.content FROM memories m WHERE m.seq = ANY(%s)", (wanted,),
+            "read when memories happened",
+        )
+        return {int(row[0]): (row[1], row[2]) for row in rows}
+
     async def adjacent_seqs(self, seqs: Iterable[int]) -> dict[int, tuple[int | None, int | None]]:
         wanted = list(dict.fromkeys(seqs))
         if not wanted:

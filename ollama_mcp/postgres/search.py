@@ -28,7 +28,7 @@ from ollama_mcp.domain import SearchFilters, SearchHit
 from ollama_mcp.errors import EmbeddingMismatchError
 from ollama_mcp.postgres.rows import ALL_KINDS, filter_sql, stored_dimension
 from ollama_mcp.postgres.store import PgStore
-from ollama_mcp.ranking import MAX_QUERY_TERMS, WORD, SearchTuning, choose, query_terms
+from ollama_mcp.ranking import MAX_QUERY_TERMS, WORD, SearchTuning, candidate_depth, choose, query_terms
 from ollama_mcp.storage import QueryVector, resolve
 from ollama_mcp.when import TimeWindow
 
@@ -89,7 +89,7 @@ class PgRanker:
         window: TimeWindow | None = None,
     ) -> list[SearchHit]:
         tuning = self.tuning
-        depth = max(tuning.min_depth, top_k * 4)
+        depth = candidate_depth(tuning, top_k, window)
         if window is not None:
             query = window.keyword_text  # the query vector is of the whole text; the keywords are not its dates
         params: dict[str, Any] = {}

@@ -129,6 +129,17 @@ class MemoryStore(StoreBase):
         )
         return {row[0]: memory_from_row(row) for row in rows}
 
+    async def moments_by_seq(self, seqs: Iterable[int]) -> dict[int, tuple[str, str]]:
+        wanted = list(dict.fromkeys(seqs))
+        if not wanted:
+            return {}
+        rows = await self._fetchall(
+            "SELECT m.seq, m.occurred_at, m.content FROM memories m WHERE m.seq IN (SELECT value FROM json_each(?))",
+            (json.dumps(wanted),),
+            "read when memories happened",
+        )
+        return {row[0]: (row[1], row[2]) for row in rows}
+
     async def adjacent_seqs(self, seqs: Iterable[int]) -> dict[int, tuple[int | None, int | None]]:
         wanted = list(dict.fromkeys(seqs))
         if not wanted:
