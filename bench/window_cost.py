@@ -1,0 +1,81 @@
+"""What a query naming a time costs (#18): in-process searches on a store like bench/mcp_stdio.py's
+(synthetic 384-d vectors, Zipf words), with and without a time in the query, at several
+``SearchTuning.window_depth`` values, in alternating blocks.
+
+    python bench/window_cost.py                       # 10k memories, about a minute
+    python bench/window_cost.py --memories 100000 --depths 50 200
+
+The synthetic embedder answers in about a millisecond; the figures are the search's own work.
+"""
+
+from __future__ import annotations
+
+import argparse
+import random
+import statistics
+import sys
+import tempfile
+import time
+from dataclasses import replace
+from datetime import UTC, datetime
+from pathlib import Path
+
+import anyio
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from bench.embed_server import EmbedServer, Synthetic  # noqa: E402
+from bench.mcp_stdio import DIM, build_store, query  # noqa: E402
+
+TIME = datetime.now(UTC).strftime(" in %B %Y")  # the month the synthetic store's memories happened in
+
+
+async def measure(db: str, conversation: str, url: str, args: argparse.Namespace) -> dict[str, list[float]]:
+    from ollama_mcp.app import open_app  # noqa: PLC0415
+    from ollama_mcp.config import Settings  # noqa: PLC0415
+    from ollama_mcp.inputs import search_request  # noqa: PLC0415
+    from ollama_mcp.ranking import SearchTuning  # noqa: PLC0415
+
+    env = {"OLLAMA_HOST": url, "OLLAMA_MCP_DB": db, "OLLAMA_MCP_EMBED_MODEL": "all-minilm",
+           "HOME": str(Path(db).parent), "OLLAMA_MCP_LOG_LEVEL": "WARNING"}
+    rng = random.Random(3)
+    times: dict[str, list[float]] = {}
+    async with open_app(Settings.from_env(env)) as app:
+        for _ in range(30):  # the indexes load; query words get cached
+            await app.service.search(search_request(query(rng) + TIME, conversation))
+        for _ in range(args.rounds):
+            for depth in args.depths:
+                app.indexer.ranker.tuning = replace(SearchTuning(), window_depth=depth)
+                for suffix in ("", TIME):
+                    label = f"window_depth={depth}, {'a query naming a time' if suffix else 'a query naming none'}"
+                    for _ in range(args.searches):
+                        request = search_request(query(rng) + suffix, conversation)
+                        started = time.perf_counter()
+                        await app.service.search(request)
+                        times.setdefault(label, []).append((time.perf_counter() - started) * 1000)
+    return times
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--memories", type=int, default=10_000)
+    parser.add_argument("--depths", type=int, nargs="+", default=[50, 100, 200])
+    parser.add_argument("--searches", type=int, default=100, help="per block")
+    parser.add_argument("--rounds", type=int, default=2)
+    args = parser.parse_args()
+    server = EmbedServer(Synthetic(DIM)).start()
+    try:
+        with tempfile.TemporaryDirectory() as tmp:
+            db = f"{tmp}/bench.db"
+            conversation = build_store(db, args.memories, random.Random(11))
+            times = anyio.run(measure, db, conversation, server.url, args)
+    finally:
+        server.stop()
+    print(f"{args.memories} memories, search p50 in-process (ms), {args.rounds} x {args.searches} each:")
+    for label, values in times.items():
+        print(f"  {label}: {statistics.median(values):.2f}")
+
+
+if __name__ == "__main__":
+    main()
