@@ -1,7 +1,8 @@
 """Time named in text (no I/O): the dates a query asks about, and the dates a memory speaks of.
 
-A query that names a time ("on 4 December 2023", "in August", "2022", "last week", "two months
-ago", "recently", "as of September 2023") gets a ``TimeWindow``: ranking lifts the memories that
+A query that names a time ("on 4 December 2023", "in August", "early June", "the second week of
+November", "2022", "last week", "two months ago", "recently", "as of September 2023") gets a
+``TimeWindow``: ranking lifts the memories that
 happened in it, or speak of a time in it, above the others (a soft window, never a filter: a
 user's date is often a little off). Absolute dates stop competing as keywords, since a memory's
 time is in its ``occurred_at``, not in its words; relative words ("last weekend") stay keywords,
@@ -92,6 +93,17 @@ _COUNTED_BACK = (
     rf"\b(?:(?:the|last)\s+)?(?:{_NUMBER}\s+)?"
     r"(?P<unit>day|week|weekend|month|year|monday|tuesday|wednesday|thursday|friday|saturday|sunday)s?\s+$"
 )
+# A part of the month named right after it ("early June", "the beginning of May 2023", "the
+# second week of November", "mid-March", "late August", "the end of July"): those days, not the
+# whole month.
+_PART_OF_MONTH = (
+    r"(?:\b(?P<early>early(?:\s+in)?|(?:the\s+)?(?:beginning|start)\s+of)"
+    r"|\b(?P<mid>mid-?|(?:the\s+)?middle\s+of)"
+    r"|\b(?P<late>late(?:\s+in)?|(?:the\s+)?end\s+of)"
+    r"|\b(?:the\s+)?(?P<week>first|second|third|fourth|last|1st|2nd|3rd|4th)\s+week\s+of)"
+    r"\s*(?:the\s+)?(?:month\s+of\s+)?$"
+)
+_WEEKS = {"first": 1, "1st": 1, "second": 2, "2nd": 2, "third": 3, "3rd": 3, "fourth": 4, "4th": 4}
 
 
 class _Grammar:
@@ -102,6 +114,7 @@ class _Grammar:
         self.relative = [(kind, re.compile(pattern, flags)) for kind, pattern, flags in _RELATIVE_GRAMMAR]
         self.lead_before = re.compile(_LEAD_BEFORE, re.I)
         self.counted_back = re.compile(_COUNTED_BACK, re.I)
+        self.part_of_month = re.compile(_PART_OF_MONTH, re.I)
 
 
 @functools.cache
@@ -166,6 +179,11 @@ def mentions(text: str, reference: datetime) -> list[Mention]:
             taken.append(match.span())  # an impossible "31 February 2023" is not "February 2023" either
             if span is not None:
                 at, lead = match.span(), (match.groupdict().get("lead") or "").lower()
+                if kind == "month":
+                    part = grammar.part_of_month.search(text, max(0, match.start("month") - 30), match.start("month"))
+                    if part is not None:
+                        span, at = _part_of_month(part, span[0]), (min(at[0], part.start()), at[1])
+                        lead = "" if at[0] == part.start() or lead in ("early", "late") or lead.startswith("mid") else lead
                 before = grammar.lead_before.search(text, max(0, at[0] - 12), at[0])
                 if before is not None:
                     at, lead = (before.start(), at[1]), before["lead"].lower()
@@ -254,6 +272,23 @@ def _absolute(kind: str, match: re.Match[str], reference: datetime) -> tuple[dat
         return None  # "31 February": no such day, so no window
     start = datetime(year, month, day, tzinfo=UTC)
     return start, start + timedelta(days=1)
+
+
+def _part_of_month(match: re.Match[str], first: datetime) -> tuple[datetime, datetime]:
+    """The days of the month beginning ``first`` that ``match`` (``_PART_OF_MONTH``) names."""
+    days = monthrange(first.year, first.month)[1]
+    if match["early"]:
+        begin, end = 1, 10
+    elif match["mid"]:
+        begin, end = 11, 20
+    elif match["late"]:
+        begin, end = 21, days
+    elif match["week"].lower() == "last":
+        begin, end = days - 6, days
+    else:
+        n = _WEEKS[match["week"].lower()]
+        begin, end = 7 * n - 6, 7 * n
+    return first.replace(day=begin), first.replace(day=end) + timedelta(days=1)
 
 
 def _relative(kind: str, match: re.Match[str], reference: datetime) -> tuple[datetime, datetime] | None:

@@ -64,6 +64,15 @@ def day(value: str) -> str:
     ("the day before 4 May 2023", day("2023-05-03"), day("2023-05-04")),
     ("the month before 4 May 2023", day("2023-04-04"), day("2023-05-04")),
     ("every plan since 2022", day("2022-01-01"), None),
+    # a part of a month: those days, not all of it
+    ("what did we do in early June 2023", day("2023-06-01"), day("2023-06-11")),
+    ("the tournament at the beginning of November 2022", day("2022-11-01"), day("2022-11-11")),
+    ("Which country was Tim visiting in the second week of November?", day("2023-11-08"), day("2023-11-15")),
+    ("in mid-March 2023", day("2023-03-11"), day("2023-03-21")),
+    ("the trip in late February", day("2023-02-21"), day("2023-03-01")),  # 28 days in 2023
+    ("plans for the last week of August 2023", day("2023-08-25"), day("2023-09-01")),
+    ("my status as of the end of May 2023", None, day("2023-06-01")),
+    ("every run since early June", day("2023-06-01"), None),
 ])
 def test_a_query_naming_a_time_gets_that_window(query: str, start: str | None, end: str | None) -> None:
     window = query_window(query, REFERENCE)
@@ -87,6 +96,8 @@ def test_a_query_naming_no_possible_time_gets_no_window(query: str) -> None:
 def test_absolute_dates_leave_the_keywords_and_relative_words_stay() -> None:
     dated = query_window("what did Sam cook on 4 December 2023?", REFERENCE)
     assert dated is not None and dated.keyword_text.split() == ["what", "did", "Sam", "cook", "on", "?"]
+    part = query_window("what did Sam cook in the second week of November?", REFERENCE)
+    assert part is not None and part.keyword_text.split() == ["what", "did", "Sam", "cook", "in", "?"]
     relative = query_window("what did Sam cook last weekend", REFERENCE)
     assert relative is not None and relative.keyword_text == "what did Sam cook last weekend"
     before = query_window("status as of September 2023", REFERENCE)
@@ -107,6 +118,10 @@ def test_a_memory_speaks_of_the_day_its_own_words_name_relative_to_when_it_happe
     assert august is not None
     assert speaks_of(august, "2023-08-17T19:54:00.000000Z", "John: I met back up with my teammates on the 15th!")
     assert not speaks_of(august, "2023-09-17T19:54:00.000000Z", "John: I met back up with my teammates on the 15th!")
+    early_may = query_window("where did Ana move in early May 2023?", REFERENCE)
+    assert early_may is not None
+    assert not speaks_of(early_may, "2023-06-10T10:00:00.000000Z", "Ana: we moved at the end of May")
+    assert speaks_of(early_may, "2023-06-10T10:00:00.000000Z", "Ana: we moved at the beginning of May")
 
 
 # -- occurred_at: stored, checked, filtered, carried ---------------------------------------------------
