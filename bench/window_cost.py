@@ -44,6 +44,10 @@ async def measure(db: str, conversation: str, url: str, args: argparse.Namespace
     async with open_app(Settings.from_env(env)) as app:
         for _ in range(30):  # the indexes load; query words get cached
             await app.service.search(search_request(query(rng) + TIME, conversation))
+        keywords = app.indexer.ranker.keywords  # a large store's in-memory keyword index loads in the background
+        with anyio.fail_after(120):
+            while args.memories >= app.indexer.ranker.tuning.keyword_index_min_memories and not keywords.loaded:
+                await anyio.sleep(0.2)
         for _ in range(args.rounds):
             for depth in args.depths:
                 app.indexer.ranker.tuning = replace(SearchTuning(), window_depth=depth)
