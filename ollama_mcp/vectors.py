@@ -47,7 +47,7 @@ _CONTENT, _CONTEXT = FACET_CODES["content"], FACET_CODES["context"]
 # they are held at half the size: float16 moves a similarity by at most ~5e-5 (bench/README.md),
 # and halves what a large store holds of them (100k x 768: 293 MB -> 147 MB).
 _HELD: dict[int, np.dtype] = {_CONTENT: np.dtype(np.float16), _CONTEXT: np.dtype(np.float32)}
-_FILE_SAMPLES = 8  # rows per facet a vector file must share with the database, byte for byte
+_FILE_SAMPLES = 8  # rows per facet a vector file must share with the database (as held: ``_matches``)
 
 log = logging.getLogger(__name__)
 
