@@ -18,6 +18,7 @@ import statistics
 import sys
 import tempfile
 import time
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -96,6 +97,7 @@ async def measure(n: int, dim: int, queries: int) -> dict[str, Any]:
     from ollama_mcp.config import Settings  # noqa: PLC0415
     from ollama_mcp.domain import SearchFilters  # noqa: PLC0415
     from ollama_mcp.postgres.search import MIN_EF_SEARCH  # noqa: PLC0415
+    from ollama_mcp.when import query_window  # noqa: PLC0415
 
     rng, vectors_rng = random.Random(7), np.random.default_rng(1)
     server = EmbedServer(Synthetic(dim)).start()
@@ -147,6 +149,17 @@ async def measure(n: int, dim: int, queries: int) -> dict[str, Any]:
                     found = await app.ranker.search(" ".join(words(rng, 5)), q, SearchFilters(), conv.key, 10, None)
                     search_ms.append((time.perf_counter() - started) * 1000)
                     assert len(found) == 10
+                # a query naming a time (its lists run deeper: SearchTuning.window_depth), in the
+                # month every memory here happened in
+                dated_ms = []
+                for _ in range(queries):
+                    q = near_stored(context, rng, vectors_rng)
+                    window = query_window(" ".join(words(rng, 5)) + datetime.now(UTC).strftime(" in %B %Y"), datetime.now(UTC))
+                    assert window is not None
+                    started = time.perf_counter()
+                    found = await app.ranker.search(window.keyword_text, q, SearchFilters(), conv.key, 10, None, window)
+                    dated_ms.append((time.perf_counter() - started) * 1000)
+                    assert len(found) == 10
             result.update(await through_mcp(env, conv.id, queries, rng))
         finally:
             server.stop()
@@ -155,6 +168,7 @@ async def measure(n: int, dim: int, queries: int) -> dict[str, Any]:
         "store_ms_p50": round(statistics.median(store_ms), 2),
         "search_ms_p50": round(statistics.median(search_ms), 2),
         "search_ms_p95": round(percentile(search_ms, 0.95), 2),
+        "dated_search_ms_p50": round(statistics.median(dated_ms), 2),
         "search_to_exact_scan": round(statistics.median(search_ms) / result["exact_scan_ms_p50"], 2),
     })
     return result
