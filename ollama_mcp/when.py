@@ -181,9 +181,8 @@ def mentions(text: str, reference: datetime) -> list[Mention]:
                 at, lead = match.span(), (match.groupdict().get("lead") or "").lower()
                 if kind == "month":
                     part = grammar.part_of_month.search(text, max(0, match.start("month") - 30), match.start("month"))
-                    if part is not None:
-                        span, at = _part_of_month(part, span[0]), (min(at[0], part.start()), at[1])
-                        lead = "" if at[0] == part.start() or lead in ("early", "late") or lead.startswith("mid") else lead
+                    if part is not None:  # (it ends at the month, so it holds any lead the match has: "of", "early")
+                        span, at, lead = _part_of_month(part, span[0]), (part.start(), at[1]), ""
                 before = grammar.lead_before.search(text, max(0, at[0] - 12), at[0])
                 if before is not None:
                     at, lead = (before.start(), at[1]), before["lead"].lower()
