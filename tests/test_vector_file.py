@@ -44,6 +44,12 @@ async def fill(app: App, count: int, seed: int) -> str:
     return conversation.id
 
 
+async def write_file(app: App) -> None:
+    """The app's vectors, loaded and written to its vector file."""
+    await app.ranker.vectors.refresh()
+    assert await app.ranker.vectors.save()
+
+
 async def ranking(app: App) -> list[list[str]]:
     await app.ranker.vectors.refresh()
     out = []
@@ -76,8 +82,7 @@ async def test_a_new_process_ranks_from_the_file_and_catches_up_on_rows_written_
         monkeypatch.setattr(vectors, "BLOCK_ROWS", block_rows)
     async with open_app(settings, background=False) as first:
         await fill(first, 300, 1)
-        await first.ranker.vectors.refresh()
-        assert await first.ranker.vectors.save()
+        await write_file(first)
         await fill(first, 40, 2)  # after the file was written
         expected = await ranking(first)
         size = first.ranker.vectors.size
@@ -94,8 +99,7 @@ async def test_a_file_that_is_not_this_databases_is_rebuilt_from_the_database(
 ) -> None:
     async with open_app(settings, background=False) as first:
         await fill(first, 200, 3)
-        await first.ranker.vectors.refresh()
-        assert await first.ranker.vectors.save()
+        await write_file(first)
         expected = await ranking(first)
     path = file_of(settings)
     data = bytearray(path.read_bytes())
@@ -121,8 +125,7 @@ async def test_a_head_start_reads_and_checks_the_file_while_the_app_imports_and_
 ) -> None:
     async with open_app(settings, background=False) as first:
         await fill(first, 300, 7)
-        await first.ranker.vectors.refresh()
-        assert await first.ranker.vectors.save()
+        await write_file(first)
         expected, size = await ranking(first), first.ranker.vectors.size
     async with HeadStart.running(settings) as head:
         early = await head.vector_file(file_of(settings), settings.embed_model)
@@ -143,8 +146,7 @@ async def test_own_vectors_are_held_at_half_size_and_similarities_stay_within_a_
         conversation = await fill(first, 300, 8)
         texts = [f"uncovered {i}" for i in range(300)]  # no context vectors yet: ranked by their own
         await first.service.import_memories(conversation, texts, unit_vectors(10, 300))
-        await first.ranker.vectors.refresh()
-        assert await first.ranker.vectors.save()
+        await write_file(first)
         expected = await ranking(first)
     found = vector_file.read(file_of(settings), settings.embed_model)
     assert found is not None
@@ -166,8 +168,7 @@ async def test_own_vectors_are_held_at_half_size_and_similarities_stay_within_a_
 async def test_a_file_holding_own_vectors_as_float32_as_older_versions_wrote_is_rebuilt(settings: Settings) -> None:
     async with open_app(settings, background=False) as first:
         await fill(first, 200, 9)
-        await first.ranker.vectors.refresh()
-        assert await first.ranker.vectors.save()
+        await write_file(first)
         expected = await ranking(first)
     path = file_of(settings)
     found = vector_file.read(path, settings.embed_model)
@@ -187,8 +188,7 @@ async def test_a_file_holding_own_vectors_as_float32_as_older_versions_wrote_is_
 async def test_deleting_memories_removes_the_file_that_holds_their_vectors(settings: Settings, db: Database) -> None:
     async with open_app(settings, background=False) as app:
         conversation = await fill(app, 100, 4)
-        await app.ranker.vectors.refresh()
-        assert await app.ranker.vectors.save()
+        await write_file(app)
         await app.service.delete_conversation(conversation)
         assert not file_of(settings).exists()
 
@@ -197,8 +197,7 @@ async def test_a_file_written_before_another_process_deleted_rows_is_not_trusted
     async with open_app(settings, background=False) as mine, open_app(settings, background=False) as theirs:
         keep = await fill(mine, 150, 5)
         gone = await fill(mine, 150, 6)
-        await mine.ranker.vectors.refresh()
-        assert await mine.ranker.vectors.save()
+        await write_file(mine)
         saved = file_of(settings).read_bytes()
         await theirs.service.delete_conversation(gone)
     file_of(settings).write_bytes(saved)  # as if the deleting process had died before removing it
