@@ -24,6 +24,8 @@ also after a restart.
 from __future__ import annotations
 
 import logging
+import math
+import time
 from collections.abc import AsyncIterator, Iterable, Sequence
 from contextlib import asynccontextmanager
 
@@ -46,7 +48,14 @@ from ollama_mcp.when import TimeWindow
 log = logging.getLogger(__name__)
 
 BACKFILL_BATCH = 32
-BACKFILL_POLL_SECONDS = 60.0  # also notices memories another process left pending
+# The idle backfill looks again this often; and a pass over the whole store, for what became
+# pending behind its cursor (a context another process rewrote by a delete, a batch another
+# process left), starts over from the first memory at most this often.
+BACKFILL_POLL_SECONDS = 60.0
+# One look for pending memories reads at most this many memories (a range of seqs): a pass over
+# a large store is many short statements, never one that holds the database while a search or a
+# store waits (100k memories in one statement: ~100 ms; in 4,096: ~4 ms).
+SCAN_SEQS = 4096
 # The backfill gives way to calls someone waits for: it sends a batch once none ran for
 # QUIET_SECONDS, or after PATIENCE_SECONDS of steady calls a small batch (BUSY_BATCH memories),
 # so that a search never waits behind more than one short request (bench/README.md).
@@ -85,7 +94,8 @@ class Indexer:
         self.wakeup = Wakeup()  # wakes the backfill
         self._failure: OllamaMcpError | None = None  # the last embedding failure; None: healthy
         self._model_dim: int | None = None
-        self._backfill_cursor = 0  # the last seq the backfill embedded in its current pass
+        self._backfill_cursor = 0  # the memories up to this seq were looked at in the current pass
+        self._pass_started = -math.inf  # when the current pass started from the first memory (monotonic)
 
     @property
     def model(self) -> str:
@@ -170,12 +180,13 @@ class Indexer:
         (the deleted text was in it), embedded again in the background."""
         await self.ranker.removed(seqs, contexts)
         if contexts:
+            self._backfill_cursor = min(self._backfill_cursor, min(contexts) - 1)  # they wait behind it
             self.wakeup.set()
 
     def invalidate(self) -> None:
         """This model's vectors were dropped: rebuild the vector index and embed everything."""
         self.ranker.invalidate()
-        self._backfill_cursor = 0
+        self._backfill_cursor, self._pass_started = 0, time.monotonic()
         self.wakeup.set()
 
     # -- what callers ask of the indexes --------------------------------------------------------
@@ -273,12 +284,7 @@ class Indexer:
         keyword mode as soon as Ollama answers again.
         """
         try:
-            pending = await self._store.pending_memories(self.model, BACKFILL_BATCH, self._backfill_cursor)
-            if not pending and self._backfill_cursor:
-                # The pass reached the end; start over once, for anything that became pending
-                # behind the cursor (a context rewritten by a delete, a batch another process left).
-                self._backfill_cursor = 0
-                pending = await self._store.pending_memories(self.model, BACKFILL_BATCH)
+            pending = await self._next_pending()
             if not pending:
                 if self._failure is not None:
                     await self.embedder.info()
@@ -295,6 +301,26 @@ class Indexer:
         self._recover()
         log.debug("embedded %d pending memories with %s", embedded, self.model)
         return embedded
+
+    async def _next_pending(self) -> list[tuple[Memory, tuple[Facet, ...]]]:
+        """The next pending memories after the cursor, looked for ``SCAN_SEQS`` memories a
+        statement. Past the newest memory the pass starts over from the first, if the current one
+        started ``BACKFILL_POLL_SECONDS`` ago: new memories come after the cursor, and only what
+        another process did can leave one pending behind it."""
+        newest: int | None = None
+        while True:
+            start = self._backfill_cursor
+            pending = await self._store.pending_memories(self.model, BACKFILL_BATCH, start, start + SCAN_SEQS)
+            if pending:
+                return pending
+            newest = await self._store.newest_seq() if newest is None else newest
+            if start + SCAN_SEQS < newest:
+                self._backfill_cursor = start + SCAN_SEQS
+            elif time.monotonic() - self._pass_started >= BACKFILL_POLL_SECONDS:
+                self._backfill_cursor, self._pass_started = 0, time.monotonic()
+            else:
+                self._backfill_cursor = max(start, newest)
+                return []
 
     def upkeep_step(self, interval: float, min_new: int) -> Step:
         """A step for ``background.supervise``: the ranker's upkeep, then wait ``interval``."""

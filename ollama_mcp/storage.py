@@ -259,10 +259,13 @@ class Storage(Protocol):
         """The dimension the stored vectors of ``model`` use (in one conversation, if given)."""
 
     async def pending_memories(
-        self, model: str, limit: int, after_seq: int = 0
+        self, model: str, limit: int, after_seq: int = 0, through_seq: int | None = None
     ) -> list[tuple[Memory, tuple[Facet, ...]]]:
-        """Up to ``limit`` memories after ``after_seq`` lacking a vector of ``model``, oldest first,
-        each with the facets it lacks."""
+        """Up to ``limit`` memories after ``after_seq`` (and up to ``through_seq``) lacking a vector
+        of ``model``, oldest first, each with the facets it lacks."""
+
+    async def newest_seq(self) -> int:
+        """The highest memory seq (0 in an empty store): cheap to read."""
 
     async def pending_count(self, model: str) -> int:
         """Memories lacking a vector of ``model`` for some facet."""

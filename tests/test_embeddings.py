@@ -7,6 +7,7 @@ from dataclasses import replace
 
 import pytest
 
+from ollama_mcp import indexer
 from ollama_mcp.app import App, open_app
 from ollama_mcp.config import Settings
 from ollama_mcp.embedding_text import chunk_text, prefixes_for
@@ -90,6 +91,45 @@ async def test_many_pending_memories_are_embedded_in_batches(
     # 40 contents and 40 contexts, less the first context, which is its content again
     assert sum(len(r.body["input"]) for r in batches) == 79
     assert max(len(r.body["input"]) for r in batches) == 32
+
+
+async def test_the_backfill_looks_through_a_large_store_a_range_of_memories_at_a_time(
+    settings: Settings, db: Database, fake_ollama: FakeOllama, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(indexer, "SCAN_SEQS", 4)  # a store of 30 memories is eight ranges
+    fake_ollama.stop()
+    async with open_app(settings, background=False) as app:
+        for i in range(30):
+            await app.service.store_memory(f"pending number {i}")
+        first = db.count("SELECT min(seq) FROM memories")
+        in_range = await app.store.pending_memories(app.indexer.model, 32, first - 1, first + 3)
+        assert [memory.content for memory, _ in in_range] == [f"pending number {i}" for i in range(4)]
+        fake_ollama.start()
+        while await app.indexer.backfill_once():
+            pass
+        assert await app.indexer.pending_count() == 0
+
+
+async def test_a_memory_left_pending_behind_the_backfill_is_embedded_by_its_next_pass_over_the_store(
+    settings: Settings, db: Database, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    async with open_app(settings, background=False) as app:
+        for i in range(5):
+            await app.service.store_memory(f"remembered number {i}")
+        while await app.indexer.backfill_once():
+            pass
+        # As another process's reembed or delete leaves it: the first memory lacks its context vector.
+        db.rows(
+            "DELETE FROM memory_embeddings WHERE facet = 'context'"
+            " AND memory_seq = (SELECT min(seq) FROM memories) AND memory_seq <> (SELECT max(seq) FROM memories)"
+        )
+        assert await app.indexer.pending_count() == 1
+        assert await app.indexer.backfill_once() == 0  # a pass over the store started a moment ago
+        await app.service.store_memory("stored after it")
+        assert await app.indexer.backfill_once() == 1  # the new one's context, after the cursor
+        monkeypatch.setattr(indexer, "BACKFILL_POLL_SECONDS", 0.0)  # as a minute later
+        assert await app.indexer.backfill_once() == 1
+        assert await app.indexer.pending_count() == 0
 
 
 async def test_no_embedding_model_means_no_vectors_from_anything_else(settings: Settings, db: Database) -> None:

@@ -54,24 +54,26 @@ class VectorStore(PgStoreBase):
         return int(rows[0][0]) if rows else None
 
     async def pending_memories(
-        self, model: str, limit: int, after_seq: int = 0
+        self, model: str, limit: int, after_seq: int = 0, through_seq: int | None = None
     ) -> list[tuple[Memory, tuple[Facet, ...]]]:
-        """Up to ``limit`` memories after ``after_seq`` lacking a vector of ``model``, oldest first,
-        each with the facets it lacks; each is leased to this caller for EMBEDDING_LEASE, so the
-        backfills of several instances never embed the same memory at the same time."""
+        """Up to ``limit`` memories after ``after_seq`` (and up to ``through_seq``) lacking a vector
+        of ``model``, oldest first, each with the facets it lacks; each is leased to this caller
+        for EMBEDDING_LEASE, so the backfills of several instances never embed the same memory at
+        the same time."""
         now = datetime.now(UTC)
         content, context = MISSING_VECTOR.format("content"), MISSING_VECTOR.format("context")
         params = {
-            "model": model, "limit": limit, "after": after_seq,
+            "model": model, "limit": limit, "after": after_seq, "through": through_seq,
             "now": format_timestamp(now), "until": format_timestamp(now + EMBEDDING_LEASE), "holder": self.holder,
         }
+        through = "" if through_seq is None else " AND m.seq <= %(through)s"  # (a range the index reads)
         async with self._transaction("find memories awaiting embeddings") as conn:
             # Three statements, each reading what is committed when it starts (READ COMMITTED):
             # candidates; then the leases, decided by the lease rows themselves (a row another
             # instance holds is kept from us, even one it took a moment ago); then the claimed
             # memories read again, which drops those another instance embedded meanwhile.
             cursor = await conn.execute(
-                f"SELECT m.seq FROM memories m WHERE m.seq > %(after)s AND ({content} OR {context})"
+                f"SELECT m.seq FROM memories m WHERE m.seq > %(after)s{through} AND ({content} OR {context})"
                 " AND NOT EXISTS (SELECT 1 FROM embedding_leases l WHERE l.memory_seq = m.seq"
                 f" AND l.model = %(model)s AND l.until > %(now)s AND l.holder <> %(holder)s AND {HOLDER_ALIVE.format(lease='l')})"
                 " ORDER BY m.seq LIMIT %(limit)s",
@@ -106,6 +108,11 @@ class VectorStore(PgStoreBase):
                 facets.append("context")
             out.append((memory_from_row(row), tuple(facets)))
         return out
+
+    async def newest_seq(self) -> int:
+        """The highest memory seq (0 in an empty store)."""
+        rows = await self._fetchall("SELECT coalesce(max(seq), 0) FROM memories", {}, "read the newest memory")
+        return int(rows[0][0])
 
     async def pending_count(self, model: str) -> int:
         """Memories lacking a vector of ``model`` for some facet."""

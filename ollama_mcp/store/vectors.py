@@ -60,15 +60,17 @@ class VectorStore(StoreBase):
         return int(rows[0][0]) if rows else None
 
     async def pending_memories(
-        self, model: str, limit: int, after_seq: int = 0
+        self, model: str, limit: int, after_seq: int = 0, through_seq: int | None = None
     ) -> list[tuple[Memory, tuple[Facet, ...]]]:
-        """Memories after ``after_seq`` lacking a vector of ``model`` for some facet, oldest first,
-        with those facets. (A cursor: a pass over a large store stays linear.)"""
+        """Memories after ``after_seq`` (and up to ``through_seq``) lacking a vector of ``model`` for
+        some facet, oldest first, with those facets. (A cursor and a bound: a pass over a large
+        store stays linear, and no statement of it reads more memories than the range holds.)"""
         content, context = MISSING_VECTOR.format("content"), MISSING_VECTOR.format("context")
+        through = "" if through_seq is None else " AND m.seq <= ?4"  # (a rowid range: "?4 IS NULL OR" would scan on)
         rows = await self._fetchall(
             f"SELECT {MEMORY_COLUMNS}, {content}, {context} FROM memories m"
-            f" WHERE m.seq > ?3 AND ({content} OR {context}) ORDER BY m.seq LIMIT ?2",
-            (model, limit, after_seq),
+            f" WHERE m.seq > ?3{through} AND ({content} OR {context}) ORDER BY m.seq LIMIT ?2",
+            (model, limit, after_seq) if through_seq is None else (model, limit, after_seq, through_seq),
             "find memories awaiting embeddings",
         )
         out: list[tuple[Memory, tuple[Facet, ...]]] = []
@@ -81,6 +83,11 @@ class VectorStore(StoreBase):
                 facets.append("context")
             out.append((memory_from_row(row), tuple(facets)))
         return out
+
+    async def newest_seq(self) -> int:
+        """The highest memory seq (0 in an empty store), read in constant time."""
+        rows = await self._fetchall("SELECT coalesce(max(seq), 0) FROM memories", (), "read the newest memory")
+        return int(rows[0][0])
 
     async def pending_count(self, model: str) -> int:
         """Memories lacking a vector of ``model`` for some facet."""
