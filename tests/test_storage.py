@@ -197,6 +197,10 @@ async def test_search_ranks_by_context_vectors_and_by_own_vectors_only_where_no_
         index.mark_dirty()
         assert (await _ranked(index, _axis(3), 5, Scope())).ranked[0] == (own_only.seq, pytest.approx(1.0))
         assert (await _ranked(index, _axis(2), 1, Scope())).ranked[0][1] == pytest.approx(0.0)
+        # ... and one ranked by its own vector and then deleted is gone from the ranking at once
+        await index.remove([both.seq])
+        assert both.seq not in dict((await _ranked(index, _axis(0), 5, Scope())).ranked)
+        assert index.ranked_rows == 1
     finally:
         await store.aclose()
 
