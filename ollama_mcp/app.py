@@ -17,7 +17,7 @@ from ollama_mcp.config import Settings
 from ollama_mcp.embeddings import Embedder
 from ollama_mcp.facts import ConversationFacts, FactExtractor
 from ollama_mcp.head_start import HeadStart
-from ollama_mcp.indexer import Indexer
+from ollama_mcp.indexer import CATCH_UP_IDLE_SECONDS, Indexer
 from ollama_mcp.jobs import JobRunner
 from ollama_mcp.lifecycle import ConversationLifecycle
 from ollama_mcp.ollama_client import OllamaClient
@@ -107,6 +107,10 @@ async def open_app(
                 tasks.start_soon(lambda: supervise(
                     "retention sweep", lifecycle.retention_step(settings.retention_interval),
                     max_delay=settings.retention_interval, initial_delay=START_GRACE_SECONDS,
+                ))
+                tasks.start_soon(lambda: supervise(
+                    "taking in new vectors", indexer.catch_up_step, wakeup=indexer.written,
+                    max_delay=settings.backfill_max_delay, initial_delay=CATCH_UP_IDLE_SECONDS,
                 ))
                 tasks.start_soon(lambda: supervise(
                     "index upkeep", indexer.upkeep_step(interval, settings.upkeep_min_new),

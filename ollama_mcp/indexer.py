@@ -62,6 +62,7 @@ SCAN_SEQS = 4096
 QUIET_SECONDS = 0.3
 PATIENCE_SECONDS = 2.0
 BUSY_BATCH = 4
+CATCH_UP_IDLE_SECONDS = 3600.0  # the catch-up runs when woken (``Indexer.written``)
 
 
 class Ahead:
@@ -92,6 +93,7 @@ class Indexer:
         self.embedder = embedder
         self.ranker = ranker
         self.wakeup = Wakeup()  # wakes the backfill
+        self.written = Wakeup()  # wakes the catch-up: this process wrote memories or vectors
         self._failure: OllamaMcpError | None = None  # the last embedding failure; None: healthy
         self._model_dim: int | None = None
         self._backfill_cursor = 0  # the memories up to this seq were looked at in the current pass
@@ -108,6 +110,7 @@ class Indexer:
         if vectors:
             self.ranker.vectors_added()
         self.wakeup.set()
+        self.written.set()
 
     @asynccontextmanager
     async def embedding(self, text: str) -> AsyncIterator[Ahead | None]:
@@ -322,6 +325,12 @@ class Indexer:
                 self._backfill_cursor = max(start, newest)
                 return []
 
+    async def catch_up_step(self) -> float:
+        """A step for ``background.supervise``, woken by ``written``: the ranker takes in what this
+        process wrote, right after it was written rather than on the next search's path."""
+        await self.ranker.catch_up()
+        return CATCH_UP_IDLE_SECONDS
+
     def upkeep_step(self, interval: float, min_new: int) -> Step:
         """A step for ``background.supervise``: the ranker's upkeep, then wait ``interval``."""
 
@@ -356,6 +365,7 @@ class Indexer:
                 ))
         written = await self._store.insert_embeddings(rows)
         self.ranker.vectors_added()
+        self.written.set()
         return len({row.memory_seq for row in rows}) if written else 0
 
     async def _check_dimension(self, dim: int) -> None:

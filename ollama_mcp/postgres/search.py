@@ -392,6 +392,9 @@ class PgRanker:
     def vectors_added(self) -> None:
         """Nothing to do: the database's indexes are current when the write commits."""
 
+    async def catch_up(self) -> None:
+        """Nothing to do: no copy of the vectors is held here."""
+
     async def removed(self, seqs: Iterable[int], contexts: Sequence[int] = ()) -> None:
         """Nothing to do: deleted rows left the indexes with the delete."""
 
