@@ -30,6 +30,11 @@ if TYPE_CHECKING:
     from ollama_mcp.head_start import HeadStart
 
 BATCH_SIZE = 32
+# A background request (the backfill's) takes about this long at most: Ollama answers one
+# request of a model at a time, so a search or a store sent meanwhile waits behind it. Its size
+# follows the time the last one took per text: on a CPU a batch of 32 in-context texts with
+# MiniLM took 0.5-0.8 s, which a search then waited for; on a GPU batches stay at BATCH_SIZE.
+BACKGROUND_REQUEST_SECONDS = 0.1
 QUERY_CACHE_SIZE = 512
 MAX_EMBEDDING_DIM = 16_384  # the largest vector a caller may hand in
 
@@ -61,6 +66,7 @@ class Embedder:
         self._queries: OrderedDict[str, np.ndarray] = OrderedDict()
         self._waiting = 0  # calls someone is waiting for (a search's query, a store's own text)
         self._last_waited = 0.0  # when the last of those ended (time.monotonic)
+        self._background_batch = 4  # texts in the next background request (grows as they prove quick)
 
     async def info(self) -> ModelInfo:
         """The model's description from Ollama, fetched once; refuses models that cannot embed."""
@@ -141,9 +147,9 @@ class Embedder:
         memory preceded by earlier ones) keeps its end, the memory itself, within one chunk.
         """
         async with self._waited_for(waited):
-            return await self._embed_documents(items)
+            return await self._embed_documents(items, waited)
 
-    async def _embed_documents(self, items: Sequence[tuple[str, Facet]]) -> list[list[ChunkVector]]:
+    async def _embed_documents(self, items: Sequence[tuple[str, Facet]], waited: bool) -> list[list[ChunkVector]]:
         size = await self.chunk_chars()
         pieces: list[str] = []
         owners: list[int] = []
@@ -156,9 +162,13 @@ class Embedder:
         # each distinct piece is embedded once.
         unique = list(dict.fromkeys(pieces))
         vectors_of: dict[str, list[np.ndarray]] = {}
-        for start in range(0, len(unique), BATCH_SIZE):
-            batch = unique[start:start + BATCH_SIZE]
+        while len(vectors_of) < len(unique):
+            batch = unique[len(vectors_of):len(vectors_of) + (BATCH_SIZE if waited else self._background_batch)]
+            started = time.monotonic()
             vectors_of.update(zip(batch, await self._embed_fitting(batch), strict=True))
+            if not waited:
+                per_text = (time.monotonic() - started) / len(batch)
+                self._background_batch = max(1, min(BATCH_SIZE, int(BACKGROUND_REQUEST_SECONDS / max(per_text, 1e-6))))
         result: list[list[ChunkVector]] = [[] for _ in items]
         for owner, piece in zip(owners, pieces, strict=True):
             for vector in vectors_of[piece]:

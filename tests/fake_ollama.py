@@ -53,6 +53,7 @@ class FakeOllama:
         self.concepts: dict[str, str] = {}
         self.requests: list[Request] = []
         self.delay = 0.0
+        self.delay_per_text = 0.0  # an embedding's cost per input text, as on a CPU
         self.malformed = False
         self.trickle = 0.0  # > 0: send each reply's body one byte at a time, this many seconds apart
         self.fail: tuple[int, str] | None = None  # (status, error text) for every request
@@ -183,6 +184,8 @@ class FakeOllama:
         texts = [raw] if isinstance(raw, str) else list(raw)
         if body.get("truncate") is False and any(len(t.split()) > spec.context for t in texts):
             return 400, {"error": "the input length exceeds the context length"}
+        if self.delay_per_text:
+            time.sleep(self.delay_per_text * len(texts))
         return 200, {
             "model": name, "embeddings": [self.vector(name, t) for t in texts],
             "total_duration": 1000, "load_duration": 10, "prompt_eval_count": sum(len(t.split()) for t in texts),

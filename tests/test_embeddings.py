@@ -93,6 +93,33 @@ async def test_many_pending_memories_are_embedded_in_batches(
     assert max(len(r.body["input"]) for r in batches) == 32
 
 
+async def test_background_requests_are_sized_to_take_a_tenth_of_a_second_so_a_search_never_waits_long_behind_one(
+    settings: Settings, fake_ollama: FakeOllama
+) -> None:
+    fake_ollama.stop()
+    async with open_app(settings, background=False) as app:
+        for i in range(30):
+            await app.service.store_memory(f"pending number {i}")
+        fake_ollama.start()
+        fake_ollama.delay_per_text = 0.02  # a CPU: 32 texts would hold Ollama for 0.64 s
+        before = len(fake_ollama.embed_requests())
+        while await app.indexer.backfill_once():
+            pass
+        slow = [len(r.body["input"]) for r in fake_ollama.embed_requests()[before:]]
+        fake_ollama.stop()
+        for i in range(40):
+            await app.service.store_memory(f"more number {i}")
+        fake_ollama.start()
+        fake_ollama.delay_per_text = 0.0  # a GPU
+        before = len(fake_ollama.embed_requests())
+        while await app.indexer.backfill_once():
+            pass
+        fast = [len(r.body["input"]) for r in fake_ollama.embed_requests()[before:]]
+        assert await app.indexer.pending_count() == 0
+    assert slow[0] == 4 and max(slow[1:]) <= 5  # 0.1 s / 0.02 s a text
+    assert max(fast) == 32
+
+
 async def test_the_backfill_looks_through_a_large_store_a_range_of_memories_at_a_time(
     settings: Settings, db: Database, fake_ollama: FakeOllama, monkeypatch: pytest.MonkeyPatch
 ) -> None:
