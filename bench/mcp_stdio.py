@@ -16,6 +16,11 @@ MiniLM's; latency depends on the shape, not the values), then:
   the same load: p50/p95/max of each, their distance to that floor, and the server's peak RSS;
 - hung Ollama (once, smallest size): a search while the embedding server accepts and never answers.
 
+``--pause`` waits between the steady loop's rounds, as a user's calls come (the server's background
+work then runs between them, not only when it cannot wait any longer); ``--backlog N`` leaves the
+last N memories of the built store without their in-context vectors, as Ollama being down for a
+while, or an import, leaves them: the server's backfill catches up while the loop runs.
+
 Texts are Zipf-distributed words (bench/latency.py), 8-24 words a memory, 6 words a query.
 """
 
@@ -27,6 +32,7 @@ import json
 import os
 import random
 import socket
+import sqlite3
 import statistics
 import subprocess
 import sys
@@ -171,6 +177,10 @@ def measure_size(n: int, host: str, args: argparse.Namespace, rng: random.Random
         db = f"{tmp}/bench.db"
         started = time.perf_counter()
         conv = build_store(db, n, rng)
+        if args.backlog:
+            with sqlite3.connect(db) as conn:  # as if Ollama had been down for their contexts
+                conn.execute("DELETE FROM memory_embeddings WHERE facet = 'context' AND memory_seq >"
+                             " (SELECT max(seq) FROM memories) - ?", (args.backlog,))
         result: dict[str, Any] = {"memories": n, "build_s": round(time.perf_counter() - started, 1)}
         env = {"PATH": os.environ.get("PATH", ""), "HOME": tmp, "OLLAMA_MCP_DB": db, "OLLAMA_HOST": host,
                "OLLAMA_MCP_EMBED_MODEL": "all-minilm", "OLLAMA_MCP_LOG_LEVEL": "WARNING"}
@@ -200,6 +210,8 @@ def measure_size(n: int, host: str, args: argparse.Namespace, rng: random.Random
                 ms, stored = server.timed("store_memory", content=sentence(rng), conversation_id=conv)
                 store_ms.append(ms)
                 floor_ms.append(floor_call())
+                if args.pause:
+                    time.sleep(args.pause)
                 statuses[stored["embedding_status"]] = statuses.get(stored["embedding_status"], 0) + 1
             result["server_peak_rss_mb"] = _peak_rss_mb(server.proc.pid)
         finally:
@@ -266,6 +278,9 @@ def main() -> None:
     parser.add_argument("--startup-runs", type=int, default=9)
     parser.add_argument("--floor-calls", type=int, default=100)
     parser.add_argument("--no-hang", action="store_true", help="skip the hung-Ollama measurement")
+    parser.add_argument("--pause", type=float, default=0.0, help="seconds between the steady loop's rounds")
+    parser.add_argument("--backlog", type=int, default=0, metavar="N",
+                        help="the last N memories start without their in-context vectors")
     parser.add_argument("--json", type=Path)
     args = parser.parse_args()
     rng = random.Random(11)
