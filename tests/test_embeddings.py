@@ -75,14 +75,24 @@ async def test_text_over_the_model_context_is_split_until_it_fits_never_truncate
     assert db.count("SELECT count(*) FROM memory_embeddings") >= 300 // 20  # ... and the pieces that fit were stored
 
 
+async def store_pending(app: App, fake_ollama: FakeOllama, texts: list[str]) -> None:
+    """Store memories while Ollama is down: each waits for the backfill."""
+    fake_ollama.stop()
+    for text in texts:
+        await app.service.store_memory(text)
+    fake_ollama.start()
+
+
+async def backfill(app: App) -> None:
+    while await app.indexer.backfill_once():
+        pass
+
+
 async def test_many_pending_memories_are_embedded_in_batches(
     settings: Settings, fake_ollama: FakeOllama
 ) -> None:
-    fake_ollama.stop()
     async with open_app(settings, background=False) as app:
-        for i in range(40):
-            await app.service.store_memory(f"pending number {i}")
-        fake_ollama.start()
+        await store_pending(app, fake_ollama, [f"pending number {i}" for i in range(40)])
         before = len(fake_ollama.embed_requests())
         assert await app.indexer.backfill_once() == 32
         assert await app.indexer.backfill_once() == 8
@@ -96,24 +106,16 @@ async def test_many_pending_memories_are_embedded_in_batches(
 async def test_background_requests_are_sized_to_take_a_tenth_of_a_second_so_a_search_never_waits_long_behind_one(
     settings: Settings, fake_ollama: FakeOllama
 ) -> None:
-    fake_ollama.stop()
     async with open_app(settings, background=False) as app:
-        for i in range(30):
-            await app.service.store_memory(f"pending number {i}")
-        fake_ollama.start()
+        await store_pending(app, fake_ollama, [f"pending number {i}" for i in range(30)])
         fake_ollama.delay_per_text = 0.02  # a CPU: 32 texts would hold Ollama for 0.64 s
         before = len(fake_ollama.embed_requests())
-        while await app.indexer.backfill_once():
-            pass
+        await backfill(app)
         slow = [len(r.body["input"]) for r in fake_ollama.embed_requests()[before:]]
-        fake_ollama.stop()
-        for i in range(40):
-            await app.service.store_memory(f"more number {i}")
-        fake_ollama.start()
+        await store_pending(app, fake_ollama, [f"more number {i}" for i in range(40)])
         fake_ollama.delay_per_text = 0.0  # a GPU
         before = len(fake_ollama.embed_requests())
-        while await app.indexer.backfill_once():
-            pass
+        await backfill(app)
         fast = [len(r.body["input"]) for r in fake_ollama.embed_requests()[before:]]
         assert await app.indexer.pending_count() == 0
     assert slow[0] == 4 and max(slow[1:]) <= 5  # 0.1 s / 0.02 s a text
@@ -124,16 +126,12 @@ async def test_the_backfill_looks_through_a_large_store_a_range_of_memories_at_a
     settings: Settings, db: Database, fake_ollama: FakeOllama, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setattr(indexer, "SCAN_SEQS", 4)  # a store of 30 memories is eight ranges
-    fake_ollama.stop()
     async with open_app(settings, background=False) as app:
-        for i in range(30):
-            await app.service.store_memory(f"pending number {i}")
+        await store_pending(app, fake_ollama, [f"pending number {i}" for i in range(30)])
         first = db.count("SELECT min(seq) FROM memories")
         in_range = await app.store.pending_memories(app.indexer.model, 32, first - 1, first + 3)
         assert [memory.content for memory, _ in in_range] == [f"pending number {i}" for i in range(4)]
-        fake_ollama.start()
-        while await app.indexer.backfill_once():
-            pass
+        await backfill(app)
         assert await app.indexer.pending_count() == 0
 
 
@@ -143,8 +141,7 @@ async def test_a_memory_left_pending_behind_the_backfill_is_embedded_by_its_next
     async with open_app(settings, background=False) as app:
         for i in range(5):
             await app.service.store_memory(f"remembered number {i}")
-        while await app.indexer.backfill_once():
-            pass
+        await backfill(app)
         # As another process's reembed or delete leaves it: the first memory lacks its context vector.
         db.rows(
             "DELETE FROM memory_embeddings WHERE facet = 'context'"
