@@ -24,7 +24,6 @@ also after a restart.
 from __future__ import annotations
 
 import logging
-import math
 import time
 from collections.abc import AsyncIterator, Iterable, Sequence
 from contextlib import asynccontextmanager
@@ -97,7 +96,7 @@ class Indexer:
         self._failure: OllamaMcpError | None = None  # the last embedding failure; None: healthy
         self._model_dim: int | None = None
         self._backfill_cursor = 0  # the memories up to this seq were looked at in the current pass
-        self._pass_started = -math.inf  # when the current pass started from the first memory (monotonic)
+        self._pass_started = time.monotonic()  # when the current pass started from the first memory
 
     @property
     def model(self) -> str:
