@@ -66,10 +66,10 @@ async def _connect(path: Path) -> aiosqlite.Connection:
         await conn.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
         await conn.execute("PRAGMA foreign_keys = ON")
         await conn.execute("PRAGMA synchronous = NORMAL")
-        # 2 MB of page cache, about SQLite's default: the cache fills and stays in the process, and
-        # the OS caches the file anyway. 32 MB bought 0.07 ms a search at 10k memories, 8 MB nothing
-        # measurable over 2 MB for 6 MB more of peak memory (bench/README.md, #15).
-        await conn.execute("PRAGMA cache_size = -2048")
+        # 1 MB of page cache: the cache fills and stays in the process, and the OS caches the file
+        # anyway. 32 MB bought 0.07 ms a search at 10k memories, 8 MB nothing measurable over 2 MB
+        # for 6 MB more of peak memory, 2 MB nothing over 1 MB (bench/README.md, #15).
+        await conn.execute("PRAGMA cache_size = -1024")
         mode = await _use_wal(conn)
         if mode != "wal":
             log.warning("SQLite refused WAL mode (journal_mode=%s); concurrent processes will wait longer", mode)

@@ -35,7 +35,7 @@ BATCH_SIZE = 32
 # follows the time the last one took per text: on a CPU a batch of 32 in-context texts with
 # MiniLM took 0.5-0.8 s, which a search then waited for; on a GPU batches stay at BATCH_SIZE.
 BACKGROUND_REQUEST_SECONDS = 0.1
-QUERY_CACHE_SIZE = 512
+QUERY_CACHE_SIZE = 64  # recent queries' vectors (an agent often asks again); 512 held ~0.8 MB
 MAX_EMBEDDING_DIM = 16_384  # the largest vector a caller may hand in
 
 
