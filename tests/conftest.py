@@ -225,6 +225,12 @@ async def app(settings: Settings) -> AsyncIterator[App]:
         yield opened
 
 
+async def backfill(app: App) -> None:
+    """Embed everything pending, as the background backfill would (``app`` opened without it)."""
+    while await app.indexer.backfill_once():
+        pass
+
+
 async def eventually(check: Callable[[], Awaitable[Any]], timeout: float = 5.0) -> Any:
     """Poll ``check`` until it returns something truthy; fail after ``timeout`` seconds."""
     with anyio.fail_after(timeout):

@@ -12,7 +12,7 @@ from ollama_mcp.app import App, open_app
 from ollama_mcp.config import Settings
 from ollama_mcp.embedding_text import chunk_text, prefixes_for
 from ollama_mcp.inputs import search_request
-from tests.conftest import Database
+from tests.conftest import Database, backfill
 from tests.fake_ollama import FakeModel, FakeOllama
 
 pytestmark = pytest.mark.anyio
@@ -81,11 +81,6 @@ async def store_pending(app: App, fake_ollama: FakeOllama, texts: list[str]) -> 
     for text in texts:
         await app.service.store_memory(text)
     fake_ollama.start()
-
-
-async def backfill(app: App) -> None:
-    while await app.indexer.backfill_once():
-        pass
 
 
 async def test_many_pending_memories_are_embedded_in_batches(

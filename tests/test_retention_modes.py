@@ -15,7 +15,7 @@ from ollama_mcp.app import App, open_app
 from ollama_mcp.config import Settings
 from ollama_mcp.domain import Memory
 from ollama_mcp.inputs import search_request
-from tests.conftest import Database, connect, eventually
+from tests.conftest import Database, backfill, connect, eventually
 from tests.test_tools import call
 
 pytestmark = pytest.mark.anyio
@@ -72,11 +72,6 @@ def vector_facets(db: Database, seq: int) -> list[str]:
 def no_orphans(db: Database) -> None:
     for table in ("memory_embeddings", "memory_tags" if db.backend == "sqlite" else "embedding_leases"):
         assert db.count(f"SELECT count(*) FROM {table} WHERE memory_seq NOT IN (SELECT seq FROM memories)") == 0, table
-
-
-async def backfill(app: App) -> None:
-    while await app.indexer.backfill_once():
-        pass
 
 
 async def transcript(app: App, retention: str) -> tuple[str, list[Memory], Memory]:
