@@ -286,6 +286,8 @@ class MemoryService:
                 content=old.content if text is None else text,
                 tags=old.tags if tag_list is None else tag_list,
                 metadata=old.metadata if meta is None else meta, created_at=now,
+                # A correction does not move when the memory happened, nor change who wrote it.
+                actor=old.actor, occurred_at=old.occurred_at,
             )
 
         with audit.recording("update_memory", None, target, arguments=[target, content, tags, metadata]):

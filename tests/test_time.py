@@ -170,6 +170,15 @@ async def test_a_turn_recorded_late_keeps_when_it_was_said(settings: Settings, d
     assert found["results"][1]["occurred_at"] is None  # said when stored: not repeated
 
 
+async def test_a_revised_memory_keeps_when_it_happened_and_who_wrote_it(app: App) -> None:
+    first = await app.service.store_memory("we met Sam at the harbour", occurred_at="2023-12-04T10:00:00Z", actor="alex")
+    old, new = await app.service.update_memory(first.memory.id, "we met Sam at the old harbour", None, None)
+    assert (new.memory.occurred_at, new.memory.actor) == ("2023-12-04T10:00:00.000000Z", "alex")
+    assert new.memory.created_at > old.created_at  # the row is new; what it records is not
+    found = await app.service.search(search_request("harbour", since="2023-12-04", until="2023-12-05"))
+    assert [h.memory.id for h in found.hits] == [new.memory.id]
+
+
 async def test_since_and_until_filter_by_when_memories_happened_not_when_they_were_stored(app: App) -> None:
     await app.service.store_memory("the tea tasting in Kyoto", occurred_at="2019-04-02")
     await app.service.store_memory("the tea order for the office")
