@@ -4,6 +4,7 @@
 
     python bench/window_cost.py                       # 10k memories, about a minute
     python bench/window_cost.py --memories 100000 --depths 50 200
+    python bench/window_cost.py --depths 200 --told-weights 0 1    # the list of memories told of a short window later
 
 The synthetic embedder answers in about a millisecond; the figures are the search's own work.
 """
@@ -29,6 +30,9 @@ from bench.embed_server import EmbedServer, Synthetic  # noqa: E402
 from bench.mcp_stdio import DIM, build_store, query  # noqa: E402
 
 TIME = datetime.now(UTC).strftime(" in %B %Y")  # the month the synthetic store's memories happened in
+# A week's window: every memory happened after it, so the memories that may speak of it later
+# (SearchTuning.told_weight) are read, as many as ``told_rows``: a short window's worst case.
+WEEK = " last week"
 
 
 async def measure(db: str, conversation: str, url: str, args: argparse.Namespace) -> dict[str, list[float]]:
@@ -48,11 +52,13 @@ async def measure(db: str, conversation: str, url: str, args: argparse.Namespace
         with anyio.fail_after(120):
             while args.memories >= app.indexer.ranker.tuning.keyword_index_min_memories and not keywords.loaded:
                 await anyio.sleep(0.2)
+        told_weights = args.told_weights or [SearchTuning().told_weight]
         for _ in range(args.rounds):
-            for depth in args.depths:
-                app.indexer.ranker.tuning = replace(SearchTuning(), window_depth=depth)
-                for suffix in ("", TIME):
-                    label = f"window_depth={depth}, {'a query naming a time' if suffix else 'a query naming none'}"
+            for depth, told_weight in [(d, w) for d in args.depths for w in told_weights]:
+                app.indexer.ranker.tuning = replace(SearchTuning(), window_depth=depth, told_weight=told_weight)
+                for suffix in ("", TIME, WEEK):
+                    named = {"": "a query naming none", TIME: "a query naming its month", WEEK: "one naming last week"}
+                    label = f"window_depth={depth}, told_weight={told_weight}, {named[suffix]}"
                     for _ in range(args.searches):
                         request = search_request(query(rng) + suffix, conversation)
                         started = time.perf_counter()
@@ -65,6 +71,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--memories", type=int, default=10_000)
     parser.add_argument("--depths", type=int, nargs="+", default=[50, 100, 200])
+    parser.add_argument("--told-weights", type=float, nargs="+", help="SearchTuning.told_weight values (default: the shipped one)")
     parser.add_argument("--searches", type=int, default=100, help="per block")
     parser.add_argument("--rounds", type=int, default=2)
     args = parser.parse_args()

@@ -7,9 +7,10 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from datetime import datetime, timedelta
 from typing import Protocol
 
-from ollama_mcp.domain import Memory, SearchHit
+from ollama_mcp.domain import Memory, SearchHit, format_timestamp
 from ollama_mcp.when import TimeWindow, speaks_of
 
 WORD = re.compile(r"\w+", re.UNICODE)
@@ -51,6 +52,15 @@ class SearchTuning:
     # ... and when the query names a time: the time list can only lift the candidates the other
     # lists found, and a question's evidence is often words away from it ("We explored nature").
     window_depth: int = 200
+    # ... and when that time is at most ``told_span_days`` long, the memories of the
+    # ``told_after_days`` after it whose words speak of a time in it ("I went to the UK last
+    # Friday", said a week later) form a list of their own, by the meaning of their own text:
+    # no other list finds them when they share no word with the question. At most ``told_rows``
+    # memories are read for it, the nearest after the window first.
+    told_weight: float = 1.0
+    told_span_days: int = 14
+    told_after_days: int = 14
+    told_rows: int = 50
     # A query word found in more than this share of all memories (and in 500 at least) is left
     # out of the keyword query when the query has rarer words: BM25 gives it almost no weight,
     # yet scoring every memory it matches is what makes keyword search slow on large stores.
@@ -125,17 +135,19 @@ def rank_lists(
     depth: int,
     threshold: float | None,
     in_window: frozenset[int] = frozenset(),
+    told: Sequence[int] = (),
 ) -> list[Ranked]:
     """The ``top_k`` best memories from a backend's candidate lists, best first.
 
     ``exact``: memories holding the query word for word; ``keyword``/``keyword_context``: keyword
     ranks over content and context; ``by_meaning``: vector ranks in context; ``similarity``: the
     content similarity (to the query vector) of every candidate that has one; ``in_window``: the
-    candidates in the time the query names.
+    candidates in the time the query names; ``told``: the memories that speak of that time later
+    (``told``), found by no other list.
     """
     # Every candidate, however found, re-ranked by the meaning of its own text: precise where a
     # memory's neighbours say little about it (standalone notes).
-    candidates = dict.fromkeys([*exact, *keyword, *keyword_context, *by_meaning])
+    candidates = dict.fromkeys([*exact, *keyword, *keyword_context, *by_meaning, *told])
     by_content = sorted((seq for seq in candidates if seq in similarity), key=lambda seq: -similarity[seq])
     fused_scores = fuse(
         [
@@ -143,6 +155,7 @@ def rank_lists(
             (tuning.keyword_context_weight, keyword_context),
             (tuning.vector_weight, by_content[:depth]),
             (tuning.vector_context_weight, by_meaning),
+            (tuning.told_weight, sorted((seq for seq in told if seq in similarity), key=lambda seq: -similarity[seq])),
         ],
         k=tuning.rrf_k,
     )
@@ -180,19 +193,20 @@ async def choose(
     window: TimeWindow | None,
     rows: Rows,
     words: Sequence[str] = (),
+    told: Sequence[int] = (),
 ) -> list[SearchHit]:
     """The ``top_k`` best memories as search hits, from a backend's candidate lists (``rank_lists``)
     and its ``rows``: when the query names a time, every candidate's time and text decide the time
     list; then the chosen ones' rows, sessions and the participants named in ``words``, the
-    query's terms (``hits``)."""
+    query's terms (``hits``). ``told``: the memories that speak of the window later (``told``)."""
     in_window: frozenset[int] = frozenset()
     if window is not None:
         moments = await rows.moments_by_seq(candidates(exact, keyword, keyword_context, by_meaning))
-        in_window = timely(window, moments)
+        in_window = timely(window, moments).union(told)
     chosen = rank_lists(
         tuning, exact=exact, keyword=keyword, keyword_context=keyword_context, by_meaning=by_meaning,
         similarity=similarity, top_k=ranked_depth(tuning, top_k), depth=depth, threshold=threshold,
-        in_window=in_window,
+        in_window=in_window, told=told,
     )
     found = await rows.memories_by_seq(r.seq for r in chosen)
     return await hits(tuning, chosen, found, top_k, words, rows)
@@ -207,6 +221,25 @@ def timely(window: TimeWindow, moments: dict[int, tuple[str, str]]) -> frozenset
     """The memories (of ``moments``: when each happened, and its text) that happened in
     ``window`` or speak of a time in it."""
     return frozenset(seq for seq, (happened, text) in moments.items() if speaks_of(window, happened, text))
+
+
+def told_range(tuning: SearchTuning, window: TimeWindow | None) -> tuple[str, str] | None:
+    """When the memories that may speak of a short ``window`` later happened: the
+    ``told_after_days`` after it (``told``); None for a query naming no time, an open or a long
+    one, or with ``told_weight`` 0."""
+    if window is None or window.start is None or window.end is None or not tuning.told_weight:
+        return None
+    end = datetime.fromisoformat(window.end)
+    if end - datetime.fromisoformat(window.start) > timedelta(days=tuning.told_span_days):
+        return None
+    return window.end, format_timestamp(end + timedelta(days=tuning.told_after_days))
+
+
+def told(window: TimeWindow, moments: dict[int, tuple[str, str]]) -> list[int]:
+    """The memories of ``moments`` (read for ``told_range``) whose words speak of a time in
+    ``window``: "where was Tim in the second week of November?" and the turn of 16 November saying
+    "I went to a castle in the UK last Friday"."""
+    return [seq for seq, (happened, text) in moments.items() if speaks_of(window, happened, text)]
 
 
 def candidate_depth(tuning: SearchTuning, top_k: int, window: TimeWindow | None) -> int:

@@ -15,7 +15,16 @@ import numpy as np
 from ollama_mcp import vector_file
 from ollama_mcp.domain import Facet, Scope, SearchFilters, SearchHit
 from ollama_mcp.keywords import KeywordIndex
-from ollama_mcp.ranking import MAX_QUERY_TERMS, WORD, SearchTuning, candidate_depth, choose, query_terms
+from ollama_mcp.ranking import (
+    MAX_QUERY_TERMS,
+    WORD,
+    SearchTuning,
+    candidate_depth,
+    choose,
+    query_terms,
+    told,
+    told_range,
+)
 from ollama_mcp.storage import QueryVector, resolve
 from ollama_mcp.store import FACET_CODES, KIND_CODES, SearchReads, Store
 from ollama_mcp.vectors import EarlyFile, VectorIndex
@@ -122,6 +131,9 @@ class HybridSearch:
             keyword = self.keywords.rank(FACET_CODES["content"], tokens, depth, scope)
             if tuning.keyword_context_weight:
                 keyword_context = self.keywords.rank(FACET_CODES["context"], tokens, depth, scope)
+        told_later: list[int] = []
+        if window is not None and (span := told_range(tuning, window)) is not None:
+            told_later = told(window, await self._store.moments_between(filters, *span, tuning.told_rows))
         by_meaning: list[int] = []
         similarity: dict[int, float] = {}
         vector = await resolve(query_vector)  # Ollama computed it while the keyword work above ran
@@ -129,13 +141,13 @@ class HybridSearch:
             # After the keyword queries, not beside them: both are CPU-bound and BLAS already uses
             # both cores (measured: no gain, bench/README.md).
             await self.vectors.refresh(reads.data_version)
-            ranking = await self.vectors.rank(vector, depth, scope, candidates=[*exact, *keyword, *keyword_context])
+            ranking = await self.vectors.rank(vector, depth, scope, candidates=[*exact, *keyword, *keyword_context, *told_later])
             by_meaning = [seq for seq, _ in ranking.ranked]
             similarity = ranking.similarity
         return await choose(
             tuning, exact=exact, keyword=keyword, keyword_context=keyword_context, by_meaning=by_meaning,
             similarity=similarity, top_k=top_k, depth=depth, threshold=threshold, window=window,
-            rows=self._store, words=words,
+            rows=self._store, words=words, told=told_later,
         )
 
     # -- keeping the indexes current (the Ranker protocol) ----------------------------------------

@@ -146,6 +146,12 @@ class Storage(Protocol):
         """When each memory of ``seqs`` happened (``occurred_at``) and its text: all a time window
         needs, at a quarter of the cost of whole memories (bench/README.md)."""
 
+    async def moments_between(
+        self, filters: SearchFilters, start: str, end: str, limit: int
+    ) -> dict[int, tuple[str, str]]:
+        """``moments_by_seq`` of the memories passing ``filters`` that happened from ``start`` (on)
+        to ``end`` (before), the ``limit`` earliest."""
+
     async def adjacent_seqs(self, seqs: Iterable[int]) -> dict[int, tuple[int | None, int | None]]:
         """For each memory of ``seqs``: the seqs of the current notes or messages just before and
         just after it in its conversation (None at either end)."""

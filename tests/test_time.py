@@ -14,12 +14,14 @@ import pytest
 
 from ollama_mcp.app import App, open_app
 from ollama_mcp.config import Settings
+from ollama_mcp.domain import SearchFilters
 from ollama_mcp.errors import InvalidInputError
 from ollama_mcp.inputs import search_request
 from ollama_mcp.ranking import SearchTuning
 from ollama_mcp.store import Store
 from ollama_mcp.when import query_window, speaks_of
-from tests.conftest import Database, connect, sqlite_store_at
+from tests.conftest import Database, backfill, connect, sqlite_store_at
+from tests.fake_ollama import FakeOllama
 from tests.test_tools import call, error
 
 pytestmark = pytest.mark.anyio
@@ -298,3 +300,78 @@ async def test_a_dated_query_lifts_a_memory_of_that_day_from_far_down_the_candid
     assert target.memory.id in [h.memory.id for h in (await app.service.search(request)).hits]
     app.ranker.tuning = replace(SearchTuning(), window_depth=50)  # type: ignore[misc]
     assert target.memory.id not in [h.memory.id for h in (await app.service.search(request)).hits]
+
+
+# -- memories that tell of the time a query names, later ---------------------------------------------
+
+_NOVEMBER = [  # (key, text, when); the first stored first, so that its context is its own text
+    ("castle", "I went to a castle during my trip to the UK last Friday", "2023-11-16T18:00:00Z"),
+    ("yesterday", "a castle in the UK, we saw it yesterday", "2023-11-20T10:00:00Z"),  # the 19th: too late
+    ("december", "a castle in the UK, we saw it last Friday", "2023-12-01T10:00:00Z"),  # 24 November
+    ("january", "a castle in the UK, we saw it last Friday", "2024-01-12T10:00:00Z"),  # in January
+    ("elsewhere", "my trip to the UK last Friday: a castle!", "2023-11-16T18:00:00Z"),  # another conversation
+] + [  # better worded for the question than all of them: more than its lists hold
+    (f"fair {i}", f"Tim was visiting a country fair, stall {i} of every country", f"2023-10-{i + 1:02d}T10:00:00Z")
+    for i in range(14)
+]
+_WHERE_WAS_TIM = "Which country was Tim visiting in the second week of November?"
+
+
+async def _november(app: App, fake_ollama: FakeOllama) -> tuple[str, dict[str, str]]:
+    """``_NOVEMBER``'s memories by key: only a list of its own finds the castle, which shares no word
+    with the question and is less near in meaning than the fairs the lists hold."""
+    fake_ollama.concepts.update({"uk": "country"})  # near in meaning, as a real model has them
+    conv = (await app.service.init_conversation("trips")).id
+    other = (await app.service.init_conversation("other trips")).id
+    ids = {
+        key: (await app.service.store_memory(text, other if key == "elsewhere" else conv, occurred_at=when)).memory.id
+        for key, text, when in _NOVEMBER
+    }
+    await backfill(app)
+    app.ranker.tuning = replace(SearchTuning(), window_depth=0)  # type: ignore[misc]  # lists 12 deep
+    return conv, ids
+
+
+async def test_a_memory_telling_later_of_the_week_a_query_names_is_found_without_sharing_its_words(
+    app: App, fake_ollama: FakeOllama
+) -> None:
+    conv, ids = await _november(app, fake_ollama)
+    request = search_request(_WHERE_WAS_TIM, conv, top_k=3, reference_time="2023-12-20T12:00:00Z")
+    found = [h.memory.id for h in (await app.service.search(request)).hits]
+    assert ids["castle"] in found  # 16 November's "last Friday" is the 10th: in the second week
+    assert not {ids["yesterday"], ids["december"], ids["january"], ids["elsewhere"]} & set(found)
+    app.ranker.tuning = replace(app.ranker.tuning, told_weight=0)  # type: ignore[misc]
+    assert ids["castle"] not in [h.memory.id for h in (await app.service.search(request)).hits]
+
+
+async def test_a_month_a_query_names_is_too_long_to_read_what_was_said_of_it_later(
+    app: App, fake_ollama: FakeOllama
+) -> None:
+    conv, ids = await _november(app, fake_ollama)
+    request = search_request("Which country was Tim visiting in November 2023?", conv, top_k=3)
+    # 1 December's "last Friday" is 24 November: told of November, and read only when a month is short enough
+    assert ids["december"] not in [h.memory.id for h in (await app.service.search(request)).hits]
+    app.ranker.tuning = replace(app.ranker.tuning, told_span_days=31)  # type: ignore[misc]
+    assert ids["december"] in [h.memory.id for h in (await app.service.search(request)).hits]
+
+
+async def test_what_happened_after_a_time_is_read_within_the_filters_earliest_first(app: App) -> None:
+    chat = (await app.service.init_conversation("chat")).id
+    other = (await app.service.init_conversation("other")).id
+    stored = {}
+    for key, conversation, when in [
+        ("before", chat, "2023-11-14T23:59:59Z"), ("third", chat, "2023-11-20T10:00:00Z"),
+        ("first", chat, "2023-11-15T00:00:00Z"), ("second", chat, "2023-11-15T09:00:00Z"),
+        ("elsewhere", other, "2023-11-16T10:00:00Z"), ("after", chat, "2023-12-16T00:00:00Z"),
+    ]:
+        stored[key] = (await app.service.store_memory(f"the {key} one", conversation, occurred_at=when)).memory
+    revised = (await app.service.update_memory(stored["second"].id, "the second one, revised", None, None))[1].memory
+    start, end = day("2023-11-15"), day("2023-12-16")
+    read = await app.store.moments_between(SearchFilters(conversation_id=chat), start, end, 10)
+    assert list(read) == [stored["first"].seq, revised.seq, stored["third"].seq]  # not the superseded version
+    assert read[revised.seq] == (revised.occurred_at, "the second one, revised")
+    assert list(await app.store.moments_between(SearchFilters(conversation_id=chat), start, end, 2)) == [
+        stored["first"].seq, revised.seq,
+    ]
+    everywhere = await app.store.moments_between(SearchFilters(), start, end, 10)
+    assert stored["elsewhere"].seq in everywhere

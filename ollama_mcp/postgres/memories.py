@@ -4,10 +4,12 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import replace
+from typing import Any
 
+import psycopg
 from psycopg.types.json import Jsonb
 
-from ollama_mcp.domain import EmbeddingRow, Memory
+from ollama_mcp.domain import EmbeddingRow, Memory, SearchFilters
 from ollama_mcp.errors import (
     ConversationClosedError,
     InvalidInputError,
@@ -20,6 +22,7 @@ from ollama_mcp.postgres.rows import (
     earlier_contents,
     execute_many,
     facts_from,
+    filter_sql,
     insert_embedding_rows,
     insert_memory_row,
     latest_version,
@@ -125,6 +128,12 @@ class MemoryStore(PgStoreBase):
         )
         return {int(row[0]): (row[1], row[2]) for row in rows}
 
+    async def moments_between(
+        self, filters: SearchFilters, start: str, end: str, limit: int
+    ) -> dict[int, tuple[str, str]]:
+        async with self._connection("read what happened after a time") as conn:
+            return await moments_between(conn, filters, start, end, limit)
+
     async def adjacent_seqs(self, seqs: Iterable[int]) -> dict[int, tuple[int | None, int | None]]:
         wanted = list(dict.fromkeys(seqs))
         if not wanted:
@@ -190,3 +199,17 @@ class MemoryStore(PgStoreBase):
             await conn.execute("DELETE FROM memories WHERE seq = ANY(%s)", (versions,))
             changed = [] if own_context(named) else await rewrite_followers(conn, named.conversation_id, deleted)
         return named, deleted, changed
+
+
+async def moments_between(
+    conn: psycopg.AsyncConnection, filters: SearchFilters, start: str, end: str, limit: int
+) -> dict[int, tuple[str, str]]:
+    """``Storage.moments_between`` on ``conn`` (the ranker reads it beside its other lists)."""
+    params: dict[str, Any] = {"start": start, "end": end, "limit": limit}
+    where = [*filter_sql(filters, params), "m.occurred_at >= %(start)s", "m.occurred_at < %(end)s"]
+    cursor = await conn.execute(
+        f"SELECT m.seq, m.occurred_at, m.content FROM memories m WHERE {' AND '.join(where)}"
+        " ORDER BY m.occurred_at, m.seq LIMIT %(limit)s",
+        params,
+    )
+    return {int(row[0]): (row[1], row[2]) for row in await cursor.fetchall()}

@@ -10,6 +10,8 @@ The lists are those of the SQLite ranker, fused by the same code (``ranking.choo
 - meaning in context: nearest context vectors by the (model, dimension)'s HNSW index (a memory
   without a context vector yet is ranked by its own vector), filtered after the index scan; when
   the filters leave fewer than wanted, an exact scan of the filtered memories takes over;
+- told of later: for a short window, the memories of the days after it whose words name a time in
+  it (``ranking.told_range``; by ``memories_conversation_occurred``);
 - the content similarity of every candidate, read by key.
 """
 
@@ -26,9 +28,19 @@ from psycopg import sql
 
 from ollama_mcp.domain import SearchFilters, SearchHit
 from ollama_mcp.errors import EmbeddingMismatchError
+from ollama_mcp.postgres.memories import moments_between
 from ollama_mcp.postgres.rows import ALL_KINDS, filter_sql, stored_dimension
 from ollama_mcp.postgres.store import PgStore
-from ollama_mcp.ranking import MAX_QUERY_TERMS, WORD, SearchTuning, candidate_depth, choose, query_terms
+from ollama_mcp.ranking import (
+    MAX_QUERY_TERMS,
+    WORD,
+    SearchTuning,
+    candidate_depth,
+    choose,
+    query_terms,
+    told,
+    told_range,
+)
 from ollama_mcp.storage import QueryVector, resolve
 from ollama_mcp.when import TimeWindow
 
@@ -126,6 +138,11 @@ class PgRanker:
             lists["by_meaning"] = await self._by_meaning(conn, vector, dim, where, params, depth, narrow=narrows(filters))
             await similarities(conn, lists["by_meaning"])
 
+        async def told_later(conn: psycopg.AsyncConnection) -> None:
+            assert window is not None and span is not None
+            lists["told"] = told(window, await moments_between(conn, filters, *span, tuning.told_rows))
+            await similarities(conn, lists["told"])
+
         self._searches += 1
         if (self._searches - 1) % SIZE_EVERY == 0:  # before the lists: the keyword lists use what it reads
             async with self._store.reading("search memories") as conn:
@@ -137,11 +154,13 @@ class PgRanker:
             parts.append(by_context_words)
         if vector is not None:
             parts.append(by_meaning)
+        if (span := told_range(tuning, window)) is not None:
+            parts.append(told_later)
         await self._concurrently(parts)
         return await choose(
             tuning, exact=lists["exact"], keyword=lists["keyword"], keyword_context=lists.get("keyword_context", []),
             by_meaning=lists.get("by_meaning", []), similarity=similarity, top_k=top_k, depth=depth,
-            threshold=threshold, window=window, rows=self._store, words=words,
+            threshold=threshold, window=window, rows=self._store, words=words, told=lists.get("told", []),
         )
 
     async def _concurrently(self, parts: Sequence[Callable[[psycopg.AsyncConnection], Awaitable[None]]]) -> None:

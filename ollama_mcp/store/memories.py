@@ -9,6 +9,7 @@ from dataclasses import replace
 from ollama_mcp.domain import (
     EmbeddingRow,
     Memory,
+    SearchFilters,
 )
 from ollama_mcp.errors import (
     ConversationClosedError,
@@ -27,6 +28,7 @@ from ollama_mcp.store.rows import (
     dump_json,
     earlier_contents,
     facts_from,
+    filter_sql,
     insert_embedding_rows,
     insert_memory_row,
     latest_version,
@@ -137,6 +139,19 @@ class MemoryStore(StoreBase):
             "SELECT m.seq, m.occurred_at, m.content FROM memories m WHERE m.seq IN (SELECT value FROM json_each(?))",
             (json.dumps(wanted),),
             "read when memories happened",
+        )
+        return {row[0]: (row[1], row[2]) for row in rows}
+
+    async def moments_between(
+        self, filters: SearchFilters, start: str, end: str, limit: int
+    ) -> dict[int, tuple[str, str]]:
+        where, params = filter_sql(filters)
+        rows = await self._fetchall(
+            "SELECT m.seq, m.occurred_at, m.content FROM memories m"
+            f" WHERE {' AND '.join([*where, 'm.occurred_at >= ?', 'm.occurred_at < ?'])}"
+            " ORDER BY m.occurred_at, m.seq LIMIT ?",
+            (*params, start, end, limit),
+            "read what happened after a time",
         )
         return {row[0]: (row[1], row[2]) for row in rows}
 
