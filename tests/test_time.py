@@ -375,3 +375,17 @@ async def test_what_happened_after_a_time_is_read_within_the_filters_earliest_fi
     ]
     everywhere = await app.store.moments_between(SearchFilters(), start, end, 10)
     assert stored["elsewhere"].seq in everywhere
+
+
+async def test_what_was_said_later_is_read_only_from_the_conversations_a_caller_may_search(
+    app: App, fake_ollama: FakeOllama
+) -> None:
+    conv, ids = await _november(app, fake_ollama)
+    request = search_request(_WHERE_WAS_TIM, top_k=3, reference_time="2023-12-20T12:00:00Z", everywhere=True)
+    everywhere = [h.memory.id for h in (await app.service.search(request)).hits]
+    assert {ids["castle"], ids["elsewhere"]} <= set(everywhere)  # both told of the second week later
+    # A caller who may search ``conv`` only: nothing of the other conversation, however far down.
+    shared = replace(request, top_k=50, filters=replace(request.filters, conversation_ids=(conv,)))
+    found = (await app.service.search(shared)).hits
+    assert ids["castle"] in [h.memory.id for h in found]
+    assert {h.memory.conversation_id for h in found} == {conv}
