@@ -33,6 +33,7 @@ TIME = datetime.now(UTC).strftime(" in %B %Y")  # the month the synthetic store'
 # A week's window: every memory happened after it, so the memories that may speak of it later
 # (SearchTuning.told_weight) are read, as many as ``told_rows``: a short window's worst case.
 WEEK = " last week"
+NAMED = {"": "a query naming none", TIME: "a query naming its month", WEEK: "one naming last week"}
 
 
 async def measure(db: str, conversation: str, url: str, args: argparse.Namespace) -> dict[str, list[float]]:
@@ -57,8 +58,7 @@ async def measure(db: str, conversation: str, url: str, args: argparse.Namespace
             for depth, told_weight in [(d, w) for d in args.depths for w in told_weights]:
                 app.indexer.ranker.tuning = replace(SearchTuning(), window_depth=depth, told_weight=told_weight)
                 for suffix in ("", TIME, WEEK):
-                    named = {"": "a query naming none", TIME: "a query naming its month", WEEK: "one naming last week"}
-                    label = f"window_depth={depth}, told_weight={told_weight}, {named[suffix]}"
+                    label = f"window_depth={depth}, told_weight={told_weight}, {NAMED[suffix]}"
                     for _ in range(args.searches):
                         request = search_request(query(rng) + suffix, conversation)
                         started = time.perf_counter()

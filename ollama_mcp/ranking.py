@@ -5,7 +5,7 @@ both rank with these, so a LoCoMo figure measured on one describes the other's r
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Collection, Iterable, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Protocol
@@ -135,7 +135,7 @@ def rank_lists(
     depth: int,
     threshold: float | None,
     in_window: frozenset[int] = frozenset(),
-    told: Sequence[int] = (),
+    told: Collection[int] = frozenset(),
 ) -> list[Ranked]:
     """The ``top_k`` best memories from a backend's candidate lists, best first.
 
@@ -143,7 +143,7 @@ def rank_lists(
     ranks over content and context; ``by_meaning``: vector ranks in context; ``similarity``: the
     content similarity (to the query vector) of every candidate that has one; ``in_window``: the
     candidates in the time the query names; ``told``: the memories that speak of that time later
-    (``told``), found by no other list.
+    (``told_range``), found by no other list.
     """
     # Every candidate, however found, re-ranked by the meaning of its own text: precise where a
     # memory's neighbours say little about it (standalone notes).
@@ -193,12 +193,12 @@ async def choose(
     window: TimeWindow | None,
     rows: Rows,
     words: Sequence[str] = (),
-    told: Sequence[int] = (),
+    told: Collection[int] = frozenset(),
 ) -> list[SearchHit]:
     """The ``top_k`` best memories as search hits, from a backend's candidate lists (``rank_lists``)
     and its ``rows``: when the query names a time, every candidate's time and text decide the time
     list; then the chosen ones' rows, sessions and the participants named in ``words``, the
-    query's terms (``hits``). ``told``: the memories that speak of the window later (``told``)."""
+    query's terms (``hits``). ``told``: the memories that speak of the window later (``told_range``)."""
     in_window: frozenset[int] = frozenset()
     if window is not None:
         moments = await rows.moments_by_seq(candidates(exact, keyword, keyword_context, by_meaning))
@@ -225,21 +225,16 @@ def timely(window: TimeWindow, moments: dict[int, tuple[str, str]]) -> frozenset
 
 def told_range(tuning: SearchTuning, window: TimeWindow | None) -> tuple[str, str] | None:
     """When the memories that may speak of a short ``window`` later happened: the
-    ``told_after_days`` after it (``told``); None for a query naming no time, an open or a long
-    one, or with ``told_weight`` 0."""
+    ``told_after_days`` after it, of which those that speak of it (``timely``) are told of it later:
+    "where was Tim in the second week of November?" and the turn of 16 November saying "I went to a
+    castle in the UK last Friday". None for a query naming no time, an open or a long one, or with
+    ``told_weight`` 0."""
     if window is None or window.start is None or window.end is None or not tuning.told_weight:
         return None
     end = datetime.fromisoformat(window.end)
     if end - datetime.fromisoformat(window.start) > timedelta(days=tuning.told_span_days):
         return None
     return window.end, format_timestamp(end + timedelta(days=tuning.told_after_days))
-
-
-def told(window: TimeWindow, moments: dict[int, tuple[str, str]]) -> list[int]:
-    """The memories of ``moments`` (read for ``told_range``) whose words speak of a time in
-    ``window``: "where was Tim in the second week of November?" and the turn of 16 November saying
-    "I went to a castle in the UK last Friday"."""
-    return [seq for seq, (happened, text) in moments.items() if speaks_of(window, happened, text)]
 
 
 def candidate_depth(tuning: SearchTuning, top_k: int, window: TimeWindow | None) -> int:

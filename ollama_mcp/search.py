@@ -22,7 +22,7 @@ from ollama_mcp.ranking import (
     candidate_depth,
     choose,
     query_terms,
-    told,
+    timely,
     told_range,
 )
 from ollama_mcp.storage import QueryVector, resolve
@@ -131,9 +131,9 @@ class HybridSearch:
             keyword = self.keywords.rank(FACET_CODES["content"], tokens, depth, scope)
             if tuning.keyword_context_weight:
                 keyword_context = self.keywords.rank(FACET_CODES["context"], tokens, depth, scope)
-        told_later: list[int] = []
+        told_later: frozenset[int] = frozenset()
         if window is not None and (span := told_range(tuning, window)) is not None:
-            told_later = told(window, await self._store.moments_between(filters, *span, tuning.told_rows))
+            told_later = timely(window, await self._store.moments_between(filters, *span, tuning.told_rows))
         by_meaning: list[int] = []
         similarity: dict[int, float] = {}
         vector = await resolve(query_vector)  # Ollama computed it while the keyword work above ran
@@ -141,7 +141,9 @@ class HybridSearch:
             # After the keyword queries, not beside them: both are CPU-bound and BLAS already uses
             # both cores (measured: no gain, bench/README.md).
             await self.vectors.refresh(reads.data_version)
-            ranking = await self.vectors.rank(vector, depth, scope, candidates=[*exact, *keyword, *keyword_context, *told_later])
+            ranking = await self.vectors.rank(
+                vector, depth, scope, candidates=[*exact, *keyword, *keyword_context, *told_later]
+            )
             by_meaning = [seq for seq, _ in ranking.ranked]
             similarity = ranking.similarity
         return await choose(

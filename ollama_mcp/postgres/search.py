@@ -38,7 +38,7 @@ from ollama_mcp.ranking import (
     candidate_depth,
     choose,
     query_terms,
-    told,
+    timely,
     told_range,
 )
 from ollama_mcp.storage import QueryVector, resolve
@@ -140,7 +140,7 @@ class PgRanker:
 
         async def told_later(conn: psycopg.AsyncConnection) -> None:
             assert window is not None and span is not None
-            lists["told"] = told(window, await moments_between(conn, filters, *span, tuning.told_rows))
+            lists["told"] = list(timely(window, await moments_between(conn, filters, *span, tuning.told_rows)))
             await similarities(conn, lists["told"])
 
         self._searches += 1
