@@ -1,6 +1,6 @@
 """The composition root: builds the backend's store and ranker (``backends``) → Ollama clients → embedder → indexer → jobs → service →
 facts → lifecycle → relations → agent, runs the background work (loading the search indexes and the embedding model, embedding backfill,
-jobs, retention sweep, keyword index upkeep), and closes everything in reverse order."""
+jobs, retention sweep, keyword index upkeep, the times earlier memories name), and closes everything in reverse order."""
 
 from __future__ import annotations
 
@@ -111,6 +111,10 @@ async def open_app(
                 tasks.start_soon(lambda: supervise(
                     "taking in new vectors", indexer.catch_up_step, wakeup=indexer.written,
                     max_delay=settings.backfill_max_delay, initial_delay=CATCH_UP_IDLE_SECONDS,
+                ))
+                tasks.start_soon(lambda: supervise(
+                    "reading the times earlier memories name", indexer.times_step,
+                    max_delay=settings.backfill_max_delay, initial_delay=START_GRACE_SECONDS,
                 ))
                 tasks.start_soon(lambda: supervise(
                     "index upkeep", indexer.upkeep_step(interval, settings.upkeep_min_new),

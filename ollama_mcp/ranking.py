@@ -11,7 +11,7 @@ from datetime import datetime, timedelta
 from typing import Protocol
 
 from ollama_mcp.domain import Memory, SearchHit, format_timestamp
-from ollama_mcp.when import TimeWindow, speaks_of
+from ollama_mcp.when import TimeWindow, in_window
 
 WORD = re.compile(r"\w+", re.UNICODE)
 MAX_QUERY_TERMS = 64
@@ -218,9 +218,9 @@ def candidates(*lists: Sequence[int]) -> list[int]:
 
 
 def timely(window: TimeWindow, moments: dict[int, tuple[str, str]]) -> frozenset[int]:
-    """The memories (of ``moments``: when each happened, and its text) that happened in
-    ``window`` or speak of a time in it."""
-    return frozenset(seq for seq, (happened, text) in moments.items() if speaks_of(window, happened, text))
+    """The memories (of ``moments``: when each happened, and the times its words name) that
+    happened in ``window`` or speak of a time in it."""
+    return frozenset(seq for seq, (happened, spoken) in moments.items() if in_window(window, happened, spoken))
 
 
 def told_range(tuning: SearchTuning, window: TimeWindow | None) -> tuple[str, str] | None:

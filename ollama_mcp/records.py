@@ -1,7 +1,7 @@
 """Rules every backend applies to the rows it stores and reads (no I/O): how a retried store
 recognises a note it already has, how a retried batch of messages is recognised, what a memory's
-context is, which memories are a memory's neighbours, what is left of a turn an audit-only
-retention redacted, how a conversation's relations read from both directions, and how a text is
+context is, which memories are a memory's neighbours, what a search naming a time reads of a memory,
+what is left of a turn an audit-only retention redacted, how a conversation's relations read from both directions, and how a text is
 matched literally."""
 
 from __future__ import annotations
@@ -11,6 +11,8 @@ import json
 from collections.abc import Sequence
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
+
+from ollama_mcp.when import times_named
 
 if TYPE_CHECKING:
     from ollama_mcp.domain import Memory, Relation
@@ -27,6 +29,18 @@ NEIGHBOUR_COLUMNS = (
     f"(SELECT max(o.seq) FROM memories o WHERE {_FLOW} AND o.seq < m.seq),"
     f" (SELECT min(o.seq) FROM memories o WHERE {_FLOW} AND o.seq > m.seq)"
 )
+
+
+# What a search naming a time reads of each candidate (``Storage.moments_by_seq``): when it happened
+# and the times its words name (``memories.spoken_of``, written with the row); the text only where
+# those were not read yet (a memory stored before they were kept, until the background reads it).
+MOMENT_COLUMNS = "m.seq, m.occurred_at, m.spoken_of, CASE WHEN m.spoken_of IS NULL THEN m.content END"
+
+
+def moment_from_row(row: Sequence[Any]) -> tuple[int, tuple[str, str]]:
+    """A memory's seq, and when it happened with the times its words name, from MOMENT_COLUMNS."""
+    seq, occurred_at, spoken, content = row
+    return int(seq), (occurred_at, spoken if spoken is not None else times_named(content, occurred_at))
 
 
 def compose_context(earlier: Sequence[str], content: str) -> str:

@@ -143,14 +143,20 @@ class Storage(Protocol):
     async def memories_by_seq(self, seqs: Iterable[int]) -> dict[int, Memory]: ...
 
     async def moments_by_seq(self, seqs: Iterable[int]) -> dict[int, tuple[str, str]]:
-        """When each memory of ``seqs`` happened (``occurred_at``) and its text: all a time window
-        needs, at a quarter of the cost of whole memories (bench/README.md)."""
+        """When each memory of ``seqs`` happened (``occurred_at``) and the times its words name
+        (``when.times_named``, kept with the row): all a time window needs, without whole memories
+        or parsing their text (bench/README.md)."""
 
     async def moments_between(
         self, filters: SearchFilters, start: str, end: str, limit: int
     ) -> dict[int, tuple[str, str]]:
         """``moments_by_seq`` of the memories passing ``filters`` that happened from ``start`` (on)
         to ``end`` (before), the ``limit`` earliest."""
+
+    async def name_times(self, limit: int) -> int:
+        """Keep the times their words name (``when.times_named``) for up to ``limit`` of the memories
+        stored before those were kept, oldest first; returns how many (fewer than ``limit``: none
+        are left)."""
 
     async def adjacent_seqs(self, seqs: Iterable[int]) -> dict[int, tuple[int | None, int | None]]:
         """For each memory of ``seqs``: the seqs of the current notes or messages just before and

@@ -235,3 +235,18 @@ async def test_a_retention_that_needs_summaries_is_refused_without_a_chat_model(
                 await app.service.init_conversation("x", {"retention": mode})
         assert db.count("SELECT count(*) FROM conversations") == 0
         assert (await app.service.init_conversation("kept whole", {"retention": "full"})).metadata["retention"] == "full"
+
+
+async def test_audit_only_forgets_the_times_a_redacted_turn_named(app: App, db: Database) -> None:
+    conv = await app.service.init_conversation("dates", {"retention": "audit-only", "compact_after_messages": 4})
+    turns: list[Memory] = []
+    for i in range(5):
+        turns += (await app.lifecycle.add_messages(conv.id, [
+            {"role": "user", "content": f"kumquat{i} arrived yesterday", "actor": "ann"}
+        ]))[0]
+    await backfill(app)
+    spoken = "SELECT spoken_of FROM memories WHERE seq = ?"
+    assert db.rows(spoken, turns[0].seq)[0][0].count("/") == 1  # the day before it was said
+    assert await app.jobs.run_once()
+    assert db.rows(spoken, turns[0].seq) == [("",)]  # a search naming that day no longer lifts it
+    assert db.rows(spoken, turns[4].seq)[0][0].count("/") == 1  # not covered: kept

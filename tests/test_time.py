@@ -12,6 +12,7 @@ from typing import Any
 
 import pytest
 
+from ollama_mcp import indexer
 from ollama_mcp.app import App, open_app
 from ollama_mcp.config import Settings
 from ollama_mcp.domain import SearchFilters
@@ -19,7 +20,7 @@ from ollama_mcp.errors import InvalidInputError
 from ollama_mcp.inputs import search_request
 from ollama_mcp.ranking import SearchTuning
 from ollama_mcp.store import Store
-from ollama_mcp.when import query_window, speaks_of
+from ollama_mcp.when import TimeWindow, in_window, query_window, times_named
 from tests.conftest import Database, backfill, connect, sqlite_store_at
 from tests.fake_ollama import FakeOllama
 from tests.test_tools import call, error
@@ -108,6 +109,10 @@ def test_absolute_dates_leave_the_keywords_and_relative_words_stay() -> None:
     assert counted is not None and counted.keyword_text.split() == ["what", "did", "John", "do", "with", "his", "kids"]
 
 
+def speaks_of(window: TimeWindow, occurred_at: str, text: str) -> bool:
+    return in_window(window, occurred_at, times_named(text, occurred_at))
+
+
 def test_a_memory_speaks_of_the_day_its_own_words_name_relative_to_when_it_happened() -> None:
     window = query_window("what was Sam doing on 4 December?", REFERENCE)
     assert window is not None
@@ -124,6 +129,18 @@ def test_a_memory_speaks_of_the_day_its_own_words_name_relative_to_when_it_happe
     assert early_may is not None
     assert not speaks_of(early_may, "2023-06-10T10:00:00.000000Z", "Ana: we moved at the end of May")
     assert speaks_of(early_may, "2023-06-10T10:00:00.000000Z", "Ana: we moved at the beginning of May")
+
+
+def test_the_times_a_memory_names_are_kept_as_spans_read_against_when_it_was_said() -> None:
+    said = "2023-12-05T09:00:00.000000Z"
+    assert times_named("Sam: I went hiking yesterday with the dog", said) == (
+        "2023-12-04T00:00:00.000000Z/2023-12-05T00:00:00.000000Z"
+    )
+    assert times_named("Sam: in May 2023 and on 4 June 2023", said) == (
+        "2023-05-01T00:00:00.000000Z/2023-06-01T00:00:00.000000Z 2023-06-04T00:00:00.000000Z/2023-06-05T00:00:00.000000Z"
+    )
+    assert times_named("Sam: I went hiking with the dog", said) == ""
+    assert times_named("Sam: on 31 February 2023", said) == ""
 
 
 # -- occurred_at: stored, checked, filtered, carried ---------------------------------------------------
@@ -255,6 +272,25 @@ async def test_a_memory_of_the_day_a_query_names_rises_above_better_worded_ones(
     assert first_two == {ids["2023-12-04"], ids["2023-12-05"]}
 
 
+async def test_memories_stored_before_their_times_were_kept_are_found_by_them_and_read_in_the_background(
+    app: App, db: Database, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    ids = await _hikes(app)
+    db.rows("UPDATE memories SET spoken_of = NULL")  # as the upgrade leaves the memories stored before it
+    query = search_request("Sam hiking hills on 4 December 2023", top_k=4)
+    first_two = {ids["2023-12-04"], ids["2023-12-05"]}
+    assert {h.memory.id for h in (await app.service.search(query)).hits[:2]} == first_two  # their text is read meanwhile
+    monkeypatch.setattr(indexer, "TIMES_BATCH", 3)
+    assert await app.indexer.times_step() == indexer.TIMES_PAUSE_SECONDS  # a whole batch: more may wait
+    assert db.count("SELECT count(*) FROM memories WHERE spoken_of IS NULL") == 1
+    assert await app.indexer.times_step() is None  # the last one: done for good
+    assert db.rows("SELECT id, spoken_of FROM memories WHERE spoken_of <> '' ORDER BY seq") == [
+        (ids["2023-03-01"], f"{day('2023-03-01')}/{day('2023-03-02')}"),  # "today"
+        (ids["2023-12-05"], f"{day('2023-12-04')}/{day('2023-12-05')}"),  # "yesterday", read against the 5th
+    ]
+    assert {h.memory.id for h in (await app.service.search(query)).hits[:2]} == first_two
+
+
 async def test_relative_words_in_a_query_are_read_against_the_reference_time_given(app: App) -> None:
     ids = await _hikes(app)
     request = search_request("Sam hiking hills last week", top_k=4, reference_time="2023-12-13T12:00:00Z")
@@ -365,11 +401,12 @@ async def test_what_happened_after_a_time_is_read_within_the_filters_earliest_fi
         ("elsewhere", other, "2023-11-16T10:00:00Z"), ("after", chat, "2023-12-16T00:00:00Z"),
     ]:
         stored[key] = (await app.service.store_memory(f"the {key} one", conversation, occurred_at=when)).memory
-    revised = (await app.service.update_memory(stored["second"].id, "the second one, revised", None, None))[1].memory
+    revised = (await app.service.update_memory(stored["second"].id, "the second one, yesterday", None, None))[1].memory
     start, end = day("2023-11-15"), day("2023-12-16")
     read = await app.store.moments_between(SearchFilters(conversation_id=chat), start, end, 10)
     assert list(read) == [stored["first"].seq, revised.seq, stored["third"].seq]  # not the superseded version
-    assert read[revised.seq] == (revised.occurred_at, "the second one, revised")
+    # when it happened, and the day its "yesterday" names (read against that, not the revision's time)
+    assert read[revised.seq] == (revised.occurred_at, f"{day('2023-11-14')}/{day('2023-11-15')}")
     assert list(await app.store.moments_between(SearchFilters(conversation_id=chat), start, end, 2)) == [
         stored["first"].seq, revised.seq,
     ]

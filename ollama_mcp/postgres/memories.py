@@ -33,7 +33,16 @@ from ollama_mcp.postgres.rows import (
     memory_where,
     rewrite_followers,
 )
-from ollama_mcp.records import CONTEXT_NEIGHBOURS, NEIGHBOUR_COLUMNS, compose_context, content_hash, own_context
+from ollama_mcp.records import (
+    CONTEXT_NEIGHBOURS,
+    MOMENT_COLUMNS,
+    NEIGHBOUR_COLUMNS,
+    compose_context,
+    content_hash,
+    moment_from_row,
+    own_context,
+)
+from ollama_mcp.when import times_named
 
 
 class MemoryStore(PgStoreBase):
@@ -93,9 +102,9 @@ class MemoryStore(PgStoreBase):
             await execute_many(
                 conn,
                 "INSERT INTO memories (id, conversation_id, kind, content, content_hash, context, tags, metadata,"
-                " created_at, occurred_at) VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s)",
+                " created_at, occurred_at, spoken_of) VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s)",
                 [(m.id, m.conversation_id, m.kind, m.content, digest, context, list(m.tags), Jsonb(m.metadata),
-                  m.created_at, m.occurred_at) for m, digest, context in rows],
+                  m.created_at, m.occurred_at, times_named(m.content, m.occurred_at)) for m, digest, context in rows],
             )
             added = len(rows)
             cursor = await conn.execute(
@@ -123,16 +132,32 @@ class MemoryStore(PgStoreBase):
         if not wanted:
             return {}
         rows = await self._fetchall(
-            "SELECT m.seq, m.occurred_at, m.content FROM memories m WHERE m.seq = ANY(%s)", (wanted,),
+            f"SELECT {MOMENT_COLUMNS} FROM memories m WHERE m.seq = ANY(%s)", (wanted,),
             "read when memories happened",
         )
-        return {int(row[0]): (row[1], row[2]) for row in rows}
+        return dict(moment_from_row(row) for row in rows)
 
     async def moments_between(
         self, filters: SearchFilters, start: str, end: str, limit: int
     ) -> dict[int, tuple[str, str]]:
         async with self._connection("read what happened after a time") as conn:
             return await moments_between(conn, filters, start, end, limit)
+
+    async def name_times(self, limit: int) -> int:
+        rows = await self._fetchall(
+            "SELECT seq, content, occurred_at FROM memories WHERE spoken_of IS NULL ORDER BY seq LIMIT %s",
+            (limit,), "read the memories whose times are not kept yet",
+        )
+        if rows:  # parsed outside the write transaction; a memory redacted meanwhile keeps its ""
+            seqs = [int(seq) for seq, _, _ in rows]
+            named = [times_named(content, occurred_at) for _, content, occurred_at in rows]
+            async with self._transaction("keep the times memories name") as conn:
+                await conn.execute(  # one statement: the row counts' trigger runs per statement
+                    "UPDATE memories m SET spoken_of = n.spoken FROM unnest(%s::bigint[], %s::text[]) AS n(seq, spoken)"
+                    " WHERE m.seq = n.seq AND m.spoken_of IS NULL",
+                    (seqs, named),
+                )
+        return len(rows)
 
     async def adjacent_seqs(self, seqs: Iterable[int]) -> dict[int, tuple[int | None, int | None]]:
         wanted = list(dict.fromkeys(seqs))
@@ -208,8 +233,8 @@ async def moments_between(
     params: dict[str, Any] = {"start": start, "end": end, "limit": limit}
     where = [*filter_sql(filters, params), "m.occurred_at >= %(start)s", "m.occurred_at < %(end)s"]
     cursor = await conn.execute(
-        f"SELECT m.seq, m.occurred_at, m.content FROM memories m WHERE {' AND '.join(where)}"
+        f"SELECT {MOMENT_COLUMNS} FROM memories m WHERE {' AND '.join(where)}"
         " ORDER BY m.occurred_at, m.seq LIMIT %(limit)s",
         params,
     )
-    return {int(row[0]): (row[1], row[2]) for row in await cursor.fetchall()}
+    return dict(moment_from_row(row) for row in await cursor.fetchall())

@@ -21,6 +21,7 @@ from ollama_mcp.records import (
     fact_source,
     own_context,
 )
+from ollama_mcp.when import times_named
 
 CONVERSATION_COLUMNS = (
     "c.key, c.id, c.name, c.status, c.anonymous, c.created_at, c.ended_at, c.metadata, c.summary,"
@@ -66,14 +67,14 @@ async def insert_memory_row(conn: psycopg.AsyncConnection, memory: Memory, *, co
         context = compose_context(await earlier_contents(conn, memory.conversation_id, context_before), memory.content)
     cursor = await conn.execute(
         "INSERT INTO memories (id, conversation_id, kind, role, actor, tool_calls, tool_call_id, content,"
-        " content_hash, context, tags, metadata, created_at, superseded_by, occurred_at, source_seq)"
-        f" VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, {SOURCE_SEQ})"
+        " content_hash, context, tags, metadata, created_at, superseded_by, occurred_at, spoken_of, source_seq)"
+        f" VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, {SOURCE_SEQ})"
         " ON CONFLICT (conversation_id, content_hash) WHERE kind = 'note' AND superseded_by IS NULL DO NOTHING"
         " RETURNING seq",
         (memory.id, memory.conversation_id, memory.kind, memory.role, memory.actor,
          Jsonb(list(memory.tool_calls)) if memory.tool_calls else None, memory.tool_call_id, memory.content,
          content_hash(memory.content), context, list(memory.tags), Jsonb(memory.metadata), memory.created_at,
-         memory.superseded_by, memory.occurred_at, fact_source(memory)),
+         memory.superseded_by, memory.occurred_at, times_named(memory.content, memory.occurred_at), fact_source(memory)),
     )
     row = await cursor.fetchone()
     return None if row is None else int(row[0])
@@ -147,7 +148,7 @@ async def retire_turns(
     else:
         await conn.execute(
             f"UPDATE memories SET content = '{REDACTED_PREFIX}' || content_hash, context = '{REDACTED_PREFIX}' || content_hash,"
-            f" tool_calls = NULL, metadata = metadata || jsonb_build_object('{REDACTED}', %s::text)"
+            f" spoken_of = '', tool_calls = NULL, metadata = metadata || jsonb_build_object('{REDACTED}', %s::text)"
             " WHERE seq = ANY(%s)",
             (retention, seqs),
         )

@@ -17,7 +17,7 @@ from ollama_mcp.errors import (
     MemoryNotFoundError,
     MemorySupersededError,
 )
-from ollama_mcp.records import NEIGHBOUR_COLUMNS
+from ollama_mcp.records import MOMENT_COLUMNS, NEIGHBOUR_COLUMNS, moment_from_row
 from ollama_mcp.store.base import StoreBase
 from ollama_mcp.store.rows import (
     CONTEXT_NEIGHBOURS,
@@ -38,6 +38,7 @@ from ollama_mcp.store.rows import (
     own_context,
     rewrite_followers,
 )
+from ollama_mcp.when import times_named
 
 
 class MemoryStore(StoreBase):
@@ -101,9 +102,9 @@ class MemoryStore(StoreBase):
                 rows.append((memory, digest, context))
             await conn.executemany(
                 "INSERT INTO memories (id, conversation_id, kind, content, content_hash, context, tags, metadata,"
-                " created_at, occurred_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                " created_at, occurred_at, spoken_of) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                 [(m.id, m.conversation_id, m.kind, m.content, digest, context, json.dumps(list(m.tags)),
-                  dump_json(m.metadata), m.created_at, m.occurred_at) for m, digest, context in rows],
+                  dump_json(m.metadata), m.created_at, m.occurred_at, times_named(m.content, m.occurred_at)) for m, digest, context in rows],
             )
             seqs = {row[0]: row[1] for row in await (await conn.execute(
                 "SELECT id, seq FROM memories WHERE id IN (SELECT value FROM json_each(?))",
@@ -136,24 +137,35 @@ class MemoryStore(StoreBase):
         if not wanted:
             return {}
         rows = await self._fetchall(
-            "SELECT m.seq, m.occurred_at, m.content FROM memories m WHERE m.seq IN (SELECT value FROM json_each(?))",
+            f"SELECT {MOMENT_COLUMNS} FROM memories m WHERE m.seq IN (SELECT value FROM json_each(?))",
             (json.dumps(wanted),),
             "read when memories happened",
         )
-        return {row[0]: (row[1], row[2]) for row in rows}
+        return dict(moment_from_row(row) for row in rows)
 
     async def moments_between(
         self, filters: SearchFilters, start: str, end: str, limit: int
     ) -> dict[int, tuple[str, str]]:
         where, params = filter_sql(filters)
         rows = await self._fetchall(
-            "SELECT m.seq, m.occurred_at, m.content FROM memories m"
+            f"SELECT {MOMENT_COLUMNS} FROM memories m"
             f" WHERE {' AND '.join([*where, 'm.occurred_at >= ?', 'm.occurred_at < ?'])}"
             " ORDER BY m.occurred_at, m.seq LIMIT ?",
             (*params, start, end, limit),
             "read what happened after a time",
         )
-        return {row[0]: (row[1], row[2]) for row in rows}
+        return dict(moment_from_row(row) for row in rows)
+
+    async def name_times(self, limit: int) -> int:
+        rows = await self._fetchall(
+            "SELECT seq, content, occurred_at FROM memories WHERE spoken_of IS NULL ORDER BY seq LIMIT ?",
+            (limit,), "read the memories whose times are not kept yet",
+        )
+        if rows:  # parsed outside the write transaction; a memory redacted meanwhile keeps its ""
+            named = [(times_named(content, occurred_at), seq) for seq, content, occurred_at in rows]
+            async with self._transaction("keep the times memories name") as conn:
+                await conn.executemany("UPDATE memories SET spoken_of = ? WHERE seq = ? AND spoken_of IS NULL", named)
+        return len(rows)
 
     async def adjacent_seqs(self, seqs: Iterable[int]) -> dict[int, tuple[int | None, int | None]]:
         wanted = list(dict.fromkeys(seqs))

@@ -30,6 +30,7 @@ from ollama_mcp.records import (
     fact_source,
     own_context,
 )
+from ollama_mcp.when import times_named
 
 KIND_CODES: dict[str, int] = {"note": 0, "message": 1, "summary": 2, "fact": 3}
 FACET_CODES: dict[str, int] = {"content": 0, "context": 1}
@@ -86,13 +87,14 @@ async def insert_memory_row(
         context = await context_of(conn, memory.conversation_id, memory.content, before_seq=context_before)
     cursor = await conn.execute(
         "INSERT INTO memories (id, conversation_id, kind, role, actor, tool_calls, tool_call_id, content,"
-        " content_hash, context, tags, metadata, created_at, superseded_by, occurred_at, source_seq)"
-        f" VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, {SOURCE_SEQ})"
+        " content_hash, context, tags, metadata, created_at, superseded_by, occurred_at, spoken_of, source_seq)"
+        f" VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, {SOURCE_SEQ})"
         " ON CONFLICT (conversation_id, content_hash) WHERE kind = 'note' AND superseded_by IS NULL DO NOTHING",
         (memory.id, memory.conversation_id, memory.kind, memory.role, memory.actor,
          json.dumps(list(memory.tool_calls)) if memory.tool_calls else None, memory.tool_call_id,
          memory.content, content_hash(memory.content), context, json.dumps(list(memory.tags)),
-         dump_json(memory.metadata), memory.created_at, memory.superseded_by, memory.occurred_at, fact_source(memory)),
+         dump_json(memory.metadata), memory.created_at, memory.superseded_by, memory.occurred_at,
+         times_named(memory.content, memory.occurred_at), fact_source(memory)),
     )
     if cursor.rowcount == 0:
         return None
@@ -199,7 +201,7 @@ async def retire_turns(
     else:
         await conn.execute(
             f"UPDATE memories SET content = '{REDACTED_PREFIX}' || content_hash, context = '{REDACTED_PREFIX}' || content_hash,"
-            f" tool_calls = NULL, metadata = json_set(metadata, '$.{REDACTED}', ?)"
+            f" spoken_of = '', tool_calls = NULL, metadata = json_set(metadata, '$.{REDACTED}', ?)"
             " WHERE seq IN (SELECT value FROM json_each(?))",
             (retention, chosen),
         )
