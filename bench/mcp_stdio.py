@@ -39,6 +39,7 @@ import sys
 import tempfile
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -87,9 +88,9 @@ def embed_floor(host: str, rng: random.Random, calls: int) -> float:
     return statistics.median(times)
 
 
-def build_store(path: str, n: int, rng: random.Random) -> str:
-    """A store of ``n`` memories in one conversation with synthetic vectors for both facets;
-    returns the conversation id."""
+def build_store(path: str, n: int, rng: random.Random, text: Callable[[random.Random], str] = sentence) -> str:
+    """A store of ``n`` memories (``text``: each one's, Zipf words by default) in one conversation
+    with synthetic vectors for both facets; returns the conversation id."""
     import anyio  # noqa: PLC0415
     import numpy as np  # noqa: PLC0415
 
@@ -107,7 +108,7 @@ def build_store(path: str, n: int, rng: random.Random) -> str:
             vectors = np.random.default_rng(1).standard_normal((5000, DIM)).astype(np.float32)
             for start in range(0, n, 5000):
                 count = min(5000, n - start)
-                await app.service.import_memories(conv.id, [sentence(rng) for _ in range(count)], list(vectors[:count]))
+                await app.service.import_memories(conv.id, [text(rng) for _ in range(count)], list(vectors[:count]))
             while await app.indexer.backfill_once():  # context vectors (synthetic, instant)
                 pass
             await app.ranker.upkeep()
