@@ -18,6 +18,7 @@ from __future__ import annotations
 import argparse
 import random
 import statistics
+import string
 import sys
 import tempfile
 import time
@@ -75,12 +76,18 @@ async def measure(db: str, conversation: str, url: str, args: argparse.Namespace
 
 def chat_turns() -> Callable[[random.Random], str]:
     """Each call the next of LoCoMo's turns, as "Speaker: text" (the benchmark's date prefix left
-    out: a user's memory names a time only when its words do), cycled."""
+    out: a user's memory names a time only when its words do), cycled; each round of the cycle ends
+    its texts with another letter, since an identical note is stored once."""
     from bench.locomo import DEFAULT_DATA, load  # noqa: PLC0415
 
     turns = [t.text.split("] ", 1)[-1] for sample in load(DEFAULT_DATA) for t in sample.turns]
     order = iter(range(10**9))
-    return lambda _rng: turns[next(order) % len(turns)]
+
+    def text(_rng: random.Random) -> str:
+        rounds, at = divmod(next(order), len(turns))
+        return f"{turns[at]} {string.ascii_lowercase[rounds % 26]}"
+
+    return text
 
 
 def main() -> None:
