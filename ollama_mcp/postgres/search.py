@@ -108,6 +108,7 @@ class PgRanker:
         where = filter_sql(filters, params)
         words = query_terms(query)
         lists: dict[str, list[int]] = {}
+        span = told_range(tuning, window)  # what was said of a short window later, read with the keywords
         similarity: dict[int, float] = {}  # content similarity of every candidate with a vector
         # Every list here needs the vector (for the candidates' similarities): wait for it first.
         resolved = await resolve(query_vector)
@@ -122,6 +123,12 @@ class PgRanker:
             lexemes = await self._informative_lexemes(conn, words)
             lists["keyword"] = await self._keywords(conn, "content_words", lexemes, where, params, depth)
             await similarities(conn, list(dict.fromkeys([*lists["exact"], *lists["keyword"]])))
+            if window is not None and span is not None:
+                # On this connection, after the keywords, not on one of its own: a read of 50 rows
+                # (0.1 ms) while the nearest-vector scan takes milliseconds, and a fourth connection
+                # a search would hold from the pool (8) for nothing.
+                lists["told"] = list(timely(window, await moments_between(conn, filters, *span, tuning.told_rows)))
+                await similarities(conn, lists["told"])
 
         async def by_context_words(conn: psycopg.AsyncConnection) -> None:
             lexemes = await self._informative_lexemes(conn, words)
@@ -138,11 +145,6 @@ class PgRanker:
             lists["by_meaning"] = await self._by_meaning(conn, vector, dim, where, params, depth, narrow=narrows(filters))
             await similarities(conn, lists["by_meaning"])
 
-        async def told_later(conn: psycopg.AsyncConnection) -> None:
-            assert window is not None and span is not None
-            lists["told"] = list(timely(window, await moments_between(conn, filters, *span, tuning.told_rows)))
-            await similarities(conn, lists["told"])
-
         self._searches += 1
         if (self._searches - 1) % SIZE_EVERY == 0:  # before the lists: the keyword lists use what it reads
             async with self._store.reading("search memories") as conn:
@@ -154,8 +156,6 @@ class PgRanker:
             parts.append(by_context_words)
         if vector is not None:
             parts.append(by_meaning)
-        if (span := told_range(tuning, window)) is not None:
-            parts.append(told_later)
         await self._concurrently(parts)
         return await choose(
             tuning, exact=lists["exact"], keyword=lists["keyword"], keyword_context=lists.get("keyword_context", []),
