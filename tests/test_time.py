@@ -21,7 +21,7 @@ from ollama_mcp.inputs import search_request
 from ollama_mcp.ranking import SearchTuning
 from ollama_mcp.store import Store
 from ollama_mcp.when import TimeWindow, in_window, query_window, times_named
-from tests.conftest import Database, backfill, connect, sqlite_store_at
+from tests.conftest import Database, backfill, connect, eventually, sqlite_store_at
 from tests.fake_ollama import FakeOllama
 from tests.test_tools import call, error
 
@@ -289,6 +289,22 @@ async def test_memories_stored_before_their_times_were_kept_are_found_by_them_an
         (ids["2023-12-05"], f"{day('2023-12-04')}/{day('2023-12-05')}"),  # "yesterday", read against the 5th
     ]
     assert {h.memory.id for h in (await app.service.search(query)).hits[:2]} == first_two
+
+
+async def test_a_server_reads_the_times_of_memories_stored_before_they_were_kept_on_its_own(
+    settings: Settings, db: Database
+) -> None:
+    async with open_app(settings, background=False) as app:
+        await _hikes(app)
+    db.rows("UPDATE memories SET spoken_of = NULL")  # as the upgrade leaves them
+    unread = "SELECT count(*) FROM memories WHERE spoken_of IS NULL"
+
+    async def all_read() -> bool:
+        return db.count(unread) == 0
+
+    async with open_app(settings):  # with its background work, as a server runs
+        await eventually(all_read)
+    assert db.count("SELECT count(*) FROM memories WHERE spoken_of <> ''") == 2  # "today" and "yesterday"
 
 
 async def test_relative_words_in_a_query_are_read_against_the_reference_time_given(app: App) -> None:
