@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import sqlite3
+import uuid
 from collections.abc import Callable
 from dataclasses import replace
 from datetime import UTC, datetime, timedelta
@@ -242,6 +243,31 @@ async def test_memories_stored_before_the_upgrade_happened_when_they_were_stored
     await store.aclose()
     with sqlite3.connect(db_path) as conn:
         assert conn.execute("SELECT occurred_at FROM memories").fetchall() == [("2025-03-04T05:06:07.000000Z",)]
+
+
+async def test_an_upgraded_store_searches_its_earlier_memories_by_the_times_they_name(
+    db_path: Path, fake_ollama: FakeOllama
+) -> None:
+    sqlite_store_at(db_path, 12)
+    conv, ids = str(uuid.uuid4()), {1: str(uuid.uuid4()), 2: str(uuid.uuid4())}
+    with sqlite3.connect(db_path, isolation_level=None) as conn:
+        conn.execute("INSERT INTO conversations (id, created_at) VALUES (?, '2023-12-01')", (conv,))
+        for seq, text, at in [(1, "went hiking with Sam", "2023-11-01T10:00:00.000000Z"),
+                              (2, "Sam: we went hiking yesterday", "2023-12-05T09:00:00.000000Z")]:
+            conn.execute(
+                "INSERT INTO memories (seq, id, conversation_id, kind, content, content_hash, context, created_at,"
+                " occurred_at) VALUES (?, ?, ?, 'note', ?, ?, ?, ?, ?)", (seq, ids[seq], conv, text, f"h{seq}", text, at, at),
+            )
+    settings = Settings.from_env({"OLLAMA_MCP_DB": str(db_path), "OLLAMA_HOST": fake_ollama.url})
+    async with open_app(settings, background=False) as app:
+        assert sqlite3.connect(db_path).execute("SELECT count(*) FROM memories WHERE spoken_of IS NULL").fetchone() == (2,)
+        request = search_request("Sam hiking on 4 December 2023", conv, top_k=2)
+        assert [h.memory.id for h in (await app.service.search(request)).hits] == [ids[2], ids[1]]  # its text read meanwhile
+        assert await app.indexer.times_step() is None
+        assert sqlite3.connect(db_path).execute("SELECT id, spoken_of FROM memories ORDER BY seq").fetchall() == [
+            (ids[1], ""), (ids[2], f"{day('2023-12-04')}/{day('2023-12-05')}"),
+        ]
+        assert [h.memory.id for h in (await app.service.search(request)).hits] == [ids[2], ids[1]]
 
 
 # -- a query's time in the ranking -------------------------------------------------------------------
