@@ -196,9 +196,10 @@ async def choose(
     told: Collection[int] = frozenset(),
 ) -> list[SearchHit]:
     """The ``top_k`` best memories as search hits, from a backend's candidate lists (``rank_lists``)
-    and its ``rows``: when the query names a time, every candidate's time and text decide the time
-    list; then the chosen ones' rows, sessions and the participants named in ``words``, the
-    query's terms (``hits``). ``told``: the memories that speak of the window later (``told_range``)."""
+    and its ``rows``: when the query names a time, when each candidate happened and the times its
+    words name decide the time list; then the chosen ones' rows, sessions and the participants
+    named in ``words``, the query's terms (``hits``). ``told``: the memories that speak of the
+    window later (``told_range``)."""
     in_window: frozenset[int] = frozenset()
     if window is not None:
         moments = await rows.moments_by_seq(candidates(exact, keyword, keyword_context, by_meaning))

@@ -1,8 +1,8 @@
 """Rules every backend applies to the rows it stores and reads (no I/O): how a retried store
 recognises a note it already has, how a retried batch of messages is recognised, what a memory's
-context is, which memories are a memory's neighbours, what a search naming a time reads of a memory,
-what is left of a turn an audit-only retention redacted, how a conversation's relations read from both directions, and how a text is
-matched literally."""
+context is, which memories are a memory's neighbours, what a search naming a time reads of a
+memory, what is left of a turn an audit-only retention redacted, how a conversation's relations
+read from both directions, and how a text is matched literally."""
 
 from __future__ import annotations
 
