@@ -37,7 +37,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from bench.embed_server import EmbedServer, Synthetic  # noqa: E402
-from ollama_mcp import admin  # noqa: E402
+from ollama_mcp.cli import admin  # noqa: E402
 from ollama_mcp.config import Settings  # noqa: E402
 
 SERVER = Path(sys.executable).parent / "ollama-mcp"

@@ -31,7 +31,7 @@ ROOT = Path(__file__).resolve().parent.parent
 # A Zipf-distributed vocabulary, like English text: a few words are everywhere, most are rare,
 # and the most frequent ones are function words (the search leaves those out of keyword queries,
 # as it would for real text).
-from ollama_mcp.ranking import STOP_WORDS  # noqa: E402
+from ollama_mcp.storage.ranking import STOP_WORDS  # noqa: E402
 
 VOCABULARY = sorted(STOP_WORDS) + [f"w{i}" for i in range(5000)]
 _ZIPF = [1 / (rank + 1) ** 1.07 for rank in range(len(VOCABULARY))]

@@ -30,7 +30,7 @@ from bench.embed_server import EmbedServer, Synthetic  # noqa: E402
 from ollama_mcp.app import open_app  # noqa: E402
 from ollama_mcp.config import Settings  # noqa: E402
 from ollama_mcp.domain import Memory, utc_now  # noqa: E402
-from ollama_mcp.server import build_server  # noqa: E402
+from ollama_mcp.mcp.server import build_server  # noqa: E402
 
 
 def median_ms(samples: list[float]) -> str:

@@ -150,7 +150,7 @@ async def service_driver(env: dict[str, str], tuning: dict[str, Any]) -> AsyncIt
     from ollama_mcp.app import open_app  # noqa: PLC0415
     from ollama_mcp.config import Settings  # noqa: PLC0415
     from ollama_mcp.inputs import search_request  # noqa: PLC0415
-    from ollama_mcp.ranking import SearchTuning  # noqa: PLC0415
+    from ollama_mcp.storage.ranking import SearchTuning  # noqa: PLC0415
 
     class ServiceDriver:
         def __init__(self, app: Any) -> None:
@@ -189,8 +189,8 @@ async def mcp_driver(env: dict[str, str], tuning: dict[str, Any]) -> AsyncIterat
     if tuning:
         raise SystemExit("--tune works with the service API only: the server always runs its defaults")
 
-    from ollama_mcp.backends import open_backend  # noqa: PLC0415
     from ollama_mcp.config import Settings  # noqa: PLC0415
+    from ollama_mcp.storage.backends import open_backend  # noqa: PLC0415
 
     settings = Settings.from_env(env)
 
@@ -275,7 +275,7 @@ class Stored:
 
 async def store_all(driver: Driver, samples: Iterable[Sample], progress: bool) -> tuple[list[Stored], list[float]]:
     stored, timings = [], []
-    from ollama_mcp.lifecycle import MAX_TURNS  # noqa: PLC0415 - add_messages' limit per call
+    from ollama_mcp.services.lifecycle import MAX_TURNS  # noqa: PLC0415 - add_messages' limit per call
     for sample in samples:
         conversation = await driver.init(sample.sample_id)
         turns_of: dict[str, set[str]] = defaultdict(set)

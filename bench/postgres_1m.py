@@ -91,7 +91,7 @@ async def measure(directory: Path, args: argparse.Namespace) -> None:
     from ollama_mcp.app import open_app  # noqa: PLC0415
     from ollama_mcp.config import Settings  # noqa: PLC0415
     from ollama_mcp.domain import SearchFilters  # noqa: PLC0415
-    from ollama_mcp.postgres import search as pg_search  # noqa: PLC0415
+    from ollama_mcp.storage.postgres import search as pg_search  # noqa: PLC0415
 
     pg = server(directory)
     efs = [int(value) for value in args.ef.split(",")]

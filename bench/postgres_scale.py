@@ -96,7 +96,7 @@ async def measure(n: int, dim: int, queries: int) -> dict[str, Any]:
     from ollama_mcp.app import open_app  # noqa: PLC0415
     from ollama_mcp.config import Settings  # noqa: PLC0415
     from ollama_mcp.domain import SearchFilters  # noqa: PLC0415
-    from ollama_mcp.postgres.search import MIN_EF_SEARCH  # noqa: PLC0415
+    from ollama_mcp.storage.postgres.search import MIN_EF_SEARCH  # noqa: PLC0415
     from ollama_mcp.when import query_window  # noqa: PLC0415
 
     rng, vectors_rng = random.Random(7), np.random.default_rng(1)

@@ -31,7 +31,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from bench.embed_server import DEFAULT_CACHE, EmbedServer, MiniLM  # noqa: E402
 from ollama_mcp.app import open_app  # noqa: E402
 from ollama_mcp.config import RELATED_THRESHOLD, Settings  # noqa: E402
-from ollama_mcp.relations import MAX_RELATED  # noqa: E402
+from ollama_mcp.services.relations import MAX_RELATED  # noqa: E402
 
 DATA = Path(__file__).resolve().parent.parent.parent / "shared" / "bench-data" / "locomo-dev.json"
 THRESHOLDS = (0.3, 0.4, 0.5, 0.6, 0.7, 0.8)

@@ -20,8 +20,8 @@ from pathlib import Path
 import anyio
 import numpy as np
 
-from ollama_mcp import db
-from ollama_mcp.store import Store
+from ollama_mcp.storage.sqlite import db
+from ollama_mcp.storage.sqlite.store import Store
 
 DIM = 384
 

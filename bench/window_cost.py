@@ -47,7 +47,7 @@ async def measure(db: str, conversation: str, url: str, args: argparse.Namespace
     from ollama_mcp.app import open_app  # noqa: PLC0415
     from ollama_mcp.config import Settings  # noqa: PLC0415
     from ollama_mcp.inputs import search_request  # noqa: PLC0415
-    from ollama_mcp.ranking import SearchTuning  # noqa: PLC0415
+    from ollama_mcp.storage.ranking import SearchTuning  # noqa: PLC0415
 
     env = {"OLLAMA_HOST": url, "OLLAMA_MCP_DB": db, "OLLAMA_MCP_EMBED_MODEL": "all-minilm",
            "HOME": str(Path(db).parent), "OLLAMA_MCP_LOG_LEVEL": "WARNING"}

@@ -8,7 +8,7 @@ import os
 # cycles of spinning, then sleep. Set before numpy is first imported; the user's value wins.
 os.environ.setdefault("OPENBLAS_THREAD_TIMEOUT", "4")
 
-from ollama_mcp.cli import main  # noqa: E402
+from ollama_mcp.cli.main import main  # noqa: E402
 
 if __name__ == "__main__":
     main()

@@ -10,22 +10,22 @@ from dataclasses import dataclass
 
 import anyio
 
-from ollama_mcp.agent import Agent
-from ollama_mcp.backends import open_backend
 from ollama_mcp.background import beside, supervise
 from ollama_mcp.config import Settings
-from ollama_mcp.embeddings import Embedder
-from ollama_mcp.facts import ConversationFacts, FactExtractor
 from ollama_mcp.head_start import HeadStart
-from ollama_mcp.indexer import CATCH_UP_IDLE_SECONDS, Indexer
-from ollama_mcp.jobs import JobRunner
-from ollama_mcp.lifecycle import ConversationLifecycle
-from ollama_mcp.ollama_client import OllamaClient
-from ollama_mcp.ranking import SearchTuning
-from ollama_mcp.relations import ConversationRelations
-from ollama_mcp.service import MemoryService
-from ollama_mcp.storage import Ranker, Storage
-from ollama_mcp.summaries import Summarizer
+from ollama_mcp.ollama.client import OllamaClient
+from ollama_mcp.ollama.embeddings import Embedder
+from ollama_mcp.services.agent import Agent
+from ollama_mcp.services.facts import ConversationFacts, FactExtractor
+from ollama_mcp.services.indexer import CATCH_UP_IDLE_SECONDS, Indexer
+from ollama_mcp.services.jobs import JobRunner
+from ollama_mcp.services.lifecycle import ConversationLifecycle
+from ollama_mcp.services.memories import MemoryService
+from ollama_mcp.services.relations import ConversationRelations
+from ollama_mcp.services.summaries import Summarizer
+from ollama_mcp.storage.backends import open_backend
+from ollama_mcp.storage.protocols import Ranker, Storage
+from ollama_mcp.storage.ranking import SearchTuning
 
 # The first moments after a start belong to the client's calls: the background's first rounds
 # (a scan for pending memories, due jobs, the retention sweep; 20 ms together at 10k memories on

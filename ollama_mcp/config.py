@@ -168,7 +168,7 @@ class Settings:
             raise ConfigError("OLLAMA_MCP_DB names a SQLite file, not a PostgreSQL database.")
         if self.pg_schema is None:
             return self.postgres_url
-        from ollama_mcp.postgres.db import in_schema  # noqa: PLC0415 - psycopg only for PostgreSQL users
+        from ollama_mcp.storage.postgres.db import in_schema  # noqa: PLC0415 - psycopg only for PostgreSQL users
 
         return in_schema(self.postgres_url, self.pg_schema)
 
@@ -190,7 +190,7 @@ class Settings:
         """Where the memories live, for logs and reports: the file, or host:port/database (no password)."""
         if self.postgres_url is None:
             return str(self.store_path)
-        from ollama_mcp.postgres.db import describe  # noqa: PLC0415 - psycopg only for PostgreSQL users
+        from ollama_mcp.storage.postgres.db import describe  # noqa: PLC0415 - psycopg only for PostgreSQL users
 
         schema = "" if self.pg_schema is None else f" (schema {self.pg_schema})"
         return f"PostgreSQL at {describe(self.postgres_url)}{schema}"

@@ -30,12 +30,12 @@ from anyio.abc import TaskGroup
 
 from ollama_mcp.background import beside
 from ollama_mcp.config import Settings
-from ollama_mcp.embedding_text import MIN_CHUNK_CHARS, query_text
 from ollama_mcp.errors import OllamaError
-from ollama_mcp.ollama_client import ModelInfo, OllamaClient
+from ollama_mcp.ollama.client import ModelInfo, OllamaClient
+from ollama_mcp.ollama.embedding_text import MIN_CHUNK_CHARS, query_text
 
 if TYPE_CHECKING:
-    from ollama_mcp.vector_file import VectorFile
+    from ollama_mcp.storage.sqlite.vector_file import VectorFile
 
 log = logging.getLogger(__name__)
 
@@ -146,6 +146,6 @@ class HeadStart:
 
 def _read_vector_file(db_path: Path, model: str) -> tuple[Path, VectorFile | None]:
     """For a worker thread: the database's vector file of ``model``, read (``vector_file.read``)."""
-    vector_file = importlib.import_module("ollama_mcp.vector_file")
+    vector_file = importlib.import_module("ollama_mcp.storage.sqlite.vector_file")
     path = vector_file.path_for(db_path, model)
     return path, vector_file.read(path, model)

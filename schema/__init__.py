@@ -1,1 +1,1 @@
-"""SQL migrations, applied in file-name order by ollama_mcp.db (shipped as ollama_mcp.schema)."""
+"""SQL migrations, applied in file-name order by ollama_mcp.storage.sqlite.db (shipped as ollama_mcp.schema)."""

@@ -28,10 +28,10 @@ import pytest
 from mcp import Client
 from psycopg import sql
 
-from ollama_mcp import db as sqlite_db
 from ollama_mcp.app import App, open_app
 from ollama_mcp.config import Settings
-from ollama_mcp.server import build_server
+from ollama_mcp.mcp.server import build_server
+from ollama_mcp.storage.sqlite import db as sqlite_db
 from tests.fake_ollama import FakeOllama
 
 BACKENDS = [name.strip() for name in os.environ.get("OLLAMA_MCP_TEST_BACKENDS", "sqlite,postgres").split(",") if name.strip()]

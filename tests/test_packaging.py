@@ -42,7 +42,7 @@ async def test_the_whole_tools_list_stays_within_its_byte_budget(settings: Setti
 
 def test_importing_the_package_and_server_prints_nothing_on_stdout() -> None:
     out = subprocess.run(
-        [sys.executable, "-c", "import ollama_mcp, ollama_mcp.server, ollama_mcp.app, ollama_mcp.cli"],
+        [sys.executable, "-c", "import ollama_mcp, ollama_mcp.mcp.server, ollama_mcp.app, ollama_mcp.cli.main"],
         capture_output=True, cwd="/", timeout=60, check=True,
     )
     assert out.stdout == b""
@@ -50,9 +50,9 @@ def test_importing_the_package_and_server_prints_nothing_on_stdout() -> None:
 
 def test_the_handshake_path_does_not_import_numpy_ollama_sqlite_or_our_ollama_client() -> None:
     code = (
-        "import sys; from ollama_mcp.config import Settings; from ollama_mcp.server import build_server\n"
+        "import sys; from ollama_mcp.config import Settings; from ollama_mcp.mcp.server import build_server\n"
         "build_server(Settings.from_env({'HOME': '/tmp'}))\n"
-        "print(sorted(m for m in ('numpy', 'ollama', 'aiosqlite', 'ollama_mcp.app', 'ollama_mcp.ollama_client')\n"
+        "print(sorted(m for m in ('numpy', 'ollama', 'aiosqlite', 'ollama_mcp.app', 'ollama_mcp.ollama.client')\n"
         "             if m in sys.modules))"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, timeout=60, check=True, text=True)
@@ -67,7 +67,7 @@ def test_a_server_that_stores_and_searches_never_imports_the_ollama_client_or_nu
         "import sys, anyio, json\n"
         "from mcp import Client\n"
         "from ollama_mcp.config import Settings\n"
-        "from ollama_mcp.server import build_server\n"
+        "from ollama_mcp.mcp.server import build_server\n"
         "async def main():\n"
         f"    settings = Settings.from_env({{'HOME': '/tmp', 'OLLAMA_MCP_DB': {str(settings.db_path)!r},"
         f" 'OLLAMA_HOST': {settings.ollama_host!r}}})\n"

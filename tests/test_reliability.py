@@ -23,12 +23,12 @@ from mcp import Client
 
 from ollama_mcp.app import open_app
 from ollama_mcp.config import Settings
-from ollama_mcp.db import migrations
 from ollama_mcp.inputs import search_request
+from ollama_mcp.storage.sqlite.db import migrations
 from tests.conftest import Database
 from tests.fake_ollama import FakeOllama
-from tests.test_stdio import SCRIPT, server_env, stdio
-from tests.test_tools import call, error
+from tests.mcp.test_stdio import SCRIPT, server_env, stdio
+from tests.mcp.test_tools import call, error
 
 pytestmark = pytest.mark.anyio
 

@@ -13,18 +13,18 @@ from typing import Any
 
 import pytest
 
-from ollama_mcp import indexer
 from ollama_mcp.app import App, open_app
 from ollama_mcp.config import Settings
 from ollama_mcp.domain import SearchFilters
 from ollama_mcp.errors import InvalidInputError
 from ollama_mcp.inputs import search_request
-from ollama_mcp.ranking import SearchTuning
-from ollama_mcp.store import Store
+from ollama_mcp.services import indexer
+from ollama_mcp.storage.ranking import SearchTuning
+from ollama_mcp.storage.sqlite.store import Store
 from ollama_mcp.when import TimeWindow, in_window, query_window, times_named
 from tests.conftest import Database, backfill, connect, eventually, sqlite_store_at
 from tests.fake_ollama import FakeOllama
-from tests.test_tools import call, error
+from tests.mcp.test_tools import call, error
 
 pytestmark = pytest.mark.anyio
 

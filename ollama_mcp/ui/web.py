@@ -21,15 +21,10 @@ from starlette.responses import HTMLResponse, RedirectResponse, Response
 from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 
-from ollama_mcp import audit, caller, doctor, export, inputs
+from ollama_mcp import audit, caller, inputs
 from ollama_mcp.app import App
-from ollama_mcp.errors import (
-    ConversationClosedError,
-    InvalidInputError,
-    NotFoundError,
-    OllamaError,
-    OllamaMcpError,
-)
+from ollama_mcp.errors import ConversationClosedError, InvalidInputError, NotFoundError, OllamaError, OllamaMcpError
+from ollama_mcp.services import doctor, export
 from ollama_mcp.ui import views
 from ollama_mcp.ui.guard import LOCAL, Admit, Guard, Refused, Site, checked_form, visitor
 

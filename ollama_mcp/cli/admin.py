@@ -1,0 +1,252 @@
+"""The CLI's maintenance commands over the app: export, import, reembed, prune, migrate.
+
+Each opens the store like the server does (so several processes stay safe) and reports what it
+did. Long work shows a progress line with an ETA on a terminal and stays quiet when piped.
+"""
+
+from __future__ import annotations
+
+import re
+import sys
+import time
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from dataclasses import replace
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import TextIO
+
+from ollama_mcp import audit, inputs
+from ollama_mcp.app import open_app
+from ollama_mcp.config import LOCAL_PRINCIPAL, Settings
+from ollama_mcp.domain import AccessToken, WriteRecord, format_timestamp
+from ollama_mcp.errors import InvalidInputError, OllamaMcpError, StorageError
+from ollama_mcp.services import export, tokens
+from ollama_mcp.services.transfer import AccessReport, CopyReport, copy_access, copy_store
+from ollama_mcp.storage.backends import open_backend, principal_stores
+from ollama_mcp.storage.protocols import Storage
+
+
+class ProgressLine:
+    """``done/total (pct) ETA`` rewritten in place on a terminal; nothing when not a terminal."""
+
+    def __init__(self, label: str, total: int, stream: TextIO = sys.stderr) -> None:
+        self.label = label
+        self.total = total
+        self.stream = stream
+        self.enabled = stream.isatty()
+        self.started = time.monotonic()
+        self._last = 0.0
+
+    def update(self, done: int) -> None:
+        now = time.monotonic()
+        if not self.enabled or (now - self._last < 0.2 and done < self.total):
+            return
+        self._last = now
+        elapsed = now - self.started
+        eta = "" if done == 0 else f" ETA {_duration(elapsed / done * max(self.total - done, 0))}"
+        pct = 100 * done / self.total if self.total else 100
+        self.stream.write(f"\r{self.label} {done:,}/{self.total:,} ({pct:.0f}%){eta}   ")
+        self.stream.flush()
+
+    def close(self) -> None:
+        if self.enabled:
+            self.stream.write("\n")
+
+
+async def export_store(settings: Settings, conversation_id: str | None, fmt: str) -> tuple[str, int]:
+    """The store (or one conversation) as JSON or Markdown text, and how many conversations it
+    holds. Nothing is written: the caller writes the text once it is complete."""
+    _must_exist(settings, "export")
+    async with open_app(settings, background=False) as app:
+        return await app.lifecycle.export_text(conversation_id, fmt)
+
+
+async def import_file(settings: Settings, path: str) -> tuple[int, int, int]:
+    """Import an export file ('-': standard input). Returns (new conversations, new memories,
+    memories in the file)."""
+    try:
+        raw = sys.stdin.read() if path == "-" else Path(path).read_text(encoding="utf-8")
+    except OSError as exc:
+        raise InvalidInputError("FILE", f"cannot be read ({exc.strerror})", "pass the path of an export file") from None
+    data = export.parse(raw, "FILE")
+    total = sum(len(c.get("memories", [])) for c in data.get("conversations", []) if isinstance(c, dict)) \
+        if isinstance(data, dict) and isinstance(data.get("conversations"), list) else 0
+    async with open_app(settings, background=False) as app:
+        with audit.through("import"):
+            conversations, memories = await app.lifecycle.import_document(data)
+    return conversations, memories, total
+
+
+async def reembed(settings: Settings, model: str | None, force: bool) -> tuple[int, str]:
+    """Embed every memory that lacks a vector of ``model`` (default: the configured one); with
+    ``force``, drop that model's vectors first. Resumable: run again after an interruption.
+    Returns (memories embedded, model)."""
+    chosen = replace(settings, embed_model=model or settings.embed_model)
+    async with open_app(chosen, background=False) as app:
+        if force:
+            await app.service.forget_vectors()
+        total = await app.indexer.pending_count()
+        progress = ProgressLine(f"embedding with {chosen.embed_model}", total)
+        done = 0
+        try:
+            progress.update(0)
+            while True:
+                embedded = await app.indexer.backfill_once()
+                if not embedded:
+                    break
+                done += embedded
+                progress.update(min(done, total))
+        finally:
+            progress.close()
+        left = await app.indexer.pending_count()
+        if left:
+            raise OllamaMcpError(
+                f"{left:,} memories could not be embedded with {chosen.embed_model!r}; run `ollama-mcp doctor`."
+            )
+    return done, chosen.embed_model
+
+
+async def prune(settings: Settings, dry_run: bool) -> list[tuple[str, str]]:
+    """Apply retention now (TTLs and OLLAMA_MCP_RETENTION_DAYS); returns (id, name) of the
+    conversations deleted, or that would be with ``dry_run``."""
+    _must_exist(settings, "prune")
+    async with open_app(settings, background=False) as app:
+        expired = await app.lifecycle.expired()
+        names = [(c.id, c.name or "unnamed") for c in expired]
+        if not dry_run:
+            deleted = set(await app.lifecycle.sweep())
+            names = [(cid, name) for cid, name in names if cid in deleted]
+    return names
+
+
+async def migrate(settings: Settings, destination: Settings) -> tuple[dict[str, CopyReport], AccessReport]:
+    """Copy the database ``settings`` names into the one ``destination`` names (``transfer``): the
+    local principal's store with the HTTP server's tokens and shares, then every other principal's
+    store. Returns each store's report by principal, and the tokens' and shares'."""
+    if settings.database == destination.database:
+        raise InvalidInputError("--to", "names the store being copied", "name another database")
+    reports, access = {}, AccessReport()
+    for principal in [LOCAL_PRINCIPAL, *await principal_stores(settings)]:
+        source, _ = await open_backend(settings.for_principal(principal))
+        try:
+            target, _ = await open_backend(destination.for_principal(principal))
+            try:
+                whose = "" if principal == LOCAL_PRINCIPAL else f"{principal}'s "
+                reports[principal] = await _copy_with_progress(source, target, f"copying {whose}conversations")
+                if principal == LOCAL_PRINCIPAL:
+                    access = await copy_access(source, target)
+            finally:
+                await target.aclose()
+        finally:
+            await source.aclose()
+    return reports, access
+
+
+async def _copy_with_progress(source: Storage, target: Storage, label: str) -> CopyReport:
+    bar = ProgressLine(label, 0)
+
+    def progress(done: int, total: int) -> None:
+        bar.total = total
+        bar.update(done)
+
+    report = await copy_store(source, target, progress)
+    bar.close()
+    return report
+
+
+def _duration(seconds: float) -> str:
+    seconds = int(seconds)
+    return f"{seconds // 60}m{seconds % 60:02d}s" if seconds >= 60 else f"{seconds}s"
+
+
+_AGE = re.compile(r"^\s*(\d+)\s*([dwmy])\s*$")
+_DAYS = {"d": 1, "w": 7, "m": 30, "y": 365}
+
+
+async def forget(
+    settings: Settings, conversation_id: str | None, older_than: str | None, everything: bool, yes: bool,
+    dry_run: bool,
+) -> tuple[list[tuple[str, str, int]], int]:
+    """Delete one conversation, those idle for longer than ``older_than``, or all (with ``yes``),
+    through the service's one delete path. Returns (id, name, memories) of each, and the total."""
+    if everything and not yes and not dry_run:
+        raise InvalidInputError("--all", "deletes every conversation", "add --yes to confirm, or --dry-run to count first")
+    cutoff = None
+    if older_than is not None:
+        match = _AGE.match(older_than)
+        if match is None or int(match.group(1)) == 0:
+            raise InvalidInputError("--older-than", f"is {older_than!r}", "give an age such as 90d, 12w, 6m or 1y")
+        days = int(match.group(1)) * _DAYS[match.group(2)]
+        cutoff = format_timestamp(datetime.now(UTC) - timedelta(days=days))
+    _must_exist(settings, "forget")
+    async with open_app(settings, background=False) as app:
+        if conversation_id is not None:
+            ids = [(await app.service.resolve_conversation(conversation_id)).id]  # type: ignore[union-attr]
+        elif cutoff is not None:
+            ids = await app.store.expired_conversations("", cutoff)  # idle only: no TTL is "now" at ""
+        else:
+            ids = await app.store.conversation_ids()
+        chosen = []
+        for target in ids:
+            conversation = await app.store.get_conversation(target)
+            count = await app.store.memory_total(target)
+            chosen.append((conversation.id, conversation.name or "unnamed", count))
+        if not dry_run:
+            for target, _, _ in chosen:
+                await app.service.delete_conversation(target)
+    return chosen, sum(count for _, _, count in chosen)
+
+
+async def write_log(settings: Settings, since: str | None, limit: int) -> list[WriteRecord]:
+    """The write audit, newest first: every write through any door, without its text."""
+    start = inputs.timestamp("--since", since) if since else None
+    _must_exist(settings, "show")
+    async with open_app(settings, background=False) as app:
+        return await app.store.write_records(start, limit)
+
+
+async def create_token(settings: Settings, name: str, principal: str | None) -> tuple[AccessToken, str]:
+    """A new bearer token (kept in the local principal's store, as a hash) and its secret."""
+    async with _token_store(settings) as store:
+        return await tokens.create(store, name, principal)
+
+
+async def list_tokens(settings: Settings) -> list[AccessToken]:
+    async with _token_store(settings, must_exist="list") as store:
+        return await store.list_tokens()
+
+
+async def active_tokens(settings: Settings) -> int:
+    """How many tokens are not revoked (the HTTP server requires tokens when there are any)."""
+    async with _token_store(settings) as store:
+        return sum(1 for token in await store.list_tokens() if token.revoked_at is None)
+
+
+async def revoke_token(settings: Settings, name: str) -> None:
+    async with _token_store(settings, must_exist="revoke") as store:
+        await tokens.revoke(store, name)
+
+
+@asynccontextmanager
+async def _token_store(settings: Settings, must_exist: str | None = None) -> AsyncIterator[Storage]:
+    """The local principal's store, which keeps every principal's tokens (just the store: no app)."""
+    local = settings.for_principal(LOCAL_PRINCIPAL)
+    if must_exist is not None:
+        _must_exist(local, must_exist)
+    store, _ = await open_backend(local)
+    try:
+        yield store
+    finally:
+        await store.aclose()
+
+
+def _must_exist(settings: Settings, what: str) -> None:
+    """Commands that only read (or remove) must not create an empty SQLite store on the way: a
+    mistyped OLLAMA_MCP_DB would otherwise look like a store that holds nothing."""
+    path = settings.store_path
+    if settings.postgres_url is None and not path.exists():
+        raise StorageError(
+            f"There is no memory database at {path}, so there is nothing to {what}; nothing was created. "
+            "Check OLLAMA_MCP_DB (the server creates the file when it first stores a memory)."
+        )

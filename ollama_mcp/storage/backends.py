@@ -1,0 +1,55 @@
+"""Choosing the storage backend: the one place that knows there are two.
+
+A file path in ``OLLAMA_MCP_DB`` opens the SQLite store and its in-memory ranker; a PostgreSQL URL
+opens the PostgreSQL store and its in-database ranker. Everything above (``app`` and the layers it
+builds) sees only ``storage.Storage`` and ``storage.Ranker``.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from ollama_mcp.config import LOCAL_PRINCIPAL, Settings, is_principal_name
+from ollama_mcp.errors import ConfigError
+from ollama_mcp.storage.protocols import Ranker, Storage
+from ollama_mcp.storage.ranking import SearchTuning
+
+if TYPE_CHECKING:
+    from ollama_mcp.storage.sqlite.vector_index import EarlyFile
+
+
+async def open_backend(
+    settings: Settings, tuning: SearchTuning | None = None, early_file: EarlyFile | None = None,
+) -> tuple[Storage, Ranker]:
+    """The store and ranker ``settings`` name, opened (migrated, connected). ``early_file``: where
+    SQLite's ranker may find its vector file already read (``head_start``)."""
+    if settings.postgres_url is None:
+        from ollama_mcp.storage.sqlite.search import HybridSearch  # noqa: PLC0415 - each backend loads only its own modules
+        from ollama_mcp.storage.sqlite.store import Store  # noqa: PLC0415
+
+        store = await Store.open(settings.store_path)
+        return store, HybridSearch(store, settings.embed_model, tuning, early_file)
+    try:
+        from ollama_mcp.storage.postgres.search import PgRanker  # noqa: PLC0415 - the optional extra's modules
+        from ollama_mcp.storage.postgres.store import PgStore  # noqa: PLC0415
+    except ImportError as exc:
+        raise ConfigError(
+            f"OLLAMA_MCP_DB names a PostgreSQL database, but the PostgreSQL driver is not installed ({exc.name}); "
+            "install it with `pip install 'ollama-mcp[postgres]'`."
+        ) from exc
+    pg = await PgStore.open(settings.store_url)
+    return pg, PgRanker(pg, settings.embed_model, tuning)
+
+
+async def principal_stores(settings: Settings) -> list[str]:
+    """The principals other than the local one whose memory exists in the database ``settings``
+    names (a file in ``memory.principals/``, or a schema of PostgreSQL), by name."""
+    if settings.postgres_url is None:
+        folder = settings.principals_folder
+        found = sorted(path.stem for path in folder.glob("*.db")) if folder.is_dir() else []
+    else:
+        from ollama_mcp.storage.postgres.db import principal_schemas  # noqa: PLC0415 - the optional extra's modules
+
+        found = [schema.removeprefix("ollama_mcp_") for schema in await principal_schemas(settings.postgres_url)]
+    return [name for name in found if is_principal_name(name) and name != LOCAL_PRINCIPAL]
+

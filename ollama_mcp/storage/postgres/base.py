@@ -1,0 +1,207 @@
+"""The PostgreSQL store's plumbing: a connection pool, transactions and error translation.
+
+The pool checks a connection before lending it (a server restart leaves dead ones behind: they
+are replaced, so the call after a restart succeeds without restarting ollama-mcp) and waits at
+most ``POOL_TIMEOUT_S`` for one, so an unreachable server fails a call with a clear error
+instead of hanging it.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import uuid
+from collections.abc import AsyncIterator, Sequence
+from contextlib import asynccontextmanager
+from typing import Any, Self
+
+import anyio
+import psycopg
+import psycopg_pool
+from pgvector.psycopg import register_vector_async
+from psycopg import sql
+
+from ollama_mcp import audit
+from ollama_mcp.errors import StorageError
+from ollama_mcp.storage.postgres import db
+
+POOL_MIN = 1
+POOL_MAX = 8
+POOL_TIMEOUT_S = 5.0  # a server that gives no connection this long is reported as unreachable
+POOL_BUSY_WAIT_S = 30.0  # while every connection is in use by this instance, a call queues this long (clients give up at 60 s)
+# HNSW build parameters; recall at the shipped ef_search: bench/README.md. m is pgvector's default.
+HNSW_M = 16
+# pgvector's default 64 gave recall@10 0.83 at 1M memories (ef_search 100); 128 gives 0.97 for a
+# build about as long on this machine (bench/README.md).
+HNSW_EF_CONSTRUCTION = 128
+
+
+FACETS = ("content", "context")
+
+
+def vector_index_name(model: str, dim: int, facet: str) -> str:
+    """The HNSW index of one (model, dimension, facet): a stable name whatever characters the model
+    has (schema_postgres/0003 computes the same name in SQL)."""
+    return f"memory_embeddings_hnsw_{hashlib.sha256(f'{model}/{dim}/{facet}'.encode()).hexdigest()[:16]}"
+
+
+# Every connection of an instance names it (``application_name``), so that a lease it holds counts
+# only while it has a connection open: the leases of an instance killed mid-batch lapse at once,
+# not after EMBEDDING_LEASE (its connections close with it; the pool always keeps one open).
+APPLICATION_PREFIX = "ollama-mcp "
+HOLDER_ALIVE = (
+    "EXISTS (SELECT 1 FROM pg_stat_activity a WHERE a.application_name = '" + APPLICATION_PREFIX + "' || {lease}.holder)"
+)
+
+
+class PgStoreBase:
+    """The pool a store's parts share; open with ``await PgStore.open(url)``, close with ``aclose``."""
+
+    def __init__(
+        self, pool: psycopg_pool.AsyncConnectionPool, url: str, schema_version: int, holder: str,
+    ) -> None:
+        self._pool = pool
+        self.url = url
+        self.where = db.describe(url)  # host:port/database, never the password
+        self.schema_version = schema_version
+        self._indexed: set[tuple[str, int]] = set()  # (model, dim) whose HNSW index exists
+        self._postponed: set[tuple[str, int]] | None = None  # inside bulk_load: indexes to build at its end
+        self._index_lock = anyio.Lock()  # one check per process, not one per concurrent first store
+        self.holder = holder  # this instance, in the leases it takes (see APPLICATION_PREFIX)
+
+    @classmethod
+    async def open(cls, url: str) -> Self:
+        await db.provision(url)  # a principal's role and schema, before its first connection
+        conn = await db.connect(url)
+        try:
+            version = await db.migrate(conn, url)
+        finally:
+            await conn.close()
+        holder = uuid.uuid4().hex
+        pool = psycopg_pool.AsyncConnectionPool(
+            url, min_size=POOL_MIN, max_size=POOL_MAX, open=False, timeout=POOL_TIMEOUT_S,
+            # No server-side prepared statements: after five runs PostgreSQL may switch a prepared query
+            # to a generic plan, which for "ORDER BY distance LIMIT $n" can drop the HNSW index.
+            kwargs={"autocommit": True, "connect_timeout": db.CONNECT_TIMEOUT_S, "prepare_threshold": None,
+                    "application_name": APPLICATION_PREFIX + holder},
+            configure=register_vector_async, check=psycopg_pool.AsyncConnectionPool.check_connection,
+            name="ollama-mcp",
+        )
+        try:
+            await pool.open(wait=True, timeout=POOL_TIMEOUT_S)
+        except psycopg_pool.PoolTimeout as exc:
+            await pool.close()
+            raise StorageError(
+                f"Could not open connections to PostgreSQL at {db.describe(url)} within {POOL_TIMEOUT_S:.0f} s; "
+                "check that the server is running and accepts connections."
+            ) from exc
+        return cls(pool, url, version, holder)
+
+    async def aclose(self) -> None:
+        """Give back this instance's backfill leases (another instance may embed those memories at
+        once), then close the pool."""
+        try:
+            async with self._connection("release embedding leases") as conn:
+                await conn.execute("DELETE FROM embedding_leases WHERE holder = %s", (self.holder,))
+        except StorageError:
+            pass  # the server is gone: the leases lapse by themselves
+        finally:
+            await self._pool.close()
+
+    async def ensure_vector_index(self, model: str, dim: int) -> None:
+        """Create the HNSW indexes (cosine) of ``model``'s ``dim``-dimensional vectors unless they
+        exist: one partial index per facet over ``vector::vector(dim)``, which the ranker's queries
+        name exactly. One per facet, because a scan filtered to one facet after the index stops at
+        ef_search rows: over both facets, half of them were wasted (recall@10 0.72 at 100k)."""
+        if (model, dim) in self._indexed:
+            return
+        if self._postponed is not None:
+            self._postponed.add((model, dim))
+            return
+        async with self._index_lock:
+            if (model, dim) in self._indexed:
+                return
+            async with self._transaction("create the vector index") as conn:
+                await conn.execute("SELECT pg_advisory_xact_lock(%s)", (db.MIGRATION_LOCK,))
+                for facet in FACETS:
+                    await conn.execute(sql.SQL(
+                        "CREATE INDEX IF NOT EXISTS {} ON memory_embeddings USING hnsw ((vector::vector({})) vector_cosine_ops)"
+                        " WITH (m = {}, ef_construction = {}) WHERE model = {} AND dim = {} AND facet = {}"
+                    ).format(sql.Identifier(vector_index_name(model, dim, facet)), sql.Literal(dim), sql.Literal(HNSW_M),
+                             sql.Literal(HNSW_EF_CONSTRUCTION), sql.Literal(model), sql.Literal(dim), sql.Literal(facet)))
+            self._indexed.add((model, dim))
+
+    @asynccontextmanager
+    async def bulk_load(self) -> AsyncIterator[None]:
+        """HNSW indexes that do not exist yet are built once at the end, from all the vectors:
+        several times faster than growing them one insert at a time (bench/README.md). An index
+        that exists already is kept current by each insert as usual."""
+        postponed: set[tuple[str, int]] = set()
+        self._postponed = postponed
+        try:
+            yield
+        finally:
+            self._postponed = None
+        # Not after a failure: the next write of a vector builds them (ensure_vector_index).
+        for model, dim in sorted(postponed):
+            await self.ensure_vector_index(model, dim)
+
+    @asynccontextmanager
+    async def _connection(self, action: str) -> AsyncIterator[psycopg.AsyncConnection]:
+        """A pooled connection (autocommit), with errors translated once."""
+        conn = await self._checkout(action)
+        try:
+            yield conn
+        except psycopg.Error as exc:
+            raise db.translate(exc, action, self.url) from exc
+        finally:
+            await self._pool.putconn(conn)
+
+    async def _checkout(self, action: str) -> psycopg.AsyncConnection:
+        """A connection from the pool. A burst of calls queues for one while all of this
+        instance's connections are in use; a server that gives none is reported as unreachable."""
+        waited = 0.0
+        while True:
+            try:
+                return await self._pool.getconn(timeout=POOL_TIMEOUT_S)
+            except psycopg_pool.PoolTimeout as exc:
+                waited += POOL_TIMEOUT_S
+                stats = self._pool.get_stats()
+                busy = stats.get("pool_size", 0) >= POOL_MAX and stats.get("pool_available", 0) == 0
+                if busy and waited < POOL_BUSY_WAIT_S:
+                    continue
+                if busy:
+                    raise StorageError(
+                        f"Could not {action}: PostgreSQL at {self.where} is busy; all {POOL_MAX} connections of "
+                        f"this server stayed in use for {waited:.0f} s. Retry; if it lasts, see the server's load."
+                    ) from exc
+                raise StorageError(
+                    f"Could not {action}: no connection to PostgreSQL at {self.where} within {POOL_TIMEOUT_S:.0f} s. "
+                    "Check that the server is running; ollama-mcp reconnects by itself once it is."
+                ) from exc
+
+    @asynccontextmanager
+    async def _transaction(self, action: str, *, write: bool = True) -> AsyncIterator[psycopg.AsyncConnection]:
+        """One transaction: everything inside commits together or not at all, the write's audit
+        record (``audit.recording``) included."""
+        async with self._connection(action) as conn, conn.transaction():
+            record = audit.take_pending() if write else None
+            if record is not None:
+                await conn.execute(
+                    "INSERT INTO write_audit (at, door, principal, action, conversation_id, memory_id, arguments_digest)"
+                    " VALUES (%s, %s, %s, %s, %s, %s, %s)",
+                    (record.at, record.door, record.principal, record.action, record.conversation_id,
+                     record.memory_id, record.arguments_digest),
+                )
+            yield conn
+
+    @asynccontextmanager
+    async def reading(self, action: str) -> AsyncIterator[psycopg.AsyncConnection]:
+        """A connection inside a transaction for a sequence of reads (the ranker's: its SET LOCAL
+        settings end with it)."""
+        async with self._transaction(action, write=False) as conn:
+            yield conn
+
+    async def _fetchall(self, sql: Any, params: Sequence[Any] | dict[str, Any], action: str) -> list[tuple[Any, ...]]:
+        async with self._connection(action) as conn:
+            cursor = await conn.execute(sql, params)
+            return await cursor.fetchall()

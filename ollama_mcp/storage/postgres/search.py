@@ -1,0 +1,447 @@
+"""The PostgreSQL backend's ``Ranker``: every list is ranked inside the database, so an instance
+holds no index of its own (nothing to load at start, nothing to go stale when another instance
+writes) and its memory stays flat however large the store grows.
+
+The lists are those of the SQLite ranker, fused by the same code (``ranking.choose``):
+
+- exact: memories holding the query's words in order (``phraseto_tsquery``), best first;
+- keywords over content and over context: full-text search (GIN indexes over generated
+  ``tsvector`` columns) finds the matches, BM25 from term statistics ranks them;
+- meaning in context: nearest context vectors by the (model, dimension)'s HNSW index (a memory
+  without a context vector yet is ranked by its own vector), filtered after the index scan; when
+  the filters leave fewer than wanted, an exact scan of the filtered memories takes over;
+- told of later: for a short window, the memories of the days after it whose words name a time in
+  it (``ranking.told_range``; by ``memories_conversation_occurred``);
+- the content similarity of every candidate, read by key.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Awaitable, Callable, Iterable, Sequence
+from typing import Any
+
+import anyio
+import numpy as np
+import psycopg
+from psycopg import sql
+
+from ollama_mcp.domain import SearchFilters, SearchHit
+from ollama_mcp.errors import EmbeddingMismatchError
+from ollama_mcp.storage.postgres.memories import moments_between
+from ollama_mcp.storage.postgres.rows import ALL_KINDS, filter_sql, stored_dimension
+from ollama_mcp.storage.postgres.store import PgStore
+from ollama_mcp.storage.protocols import QueryVector, resolve
+from ollama_mcp.storage.ranking import (
+    MAX_QUERY_TERMS,
+    WORD,
+    SearchTuning,
+    candidate_depth,
+    choose,
+    query_terms,
+    timely,
+    told_range,
+)
+from ollama_mcp.when import TimeWindow
+
+# HNSW neighbours fetched per wanted memory before filtering (a memory of several chunks has
+# several rows, and filters drop some; narrow filters that leave too few fall back to an exact
+# scan). 2, not 4, since only the context facet's index is scanned: at 1M memories, 160
+# neighbours through the filter check cost 3-4 ms more a search than 80 (bench/README.md).
+OVERFETCH = 2
+# BM25's parameters, as SQLite's FTS5 uses them.
+BM25_K1 = 1.2
+BM25_B = 0.75
+# Above this many memories, document frequencies of common words come from the planner's
+# statistics (ANALYZE's most common lexemes of each tsvector column) rather than from counting.
+EXACT_STATISTICS_ROWS = 10_000
+SIZE_EVERY = 64
+# Memories a keyword list scores at most: those holding the query's rarest words, adding commoner
+# words while their document frequencies stay under this. A word in more memories than this adds
+# to the scores of the memories found but finds none itself; this bounds a search on a large
+# store (the rarest words carry most of BM25's weight). Each costs a heap fetch: at 1M memories,
+# 1,000 rows instead of 2,000 took 3 ms off a search (bench/README.md).
+KEYWORD_ROWS = 1_000
+# pgvector's ef_search at least (more when more neighbours are fetched). At 1M memories, recall@10
+# against exact search over 480 queries: 0.948 at 200, 0.960 at 250, 0.969 at 300; at 200 some
+# query sets fall below 0.95, at 250 none did. 250 costs about 0.6 ms a search more than 200
+# (bench/README.md, bench/postgres_1m.py).
+MIN_EF_SEARCH = 250
+# Memories without a context vector yet that a search ranks by their own vectors one by one; past
+# this many (a large import the backfill has not reached), by the content facet's HNSW index.
+GAPS_RANKED_EXACTLY = 1_000
+
+
+class PgRanker:
+    """Ranks memories of a ``PgStore`` inside PostgreSQL; see the module's docstring."""
+
+    def __init__(self, store: PgStore, model: str, tuning: SearchTuning | None = None) -> None:
+        self._store = store
+        self.model = model
+        self.tuning = tuning or SearchTuning()
+        # Ranking inputs, not data (old values move scores a little, never a result set): the
+        # store's size, average words per memory and the planner's common lexemes, read every
+        # SIZE_EVERY searches; and each lexeme's document frequency, kept while the size moves less
+        # than a fifth.
+        self._searches = 0
+        self._memory_count = 0
+        self._average_words: dict[str, float] = {}  # column -> average distinct words per memory
+        self._cached_for_size = 0
+        self._common_shares: dict[str, dict[str, float]] = {}  # column -> lexeme -> share (planner's)
+        self._frequencies: dict[tuple[str, str], int] = {}  # (column, lexeme) -> memories holding it
+
+    async def search(
+        self,
+        query: str,
+        query_vector: np.ndarray | QueryVector | None,
+        filters: SearchFilters,
+        conversation_key: int | None,
+        top_k: int,
+        threshold: float | None,
+        window: TimeWindow | None = None,
+    ) -> list[SearchHit]:
+        tuning = self.tuning
+        depth = candidate_depth(tuning, top_k, window)
+        if window is not None:
+            query = window.keyword_text  # the query vector is of the whole text; the keywords are not its dates
+        params: dict[str, Any] = {}
+        where = filter_sql(filters, params)
+        words = query_terms(query)
+        lists: dict[str, list[int]] = {}
+        span = told_range(tuning, window)  # what was said of a short window later, read with the keywords
+        similarity: dict[int, float] = {}  # content similarity of every candidate with a vector
+        # Every list here needs the vector (for the candidates' similarities): wait for it first.
+        resolved = await resolve(query_vector)
+        vector = None if resolved is None else resolved.astype(np.float32, copy=False)
+
+        async def similarities(conn: psycopg.AsyncConnection, found: list[int]) -> None:
+            if vector is not None:  # (a stored dimension other than the query's matches no row)
+                similarity.update(await self._similarities(conn, vector, vector.size, found))
+
+        async def by_content_words(conn: psycopg.AsyncConnection) -> None:
+            lists["exact"] = await self._exact(conn, query, where, params, top_k)
+            lexemes = await self._informative_lexemes(conn, words)
+            lists["keyword"] = await self._keywords(conn, "content_words", lexemes, where, params, depth)
+            await similarities(conn, list(dict.fromkeys([*lists["exact"], *lists["keyword"]])))
+            if window is not None and span is not None:
+                # On this connection, after the keywords, not on one of its own: a read of 50 rows
+                # (0.1 ms) while the nearest-vector scan takes milliseconds, and a fourth connection
+                # a search would hold from the pool (8) for nothing.
+                lists["told"] = list(timely(window, await moments_between(conn, filters, *span, tuning.told_rows)))
+                await similarities(conn, lists["told"])
+
+        async def by_context_words(conn: psycopg.AsyncConnection) -> None:
+            lexemes = await self._informative_lexemes(conn, words)
+            lists["keyword_context"] = await self._keywords(conn, "context_words", lexemes, where, params, depth)
+            await similarities(conn, lists["keyword_context"])
+
+        async def by_meaning(conn: psycopg.AsyncConnection) -> None:
+            assert vector is not None
+            dim = await stored_dimension(conn, self.model)
+            if dim is None:
+                return
+            if vector.size != dim:
+                raise EmbeddingMismatchError.model_changed(self.model, vector.size, dim)
+            lists["by_meaning"] = await self._by_meaning(conn, vector, dim, where, params, depth, narrow=narrows(filters))
+            await similarities(conn, lists["by_meaning"])
+
+        self._searches += 1
+        if (self._searches - 1) % SIZE_EVERY == 0:  # before the lists: the keyword lists use what it reads
+            async with self._store.reading("search memories") as conn:
+                await self._read_size(conn)
+        # The lists run at once, each on its own connection (each statement reads its own committed
+        # snapshot either way): a search waits for the slowest list, not for their sum.
+        parts = [by_content_words]
+        if tuning.keyword_context_weight:
+            parts.append(by_context_words)
+        if vector is not None:
+            parts.append(by_meaning)
+        await self._concurrently(parts)
+        return await choose(
+            tuning, exact=lists["exact"], keyword=lists["keyword"], keyword_context=lists.get("keyword_context", []),
+            by_meaning=lists.get("by_meaning", []), similarity=similarity, top_k=top_k, depth=depth,
+            threshold=threshold, window=window, rows=self._store, words=words, told=lists.get("told", []),
+        )
+
+    async def _concurrently(self, parts: Sequence[Callable[[psycopg.AsyncConnection], Awaitable[None]]]) -> None:
+        """Runs each part on its own pooled connection, all at once; the first failure is raised as
+        itself (not as an exception group), after the other parts have stopped."""
+        failures: list[Exception] = []
+
+        async def run(part: Callable[[psycopg.AsyncConnection], Awaitable[None]]) -> None:
+            try:
+                async with self._store.reading("search memories") as conn:
+                    await part(conn)
+            except Exception as exc:  # re-raised below, once every part has stopped
+                failures.append(exc)
+                group.cancel_scope.cancel()
+
+        async with anyio.create_task_group() as group:
+            for part in parts:
+                group.start_soon(run, part)
+        if failures:
+            raise failures[0]
+
+    async def _exact(
+        self, conn: psycopg.AsyncConnection, query: str, where: list[str], params: dict[str, Any], top_k: int
+    ) -> list[int]:
+        """Memories whose content holds the query's words in this order (two words at least).
+
+        Two lexemes at least, too (``numnode`` 3: a <-> b): the English configuration drops stop
+        words, and "what did Sam do" would otherwise become the one word 'sam', which every
+        memory naming Sam matches as an exact phrase (and which, on a large store, ranks each of
+        them by ``ts_rank_cd``: 0.5-1.5 s at 1M memories for a common word).
+        """
+        words = [word.lower() for word in WORD.findall(query)][:MAX_QUERY_TERMS]
+        if len(words) < 2:
+            return []
+        conditions = " AND ".join(["m.content_words @@ q", *where])
+        cursor = await conn.execute(
+            f"SELECT m.seq FROM memories m, phraseto_tsquery('english', %(phrase)s) q WHERE {conditions}"
+            " AND numnode(q) >= 3 ORDER BY ts_rank_cd(m.content_words, q) DESC, m.seq LIMIT %(limit)s",
+            {**params, "phrase": " ".join(words), "limit": top_k},
+        )
+        return [int(row[0]) for row in await cursor.fetchall()]
+
+    async def _keywords(
+        self, conn: psycopg.AsyncConnection, column: str, lexemes: Sequence[str], where: list[str],
+        params: dict[str, Any], depth: int,
+    ) -> list[int]:
+        """Memories holding any of ``lexemes`` in ``column``, best first by BM25.
+
+        PostgreSQL finds the matches (GIN index); BM25 scores them from the lexemes each match
+        holds (each counted once), its length and each word's document frequency. ``ts_rank_cd`` alone has no inverse
+        document frequency, and ranked LoCoMo 0.03 lower (bench/README.md). The memories scored
+        are bounded by KEYWORD_ROWS (see there).
+        """
+        if not lexemes:
+            return []
+        frequencies = await self._document_frequencies(conn, column, lexemes)
+        count = self._memory_count
+        idf = [math.log(1 + (count - df + 0.5) / (df + 0.5)) for df in frequencies]
+        finding: list[str] = []
+        rows = 0
+        for df, lexeme in sorted(zip(frequencies, lexemes, strict=True)):
+            if finding and rows + df > KEYWORD_ROWS:
+                break
+            finding.append(lexeme)
+            rows += df
+        conditions = " AND ".join([f"m.{column} @@ %(match)s::tsquery", *where])
+        # Each lexeme counts once per memory (a term frequency of 1): a test of the tsvector per
+        # lexeme instead of unnesting every found memory's words, which was two thirds of the
+        # statement at 1M memories (bench/README.md).
+        held = " + ".join(f"(CASE WHEN f.words @@ %(lexeme{i})s::tsquery THEN %(idf{i})s ELSE 0 END)"
+                          for i in range(len(lexemes)))
+        cursor = await conn.execute(
+            f"WITH found AS (SELECT m.seq, m.{column} AS words FROM memories m WHERE {conditions} LIMIT %(rows)s)"
+            f" SELECT f.seq, ({held}) * {BM25_K1 + 1}"
+            f" / (1 + {BM25_K1} * (1 - {BM25_B} + {BM25_B} * length(f.words) / %(average)s)) AS score"
+            " FROM found f ORDER BY score DESC, f.seq LIMIT %(limit)s",
+            {**params, **{f"lexeme{i}": tsquery_any([lexeme]) for i, lexeme in enumerate(lexemes)},
+             **{f"idf{i}": value for i, value in enumerate(idf)},
+             "match": tsquery_any(finding), "rows": KEYWORD_ROWS,
+             "average": max(self._average_words.get(column, 0.0), 1.0), "limit": depth},
+        )
+        return [int(row[0]) for row in await cursor.fetchall()]
+
+    async def _read_size(self, conn: psycopg.AsyncConnection) -> None:
+        """Read every SIZE_EVERY searches: the memory count (exact below EXACT_STATISTICS_ROWS, else the
+        planner's estimate), the average distinct words per memory (from a sample of about
+        EXACT_STATISTICS_ROWS rows) and, on large stores, the planner's most common lexemes, so
+        that reading them never stalls a search on a full scan."""
+        cursor = await conn.execute(
+            "SELECT CASE WHEN reltuples < %(exact)s THEN (SELECT count(*) FROM memories) ELSE reltuples::bigint END"
+            " FROM pg_class WHERE oid = 'memories'::regclass",
+            {"exact": EXACT_STATISTICS_ROWS},
+        )
+        row = await cursor.fetchone()
+        self._memory_count = count = int(row[0]) if row else 0
+        share = 100.0 if count <= EXACT_STATISTICS_ROWS else 100.0 * EXACT_STATISTICS_ROWS / count
+        cursor = await conn.execute(
+            "SELECT coalesce(avg(length(content_words)), 0), coalesce(avg(length(context_words)), 0)"
+            " FROM memories TABLESAMPLE SYSTEM (%s)", (share,),
+        )
+        row = await cursor.fetchone()
+        self._average_words = {"content_words": float(row[0]), "context_words": float(row[1])} if row else {}
+        self._common_shares = {}
+        if count > EXACT_STATISTICS_ROWS:
+            # ANALYZE's most common elements of a tsvector column, each with the share of rows
+            # holding it (the array's last three entries are its minimum, maximum and null share).
+            cursor = await conn.execute(
+                "SELECT attname, most_common_elems::text::text[], most_common_elem_freqs FROM pg_stats"
+                " WHERE schemaname = current_schema() AND tablename = 'memories'"
+                " AND attname IN ('content_words', 'context_words') AND most_common_elems IS NOT NULL"
+            )
+            for column, elements, shares in await cursor.fetchall():
+                self._common_shares[column] = dict(zip(elements, shares, strict=False))
+        if not self._cached_for_size or abs(count - self._cached_for_size) > self._cached_for_size // 5:
+            self._frequencies.clear()  # the store grew or shrank by a fifth: frequencies have moved
+            self._cached_for_size = max(count, 1)
+
+    async def _document_frequencies(
+        self, conn: psycopg.AsyncConnection, column: str, lexemes: Sequence[str]
+    ) -> list[int]:
+        """How many memories hold each of ``lexemes`` in ``column``: estimated from the planner's
+        statistics for common words of a large store, counted for the others (cached, see
+        ``__init__``)."""
+        common = self._common_shares.get(column, {})
+        # Read into a dict of this call's own: the cache is shared by concurrent searches, and one
+        # of them may clear it (the store grew by a fifth) while this one waits on a count.
+        known: dict[str, int] = {}
+        for lexeme in lexemes:
+            cached = self._frequencies.get((column, lexeme))
+            if cached is not None:
+                known[lexeme] = cached
+                continue
+            if lexeme in common:
+                found = round(common[lexeme] * self._memory_count)
+            else:
+                cursor = await conn.execute(
+                    f"SELECT count(*) FROM memories WHERE {column} @@ %s::tsquery", (tsquery_any([lexeme]),)
+                )
+                row = await cursor.fetchone()
+                found = int(row[0]) if row else 0
+            if len(self._frequencies) > 20_000:
+                self._frequencies.clear()
+            self._frequencies[(column, lexeme)] = known[lexeme] = found
+        return [known[lexeme] for lexeme in lexemes]
+
+    async def _informative_lexemes(self, conn: psycopg.AsyncConnection, terms: list[str]) -> list[str]:
+        """The distinct lexemes of ``terms``, without those found in a large share of all memories
+        (if any rarer remain): they barely move the ranking, yet scoring every memory they match
+        is what is slow."""
+        if not terms:
+            return []
+        cursor = await conn.execute(
+            "SELECT DISTINCT lexeme FROM unnest(tsvector_to_array(to_tsvector('english', %(text)s))) AS lexeme",
+            {"text": " ".join(terms)},
+        )
+        lexemes = sorted(row[0] for row in await cursor.fetchall())
+        if len(lexemes) < 2:
+            return lexemes
+        cap = max(self.tuning.common_min_docs, int(self._memory_count * self.tuning.common_share))
+        frequencies = await self._document_frequencies(conn, "content_words", lexemes)
+        return [lexeme for lexeme, df in zip(lexemes, frequencies, strict=True) if df <= cap] or lexemes
+
+    async def _by_meaning(
+        self, conn: psycopg.AsyncConnection, vector: np.ndarray, dim: int, where: list[str],
+        params: dict[str, Any], depth: int, *, narrow: bool,
+    ) -> list[int]:
+        """The ``depth`` memories nearest in meaning (context vectors; own vectors where no context
+        vector exists yet) that pass the filters."""
+        filters = " AND ".join(where) or "true"
+        limit = depth * OVERFETCH
+        dim_sql, model_sql = sql.Literal(dim), sql.Literal(self.model)
+        # The nearest context vectors, by the facet's HNSW index (used only when its predicate
+        # appears literally in the query); and the memories with no context vector yet, by their own
+        # vector: exactly, when few (the usual state: the backfill is seconds behind), else by the
+        # content facet's index. context_gaps lists them (schema_postgres/0013); each is checked
+        # against memory_embeddings, so a stale row of it costs a probe, never a wrong rank.
+        cursor = await conn.execute(  # one round trip: the index scans' ef_search, and the gaps
+            "SELECT set_config('hnsw.ef_search', %s, true),"
+            " array(SELECT memory_seq FROM context_gaps WHERE model = %s LIMIT %s)",
+            (str(max(MIN_EF_SEARCH, limit)), self.model, GAPS_RANKED_EXACTLY + 1),
+        )
+        row = await cursor.fetchone()
+        gaps: list[int] = list(row[1]) if row else []
+
+        def nearest(facet: str) -> sql.Composed:
+            return sql.SQL(
+                "SELECT e.memory_seq, e.vector::vector({dim}) <=> %(q)s AS distance FROM memory_embeddings e"
+                " WHERE e.model = {model} AND e.dim = {dim} AND e.facet = {facet}"
+                " ORDER BY e.vector::vector({dim}) <=> %(q)s LIMIT %(near)s"
+            ).format(dim=dim_sql, model=model_sql, facet=sql.Literal(facet))
+
+        context = nearest("context")
+        no_context = lacks_context("u", model_sql)
+        if not gaps:
+            near = sql.SQL("({context})").format(context=context)
+        elif len(gaps) <= GAPS_RANKED_EXACTLY:
+            near = sql.SQL(
+                "({context}) UNION ALL (SELECT u.memory_seq, u.vector::vector({dim}) <=> %(q)s FROM memory_embeddings u"
+                " WHERE u.memory_seq = ANY(%(gaps)s) AND u.model = {model} AND u.dim = {dim} AND u.facet = 'content'"
+                " AND {no_context})"
+            ).format(context=context, dim=dim_sql, model=model_sql, no_context=no_context)
+        else:  # a large import still waiting for the backfill
+            near = sql.SQL(
+                "({context}) UNION ALL (SELECT u.memory_seq, u.distance FROM ({content}) u WHERE {no_context})"
+            ).format(context=context, content=nearest("content"), no_context=no_context)
+        index_scan = sql.SQL(
+            "WITH near AS ({near})"
+            # Each neighbour's memory is checked against the filters by key ("LIMIT 1" keeps the
+            # planner from hashing every memory for a few hundred neighbours: 8 of 17 ms at 10k).
+            " SELECT e.memory_seq, min(e.distance) AS d FROM near e"
+            " CROSS JOIN LATERAL (SELECT 1 FROM memories m WHERE m.seq = e.memory_seq AND {filters} LIMIT 1) passes"
+            " GROUP BY e.memory_seq ORDER BY d, e.memory_seq LIMIT %(limit)s"
+        ).format(near=near, filters=sql.SQL(filters))
+        values = {**params, "q": vector, "near": limit, "limit": depth, "gaps": gaps}
+        cursor = await conn.execute(index_scan, values)
+        found = [int(row[0]) for row in await cursor.fetchall()]
+        if len(found) >= depth or not narrow:
+            return found
+        # The filters kept too few of the index's neighbours: rank the filtered memories exactly
+        # ("+ 0" keeps the planner off the index, whose scan stops at ef_search rows).
+        covered = sql.SQL("(e.facet = 'context' OR {})").format(lacks_context("e", model_sql))
+        exact_scan = sql.SQL(
+            "SELECT e.memory_seq, min((e.vector::vector({dim}) <=> %(q)s) + 0) AS d FROM memories m"
+            " JOIN memory_embeddings e ON e.memory_seq = m.seq AND e.model = {model} AND e.dim = {dim}"
+            " WHERE {covered} AND {filters} GROUP BY e.memory_seq ORDER BY d, e.memory_seq LIMIT %(limit)s"
+        ).format(dim=dim_sql, model=model_sql, covered=covered, filters=sql.SQL(filters))
+        cursor = await conn.execute(exact_scan, values)
+        return [int(row[0]) for row in await cursor.fetchall()]
+
+    async def _similarities(
+        self, conn: psycopg.AsyncConnection, vector: np.ndarray, dim: int, seqs: list[int]
+    ) -> dict[int, float]:
+        """The content similarity of each of ``seqs`` that has a content vector (its best chunk)."""
+        if not seqs:
+            return {}
+        cursor = await conn.execute(
+            sql.SQL(
+                "SELECT memory_seq, max(1 - (vector::vector({dim}) <=> %(q)s)) FROM memory_embeddings"
+                " WHERE memory_seq = ANY(%(seqs)s) AND model = %(model)s AND facet = 'content' AND dim = {dim}"
+                " GROUP BY memory_seq"
+            ).format(dim=sql.Literal(dim)),
+            {"q": vector, "seqs": seqs, "model": self.model},
+        )
+        return {int(seq): float(score) for seq, score in await cursor.fetchall()}
+
+    # -- the Ranker protocol's upkeep: nothing is held in this process ---------------------------
+
+    def vectors_added(self) -> None:
+        """Nothing to do: the database's indexes are current when the write commits."""
+
+    async def catch_up(self) -> None:
+        """Nothing to do: no copy of the vectors is held here."""
+
+    async def removed(self, seqs: Iterable[int], contexts: Sequence[int] = ()) -> None:
+        """Nothing to do: deleted rows left the indexes with the delete."""
+
+    def invalidate(self) -> None:
+        """Nothing to do: no copy of the vectors is held here."""
+
+    async def warm_up(self) -> None:
+        """Open the pool's connections ahead of the first search (the pool already did)."""
+
+    async def upkeep(self, min_new: int = 0) -> bool:
+        """PostgreSQL's autovacuum keeps the GIN and HNSW indexes; nothing runs here."""
+        return False
+
+
+def narrows(filters: SearchFilters) -> bool:
+    """Whether ``filters`` can exclude a large share of memories (beyond replaced versions)."""
+    return bool(filters.conversation_id or filters.conversation_ids is not None or filters.tags or filters.since
+                or filters.until or filters.actors) or set(filters.kinds) != ALL_KINDS
+
+
+def lacks_context(alias: str, model: sql.Composable) -> sql.Composed:
+    """The memory of row ``alias`` (a ``memory_embeddings`` row) has no context vector of ``model``."""
+    return sql.SQL(
+        "NOT EXISTS (SELECT 1 FROM memory_embeddings c WHERE c.memory_seq = {alias}.memory_seq"
+        " AND c.model = {model} AND c.facet = 'context')"
+    ).format(alias=sql.Identifier(alias), model=model)
+
+
+def tsquery_any(lexemes: Iterable[str]) -> str:
+    """A tsquery matching any of ``lexemes`` taken literally (quoted: no operator, no stemming)."""
+    return " | ".join("'" + lexeme.replace("\\", "\\\\").replace("'", "''") + "'" for lexeme in lexemes)

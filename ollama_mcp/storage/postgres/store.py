@@ -1,0 +1,26 @@
+"""``PgStore``: the PostgreSQL backend's ``storage.Storage``, composed of its parts like the SQLite
+``store.Store`` is (``conversations``, ``relations``, ``memories``, ``facts``, ``transcript``, ``jobs``, ``vectors``;
+``base`` holds the pool and transactions, ``rows`` the shared SQL).
+
+Every write is one transaction. Writes that touch a conversation's memories lock that
+conversation's row first, so they queue per conversation and run side by side across
+conversations, in one lock order (no deadlocks between instances).
+"""
+
+from ollama_mcp.storage.postgres.clients import ClientStore
+from ollama_mcp.storage.postgres.conversations import ConversationStore
+from ollama_mcp.storage.postgres.facts import FactStore
+from ollama_mcp.storage.postgres.jobs import JobStore
+from ollama_mcp.storage.postgres.memories import MemoryStore
+from ollama_mcp.storage.postgres.relations import RelationStore
+from ollama_mcp.storage.postgres.shares import ShareStore
+from ollama_mcp.storage.postgres.tokens import TokenStore
+from ollama_mcp.storage.postgres.transcript import TranscriptStore
+from ollama_mcp.storage.postgres.vectors import VectorStore
+
+
+class PgStore(
+    ClientStore, ConversationStore, RelationStore, MemoryStore, FactStore, TranscriptStore, JobStore, TokenStore,
+    ShareStore, VectorStore,
+):
+    """The PostgreSQL backend's ``storage.Storage``; open with ``await PgStore.open(url)``."""

@@ -1,0 +1,149 @@
+"""Vector rows: insert, pending memories per model (leased to one instance at a time), and the
+HNSW index of each (model, dimension)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from datetime import UTC, datetime, timedelta
+
+import numpy as np
+
+from ollama_mcp.domain import EmbeddingRow, Facet, Memory, format_timestamp
+from ollama_mcp.storage.postgres.base import HOLDER_ALIVE, PgStoreBase
+from ollama_mcp.storage.postgres.rows import (
+    MEMORY_COLUMNS,
+    MEMORY_WIDTH,
+    MISSING_VECTOR,
+    insert_embedding_rows,
+    memory_from_row,
+    stored_dimension,
+)
+
+# How long a memory handed to one instance's backfill stays reserved for it: long enough to embed
+# a batch on a slow machine; if the instance dies, another takes the memory over after this.
+EMBEDDING_LEASE = timedelta(minutes=2)
+
+
+class VectorStore(PgStoreBase):
+    """Vector rows: insert, pending memories per model, and per-model HNSW indexes."""
+
+    async def insert_embeddings(self, rows: Sequence[EmbeddingRow]) -> int:
+        """Store vectors; rows of memories deleted meanwhile, or stored already, are skipped."""
+        if not rows:
+            return 0
+        async with self._transaction("store embeddings") as conn:
+            written = await insert_embedding_rows(conn, rows)
+            await conn.execute(
+                "DELETE FROM embedding_leases WHERE memory_seq = ANY(%s)", (list({row.memory_seq for row in rows}),)
+            )
+        for model, dim in {(row.model, row.dim) for row in rows}:
+            await self.ensure_vector_index(model, dim)
+        return written
+
+    async def model_dimension(self, model: str, conversation_id: str | None = None) -> int | None:
+        """The dimension the stored vectors of ``model`` use (in one conversation, if given)."""
+        if conversation_id is None:
+            async with self._connection("read the embedding dimension") as conn:
+                return await stored_dimension(conn, model)
+        sql = (
+            "SELECT e.dim FROM memories m JOIN memory_embeddings e ON e.memory_seq = m.seq"
+            " WHERE e.model = %s AND m.conversation_id = %s LIMIT 1"
+        )
+        params = [model, conversation_id]
+        rows = await self._fetchall(sql, params, "read the embedding dimension")
+        return int(rows[0][0]) if rows else None
+
+    async def pending_memories(
+        self, model: str, limit: int, after_seq: int = 0, through_seq: int | None = None
+    ) -> list[tuple[Memory, tuple[Facet, ...]]]:
+        """Up to ``limit`` memories after ``after_seq`` (and up to ``through_seq``) lacking a vector
+        of ``model``, oldest first, each with the facets it lacks; each is leased to this caller
+        for EMBEDDING_LEASE, so the backfills of several instances never embed the same memory at
+        the same time."""
+        now = datetime.now(UTC)
+        content, context = MISSING_VECTOR.format("content"), MISSING_VECTOR.format("context")
+        params = {
+            "model": model, "limit": limit, "after": after_seq, "through": through_seq,
+            "now": format_timestamp(now), "until": format_timestamp(now + EMBEDDING_LEASE), "holder": self.holder,
+        }
+        through = "" if through_seq is None else " AND m.seq <= %(through)s"  # (a range the index reads)
+        async with self._transaction("find memories awaiting embeddings") as conn:
+            # Three statements, each reading what is committed when it starts (READ COMMITTED):
+            # candidates; then the leases, decided by the lease rows themselves (a row another
+            # instance holds is kept from us, even one it took a moment ago); then the claimed
+            # memories read again, which drops those another instance embedded meanwhile.
+            cursor = await conn.execute(
+                f"SELECT m.seq FROM memories m WHERE m.seq > %(after)s{through} AND ({content} OR {context})"
+                " AND NOT EXISTS (SELECT 1 FROM embedding_leases l WHERE l.memory_seq = m.seq"
+                f" AND l.model = %(model)s AND l.until > %(now)s AND l.holder <> %(holder)s AND {HOLDER_ALIVE.format(lease='l')})"
+                " ORDER BY m.seq LIMIT %(limit)s",
+                params,
+            )
+            candidates = [row[0] for row in await cursor.fetchall()]
+            if not candidates:
+                return []
+            cursor = await conn.execute(
+                "INSERT INTO embedding_leases (memory_seq, model, holder, until)"
+                " SELECT c.seq, %(model)s, %(holder)s, %(until)s FROM unnest(%(seqs)s::bigint[]) AS c(seq)"
+                " WHERE EXISTS (SELECT 1 FROM memories m WHERE m.seq = c.seq)"  # not deleted meanwhile
+                " ON CONFLICT (memory_seq, model) DO UPDATE SET holder = excluded.holder, until = excluded.until"
+                " WHERE embedding_leases.until <= %(now)s OR embedding_leases.holder = %(holder)s"
+                f" OR NOT {HOLDER_ALIVE.format(lease='embedding_leases')}"
+                " RETURNING memory_seq",
+                {**params, "seqs": candidates},
+            )
+            claimed = [row[0] for row in await cursor.fetchall()]
+            cursor = await conn.execute(
+                f"SELECT {MEMORY_COLUMNS}, {content}, {context} FROM memories m"
+                f" WHERE m.seq = ANY(%(claimed)s) AND ({content} OR {context}) ORDER BY m.seq",
+                {**params, "claimed": claimed},
+            )
+            rows = await cursor.fetchall()
+        out: list[tuple[Memory, tuple[Facet, ...]]] = []
+        for row in rows:
+            facets: list[Facet] = []
+            if row[MEMORY_WIDTH]:
+                facets.append("content")
+            if row[MEMORY_WIDTH + 1]:
+                facets.append("context")
+            out.append((memory_from_row(row), tuple(facets)))
+        return out
+
+    async def newest_seq(self) -> int:
+        """The highest memory seq (0 in an empty store)."""
+        rows = await self._fetchall("SELECT coalesce(max(seq), 0) FROM memories", {}, "read the newest memory")
+        return int(rows[0][0])
+
+    async def pending_count(self, model: str) -> int:
+        """Memories lacking a vector of ``model`` for some facet."""
+        content, context = MISSING_VECTOR.format("content"), MISSING_VECTOR.format("context")
+        rows = await self._fetchall(
+            f"SELECT count(*) FROM memories m WHERE ({content} OR {context})", {"model": model}, "count pending memories"
+        )
+        return int(rows[0][0])
+
+    async def memory_is_pending(self, memory_seq: int, model: str) -> bool:
+        rows = await self._fetchall(
+            f"SELECT {MISSING_VECTOR.format('content')} FROM memories m WHERE m.seq = %(seq)s",
+            {"model": model, "seq": memory_seq}, "read the embedding state",
+        )
+        return bool(rows and rows[0][0])
+
+    async def conversation_vectors(self, conversation_id: str) -> list[tuple[str, EmbeddingRow]]:
+        """Every vector of the conversation's memories, with the id of the memory it belongs to."""
+        rows = await self._fetchall(
+            "SELECT m.id, e.memory_seq, e.facet, e.chunk_index, e.model, e.vector, e.dim FROM memories m"
+            " JOIN memory_embeddings e ON e.memory_seq = m.seq WHERE m.conversation_id = %s ORDER BY e.id",
+            (conversation_id,), "read the conversation's vectors",
+        )
+        return [
+            (row[0], EmbeddingRow(row[1], row[2], row[3], row[4], np.asarray(row[5].to_numpy(), dtype="<f4").tobytes(), row[6]))
+            for row in rows
+        ]
+
+    async def delete_vectors(self, model: str) -> int:
+        """Drop every vector of ``model`` (reembed --force); the memories become pending."""
+        async with self._transaction("delete vectors") as conn:
+            cursor = await conn.execute("DELETE FROM memory_embeddings WHERE model = %s", (model,))
+            await conn.execute("DELETE FROM embedding_leases WHERE model = %s", (model,))
+            return cursor.rowcount

@@ -1,0 +1,97 @@
+"""The store's plumbing: one connection per process, its lock, transactions and error translation."""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import AsyncIterator, Sequence
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Any, Self
+
+import aiosqlite
+import anyio
+
+from ollama_mcp import audit
+from ollama_mcp.errors import StorageError
+from ollama_mcp.storage.sqlite import db
+
+
+def identity(path: Path) -> tuple[int, int] | None:
+    """Which file ``path`` names now (device, inode); None when there is none. A stat: ~2 µs.
+
+    SQLite keeps writing to an open file after it was unlinked or replaced; comparing this before
+    each commit is how a write into a file that no longer has a name is refused, not acknowledged."""
+    try:
+        stat = path.stat()
+    except OSError:
+        return None
+    return (stat.st_dev, stat.st_ino)
+
+
+class StoreBase:
+    """The connection a store's parts share; open with ``await Store.open(path)``, close with ``aclose``."""
+
+    def __init__(self, conn: aiosqlite.Connection, path: Path) -> None:
+        self._conn = conn
+        self.path = path
+        self._identity = identity(path)  # the file this connection opened, to notice it vanish
+        self._lock = anyio.Lock()
+        self._keyword_scratch = False  # temp tables of this connection (keyword_rows) created
+
+    @classmethod
+    async def open(cls, path: Path) -> Self:
+        return cls(await db.connect(path), path)
+
+    async def aclose(self) -> None:
+        await self._conn.close()
+
+    @asynccontextmanager
+    async def bulk_load(self) -> AsyncIterator[None]:
+        """Nothing to postpone: SQLite's keyword index keeps up by itself, and vectors are ranked in memory."""
+        yield
+
+    @asynccontextmanager
+    async def _transaction(self, action: str, *, write: bool = True) -> AsyncIterator[aiosqlite.Connection]:
+        async with self._lock:
+            try:
+                await self._conn.execute("BEGIN IMMEDIATE" if write else "BEGIN")
+                try:
+                    record = audit.take_pending() if write else None
+                    if record is not None:  # the write's audit row commits with it
+                        await self._conn.execute(
+                            "INSERT INTO write_audit (at, door, principal, action, conversation_id, memory_id,"
+                            " arguments_digest) VALUES (?, ?, ?, ?, ?, ?, ?)",
+                            (record.at, record.door, record.principal, record.action, record.conversation_id,
+                             record.memory_id, record.arguments_digest),
+                        )
+                    yield self._conn
+                except BaseException:
+                    await self._conn.execute("ROLLBACK")
+                    raise
+                if write and identity(self.path) != self._identity:
+                    await self._conn.execute("ROLLBACK")
+                    raise StorageError(self._gone(action))
+                await self._conn.execute("COMMIT")
+            except sqlite3.Error as exc:
+                if self._conn.in_transaction:
+                    await self._conn.execute("ROLLBACK")
+                raise db.translate(exc, action, self.path) from exc
+
+    def _gone(self, action: str) -> str:
+        return (
+            f"Could not {action}: the database file {self.path} was deleted, moved or replaced while "
+            "this server was running, and a change saved now would go to a file nobody can open "
+            "again. Nothing was changed. Restart the MCP client (or the server) to open the store "
+            f"at {self.path} again, or put the file back there."
+        )
+
+    async def _fetchall(self, sql: str, params: Sequence[Any], action: str) -> list[sqlite3.Row | tuple]:
+        try:
+            return list(await self._conn.execute_fetchall(sql, params))
+        except sqlite3.Error as exc:
+            raise db.translate(exc, action, self.path) from exc
+
+    async def data_version(self) -> int:
+        """Changes whenever another connection commits: lets caches notice other processes."""
+        rows = await self._fetchall("PRAGMA data_version", (), "read the data version")
+        return int(rows[0][0])

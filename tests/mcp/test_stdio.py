@@ -1,0 +1,325 @@
+"""The real ``ollama-mcp`` process over stdio, started the way Claude Desktop starts it: working
+directory ``/``, a minimal environment, sometimes two copies on one database at once."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import pty
+import select
+import signal
+import sqlite3
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import anyio
+import pytest
+from mcp import Client, StdioServerParameters
+
+from tests.fake_ollama import FakeOllama
+from tests.mcp.test_tools import call
+from tests.services.test_doctor import make_store
+
+pytestmark = pytest.mark.anyio
+
+SCRIPT = Path(sys.executable).parent / "ollama-mcp"
+
+
+def server_env(db: Path | str, fake: FakeOllama) -> dict[str, str]:
+    """The environment Claude Desktop gives the server; ``db``: a SQLite path or a PostgreSQL URL."""
+    return {"OLLAMA_HOST": fake.url, "OLLAMA_MCP_DB": str(db), "OLLAMA_MCP_EMBED_TIMEOUT": "5"}
+
+
+def stdio(db: Path | str, fake: FakeOllama, command: list[str] | None = None) -> StdioServerParameters:
+    command = command or [sys.executable, "-m", "ollama_mcp"]
+    return StdioServerParameters(command=command[0], args=command[1:], env=server_env(db, fake), cwd="/")
+
+
+@pytest.mark.parametrize("command", [[str(SCRIPT)], [sys.executable, "-m", "ollama_mcp"]], ids=["script", "module"])
+async def test_the_installed_server_stores_and_searches_over_stdio_from_cwd_root(
+    db_path: Path, fake_ollama: FakeOllama, command: list[str]
+) -> None:
+    async with Client(stdio(db_path, fake_ollama, command), mode="legacy") as client:
+        await call(client, "init_conversation", name="stdio")
+        stored = await call(client, "store_memory", content="spawned over stdio")
+        assert stored["embedding_status"] == "embedded"
+        found = await call(client, "search_memories", query="spawned")
+        assert found["results"][0]["memory_id"] == stored["memory_id"]
+    with sqlite3.connect(db_path) as conn:
+        assert conn.execute("SELECT content FROM memories").fetchall() == [("spawned over stdio",)]
+
+
+def _rpc(proc: subprocess.Popen[bytes], message: dict[str, Any]) -> None:
+    _send_line(proc, json.dumps(message).encode())
+
+
+def _send_line(proc: subprocess.Popen[bytes], line: bytes) -> None:
+    assert proc.stdin is not None
+    proc.stdin.write(line + b"\n")
+    proc.stdin.flush()
+
+
+@contextmanager
+def _raw_server(db_path: Path, fake: FakeOllama, **env: str) -> Iterator[tuple[subprocess.Popen[bytes], list[str]]]:
+    """The real script started as Claude Desktop starts it, past ``initialize``; yields the process
+    and a list that holds its stderr once it has exited (the caller closes stdin to end it)."""
+    full_env = {"PATH": os.environ.get("PATH", ""), "HOME": os.environ.get("HOME", "/root"),
+                **server_env(db_path, fake), **env}
+    proc = subprocess.Popen(
+        [str(SCRIPT)], stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd="/", bufsize=0, env=full_env
+    )
+    stderr: list[str] = []
+    try:
+        _rpc(proc, {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+            "protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "t", "version": "0"}}})
+        assert _read(proc)["id"] == 1
+        _rpc(proc, {"jsonrpc": "2.0", "method": "notifications/initialized"})
+        yield proc, stderr
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+        stderr.append(proc.stderr.read().decode() if proc.stderr else "")
+
+
+def _read(proc: subprocess.Popen[bytes], timeout: float = 20) -> dict[str, Any]:
+    """The next line on stdout, failing (not hanging) when none comes within ``timeout`` seconds."""
+    assert proc.stdout is not None
+    if not select.select([proc.stdout], [], [], timeout)[0]:  # stdout is unbuffered (bufsize=0)
+        raise AssertionError(f"no answer on stdout within {timeout} s")
+    line = proc.stdout.readline()
+    assert line, "the server closed stdout"
+    return json.loads(line)  # every byte on stdout must be protocol
+
+
+def test_raw_claude_desktop_session_gets_only_protocol_on_stdout_and_exits_when_stdin_closes(
+    db_path: Path, fake_ollama: FakeOllama
+) -> None:
+    env = {"PATH": os.environ.get("PATH", ""), "HOME": os.environ.get("HOME", "/root"), **server_env(db_path, fake_ollama)}
+    proc = subprocess.Popen(
+        [str(SCRIPT)], stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd="/", bufsize=0, env=env
+    )
+    try:
+        _rpc(proc, {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+            "protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "claude-ai", "version": "0.1.0"}}})
+        init = _read(proc)
+        assert init["id"] == 1 and init["result"]["protocolVersion"] == "2025-06-18"
+        assert init["result"]["serverInfo"]["name"] == "ollama-mcp"
+        _rpc(proc, {"jsonrpc": "2.0", "method": "notifications/initialized"})
+        _rpc(proc, {"jsonrpc": "2.0", "id": 2, "method": "tools/list", "params": {}})
+        listed = _read(proc)
+        assert listed["id"] == 2 and len(listed["result"]["tools"]) == 13
+        _rpc(proc, {"jsonrpc": "2.0", "id": 3, "method": "tools/call",
+                    "params": {"name": "store_memory", "arguments": {"content": "raw wire memory"}}})
+        stored = _read(proc)
+        assert stored["id"] == 3 and stored["result"]["isError"] is False
+        assert stored["result"]["structuredContent"]["embedding_status"] == "embedded"
+        _rpc(proc, {"jsonrpc": "2.0", "id": 4, "method": "tools/call",
+                    "params": {"name": "search_memories", "arguments": {"query": "raw wire", "top_k": 0}}})
+        refused = _read(proc)
+        assert refused["id"] == 4 and refused["result"]["isError"] is True
+        assert "top_k" in refused["result"]["content"][0]["text"]
+        assert proc.stdin is not None
+        proc.stdin.close()
+        assert proc.wait(timeout=15) == 0
+        assert proc.stdout is not None and proc.stdout.read() == b""
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+        stderr = proc.stderr.read().decode() if proc.stderr else ""
+    assert "raw wire memory" not in stderr  # logs never carry memory content
+    assert "is an MCP server" not in stderr  # said only to a person at a terminal
+    assert "Traceback" not in stderr
+
+
+async def test_two_server_processes_on_one_database_lose_nothing_and_see_each_other(
+    db_path: Path, fake_ollama: FakeOllama
+) -> None:
+    fake_ollama.concepts.update({"car": "vehicle", "automobile": "vehicle"})
+    per_process = 40
+    async with Client(stdio(db_path, fake_ollama), mode="legacy") as first, \
+            Client(stdio(db_path, fake_ollama), mode="legacy") as second:
+        conv = await call(first, "init_conversation", name="shared")
+        await call(first, "search_memories", query="warm up the index", conversation_id=conv["conversation_id"])
+
+        async def writer(client: Client, name: str) -> None:
+            for i in range(per_process):
+                await call(client, "store_memory", content=f"{name} note {i}", conversation_id=conv["conversation_id"])
+
+        async with anyio.create_task_group() as tasks:
+            tasks.start_soon(writer, first, "first")
+            tasks.start_soon(writer, second, "second")
+
+        # the first process's index is now current with its own writes; the next row is the other's
+        await call(first, "search_memories", query="note", conversation_id=conv["conversation_id"])
+        await call(second, "store_memory", content="my automobile is blue", conversation_id=conv["conversation_id"])
+        found = await call(first, "search_memories", query="car", conversation_id=conv["conversation_id"])
+        assert found["mode"] == "hybrid"
+        assert found["results"][0]["content"] == "my automobile is blue"
+        assert found["results"][0]["similarity"] == pytest.approx(0.5)  # shares 1 of 4 axes
+    with sqlite3.connect(db_path) as conn:
+        assert conn.execute("SELECT count(*) FROM memories").fetchone()[0] == 2 * per_process + 1
+        assert conn.execute("SELECT count(DISTINCT memory_seq) FROM memory_embeddings").fetchone()[0] == 2 * per_process + 1
+        assert conn.execute("PRAGMA integrity_check").fetchone() == ("ok",)
+
+
+def test_an_ollama_error_that_echoes_its_input_never_puts_memory_text_in_the_log(
+    db_path: Path, fake_ollama: FakeOllama
+) -> None:
+    stored_text, query = "the door code is 4711 zebra", "zebra door code"
+    # A proxy before Ollama that quotes what it was sent in its error body.
+    fake_ollama.fail = (502, f"upstream failed for input {stored_text!r} / {query!r}")
+    with _raw_server(db_path, fake_ollama, OLLAMA_MCP_LOG_LEVEL="INFO") as (proc, stderr):
+        _rpc(proc, {"jsonrpc": "2.0", "id": 2, "method": "tools/call",
+                    "params": {"name": "store_memory", "arguments": {"content": stored_text}}})
+        stored = _read(proc)["result"]["structuredContent"]
+        assert stored["embedding_status"] == "pending"
+        assert "HTTP 502" in stored["note"] and "4711" not in stored["note"]
+        _rpc(proc, {"jsonrpc": "2.0", "id": 3, "method": "tools/call",
+                    "params": {"name": "search_memories", "arguments": {"query": query}}})
+        found = _read(proc)["result"]["structuredContent"]
+        assert found["mode"] == "keyword" and "zebra" not in (found["notice"] or "")
+        assert proc.stdin is not None
+        proc.stdin.close()
+        assert proc.wait(timeout=15) == 0
+    assert "502" in stderr[0]  # the failure is logged ...
+    assert "4711" not in stderr[0] and "zebra" not in stderr[0]  # ... without the text it was sent
+
+
+def test_every_request_line_the_sdk_cannot_parse_gets_an_error_with_its_id_and_the_server_keeps_serving(
+    db_path: Path, fake_ollama: FakeOllama
+) -> None:
+    call_line = '{"jsonrpc":"2.0","id":%s,"method":"tools/call","params":{"name":"store_memory","arguments":%s}}'
+    unreadable = [
+        # an unpaired surrogate escape: valid to Python's json, refused by the SDK's parser
+        (call_line % (5, '{"content":"secret \\ud800 text"}'), 5, -32700, "surrogate escape"),
+        # nesting deeper than the SDK's parser allows
+        (call_line % ('"deep"', '{"content":"x","metadata":{"a":' + "[" * 300 + "]" * 300 + "}}"), "deep", -32700,
+         "deeper than the limit"),
+        # cut off mid-message: the id still stands before any nesting
+        ('{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"store_me', 7, -32700, "while parsing a string"),
+        # not JSON at all: no id to recover, so null as JSON-RPC asks
+        ("secret garbage", None, -32700, "expected value"),
+        # JSON, but no method
+        ('{"jsonrpc":"2.0","id":9}', 9, -32600, "method"),
+    ]
+    with _raw_server(db_path, fake_ollama, OLLAMA_MCP_LOG_LEVEL="INFO") as (proc, stderr):
+        for line, request_id, code, reason in unreadable:
+            _send_line(proc, line.encode())
+            answer = _read(proc)
+            assert answer["id"] == request_id, line
+            assert answer["error"]["code"] == code
+            assert reason in answer["error"]["message"] and "nothing was done" in answer["error"]["message"]
+        _send_line(proc, b'{"jsonrpc":"2.0","method":42}')  # a malformed notification: never answered
+        _rpc(proc, {"jsonrpc": "2.0", "id": 10, "method": "tools/call",
+                    "params": {"name": "store_memory", "arguments": {"content": "still serving"}}})
+        stored = _read(proc)
+        assert stored["id"] == 10 and stored["result"]["isError"] is False
+        assert proc.stdin is not None
+        proc.stdin.close()
+        assert proc.wait(timeout=15) == 0
+    with sqlite3.connect(db_path) as conn:
+        assert conn.execute("SELECT content FROM memories").fetchall() == [("still serving",)]
+    assert stderr[0].count("answered an unreadable request line") == len(unreadable)
+    assert "secret" not in stderr[0] and "Traceback" not in stderr[0]
+
+
+def _damage(db_path: Path, fake: FakeOllama, how: str) -> None:
+    db_path.parent.mkdir(parents=True, exist_ok=True)
+    if how == "random bytes":
+        db_path.write_bytes(os.urandom(8192))
+        return
+    make_store(db_path, fake, *(f"memory number {i} " + "lorem ipsum " * 80 for i in range(300)))
+    with db_path.open("r+b") as file:
+        if how == "truncated":  # a copy cut short, as by a full disk or an interrupted sync
+            file.truncate(db_path.stat().st_size // 2)
+        else:  # one damaged page of the keyword index: only a full read (quick_check) or a search finds it
+            with sqlite3.connect(db_path) as conn:
+                page = conn.execute("SELECT max(pageno) FROM dbstat WHERE name = 'memory_contexts_fts_data'").fetchone()[0]
+                size = conn.execute("PRAGMA page_size").fetchone()[0]
+            conn.close()
+            file.seek((page - 1) * size + 8)
+            file.write(b"\xff" * 32)
+
+
+@pytest.mark.parametrize("how", ["random bytes", "truncated"])
+def test_a_damaged_database_is_named_with_what_to_do_by_every_tool_and_left_byte_for_byte(
+    db_path: Path, fake_ollama: FakeOllama, how: str
+) -> None:
+    _damage(db_path, fake_ollama, how)
+    before = db_path.read_bytes()
+    calls = [("store_memory", {"content": "a new memory"}), ("search_memories", {"query": "memory number 7"}),
+             ("list_conversations", {})]
+    with _raw_server(db_path, fake_ollama) as (proc, stderr):
+        for request_id, (tool, arguments) in enumerate(calls, start=2):
+            _rpc(proc, {"jsonrpc": "2.0", "id": request_id, "method": "tools/call",
+                        "params": {"name": tool, "arguments": arguments}})
+            reply = _read(proc)["result"]
+            assert reply["isError"] is True, (tool, reply)
+            text = reply["content"][0]["text"]
+            assert f"The file {db_path} is not a usable ollama-mcp database" in text, (tool, text)
+            assert "it was left as it is. Move it aside" in text and "OLLAMA_MCP_DB" in text
+        assert proc.stdin is not None
+        proc.stdin.close()
+        assert proc.wait(timeout=15) == 0
+    assert db_path.read_bytes() == before
+    assert "Traceback" not in stderr[0] and "details are in the server log" not in stderr[0]
+
+
+@pytest.mark.parametrize(("name", "value", "said"), [
+    ("OLLAMA_MCP_DB", "memory.db", "OLLAMA_MCP_DB must be an absolute path"),
+    ("OLLAMA_MCP_EMBED_TIMEOUT", "soon", "OLLAMA_MCP_EMBED_TIMEOUT"),
+])
+def test_settings_that_cannot_be_used_are_told_through_every_tool_not_by_exiting_before_initialize(
+    db_path: Path, fake_ollama: FakeOllama, name: str, value: str, said: str
+) -> None:
+    with _raw_server(db_path, fake_ollama, **{name: value}) as (proc, stderr):
+        _rpc(proc, {"jsonrpc": "2.0", "id": 2, "method": "tools/list", "params": {}})
+        assert len(_read(proc)["result"]["tools"]) == 13
+        for request_id in (3, 4):  # every call, not only the first
+            _rpc(proc, {"jsonrpc": "2.0", "id": request_id, "method": "tools/call",
+                        "params": {"name": "store_memory", "arguments": {"content": "kept nowhere"}}})
+            reply = _read(proc)["result"]
+            assert reply["isError"] is True and said in reply["content"][0]["text"]
+        assert proc.stdin is not None
+        proc.stdin.close()
+        assert proc.wait(timeout=15) == 0
+    assert said in stderr[0] and "Traceback" not in stderr[0]
+    assert not db_path.exists() and not (Path("/") / "memory.db").exists()
+
+
+def test_started_by_hand_in_a_terminal_it_says_what_it_is_and_ctrl_c_stops_it(
+    db_path: Path, fake_ollama: FakeOllama
+) -> None:
+    pid, terminal = pty.fork()
+    if pid == 0:  # the child: the server with a terminal as stdin, stdout and stderr
+        os.execve(str(SCRIPT), [str(SCRIPT)], {"PATH": os.environ.get("PATH", ""), "HOME": "/nonexistent",
+                                               **server_env(db_path, fake_ollama)})
+    said = b""
+    try:
+        deadline = time.monotonic() + 30
+        while b"to stop, press Ctrl-C." not in said and time.monotonic() < deadline:
+            if select.select([terminal], [], [], 0.5)[0]:
+                said += os.read(terminal, 4096)
+        assert b"ollama-mcp is an MCP server" in said and b"ollama-mcp doctor" in said
+        os.write(terminal, b"\x03")  # Ctrl-C, as the terminal sends it: SIGINT to the process
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline:
+            done, status = os.waitpid(pid, os.WNOHANG)
+            if done:
+                assert os.waitstatus_to_exitcode(status) == 130
+                break
+            time.sleep(0.05)
+        else:
+            raise AssertionError("Ctrl-C did not stop the server within 10 s")
+    finally:
+        with contextlib.suppress(ChildProcessError, ProcessLookupError):
+            if os.waitpid(pid, os.WNOHANG)[0] == 0:
+                os.kill(pid, signal.SIGKILL)
+                os.waitpid(pid, 0)
+        os.close(terminal)

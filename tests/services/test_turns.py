@@ -1,0 +1,223 @@
+"""A client records its own turns (add_messages) and pages them back (the history resource), through the
+real MCP client on both storage backends: order, one transaction, retries, the current
+conversation, and what search, export, build_context and compaction make of the turns."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import anyio
+import pytest
+from mcp.shared.exceptions import MCPError
+
+from ollama_mcp.config import Settings
+from tests.conftest import Database, connect
+from tests.mcp.test_tools import call, error
+
+pytestmark = pytest.mark.anyio
+
+TURNS: list[dict[str, Any]] = [
+    {"role": "user", "content": "Which port does the staging proxy listen on?", "actor": "dana"},
+    {"role": "assistant", "content": "Let me look it up.", "tool_calls": [
+        {"function": {"name": "read_config", "arguments": {"file": "proxy.toml"}}}]},
+    {"role": "tool", "content": "listen = 8443", "tool_call_id": "call-1"},
+    {"role": "assistant", "content": "The staging proxy listens on port 8443."},
+]
+
+
+def _text(result: object) -> str:
+    return result.contents[0].text  # type: ignore[attr-defined,no-any-return]
+
+
+def transcript(db: Database) -> list[tuple[Any, ...]]:
+    return db.rows("SELECT role, actor, content, tool_call_id FROM memories WHERE kind = 'message' ORDER BY seq")
+
+
+async def test_turns_are_recorded_in_order_and_paged_back_oldest_first(settings: Settings, db: Database) -> None:
+    async with connect(settings) as mcp:
+        conversation = (await call(mcp, "init_conversation", name="proxy"))["conversation_id"]
+        added = await call(mcp, "add_messages", messages=TURNS, conversation_id=conversation)
+        assert added["conversation_id"] == conversation and len(added["message_ids"]) == 4
+        assert added["duplicate"] is False
+        more = await call(mcp, "add_messages", messages=[
+            {"role": "user", "content": "And production?"}, {"role": "assistant", "content": "Port 443."}])
+
+        # The history resource pages backwards, 50 messages a page, oldest first on each.
+        await call(mcp, "add_messages", messages=[
+            {"role": "user" if i % 2 == 0 else "assistant", "content": f"turn {i}"} for i in range(50)])
+        latest = _text(await mcp.read_resource(f"memory://conversations/{conversation}/history"))
+        lines = [line for line in latest.splitlines() if line.startswith("- ")]
+        assert [line.rsplit(": ", 1)[1] for line in lines] == [f"turn {i}" for i in range(50)]
+        earlier_link = latest.strip().splitlines()[-1]
+        assert earlier_link.startswith(f"Earlier: memory://conversations/{conversation}/history/before/")
+        earlier = _text(await mcp.read_resource(earlier_link.removeprefix("Earlier: ")))
+        lines = [line for line in earlier.splitlines() if line.startswith("- ")]
+        assert [line.rsplit(": ", 1)[1] for line in lines] == [
+            TURNS[0]["content"], "Let me look it up.", "listen = 8443", TURNS[3]["content"], "And production?", "Port 443."]
+        assert " · user (dana) · " + added["message_ids"][0] in lines[0]
+        assert more["message_ids"][1] in lines[-1] and "Earlier:" not in earlier
+    assert transcript(db)[:6] == [
+        ("user", "dana", TURNS[0]["content"], None), ("assistant", None, "Let me look it up.", None),
+        ("tool", None, "listen = 8443", "call-1"), ("assistant", None, TURNS[3]["content"], None),
+        ("user", None, "And production?", None), ("assistant", None, "Port 443.", None)]
+    calls = db.rows("SELECT tool_calls FROM memories WHERE role = 'assistant' ORDER BY seq LIMIT 1")[0][0]
+    assert (json.loads(calls) if isinstance(calls, str) else calls) == TURNS[1]["tool_calls"]
+    # One write record for each batch, in the same transaction as its turns.
+    assert db.rows("SELECT action, conversation_id FROM write_audit WHERE action = 'add_messages'") == [
+        ("add_messages", conversation)] * 3
+
+
+async def test_the_same_turns_sent_again_are_a_retry_and_are_kept_once(settings: Settings, db: Database) -> None:
+    async with connect(settings) as mcp:
+        first = await call(mcp, "add_messages", messages=TURNS[:2])
+        again = await call(mcp, "add_messages", messages=TURNS[:2], conversation_id=first["conversation_id"])
+        assert again["duplicate"] is True and again["message_ids"] == first["message_ids"]
+        assert len(transcript(db)) == 2
+        # The same words later in a conversation, after other turns, are turns of their own.
+        await call(mcp, "add_messages", messages=[{"role": "user", "content": "thanks"}])
+        repeated = await call(mcp, "add_messages", messages=TURNS[:2])
+        assert repeated["duplicate"] is False and repeated["message_ids"] != first["message_ids"]
+        # A batch that is only part of the latest turns is not a retry either.
+        part = await call(mcp, "add_messages", messages=TURNS[1:2])
+        assert part["duplicate"] is False
+    assert [row[2] for row in transcript(db)] == [
+        TURNS[0]["content"], "Let me look it up.", "thanks", TURNS[0]["content"], "Let me look it up.", "Let me look it up."]
+
+
+async def test_turns_without_a_conversation_start_one_and_are_found_exported_and_built_into_context(
+    settings: Settings, db: Database
+) -> None:
+    async with connect(settings) as mcp:
+        added = await call(mcp, "add_messages", messages=TURNS)
+        conversation = added["conversation_id"]
+        assert (await call(mcp, "get_conversation_id"))["current"]["conversation_id"] == conversation
+        assert (await call(mcp, "search_memories", query="staging proxy port"))["results"] == []  # notes only
+        found = await call(mcp, "search_memories", query="staging proxy port", include_messages=True)
+        assert added["message_ids"][3] in {hit["memory_id"] for hit in found["results"]}
+        exported = (await call(mcp, "export_conversation"))["markdown"]
+        assert "listens on port 8443" in exported and "dana" in exported
+        prompt = await mcp.get_prompt("build_context", {"conversation_id": conversation, "token_budget": "2000"})
+        texts = [m.content.text for m in prompt.messages]  # type: ignore[union-attr]
+        assert texts[0] == TURNS[0]["content"] and texts[-1] == TURNS[3]["content"]
+    assert db.count("SELECT count(*) FROM conversations WHERE anonymous = ?", True) == 1
+
+
+async def test_a_long_recorded_transcript_is_queued_for_compaction(settings: Settings, db: Database) -> None:
+    async with connect(settings) as mcp:
+        conversation = (await call(mcp, "init_conversation", metadata={"compact_after_messages": 4}))["conversation_id"]
+        await call(mcp, "add_messages", messages=TURNS, conversation_id=conversation)
+        assert db.count("SELECT count(*) FROM jobs WHERE kind = 'compact'") == 0  # at the threshold, not past it
+        await call(mcp, "add_messages", messages=[{"role": "user", "content": "one more"}], conversation_id=conversation)
+        assert db.rows("SELECT kind, conversation_id FROM jobs WHERE kind = 'compact'") == [("compact", conversation)]
+
+
+async def test_bad_turns_are_refused_naming_the_turn_and_the_field_and_nothing_is_kept(
+    settings: Settings, db: Database
+) -> None:
+    long_text = "x" * (settings.max_content_chars + 1)
+    async with connect(settings) as mcp:
+        conversation = (await call(mcp, "init_conversation", name="target"))["conversation_id"]
+        for messages, expected in (
+            ([], "messages: must be a non-empty list of turns"),
+            ([{"role": "user", "content": "hi"}] * 101, "messages: holds 101 turns, more than 100"),
+            (["hi"], "messages.0\n  Input should be a valid dictionary"),  # the SDK checks the shape first
+            ([{"role": "user", "content": "ok"}, {"role": "bot", "content": "hi"}], "messages[1].role: must be one of"),
+            ([{"role": "user"}], "messages[0].content:"),
+            ([{"role": "user", "content": "   "}], "messages[0].content:"),
+            ([{"role": "user", "content": long_text}], "messages[0].content:"),
+            ([{"role": "user", "content": "hi", "speaker": "me"}], "messages[0].speaker: is not a field of a turn"),
+            ([{"role": "assistant", "content": "hi", "tool_calls": "read_config"}], "messages[0].tool_calls: must be a list"),
+            ([{"role": "tool", "content": "hi", "tool_call_id": ""}], "messages[0].tool_call_id: must be a text"),
+            ([{"role": "user", "content": "hi", "actor": "a" * 201}], "messages[0].actor: is longer than 200"),
+            ([{"role": "user", "content": "hi", "to": {"lee": 1}}], "messages[0].to: must be a list of 1-20 names"),
+            ([{"role": "user", "content": "hi", "to": ["lee", 7]}], "messages[0].to[1]: must be"),
+        ):
+            text = await error(mcp, "add_messages", messages=messages, conversation_id=conversation)
+            assert expected in text, (messages[:2], text)
+        assert "conversation_id:" in await error(mcp, "add_messages", messages=TURNS, conversation_id="nope")
+        other = (await call(mcp, "init_conversation", name="other"))["conversation_id"]
+        kept = await call(mcp, "add_messages", messages=TURNS[:1], conversation_id=other)
+        with pytest.raises(MCPError, match="before: is not a message of this conversation"):
+            await mcp.read_resource(f"memory://conversations/{conversation}/history/before/{kept['message_ids'][0]}")
+        await call(mcp, "end_conversation", conversation_id=other, summary="done")
+        assert "has ended" in await error(mcp, "add_messages", messages=TURNS, conversation_id=other)
+    assert [row[2] for row in transcript(db)] == [TURNS[0]["content"]]
+
+
+ROOM: list[dict[str, Any]] = [
+    {"role": "user", "actor": "dana", "content": "Let us plan the offsite in Lisbon for March."},
+    {"role": "user", "actor": "lee", "content": "I am in; I will book the venue near the river."},
+    {"role": "assistant", "content": "Noted for both of you: Lisbon offsite in March, venue by the river."},
+    {"role": "user", "actor": "dana", "to": ["assistant"], "content": "Between us: the offsite budget is 5k euros."},
+    {"role": "assistant", "to": ["dana"], "content": "Understood, the 5k euro budget stays between us."},
+]
+
+
+def prompt_texts(prompt: object) -> list[str]:
+    return [m.content.text for m in prompt.messages]  # type: ignore[attr-defined]
+
+
+async def test_a_shared_transcript_lists_its_participants_and_gives_each_their_own_view(
+    settings: Settings, db: Database
+) -> None:
+    async with connect(settings) as mcp:
+        conversation = (await call(mcp, "add_messages", messages=ROOM))["conversation_id"]
+        history = _text(await mcp.read_resource(f"memory://conversations/{conversation}/history"))
+        assert "Participants: dana (user, 2), lee (user, 1), assistant (2)" in history
+        assert "user (dana) → assistant · " in history
+
+        # lee's view: the open turns, not what dana and the assistant said to each other only;
+        # and no rolling summary, which could retell those turns.
+        lee = prompt_texts(await mcp.get_prompt(
+            "build_context", {"conversation_id": conversation, "participants": "lee"}))
+        assert lee == [ROOM[0]["content"], ROOM[1]["content"], ROOM[2]["content"]]
+        dana = prompt_texts(await mcp.get_prompt(
+            "build_context", {"conversation_id": conversation, "participants": "dana"}))
+        assert dana == [turn["content"] for turn in ROOM]
+        everyone = prompt_texts(await mcp.get_prompt("build_context", {"conversation_id": conversation}))
+        assert everyone == dana
+        with pytest.raises(MCPError, match="participants: names 'zed', who neither wrote .* pass participants it has "
+                                           r"\(actors, or roles for turns without one\): assistant, dana, lee"):
+            await mcp.get_prompt("build_context", {"conversation_id": conversation, "participants": "zed"})
+        with pytest.raises(MCPError, match="token_budget: must be a whole number of tokens; pass e.g. 4000"):
+            await mcp.get_prompt("build_context", {"conversation_id": conversation, "token_budget": "lots"})
+
+        # Search by participant: their turns only (messages are searched without being asked for).
+        found = await call(mcp, "search_memories", query="offsite Lisbon venue budget", actor="lee", top_k=10)
+        assert [hit["content"] for hit in found["results"]] == [ROOM[1]["content"]]
+        found = await call(mcp, "search_memories", query="offsite budget", actor="dana", top_k=10)
+        assert {hit["content"] for hit in found["results"]} <= {ROOM[0]["content"], ROOM[3]["content"]}
+        assert ROOM[3]["content"] in {hit["content"] for hit in found["results"]}
+        found = await call(mcp, "search_memories", query="offsite", actor="assistant", top_k=10)
+        assert {hit["content"] for hit in found["results"]} == {ROOM[2]["content"], ROOM[4]["content"]}
+        assert "actor: is longer than 200" in await error(mcp, "search_memories", query="x", actor="a" * 201)
+    stored = db.rows("SELECT metadata FROM memories WHERE content = ?", ROOM[3]["content"])[0][0]
+    assert (json.loads(stored) if isinstance(stored, str) else stored) == {"to": ["assistant"]}
+
+
+async def test_a_view_of_a_transcript_with_private_turns_leaves_out_the_rolling_summary(
+    settings: Settings, db: Database
+) -> None:
+    async with connect(settings) as mcp:
+        conversation = (await call(mcp, "add_messages", messages=ROOM[:3]))["conversation_id"]
+        # From a worker thread: a write on this thread would block the event loop the server's
+        # background writes (committed through it) run on, and wait for them until "locked".
+        await anyio.to_thread.run_sync(
+            db.rows, "UPDATE conversations SET rolling_summary = ? WHERE id = ?", "They chose Lisbon.", conversation
+        )
+        with_summary = prompt_texts(await mcp.get_prompt(
+            "build_context", {"conversation_id": conversation, "participants": "lee"}))
+        assert with_summary[0].endswith("They chose Lisbon.")  # no private turn yet: lee may read it
+        await call(mcp, "add_messages", messages=ROOM[3:], conversation_id=conversation)
+        lee = prompt_texts(await mcp.get_prompt(
+            "build_context", {"conversation_id": conversation, "participants": "lee"}))
+        assert lee == [ROOM[0]["content"], ROOM[1]["content"], ROOM[2]["content"]]
+        dana = prompt_texts(await mcp.get_prompt("build_context", {"conversation_id": conversation}))
+        assert dana[0].endswith("They chose Lisbon.")  # the whole transcript's reader gets it
+        # Nor is a summary memory that may retell a private turn recalled into the view.
+        await call(mcp, "end_conversation", conversation_id=conversation, summary="Offsite budget: 5k euros, private.")
+        asked = {"conversation_id": conversation, "query": "offsite budget euros"}
+        assert not any("5k euros, private" in text for text in prompt_texts(
+            await mcp.get_prompt("build_context", {**asked, "participants": "lee"})))
+        assert any("5k euros, private" in text for text in prompt_texts(await mcp.get_prompt("build_context", asked)))

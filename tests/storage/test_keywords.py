@@ -1,0 +1,277 @@
+"""The in-memory keyword index ranks exactly as FTS5 does, and stays exact while this process
+and others insert, delete and rewrite memories on the same file."""
+
+from __future__ import annotations
+
+import random
+import sqlite3
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from dataclasses import replace
+from pathlib import Path
+
+import anyio
+import pytest
+
+from ollama_mcp.app import App, open_app
+from ollama_mcp.config import Settings
+from ollama_mcp.domain import Scope
+from ollama_mcp.inputs import search_request
+from ollama_mcp.storage.ranking import SearchTuning, query_terms
+from ollama_mcp.storage.sqlite import keywords as store_keywords
+from ollama_mcp.storage.sqlite.db import migrations
+from ollama_mcp.storage.sqlite.keyword_index import KeywordIndex
+from ollama_mcp.storage.sqlite.store import FACET_CODES, KEYWORD_TABLES, TOKENIZER
+
+pytestmark = [pytest.mark.anyio, pytest.mark.sqlite_only]  # the SQLite backend's in-memory keyword index
+
+# Inflections FTS5's porter stemmer folds together, diacritics it strips, capitals, digits.
+VOCABULARY = (
+    "running runs runner ran Café cafe naïve naive harbour harbours crane cranes invoice INV-7781 2026 "
+    "meeting meetings met decide decided decision queue queued zeppelin tuesday Tuesday red house garden "
+    "gardening painted blue car cars engine engines budget budgets report reported reporting"
+).split()
+KEYWORDS_ONLY = SearchTuning(vector_weight=0, vector_context_weight=0)
+# Keywords in the memories' own text only: a memory's context holds its neighbours' words too.
+CONTENT_ONLY = replace(KEYWORDS_ONLY, keyword_context_weight=0)
+
+
+def sentence(rng: random.Random) -> str:
+    return " ".join(rng.choice(VOCABULARY) for _ in range(rng.randint(1, 12)))
+
+
+def fts5_scores(db_path: Path, table: str, words: list[str]) -> dict[int, float]:
+    """FTS5's own BM25 score of every memory matching any of ``words`` (higher is better)."""
+    match = " OR ".join('"' + w.replace('"', '""') + '"' for w in words)
+    with sqlite3.connect(db_path) as conn:
+        found = conn.execute(f"SELECT rowid, rank FROM {table} WHERE {table} MATCH ?", (match,)).fetchall()
+    return {seq: -rank for seq, rank in found}
+
+
+async def assert_ranks_as_fts5(index: KeywordIndex, db_path: Path, queries: list[list[str]], k: int = 15) -> None:
+    await index.refresh()
+    for query in queries:
+        words = query_terms(" ".join(query))  # as a search splits its text
+        tokens = [t for word_tokens in await index.tokens(words) for t in word_tokens]
+        for facet, table in KEYWORD_TABLES.items():
+            expected = fts5_scores(db_path, table, words)
+            ranked = index.rank(facet, tokens, k, Scope())
+            best = sorted(expected.values(), reverse=True)[:k]
+            # the same memories as FTS5's top k (up to ties at the cut), in FTS5's order
+            assert len(ranked) == len(best), (words, facet)
+            got = [expected.get(seq) for seq in ranked]
+            assert None not in got, (words, facet, "a memory FTS5 does not match")
+            assert got == pytest.approx(best, rel=1e-9), (words, facet)
+
+
+async def test_the_in_memory_keyword_index_ranks_every_query_as_fts5_does(app: App, db_path: Path) -> None:
+    rng = random.Random(5)
+    svc = app.service
+    first, second = await svc.init_conversation("one"), await svc.init_conversation("two")
+    await svc.import_memories(first.id, [sentence(rng) for _ in range(150)])
+    index = KeywordIndex(app.store)
+    queries = [rng.sample(VOCABULARY, rng.randint(1, 4)) for _ in range(40)]
+    await assert_ranks_as_fts5(index, db_path, queries)  # loaded from FTS5's own postings
+    for _ in range(40):  # one at a time: each tokenized by the scratch tables
+        await svc.store_memory(sentence(rng), second.id)
+    await svc.import_memories(second.id, [sentence(rng) for _ in range(60)])
+    await assert_ranks_as_fts5(index, db_path, queries)
+    with sqlite3.connect(db_path) as conn:
+        assert index.size == conn.execute("SELECT count(*) FROM memories").fetchone()[0] > 240
+
+
+async def test_a_load_read_a_few_tokens_at_a_time_ranks_as_fts5_and_leaves_the_store_free_meanwhile(
+    app: App, db_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(store_keywords, "_SNAPSHOT_TERMS", 3)  # dozens of parts, not one
+    rng = random.Random(8)
+    conv = await app.service.init_conversation("one")
+    await app.service.import_memories(conv.id, [sentence(rng) for _ in range(120)])
+    with sqlite3.connect(db_path) as conn:
+        stored = conn.execute("SELECT count(*) FROM memories").fetchone()[0]  # (a repeated sentence is one)
+    parts = app.store.keyword_snapshot()
+    first = await anext(parts)
+    assert len(first.memories) == stored > 100 and not first.postings
+    # The snapshot's read is open on a connection of its own: the store still writes and reads.
+    with anyio.fail_after(5):
+        late = await app.service.store_memory("the zeppelin crane arrived late", conv.id)
+        assert late.memory.id in [h.memory.id for h in (await app.service.search(search_request("zeppelin late", conv.id))).hits]
+    rest = [part async for part in parts]
+    assert len(rest) > 10 and all(not part.memories and part.state == first.state for part in rest)
+    assert late.memory.seq not in {seq for seq, _, _ in first.memories}  # as of the snapshot's start
+    index = KeywordIndex(app.store)
+    queries = [rng.sample(VOCABULARY, rng.randint(1, 4)) for _ in range(30)]
+    await assert_ranks_as_fts5(index, db_path, [*queries, ["zeppelin", "late"]])  # the load, then the catch-up
+    assert index.size == stored + 1
+
+
+async def test_a_load_after_the_file_was_moved_away_reads_the_open_file_and_creates_no_other(
+    app: App, db_path: Path
+) -> None:
+    rng = random.Random(9)
+    conv = await app.service.init_conversation("one")
+    await app.service.import_memories(conv.id, [sentence(rng) for _ in range(40)])
+    with sqlite3.connect(db_path) as conn:
+        stored = conn.execute("SELECT count(*) FROM memories").fetchone()[0]
+    db_path.rename(db_path.with_name("moved-aside.db"))  # SQLite keeps reading the open file
+    index = KeywordIndex(app.store)
+    await index.refresh()
+    assert index.size == stored > 30  # the memories of the file the store has open
+    assert index.rank(FACET_CODES["content"], (await index.tokens(["crane"]))[0], 5, Scope())
+    assert not db_path.exists()  # no new, empty database where the old one was
+
+
+@asynccontextmanager
+async def two_processes(settings: Settings) -> AsyncIterator[tuple[App, App]]:
+    """Two servers' services on one file (each with its own connection and indexes)."""
+    async with (
+        open_app(settings, background=False, tuning=CONTENT_ONLY) as mine,
+        open_app(settings, background=False, tuning=CONTENT_ONLY) as theirs,
+    ):
+        for app in (mine, theirs):
+            await app.ranker.keywords.refresh()  # as a server over a large store holds it
+        yield mine, theirs
+
+
+async def test_a_search_sees_what_another_process_inserted_deleted_or_rewrote_since_it_last_looked(
+    settings: Settings, db_path: Path
+) -> None:
+    async with two_processes(settings) as (mine, theirs):
+        conv = await mine.service.init_conversation("shared")
+        a = await mine.service.store_memory("the harbour crane is red", conv.id)
+        b = await mine.service.store_memory("the zeppelin lands on tuesday", conv.id)
+        c = await mine.service.store_memory("the invoice for the crane", conv.id)
+        assert [h.memory.id for h in (await mine.service.search(search_request("zeppelin", conv.id))).hits] == [b.memory.id]
+        index = KeywordIndex(mine.store)  # another index on my connection, loaded now
+        await index.refresh()
+        await theirs.service.delete_memory(b.memory.id)  # rewrites c's context (b was in it)
+        await theirs.service.delete_memory(c.memory.id)  # the highest seqs gone: the next store reuses one
+        d = await theirs.service.store_memory("the budget meeting moved", conv.id)
+        assert d.memory.seq <= c.memory.seq  # so "memories past the highest seq I saw" would miss it
+        assert (await mine.service.search(search_request("zeppelin", conv.id))).hits == []
+        assert (await mine.service.search(search_request("invoice", conv.id))).hits == []
+        assert [h.memory.id for h in (await mine.service.search(search_request("budget", conv.id))).hits] == [d.memory.id]
+        crane = await mine.service.search(search_request("crane", conv.id))
+        assert [h.memory.id for h in crane.hits] == [a.memory.id]
+        await assert_ranks_as_fts5(index, db_path, [["crane"], ["budget", "zeppelin"], ["red", "tuesday"]])
+
+
+async def test_a_process_that_fell_behind_a_pruned_change_log_reloads_its_keyword_index(
+    settings: Settings, db_path: Path
+) -> None:
+    async with two_processes(settings) as (mine, theirs):
+        conv = await mine.service.init_conversation("shared")
+        doomed = await mine.service.store_memory("the secret zeppelin plan", conv.id)
+        await mine.service.store_memory("an unrelated note", conv.id)
+        assert (await mine.service.search(search_request("zeppelin", conv.id))).hits  # loaded
+        await theirs.service.delete_memory(doomed.memory.id)
+        with sqlite3.connect(db_path) as conn:  # what the upkeep does once 10,000 changes piled up
+            conn.execute("DELETE FROM memory_changes")
+        await theirs.service.store_memory("one more note", conv.id)
+        assert (await mine.service.search(search_request("zeppelin", conv.id))).hits == []
+
+
+async def test_a_query_word_fts5_splits_in_two_matches_only_where_its_parts_stand_together(
+    settings: Settings,
+) -> None:
+    async with open_app(settings, background=False, tuning=CONTENT_ONLY) as app:
+        conv = await app.service.init_conversation("config")
+        await app.service.store_memory("set config_value to 3 in the file", conv.id)
+        await app.service.store_memory("the value lives in the config file", conv.id)  # apart
+        found = await app.service.search(search_request("config_value", conv.id))
+        assert [h.memory.content for h in found.hits] == ["set config_value to 3 in the file"]
+
+
+async def test_a_search_while_the_keyword_index_is_rebuilt_ranks_from_fts5_instead_of_waiting(
+    settings: Settings,
+) -> None:
+    # Term counts and lengths that differ for every memory (5 and 11 are coprime): no ties in BM25.
+    texts = [" ".join(["harbour"] * (1 + i % 5) + ["crane"] * (i % 11) + [f"berth{i}"]) for i in range(50)]
+    queries = ["harbour", "crane", "harbour crane", "harbour berth7"]
+    async with open_app(settings, background=False, tuning=KEYWORDS_ONLY) as app:
+        conv = await app.service.init_conversation("busy")
+        await app.service.import_memories(conv.id, texts)
+        keywords = app.ranker.keywords
+        await keywords.refresh()
+
+        async def ranked() -> list[list[str]]:
+            return [[h.memory.content for h in (await app.service.search(search_request(q, conv.id, 10))).hits]
+                    for q in queries]
+
+        settled = await ranked()
+        async with keywords._lock:  # what a load or a rebuild holds, for seconds on a large store
+            with anyio.fail_after(5):
+                busy = await ranked()
+    assert busy == settled and all(len(hits) == 10 for hits in settled[:3]) and settled[3][0] == texts[7]
+
+
+async def test_keyword_filters_hold_in_the_in_memory_index(settings: Settings) -> None:
+    async with open_app(settings, background=False, tuning=KEYWORDS_ONLY) as app:
+        await app.ranker.keywords.refresh()
+        svc = app.service
+        one, two = await svc.init_conversation("one"), await svc.init_conversation("two")
+        note = await svc.store_memory("the zeppelin budget", one.id, ["plans"])
+        await svc.store_memory("the zeppelin budget, again", two.id)
+        await app.lifecycle.add_message(one.id, "user", "a zeppelin message")
+        old, newer = await svc.update_memory(note.memory.id, content="the zeppelin budget doubled")
+
+        async def found(**filters: object) -> set[str]:
+            outcome = await svc.search(search_request("zeppelin", **filters))  # type: ignore[arg-type]
+            return {h.memory.content for h in outcome.hits}
+
+        assert await found(conversation_id=one.id) == {"the zeppelin budget doubled"}
+        assert await found(conversation_id=one.id, include_messages=True) == {
+            "the zeppelin budget doubled", "a zeppelin message",
+        }
+        assert await found(conversation_id=one.id, include_superseded=True) == {
+            "the zeppelin budget", "the zeppelin budget doubled",
+        }
+        assert await found(conversation_id=two.id) == {"the zeppelin budget, again"}
+        assert await found(conversation_id=one.id, tags=["plans"]) == {"the zeppelin budget doubled"}
+        assert await found(conversation_id=two.id, tags=["plans"]) == set()
+
+
+def test_the_scratch_tokenizer_is_the_keyword_indexes_own() -> None:
+    """New memories and query words are tokenized by scratch tables: they must use the schema's
+    tokenizer, or the in-memory index would match other words than FTS5."""
+    schema = "".join(migration.sql for migration in migrations())
+    for table in KEYWORD_TABLES.values():
+        definition = schema[schema.index(f"CREATE VIRTUAL TABLE {table}"):]
+        assert f"tokenize = '{TOKENIZER}'" in definition[: definition.index(");")]
+    assert set(KEYWORD_TABLES) == set(FACET_CODES.values())
+
+
+async def test_the_keyword_index_survives_more_deletes_than_it_keeps_masked(
+    settings: Settings, db_path: Path
+) -> None:
+    async with open_app(settings, background=False, tuning=KEYWORDS_ONLY) as app:
+        svc = app.service
+        conv = await svc.init_conversation("churn")
+        stored = [await svc.store_memory(f"harbour crane number {i}", conv.id) for i in range(80)]
+        index = KeywordIndex(app.store)
+        await index.refresh()
+        for memory in stored[:60]:  # three quarters deleted: the index rebuilds on the way
+            await svc.delete_memory(memory.memory.id)
+            await index.refresh()
+        await assert_ranks_as_fts5(index, db_path, [["crane"], ["number", "79"], ["harbour", "5"]])
+        assert index.size == 20
+
+
+async def test_a_search_after_another_process_wrote_many_memories_ranks_from_fts5_and_the_upkeep_catches_up(
+    settings: Settings, db_path: Path
+) -> None:
+    rng = random.Random(9)
+    async with two_processes(settings) as (mine, theirs):
+        conv = await mine.service.init_conversation("bulk")
+        await mine.service.store_memory("the harbour crane", conv.id)
+        assert (await mine.service.search(search_request("crane", conv.id))).hits  # caught up with its own store
+        keywords = mine.ranker.keywords
+        assert keywords.size == 1
+        texts = {sentence(rng) for _ in range(100)} | {"the lighthouse crane"}
+        await theirs.service.import_memories(conv.id, sorted(texts))
+        found = await mine.service.search(search_request("lighthouse", conv.id))
+        assert [h.memory.content for h in found.hits] == ["the lighthouse crane"]  # from FTS5, at once
+        assert keywords.size == 1  # the search did not stop to take in a hundred memories
+        await mine.ranker.upkeep()
+        assert keywords.size == 1 + len(texts)
+        await assert_ranks_as_fts5(keywords, db_path, [["crane"], ["lighthouse", "budget"]])
