@@ -3,7 +3,7 @@ imported and opened.
 
 Claude Desktop starts a process per chat, and a client may search right after ``initialize``.
 Importing the app (numpy, the store, the ranking) and opening the store take about 150 ms, in
-which Ollama and the disk would sit idle. So the app's holder (``server._AppHolder``) starts,
+which Ollama and the disk would sit idle. So the app's holder (``mcp.apps.AppHolder``) starts,
 as soon as it starts: Ollama's description of the embedding model; on SQLite, the read and check
 of the vector file (``vector_file.read``, in a worker thread: the checksum runs beside the
 imports); and, for a search that arrives before the app is open, its query's embedding. The app

@@ -1,7 +1,8 @@
 """Conversations shared between the principals of an HTTP server with tokens: sharing one
 (``share``), which principal's app serves a call that names a conversation (``serving``), and
 the conversations shared with a caller, for list_conversations (``listed``) and
-search_all_conversations (``search_everywhere``).
+search_all_conversations (``search_all``). A server without tokens has one principal and shares
+nothing: ``Solo`` answers the same questions for it, so the tools never branch on sharing.
 
 The shares are kept in the local principal's store, as the tokens are. A conversation stays in
 its owner's store, and a call of a grantee on it runs in the owner's app, acting (and audited)
@@ -132,7 +133,16 @@ class Sharing:
             by_owner.setdefault(share.owner, {})[share.conversation_id] = share
         return by_owner
 
-    async def search_everywhere(self, principal: str, own: App, request: SearchRequest) -> SearchOutcome:
+    async def search_all(self, principal: str, own: App, request: SearchRequest) -> SearchOutcome:
+        """search_all_conversations for ``principal`` in ``own`` (the app serving its call): with
+        ``related_to``, in the store that holds that conversation (its owner's when shared) and
+        only what the caller may read there; else everywhere it may read."""
+        if request.related_to is not None:
+            allowed = await self.readable_beside(principal, request.related_to)
+            return await own.service.search(replace(request, filters=replace(request.filters, conversation_ids=allowed)))
+        return await self._search_everywhere(principal, own, request)
+
+    async def _search_everywhere(self, principal: str, own: App, request: SearchRequest) -> SearchOutcome:
         """search_all_conversations for ``principal``: its own memory and the conversations shared
         with it, each owner's searched in the owner's app at once. Each ranking's order means
         something only within it, so the lists are interleaved by rank (own first at each)."""
@@ -166,4 +176,34 @@ class Sharing:
         return SearchOutcome(
             hits[: request.top_k], "hybrid" if all(o.mode == "hybrid" for o in done) else "keyword",
             max(outcome.elapsed_ms for outcome in done), " ".join(notices) or None, "all",
+        )
+
+
+class Solo:
+    """A server with one principal (stdio, or HTTP without tokens): nothing is shared, every call
+    is served by the caller's own app. Answers ``Sharing``'s questions, so callers never branch."""
+
+    async def serving(self, principal: str, conversation_id: object, need: Need, doing: str = "do that") -> str:
+        return principal
+
+    async def readable_beside(self, principal: str, conversation_id: str) -> tuple[str, ...] | None:
+        return None
+
+    async def forget(self, conversation_id: str) -> None:
+        return None
+
+    async def listed(
+        self, principal: str, own: App, query: ConversationQuery
+    ) -> list[tuple[Conversation, ConversationShare | None]]:
+        return [(c, None) for c in await own.service.conversations(query)]
+
+    async def search_all(self, principal: str, own: App, request: SearchRequest) -> SearchOutcome:
+        return await own.service.search(request)
+
+    async def share(
+        self, owner: str, conversation_id: object, grantee: object, access: object
+    ) -> tuple[str, list[ConversationShare]]:
+        raise InvalidInputError(
+            "principal", "cannot be shared with: this server has one person",
+            "serve it over HTTP with tokens (ollama-mcp serve --http) to share conversations",
         )

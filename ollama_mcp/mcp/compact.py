@@ -1,0 +1,64 @@
+"""The published shape of the tools: schemas without pydantic's titles, with short nullable
+types and no output schemas (``compact_schema``), and stdio request lines the SDK cannot parse
+answered (``stdio``). Every byte of tools/list is paid for in the user's context window on every
+turn; ``tests/test_packaging.py`` holds its budget.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from mcp.server import MCPServer
+from mcp.types import Tool as MCPTool
+
+from ollama_mcp.mcp.stdio import answering_stdio_server
+
+if TYPE_CHECKING:
+    from ollama_mcp.mcp.apps import RunningApps
+
+
+class CompactServer(MCPServer):
+    """Publishes tool schemas without pydantic's titles, with short nullable types, and without
+    output schemas; over stdio, answers request lines the SDK cannot parse (``stdio``).
+
+    Every byte of tools/list costs the user's context window on every turn. Output schemas were
+    half of it (3.5 of 7.2 KB for eight tools), and the results they describe are small JSON
+    objects whose keys say what they are; results still carry ``structuredContent``.
+    """
+
+    apps: RunningApps  # set by build_server
+
+    async def list_tools(self) -> list[MCPTool]:
+        return [
+            tool.model_copy(update={"input_schema": compact_schema(tool.input_schema), "output_schema": None})
+            for tool in await super().list_tools()
+        ]
+
+    async def run_stdio_async(self) -> None:
+        async with answering_stdio_server() as (read_stream, write_stream):
+            lowlevel = self._lowlevel_server  # what MCPServer.run_stdio_async runs, on our streams
+            await lowlevel.run(read_stream, write_stream, lowlevel.create_initialization_options())
+
+
+def compact_schema(schema: Any) -> Any:
+    """Drop ``title`` keys and rewrite ``anyOf: [{type: T}, {type: null}]`` as ``type: [T, null]``."""
+    if isinstance(schema, list):
+        return [compact_schema(item) for item in schema]
+    if not isinstance(schema, dict):
+        return schema
+    out = {
+        key: compact_schema(value)
+        for key, value in schema.items()
+        if not (key == "title" and isinstance(value, str)) and not (key == "additionalProperties" and value is True)
+    }
+    options = out.get("anyOf")
+    if isinstance(options, list) and len(options) == 2 and {"type": "null"} in options:
+        other = options[0] if options[1] == {"type": "null"} else options[1]
+        if isinstance(other.get("type"), str):
+            del out["anyOf"]
+            out = {**other, **out, "type": [other["type"], "null"]}
+            if isinstance(out.get("enum"), list) and None not in out["enum"]:
+                out["enum"] = [*out["enum"], None]  # else a validating client refuses the null it may send
+    if "default" in out and (out["default"] is None or "const" in out):
+        del out["default"]
+    return out

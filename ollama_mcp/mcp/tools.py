@@ -1,0 +1,298 @@
+"""The MCP tools: each validates its arguments, makes one service call and shapes the result
+(``results``). Who serves the call and how our errors reach the model is ``calls.tool_call``'s
+business; what may be shared, ``sharing``'s. Keep each description to one line: tools/list is paid
+for on every turn.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import TYPE_CHECKING, Annotated, Any, Literal
+
+import anyio
+from mcp.server import MCPServer
+from mcp.server.mcpserver import AcceptedElicitation, Context, DeclinedElicitation
+from mcp.shared.exceptions import NoBackChannelError
+from mcp.types import CallToolResult, ToolAnnotations
+from pydantic import BaseModel, Field
+
+from ollama_mcp.inputs import conversation_id as checked_conversation_id
+from ollama_mcp.inputs import conversation_query, search_request
+from ollama_mcp.mcp.calls import begin_search, reply, sharing_of, tool_call
+from ollama_mcp.mcp.results import (
+    AgentReply,
+    ConversationCreated,
+    ConversationDeleted,
+    ConversationEnded,
+    ConversationExport,
+    ConversationList,
+    ConversationShared,
+    CurrentConversation,
+    ListedConversation,
+    MemoryDeleted,
+    MemoryStored,
+    MemoryUpdated,
+    MessagesAdded,
+    SearchResults,
+)
+
+if TYPE_CHECKING:
+    from ollama_mcp.services.agent import Confirm, Decision
+
+log = logging.getLogger(__name__)
+
+# Only hints that differ from the spec's defaults (read_only false, destructive true,
+# idempotent false, open_world true) are spelled out: they are sent on every tools/list.
+_READ = ToolAnnotations(read_only_hint=True, open_world_hint=False)
+_WRITE = ToolAnnotations(destructive_hint=False, open_world_hint=False)
+_IDEMPOTENT_WRITE = ToolAnnotations(destructive_hint=False, idempotent_hint=True, open_world_hint=False)
+_DELETE = ToolAnnotations(idempotent_hint=True, open_world_hint=False)
+_AGENT = ToolAnnotations(open_world_hint=False)  # may delete, but only after the human confirms
+
+ConversationId = Annotated[str | None, Field(description="Default: the current conversation.")]
+Tags = Annotated[list[str] | None, Field(description="Memories must have all of these tags.")]
+TopK = Annotated[int, Field(description="1-100.")]
+Threshold = Annotated[float | None, Field(description="Minimum cosine similarity, -1 to 1.")]
+Messages = Annotated[bool, Field(description="Also transcript messages.")]
+Superseded = Annotated[bool, Field(description="Also replaced versions.")]
+
+
+async def init_conversation(
+    ctx: Context,
+    name: str | None = None,
+    metadata: Annotated[dict[str, Any] | None, Field(description="ttl_hours: delete after.")] = None,
+    follows: Annotated[str | None, Field(description="Id of the conversation it continues.")] = None,
+) -> Annotated[CallToolResult, ConversationCreated]:
+    """Start a conversation and make it current: later memories go into it. Returns its id."""
+    async with tool_call(ctx) as app:
+        created = await app.service.init_conversation(name, metadata, follows)
+        return reply(ConversationCreated.of(created, checked_conversation_id("follows", follows)))
+
+
+async def get_conversation_id(ctx: Context) -> Annotated[CallToolResult, CurrentConversation]:
+    """The current conversation (null if none) with its name, status and memory count."""
+    async with tool_call(ctx) as app:
+        return reply(CurrentConversation.of(await app.service.get_conversation_id()))
+
+
+async def store_memory(
+    ctx: Context,
+    content: str,
+    conversation_id: ConversationId = None,
+    tags: list[str] | None = None,
+    metadata: dict[str, Any] | None = None,
+    embedding: Annotated[list[float] | None, Field(description="Only a vector from the server's model.")] = None,
+    occurred_at: Annotated[str | None, Field(description="ISO 8601; default now.")] = None,
+) -> Annotated[CallToolResult, MemoryStored]:
+    """Save a fact, decision or preference. The same text stored again returns the existing memory."""
+    async with tool_call(ctx, conversation_id, "write") as app:
+        stored = await app.service.store_memory(content, conversation_id, tags, metadata, embedding, occurred_at)
+        return reply(MemoryStored.of(stored))
+
+
+async def update_memory(
+    ctx: Context,
+    memory_id: str,
+    content: str | None = None,
+    tags: list[str] | None = None,
+    metadata: dict[str, Any] | None = None,
+) -> Annotated[CallToolResult, MemoryUpdated]:
+    """Correct a memory: saves a new version (omitted fields kept) and keeps the old one as history."""
+    async with tool_call(ctx) as app:
+        old, new = await app.service.update_memory(memory_id, content, tags, metadata)
+        return reply(MemoryUpdated.of(old, new))
+
+
+async def add_messages(
+    ctx: Context,
+    messages: Annotated[list[dict[str, Any]], Field(description=(
+        "[{role: user|assistant|system|tool, content, actor?, to?: [actors], tool_calls?, tool_call_id?,"
+        " occurred_at?}]"
+    ))],
+    conversation_id: ConversationId = None,
+) -> Annotated[CallToolResult, MessagesAdded]:
+    """Record chat turns in the transcript, in order; a retried call adds nothing."""
+    async with tool_call(ctx, conversation_id, "write") as app:
+        added, retry = await app.lifecycle.add_messages(conversation_id, messages)
+        return reply(MessagesAdded.of(added, retry))
+
+
+async def search_memories(
+    ctx: Context,
+    query: str,
+    conversation_id: Annotated[
+        str | None, Field(description="Default: the one init_conversation started, else all.")
+    ] = None,
+    top_k: TopK = 5,
+    threshold: Threshold = None,
+    tags: Tags = None,
+    since: Annotated[str | None, Field(description="ISO 8601 date or time.")] = None,
+    until: str | None = None,
+    include_messages: Messages = False,
+    include_superseded: Superseded = False,
+    actor: Annotated[str | None, Field(description="Only this participant's turns.")] = None,
+    reference_time: Annotated[str | None, Field(description="Read 'last week' etc. from; default now.")] = None,
+) -> Annotated[CallToolResult, SearchResults]:
+    """Find memories of this conversation by meaning and keywords, best first; earlier chats: search_all_conversations."""
+    begin_search(ctx, query)
+    async with tool_call(ctx, conversation_id) as app:
+        request = search_request(
+            query, conversation_id, top_k, threshold, tags, since, until, include_messages, include_superseded,
+            actor, reference_time=reference_time,
+        )
+        return reply(SearchResults.of(await app.service.search(request)))
+
+
+async def search_all_conversations(
+    ctx: Context, query: str, top_k: TopK = 5, threshold: Threshold = None, tags: Tags = None,
+    include_messages: Messages = False,
+    related_to: Annotated[str | None, Field(description="Only this id and related conversations.")] = None,
+) -> Annotated[CallToolResult, SearchResults]:
+    """Like search_memories, across every conversation, including ended ones and their summaries."""
+    begin_search(ctx, query)
+    async with tool_call(ctx, related_to) as app:
+        request = search_request(
+            query, top_k=top_k, threshold=threshold, tags=tags, include_messages=include_messages, everywhere=True,
+            related_to=related_to,
+        )
+        sharing, principal = sharing_of(ctx)
+        return reply(SearchResults.of(await sharing.search_all(principal, app, request)))
+
+
+async def end_conversation(
+    ctx: Context, conversation_id: ConversationId = None, summary: str | None = None
+) -> Annotated[CallToolResult, ConversationEnded]:
+    """Close a conversation; it stays searchable. Without a summary, the local model writes one."""
+    async with tool_call(ctx, conversation_id, "own", "end it") as app:
+        return reply(ConversationEnded.of(await app.service.end_conversation(conversation_id, summary)))
+
+
+async def list_conversations(
+    ctx: Context,
+    status: Annotated[str | None, Field(description="active or completed.")] = None,
+    limit: int = 20,
+    name: Annotated[str | None, Field(description="Part of the name.")] = None,
+    metadata: Annotated[dict[str, Any] | None, Field(description="Values it must hold.")] = None,
+    order: Literal["activity", "created"] = "activity",
+) -> Annotated[CallToolResult, ConversationList]:
+    """Conversations, latest activity first, with ids, counts, metadata and summary status."""
+    async with tool_call(ctx) as app:
+        query = conversation_query(status, limit, name, metadata, order)
+        sharing, principal = sharing_of(ctx)
+        found = await sharing.listed(principal, app, query)
+        return reply(ConversationList(conversations=[ListedConversation.of(c, share) for c, share in found]))
+
+
+async def export_conversation(
+    ctx: Context,
+    conversation_id: ConversationId = None,
+    format: Literal["markdown", "json"] = "markdown",
+    page: Annotated[int, Field(description="100 items a page.")] = 1,
+) -> Annotated[CallToolResult, ConversationExport]:
+    """A conversation with its summary, memories (every version) and messages."""
+    async with tool_call(ctx, conversation_id) as app:
+        target = conversation_id or await app.service.current_conversation_id()
+        return reply(ConversationExport.of(await app.lifecycle.export_conversation(target, format, page)))
+
+
+async def delete_conversation(ctx: Context, conversation_id: str) -> Annotated[CallToolResult, ConversationDeleted]:
+    """Permanently delete a conversation with all its memories, messages and summaries."""
+    async with tool_call(ctx, conversation_id, "own", "delete it") as app:
+        deleted = await app.service.delete_conversation(conversation_id)
+        await sharing_of(ctx)[0].forget(deleted.conversation.id)
+        return reply(ConversationDeleted.of(deleted))
+
+
+async def delete_memory(ctx: Context, memory_id: str) -> Annotated[CallToolResult, MemoryDeleted]:
+    """Permanently delete one memory with all its versions."""
+    async with tool_call(ctx) as app:
+        return reply(MemoryDeleted.of(await app.service.delete_memory(memory_id)))
+
+
+async def ask_agent(
+    ctx: Context,
+    query: str,
+    conversation_id: ConversationId = None,
+    scope: Annotated[
+        Literal["conversation", "all"] | None, Field(description="Default: conversation if its id is given.")
+    ] = None,
+) -> Annotated[CallToolResult, AgentReply]:
+    """Hand a question to the local model: it searches memory itself and returns one answer."""
+    async with tool_call(ctx, conversation_id, "own", "ask the agent about it") as app:
+        confirm = _confirmer(ctx, app.settings.agent_confirm_timeout)
+        answer = await app.agent.ask(query, conversation_id, scope, confirm=confirm, progress=ctx.report_progress)
+        return reply(AgentReply.of(answer))
+
+
+async def share_conversation(
+    ctx: Context,
+    conversation_id: str,
+    principal: Annotated[str, Field(description="Whose token may use it, such as bob.")],
+    access: Annotated[
+        Literal["read", "write", "none"], Field(description="write: also store in it; none: stop sharing.")
+    ] = "read",
+) -> Annotated[CallToolResult, ConversationShared]:
+    """Let another person search and read a conversation of yours, or also add to it."""
+    async with tool_call(ctx):
+        sharing, owner = sharing_of(ctx)
+        shared, shares = await sharing.share(owner, conversation_id, principal, access)
+        return reply(ConversationShared.of(shared, shares))
+
+
+CONFIRM_TIMEOUT = 30.0  # a human who does not answer has said no (OLLAMA_MCP_AGENT_CONFIRM_TIMEOUT)
+
+
+class Confirmation(BaseModel):
+    confirm: bool = Field(description="Allow it?")
+
+
+def _confirmer(ctx: Context, timeout: float) -> Confirm | None:
+    """Ask the human through MCP elicitation; None when the client cannot ask (high-risk tools
+    are then refused, never run unconfirmed)."""
+    capabilities = ctx.client_capabilities
+    if capabilities is None or capabilities.elicitation is None:
+        return None
+
+    async def confirm(tool: str, question: str) -> Decision:
+        with anyio.move_on_after(timeout):
+            try:
+                result = await ctx.elicit(question, Confirmation)
+            except NoBackChannelError:
+                return "unavailable"
+            except Exception:  # the client could not show it: nothing was confirmed
+                log.warning("asking the user to confirm %s failed", tool, exc_info=True)
+                return "cancel"
+            if isinstance(result, AcceptedElicitation):
+                return "accept" if result.data.confirm else "decline"
+            return "decline" if isinstance(result, DeclinedElicitation) else "cancel"
+        return "cancel"
+
+    return confirm
+
+
+# In the order tools/list shows them.
+TOOLS = (
+    (init_conversation, _WRITE),
+    (get_conversation_id, _READ),
+    (store_memory, _IDEMPOTENT_WRITE),
+    (update_memory, _WRITE),
+    (add_messages, _IDEMPOTENT_WRITE),
+    (search_memories, _READ),
+    (search_all_conversations, _READ),
+    (end_conversation, _WRITE),
+    (list_conversations, _READ),
+    (export_conversation, _READ),
+    (delete_conversation, _DELETE),
+    (delete_memory, _DELETE),
+    (ask_agent, _AGENT),
+)
+
+
+def register_tools(server: MCPServer, *, sharing: bool, agent: bool) -> None:
+    """Every tool on ``server``; ``share_conversation`` only where several people are served
+    (``sharing``: a server with tokens), ``ask_agent`` only where a chat model may answer."""
+    for tool, hints in TOOLS:
+        if agent or tool is not ask_agent:
+            server.tool(annotations=hints)(tool)
+    if sharing:
+        server.tool(annotations=_IDEMPOTENT_WRITE)(share_conversation)
