@@ -311,3 +311,16 @@ class AgentAnswer:
     steps: int
     model: str
     note: str | None = None
+
+
+@dataclass(frozen=True)
+class StoreSummary:
+    """What a database holds, for the CLI's read-only reports."""
+
+    schema_version: int
+    conversations: dict[str, int]  # by status
+    memories: dict[str, int]  # by kind
+    vectors: list[tuple[str, int, int]]  # (model, dimension, memories with a content vector)
+    pending: int  # memories without a content vector of the model asked about
+    jobs: dict[str, int]  # background jobs by state
+    job_problems: list[tuple[str, str, str]]  # (kind, state, last error) of jobs waiting or failed

@@ -217,12 +217,6 @@ async def list_tokens(settings: Settings) -> list[AccessToken]:
         return await store.list_tokens()
 
 
-async def active_tokens(settings: Settings) -> int:
-    """How many tokens are not revoked (the HTTP server requires tokens when there are any)."""
-    async with _token_store(settings) as store:
-        return sum(1 for token in await store.list_tokens() if token.revoked_at is None)
-
-
 async def revoke_token(settings: Settings, name: str) -> None:
     async with _token_store(settings, must_exist="revoke") as store:
         await tokens.revoke(store, name)
@@ -231,14 +225,10 @@ async def revoke_token(settings: Settings, name: str) -> None:
 @asynccontextmanager
 async def _token_store(settings: Settings, must_exist: str | None = None) -> AsyncIterator[Storage]:
     """The local principal's store, which keeps every principal's tokens (just the store: no app)."""
-    local = settings.for_principal(LOCAL_PRINCIPAL)
     if must_exist is not None:
-        _must_exist(local, must_exist)
-    store, _ = await open_backend(local)
-    try:
+        _must_exist(settings.for_principal(LOCAL_PRINCIPAL), must_exist)
+    async with tokens.registry(settings) as store:
         yield store
-    finally:
-        await store.aclose()
 
 
 def _must_exist(settings: Settings, what: str) -> None:

@@ -26,10 +26,10 @@ from mcp.server.transport_security import TransportSecuritySettings
 from starlette.applications import Starlette
 from starlette.routing import Mount
 
-from ollama_mcp.cli import admin
 from ollama_mcp.config import Settings
 from ollama_mcp.errors import ConfigError
 from ollama_mcp.mcp.server import build_server
+from ollama_mcp.services import tokens
 
 if TYPE_CHECKING:
     from ollama_mcp.app import App
@@ -98,7 +98,7 @@ async def serve(settings: Settings, sock: socket.socket, public_url: str | None,
     import uvicorn  # noqa: PLC0415 - the web server only for this command
 
     host, port = sock.getsockname()[:2]
-    served = plan(host, port, public_url, await admin.active_tokens(settings))
+    served = plan(host, port, public_url, await tokens.active(settings))
     view_token = secrets.token_urlsafe(32)
     app = http_app(settings, served, stateless=stateless, view_token=view_token)
     auth = f"a token required ({served.tokens} active)" if served.tokens else "no tokens, acting for the local user"

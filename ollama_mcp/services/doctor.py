@@ -16,12 +16,12 @@ from pathlib import Path
 from sqlite3 import sqlite_version
 
 from ollama_mcp.config import Settings
+from ollama_mcp.domain import StoreSummary
 from ollama_mcp.errors import OllamaError, OllamaModelError, StorageError
 from ollama_mcp.ollama.client import OllamaClient
 from ollama_mcp.ollama.embeddings import Embedder
 from ollama_mcp.storage.sqlite.db import damaged, fts5_missing, migrations
-from ollama_mcp.storage.sqlite.store import StoreSummary, summarize
-from ollama_mcp.storage.sqlite.summary import quick_check
+from ollama_mcp.storage.sqlite.summary import quick_check, summarize
 
 MIN_FREE_BYTES = 50 * 2**20  # below this a new store (and its WAL) soon fills the disk
 

@@ -11,9 +11,11 @@ from __future__ import annotations
 import hashlib
 import re
 import secrets
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from typing import TYPE_CHECKING
 
-from ollama_mcp.config import principal_name
+from ollama_mcp.config import LOCAL_PRINCIPAL, Settings, principal_name
 from ollama_mcp.domain import AccessToken, utc_now
 from ollama_mcp.errors import ConfigError, InvalidInputError
 
@@ -76,3 +78,22 @@ async def revoke(store: Storage, name: str) -> None:
         raise InvalidInputError(
             "NAME", f"names no active token ({name!r})", "see the names with `ollama-mcp token list`"
         )
+
+
+@asynccontextmanager
+async def registry(settings: Settings) -> AsyncIterator[Storage]:
+    """The local principal's store, which keeps every principal's tokens (just the store: no app;
+    the storage backend is imported here, off the serve path's handshake)."""
+    from ollama_mcp.storage.backends import open_backend  # noqa: PLC0415  (numpy and SQLite: not on the handshake)
+
+    store, _ = await open_backend(settings.for_principal(LOCAL_PRINCIPAL))
+    try:
+        yield store
+    finally:
+        await store.aclose()
+
+
+async def active(settings: Settings) -> int:
+    """How many tokens are not revoked (the HTTP server requires tokens when there are any)."""
+    async with registry(settings) as store:
+        return sum(1 for token in await store.list_tokens() if token.revoked_at is None)

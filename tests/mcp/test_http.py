@@ -33,6 +33,7 @@ from ollama_mcp.cli import admin
 from ollama_mcp.config import Settings
 from ollama_mcp.errors import ConfigError, InvalidInputError
 from ollama_mcp.mcp import http
+from ollama_mcp.services import tokens
 from ollama_mcp.storage.postgres import db as pg_db
 from tests.conftest import Database, with_database
 from tests.fake_ollama import FakeModel, FakeOllama
@@ -56,7 +57,7 @@ async def serving(settings: Settings, *, stateless: bool = False) -> AsyncIterat
     MCP URL (the browser view is beside it, at /ui, opened by VIEW_TOKEN when there are no tokens)."""
     sock = listen.bind("127.0.0.1", 0)
     port = sock.getsockname()[1]
-    served = http.plan("127.0.0.1", port, None, await admin.active_tokens(settings))
+    served = http.plan("127.0.0.1", port, None, await tokens.active(settings))
     server = uvicorn.Server(uvicorn.Config(
         http.http_app(settings, served, stateless=stateless, view_token=VIEW_TOKEN), log_level="warning",
         lifespan="on",

@@ -10,9 +10,9 @@ from typing import Any
 import psycopg
 from psycopg import sql
 
+from ollama_mcp.domain import StoreSummary
 from ollama_mcp.storage.postgres.db import CONNECT_TIMEOUT_S, as_server, role_of, schema_of, translate
 from ollama_mcp.storage.postgres.rows import MISSING_VECTOR
-from ollama_mcp.storage.sqlite.summary import StoreSummary
 
 
 @dataclass(frozen=True)

@@ -27,7 +27,7 @@ from ollama_mcp.storage.sqlite.rows import (
     content_hash,
 )
 from ollama_mcp.storage.sqlite.shares import ShareStore
-from ollama_mcp.storage.sqlite.summary import StoreSummary, summarize
+from ollama_mcp.storage.sqlite.summary import summarize
 from ollama_mcp.storage.sqlite.tokens import TokenStore
 from ollama_mcp.storage.sqlite.transcript import TranscriptStore
 from ollama_mcp.storage.sqlite.vectors import VectorBatch, VectorStore
@@ -41,7 +41,6 @@ __all__ = [
     "KeywordState",
     "SearchReads",
     "Store",
-    "StoreSummary",
     "VectorBatch",
     "compose_context",
     "content_hash",

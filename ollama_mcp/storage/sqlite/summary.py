@@ -3,25 +3,12 @@
 from __future__ import annotations
 
 import sqlite3
-from dataclasses import dataclass
 from pathlib import Path
 
+from ollama_mcp.domain import StoreSummary
 from ollama_mcp.errors import StorageError
 from ollama_mcp.storage.sqlite import db
 from ollama_mcp.storage.sqlite.rows import MISSING_VECTOR
-
-
-@dataclass(frozen=True)
-class StoreSummary:
-    """What a database holds, for the CLI's read-only reports."""
-
-    schema_version: int
-    conversations: dict[str, int]  # by status
-    memories: dict[str, int]  # by kind
-    vectors: list[tuple[str, int, int]]  # (model, dimension, memories with a content vector)
-    pending: int  # memories without a content vector of the model asked about
-    jobs: dict[str, int]  # background jobs by state
-    job_problems: list[tuple[str, str, str]]  # (kind, state, last error) of jobs waiting or failed
 
 
 def summarize(path: Path, model: str) -> StoreSummary:
