@@ -275,7 +275,7 @@ class Stored:
 
 async def store_all(driver: Driver, samples: Iterable[Sample], progress: bool) -> tuple[list[Stored], list[float]]:
     stored, timings = [], []
-    from ollama_mcp.services.lifecycle import MAX_TURNS  # noqa: PLC0415 - add_messages' limit per call
+    from ollama_mcp.services.turns import MAX_TURNS  # noqa: PLC0415 - add_messages' limit per call
     for sample in samples:
         conversation = await driver.init(sample.sample_id)
         turns_of: dict[str, set[str]] = defaultdict(set)

@@ -13,7 +13,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from ollama_mcp import inputs
-from ollama_mcp.domain import Conversation, Memory
+from ollama_mcp.domain import Conversation, Memory, utc_now
 from ollama_mcp.errors import InvalidInputError
 from ollama_mcp.storage.records import FACT_KEY, FACT_SOURCE, fact_key
 
@@ -241,3 +241,8 @@ def _one_line(text: str) -> str:
 
 def dumps(data: object) -> str:
     return json.dumps(data, ensure_ascii=False, indent=1)
+
+
+def document_of(found: list[tuple[Conversation, list[Memory]]]) -> dict[str, Any]:
+    """The export document of these conversations with their memories, stamped now."""
+    return document([conversation_json(c, m) for c, m in found], utc_now())

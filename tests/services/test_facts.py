@@ -21,9 +21,9 @@ from ollama_mcp.config import Settings
 from ollama_mcp.errors import ConfigError, InvalidInputError, OllamaMcpError
 from ollama_mcp.inputs import search_request
 from ollama_mcp.services import export
+from ollama_mcp.services.context import FACTS_NOTICE
 from ollama_mcp.services.export import read_document
 from ollama_mcp.services.facts import FACTS_SCHEMA, redaction
-from ollama_mcp.services.lifecycle import FACTS_NOTICE
 from ollama_mcp.services.transfer import copy_store
 from ollama_mcp.storage.backends import open_backend
 from ollama_mcp.storage.sqlite.store import Store

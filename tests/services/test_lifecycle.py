@@ -17,7 +17,7 @@ from ollama_mcp.config import Settings
 from ollama_mcp.domain import AuditRow
 from ollama_mcp.errors import ConversationNotFoundError, InvalidInputError, MemorySupersededError
 from ollama_mcp.inputs import search_request
-from ollama_mcp.services.lifecycle import estimate_tokens
+from ollama_mcp.services.context import estimate_tokens
 from tests.conftest import Database, connect, eventually
 from tests.fake_ollama import FakeOllama
 from tests.mcp.test_tools import call

@@ -302,7 +302,7 @@ async def test_bulk_import_keeps_the_rules_of_single_stores(app: App, db: Databa
 
 
 async def test_vector_index_spanning_several_blocks_ranks_and_compacts_correctly(db_path: Path) -> None:
-    import ollama_mcp.storage.sqlite.vector_index as vectors
+    import ollama_mcp.storage.sqlite.matrix as vectors
 
     store = await Store.open(db_path)
     old = vectors.BLOCK_ROWS

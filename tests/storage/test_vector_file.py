@@ -16,8 +16,8 @@ from ollama_mcp.app import App, open_app
 from ollama_mcp.config import Settings
 from ollama_mcp.domain import SearchFilters
 from ollama_mcp.head_start import HeadStart
+from ollama_mcp.storage.sqlite import matrix as vectors
 from ollama_mcp.storage.sqlite import vector_file
-from ollama_mcp.storage.sqlite import vector_index as vectors
 from ollama_mcp.storage.sqlite.store import FACET_CODES
 from tests.conftest import Database
 

@@ -1,0 +1,83 @@
+"""A conversation's export and import, as a part of its lifecycle (mixed into
+``ConversationLifecycle``): a page of one conversation for the export tool and the resources,
+the whole store as the CLI and the browser view write it, and an export document read back.
+The format itself is ``export``'s."""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+from ollama_mcp import audit, inputs
+from ollama_mcp.domain import Conversation, Export, Memory
+from ollama_mcp.errors import ConversationNotFoundError, InvalidInputError
+from ollama_mcp.services import export
+from ollama_mcp.services.indexer import Indexer
+from ollama_mcp.storage.protocols import Storage
+
+
+class Archive:
+    """Export and import over ``_store``; new memories are handed to ``_indexer`` to embed."""
+
+    _store: Storage
+    _indexer: Indexer
+
+    async def export_conversation(self, conversation_id: object, format: object = "markdown", page: object = 1) -> Export:
+        """One page (export.PAGE_ITEMS memories and messages) of a conversation as Markdown or JSON."""
+        target = inputs.conversation_id("conversation_id", conversation_id)
+        if target is None:
+            raise InvalidInputError("conversation_id", "is required", "pass the conversation to export")
+        if format not in ("markdown", "json"):
+            raise InvalidInputError("format", "must be 'markdown' or 'json'", "pass one of them")
+        number = inputs.integer("page", page, 1, 1_000_000)
+        offset = (number - 1) * export.PAGE_ITEMS
+        conversation, memories, total = await self._store.conversation_snapshot(target, offset, export.PAGE_ITEMS)
+        pages = max(1, math.ceil(total / export.PAGE_ITEMS))
+        if number > pages:
+            raise InvalidInputError("page", f"is {number}, but the conversation has {pages} page(s)", f"pass 1 to {pages}")
+        if format == "json":
+            return Export(conversation.id, "json", number, pages, None, export.conversation_json(conversation, memories))
+        return Export(conversation.id, "markdown", number, pages, export.markdown(conversation, memories, number, pages), None)
+
+    async def snapshots(self, conversation_id: object = None) -> list[tuple[Conversation, list[Memory]]]:
+        """Every conversation (or the one given) with all its memories, oldest conversation first."""
+        given = inputs.conversation_id("conversation_id", conversation_id)
+        ids = [given] if given else await self._store.conversation_ids()
+        found = []
+        for cid in ids:
+            try:
+                conversation, memories, _ = await self._store.conversation_snapshot(cid)
+            except ConversationNotFoundError:
+                if given:
+                    raise
+                continue  # deleted while exporting the others
+            found.append((conversation, memories))
+        return found
+
+    async def export_all(self, conversation_id: object = None) -> dict[str, Any]:
+        """The whole store (or one conversation) as an export document, every memory included."""
+        return export.document_of(await self.snapshots(conversation_id))
+
+    async def export_text(self, conversation_id: object, fmt: str) -> tuple[str, int]:
+        """The whole store (or one conversation) as export text, JSON (``import`` reads it back) or
+        Markdown, and how many conversations it holds: what the CLI and the browser view write."""
+        found = await self.snapshots(conversation_id)
+        if fmt == "json":
+            return export.dumps(export.document_of(found)) + "\n", len(found)
+        return "\n---\n\n".join(export.markdown(c, m, 1, 1) for c, m in found), len(found)
+
+    async def import_document(self, data: object) -> tuple[int, int]:
+        """Import an export document (ids kept; importing twice changes nothing). Everything is
+        checked before anything is written. Returns (new conversations, new memories)."""
+        records = export.read_document(data)
+        new_conversations = new_memories = 0
+        for record in records:
+            with audit.recording("import", record.conversation.id, arguments=record.memories):
+                created, added = await self._store.import_conversation(
+                    record.conversation, record.memories, record.summarized_through_id
+                )
+            new_conversations += created
+            new_memories += added
+        if new_memories:
+            self._indexer.added()  # vectors are not exported: embed them with this model
+        return new_conversations, new_memories
