@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+import anyio
 import pytest
 from hypothesis import HealthCheck, given
 from hypothesis import settings as hsettings
@@ -177,7 +178,6 @@ async def test_a_nul_character_is_refused_on_every_backend_and_stores_nothing(se
 def test_fuzzed_inputs_get_a_result_or_a_clear_error(
     settings: Settings, content: Any, tags: Any, top_k: Any, threshold: Any
 ) -> None:
-    import anyio
 
     async def run() -> None:
         async with connect(settings) as client:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+import zipfile
 from pathlib import Path
 
 import pytest
@@ -99,7 +100,6 @@ def test_a_bad_setting_is_reported_by_a_command_on_stderr_with_exit_code_2() -> 
 
 
 def test_the_wheel_carries_metadata_migrations_and_the_entry_point_uvx_needs(tmp_path: Path) -> None:
-    import zipfile
 
     subprocess.run(
         [sys.executable, "-m", "pip", "wheel", str(ROOT), "--no-deps", "-q", "-w", str(tmp_path)],

@@ -100,7 +100,7 @@ class OllamaClient:
         if self._lean is not None:
             await self._lean.aclose()
         if self._made is not None:
-            await self._made.close()
+            await self._made.close()  # type: ignore[no-untyped-call]
 
     async def embed(self, model: str, texts: Sequence[str]) -> list[list[float]]:
         """One vector per text. ``truncate=False``: an over-long input is an error, never cut silently.
@@ -313,6 +313,6 @@ def _near(wanted: str, pulled: Sequence[str]) -> list[str]:
 
 def _int(value: object) -> int | None:
     try:
-        return int(value)  # type: ignore[call-overload]
+        return int(value)  # type: ignore[call-overload,no-any-return]
     except (TypeError, ValueError):
         return None

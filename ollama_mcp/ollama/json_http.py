@@ -259,5 +259,5 @@ def _error_text(data: bytes) -> str:
     except ValueError:
         return data.decode("utf-8", "replace")
     if isinstance(reply, dict) and isinstance(reply.get("error"), str):
-        return reply["error"]
+        return str(reply["error"])
     return data.decode("utf-8", "replace")

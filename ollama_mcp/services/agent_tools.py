@@ -135,7 +135,7 @@ TOOLS: dict[str, AgentTool] = {t.name: t for t in (
 
 def _clamp(value: object, low: int, high: int) -> int:
     try:
-        return max(low, min(high, int(value)))  # type: ignore[call-overload]
+        return max(low, min(high, int(value)))  # type: ignore[call-overload,no-any-return]
     except (TypeError, ValueError):
         return low
 

@@ -3,6 +3,7 @@ subprocess, against real files and the fake Ollama."""
 
 from __future__ import annotations
 
+import io
 import json
 import os
 import shlex
@@ -18,6 +19,7 @@ import pytest
 from mcp import Client, StdioServerParameters
 
 from ollama_mcp.app import open_app
+from ollama_mcp.cli.admin import ProgressLine
 from ollama_mcp.config import Settings
 from tests.conftest import Database
 from tests.fake_ollama import FakeModel, FakeOllama
@@ -214,9 +216,7 @@ def test_doctor_warns_about_a_missing_chat_model_without_failing(db: Database, f
 
 
 def test_the_progress_line_shows_count_percent_and_eta_on_a_terminal_only() -> None:
-    import io
 
-    from ollama_mcp.cli.admin import ProgressLine
 
     class Terminal(io.StringIO):
         def isatty(self) -> bool:

@@ -16,10 +16,12 @@ from mcp import Client, MCPError
 from mcp.client.subscriptions import ResourcesListChanged, ResourceUpdated, Subscription
 from mcp.types import ResourceListChangedNotification, ResourceUpdatedNotification, ServerNotification
 
+from ollama_mcp.cli import admin
 from ollama_mcp.config import Settings
 from ollama_mcp.mcp.server import build_server
 from tests.conftest import Database, connect
 from tests.fake_ollama import FakeOllama
+from tests.mcp.test_http import client, serving
 from tests.mcp.test_stdio import stdio
 from tests.mcp.test_tools import call
 
@@ -171,8 +173,6 @@ async def test_a_subscriber_over_stdio_hears_what_another_process_writes_to_the_
 
 @pytest.mark.parametrize("mode", ["auto", "legacy"])
 async def test_over_http_a_principal_hears_only_its_own_conversations(settings: Settings, mode: str) -> None:
-    from ollama_mcp.cli import admin
-    from tests.mcp.test_http import client, serving
 
     _, alice_token = await admin.create_token(settings, "alice-laptop", "alice")
     _, bob_token = await admin.create_token(settings, "bob", None)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import sqlite3
 import uuid
 from pathlib import Path
@@ -318,7 +319,6 @@ async def test_tool_annotations_are_honest(settings: Settings) -> None:
 
 
 async def test_result_text_is_compact_json_of_the_structured_content_without_nulls(settings: Settings) -> None:
-    import json
 
     async with connect(settings, "legacy") as client:
         result = await client.call_tool("store_memory", {"content": "compact please"})

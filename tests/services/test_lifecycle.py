@@ -11,6 +11,7 @@ from typing import Any
 
 import anyio
 import pytest
+from mcp import MCPError
 
 from ollama_mcp.app import App, open_app
 from ollama_mcp.config import Settings
@@ -565,7 +566,6 @@ async def test_a_bad_ttl_is_refused_and_creates_nothing(app: App, db: Database) 
 
 
 async def test_resources_page_a_conversation_and_say_when_it_does_not_exist(settings: Settings) -> None:
-    from mcp import MCPError
 
     async with connect(settings, "legacy") as client:
         conv = (await call(client, "init_conversation", name="paged"))["conversation_id"]

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+from dataclasses import replace
 from typing import Any
 
 import pytest
@@ -14,6 +15,7 @@ import pytest
 from ollama_mcp.app import App, open_app
 from ollama_mcp.config import Settings
 from ollama_mcp.domain import Memory
+from ollama_mcp.errors import InvalidInputError
 from ollama_mcp.inputs import search_request
 from tests.conftest import Database, backfill, connect, eventually
 from tests.mcp.test_tools import call
@@ -225,9 +227,7 @@ async def test_audit_only_through_mcp_shows_digests_in_the_history_after_the_end
 async def test_a_retention_that_needs_summaries_is_refused_without_a_chat_model(
     settings: Settings, db: Database
 ) -> None:
-    from dataclasses import replace
 
-    from ollama_mcp.errors import InvalidInputError
 
     async with open_app(replace(settings, chat_model=None), background=False) as app:
         for mode in ("audit-only", "ephemeral"):

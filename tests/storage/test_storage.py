@@ -14,6 +14,7 @@ import anyio
 import numpy as np
 import pytest
 
+import ollama_mcp.storage.sqlite.matrix as vectors
 from ollama_mcp.app import App
 from ollama_mcp.config import Settings
 from ollama_mcp.domain import EmbeddingRow, Memory, Scope, utc_now
@@ -302,7 +303,6 @@ async def test_bulk_import_keeps_the_rules_of_single_stores(app: App, db: Databa
 
 
 async def test_vector_index_spanning_several_blocks_ranks_and_compacts_correctly(db_path: Path) -> None:
-    import ollama_mcp.storage.sqlite.matrix as vectors
 
     store = await Store.open(db_path)
     old = vectors.BLOCK_ROWS

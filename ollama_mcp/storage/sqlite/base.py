@@ -85,7 +85,7 @@ class StoreBase:
             f"at {self.path} again, or put the file back there."
         )
 
-    async def _fetchall(self, sql: str, params: Sequence[Any], action: str) -> list[sqlite3.Row | tuple]:
+    async def _fetchall(self, sql: str, params: Sequence[Any], action: str) -> list[sqlite3.Row | tuple[Any, ...]]:
         try:
             return list(await self._conn.execute_fetchall(sql, params))
         except sqlite3.Error as exc:

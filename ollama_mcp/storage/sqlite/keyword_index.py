@@ -22,6 +22,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from contextlib import aclosing
+from typing import cast
 
 import anyio
 import numpy as np
@@ -203,7 +204,7 @@ class _Index:
         if found.size > k:
             found = found[np.argpartition(-scores[found], k - 1)[:k]]
         found = found[np.lexsort((found, -scores[found]))]  # best first; ties: older memory first
-        return self.seqs[found].tolist()
+        return cast(list[int], self.seqs[found].tolist())
 
     def _in_scope(self, docs: np.ndarray, scope: Scope) -> np.ndarray:
         mask = np.ones(len(docs), bool)

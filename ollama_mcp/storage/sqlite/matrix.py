@@ -193,7 +193,7 @@ class Matrix:
     def _mask(self, scope: Scope) -> np.ndarray | None:
         """Which rows are in ``scope``; None when all are."""
         seqs, convs, kinds = self.seqs[: self.n], self.convs[: self.n], self.kinds[: self.n]
-        masks = []
+        masks: list[np.ndarray] = []
         if scope.conversation_key is not None and self.per_conversation[scope.conversation_key] != self.n:
             masks.append(convs == scope.conversation_key)
         if scope.kind_codes is not None and sum(self.per_kind[k] for k in set(scope.kind_codes)) != self.n:

@@ -10,16 +10,14 @@ import aiosqlite
 
 from ollama_mcp.domain import Conversation, EmbeddingRow, JobKind, Memory, MemoryKind, SearchFilters
 from ollama_mcp.errors import ConversationNotFoundError, MemoryNotFoundError
-from ollama_mcp.storage.records import (
-    CONTEXT_NEIGHBOURS,
-    REDACTED,
-    REDACTED_PREFIX,
-    compose_context,
-    content_hash,
-    dump_json,
-    fact_source,
-    own_context,
-)
+
+# Re-exported (``as``) for the store's modules, which take every row rule from here.
+from ollama_mcp.storage.records import CONTEXT_NEIGHBOURS as CONTEXT_NEIGHBOURS
+from ollama_mcp.storage.records import REDACTED, REDACTED_PREFIX, fact_source
+from ollama_mcp.storage.records import compose_context as compose_context
+from ollama_mcp.storage.records import content_hash as content_hash
+from ollama_mcp.storage.records import dump_json as dump_json
+from ollama_mcp.storage.records import own_context as own_context
 from ollama_mcp.when import times_named
 
 KIND_CODES: dict[str, int] = {"note": 0, "message": 1, "summary": 2, "fact": 3}
