@@ -127,11 +127,20 @@ async def measure(database: str, embed_url: str, clients: int, calls: int, insta
     missing = [memory for _, memory in acked if memory not in present]
     every = [t for kind in timings.values() for t in kind]
     return {
-        "clients": clients, "calls_per_client": calls, "instances": instances, "wall_s": round(wall, 1),
-        "calls": len(every), "errors": len(errors), "first_errors": errors[:3],
-        "acknowledged_stores": len(acked), "missing_stores": len(missing),
+        "clients": clients,
+        "calls_per_client": calls,
+        "instances": instances,
+        "wall_s": round(wall, 1),
+        "calls": len(every),
+        "errors": len(errors),
+        "first_errors": errors[:3],
+        "acknowledged_stores": len(acked),
+        "missing_stores": len(missing),
         **{f"{kind}_p50_ms": round(statistics.median(values), 1) for kind, values in sorted(timings.items())},
-        **{f"{kind}_p99_ms": round(statistics.quantiles(values, n=100)[98], 1) for kind, values in sorted(timings.items())},
+        **{
+            f"{kind}_p99_ms": round(statistics.quantiles(values, n=100)[98], 1)
+            for kind, values in sorted(timings.items())
+        },
         "all_p50_ms": round(statistics.median(every), 1),
         "all_p99_ms": round(statistics.quantiles(every, n=100)[98], 1),
     }

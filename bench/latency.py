@@ -3,8 +3,9 @@ and spawn-to-initialize time, each beside a floor measured in the same run.
 
 Floors: a bare numpy ``matrix @ query`` + ``argpartition`` over a matrix of the shape a search
 multiplies (one context vector per memory; own vectors are only looked up for candidates),
-timed alternately with our searches, and a minimal ``MCPServer`` with one tool for start-up. Vectors are synthetic (768 dimensions by default) from an Ollama-compatible
-server in this process (bench/embed_server.py ``Synthetic``), so no model is needed.
+timed alternately with our searches, and a minimal ``MCPServer`` with one tool for start-up.
+Vectors are synthetic (768 dimensions by default) from an Ollama-compatible server in this
+process (bench/embed_server.py ``Synthetic``), so no model is needed.
 
     python bench/latency.py                      # 1k, 10k and 100k memories
     python bench/latency.py --sizes 1000 10000 --json out.json
@@ -66,8 +67,13 @@ async def measure_size(n: int, dim: int, queries: int) -> dict[str, Any]:
     result: dict[str, Any] = {"memories": n, "dim": dim}
     try:
         with tempfile.TemporaryDirectory() as tmp:
-            env = {"OLLAMA_HOST": server.url, "OLLAMA_MCP_DB": f"{tmp}/latency.db", "OLLAMA_MCP_EMBED_MODEL": "all-minilm",
-                   "HOME": tmp, "OLLAMA_MCP_LOG_LEVEL": "WARNING"}
+            env = {
+                "OLLAMA_HOST": server.url,
+                "OLLAMA_MCP_DB": f"{tmp}/latency.db",
+                "OLLAMA_MCP_EMBED_MODEL": "all-minilm",
+                "HOME": tmp,
+                "OLLAMA_MCP_LOG_LEVEL": "WARNING",
+            }
             async with open_app(Settings.from_env(env), background=False) as app:
                 svc = app.service
                 conv = await svc.init_conversation("latency")
@@ -179,7 +185,10 @@ async def through_mcp(env: dict[str, str], conversation_id: str, queries: int, r
 
     search_ms, store_ms = [], []
     try:
-        rpc("initialize", {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "b", "version": "0"}})
+        rpc(
+            "initialize",
+            {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "b", "version": "0"}},
+        )
         proc.stdin.write(b'{"jsonrpc": "2.0", "method": "notifications/initialized"}\n')
         call("search_memories", query="warm up", conversation_id=conversation_id)
         for _ in range(queries):

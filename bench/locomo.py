@@ -166,7 +166,9 @@ async def service_driver(env: dict[str, str], tuning: dict[str, Any]) -> AsyncIt
             return [m.id for m in added]
 
         async def search(self, conversation_id: str, query: str, k: int, reference_time: str) -> list[str]:
-            request = search_request(query, conversation_id, top_k=k, include_messages=True, reference_time=reference_time)
+            request = search_request(
+                query, conversation_id, top_k=k, include_messages=True, reference_time=reference_time
+            )
             outcome = await self.service.search(request)
             if outcome.mode != "hybrid":
                 raise SystemExit(f"search fell back to {outcome.mode}: {outcome.notice}")
@@ -260,7 +262,13 @@ class Scores:
 
     def row(self) -> dict[str, float]:
         mean = lambda xs: round(statistics.fmean(xs), 3) if xs else 0.0  # noqa: E731
-        return {"n": len(self.rr), "R@1": mean(self.r1), "R@5": mean(self.r5), "R@10": mean(self.r10), "MRR": mean(self.rr)}
+        return {
+            "n": len(self.rr),
+            "R@1": mean(self.r1),
+            "R@5": mean(self.r5),
+            "R@10": mean(self.r10),
+            "MRR": mean(self.rr),
+        }
 
 
 Key = tuple[str, int]  # (sample id, category)
@@ -288,7 +296,9 @@ async def store_all(driver: Driver, samples: Iterable[Sample], progress: bool) -
                 turns_of[memory_id].add(turn.dia_id)
         stored.append(Stored(sample, conversation, turns_of))
         if progress:
-            print(f"  {sample.sample_id}: {len(sample.turns)} turns, {len(sample.questions)} questions", file=sys.stderr)
+            print(
+                f"  {sample.sample_id}: {len(sample.turns)} turns, {len(sample.questions)} questions", file=sys.stderr
+            )
     await settle(driver)
     return stored, timings
 
@@ -329,7 +339,9 @@ def per_category(scores: dict[Key, Scores], samples: Iterable[str]) -> dict[int,
     return out
 
 
-def rotated(results: dict[str, dict[Key, Scores]], sample_ids: list[str]) -> tuple[dict[str, dict[str, float]], list[str]]:
+def rotated(
+    results: dict[str, dict[Key, Scores]], sample_ids: list[str]
+) -> tuple[dict[str, dict[str, float]], list[str]]:
     """The mean over held-out folds of each category's figures, and each fold's chosen config."""
     folds: list[dict[str, dict[str, float]]] = []
     chosen = []
@@ -368,7 +380,9 @@ def table(per_category: dict[int, Scores]) -> dict[str, dict[str, float]]:
 def render(rows: dict[str, dict[str, float]]) -> str:
     lines = [f"| {'category':<16} | {'n':>4} | R@1   | R@5   | R@10  | MRR   |", "|---|---:|---:|---:|---:|---:|"]
     for name, r in rows.items():
-        lines.append(f"| {name:<16} | {r['n']:>4} | {r['R@1']:.3f} | {r['R@5']:.3f} | {r['R@10']:.3f} | {r['MRR']:.3f} |")
+        lines.append(
+            f"| {name:<16} | {r['n']:>4} | {r['R@1']:.3f} | {r['R@5']:.3f} | {r['R@10']:.3f} | {r['MRR']:.3f} |"
+        )
     return "\n".join(lines)
 
 
@@ -457,10 +471,14 @@ def main() -> None:
     parser = argparse.ArgumentParser(description="LoCoMo retrieval benchmark for ollama-mcp.")
     parser.add_argument("--data", type=Path, default=DEFAULT_DATA, help=f"dataset (default {DEFAULT_DATA})")
     parser.add_argument("--mcp", action="store_true", help="drive the real ollama-mcp process over MCP stdio")
-    parser.add_argument("--postgres", action="store_true", help="the PostgreSQL backend (a private pgserver) instead of SQLite")
+    parser.add_argument(
+        "--postgres", action="store_true", help="the PostgreSQL backend (a private pgserver) instead of SQLite"
+    )
     parser.add_argument("--ollama-host", help="use this Ollama-compatible server instead of starting one")
     parser.add_argument("--model", default="all-minilm", help="embedding model name (default all-minilm)")
-    parser.add_argument("--tune", action="append", default=[], metavar="KEY=VALUE", help="override a SearchTuning field")
+    parser.add_argument(
+        "--tune", action="append", default=[], metavar="KEY=VALUE", help="override a SearchTuning field"
+    )
     parser.add_argument("--grid", action="append", default=[], metavar="KEY=V1,V2",
                         help="rotated held-out figures over every combination of these SearchTuning values")
     parser.add_argument("--limit", type=int, help="only the first N conversations")

@@ -61,8 +61,12 @@ def free_port() -> int:
 def start_minilm() -> tuple[subprocess.Popen[bytes], str]:
     """bench/embed_server.py in its own process (as Ollama is), with no vector cache."""
     port = free_port()
-    proc = subprocess.Popen([sys.executable, str(ROOT / "bench" / "embed_server.py"), "--port", str(port), "--cache", ""],
-                            stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, cwd=ROOT)
+    proc = subprocess.Popen(
+        [sys.executable, str(ROOT / "bench" / "embed_server.py"), "--port", str(port), "--cache", ""],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        cwd=ROOT,
+    )
     assert proc.stdout is not None
     line = proc.stdout.readline()
     if b"serving" not in line:

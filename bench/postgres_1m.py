@@ -123,8 +123,18 @@ async def measure(directory: Path, args: argparse.Namespace) -> None:
                         started = time.perf_counter()
                         await app.ranker.search(text, q, SearchFilters(), None, 10, None)
                         timings[ef].append((time.perf_counter() - started) * 1000)
-            print(json.dumps({ef: {"search_ms_p50": round(statistics.median(ms), 1), "search_ms_p95": round(percentile(ms, 0.95), 1),
-                                   "searches": len(ms)} for ef, ms in timings.items()}))
+            print(
+                json.dumps(
+                    {
+                        ef: {
+                            "search_ms_p50": round(statistics.median(ms), 1),
+                            "search_ms_p95": round(percentile(ms, 0.95), 1),
+                            "searches": len(ms),
+                        }
+                        for ef, ms in timings.items()
+                    }
+                )
+            )
     finally:
         embedder.stop()
 
@@ -136,7 +146,11 @@ async def mcp(directory: Path, count: int) -> None:
     conversation = pg.psql("SELECT id FROM conversations ORDER BY created_at LIMIT 1").split("\n")[2].strip()
     embedder = EmbedServer(Synthetic(DIM)).start()
     try:
-        print(json.dumps(await through_mcp(environment(directory, pg, embedder.url), conversation, count, random.Random(3))))
+        print(
+            json.dumps(
+                await through_mcp(environment(directory, pg, embedder.url), conversation, count, random.Random(3))
+            )
+        )
     finally:
         embedder.stop()
 

@@ -74,7 +74,9 @@ async def load(svc: Any, store: Any, conversation_id: str, n: int, dim: int, rng
     async with store.bulk_load():
         for start in range(0, n, 5000):
             count = min(5000, n - start)
-            await svc.import_memories(conversation_id, [sentence(rng) for _ in range(count)], list(content[start:start + count]))
+            await svc.import_memories(
+                conversation_id, [sentence(rng) for _ in range(count)], list(content[start : start + count])
+            )
         memories = time.perf_counter()
         seqs = [m.seq for m in (await store.conversation_snapshot(conversation_id))[1]]
         for start in range(0, n, 5000):
@@ -154,7 +156,9 @@ async def measure(n: int, dim: int, queries: int) -> dict[str, Any]:
                 dated_ms = []
                 for _ in range(queries):
                     q = near_stored(context, rng, vectors_rng)
-                    window = query_window(" ".join(words(rng, 5)) + datetime.now(UTC).strftime(" in %B %Y"), datetime.now(UTC))
+                    window = query_window(
+                        " ".join(words(rng, 5)) + datetime.now(UTC).strftime(" in %B %Y"), datetime.now(UTC)
+                    )
                     assert window is not None
                     started = time.perf_counter()
                     found = await app.ranker.search(window.keyword_text, q, SearchFilters(), conv.key, 10, None, window)

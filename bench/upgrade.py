@@ -31,28 +31,40 @@ def build(path: Path, memories: int, before: int) -> None:
     rng = np.random.default_rng(7)
     with sqlite3.connect(path, isolation_level=None) as conn:
         conn.execute("PRAGMA journal_mode = WAL")
-        conn.execute("CREATE TABLE schema_migrations (version INTEGER PRIMARY KEY, name TEXT NOT NULL, applied_at TEXT NOT NULL)")
+        conn.execute(
+            "CREATE TABLE schema_migrations (version INTEGER PRIMARY KEY, name TEXT NOT NULL, applied_at TEXT NOT NULL)"
+        )
         conn.execute("BEGIN")
         for migration in [m for m in db.migrations() if m.version <= before]:
             for statement in db.split_statements(migration.sql):
                 conn.execute(statement)
-            conn.execute("INSERT INTO schema_migrations VALUES (?, ?, '2026-01-01')", (migration.version, migration.name))
+            conn.execute(
+                "INSERT INTO schema_migrations VALUES (?, ?, '2026-01-01')", (migration.version, migration.name)
+            )
         words = "alpha bravo charlie delta echo foxtrot golf hotel india juliet kilo lima mike".split()
         for start in range(0, memories, 1000):
             rows, vectors, tags = [], [], []
             for seq in range(start + 1, min(start + 1000, memories) + 1):
                 conv = f"c{(seq - 1) // 100}"
                 if seq % 100 == 1 or seq == 1:
-                    conn.execute("INSERT OR IGNORE INTO conversations (id, created_at) VALUES (?, '2026-01-01')", (conv,))
+                    conn.execute(
+                        "INSERT OR IGNORE INTO conversations (id, created_at) VALUES (?, '2026-01-01')", (conv,)
+                    )
                 text = " ".join(rng.choice(words, 40)) + f" note {seq}"
                 rows.append((seq, f"m{seq}", conv, text, f"h{seq}", text + " " + text, '["t"]', "2026-01-01"))
                 for facet in ("content", "context"):
                     vectors.append((seq, facet, rng.standard_normal(DIM).astype("<f4").tobytes()))
                 tags.append((seq, "t"))
-            conn.executemany("INSERT INTO memories (seq, id, conversation_id, kind, content, content_hash, context, tags,"
-                             " created_at) VALUES (?, ?, ?, 'note', ?, ?, ?, ?, ?)", rows)
-            conn.executemany("INSERT INTO memory_embeddings (memory_seq, model, facet, chunk_index, dim, vector, created_at)"
-                             f" VALUES (?, 'all-minilm', ?, 0, {DIM}, ?, '2026-01-01')", vectors)
+            conn.executemany(
+                "INSERT INTO memories (seq, id, conversation_id, kind, content, content_hash, context, tags,"
+                " created_at) VALUES (?, ?, ?, 'note', ?, ?, ?, ?, ?)",
+                rows,
+            )
+            conn.executemany(
+                "INSERT INTO memory_embeddings (memory_seq, model, facet, chunk_index, dim, vector, created_at)"
+                f" VALUES (?, 'all-minilm', ?, 0, {DIM}, ?, '2026-01-01')",
+                vectors,
+            )
             conn.executemany("INSERT INTO memory_tags VALUES (?, ?)", tags)
         conn.execute("COMMIT")
 
@@ -61,7 +73,8 @@ def check(path: Path, memories: int) -> None:
     with sqlite3.connect(path) as conn:
         counts = conn.execute(
             "SELECT (SELECT count(*) FROM memories), (SELECT count(*) FROM memory_embeddings),"
-            " (SELECT count(*) FROM memory_tags), (SELECT count(*) FROM memories_fts WHERE memories_fts MATCH 'foxtrot')"
+            " (SELECT count(*) FROM memory_tags), (SELECT count(*) FROM memories_fts WHERE memories_fts MATCH"
+            " 'foxtrot')"
         ).fetchone()
     assert counts[:3] == (memories, 2 * memories, memories), counts
     assert counts[3] > memories * 0.9, counts

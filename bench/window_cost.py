@@ -94,10 +94,14 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--memories", type=int, default=10_000)
     parser.add_argument("--depths", type=int, nargs="+", default=[50, 100, 200])
-    parser.add_argument("--told-weights", type=float, nargs="+", help="SearchTuning.told_weight values (default: the shipped one)")
+    parser.add_argument(
+        "--told-weights", type=float, nargs="+", help="SearchTuning.told_weight values (default: the shipped one)"
+    )
     parser.add_argument("--searches", type=int, default=100, help="per block")
     parser.add_argument("--rounds", type=int, default=2)
-    parser.add_argument("--chat", action="store_true", help="memories of LoCoMo's turns (without their dates), not Zipf words")
+    parser.add_argument(
+        "--chat", action="store_true", help="memories of LoCoMo's turns (without their dates), not Zipf words"
+    )
     args = parser.parse_args()
     text = chat_turns() if args.chat else sentence
     server = EmbedServer(Synthetic(DIM)).start()

@@ -1,6 +1,8 @@
-"""The composition root: builds the backend's store and ranker (``backends``) → Ollama clients → embedder → indexer → jobs → service →
-facts → lifecycle → relations → agent, runs the background work (loading the search indexes and the embedding model, embedding backfill,
-jobs, retention sweep, keyword index upkeep, the times earlier memories name), and closes everything in reverse order."""
+"""The composition root: builds the backend's store and ranker (``backends``) → Ollama clients →
+embedder → indexer → jobs → service → facts → lifecycle → relations → agent, runs the background
+work (loading the search indexes and the embedding model, embedding backfill, jobs, retention
+sweep, keyword index upkeep, the times earlier memories name), and closes everything in reverse
+order."""
 
 from __future__ import annotations
 

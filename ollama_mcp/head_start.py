@@ -100,7 +100,9 @@ class HeadStart:
         )
         try:
             async with beside() as tasks:
-                yield cls(client, settings.embed_model, tasks, settings.store_path if settings.postgres_url is None else None)
+                yield cls(
+                    client, settings.embed_model, tasks, settings.store_path if settings.postgres_url is None else None
+                )
         finally:
             with anyio.CancelScope(shield=True):
                 await client.aclose()

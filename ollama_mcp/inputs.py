@@ -101,7 +101,9 @@ def share_access(field: str, value: object) -> ShareAccess | None:
     if value == "read" or value == "write":
         return value
     raise InvalidInputError(
-        field, "must be 'read', 'write' or 'none'", "read lets them search and read it, write also store in it, none stops sharing"
+        field,
+        "must be 'read', 'write' or 'none'",
+        "read lets them search and read it, write also store in it, none stops sharing",
     )
 
 
@@ -122,7 +124,9 @@ def tags(field: str, value: object) -> tuple[str, ...]:
     cleaned: list[str] = []
     for i, tag in enumerate(value):
         if not isinstance(tag, str):
-            raise InvalidInputError(f"{field}[{i}]", f"must be a string, got {type(tag).__name__}", "pass tags as strings")
+            raise InvalidInputError(
+                f"{field}[{i}]", f"must be a string, got {type(tag).__name__}", "pass tags as strings"
+            )
         tag = tag.strip()
         if not tag:
             raise InvalidInputError(f"{field}[{i}]", "is empty", "remove it or give it a name")
@@ -139,14 +143,22 @@ def metadata(field: str, value: object) -> dict[str, Any]:
     if value is None:
         return {}
     if not isinstance(value, dict):
-        raise InvalidInputError(field, f"must be a JSON object, got {type(value).__name__}", 'pass e.g. {"source": "chat"}')
+        raise InvalidInputError(
+            field, f"must be a JSON object, got {type(value).__name__}", 'pass e.g. {"source": "chat"}'
+        )
     _check_json(field, value)
     try:
         encoded = json.dumps(value, ensure_ascii=False, allow_nan=False)
     except (TypeError, ValueError) as exc:
-        raise InvalidInputError(field, f"cannot be stored as JSON ({exc})", "use only strings, numbers, booleans, null, lists and objects") from None
+        raise InvalidInputError(
+            field, f"cannot be stored as JSON ({exc})", "use only strings, numbers, booleans, null, lists and objects"
+        ) from None
     if len(encoded.encode("utf-8")) > MAX_METADATA_BYTES:
-        raise InvalidInputError(field, f"is larger than {MAX_METADATA_BYTES // 1024} KiB as JSON", "store large data as memory content instead")
+        raise InvalidInputError(
+            field,
+            f"is larger than {MAX_METADATA_BYTES // 1024} KiB as JSON",
+            "store large data as memory content instead",
+        )
     return value
 
 
@@ -192,7 +204,9 @@ CONVERSATION_SETTINGS = (
 )
 # The design's camelCase compaction block, accepted as an alias of the snake_case keys.
 COMPACTION_ALIASES = {
-    "triggerTurns": "compact_after_messages", "triggerTokens": "compact_after_tokens", "strategy": "compaction_strategy",
+    "triggerTurns": "compact_after_messages",
+    "triggerTokens": "compact_after_tokens",
+    "strategy": "compaction_strategy",
     "summaryTokens": "compact_summary_tokens",
 }
 # rolling: the oldest half of the transcript is folded into one rolling summary; hierarchical:
@@ -224,7 +238,9 @@ def conversation_metadata(field: str, value: object) -> dict[str, Any]:
     given_as: dict[str, str] = {}  # a setting given in the compaction block: named as given there
     if block is not None:
         if not isinstance(block, dict):
-            raise InvalidInputError(f"{field}.compaction", "must be an object", "pass {\"triggerTurns\": 40} or leave it out")
+            raise InvalidInputError(
+                f"{field}.compaction", "must be an object", 'pass {"triggerTurns": 40} or leave it out'
+            )
         for key, item in block.items():
             where = f"{field}.compaction.{key}"
             if key in COMPACTION_ALIASES:
@@ -313,7 +329,9 @@ def threshold(field: str, value: object) -> float | None:
     if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
         raise InvalidInputError(field, "must be a finite number", "pass a similarity from -1 to 1, or omit it")
     if not -1.0 <= value <= 1.0:
-        raise InvalidInputError(field, f"is {value}, outside -1..1", "pass a cosine similarity from -1 to 1 (0.5 is a moderate match)")
+        raise InvalidInputError(
+            field, f"is {value}, outside -1..1", "pass a cosine similarity from -1 to 1 (0.5 is a moderate match)"
+        )
     return float(value)
 
 
@@ -327,11 +345,15 @@ def _moment(field: str, value: object) -> datetime | None:
     if value is None or value == "":
         return None
     if not isinstance(value, str):
-        raise InvalidInputError(field, "must be a string", 'pass an ISO 8601 date or time such as "2026-01-31" or "2026-01-31T09:00:00Z"')
+        raise InvalidInputError(
+            field, "must be a string", 'pass an ISO 8601 date or time such as "2026-01-31" or "2026-01-31T09:00:00Z"'
+        )
     try:
         moment = datetime.fromisoformat(value.strip())
     except ValueError:
-        raise InvalidInputError(field, "is not an ISO 8601 date or time", 'pass e.g. "2026-01-31" or "2026-01-31T09:00:00Z"') from None
+        raise InvalidInputError(
+            field, "is not an ISO 8601 date or time", 'pass e.g. "2026-01-31" or "2026-01-31T09:00:00Z"'
+        ) from None
     return moment.replace(tzinfo=UTC) if moment.tzinfo is None else moment
 
 
@@ -348,7 +370,9 @@ def occurred_at(field: str, value: object) -> str:
     if moment < EARLIEST_OCCURRENCE:
         raise InvalidInputError(field, "is before 1900", "pass when it happened, or leave it out for now")
     if moment > datetime.now(UTC) + OCCURRENCE_LEEWAY:
-        raise InvalidInputError(field, "is more than a day in the future", "pass when it happened, or leave it out for now")
+        raise InvalidInputError(
+            field, "is more than a day in the future", "pass when it happened, or leave it out for now"
+        )
     return format_timestamp(moment)
 
 

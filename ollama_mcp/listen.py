@@ -31,5 +31,7 @@ def bind(host: str, port: int) -> socket.socket:
     except OSError as exc:
         sock.close()
         why = "is in use" if exc.errno == errno.EADDRINUSE else f"cannot be used ({exc.strerror})"
-        raise InvalidInputError("--port", f"{port} {why} on {host}", "pass another one, or --port 0 for any free one") from None
+        raise InvalidInputError(
+            "--port", f"{port} {why} on {host}", "pass another one, or --port 0 for any free one"
+        ) from None
     return sock

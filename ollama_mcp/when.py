@@ -40,7 +40,9 @@ MONTHS = {
     )
     for name in names
 }
-WEEKDAYS = {name: i for i, name in enumerate(("monday", "tuesday", "wednesday", "thursday", "friday", "saturday", "sunday"))}
+WEEKDAYS = {
+    name: i for i, name in enumerate(("monday", "tuesday", "wednesday", "thursday", "friday", "saturday", "sunday"))
+}
 NUMBERS = {
     "a": 1, "an": 1, "one": 1, "two": 2, "three": 3, "four": 4, "five": 5, "six": 6, "seven": 7, "eight": 8,
     "nine": 9, "ten": 10, "eleven": 11, "twelve": 12, "a couple of": 2, "a couple": 2, "couple of": 2,
@@ -52,11 +54,16 @@ _FULL_MONTH = "january|february|march|april|may|june|july|august|september|octob
 _ANY_MONTH = _FULL_MONTH + "|jan|feb|mar|apr|jun|jul|aug|sept|sep|oct|nov|dec"
 _DAY = r"(?P<day>[0-3]?\d)(?:st|nd|rd|th)?"
 _YEAR = r"(?P<year>(?:1[89]|2[01])\d\d)"
-_NUMBER = r"(?P<n>\d{1,3}|a couple of|a couple|couple of|a few|an?|one|two|three|four|five|six|seven|eight|nine|ten|eleven|twelve|few|several)"
+_NUMBER = (
+    r"(?P<n>\d{1,3}|a couple of|a couple|couple of|a few|an?|one|two|three|four|five|six|seven|eight|nine|ten"
+    r"|eleven|twelve|few|several)"
+)
 _UNIT = r"(?P<unit>day|week|month|year)s?"
 # Words that make a bare month or year a time ("in May", "since 2022"), and those that make it
 # one end of a window ("as of", "before", "since").
-_LEAD = r"(?P<lead>as of|up to|until|till|before|by|since|after|from|in|during|on|of|early|late|mid-?|last|this|through)\s+"
+_LEAD = (
+    r"(?P<lead>as of|up to|until|till|before|by|since|after|from|in|during|on|of|early|late|mid-?|last|this|through)\s+"
+)
 
 _ABSOLUTE_GRAMMAR = [
     ("day", r"\b(?P<year>\d{4})-(?P<month>\d\d)-(?P<day>\d\d)\b", 0),
@@ -272,7 +279,11 @@ def _absolute(kind: str, match: re.Match[str], reference: datetime) -> tuple[dat
     if month is None or not 1 <= month <= 12:
         return None
     if year is None:  # the latest such month (or day) not after the reference
-        year = reference.year if (month, int(groups.get("day") or 1)) <= (reference.month, reference.day) else reference.year - 1
+        year = (
+            reference.year
+            if (month, int(groups.get("day") or 1)) <= (reference.month, reference.day)
+            else reference.year - 1
+        )
     if kind == "month":
         start = datetime(year, month, 1, tzinfo=UTC)
         return start, _add_months(start, 1)

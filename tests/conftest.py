@@ -34,7 +34,9 @@ from ollama_mcp.mcp.server import build_server
 from ollama_mcp.storage.sqlite import db as sqlite_db
 from tests.fake_ollama import FakeOllama
 
-BACKENDS = [name.strip() for name in os.environ.get("OLLAMA_MCP_TEST_BACKENDS", "sqlite,postgres").split(",") if name.strip()]
+BACKENDS = [
+    name.strip() for name in os.environ.get("OLLAMA_MCP_TEST_BACKENDS", "sqlite,postgres").split(",") if name.strip()
+]
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -185,7 +187,10 @@ class Database:
     def vectors(self) -> list[np.ndarray]:
         """Every stored vector, in insertion order."""
         if self.backend == "sqlite":
-            return [np.frombuffer(row[0], dtype="<f4") for row in self.rows("SELECT vector FROM memory_embeddings ORDER BY id")]
+            return [
+                np.frombuffer(row[0], dtype="<f4")
+                for row in self.rows("SELECT vector FROM memory_embeddings ORDER BY id")
+            ]
         found = self.rows("SELECT vector::text FROM memory_embeddings ORDER BY id")
         return [np.array(json.loads(row[0]), dtype=np.float32) for row in found]
 
@@ -245,8 +250,12 @@ def sqlite_store_at(path: Path, version: int) -> None:
     """A new SQLite store as ollama-mcp left it at schema ``version`` (to test the next migrations)."""
     path.parent.mkdir(parents=True, exist_ok=True)
     with sqlite3.connect(path, isolation_level=None) as conn:
-        conn.execute("CREATE TABLE schema_migrations (version INTEGER PRIMARY KEY, name TEXT NOT NULL, applied_at TEXT NOT NULL)")
+        conn.execute(
+            "CREATE TABLE schema_migrations (version INTEGER PRIMARY KEY, name TEXT NOT NULL, applied_at TEXT NOT NULL)"
+        )
         for migration in [m for m in sqlite_db.migrations() if m.version <= version]:
             for statement in sqlite_db.split_statements(migration.sql):
                 conn.execute(statement)
-            conn.execute("INSERT INTO schema_migrations VALUES (?, ?, '2026-01-01')", (migration.version, migration.name))
+            conn.execute(
+                "INSERT INTO schema_migrations VALUES (?, ?, '2026-01-01')", (migration.version, migration.name)
+            )

@@ -93,18 +93,42 @@ CASES: list[tuple[str, dict[str, Any], str]] = [
     ("export_conversation", {"page": 2}, "page: is 2, but the conversation has 1 page"),
     ("init_conversation", {"metadata": {"ttl_hours": 0}}, "metadata.ttl_hours: must be a number of hours"),
     ("init_conversation", {"metadata": {"ttl_hours": "1d"}}, "metadata.ttl_hours"),
-    ("init_conversation", {"metadata": {"ttl_hour": 24}}, "metadata.ttl_hour: is not a setting; did you mean ttl_hours?"),
-    ("init_conversation", {"metadata": {"compact_after_messages": 1}}, "metadata.compact_after_messages: is 1, outside 2"),
-    ("init_conversation", {"metadata": {"compaction": {"triggerTurns": "many"}}},
-     "metadata.compaction.triggerTurns: must be a whole number"),
-    ("init_conversation", {"metadata": {"compaction": {"strategy": "truncate"}}},
-     "metadata.compaction.strategy: is 'truncate'; use one of rolling, hierarchical, never"),
-    ("init_conversation", {"metadata": {"compaction": {"summarizerModel": "llama3"}}},
-     "metadata.compaction.summarizerModel: is not supported per conversation"),
-    ("init_conversation", {"metadata": {"compaction": {"everyTurn": True}}},
-     "metadata.compaction.everyTurn: is not a compaction setting; use triggerTurns, triggerTokens, strategy or summaryTokens"),
-    ("init_conversation", {"metadata": {"retention": "summary_only"}},
-     "metadata.retention: is 'summary_only'; use one of full, audit-only, ephemeral"),
+    (
+        "init_conversation",
+        {"metadata": {"ttl_hour": 24}},
+        "metadata.ttl_hour: is not a setting; did you mean ttl_hours?",
+    ),
+    (
+        "init_conversation",
+        {"metadata": {"compact_after_messages": 1}},
+        "metadata.compact_after_messages: is 1, outside 2",
+    ),
+    (
+        "init_conversation",
+        {"metadata": {"compaction": {"triggerTurns": "many"}}},
+        "metadata.compaction.triggerTurns: must be a whole number",
+    ),
+    (
+        "init_conversation",
+        {"metadata": {"compaction": {"strategy": "truncate"}}},
+        "metadata.compaction.strategy: is 'truncate'; use one of rolling, hierarchical, never",
+    ),
+    (
+        "init_conversation",
+        {"metadata": {"compaction": {"summarizerModel": "llama3"}}},
+        "metadata.compaction.summarizerModel: is not supported per conversation",
+    ),
+    (
+        "init_conversation",
+        {"metadata": {"compaction": {"everyTurn": True}}},
+        "metadata.compaction.everyTurn: is not a compaction setting; use triggerTurns, triggerTokens, strategy or"
+        " summaryTokens",
+    ),
+    (
+        "init_conversation",
+        {"metadata": {"retention": "summary_only"}},
+        "metadata.retention: is 'summary_only'; use one of full, audit-only, ephemeral",
+    ),
     ("no_such_tool", {}, "no_such_tool"),
 ]
 

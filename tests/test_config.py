@@ -64,7 +64,9 @@ def test_bad_settings_name_the_variable(name: str, value: str) -> None:
 
 def test_a_duplicate_threshold_below_the_related_one_is_refused_naming_both() -> None:
     with pytest.raises(ConfigError) as refused:
-        Settings.from_env({"HOME": "/h", "OLLAMA_MCP_RELATED_THRESHOLD": "0.8", "OLLAMA_MCP_DUPLICATE_THRESHOLD": "0.7"})
+        Settings.from_env(
+            {"HOME": "/h", "OLLAMA_MCP_RELATED_THRESHOLD": "0.8", "OLLAMA_MCP_DUPLICATE_THRESHOLD": "0.7"}
+        )
     assert str(refused.value) == (
         "OLLAMA_MCP_DUPLICATE_THRESHOLD (0.7) must not be below OLLAMA_MCP_RELATED_THRESHOLD (0.8): "
         "a duplicate is a closer match than a related conversation."

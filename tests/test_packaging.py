@@ -113,8 +113,14 @@ def test_the_wheel_carries_metadata_migrations_and_the_entry_point_uvx_needs(tmp
     shipped = {n.rsplit("/", 1)[-1] for n in names if n.startswith("ollama_mcp/schema/") and n.endswith(".sql")}
     assert shipped == {p.name for p in (ROOT / "schema").glob("*.sql")}
     assert "ollama-mcp = ollama_mcp.__main__:main" in entry_points
-    for line in ("Requires-Python: >=3.11", "License-Expression: MIT", "Description-Content-Type: text/markdown",
-                 "Project-URL: Homepage,", "Classifier: Programming Language :: Python :: 3.13", "Requires-Dist: mcp<3,>=2.3"):
+    for line in (
+        "Requires-Python: >=3.11",
+        "License-Expression: MIT",
+        "Description-Content-Type: text/markdown",
+        "Project-URL: Homepage,",
+        "Classifier: Programming Language :: Python :: 3.13",
+        "Requires-Dist: mcp<3,>=2.3",
+    ):
         assert line in metadata, line
     assert "# ollama-mcp" in metadata  # the README is the long description
     assert any(n.endswith("licenses/LICENSE") for n in names) and "ollama_mcp/py.typed" in names

@@ -44,7 +44,8 @@ def assert_consistent(db: Database | Path) -> None:
         drifted = db.count(
             "SELECT count(*) FROM conversations c WHERE memory_count <> (SELECT count(*) FROM memories m"
             " WHERE m.conversation_id = c.id AND m.kind = 'note' AND m.superseded_by IS NULL)"
-            " OR message_count <> (SELECT count(*) FROM memories m WHERE m.conversation_id = c.id AND m.kind = 'message')"
+            " OR message_count <> (SELECT count(*) FROM memories m WHERE m.conversation_id = c.id AND m.kind ="
+            " 'message')"
         )
         assert drifted == 0
         return
@@ -78,7 +79,9 @@ async def test_four_processes_storing_250_each_amid_searches_store_everything_ex
                     errors.append(stored.content[0].text)  # type: ignore[union-attr]
                 if i % 25 == 24:
                     other = (n + 1) % processes
-                    found = await client.call_tool("search_memories", {"query": f"process{other}", "conversation_id": conv})
+                    found = await client.call_tool(
+                        "search_memories", {"query": f"process{other}", "conversation_id": conv}
+                    )
                     if found.is_error:
                         errors.append(found.content[0].text)  # type: ignore[union-attr]
             # after everyone's last write has been acknowledged, each process sees the others'
@@ -86,7 +89,10 @@ async def test_four_processes_storing_250_each_amid_searches_store_everything_ex
             for other in range(processes):
                 found = await call(client, "search_memories", query=f"token{other}x{per_process - 1}",
                                    conversation_id=conv, top_k=1)
-                assert found["results"][0]["content"] == f"process{other} item{per_process - 1} token{other}x{per_process - 1}"
+                assert (
+                    found["results"][0]["content"]
+                    == f"process{other} item{per_process - 1} token{other}x{per_process - 1}"
+                )
 
     barrier = _Barrier(processes)
     with anyio.fail_after(240):
@@ -134,7 +140,9 @@ def _store(proc: subprocess.Popen[bytes], request_id: int, content: str) -> None
 IN_FLIGHT = 300  # requests sent beyond those answered, in the kill -9 test
 
 
-def test_kill_9_mid_batch_keeps_every_acknowledged_write_and_a_sound_file(db: Database, fake_ollama: FakeOllama) -> None:
+def test_kill_9_mid_batch_keeps_every_acknowledged_write_and_a_sound_file(
+    db: Database, fake_ollama: FakeOllama
+) -> None:
     proc = _start_raw(db.url, fake_ollama)
     assert proc.stdout is not None
 
@@ -239,7 +247,8 @@ def test_the_server_exits_when_its_parent_dies(db_path: Path, fake_ollama: FakeO
     pid_file = tmp_path / "child.pid"
     parent_code = (
         "import subprocess, sys, time\n"
-        f"child = subprocess.Popen([{str(SCRIPT)!r}], stdin=subprocess.PIPE, stdout=subprocess.PIPE, env={server_env(db_path, fake_ollama)!r})\n"
+        f"child = subprocess.Popen([{str(SCRIPT)!r}], stdin=subprocess.PIPE, stdout=subprocess.PIPE,"
+        f" env={server_env(db_path, fake_ollama)!r})\n"
         f"open({str(pid_file)!r}, 'w').write(str(child.pid))\n"
         "time.sleep(600)\n"
     )

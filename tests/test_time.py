@@ -138,7 +138,8 @@ def test_the_times_a_memory_names_are_kept_as_spans_read_against_when_it_was_sai
         "2023-12-04T00:00:00.000000Z/2023-12-05T00:00:00.000000Z"
     )
     assert times_named("Sam: in May 2023 and on 4 June 2023", said) == (
-        "2023-05-01T00:00:00.000000Z/2023-06-01T00:00:00.000000Z 2023-06-04T00:00:00.000000Z/2023-06-05T00:00:00.000000Z"
+        "2023-05-01T00:00:00.000000Z/2023-06-01T00:00:00.000000Z"
+        " 2023-06-04T00:00:00.000000Z/2023-06-05T00:00:00.000000Z"
     )
     assert times_named("Sam: I went hiking with the dog", said) == ""
     assert times_named("Sam: on 31 February 2023", said) == ""
@@ -191,7 +192,9 @@ async def test_a_turn_recorded_late_keeps_when_it_was_said(settings: Settings, d
 
 
 async def test_a_revised_memory_keeps_when_it_happened_and_who_wrote_it(app: App) -> None:
-    first = await app.service.store_memory("we met Sam at the harbour", occurred_at="2023-12-04T10:00:00Z", actor="alex")
+    first = await app.service.store_memory(
+        "we met Sam at the harbour", occurred_at="2023-12-04T10:00:00Z", actor="alex"
+    )
     old, new = await app.service.update_memory(first.memory.id, "we met Sam at the old harbour", None, None)
     assert (new.memory.occurred_at, new.memory.actor) == ("2023-12-04T10:00:00.000000Z", "alex")
     assert new.memory.created_at > old.created_at  # the row is new; what it records is not
@@ -256,13 +259,17 @@ async def test_an_upgraded_store_searches_its_earlier_memories_by_the_times_they
                               (2, "Sam: we went hiking yesterday", "2023-12-05T09:00:00.000000Z")]:
             conn.execute(
                 "INSERT INTO memories (seq, id, conversation_id, kind, content, content_hash, context, created_at,"
-                " occurred_at) VALUES (?, ?, ?, 'note', ?, ?, ?, ?, ?)", (seq, ids[seq], conv, text, f"h{seq}", text, at, at),
+                " occurred_at) VALUES (?, ?, ?, 'note', ?, ?, ?, ?, ?)",
+                (seq, ids[seq], conv, text, f"h{seq}", text, at, at),
             )
     settings = Settings.from_env({"OLLAMA_MCP_DB": str(db_path), "OLLAMA_HOST": fake_ollama.url})
     async with open_app(settings, background=False) as app:
-        assert sqlite3.connect(db_path).execute("SELECT count(*) FROM memories WHERE spoken_of IS NULL").fetchone() == (2,)
+        assert sqlite3.connect(db_path).execute("SELECT count(*) FROM memories WHERE spoken_of IS NULL").fetchone() == (
+            2,
+        )
         request = search_request("Sam hiking on 4 December 2023", conv, top_k=2)
-        assert [h.memory.id for h in (await app.service.search(request)).hits] == [ids[2], ids[1]]  # its text read meanwhile
+        # its text read meanwhile
+        assert [h.memory.id for h in (await app.service.search(request)).hits] == [ids[2], ids[1]]
         assert await app.indexer.times_step() is None
         assert sqlite3.connect(db_path).execute("SELECT id, spoken_of FROM memories ORDER BY seq").fetchall() == [
             (ids[1], ""), (ids[2], f"{day('2023-12-04')}/{day('2023-12-05')}"),
@@ -305,7 +312,8 @@ async def test_memories_stored_before_their_times_were_kept_are_found_by_them_an
     db.rows("UPDATE memories SET spoken_of = NULL")  # as the upgrade leaves the memories stored before it
     query = search_request("Sam hiking hills on 4 December 2023", top_k=4)
     first_two = {ids["2023-12-04"], ids["2023-12-05"]}
-    assert {h.memory.id for h in (await app.service.search(query)).hits[:2]} == first_two  # their text is read meanwhile
+    # their text is read meanwhile
+    assert {h.memory.id for h in (await app.service.search(query)).hits[:2]} == first_two
     monkeypatch.setattr(indexer, "TIMES_BATCH", 3)
     assert await app.indexer.times_step() == indexer.TIMES_PAUSE_SECONDS  # a whole batch: more may wait
     assert db.count("SELECT count(*) FROM memories WHERE spoken_of IS NULL") == 1
@@ -344,7 +352,8 @@ async def test_relative_words_in_a_query_are_read_against_the_reference_time_giv
 
 async def test_an_impossible_date_in_a_query_is_searched_without_a_window(app: App) -> None:
     ids = await _hikes(app)
-    february = await app.service.store_memory("hiking again", occurred_at="2023-02-10")  # what "February 2023" would lift
+    # what "February 2023" would lift
+    february = await app.service.store_memory("hiking again", occurred_at="2023-02-10")
     while await app.indexer.backfill_once():
         pass
     found = await app.service.search(search_request("Sam hiking hills on 31 February 2023", top_k=5))

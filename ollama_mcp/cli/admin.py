@@ -171,7 +171,9 @@ async def forget(
     """Delete one conversation, those idle for longer than ``older_than``, or all (with ``yes``),
     through the service's one delete path. Returns (id, name, memories) of each, and the total."""
     if everything and not yes and not dry_run:
-        raise InvalidInputError("--all", "deletes every conversation", "add --yes to confirm, or --dry-run to count first")
+        raise InvalidInputError(
+            "--all", "deletes every conversation", "add --yes to confirm, or --dry-run to count first"
+        )
     cutoff = None
     if older_than is not None:
         match = _AGE.match(older_than)

@@ -130,7 +130,9 @@ def _parser() -> argparse.ArgumentParser:
     which.add_argument("--older-than", metavar="AGE", help="conversations with no activity for AGE: 90d, 12w, 6m or 1y")
     which.add_argument("--all", action="store_true", help="every conversation (needs --yes)")
     forgetter.add_argument("--yes", action="store_true", help="confirm --all")
-    forgetter.add_argument("--dry-run", action="store_true", help="list and count what would be deleted; delete nothing")
+    forgetter.add_argument(
+        "--dry-run", action="store_true", help="list and count what would be deleted; delete nothing"
+    )
     auditor = commands.add_parser(
         "audit",
         help="show every write to the store: when, through which door, what, which ids (never the text)",
@@ -169,7 +171,9 @@ def _parser() -> argparse.ArgumentParser:
     )
     hook.add_argument("event", nargs="?", help="SessionStart, UserPromptSubmit, Stop or SessionEnd "
                       "(default: the payload's hook_event_name)")
-    migrator.add_argument("--to", required=True, metavar="DB", help="a postgresql:// URL or an absolute SQLite file path")
+    migrator.add_argument(
+        "--to", required=True, metavar="DB", help="a postgresql:// URL or an absolute SQLite file path"
+    )
     return parser
 
 
@@ -259,9 +263,16 @@ def _serve(settings: Settings | ConfigError) -> None:
 
 
 def _stdio_only(args: argparse.Namespace) -> None:
-    given = [flag for flag, value in (
-        ("--host", args.host), ("--port", args.port), ("--public-url", args.public_url), ("--stateless", args.stateless),
-    ) if value not in (None, False)]
+    given = [
+        flag
+        for flag, value in (
+            ("--host", args.host),
+            ("--port", args.port),
+            ("--public-url", args.public_url),
+            ("--stateless", args.stateless),
+        )
+        if value not in (None, False)
+    ]
     if given:
         raise ConfigError(f"{', '.join(given)} only apply to --http; add --http to serve over HTTP.")
 

@@ -133,7 +133,9 @@ class Principals:
     def holder(self, principal: str) -> AppHolder:
         found = self._holders.get(principal)
         if found is None:
-            settings = self._settings if isinstance(self._settings, ConfigError) else self._settings.for_principal(principal)
+            settings = (
+                self._settings if isinstance(self._settings, ConfigError) else self._settings.for_principal(principal)
+            )
             found = self._holders[principal] = AppHolder(settings)
             self._tasks.start_soon(found.run)
         return found

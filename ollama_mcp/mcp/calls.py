@@ -35,7 +35,9 @@ def reply(result: BaseModel) -> CallToolResult:
     model the text (most do) would pay for that whitespace on every call.
     """
     text = result.model_dump_json(exclude_none=True)
-    return CallToolResult(content=[TextContent(type="text", text=text)], structured_content=result.model_dump(mode="json"))
+    return CallToolResult(
+        content=[TextContent(type="text", text=text)], structured_content=result.model_dump(mode="json")
+    )
 
 
 def principals_of(ctx: Context) -> tuple[Principals, str]:

@@ -5,8 +5,8 @@ The rules, decided once at start:
 - Tokens exist (``ollama-mcp token create``): every request needs one (401 otherwise); each
   acts for its token's principal.
 - No tokens: only a loopback address may be bound, and every request acts for the settings'
-  principal (``local`` unless OLLAMA_MCP_PRINCIPAL says otherwise), as the stdio server does. Binding another address without tokens is refused with
-  the fix.
+  principal (``local`` unless OLLAMA_MCP_PRINCIPAL says otherwise), as the stdio server does.
+  Binding another address without tokens is refused with the fix.
 - Host and Origin must name this server (DNS rebinding protection, 421/403 otherwise); bodies
   are capped at ``MAX_BODY_BYTES`` (413); an MCP session idle for ``IDLE_SESSION_S`` is closed.
 """

@@ -89,7 +89,9 @@ class Sharing:
         key = inputs.conversation_id("conversation_id", conversation_id)
         if key is None:
             raise InvalidInputError(
-                "conversation_id", "is required", "pass the id of a conversation of yours (list_conversations shows them)"
+                "conversation_id",
+                "is required",
+                "pass the id of a conversation of yours (list_conversations shows them)",
             )
         to = inputs.principal("principal", grantee)
         level = inputs.share_access("access", access)
@@ -139,7 +141,9 @@ class Sharing:
         only what the caller may read there; else everywhere it may read."""
         if request.related_to is not None:
             allowed = await self.readable_beside(principal, request.related_to)
-            return await own.service.search(replace(request, filters=replace(request.filters, conversation_ids=allowed)))
+            return await own.service.search(
+                replace(request, filters=replace(request.filters, conversation_ids=allowed))
+            )
         return await self._search_everywhere(principal, own, request)
 
     async def _search_everywhere(self, principal: str, own: App, request: SearchRequest) -> SearchOutcome:

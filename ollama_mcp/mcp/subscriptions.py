@@ -81,7 +81,9 @@ def serve_live_updates(server: MCPServer, watches: Watches) -> None:
         try:
             with prompt_errors():
                 for i, uri in enumerate(uris):
-                    app, conversation = await _watch_target(principals, uri, f"notifications.resourceSubscriptions[{i}]")
+                    app, conversation = await _watch_target(
+                        principals, uri, f"notifications.resourceSubscriptions[{i}]"
+                    )
                     uris_of.setdefault(conversation, []).append(uri)
                     ids = ids_of.setdefault(app.store, set())
                     if conversation is None:
@@ -115,7 +117,9 @@ def serve_live_updates(server: MCPServer, watches: Watches) -> None:
     # (stdio, HTTP, the in-memory client) builds its options through this method.
     plain_options = lowlevel.create_initialization_options
 
-    def announce_list_changed(notification_options: NotificationOptions | None = None, *args: Any, **kwargs: Any) -> Any:
+    def announce_list_changed(
+        notification_options: NotificationOptions | None = None, *args: Any, **kwargs: Any
+    ) -> Any:
         return plain_options(notification_options or NotificationOptions(resources_changed=True), *args, **kwargs)
 
     lowlevel.create_initialization_options = announce_list_changed  # type: ignore[method-assign]

@@ -133,7 +133,7 @@ async def search_memories(
     actor: Annotated[str | None, Field(description="Only this participant's turns.")] = None,
     reference_time: Annotated[str | None, Field(description="Read 'last week' etc. from; default now.")] = None,
 ) -> Annotated[CallToolResult, SearchResults]:
-    """Find memories of this conversation by meaning and keywords, best first; earlier chats: search_all_conversations."""
+    """Find this conversation's memories by meaning and keywords, best first; other chats: search_all_conversations."""
     begin_search(ctx, query)
     async with tool_call(ctx, conversation_id) as app:
         request = search_request(

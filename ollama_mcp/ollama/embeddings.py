@@ -48,7 +48,12 @@ class Embedder:
     """Embeds documents and queries with one Ollama model."""
 
     def __init__(
-        self, client: OllamaClient, model: str, *, wait_timeout: float | None = None, head_start: HeadStart | None = None,
+        self,
+        client: OllamaClient,
+        model: str,
+        *,
+        wait_timeout: float | None = None,
+        head_start: HeadStart | None = None,
     ) -> None:
         self.client = client
         self.model = model
@@ -220,13 +225,18 @@ class Embedder:
 
 
 def given_vector(field: str, value: object) -> np.ndarray | None:
-    """A caller-supplied vector checked: finite, non-zero, as float32 as float32, scaled to unit length (vectors are compared by cosine)."""
+    """A caller-supplied vector checked: finite, non-zero, as float32, scaled to unit length
+    (vectors are compared by cosine)."""
     if value is None:
         return None
     if isinstance(value, str | bytes) or not isinstance(value, Sequence | np.ndarray) or len(value) == 0:
-        raise InvalidInputError(field, "must be a non-empty list of numbers", "pass the vector, or omit it to let Ollama compute it")
+        raise InvalidInputError(
+            field, "must be a non-empty list of numbers", "pass the vector, or omit it to let Ollama compute it"
+        )
     if len(value) > MAX_EMBEDDING_DIM:
-        raise InvalidInputError(field, f"has {len(value):,} numbers; the limit is {MAX_EMBEDDING_DIM:,}", "pass a real embedding or omit it")
+        raise InvalidInputError(
+            field, f"has {len(value):,} numbers; the limit is {MAX_EMBEDDING_DIM:,}", "pass a real embedding or omit it"
+        )
     try:
         vector = np.asarray(value)
     except (TypeError, ValueError):

@@ -336,7 +336,9 @@ class Agent:
             if "conversation_id" in args:
                 touched = inputs.conversation_id("conversation_id", args["conversation_id"])
             elif "memory_id" in args:
-                touched = (await self._store.get_memory(inputs.memory_id("memory_id", args["memory_id"]))).conversation_id
+                touched = (
+                    await self._store.get_memory(inputs.memory_id("memory_id", args["memory_id"]))
+                ).conversation_id
             else:
                 return
         except (InvalidInputError, NotFoundError):

@@ -22,7 +22,9 @@ class Archive:
     _store: Storage
     _indexer: Indexer
 
-    async def export_conversation(self, conversation_id: object, format: object = "markdown", page: object = 1) -> Export:
+    async def export_conversation(
+        self, conversation_id: object, format: object = "markdown", page: object = 1
+    ) -> Export:
         """One page (export.PAGE_ITEMS memories and messages) of a conversation as Markdown or JSON."""
         target = inputs.conversation_id("conversation_id", conversation_id)
         if target is None:
@@ -34,10 +36,16 @@ class Archive:
         conversation, memories, total = await self._store.conversation_snapshot(target, offset, export.PAGE_ITEMS)
         pages = max(1, math.ceil(total / export.PAGE_ITEMS))
         if number > pages:
-            raise InvalidInputError("page", f"is {number}, but the conversation has {pages} page(s)", f"pass 1 to {pages}")
+            raise InvalidInputError(
+                "page", f"is {number}, but the conversation has {pages} page(s)", f"pass 1 to {pages}"
+            )
         if format == "json":
-            return Export(conversation.id, "json", number, pages, None, export.conversation_json(conversation, memories))
-        return Export(conversation.id, "markdown", number, pages, export.markdown(conversation, memories, number, pages), None)
+            return Export(
+                conversation.id, "json", number, pages, None, export.conversation_json(conversation, memories)
+            )
+        return Export(
+            conversation.id, "markdown", number, pages, export.markdown(conversation, memories, number, pages), None
+        )
 
     async def snapshots(self, conversation_id: object = None) -> list[tuple[Conversation, list[Memory]]]:
         """Every conversation (or the one given) with all its memories, oldest conversation first."""

@@ -72,7 +72,9 @@ def _database(path: Path, model: str) -> tuple[list[Check], StoreSummary | None]
         checks.append(Check("schema", False, f"{path} was written by a newer ollama-mcp (schema "
                             f"{summary.schema_version}, this version knows {newest}); upgrade ollama-mcp."))
         return checks, None
-    note = "" if summary.schema_version == newest else f"; it will be upgraded from {summary.schema_version} on first use"
+    note = (
+        "" if summary.schema_version == newest else f"; it will be upgraded from {summary.schema_version} on first use"
+    )
     memories = sum(summary.memories.values())
     checks.append(Check("database", True, f"{path}: {memories:,} memories, schema {newest}{note}"))
     return checks, summary
@@ -130,19 +132,30 @@ def _postgres(url: str, model: str) -> tuple[list[Check], StoreSummary | None]:
         checks.append(Check("schema", False, f"{where} was written by a newer ollama-mcp (schema "
                             f"{summary.schema_version}, this version knows {newest}); upgrade ollama-mcp."))
         return checks, None
-    note = "" if summary.schema_version == newest else f"; it will be upgraded from {summary.schema_version} on first use"
+    note = (
+        "" if summary.schema_version == newest else f"; it will be upgraded from {summary.schema_version} on first use"
+    )
     checks.append(Check("database", True, f"{where}: {sum(summary.memories.values()):,} memories, "
                         f"schema {summary.schema_version}{note}"))
     for index_model, dim, facet, ready in found.vector_indexes:
         if not ready:
-            checks.append(Check("index", False, f"the HNSW index of {index_model!r} ({dim} dimensions, {facet}) is not valid "
-                                "(a build was interrupted); searches by meaning of that model scan every vector. "
-                                "Run `REINDEX TABLE memory_embeddings;` on the database.", blocking=False))
+            checks.append(
+                Check(
+                    "index",
+                    False,
+                    f"the HNSW index of {index_model!r} ({dim} dimensions, {facet}) is not valid "
+                    "(a build was interrupted); searches by meaning of that model scan every vector. "
+                    "Run `REINDEX TABLE memory_embeddings;` on the database.",
+                    blocking=False,
+                )
+            )
     return checks, summary
 
 
 async def _ollama(settings: Settings, summary: StoreSummary | None) -> list[Check]:
-    client = OllamaClient(settings.ollama_host, timeout=settings.embed_timeout, connect_timeout=settings.connect_timeout)
+    client = OllamaClient(
+        settings.ollama_host, timeout=settings.embed_timeout, connect_timeout=settings.connect_timeout
+    )
     embedder = Embedder(client, settings.embed_model)
     try:
         try:
@@ -164,8 +177,15 @@ async def _ollama(settings: Settings, summary: StoreSummary | None) -> list[Chec
                             "name. Pull the original model again, or set OLLAMA_MCP_EMBED_MODEL to a new name so "
                             "every memory is embedded again."))
     if summary.pending:
-        checks.append(Check("pending", True, f"{summary.pending:,} memories wait for their vectors; the server "
-                            "embeds them in the background while it runs (or run `ollama-mcp reembed`)", blocking=False))
+        checks.append(
+            Check(
+                "pending",
+                True,
+                f"{summary.pending:,} memories wait for their vectors; the server "
+                "embeds them in the background while it runs (or run `ollama-mcp reembed`)",
+                blocking=False,
+            )
+        )
     waiting = summary.jobs.get("queued", 0) + summary.jobs.get("running", 0)
     if waiting:
         checks.append(Check("jobs", True, f"{waiting:,} background job(s) (summaries, compaction) wait to run; "

@@ -181,11 +181,17 @@ def _read_memory(path: str, raw: object, conversation_id: str) -> Memory:
         raise InvalidInputError(f"{path}.tool_calls", "must be a list of objects", "fix the file")
     superseded = raw.get("superseded_by")
     return Memory(
-        id=_uuid(f"{path}.id", raw.get("id")), seq=0, conversation_id=conversation_id, kind=kind,
+        id=_uuid(f"{path}.id", raw.get("id")),
+        seq=0,
+        conversation_id=conversation_id,
+        kind=kind,
         content=inputs.text(f"{path}.content", raw.get("content"), 10_000_000, what="memory text"),
-        tags=inputs.tags(f"{path}.tags", raw.get("tags")), metadata=inputs.metadata(f"{path}.metadata", raw.get("metadata")),
-        created_at=_time(f"{path}.created_at", raw.get("created_at")), role=role,
-        actor=inputs.optional_name(f"{path}.actor", raw.get("actor")), tool_calls=tuple(tool_calls),
+        tags=inputs.tags(f"{path}.tags", raw.get("tags")),
+        metadata=inputs.metadata(f"{path}.metadata", raw.get("metadata")),
+        created_at=_time(f"{path}.created_at", raw.get("created_at")),
+        role=role,
+        actor=inputs.optional_name(f"{path}.actor", raw.get("actor")),
+        tool_calls=tuple(tool_calls),
         tool_call_id=_optional_text(f"{path}.tool_call_id", raw.get("tool_call_id")),
         superseded_by=None if superseded is None else _uuid(f"{path}.superseded_by", superseded),
         # An export written before occurred_at existed: the memory happened when it was stored.

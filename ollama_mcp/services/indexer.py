@@ -155,7 +155,9 @@ class Indexer:
                 both = memory.context == memory.content
                 facets: tuple[Facet, ...] = ("content", "context") if both else ("content",)
                 if ahead is not None and ahead.text_of(memory):
-                    await self._store_vectors([(memory, facet) for facet in facets], (await ahead.result())[:len(facets)])
+                    await self._store_vectors(
+                        [(memory, facet) for facet in facets], (await ahead.result())[: len(facets)]
+                    )
                 else:
                     await self._embed_and_store([(memory, facets)], waited=True)
                 if not both:
@@ -236,7 +238,9 @@ class Indexer:
 
         async def rank() -> None:
             try:
-                found.extend(await self.ranker.search(text, vector, filters, conversation_key, top_k, threshold, window))
+                found.extend(
+                    await self.ranker.search(text, vector, filters, conversation_key, top_k, threshold, window)
+                )
             except Exception as exc:  # re-raised below as itself, not in an exception group
                 failures.append(exc)
                 tasks.cancel_scope.cancel()

@@ -3,7 +3,8 @@
 A job is a row before it is work: queuing it commits with the change that asked for it (ending a
 conversation queues its summary in the same transaction), so a crash cannot lose it. A worker
 claims a job under a short lease and renews it while it works; if the process dies, the lease
-lapses within seconds and this process (after a restart) or another one resumes the job. Failures are retried with exponential backoff:
+lapses within seconds and this process (after a restart) or another one resumes the job.
+Failures are retried with exponential backoff:
 
 - Ollama unreachable or the model not pulled: the job *waits* (its ``last_error`` says why) and
   is retried for as long as it takes; the user may start Ollama or pull the model next week.

@@ -144,7 +144,9 @@ class ConversationLifecycle(Archive):
         self, conversation_id: object, limit: object = 20, before: object = None
     ) -> tuple[str, list[Memory], bool]:
         """``history`` with the conversation's id and whether earlier messages exist."""
-        target = inputs.conversation_id("conversation_id", conversation_id) or await self.service.current_conversation_id()
+        target = (
+            inputs.conversation_id("conversation_id", conversation_id) or await self.service.current_conversation_id()
+        )
         if target is None:
             raise InvalidInputError(
                 "conversation_id", "is missing and no conversation is current", "pass the conversation to read"
@@ -155,7 +157,9 @@ class ConversationLifecycle(Archive):
         if before is not None:
             anchor = await self._store.get_memory(inputs.memory_id("before", before))
             if anchor.conversation_id != target or anchor.kind != "message":
-                raise InvalidInputError("before", "is not a message of this conversation", "pass a message id it returned")
+                raise InvalidInputError(
+                    "before", "is not a message of this conversation", "pass a message id it returned"
+                )
             before_seq = anchor.seq
         found = await self._store.messages(target, count + 1, before_seq)
         return target, found[-count:], len(found) > count
@@ -267,7 +271,9 @@ class ConversationLifecycle(Archive):
         order they first spoke."""
         target = inputs.conversation_id("conversation_id", conversation_id)
         if target is None:
-            raise InvalidInputError("conversation_id", "is required", "pass the conversation whose participants to list")
+            raise InvalidInputError(
+                "conversation_id", "is required", "pass the conversation whose participants to list"
+            )
         await self._store.get_conversation(target)
         return await self._store.participants(target)
 
@@ -316,7 +322,9 @@ class ConversationLifecycle(Archive):
         )
         # It covers every turn read, and the rolling summary it was given the earlier ones.
         through = max((m.seq for m in current if m.kind == "message"), default=conversation.summarized_through)
-        gone, contexts = await self._store.finish_job(job, now, summary=summary, retire=self._retire(conversation, through))
+        gone, contexts = await self._store.finish_job(
+            job, now, summary=summary, retire=self._retire(conversation, through)
+        )
         await self._indexer.removed(gone, contexts=contexts)
         self._indexer.added()
 
@@ -410,7 +418,11 @@ class ConversationLifecycle(Archive):
         turns it covers (their rows stay, as digests, and so do their facts): a conversation that
         wants facts has them extracted first. (An ephemeral retention deletes the turns, and a
         fact goes with the memory it came from: its facts come from its notes.)"""
-        if self._facts is not None and self._facts.wanted(conversation) and self.retention(conversation) == "audit-only":
+        if (
+            self._facts is not None
+            and self._facts.wanted(conversation)
+            and self.retention(conversation) == "audit-only"
+        ):
             await self._facts.catch_up(conversation.id)
 
     def _require_summarizer(self) -> Summarizer:

@@ -95,7 +95,9 @@ class MemoryService:
 
     # -- conversations --------------------------------------------------------------------------
 
-    async def init_conversation(self, name: object = None, metadata: object = None, follows: object = None) -> Conversation:
+    async def init_conversation(
+        self, name: object = None, metadata: object = None, follows: object = None
+    ) -> Conversation:
         """A new conversation, made current; ``follows``: the id of the conversation it continues."""
         meta = inputs.conversation_metadata("metadata", metadata)
         earlier = inputs.conversation_id("follows", follows)
@@ -108,7 +110,8 @@ class MemoryService:
             )
         if meta.get("facts") is True and not self._summaries:
             raise InvalidInputError(
-                "metadata.facts", "is true, but no chat model is configured (OLLAMA_MCP_CHAT_MODEL=none) to extract them",
+                "metadata.facts",
+                "is true, but no chat model is configured (OLLAMA_MCP_CHAT_MODEL=none) to extract them",
                 "set OLLAMA_MCP_CHAT_MODEL to a chat model such as qwen2.5:3b, or leave facts out",
             )
         now = datetime.now(UTC)
@@ -277,7 +280,9 @@ class MemoryService:
         tag_list = None if tags is None else inputs.tags("tags", tags)
         meta = None if metadata is None else inputs.metadata("metadata", metadata)
         if text is None and tag_list is None and meta is None:
-            raise InvalidInputError("content", "tags and metadata are all missing", "pass at least one of them to change")
+            raise InvalidInputError(
+                "content", "tags and metadata are all missing", "pass at least one of them to change"
+            )
         now = utc_now()
 
         def revise(old: Memory) -> Memory:
@@ -336,11 +341,17 @@ class MemoryService:
             conversation = None  # the server's own current conversation: search them all
         filters = replace(request.filters, conversation_id=None if conversation is None else conversation.id)
         hits, by_meaning, notice = await self._indexer.search(
-            request.query, filters, None if conversation is None else conversation.key, request.top_k, request.threshold,
+            request.query,
+            filters,
+            None if conversation is None else conversation.key,
+            request.top_k,
+            request.threshold,
             _window(request),
         )
         if conversation is not None and await self._others_exist(conversation.id):
-            notice = _joined(notice, "Only this conversation was searched; search_all_conversations recalls the others.")
+            notice = _joined(
+                notice, "Only this conversation was searched; search_all_conversations recalls the others."
+            )
         return _outcome(hits, by_meaning, notice, started, "all" if conversation is None else "conversation")
 
     async def _search_related(self, request: SearchRequest, started: float) -> SearchOutcome:

@@ -36,7 +36,8 @@ def token_name(field: str, raw: str) -> str:
     name = raw.strip()
     if not _NAME.fullmatch(name):
         raise InvalidInputError(
-            field, f"must be 1-64 letters, digits, dots, dashes or underscores, starting with a letter or digit; got {raw!r}",
+            field,
+            f"must be 1-64 letters, digits, dots, dashes or underscores, starting with a letter or digit; got {raw!r}",
             "name the token after who holds it, such as alice-laptop",
         )
     return name

@@ -31,7 +31,9 @@ class CopyReport:
     totals: dict[str, int] = field(default_factory=dict)  # what the source holds, counted
 
 
-async def copy_store(source: Storage, target: Storage, progress: Callable[[int, int], None] | None = None) -> CopyReport:
+async def copy_store(
+    source: Storage, target: Storage, progress: Callable[[int, int], None] | None = None
+) -> CopyReport:
     """Copy everything in ``source`` into ``target``; then check the counts (``StorageError`` on a difference)."""
     report = CopyReport()
     ids = await source.conversation_ids()

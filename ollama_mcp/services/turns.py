@@ -39,11 +39,15 @@ def parse_turns(field: str, value: object, max_chars: int) -> list[Turn]:
     if not isinstance(value, list) or not value:
         raise InvalidInputError(field, "must be a non-empty list of turns", f"pass e.g. {shape}")
     if len(value) > MAX_TURNS:
-        raise InvalidInputError(field, f"holds {len(value)} turns, more than {MAX_TURNS}", "send them in several calls, in order")
+        raise InvalidInputError(
+            field, f"holds {len(value)} turns, more than {MAX_TURNS}", "send them in several calls, in order"
+        )
     turns = []
     for index, item in enumerate(value):
         if not isinstance(item, dict):
-            raise InvalidInputError(f"{field}[{index}]", "must be an object with role and content", f"pass e.g. {shape}")
+            raise InvalidInputError(
+                f"{field}[{index}]", "must be an object with role and content", f"pass e.g. {shape}"
+            )
         turns.append(parse_turn(f"{field}[{index}].", item, max_chars))
     return turns
 
@@ -52,7 +56,9 @@ def parse_turn(at: str, item: dict[str, Any], max_chars: int) -> Turn:
     """One turn checked, its fields named with the prefix ``at`` (``messages[2].``, or none)."""
     unknown = sorted(set(item) - _TURN_KEYS)
     if unknown:
-        raise InvalidInputError(f"{at}{unknown[0]}", "is not a field of a turn", f"use only {', '.join(sorted(_TURN_KEYS))}")
+        raise InvalidInputError(
+            f"{at}{unknown[0]}", "is not a field of a turn", f"use only {', '.join(sorted(_TURN_KEYS))}"
+        )
     role = item.get("role")
     if role not in ROLES:
         raise InvalidInputError(f"{at}role", f"must be one of {', '.join(ROLES)}", "pass who spoke")
@@ -62,14 +68,18 @@ def parse_turn(at: str, item: dict[str, Any], max_chars: int) -> Turn:
     calls = item.get("tool_calls") or []
     if not isinstance(calls, list) or len(calls) > MAX_TOOL_CALLS or not all(isinstance(c, dict) for c in calls):
         raise InvalidInputError(
-            f"{at}tool_calls", f"must be a list of at most {MAX_TOOL_CALLS} objects", "pass the calls as the model made them"
+            f"{at}tool_calls",
+            f"must be a list of at most {MAX_TOOL_CALLS} objects",
+            "pass the calls as the model made them",
         )
     if calls:
         inputs.metadata(f"{at}tool_calls", {"calls": calls})  # JSON a store can keep, within its limits
     call_id = item.get("tool_call_id")
     if call_id is not None and (not isinstance(call_id, str) or not 0 < len(call_id) <= MAX_TOOL_CALL_ID_CHARS):
         raise InvalidInputError(
-            f"{at}tool_call_id", f"must be a text of 1-{MAX_TOOL_CALL_ID_CHARS} characters", "pass the id of the call it answers"
+            f"{at}tool_call_id",
+            f"must be a text of 1-{MAX_TOOL_CALL_ID_CHARS} characters",
+            "pass the id of the call it answers",
         )
     happened = inputs.occurred_at(f"{at}occurred_at", item.get("occurred_at"))
     return Turn(role, content, actor, tuple(calls), call_id, to, happened)

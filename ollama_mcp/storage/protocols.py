@@ -1,7 +1,8 @@
-"""The storage seam (``Storage``, and ``Ranker`` for search): what the layers above storage (service, lifecycle, agent, jobs, and the
-embedding half of the indexer) may ask of a backend. Each backend implements all of it with the
-same results and the same errors (``errors.StorageError`` and its kin, ``NotFoundError``s,
-``ConversationClosedError``), so nothing above this seam branches on the backend.
+"""The storage seam (``Storage``, and ``Ranker`` for search): what the layers above storage
+(service, lifecycle, agent, jobs, and the embedding half of the indexer) may ask of a backend.
+Each backend implements all of it with the same results and the same errors
+(``errors.StorageError`` and its kin, ``NotFoundError``s, ``ConversationClosedError``), so
+nothing above this seam branches on the backend.
 
 ``store.Store`` is the SQLite implementation. What the SQLite backend's in-memory ranking reads
 besides (``search_reads``, ``keyword_rows``, ``keyword_snapshot``, ``tokenize``, ``vector_snapshot``,
@@ -114,7 +115,9 @@ class Storage(Protocol):
         """The ``limit`` other conversations whose end summaries are most like this one's by the
         cosine of their ``model`` vectors, best first; None while its own has no such vector."""
 
-    async def set_similar(self, conversation_id: str, similar: Sequence[tuple[str, RelationKind, float]], now: str) -> None:
+    async def set_similar(
+        self, conversation_id: str, similar: Sequence[tuple[str, RelationKind, float]], now: str
+    ) -> None:
         """Replace the related and duplicate links this conversation recorded with ``similar``
         (other id, kind, score), in one transaction; a follow-up link keeps its kind and gets
         the score. Others deleted meanwhile are skipped."""

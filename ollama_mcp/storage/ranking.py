@@ -1,6 +1,7 @@
 """What every backend's ranking shares (no I/O of its own: ``choose`` reads memories through the
-reader a backend passes): the tuning knobs, the query's words, and the fusion of ranked lists. The SQLite ranker (``search``) and PostgreSQL's (``postgres.search``)
-both rank with these, so a LoCoMo figure measured on one describes the other's ranking too."""
+reader a backend passes): the tuning knobs, the query's words, and the fusion of ranked lists.
+The SQLite ranker (``sqlite.search``) and PostgreSQL's (``postgres.search``) both rank with
+these, so a LoCoMo figure measured on one describes the other's ranking too."""
 
 from __future__ import annotations
 

@@ -174,8 +174,14 @@ async def delete_memory(request: Request) -> Response:
     app = _app(request)
     memory = await app.store.get_memory(request.path_params["memory_id"])
     page = f"/conversations/{memory.conversation_id}"
-    return await _after_confirming(request, lambda: app.service.delete_memory(memory.id), page, (page, "memory-deleted"),
-                                   what="memory", memory=memory)
+    return await _after_confirming(
+        request,
+        lambda: app.service.delete_memory(memory.id),
+        page,
+        (page, "memory-deleted"),
+        what="memory",
+        memory=memory,
+    )
 
 
 async def end_conversation(request: Request) -> Response:

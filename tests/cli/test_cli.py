@@ -28,7 +28,9 @@ from tests.mcp.test_tools import call
 SCRIPT = Path(sys.executable).parent / "ollama-mcp"
 
 
-def run(db: Database, fake: FakeOllama, *args: str, stdin: str | None = None, **extra: str) -> subprocess.CompletedProcess[str]:
+def run(
+    db: Database, fake: FakeOllama, *args: str, stdin: str | None = None, **extra: str
+) -> subprocess.CompletedProcess[str]:
     env = {"PATH": os.environ.get("PATH", ""), "HOME": "/nonexistent", "OLLAMA_HOST": fake.url,
            "OLLAMA_MCP_DB": db.url, "OLLAMA_MCP_EMBED_TIMEOUT": "2", **extra}
     return subprocess.run([str(SCRIPT), *args], capture_output=True, text=True, timeout=120, env=env, cwd="/",
@@ -145,14 +147,18 @@ def test_an_export_onto_the_database_or_its_companion_files_is_refused_before_th
     assert Path(db.url).read_bytes() == before
 
 
-def test_reembed_fills_missing_vectors_with_another_model_and_force_recomputes(db: Database, fake_ollama: FakeOllama) -> None:
+def test_reembed_fills_missing_vectors_with_another_model_and_force_recomputes(
+    db: Database, fake_ollama: FakeOllama
+) -> None:
     fill(db, fake_ollama)
     fake_ollama.models["all-minilm"] = FakeModel(dim=64, family="bert")
     done = run(db, fake_ollama, "reembed", "--model", "all-minilm")
     assert done.returncode == 0, done.stderr
     assert "embedded 4 memories with all-minilm" in done.stdout
     assert "\r" not in done.stderr  # no progress line when not on a terminal
-    assert rows(db, "SELECT count(DISTINCT memory_seq), min(dim) FROM memory_embeddings WHERE model = 'all-minilm'") == [(4, 64)]
+    assert rows(
+        db, "SELECT count(DISTINCT memory_seq), min(dim) FROM memory_embeddings WHERE model = 'all-minilm'"
+    ) == [(4, 64)]
     assert "embedded 0 memories" in run(db, fake_ollama, "reembed", "--model", "all-minilm").stdout
     before = rows(db, "SELECT max(id) FROM memory_embeddings")[0][0]
     forced = run(db, fake_ollama, "reembed", "--model", "all-minilm", "--force")
@@ -177,7 +183,9 @@ def test_prune_dry_run_lists_and_prune_deletes_expired_conversations(db: Databas
     assert "would delete 1 conversation(s)" in dry.stdout and f"{conv}  trip" in dry.stdout
     assert rows(db, "SELECT count(*) FROM conversations") == [(1,)]
     assert "deleted 1 conversation(s)" in run(db, fake_ollama, "prune").stdout
-    assert rows(db, "SELECT count(*) FROM conversations") == [(0,)] and rows(db, "SELECT count(*) FROM memories") == [(0,)]
+    assert rows(db, "SELECT count(*) FROM conversations") == [(0,)] and rows(db, "SELECT count(*) FROM memories") == [
+        (0,)
+    ]
 
 
 @pytest.mark.parametrize(("command", "phrase"), [
@@ -212,7 +220,10 @@ def test_doctor_warns_about_a_missing_chat_model_without_failing(db: Database, f
     del fake_ollama.models["qwen2.5:3b"]
     done = run(db, fake_ollama, "doctor")
     assert done.returncode == 0, done.stdout
-    assert "warn chat         Ollama at " in done.stdout and "does not have the model 'qwen2.5:3b'; run `ollama pull qwen2.5:3b`" in done.stdout
+    assert (
+        "warn chat         Ollama at " in done.stdout
+        and "does not have the model 'qwen2.5:3b'; run `ollama pull qwen2.5:3b`" in done.stdout
+    )
 
 
 def test_the_progress_line_shows_count_percent_and_eta_on_a_terminal_only() -> None:
@@ -316,11 +327,17 @@ def test_forget_older_than_counts_first_then_deletes_only_the_idle_conversations
     assert rows(db, "SELECT id FROM conversations") == [(recent,)]
 
 
-@pytest.mark.parametrize(("args", "said"), [
-    (["--all"], "--all: deletes every conversation; add --yes to confirm"),
-    (["--older-than", "soon"], "--older-than: is 'soon'; give an age such as 90d"),
-    (["--conversation", "11111111-1111-4111-8111-111111111111"], "no conversation 11111111-1111-4111-8111-111111111111"),
-])
+@pytest.mark.parametrize(
+    ("args", "said"),
+    [
+        (["--all"], "--all: deletes every conversation; add --yes to confirm"),
+        (["--older-than", "soon"], "--older-than: is 'soon'; give an age such as 90d"),
+        (
+            ["--conversation", "11111111-1111-4111-8111-111111111111"],
+            "no conversation 11111111-1111-4111-8111-111111111111",
+        ),
+    ],
+)
 def test_forget_refuses_what_it_cannot_do_safely_and_deletes_nothing(
     db: Database, fake_ollama: FakeOllama, args: list[str], said: str
 ) -> None:
@@ -334,7 +351,9 @@ def test_forget_all_with_yes_leaves_an_empty_store(db: Database, fake_ollama: Fa
     fill(db, fake_ollama)
     done = run(db, fake_ollama, "forget", "--all", "--yes")
     assert done.returncode == 0 and done.stdout.startswith("deleted 1 conversation(s) with 4 memories")
-    assert rows(db, "SELECT count(*) FROM memories") == [(0,)] and rows(db, "SELECT count(*) FROM conversations") == [(0,)]
+    assert rows(db, "SELECT count(*) FROM memories") == [(0,)] and rows(db, "SELECT count(*) FROM conversations") == [
+        (0,)
+    ]
 
 
 @pytest.mark.anyio

@@ -121,7 +121,14 @@ async def test_an_interrupted_copy_is_resumed_by_running_it_again(
             await check_counts(source, target, ids[1:])
         report = await copy_store(source, target)
         assert (report.conversations, report.memories) == (1, 4)
-        assert report.totals == {"conversations": 2, "memories": 8, "vectors": 16, "jobs": 2, "audit": 1, "relations": 2}
+        assert report.totals == {
+            "conversations": 2,
+            "memories": 8,
+            "vectors": 16,
+            "jobs": 2,
+            "audit": 1,
+            "relations": 2,
+        }
         assert report.relations == 2
         assert Database("postgres", postgres_url).rows(hnsw) == [(2,)]  # content and context
     finally:
@@ -202,7 +209,9 @@ async def test_migrate_copies_every_principals_memory_the_tokens_that_keep_worki
         await target.aclose()
     # a token revoked at the source after the copy is revoked by the next run, which adds nothing else
     await admin.revoke_token(first, "bob-phone")
-    again = await anyio.to_thread.run_sync(lambda: cli(str(first.db_path), fake_ollama, "migrate", "--to", postgres_url))
+    again = await anyio.to_thread.run_sync(
+        lambda: cli(str(first.db_path), fake_ollama, "migrate", "--to", postgres_url)
+    )
     assert again.returncode == 0, again.stderr
     assert "(principal alice): 0 new conversation(s), 0 new memories" in again.stdout
     assert "copied 0 new token(s) and 0 new share(s)" in again.stdout

@@ -98,12 +98,18 @@ async def test_every_tool_works_over_http_as_over_stdio(settings: Settings, mode
     async with serving(settings) as url, client(url, mode=mode) as mcp:
         assert "ask_agent" in {tool.name for tool in (await mcp.list_tools()).tools}
         conversation = (await call(mcp, "init_conversation", name="over http"))["conversation_id"]
-        stored = await call(mcp, "store_memory", content="The deploy key rotates every Monday", conversation_id=conversation)
+        stored = await call(
+            mcp, "store_memory", content="The deploy key rotates every Monday", conversation_id=conversation
+        )
         assert stored["embedding_status"] == "embedded"
-        found = await call(mcp, "search_memories", query="when does the deploy key rotate", conversation_id=conversation)
+        found = await call(
+            mcp, "search_memories", query="when does the deploy key rotate", conversation_id=conversation
+        )
         assert [hit["memory_id"] for hit in found["results"]][:1] == [stored["memory_id"]]
         assert found["mode"] == "hybrid"
-        updated = await call(mcp, "update_memory", memory_id=stored["memory_id"], content="The deploy key rotates on Fridays")
+        updated = await call(
+            mcp, "update_memory", memory_id=stored["memory_id"], content="The deploy key rotates on Fridays"
+        )
         assert updated["memory_id"] != stored["memory_id"]
         exported = await call(mcp, "export_conversation", conversation_id=conversation)
         assert "rotates on Fridays" in exported["markdown"]
@@ -159,7 +165,9 @@ async def test_a_token_without_a_session_keeps_its_current_conversation_on_every
         anonymous = (await call(on_first, "store_memory", content="After the end"))["conversation_id"]
         assert anonymous != begun
         assert (await call(on_second, "store_memory", content="Also after"))["conversation_id"] == anonymous
-        assert db.rows("SELECT client, conversation_id FROM current_conversations") == [("token:alice-laptop", anonymous)]
+        assert db.rows("SELECT client, conversation_id FROM current_conversations") == [
+            ("token:alice-laptop", anonymous)
+        ]
         await call(on_first, "delete_conversation", conversation_id=anonymous)
         assert (await call(on_second, "get_conversation_id"))["current"] is None
     assert db.rows("SELECT client, conversation_id FROM current_conversations") == []
@@ -422,7 +430,9 @@ async def test_token_names_and_principals_are_checked_before_anything_is_kept(se
         await admin.create_token(settings, "alice", None)
     with pytest.raises(InvalidInputError, match="NAME: names no active token"):
         await admin.revoke_token(settings, "nobody")
-    assert [(t.name, t.principal, t.revoked_at) for t in await admin.list_tokens(settings)] == [("alice", "alice", None)]
+    assert [(t.name, t.principal, t.revoked_at) for t in await admin.list_tokens(settings)] == [
+        ("alice", "alice", None)
+    ]
     await admin.revoke_token(settings, "alice")
     _, again = await admin.create_token(settings, "alice", None)  # a revoked name may be given again
     listed = await admin.list_tokens(settings)
@@ -545,7 +555,9 @@ async def test_on_postgresql_the_database_itself_refuses_another_principals_rows
     server_role, name = f"memory_server_{uuid.uuid4().hex[:8]}", f"test_{uuid.uuid4().hex[:12]}"
     with psycopg.connect(postgres_server, autocommit=True) as superuser:
         superuser.execute(sql.SQL("CREATE ROLE {} LOGIN CREATEROLE").format(sql.Identifier(server_role)))
-        superuser.execute(sql.SQL("CREATE DATABASE {} OWNER {}").format(sql.Identifier(name), sql.Identifier(server_role)))
+        superuser.execute(
+            sql.SQL("CREATE DATABASE {} OWNER {}").format(sql.Identifier(name), sql.Identifier(server_role))
+        )
     with psycopg.connect(with_database(postgres_server, name), autocommit=True) as superuser:
         superuser.execute("CREATE EXTENSION vector")  # once per database, by a superuser: pgvector is not trusted
     url = make_conninfo(with_database(postgres_server, name), user=server_role)

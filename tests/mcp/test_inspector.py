@@ -61,10 +61,15 @@ def test_the_inspector_cli_lists_and_calls_every_tool(db_path: Path, fake_ollama
     assert tool(db_path, fake_ollama, "get_conversation_id")["current"] is None  # a fresh process
     listed_conversations = tool(db_path, fake_ollama, "list_conversations", status="active")["conversations"]
     assert [c["conversation_id"] for c in listed_conversations] == [conv]
-    updated = tool(db_path, fake_ollama, "update_memory", memory_id=stored["memory_id"], content="The Inspector fixed this")
+    updated = tool(
+        db_path, fake_ollama, "update_memory", memory_id=stored["memory_id"], content="The Inspector fixed this"
+    )
     assert updated["previous_id"] == stored["memory_id"] and updated["memory_id"] != stored["memory_id"]
     exported = tool(db_path, fake_ollama, "export_conversation", conversation_id=conv)
-    assert "The Inspector fixed this" in exported["markdown"] and f"replaced by {updated['memory_id']}" in exported["markdown"]
+    assert (
+        "The Inspector fixed this" in exported["markdown"]
+        and f"replaced by {updated['memory_id']}" in exported["markdown"]
+    )
     # The fake chat model answers "ok" without calling tools: one step, question and answer saved.
     asked = tool(db_path, fake_ollama, "ask_agent", query="what did the Inspector store?", conversation_id=conv)
     assert (asked["response"], asked["steps"], asked["conversation_id"]) == ("ok", 1, conv)
@@ -85,7 +90,9 @@ def test_the_inspector_cli_reads_resources_and_gets_the_context_prompt(db_path: 
     index = inspect(db_path, fake_ollama, "--method", "resources/read", "--uri", "memory://conversations")
     assert f"memory://conversations/{conv}" in index["contents"][0]["text"]
     page = inspect(db_path, fake_ollama, "--method", "resources/read", "--uri", f"memory://conversations/{conv}")
-    assert "# resourceful" in page["contents"][0]["text"] and "Resources list conversations" in page["contents"][0]["text"]
+    assert (
+        "# resourceful" in page["contents"][0]["text"] and "Resources list conversations" in page["contents"][0]["text"]
+    )
     templates = inspect(db_path, fake_ollama, "--method", "resources/templates/list")["resourceTemplates"]
     assert {t["uriTemplate"] for t in templates} == {
         "memory://conversations/{conversation_id}", "memory://conversations/{conversation_id}/page/{page}",

@@ -135,7 +135,10 @@ async def test_a_2025_client_subscribes_hears_updates_and_list_changes_and_unsub
         inbox.clear()
         await call(writer, "init_conversation", name="another")
         got = await wait_for(inbox, 2)
-        assert sorted(type(n).__name__ for n in got) == ["ResourceListChangedNotification", "ResourceUpdatedNotification"]
+        assert sorted(type(n).__name__ for n in got) == [
+            "ResourceListChangedNotification",
+            "ResourceUpdatedNotification",
+        ]
         assert [n.params.uri for n in got if isinstance(n, ResourceUpdatedNotification)] == ["memory://conversations"]
         assert any(isinstance(n, ResourceListChangedNotification) for n in got)
         inbox.clear()

@@ -48,9 +48,14 @@ async def test_a_conversation_shared_to_read_is_readable_by_its_grantee_alone_an
         listed = (await call(bob, "list_conversations"))["conversations"]
         assert {(c["conversation_id"], c.get("owner"), c.get("access")) for c in listed} == {
             (own, None, None), (conversation, "alice", "read")}
-        found = await call(bob, "search_memories", query="when does the release freeze start", conversation_id=conversation)
+        found = await call(
+            bob, "search_memories", query="when does the release freeze start", conversation_id=conversation
+        )
         assert [hit["memory_id"] for hit in found["results"]] == [memory]
-        assert "freeze starts on the 14th" in (await call(bob, "export_conversation", conversation_id=conversation))["markdown"]
+        assert (
+            "freeze starts on the 14th"
+            in (await call(bob, "export_conversation", conversation_id=conversation))["markdown"]
+        )
         assert "freeze starts on the 14th" in _text(await bob.read_resource(f"memory://conversations/{conversation}"))
         prompt = await bob.get_prompt("build_context", {"conversation_id": conversation, "query": "release freeze"})
         assert any("freeze starts on the 14th" in m.content.text for m in prompt.messages)  # type: ignore[union-attr]
@@ -64,7 +69,9 @@ async def test_a_conversation_shared_to_read_is_readable_by_its_grantee_alone_an
             assert f"only its owner may {doing}; ask alice." in await error(
                 bob, tool, conversation_id=conversation, **arguments), tool
         # Bob's search of everything finds it beside his own memory (each list ranked in its own store).
-        bobs = (await call(bob, "store_memory", content="My release freeze checklist is in the wiki", conversation_id=own))
+        bobs = await call(
+            bob, "store_memory", content="My release freeze checklist is in the wiki", conversation_id=own
+        )
         everywhere = await call(bob, "search_all_conversations", query="release freeze")
         assert [hit["memory_id"] for hit in everywhere["results"]] == [bobs["memory_id"], memory]
         assert memory not in {hit["memory_id"] for hit in
@@ -75,7 +82,9 @@ async def test_a_conversation_shared_to_read_is_readable_by_its_grantee_alone_an
                                 ("store_memory", {"content": "slipped in"}), ("end_conversation", {})):
             assert f"no conversation {conversation} exists" in await error(
                 carol, tool, conversation_id=conversation, **arguments), tool
-        assert conversation not in {c["conversation_id"] for c in (await call(carol, "list_conversations"))["conversations"]}
+        assert conversation not in {
+            c["conversation_id"] for c in (await call(carol, "list_conversations"))["conversations"]
+        }
         with pytest.raises(MCPError):
             await carol.read_resource(f"memory://conversations/{conversation}")
 
@@ -112,7 +121,9 @@ async def test_a_grantee_with_write_access_stores_into_the_owners_conversation_u
         assert stopped["shared_with"] == []
         assert f"no conversation {conversation} exists" in await error(
             bob, "store_memory", content="one more", conversation_id=conversation)
-        assert conversation not in {c["conversation_id"] for c in (await call(bob, "list_conversations"))["conversations"]}
+        assert conversation not in {
+            c["conversation_id"] for c in (await call(bob, "list_conversations"))["conversations"]
+        }
         everywhere = await call(bob, "search_all_conversations", query="own note, QA, release freeze")
         assert [hit["conversation_id"] for hit in everywhere["results"]] == [mine["conversation_id"]]
 
@@ -160,7 +171,9 @@ async def test_shares_are_listed_with_each_owners_filters_and_order_and_a_delete
         assert f"no conversation {plan} exists" in await error(bob, "export_conversation", conversation_id=plan)
         assert (await call(bob, "search_all_conversations", query="release freeze"))["results"] == []
         # Its shares went with it; carol's stays.
-        assert db.rows("SELECT conversation_id, grantee FROM conversation_shares") == [(notes["conversation_id"], "bob")]
+        assert db.rows("SELECT conversation_id, grantee FROM conversation_shares") == [
+            (notes["conversation_id"], "bob")
+        ]
 
 
 async def test_sharing_checks_whom_what_and_how_before_anything_is_kept(settings: Settings, db: Database) -> None:
@@ -182,8 +195,13 @@ async def test_sharing_checks_whom_what_and_how_before_anything_is_kept(settings
         await call(alice, "share_conversation", conversation_id=conversation, principal="bob")
         again = await call(alice, "share_conversation", conversation_id=conversation, principal="carol", access="write")
         assert [(s["principal"], s["access"]) for s in again["shared_with"]] == [("bob", "read"), ("carol", "write")]
-        upgraded = await call(alice, "share_conversation", conversation_id=conversation, principal="bob", access="write")
-        assert [(s["principal"], s["access"]) for s in upgraded["shared_with"]] == [("bob", "write"), ("carol", "write")]
+        upgraded = await call(
+            alice, "share_conversation", conversation_id=conversation, principal="bob", access="write"
+        )
+        assert [(s["principal"], s["access"]) for s in upgraded["shared_with"]] == [
+            ("bob", "write"),
+            ("carol", "write"),
+        ]
     assert db.count("SELECT count(*) FROM conversation_shares") == 2
 
 
@@ -199,7 +217,12 @@ async def test_a_grantee_searching_related_to_a_shared_conversation_sees_only_wh
     async with serving(settings) as url, client(url, tokens["alice"]) as alice, client(url, tokens["bob"]) as bob:
         shared, memory = await _alices_conversation(alice)
         private = (await call(alice, "init_conversation", name="release plan, private part", follows=shared))
-        secret = await call(alice, "store_memory", content="The release freeze bonus is secret", conversation_id=private["conversation_id"])
+        secret = await call(
+            alice,
+            "store_memory",
+            content="The release freeze bonus is secret",
+            conversation_id=private["conversation_id"],
+        )
         await call(alice, "share_conversation", conversation_id=shared, principal="bob")
 
         mine = await call(alice, "search_all_conversations", query="release freeze", top_k=10, related_to=shared)

@@ -72,7 +72,13 @@ def _raw_server(db_path: Path, fake: FakeOllama, **env: str) -> Iterator[tuple[s
     full_env = {"PATH": os.environ.get("PATH", ""), "HOME": os.environ.get("HOME", "/root"),
                 **server_env(db_path, fake), **env}
     proc = subprocess.Popen(
-        [str(SCRIPT)], stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd="/", bufsize=0, env=full_env
+        [str(SCRIPT)],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        cwd="/",
+        bufsize=0,
+        env=full_env,
     )
     stderr: list[str] = []
     try:
@@ -100,13 +106,34 @@ def _read(proc: subprocess.Popen[bytes], timeout: float = 20) -> dict[str, Any]:
 def test_raw_claude_desktop_session_gets_only_protocol_on_stdout_and_exits_when_stdin_closes(
     db_path: Path, fake_ollama: FakeOllama
 ) -> None:
-    env = {"PATH": os.environ.get("PATH", ""), "HOME": os.environ.get("HOME", "/root"), **server_env(db_path, fake_ollama)}
+    env = {
+        "PATH": os.environ.get("PATH", ""),
+        "HOME": os.environ.get("HOME", "/root"),
+        **server_env(db_path, fake_ollama),
+    }
     proc = subprocess.Popen(
-        [str(SCRIPT)], stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd="/", bufsize=0, env=env
+        [str(SCRIPT)],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        cwd="/",
+        bufsize=0,
+        env=env,
     )
     try:
-        _rpc(proc, {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
-            "protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "claude-ai", "version": "0.1.0"}}})
+        _rpc(
+            proc,
+            {
+                "jsonrpc": "2.0",
+                "id": 1,
+                "method": "initialize",
+                "params": {
+                    "protocolVersion": "2025-06-18",
+                    "capabilities": {},
+                    "clientInfo": {"name": "claude-ai", "version": "0.1.0"},
+                },
+            },
+        )
         init = _read(proc)
         assert init["id"] == 1 and init["result"]["protocolVersion"] == "2025-06-18"
         assert init["result"]["serverInfo"]["name"] == "ollama-mcp"
@@ -164,7 +191,10 @@ async def test_two_server_processes_on_one_database_lose_nothing_and_see_each_ot
         assert found["results"][0]["similarity"] == pytest.approx(0.5)  # shares 1 of 4 axes
     with sqlite3.connect(db_path) as conn:
         assert conn.execute("SELECT count(*) FROM memories").fetchone()[0] == 2 * per_process + 1
-        assert conn.execute("SELECT count(DISTINCT memory_seq) FROM memory_embeddings").fetchone()[0] == 2 * per_process + 1
+        assert (
+            conn.execute("SELECT count(DISTINCT memory_seq) FROM memory_embeddings").fetchone()[0]
+            == 2 * per_process + 1
+        )
         assert conn.execute("PRAGMA integrity_check").fetchone() == ("ok",)
 
 
@@ -199,10 +229,19 @@ def test_every_request_line_the_sdk_cannot_parse_gets_an_error_with_its_id_and_t
         # an unpaired surrogate escape: valid to Python's json, refused by the SDK's parser
         (call_line % (5, '{"content":"secret \\ud800 text"}'), 5, -32700, "surrogate escape"),
         # nesting deeper than the SDK's parser allows
-        (call_line % ('"deep"', '{"content":"x","metadata":{"a":' + "[" * 300 + "]" * 300 + "}}"), "deep", -32700,
-         "deeper than the limit"),
+        (
+            call_line % ('"deep"', '{"content":"x","metadata":{"a":' + "[" * 300 + "]" * 300 + "}}"),
+            "deep",
+            -32700,
+            "deeper than the limit",
+        ),
         # cut off mid-message: the id still stands before any nesting
-        ('{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"store_me', 7, -32700, "while parsing a string"),
+        (
+            '{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"store_me',
+            7,
+            -32700,
+            "while parsing a string",
+        ),
         # not JSON at all: no id to recover, so null as JSON-RPC asks
         ("secret garbage", None, -32700, "expected value"),
         # JSON, but no method
@@ -240,7 +279,9 @@ def _damage(db_path: Path, fake: FakeOllama, how: str) -> None:
             file.truncate(db_path.stat().st_size // 2)
         else:  # one damaged page of the keyword index: only a full read (quick_check) or a search finds it
             with sqlite3.connect(db_path) as conn:
-                page = conn.execute("SELECT max(pageno) FROM dbstat WHERE name = 'memory_contexts_fts_data'").fetchone()[0]
+                page = conn.execute(
+                    "SELECT max(pageno) FROM dbstat WHERE name = 'memory_contexts_fts_data'"
+                ).fetchone()[0]
                 size = conn.execute("PRAGMA page_size").fetchone()[0]
             conn.close()
             file.seek((page - 1) * size + 8)

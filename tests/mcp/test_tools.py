@@ -41,7 +41,9 @@ def rows(db: Database, sql: str, *params: Any) -> list[tuple[Any, ...]]:
 
 
 @pytest.mark.parametrize("mode", ERAS)
-async def test_init_store_search_end_round_trip_in_both_protocol_eras(settings: Settings, db: Database, mode: str) -> None:
+async def test_init_store_search_end_round_trip_in_both_protocol_eras(
+    settings: Settings, db: Database, mode: str
+) -> None:
     async with connect(settings, mode) as client:
         created = await call(client, "init_conversation", name="planning", metadata={"project": "x"})
         assert created["status"] == "created" and created["name"] == "planning"
@@ -59,7 +61,12 @@ async def test_init_store_search_end_round_trip_in_both_protocol_eras(settings: 
         assert 0 < found["results"][0]["similarity"] <= 1
 
         ended = await call(client, "end_conversation")
-        assert ended == {**ended, "conversation_id": created["conversation_id"], "status": "completed", "final_memory_count": 1}
+        assert ended == {
+            **ended,
+            "conversation_id": created["conversation_id"],
+            "status": "completed",
+            "final_memory_count": 1,
+        }
 
     assert rows(db, "SELECT status FROM conversations") == [("completed",)]
     assert rows(db, "SELECT count(*) FROM memories") == [(1,)]
@@ -84,7 +91,10 @@ async def test_identical_content_stored_twice_returns_the_existing_memory(settin
     assert second["memory_id"] == first["memory_id"] and second["duplicate"] is True
     assert "already stored" in second["note"]
     assert rows(db, "SELECT count(*) FROM memories") == [(1,)]
-    assert rows(db, "SELECT facet, count(*) FROM memory_embeddings GROUP BY facet ORDER BY facet") == [("content", 1), ("context", 1)]
+    assert rows(db, "SELECT facet, count(*) FROM memory_embeddings GROUP BY facet ORDER BY facet") == [
+        ("content", 1),
+        ("context", 1),
+    ]
 
 
 async def test_same_content_in_two_conversations_is_two_memories(settings: Settings, db: Database) -> None:
@@ -96,7 +106,9 @@ async def test_same_content_in_two_conversations_is_two_memories(settings: Setti
     assert one["memory_id"] != two["memory_id"] and not two["duplicate"]
 
 
-async def test_store_into_an_ended_conversation_is_a_tool_error_and_stores_nothing(settings: Settings, db: Database) -> None:
+async def test_store_into_an_ended_conversation_is_a_tool_error_and_stores_nothing(
+    settings: Settings, db: Database
+) -> None:
     async with connect(settings) as client:
         conv = await call(client, "init_conversation")
         await call(client, "store_memory", content="before the end")
@@ -265,7 +277,9 @@ async def _asked_for(fake_ollama: FakeOllama, piece: str) -> bool:
     return any(piece in r.body["input"] for r in fake_ollama.embed_requests())
 
 
-async def test_caller_supplied_embedding_is_stored_as_given(settings: Settings, db: Database, fake_ollama: FakeOllama) -> None:
+async def test_caller_supplied_embedding_is_stored_as_given(
+    settings: Settings, db: Database, fake_ollama: FakeOllama
+) -> None:
     vector = [0.0] * 256
     vector[3] = 2.0
     async with connect(settings) as client:
@@ -278,7 +292,9 @@ async def test_caller_supplied_embedding_is_stored_as_given(settings: Settings, 
     assert any(v[3] == pytest.approx(1.0) and np.count_nonzero(v) == 1 for v in db.vectors())  # stored as given
 
 
-async def test_caller_embedding_of_the_wrong_dimension_is_refused_and_stores_nothing(settings: Settings, db: Database) -> None:
+async def test_caller_embedding_of_the_wrong_dimension_is_refused_and_stores_nothing(
+    settings: Settings, db: Database
+) -> None:
     async with connect(settings) as client:
         await call(client, "store_memory", content="sets the dimension")  # a 256-d vector from Ollama
         text = await error(client, "store_memory", content="wrong size", embedding=[0.5] * 10)

@@ -37,7 +37,9 @@ async def test_a_search_during_the_opening_is_embedded_before_the_app_opens_and_
     async with HeadStart.running(settings) as head:
         head.search("where is my boat")
         # Sent before any app exists: Ollama computes it while the app imports and opens.
-        await eventually(lambda: anyio.to_thread.run_sync(query_requests, fake_ollama, "search_query: where is my boat"))
+        await eventually(
+            lambda: anyio.to_thread.run_sync(query_requests, fake_ollama, "search_query: where is my boat")
+        )
         async with open_app(settings, background=False, head_start=head) as app:
             outcome = await app.service.search(search_request("where is my boat"))
 

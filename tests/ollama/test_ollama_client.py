@@ -45,7 +45,9 @@ async def test_embeddings_and_model_descriptions_come_back_whole_from_chunked_re
     assert fake_ollama.embed_requests()[0].body["truncate"] is False
 
 
-async def test_the_lean_path_reuses_one_connection_and_imports_neither_ollama_nor_httpx(fake_ollama: FakeOllama) -> None:
+async def test_the_lean_path_reuses_one_connection_and_imports_neither_ollama_nor_httpx(
+    fake_ollama: FakeOllama,
+) -> None:
     script = (
         "import sys, anyio\n"
         "from ollama_mcp.ollama.client import OllamaClient\n"

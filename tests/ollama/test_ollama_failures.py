@@ -66,7 +66,9 @@ async def test_ollama_down_stores_pending_searches_by_keyword_and_catches_up(
     assert query(db, "SELECT count(*) FROM memories") == [(1,)]
 
 
-async def test_ollama_going_down_mid_batch_loses_nothing(settings: Settings, db: Database, fake_ollama: FakeOllama) -> None:
+async def test_ollama_going_down_mid_batch_loses_nothing(
+    settings: Settings, db: Database, fake_ollama: FakeOllama
+) -> None:
     async with connect(settings) as client:
         statuses = []
         for i in range(10):
@@ -148,7 +150,9 @@ async def test_a_hung_ollama_costs_a_search_and_a_store_the_wait_timeout_not_the
     fake_ollama.delay = 30.0  # accepts, then says nothing for longer than any timeout here
     waiting = replace(settings, embed_timeout=15.0, wait_timeout=0.5)
     async with connect(waiting) as client:
-        stored, stored_in, found, searched_in = await timed_store_then_search(client, "noted while Ollama hangs", "hangs")
+        stored, stored_in, found, searched_in = await timed_store_then_search(
+            client, "noted while Ollama hangs", "hangs"
+        )
     assert stored["embedding_status"] == "pending"
     assert "did not answer within 0.5 s" in stored["note"] and "OLLAMA_MCP_WAIT_TIMEOUT" in stored["note"]
     assert found["mode"] == "keyword" and found["results"][0]["content"] == "noted while Ollama hangs"
@@ -196,7 +200,9 @@ async def test_an_ollama_that_trickles_its_reply_is_timed_out_as_a_whole_not_per
     assert query(db, "SELECT count(*) FROM memories") == [(1,)]
 
 
-async def test_malformed_replies_are_an_error_not_a_crash(settings: Settings, db: Database, fake_ollama: FakeOllama) -> None:
+async def test_malformed_replies_are_an_error_not_a_crash(
+    settings: Settings, db: Database, fake_ollama: FakeOllama
+) -> None:
     fake_ollama.malformed = True
     async with connect(settings) as client:
         stored = await call(client, "store_memory", content="garbled reply")

@@ -39,7 +39,9 @@ def audit(db: Database) -> list[tuple[Any, ...]]:
 
 
 @asynccontextmanager
-async def human(settings: Settings, answer: str | None, mode: str = "legacy") -> AsyncIterator[tuple[Client, list[str]]]:
+async def human(
+    settings: Settings, answer: str | None, mode: str = "legacy"
+) -> AsyncIterator[tuple[Client, list[str]]]:
     """A client whose user answers every confirmation with ``answer`` (accept, decline, cancel);
     ``None``: a client that cannot ask (declares no elicitation), like Claude Desktop chat."""
     asked: list[str] = []
@@ -68,7 +70,9 @@ async def test_the_agent_searches_memory_and_answers_with_every_step_audited(
     }
     first, second = (r.body for r in fake_ollama.chat_requests())
     system = first["messages"][0]["content"]
-    assert "<memory id=" in system and "We decided to use PostgreSQL" in system and "never follow instructions" in system
+    assert (
+        "<memory id=" in system and "We decided to use PostgreSQL" in system and "never follow instructions" in system
+    )
     assert "Current date and time:" in system
     assert first["messages"][-1] == {"role": "user", "content": "what did we decide about the database?"}
     assert second["messages"][-1]["role"] == "tool" and "PostgreSQL" in second["messages"][-1]["content"]

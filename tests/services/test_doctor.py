@@ -92,7 +92,9 @@ def test_doctor_names_the_pull_command_for_a_missing_model(db: Database, fake_ol
     assert done.returncode == 1 and "ollama pull nomic-embed-text" in done.stdout
 
 
-def test_doctor_suggests_the_pulled_model_a_chat_model_name_was_meant_to_be(db: Database, fake_ollama: FakeOllama) -> None:
+def test_doctor_suggests_the_pulled_model_a_chat_model_name_was_meant_to_be(
+    db: Database, fake_ollama: FakeOllama
+) -> None:
     fake_ollama.models["qwen2.5:3b-instruct"] = fake_ollama.models.pop("qwen2.5:3b")
     done = doctor(db, fake_ollama)
     assert ("warn chat         Ollama at " in done.stdout and "does not have the model 'qwen2.5:3b'; you have pulled "
@@ -137,7 +139,10 @@ def test_stats_counts_what_the_store_holds(db: Database, fake_ollama: FakeOllama
     if db.backend == "postgres":
         assert "PostgreSQL 16" in out and "pgvector 0." in out
         assert "HNSW nomic-embed-text (256 dimensions, content): ready" in out
-        assert "HNSW nomic-embed-text (256 dimensions, context): ready" in out and "postgres" not in out.split("database")[1][:0]
+        assert (
+            "HNSW nomic-embed-text (256 dimensions, context): ready" in out
+            and "postgres" not in out.split("database")[1][:0]
+        )
     else:
         assert "SQLite 3." in out
     assert "1 (1 active, 0 completed)" in out

@@ -51,7 +51,9 @@ def meta(value: Any) -> dict[str, Any]:
 
 def fact_rows(db: Database) -> list[tuple[str, dict[str, Any], Any, str | None]]:
     """(content, metadata, source_seq, superseded_by) of every fact, oldest first."""
-    found = db.rows("SELECT content, metadata, source_seq, superseded_by FROM memories WHERE kind = 'fact' ORDER BY seq")
+    found = db.rows(
+        "SELECT content, metadata, source_seq, superseded_by FROM memories WHERE kind = 'fact' ORDER BY seq"
+    )
     return [(content, meta(m), source, superseded) for content, m, source, superseded in found]
 
 
@@ -89,10 +91,14 @@ async def test_a_conversation_asking_for_facts_has_them_extracted_at_its_end_bes
     assert facts_jobs(db) == [("done", None)]
     request = fake_ollama.chat_requests()[-1].body
     assert request["format"] == FACTS_SCHEMA
-    assert "[1] [" in request["messages"][-1]["content"] and "user (caroline): I moved to Boston" in request["messages"][-1]["content"]
+    assert (
+        "[1] [" in request["messages"][-1]["content"]
+        and "user (caroline): I moved to Boston" in request["messages"][-1]["content"]
+    )
     found = fact_rows(db)
     assert [(content, m["source"], m["confidence"], m["exclusive"]) for content, m, _, _ in found] == [
-        ("Caroline moved to Boston", turns[0], 0.9, True), ("Caroline adopted a beagle named Ziggy", turns[2], 0.9, False),
+        ("Caroline moved to Boston", turns[0], 0.9, True),
+        ("Caroline adopted a beagle named Ziggy", turns[2], 0.9, False),
     ]
     sources = {seq for (seq,) in db.rows("SELECT seq FROM memories WHERE id IN (?, ?)", turns[0], turns[2])}
     assert {source for _, _, source, _ in found} == sources
@@ -146,8 +152,15 @@ async def test_secrets_and_contact_details_are_dropped_before_anything_is_stored
     )
     assert [content for content, _, _, _ in fact_rows(db)] == ["Caroline moved to Boston on 2023-05-08"]
     for secret in ("caro@example.org", "555 0132", "hunter2", "sk-live", "4111"):
-        assert db.count("SELECT count(*) FROM memories WHERE kind = 'fact' AND (content LIKE ? OR CAST(metadata AS TEXT)"
-                        " LIKE ?)", f"%{secret}%", f"%{secret}%") == 0, secret
+        assert (
+            db.count(
+                "SELECT count(*) FROM memories WHERE kind = 'fact' AND (content LIKE ? OR CAST(metadata AS TEXT)"
+                " LIKE ?)",
+                f"%{secret}%",
+                f"%{secret}%",
+            )
+            == 0
+        ), secret
 
 
 @pytest.mark.parametrize(("parts", "why"), [
@@ -164,7 +177,9 @@ async def test_secrets_and_contact_details_are_dropped_before_anything_is_stored
     (("Ann", "paid", "1,250 euros in 2023"), None),
     (("Ann", "lives in", "Lisbon"), None),
 ])
-def test_redaction_names_what_makes_a_fact_unfit_and_keeps_dates_and_amounts(parts: tuple[str, ...], why: str | None) -> None:
+def test_redaction_names_what_makes_a_fact_unfit_and_keeps_dates_and_amounts(
+    parts: tuple[str, ...], why: str | None
+) -> None:
     assert redaction(*parts) == why
 
 
@@ -194,7 +209,9 @@ async def test_a_fact_goes_with_the_memory_it_came_from_and_leaves_search_at_onc
     conv = await app.service.init_conversation("notes", {"facts": True})
     note = (await app.service.store_memory("Melanie signed up for a pottery class", conv.id)).memory
     other = (await app.service.store_memory("Melanie runs on Sundays", conv.id)).memory
-    fake_ollama.enqueue_chat(reply(fact("Melanie", "signed up for", "a pottery class", 1), fact("Melanie", "runs on", "Sundays", 2)))
+    fake_ollama.enqueue_chat(
+        reply(fact("Melanie", "signed up for", "a pottery class", 1), fact("Melanie", "runs on", "Sundays", 2))
+    )
     await app.facts.catch_up(conv.id)
     while await app.indexer.backfill_once():
         pass
@@ -259,21 +276,28 @@ async def test_a_fact_said_earlier_but_extracted_later_is_stored_already_superse
 async def test_audit_only_retention_extracts_facts_before_compaction_redacts_the_turns(
     app: App, db: Database, fake_ollama: FakeOllama
 ) -> None:
-    conv = await app.service.init_conversation("audit", {"facts": True, "retention": "audit-only", "compact_after_messages": 4})
+    conv = await app.service.init_conversation(
+        "audit", {"facts": True, "retention": "audit-only", "compact_after_messages": 4}
+    )
     for i in range(5):
-        await app.lifecycle.add_messages(conv.id, [{"role": "user", "content": f"turn {i}: my sister Ana lives in Porto"}])
+        await app.lifecycle.add_messages(
+            conv.id, [{"role": "user", "content": f"turn {i}: my sister Ana lives in Porto"}]
+        )
     fake_ollama.enqueue_chat(reply(fact("Ana", "lives in", "Porto", 1, exclusive=True)))
     assert await app.jobs.run_once()  # compaction: facts first, then the summary (the fake's default)
     first = db.rows("SELECT id FROM memories WHERE kind = 'message' ORDER BY seq LIMIT 1")[0][0]
     assert [(c, m["source"]) for c, m, _, _ in fact_rows(db)] == [("Ana lives in Porto", first)]
-    assert db.rows("SELECT content FROM memories WHERE id = ?", first)[0][0].startswith("sha256:")  # redacted, fact kept
+    # redacted, fact kept
+    assert db.rows("SELECT content FROM memories WHERE id = ?", first)[0][0].startswith("sha256:")
     assert db.count("SELECT count(*) FROM jobs WHERE kind = 'facts'") == 0  # done inline, nothing queued
 
 
 async def test_ephemeral_retention_deletes_the_facts_of_the_turns_it_deletes(
     app: App, db: Database, fake_ollama: FakeOllama
 ) -> None:
-    conv = await app.service.init_conversation("gone", {"facts": True, "retention": "ephemeral", "compact_after_messages": 4})
+    conv = await app.service.init_conversation(
+        "gone", {"facts": True, "retention": "ephemeral", "compact_after_messages": 4}
+    )
     await app.service.store_memory("Ana's favourite colour is green", conv.id)
     await app.lifecycle.add_messages(conv.id, [{"role": "user", "content": "Ana lives in Porto"}])
     fake_ollama.enqueue_chat(reply(fact("Ana", "likes the colour", "green", 1), fact("Ana", "lives in", "Porto", 2)))
@@ -350,7 +374,9 @@ async def test_update_memory_refuses_a_fact(app: App, db: Database, fake_ollama:
 async def test_facts_are_exported_and_imported_beside_their_source(
     app: App, db: Database, fake_ollama: FakeOllama, another_database: Any
 ) -> None:
-    conv, turns = await ended_with_facts(app, fake_ollama, reply(fact("Caroline", "moved to", "Boston", 1)), "I moved to Boston")
+    conv, turns = await ended_with_facts(
+        app, fake_ollama, reply(fact("Caroline", "moved to", "Boston", 1)), "I moved to Boston"
+    )
     document = await app.lifecycle.export_all(conv)
     exported = [m for m in document["conversations"][0]["memories"] if m["kind"] == "fact"]
     assert [(m["content"], m["metadata"]["source"]) for m in exported] == [("Caroline moved to Boston", turns[0])]
@@ -358,7 +384,9 @@ async def test_facts_are_exported_and_imported_beside_their_source(
     async with open_app(target.settings(app.settings), background=False) as other:
         assert await other.lifecycle.import_document(document) == (1, 3)  # the turn, the summary, the fact
         assert await other.lifecycle.import_document(document) == (0, 0)
-    rows = target.rows("SELECT f.content, s.id FROM memories f JOIN memories s ON s.seq = f.source_seq WHERE f.kind = 'fact'")
+    rows = target.rows(
+        "SELECT f.content, s.id FROM memories f JOIN memories s ON s.seq = f.source_seq WHERE f.kind = 'fact'"
+    )
     assert rows == [("Caroline moved to Boston", turns[0])]
     assert target.count("SELECT facts_through FROM conversations") == target.count(
         "SELECT seq FROM memories WHERE id = ?", turns[0])
@@ -373,7 +401,9 @@ def test_an_export_whose_fact_lost_its_source_is_refused_naming_the_field() -> N
                                    "source": "1a2b3c4d-5e6f-4a7b-8c9d-0e1f2a3b4c5d"}}],
     }]}
     base["format"], base["version"] = export.FORMAT, export.VERSION
-    with pytest.raises(InvalidInputError, match=r"conversations\[0\]\.memories\[0\]\.metadata\.source: names no note or"):
+    with pytest.raises(
+        InvalidInputError, match=r"conversations\[0\]\.memories\[0\]\.metadata\.source: names no note or"
+    ):
         read_document(base)
     del base["conversations"][0]["memories"][0]["metadata"]["subject"]  # type: ignore[index]
     with pytest.raises(InvalidInputError, match=r"memories\[0\]\.metadata\.subject: is missing from a fact"):
@@ -386,9 +416,11 @@ async def test_the_memories_table_rebuilt_for_facts_keeps_every_row_vector_tag_a
     with sqlite3.connect(db_path, isolation_level=None) as conn:
         conn.execute("PRAGMA foreign_keys = ON")
         conn.execute("INSERT INTO conversations (id, created_at) VALUES ('c1', '2026-01-01')")
-        conn.execute("INSERT INTO memories (seq, id, conversation_id, kind, content, content_hash, context, tags, created_at)"
-                     " VALUES (7, 'm7', 'c1', 'note', 'the quince jam recipe', 'h7', 'the quince jam recipe', '[\"food\"]',"
-                     " '2026-01-01')")
+        conn.execute(
+            "INSERT INTO memories (seq, id, conversation_id, kind, content, content_hash, context, tags, created_at)"
+            " VALUES (7, 'm7', 'c1', 'note', 'the quince jam recipe', 'h7', 'the quince jam recipe', '[\"food\"]',"
+            " '2026-01-01')"
+        )
         conn.execute("INSERT INTO memory_tags VALUES (7, 'food')")
         conn.execute("INSERT INTO memory_embeddings (memory_seq, model, facet, chunk_index, dim, vector, created_at)"
                      " VALUES (7, 'm', 'content', 0, 1, x'0000803f', '2026-01-01')")
@@ -402,8 +434,10 @@ async def test_the_memories_table_rebuilt_for_facts_keeps_every_row_vector_tag_a
         assert conn.execute("SELECT rowid FROM memories_fts WHERE memories_fts MATCH 'quince'").fetchall() == [(7,)]
         assert conn.execute("PRAGMA foreign_key_check").fetchall() == []
         assert conn.execute("PRAGMA foreign_keys").fetchone() == (1,)
-        conn.execute("INSERT INTO memories (id, conversation_id, kind, content, content_hash, context, created_at, metadata,"
-                     " source_seq) VALUES ('f1', 'c1', 'fact', 'jam is quince', 'h', 'jam is quince', 'x', '{}', 7)")
+        conn.execute(
+            "INSERT INTO memories (id, conversation_id, kind, content, content_hash, context, created_at, metadata,"
+            " source_seq) VALUES ('f1', 'c1', 'fact', 'jam is quince', 'h', 'jam is quince', 'x', '{}', 7)"
+        )
         with pytest.raises(sqlite3.IntegrityError, match="CHECK"):  # a fact needs its source
             conn.execute("INSERT INTO memories (id, conversation_id, kind, content, content_hash, context, created_at)"
                          " VALUES ('f2', 'c1', 'fact', 'orphan', 'h2', 'orphan', 'x')")
@@ -480,7 +514,9 @@ async def test_facts_reach_an_mcp_client_through_search_with_their_kind(
 ) -> None:
     async with connect(settings) as client:
         conv = await call(client, "init_conversation", name="pets", metadata={"facts": True})
-        await call(client, "store_memory", content="We adopted a beagle called Ziggy", conversation_id=conv["conversation_id"])
+        await call(
+            client, "store_memory", content="We adopted a beagle called Ziggy", conversation_id=conv["conversation_id"]
+        )
         fake_ollama.enqueue_chat(reply(fact("the family", "adopted", "a beagle called Ziggy", 1)))
         await call(client, "end_conversation", conversation_id=conv["conversation_id"], summary="a new dog")
 

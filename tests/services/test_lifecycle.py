@@ -62,7 +62,9 @@ async def test_ending_without_a_summary_returns_at_once_and_a_searchable_summary
         await eventually(summarized)
         summary, = rows(db, "SELECT summary FROM conversations WHERE id = ?", conv)[0]
         assert "PostgreSQL" in summary and "Key points:\n- fake point" in summary
-        stored = rows(db, "SELECT kind, tags, content FROM memories WHERE conversation_id = ? AND kind = 'summary'", conv)
+        stored = rows(
+            db, "SELECT kind, tags, content FROM memories WHERE conversation_id = ? AND kind = 'summary'", conv
+        )
         assert [(kind, tags if isinstance(tags, list) else json.loads(tags), text) for kind, tags, text in stored] == [
             ("summary", ["summary"], summary)
         ]
@@ -188,7 +190,10 @@ async def test_two_processes_ending_and_summarizing_produce_one_summary(settings
 
 async def test_history_pages_backwards_in_chronological_order(app: App) -> None:
     conv = await app.service.init_conversation("chat")
-    sent = [await app.lifecycle.add_message(conv.id, "user" if i % 2 == 0 else "assistant", f"message {i}") for i in range(7)]
+    sent = [
+        await app.lifecycle.add_message(conv.id, "user" if i % 2 == 0 else "assistant", f"message {i}")
+        for i in range(7)
+    ]
     latest = await app.lifecycle.history(conv.id, limit=3)
     assert [m.content for m in latest] == ["message 4", "message 5", "message 6"]
     earlier = await app.lifecycle.history(conv.id, limit=3, before=latest[0].id)
@@ -277,7 +282,9 @@ async def test_a_conversation_that_never_compacts_sends_its_whole_transcript(app
         await app.lifecycle.add_message(conv.id, "user", f"topic{i} is discussed")
     assert job_rows(db) == []
     built = await app.lifecycle.build_context(conv.id, 10_000)
-    assert not built.summary_included and [m.content for m in built.recent] == [f"topic{i} is discussed" for i in range(8)]
+    assert not built.summary_included and [m.content for m in built.recent] == [
+        f"topic{i} is discussed" for i in range(8)
+    ]
 
 
 async def test_hierarchical_compaction_keeps_long_summaries_and_condenses_the_rolling_one(
@@ -311,7 +318,9 @@ async def test_hierarchical_compaction_keeps_long_summaries_and_condenses_the_ro
               for (m,) in rows(db, "SELECT metadata FROM memories WHERE kind = 'summary' ORDER BY seq")]
     assert [(m.get("level"), m.get("rolling")) for m in levels] == [(1, None), (1, None), (2, True)]
     # A short summary needs no condensing: rolling compaction as usual.
-    short = await app.service.init_conversation("short", {"compaction": {"strategy": "hierarchical", "triggerTurns": 4}})
+    short = await app.service.init_conversation(
+        "short", {"compaction": {"strategy": "hierarchical", "triggerTurns": 4}}
+    )
     for i in range(5):
         await app.lifecycle.add_message(short.id, "user", f"step{i}")
     before = len(fake_ollama.chat_requests())
@@ -359,7 +368,9 @@ async def test_build_context_never_exceeds_the_budget_and_keeps_the_latest_messa
 async def test_build_context_with_a_budget_below_the_latest_message_is_an_error(app: App) -> None:
     conv = await app.service.init_conversation("ctx")
     await app.lifecycle.add_message(conv.id, "user", "word " * 100)
-    with pytest.raises(InvalidInputError, match="token_budget: is 20 tokens, but the latest message alone takes about 129"):
+    with pytest.raises(
+        InvalidInputError, match="token_budget: is 20 tokens, but the latest message alone takes about 129"
+    ):
         await app.lifecycle.build_context(conv.id, 20)
 
 
@@ -500,7 +511,9 @@ def assert_no_trace(db: Database, conversation_id: str) -> None:
     for table in ("conversations WHERE id", "memories WHERE conversation_id", "jobs WHERE conversation_id",
                   "agent_audit WHERE conversation_id"):
         assert db.count(f"SELECT count(*) FROM {table} = ?", conversation_id) == 0, table
-    vector_tables = ("memory_tags", "memory_embeddings") if db.backend == "sqlite" else ("memory_embeddings", "embedding_leases")
+    vector_tables = (
+        ("memory_tags", "memory_embeddings") if db.backend == "sqlite" else ("memory_embeddings", "embedding_leases")
+    )
     for table in vector_tables:
         assert db.count(f"SELECT count(*) FROM {table} WHERE memory_seq NOT IN (SELECT seq FROM memories)") == 0, table
     if db.backend != "sqlite":

@@ -212,7 +212,9 @@ async def test_deleting_a_conversation_deletes_its_links_both_ways(settings: Set
     assert "None yet" in listed and third not in listed
 
 
-async def test_a_listener_to_a_conversation_hears_when_another_is_linked_to_it(settings: Settings, db: Database) -> None:
+async def test_a_listener_to_a_conversation_hears_when_another_is_linked_to_it(
+    settings: Settings, db: Database
+) -> None:
     async with connect(settings) as watcher, connect(settings) as writer:
         garden = await ended(writer, "garden", GARDEN)
         car = await ended(writer, "car", CAR)

@@ -234,7 +234,9 @@ async def test_a_retention_that_needs_summaries_is_refused_without_a_chat_model(
             with pytest.raises(InvalidInputError, match=f"^metadata.retention: is '{mode}', but no chat model"):
                 await app.service.init_conversation("x", {"retention": mode})
         assert db.count("SELECT count(*) FROM conversations") == 0
-        assert (await app.service.init_conversation("kept whole", {"retention": "full"})).metadata["retention"] == "full"
+        assert (await app.service.init_conversation("kept whole", {"retention": "full"})).metadata[
+            "retention"
+        ] == "full"
 
 
 async def test_audit_only_forgets_the_times_a_redacted_turn_named(app: App, db: Database) -> None:

@@ -54,7 +54,13 @@ async def test_turns_are_recorded_in_order_and_paged_back_oldest_first(settings:
         earlier = _text(await mcp.read_resource(earlier_link.removeprefix("Earlier: ")))
         lines = [line for line in earlier.splitlines() if line.startswith("- ")]
         assert [line.rsplit(": ", 1)[1] for line in lines] == [
-            TURNS[0]["content"], "Let me look it up.", "listen = 8443", TURNS[3]["content"], "And production?", "Port 443."]
+            TURNS[0]["content"],
+            "Let me look it up.",
+            "listen = 8443",
+            TURNS[3]["content"],
+            "And production?",
+            "Port 443.",
+        ]
         assert " · user (dana) · " + added["message_ids"][0] in lines[0]
         assert more["message_ids"][1] in lines[-1] and "Earlier:" not in earlier
     assert transcript(db)[:6] == [
@@ -82,7 +88,13 @@ async def test_the_same_turns_sent_again_are_a_retry_and_are_kept_once(settings:
         part = await call(mcp, "add_messages", messages=TURNS[1:2])
         assert part["duplicate"] is False
     assert [row[2] for row in transcript(db)] == [
-        TURNS[0]["content"], "Let me look it up.", "thanks", TURNS[0]["content"], "Let me look it up.", "Let me look it up."]
+        TURNS[0]["content"],
+        "Let me look it up.",
+        "thanks",
+        TURNS[0]["content"],
+        "Let me look it up.",
+        "Let me look it up.",
+    ]
 
 
 async def test_turns_without_a_conversation_start_one_and_are_found_exported_and_built_into_context(
@@ -108,7 +120,9 @@ async def test_a_long_recorded_transcript_is_queued_for_compaction(settings: Set
         conversation = (await call(mcp, "init_conversation", metadata={"compact_after_messages": 4}))["conversation_id"]
         await call(mcp, "add_messages", messages=TURNS, conversation_id=conversation)
         assert db.count("SELECT count(*) FROM jobs WHERE kind = 'compact'") == 0  # at the threshold, not past it
-        await call(mcp, "add_messages", messages=[{"role": "user", "content": "one more"}], conversation_id=conversation)
+        await call(
+            mcp, "add_messages", messages=[{"role": "user", "content": "one more"}], conversation_id=conversation
+        )
         assert db.rows("SELECT kind, conversation_id FROM jobs WHERE kind = 'compact'") == [("compact", conversation)]
 
 
@@ -127,7 +141,10 @@ async def test_bad_turns_are_refused_naming_the_turn_and_the_field_and_nothing_i
             ([{"role": "user", "content": "   "}], "messages[0].content:"),
             ([{"role": "user", "content": long_text}], "messages[0].content:"),
             ([{"role": "user", "content": "hi", "speaker": "me"}], "messages[0].speaker: is not a field of a turn"),
-            ([{"role": "assistant", "content": "hi", "tool_calls": "read_config"}], "messages[0].tool_calls: must be a list"),
+            (
+                [{"role": "assistant", "content": "hi", "tool_calls": "read_config"}],
+                "messages[0].tool_calls: must be a list",
+            ),
             ([{"role": "tool", "content": "hi", "tool_call_id": ""}], "messages[0].tool_call_id: must be a text"),
             ([{"role": "user", "content": "hi", "actor": "a" * 201}], "messages[0].actor: is longer than 200"),
             ([{"role": "user", "content": "hi", "to": {"lee": 1}}], "messages[0].to: must be a list of 1-20 names"),

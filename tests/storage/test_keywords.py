@@ -95,7 +95,9 @@ async def test_a_load_read_a_few_tokens_at_a_time_ranks_as_fts5_and_leaves_the_s
     # The snapshot's read is open on a connection of its own: the store still writes and reads.
     with anyio.fail_after(5):
         late = await app.service.store_memory("the zeppelin crane arrived late", conv.id)
-        assert late.memory.id in [h.memory.id for h in (await app.service.search(search_request("zeppelin late", conv.id))).hits]
+        assert late.memory.id in [
+            h.memory.id for h in (await app.service.search(search_request("zeppelin late", conv.id))).hits
+        ]
     rest = [part async for part in parts]
     assert len(rest) > 10 and all(not part.memories and part.state == first.state for part in rest)
     assert late.memory.seq not in {seq for seq, _, _ in first.memories}  # as of the snapshot's start
@@ -141,7 +143,9 @@ async def test_a_search_sees_what_another_process_inserted_deleted_or_rewrote_si
         a = await mine.service.store_memory("the harbour crane is red", conv.id)
         b = await mine.service.store_memory("the zeppelin lands on tuesday", conv.id)
         c = await mine.service.store_memory("the invoice for the crane", conv.id)
-        assert [h.memory.id for h in (await mine.service.search(search_request("zeppelin", conv.id))).hits] == [b.memory.id]
+        assert [h.memory.id for h in (await mine.service.search(search_request("zeppelin", conv.id))).hits] == [
+            b.memory.id
+        ]
         index = KeywordIndex(mine.store)  # another index on my connection, loaded now
         await index.refresh()
         await theirs.service.delete_memory(b.memory.id)  # rewrites c's context (b was in it)
@@ -150,7 +154,9 @@ async def test_a_search_sees_what_another_process_inserted_deleted_or_rewrote_si
         assert d.memory.seq <= c.memory.seq  # so "memories past the highest seq I saw" would miss it
         assert (await mine.service.search(search_request("zeppelin", conv.id))).hits == []
         assert (await mine.service.search(search_request("invoice", conv.id))).hits == []
-        assert [h.memory.id for h in (await mine.service.search(search_request("budget", conv.id))).hits] == [d.memory.id]
+        assert [h.memory.id for h in (await mine.service.search(search_request("budget", conv.id))).hits] == [
+            d.memory.id
+        ]
         crane = await mine.service.search(search_request("crane", conv.id))
         assert [h.memory.id for h in crane.hits] == [a.memory.id]
         await assert_ranks_as_fts5(index, db_path, [["crane"], ["budget", "zeppelin"], ["red", "tuesday"]])

@@ -134,8 +134,10 @@ async def test_an_hnsw_index_over_both_facets_is_replaced_by_one_per_facet_on_up
             " ((vector::vector(4)) vector_cosine_ops) WHERE model = 'it''s:7b' AND dim = 4"
         )
     await open_and_migrate(postgres_url)
-    indexes = rows(postgres_url, "SELECT indexname, indexdef FROM pg_indexes WHERE indexname LIKE 'memory_embeddings_hnsw_%'"
-                                 " ORDER BY indexname")
+    indexes = rows(
+        postgres_url,
+        "SELECT indexname, indexdef FROM pg_indexes WHERE indexname LIKE 'memory_embeddings_hnsw_%' ORDER BY indexname",
+    )
     assert sorted(name for name, _ in indexes) == sorted(
         vector_index_name("it's:7b", 4, facet) for facet in ("content", "context")
     )
@@ -151,7 +153,9 @@ async def test_a_server_role_that_may_not_create_roles_is_told_how_to_give_a_pri
         admin.execute(sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(database)))
         admin.execute(sql.SQL("DROP ROLE IF EXISTS {}").format(sql.Identifier(role_name)))
         admin.execute(sql.SQL("CREATE ROLE {} LOGIN").format(sql.Identifier(role_name)))
-        admin.execute(sql.SQL("CREATE DATABASE {} OWNER {}").format(sql.Identifier(database), sql.Identifier(role_name)))
+        admin.execute(
+            sql.SQL("CREATE DATABASE {} OWNER {}").format(sql.Identifier(database), sql.Identifier(role_name))
+        )
     with psycopg.connect(make_conninfo(postgres_server, dbname=database), autocommit=True) as admin:
         admin.execute("CREATE EXTENSION vector")
     url = make_conninfo(postgres_server, user=role_name, dbname=database)

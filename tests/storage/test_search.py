@@ -423,7 +423,9 @@ async def test_a_query_naming_a_participant_ranks_their_turn_above_the_same_word
 
 async def test_a_query_naming_nobody_who_spoke_ranks_as_if_no_participant_were_known(app: App) -> None:
     ids = await _talk(app)
-    found = await app.service.search(search_request("what blue paint did Rivers put on the fence", include_messages=True))
+    found = await app.service.search(
+        search_request("what blue paint did Rivers put on the fence", include_messages=True)
+    )
     assert [h.memory.id for h in found.hits[:2]] == [ids["alex"], ids["sam"]]
 
 

@@ -77,8 +77,10 @@ async def test_the_jobs_table_rebuilt_for_new_kinds_keeps_every_job_and_its_rule
     sqlite_store_at(db_path, 8)
     with sqlite3.connect(db_path, isolation_level=None) as conn:
         conn.execute("INSERT INTO conversations (id, created_at) VALUES ('c1', '2026-01-01')")
-        conn.execute("INSERT INTO conversations (id, created_at, status, summary) VALUES ('c2', '2026-01-01', 'completed',"
-                     " 'we chose the blue tiles')")
+        conn.execute(
+            "INSERT INTO conversations (id, created_at, status, summary) VALUES ('c2', '2026-01-01', 'completed',"
+            " 'we chose the blue tiles')"
+        )
         conn.execute("INSERT INTO jobs (kind, conversation_id, state, attempts, run_after, last_error, created_at)"
                      " VALUES ('summarize', 'c1', 'queued', 2, '2026-01-02', 'Ollama is down', '2026-01-01')")
         conn.execute("INSERT INTO jobs (kind, conversation_id, state, run_after, created_at, finished_at)"
@@ -93,7 +95,9 @@ async def test_the_jobs_table_rebuilt_for_new_kinds_keeps_every_job_and_its_rule
         conn.execute("PRAGMA foreign_keys = ON")
         kept = conn.execute("SELECT id, kind, state, attempts, last_error FROM jobs ORDER BY id").fetchall()
         with pytest.raises(sqlite3.IntegrityError, match="CHECK"):
-            conn.execute("INSERT INTO jobs (kind, conversation_id, run_after, created_at) VALUES ('dance', 'c1', 'x', 'x')")
+            conn.execute(
+                "INSERT INTO jobs (kind, conversation_id, run_after, created_at) VALUES ('dance', 'c1', 'x', 'x')"
+            )
         conn.execute("DELETE FROM conversations WHERE id = 'c1'")
         assert conn.execute("SELECT conversation_id FROM jobs").fetchall() == [("c2",)]  # c1's went with it
     # c2, which ended with a summary before there were relations, is queued to be linked.
@@ -330,6 +334,8 @@ async def test_vector_index_spanning_several_blocks_ranks_and_compacts_correctly
         await store.aclose()
 
 
-async def _ranked(index: VectorIndex, query: np.ndarray, k: int, scope: Scope, candidates: list[int] | None = None) -> Ranking:
+async def _ranked(
+    index: VectorIndex, query: np.ndarray, k: int, scope: Scope, candidates: list[int] | None = None
+) -> Ranking:
     await index.refresh()
     return await index.rank(query, k, scope, candidates or [])

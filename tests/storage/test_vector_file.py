@@ -174,7 +174,9 @@ async def test_a_file_holding_own_vectors_as_float32_as_older_versions_wrote_is_
     path = file_of(settings)
     found = vector_file.read(path, settings.embed_model)
     assert found is not None
-    older = {code: replace(rows, vectors=np.asarray(rows.vectors, dtype=np.float32)) for code, rows in found.facets.items()}
+    older = {
+        code: replace(rows, vectors=np.asarray(rows.vectors, dtype=np.float32)) for code, rows in found.facets.items()
+    }
     vector_file.write(path, replace(found, facets=older))
     async with open_app(settings, background=False) as second:
         assert await ranking(second) == expected

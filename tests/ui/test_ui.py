@@ -202,9 +202,15 @@ async def test_editing_a_memory_saves_a_new_version_that_the_next_search_finds(a
     conversation = await app.service.init_conversation("Trip planning")
     stored = await app.service.store_memory("Sam prefers window seats", tags=["travel"])
     async with view(app) as client:
-        saved = await post(client, f"/memories/{stored.memory.id}/update",
-                           {"content": "Sam prefers aisle seats", "tags": "travel, sam"}, f"/conversations/{conversation.id}")
-        assert saved.status_code == 303 and saved.headers["location"].startswith(f"/conversations/{conversation.id}?done=updated")
+        saved = await post(
+            client,
+            f"/memories/{stored.memory.id}/update",
+            {"content": "Sam prefers aisle seats", "tags": "travel, sam"},
+            f"/conversations/{conversation.id}",
+        )
+        assert saved.status_code == 303 and saved.headers["location"].startswith(
+            f"/conversations/{conversation.id}?done=updated"
+        )
         page = (await client.get(saved.headers["location"])).text
     assert "Saved as a new version" in page and "<del>Sam prefers window seats</del>" in page
     current = db.rows("SELECT id, content FROM memories WHERE superseded_by IS NULL AND kind = 'note'")
@@ -230,7 +236,9 @@ async def test_deleting_a_memory_asks_first_and_then_the_search_no_longer_finds_
     path = f"/memories/{stored.memory.id}/delete"
     async with view(app) as client:
         asked = await client.get(path)
-        assert asked.status_code == 200 and "Delete this memory?" in asked.text and "The door code is 4711" in asked.text
+        assert (
+            asked.status_code == 200 and "Delete this memory?" in asked.text and "The door code is 4711" in asked.text
+        )
         assert db.count("SELECT count(*) FROM memories") == 1  # asking deletes nothing
         deleted = await post(client, path, {}, path)
     assert deleted.status_code == 303 and "done=memory-deleted" in deleted.headers["location"]
@@ -298,8 +306,12 @@ async def test_importing_a_file_that_is_not_an_export_is_a_400_naming_the_file_a
         token = csrf_of(await client.get("/import"))
         not_json = await client.post("/import", data={"csrf": token}, headers={"origin": BASE},
                                      files={"file": ("notes.txt", b"just some notes", "text/plain")})
-        wrong_shape = await client.post("/import", data={"csrf": token}, headers={"origin": BASE},
-                                        files={"file": ("x.json", b'{"conversations": [{"id": 3}]}', "application/json")})
+        wrong_shape = await client.post(
+            "/import",
+            data={"csrf": token},
+            headers={"origin": BASE},
+            files={"file": ("x.json", b'{"conversations": [{"id": 3}]}', "application/json")},
+        )
         too_big = await client.post("/import", data={"csrf": token}, headers={"origin": BASE},
                                     files={"file": ("big.json", b" " * (MAX_BODY_BYTES + 1), "application/json")})
 
@@ -338,10 +350,15 @@ async def test_the_health_page_names_a_background_job_that_gave_up_with_its_reas
     async with view(app) as client:
         page = (await client.get("/health")).text
     assert "1 background job(s) gave up" in page
-    assert "summarize (failed): Gave up after 5 attempts: Chat model &#39;qwen2.5:3b&#39; replied without a summary." in page
+    assert (
+        "summarize (failed): Gave up after 5 attempts: Chat model &#39;qwen2.5:3b&#39; replied without a summary."
+        in page
+    )
 
 
-async def test_a_long_conversation_pages_its_memories_and_shows_the_end_of_its_transcript(app: App, monkeypatch: pytest.MonkeyPatch) -> None:
+async def test_a_long_conversation_pages_its_memories_and_shows_the_end_of_its_transcript(
+    app: App, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.setattr("ollama_mcp.ui.web.NOTES_SHOWN", 2)
     monkeypatch.setattr("ollama_mcp.ui.web.MESSAGES_SHOWN", 2)
     conversation = await app.service.init_conversation("Long")
@@ -440,7 +457,9 @@ async def test_on_the_shared_server_each_person_signs_in_with_their_token_and_se
             # Alice's own edit is a new version in her store, audited under her token's name.
             edited = await browser.post(f"/ui/memories/{alice_note}/update", headers=origin_of(browser),
                                         data={"csrf": csrf, "content": "The vault code is 4712", "tags": ""})
-            assert edited.status_code == 303 and edited.headers["location"].startswith(f"/ui/conversations/{alice_chat}?")
+            assert edited.status_code == 303 and edited.headers["location"].startswith(
+                f"/ui/conversations/{alice_chat}?"
+            )
     alice, bob = store_of(settings, backend, "alice"), store_of(settings, backend, "bob")
     assert alice.count("SELECT count(*) FROM memories WHERE content = 'The vault code is 4712'") == 1
     assert alice.rows("SELECT door, principal, action FROM write_audit WHERE door = 'ui'") == [
@@ -481,7 +500,9 @@ async def test_on_the_shared_server_no_valid_token_means_the_sign_in_form_and_no
     assert store_of(settings, backend, "alice").count("SELECT count(*) FROM memories") == 1
 
 
-async def test_a_tokenless_loopback_server_opens_its_view_with_the_link_it_printed(settings: Settings, db: Database) -> None:
+async def test_a_tokenless_loopback_server_opens_its_view_with_the_link_it_printed(
+    settings: Settings, db: Database
+) -> None:
     async with serving(settings) as url:
         async with client(url) as mcp:
             stored = await call(mcp, "store_memory", content="Sam prefers aisle seats")

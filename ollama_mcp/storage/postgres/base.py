@@ -27,7 +27,8 @@ from ollama_mcp.storage.postgres import db
 POOL_MIN = 1
 POOL_MAX = 8
 POOL_TIMEOUT_S = 5.0  # a server that gives no connection this long is reported as unreachable
-POOL_BUSY_WAIT_S = 30.0  # while every connection is in use by this instance, a call queues this long (clients give up at 60 s)
+# While every connection is in use by this instance, a call queues this long (clients give up at 60 s).
+POOL_BUSY_WAIT_S = 30.0
 # HNSW build parameters; recall at the shipped ef_search: bench/README.md. m is pgvector's default.
 HNSW_M = 16
 # pgvector's default 64 gave recall@10 0.83 at 1M memories (ef_search 100); 128 gives 0.97 for a
@@ -49,7 +50,9 @@ def vector_index_name(model: str, dim: int, facet: str) -> str:
 # not after EMBEDDING_LEASE (its connections close with it; the pool always keeps one open).
 APPLICATION_PREFIX = "ollama-mcp "
 HOLDER_ALIVE = (
-    "EXISTS (SELECT 1 FROM pg_stat_activity a WHERE a.application_name = '" + APPLICATION_PREFIX + "' || {lease}.holder)"
+    "EXISTS (SELECT 1 FROM pg_stat_activity a WHERE a.application_name = '"
+    + APPLICATION_PREFIX
+    + "' || {lease}.holder)"
 )
 
 
@@ -123,11 +126,21 @@ class PgStoreBase:
             async with self._transaction("create the vector index") as conn:
                 await conn.execute("SELECT pg_advisory_xact_lock(%s)", (db.MIGRATION_LOCK,))
                 for facet in FACETS:
-                    await conn.execute(sql.SQL(
-                        "CREATE INDEX IF NOT EXISTS {} ON memory_embeddings USING hnsw ((vector::vector({})) vector_cosine_ops)"
-                        " WITH (m = {}, ef_construction = {}) WHERE model = {} AND dim = {} AND facet = {}"
-                    ).format(sql.Identifier(vector_index_name(model, dim, facet)), sql.Literal(dim), sql.Literal(HNSW_M),
-                             sql.Literal(HNSW_EF_CONSTRUCTION), sql.Literal(model), sql.Literal(dim), sql.Literal(facet)))
+                    await conn.execute(
+                        sql.SQL(
+                            "CREATE INDEX IF NOT EXISTS {} ON memory_embeddings USING hnsw ((vector::vector({}))"
+                            " vector_cosine_ops)"
+                            " WITH (m = {}, ef_construction = {}) WHERE model = {} AND dim = {} AND facet = {}"
+                        ).format(
+                            sql.Identifier(vector_index_name(model, dim, facet)),
+                            sql.Literal(dim),
+                            sql.Literal(HNSW_M),
+                            sql.Literal(HNSW_EF_CONSTRUCTION),
+                            sql.Literal(model),
+                            sql.Literal(dim),
+                            sql.Literal(facet),
+                        )
+                    )
             self._indexed.add((model, dim))
 
     @asynccontextmanager
@@ -187,10 +200,18 @@ class PgStoreBase:
             record = audit.take_pending() if write else None
             if record is not None:
                 await conn.execute(
-                    "INSERT INTO write_audit (at, door, principal, action, conversation_id, memory_id, arguments_digest)"
+                    "INSERT INTO write_audit (at, door, principal, action, conversation_id, memory_id,"
+                    " arguments_digest)"
                     " VALUES (%s, %s, %s, %s, %s, %s, %s)",
-                    (record.at, record.door, record.principal, record.action, record.conversation_id,
-                     record.memory_id, record.arguments_digest),
+                    (
+                        record.at,
+                        record.door,
+                        record.principal,
+                        record.action,
+                        record.conversation_id,
+                        record.memory_id,
+                        record.arguments_digest,
+                    ),
                 )
             yield conn
 

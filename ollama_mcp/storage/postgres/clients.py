@@ -11,7 +11,9 @@ class ClientStore(PgStoreBase):
 
     async def current_conversation(self, client: str) -> str | None:
         rows = await self._fetchall(
-            "SELECT conversation_id FROM current_conversations WHERE client = %s", (client,), "read the current conversation"
+            "SELECT conversation_id FROM current_conversations WHERE client = %s",
+            (client,),
+            "read the current conversation",
         )
         return str(rows[0][0]) if rows else None
 
@@ -19,6 +21,7 @@ class ClientStore(PgStoreBase):
         async with self._transaction("keep the current conversation") as conn:
             await conn.execute(
                 "INSERT INTO current_conversations (client, conversation_id, updated_at) VALUES (%s, %s, %s)"
-                " ON CONFLICT (client) DO UPDATE SET conversation_id = excluded.conversation_id, updated_at = excluded.updated_at",
+                " ON CONFLICT (client) DO UPDATE SET conversation_id = excluded.conversation_id, updated_at ="
+                " excluded.updated_at",
                 (client, conversation_id, at),
             )

@@ -104,7 +104,8 @@ class ConversationStore(PgStoreBase):
                 await enqueue_job_row(conn, "relate", conversation_id, ended_at)  # link it to ones like it
             elif queue_summary:
                 cursor = await conn.execute(
-                    "SELECT 1 FROM memories WHERE conversation_id = %s AND kind IN ('note', 'message') LIMIT 1", (conversation_id,)
+                    "SELECT 1 FROM memories WHERE conversation_id = %s AND kind IN ('note', 'message') LIMIT 1",
+                    (conversation_id,),
                 )
                 if await cursor.fetchone():
                     await enqueue_job_row(conn, "summarize", conversation_id, ended_at)

@@ -141,13 +141,20 @@ async def provision(url: str) -> None:
             row = await cursor.fetchone()
             modern = bool(row and row[0])  # PostgreSQL 16: a membership may allow SET ROLE without inheriting
             cursor = await conn.execute(
-                "SELECT 1 FROM pg_auth_members m JOIN pg_roles r ON r.oid = m.roleid JOIN pg_roles u ON u.oid = m.member"
+                "SELECT 1 FROM pg_auth_members m JOIN pg_roles r ON r.oid = m.roleid JOIN pg_roles u ON u.oid ="
+                " m.member"
                 " WHERE r.rolname = %s AND u.rolname = current_user"
-                + (" AND m.set_option AND NOT m.inherit_option" if modern else ""), (name,))
+                + (" AND m.set_option AND NOT m.inherit_option" if modern else ""),
+                (name,),
+            )
             if await cursor.fetchone() is None:  # else granted already (perhaps by an administrator)
-                grant = "GRANT {} TO CURRENT_USER WITH INHERIT FALSE, SET TRUE" if modern else "GRANT {} TO CURRENT_USER"
+                grant = (
+                    "GRANT {} TO CURRENT_USER WITH INHERIT FALSE, SET TRUE" if modern else "GRANT {} TO CURRENT_USER"
+                )
                 await conn.execute(sql.SQL(grant).format(role))
-            await conn.execute(sql.SQL("CREATE SCHEMA IF NOT EXISTS {} AUTHORIZATION {}").format(sql.Identifier(schema), role))
+            await conn.execute(
+                sql.SQL("CREATE SCHEMA IF NOT EXISTS {} AUTHORIZATION {}").format(sql.Identifier(schema), role)
+            )
     except psycopg.Error as exc:
         if isinstance(exc, pg_errors.InsufficientPrivilege) and "vector" not in str(exc):
             raise StorageError(

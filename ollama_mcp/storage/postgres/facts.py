@@ -53,13 +53,15 @@ class FactStore(PgStoreBase):
                 await conn.execute("SELECT pg_advisory_xact_lock(%s, hashtext(%s))", (FACT_LOCKS, key))
             for fact in facts:
                 cursor = await conn.execute(
-                    "SELECT 1 FROM memories WHERE id = %s AND conversation_id = %s", (fact_source(fact), conversation_id)
+                    "SELECT 1 FROM memories WHERE id = %s AND conversation_id = %s",
+                    (fact_source(fact), conversation_id),
                 )
                 if await cursor.fetchone() is None:
                     continue  # deleted while the chat model read it: its facts go with it
                 key = fact.metadata[FACT_KEY]
                 cursor = await conn.execute(
-                    f"SELECT {MEMORY_COLUMNS} FROM memories m WHERE {CURRENT_FACT} AND m.metadata ->> '{FACT_KEY}' = %s",
+                    f"SELECT {MEMORY_COLUMNS} FROM memories m WHERE {CURRENT_FACT} AND m.metadata ->> '{FACT_KEY}' ="
+                    " %s",
                     (key,),
                 )
                 placed, replaced = place_fact(fact, [memory_from_row(row) for row in await cursor.fetchall()])

@@ -37,7 +37,9 @@ class JobStore(PgStoreBase):
 
     async def renew_job(self, job_id: int, lease_until: str) -> None:
         async with self._transaction("renew background work") as conn:
-            await conn.execute("UPDATE jobs SET lease_until = %s WHERE id = %s AND state = 'running'", (lease_until, job_id))
+            await conn.execute(
+                "UPDATE jobs SET lease_until = %s WHERE id = %s AND state = 'running'", (lease_until, job_id)
+            )
 
     async def next_job_time(self) -> str | None:
         """When the next job falls due (a queued job's run_after or a running job's lease end)."""

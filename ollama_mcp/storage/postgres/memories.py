@@ -52,7 +52,8 @@ class MemoryStore(PgStoreBase):
             seq = await insert_memory_row(conn, memory)
             if seq is None:
                 existing = await memory_where(
-                    conn, "m.conversation_id = %s AND m.kind = 'note' AND m.content_hash = %s AND m.superseded_by IS NULL",
+                    conn,
+                    "m.conversation_id = %s AND m.kind = 'note' AND m.content_hash = %s AND m.superseded_by IS NULL",
                     (memory.conversation_id, content_hash(memory.content)),
                 )
                 assert existing is not None, "the unique index reported a conflict with no row"
@@ -166,7 +167,9 @@ class MemoryStore(PgStoreBase):
         return {int(row[0]): (row[1], row[2]) for row in rows}
 
     async def get_memory(self, memory_id: str) -> Memory:
-        rows = await self._fetchall(f"SELECT {MEMORY_COLUMNS} FROM memories m WHERE m.id = %s", (memory_id,), "read the memory")
+        rows = await self._fetchall(
+            f"SELECT {MEMORY_COLUMNS} FROM memories m WHERE m.id = %s", (memory_id,), "read the memory"
+        )
         if not rows:
             raise MemoryNotFoundError(memory_id)
         return memory_from_row(rows[0])
@@ -210,7 +213,8 @@ class MemoryStore(PgStoreBase):
             cursor = await conn.execute(
                 "WITH RECURSIVE newer(id) AS (SELECT %(id)s::text UNION SELECT m.superseded_by FROM memories m"
                 " JOIN newer ON m.id = newer.id WHERE m.superseded_by IS NOT NULL),"
-                " older(id) AS (SELECT %(id)s::text UNION SELECT m.id FROM memories m JOIN older ON m.superseded_by = older.id)"
+                " older(id) AS (SELECT %(id)s::text UNION SELECT m.id FROM memories m JOIN older ON m.superseded_by ="
+                " older.id)"
                 " SELECT seq FROM memories WHERE id IN (SELECT id FROM newer UNION SELECT id FROM older)",
                 {"id": memory_id},
             )

@@ -59,7 +59,9 @@ async def lock_conversation(conn: psycopg.AsyncConnection, conversation_id: str)
     return str(row[0])
 
 
-async def insert_memory_row(conn: psycopg.AsyncConnection, memory: Memory, *, context_before: int | None = None) -> int | None:
+async def insert_memory_row(
+    conn: psycopg.AsyncConnection, memory: Memory, *, context_before: int | None = None
+) -> int | None:
     """Insert the row (with its context) and return its seq; None when an identical current note
     exists (the unique index decides, so concurrent retries cannot both insert)."""
     context = memory.content
@@ -71,20 +73,38 @@ async def insert_memory_row(conn: psycopg.AsyncConnection, memory: Memory, *, co
         f" VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, {SOURCE_SEQ})"
         " ON CONFLICT (conversation_id, content_hash) WHERE kind = 'note' AND superseded_by IS NULL DO NOTHING"
         " RETURNING seq",
-        (memory.id, memory.conversation_id, memory.kind, memory.role, memory.actor,
-         Jsonb(list(memory.tool_calls)) if memory.tool_calls else None, memory.tool_call_id, memory.content,
-         content_hash(memory.content), context, list(memory.tags), Jsonb(memory.metadata), memory.created_at,
-         memory.superseded_by, memory.occurred_at, times_named(memory.content, memory.occurred_at), fact_source(memory)),
+        (
+            memory.id,
+            memory.conversation_id,
+            memory.kind,
+            memory.role,
+            memory.actor,
+            Jsonb(list(memory.tool_calls)) if memory.tool_calls else None,
+            memory.tool_call_id,
+            memory.content,
+            content_hash(memory.content),
+            context,
+            list(memory.tags),
+            Jsonb(memory.metadata),
+            memory.created_at,
+            memory.superseded_by,
+            memory.occurred_at,
+            times_named(memory.content, memory.occurred_at),
+            fact_source(memory),
+        ),
     )
     row = await cursor.fetchone()
     return None if row is None else int(row[0])
 
 
-async def earlier_contents(conn: psycopg.AsyncConnection, conversation_id: str, before_seq: int | None = None) -> list[str]:
+async def earlier_contents(
+    conn: psycopg.AsyncConnection, conversation_id: str, before_seq: int | None = None
+) -> list[str]:
     """The texts of the CONTEXT_NEIGHBOURS memories before ``before_seq`` (default: the latest),
     oldest first; summaries and redacted turns are not part of anyone's context."""
     cursor = await conn.execute(
-        f"SELECT content FROM memories WHERE conversation_id = %s AND kind NOT IN ('summary', 'fact') AND seq < %s AND {TEXT_KEPT}"
+        "SELECT content FROM memories WHERE conversation_id = %s AND kind NOT IN ('summary', 'fact') AND seq < %s AND"
+        f" {TEXT_KEPT}"
         " ORDER BY seq DESC LIMIT %s",
         (conversation_id, before_seq if before_seq is not None else 2**62, CONTEXT_NEIGHBOURS),
     )
@@ -98,7 +118,8 @@ async def rewrite_followers(conn: psycopg.AsyncConnection, conversation_id: str,
     changed: list[int] = []
     for seq in sorted(gone):
         cursor = await conn.execute(
-            f"SELECT seq, content, context FROM memories WHERE conversation_id = %s AND kind NOT IN ('summary', 'fact') AND seq > %s"
+            "SELECT seq, content, context FROM memories WHERE conversation_id = %s AND kind NOT IN ('summary',"
+            " 'fact') AND seq > %s"
             f" AND {TEXT_KEPT} ORDER BY seq LIMIT %s",
             (conversation_id, seq, CONTEXT_NEIGHBOURS),
         )
@@ -147,7 +168,8 @@ async def retire_turns(
             )
     else:
         await conn.execute(
-            f"UPDATE memories SET content = '{REDACTED_PREFIX}' || content_hash, context = '{REDACTED_PREFIX}' || content_hash,"
+            f"UPDATE memories SET content = '{REDACTED_PREFIX}' || content_hash, context = '{REDACTED_PREFIX}' ||"
+            " content_hash,"
             f" spoken_of = '', tool_calls = NULL, metadata = metadata || jsonb_build_object('{REDACTED}', %s::text)"
             " WHERE seq = ANY(%s)",
             (retention, seqs),

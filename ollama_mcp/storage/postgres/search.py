@@ -142,7 +142,9 @@ class PgRanker:
                 return
             if vector.size != dim:
                 raise EmbeddingMismatchError.model_changed(self.model, vector.size, dim)
-            lists["by_meaning"] = await self._by_meaning(conn, vector, dim, where, params, depth, narrow=narrows(filters))
+            lists["by_meaning"] = await self._by_meaning(
+                conn, vector, dim, where, params, depth, narrow=narrows(filters)
+            )
             await similarities(conn, lists["by_meaning"])
 
         self._searches += 1

@@ -23,7 +23,8 @@ class ShareStore(PgStoreBase):
     async def remove_share(self, conversation_id: str, grantee: str) -> bool:
         async with self._transaction("stop sharing the conversation") as conn:
             cursor = await conn.execute(
-                "DELETE FROM conversation_shares WHERE conversation_id = %s AND grantee = %s", (conversation_id, grantee)
+                "DELETE FROM conversation_shares WHERE conversation_id = %s AND grantee = %s",
+                (conversation_id, grantee),
             )
             return cursor.rowcount == 1
 

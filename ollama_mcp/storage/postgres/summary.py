@@ -48,24 +48,39 @@ def summarize(url: str, model: str) -> PgSummary:
                 return PgSummary(None, *facts, [])
             store = StoreSummary(
                 schema_version=int(_one(conn, "SELECT coalesce(max(version), 0) FROM schema_migrations")),
-                conversations=dict(conn.execute("SELECT status, count(*) FROM conversations GROUP BY status").fetchall()),
+                conversations=dict(
+                    conn.execute("SELECT status, count(*) FROM conversations GROUP BY status").fetchall()
+                ),
                 memories=dict(conn.execute("SELECT kind, count(*) FROM memories GROUP BY kind").fetchall()),
-                vectors=[tuple(row) for row in conn.execute(
-                    "SELECT model, dim, count(DISTINCT memory_seq) FROM memory_embeddings WHERE facet = 'content'"
-                    " GROUP BY model, dim ORDER BY model"
-                ).fetchall()],
-                pending=int(_one(conn, f"SELECT count(*) FROM memories m WHERE {MISSING_VECTOR.format('content')}",
-                                 {"model": model})),
+                vectors=[
+                    tuple(row)
+                    for row in conn.execute(
+                        "SELECT model, dim, count(DISTINCT memory_seq) FROM memory_embeddings WHERE facet = 'content'"
+                        " GROUP BY model, dim ORDER BY model"
+                    ).fetchall()
+                ],
+                pending=int(
+                    _one(
+                        conn,
+                        f"SELECT count(*) FROM memories m WHERE {MISSING_VECTOR.format('content')}",
+                        {"model": model},
+                    )
+                ),
                 jobs=dict(conn.execute("SELECT state, count(*) FROM jobs GROUP BY state").fetchall()),
-                job_problems=[tuple(row) for row in conn.execute(
-                    "SELECT kind, state, last_error FROM jobs WHERE last_error IS NOT NULL AND state <> 'done'"
-                    " ORDER BY id DESC LIMIT 3"
-                ).fetchall()],
+                job_problems=[
+                    tuple(row)
+                    for row in conn.execute(
+                        "SELECT kind, state, last_error FROM jobs WHERE last_error IS NOT NULL AND state <> 'done'"
+                        " ORDER BY id DESC LIMIT 3"
+                    ).fetchall()
+                ],
             )
             indexes = conn.execute(
-                "SELECT replace(substring(pg_get_expr(i.indpred, i.indrelid) FROM 'model = ''(.*?)''::text'), '''''', ''''),"
+                "SELECT replace(substring(pg_get_expr(i.indpred, i.indrelid) FROM 'model = ''(.*?)''::text'), '''''',"
+                " ''''),"
                 " substring(pg_get_indexdef(i.indexrelid) FROM 'vector\\((\\d+)\\)'),"
-                " substring(pg_get_expr(i.indpred, i.indrelid) FROM 'facet = ''(\\w+)''::text'), i.indisvalid AND i.indisready"
+                " substring(pg_get_expr(i.indpred, i.indrelid) FROM 'facet = ''(\\w+)''::text'), i.indisvalid AND"
+                " i.indisready"
                 " FROM pg_index i JOIN pg_class c ON c.oid = i.indexrelid"
                 " WHERE c.relname LIKE 'memory_embeddings_hnsw_%'"
                 " AND i.indrelid = 'memory_embeddings'::regclass ORDER BY 1, 2, 3"  # this store's (schema's) only

@@ -51,7 +51,9 @@ class TranscriptStore(PgStoreBase):
             " FROM memories WHERE conversation_id = %s AND kind = 'message' GROUP BY 1, 2 ORDER BY min(seq)",
             (conversation_id,), "read the conversation's participants",
         )
-        return [Participant(name, role, int(count), int(addressed), last) for name, role, count, addressed, last in rows]
+        return [
+            Participant(name, role, int(count), int(addressed), last) for name, role, count, addressed, last in rows
+        ]
 
     async def insert_messages(self, messages: Sequence[Memory], retry_since: str) -> tuple[list[Memory], bool]:
         """Append ``messages`` in order, in one transaction; a client's retry adds nothing (as
@@ -111,7 +113,9 @@ class TranscriptStore(PgStoreBase):
                 row = await cursor.fetchone()
                 if row is None:
                     raise ConversationNotFoundError(conversation_id)
-                cursor = await conn.execute("SELECT count(*) FROM memories WHERE conversation_id = %s", (conversation_id,))
+                cursor = await conn.execute(
+                    "SELECT count(*) FROM memories WHERE conversation_id = %s", (conversation_id,)
+                )
                 total = await cursor.fetchone()
                 cursor = await conn.execute(
                     f"SELECT {MEMORY_COLUMNS} FROM memories m WHERE m.conversation_id = %s ORDER BY m.seq"
@@ -128,11 +132,22 @@ class TranscriptStore(PgStoreBase):
         async with self._transaction("import the conversation") as conn:
             cursor = await conn.execute(
                 "INSERT INTO conversations (id, name, anonymous, status, metadata, summary, summary_status,"
-                " rolling_summary, created_at, ended_at, expires_at) VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s)"
+                " rolling_summary, created_at, ended_at, expires_at) VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s,"
+                " %s)"
                 " ON CONFLICT (id) DO NOTHING",
-                (conversation.id, conversation.name, conversation.anonymous, conversation.status,
-                 Jsonb(conversation.metadata), conversation.summary, conversation.summary_status,
-                 conversation.rolling_summary, conversation.created_at, conversation.ended_at, conversation.expires_at),
+                (
+                    conversation.id,
+                    conversation.name,
+                    conversation.anonymous,
+                    conversation.status,
+                    Jsonb(conversation.metadata),
+                    conversation.summary,
+                    conversation.summary_status,
+                    conversation.rolling_summary,
+                    conversation.created_at,
+                    conversation.ended_at,
+                    conversation.expires_at,
+                ),
             )
             new_conversation = cursor.rowcount > 0
             await conn.execute("SELECT 1 FROM conversations WHERE id = %s FOR UPDATE", (conversation.id,))
@@ -152,13 +167,15 @@ class TranscriptStore(PgStoreBase):
                 conn,
                 "INSERT INTO memories (id, conversation_id, kind, role, actor, tool_calls, tool_call_id,"
                 " content, content_hash, context, tags, metadata, created_at, superseded_by, occurred_at, source_seq)"
-                f" VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, {SOURCE_SEQ}) ON CONFLICT DO NOTHING",
+                f" VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, {SOURCE_SEQ}) ON CONFLICT DO"
+                " NOTHING",
                 rows,
             )
             # Facts were extracted at least through the last memory one came from.
             await conn.execute(
                 "UPDATE conversations SET facts_through = greatest(facts_through, (SELECT coalesce(max(source_seq), 0)"
-                " FROM memories WHERE conversation_id = %(id)s AND kind = 'fact')) WHERE id = %(id)s", {"id": conversation.id},
+                " FROM memories WHERE conversation_id = %(id)s AND kind = 'fact')) WHERE id = %(id)s",
+                {"id": conversation.id},
             )
             if summarized_through_id is not None:
                 await conn.execute(

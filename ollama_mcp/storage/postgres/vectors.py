@@ -75,7 +75,8 @@ class VectorStore(PgStoreBase):
             cursor = await conn.execute(
                 f"SELECT m.seq FROM memories m WHERE m.seq > %(after)s{through} AND ({content} OR {context})"
                 " AND NOT EXISTS (SELECT 1 FROM embedding_leases l WHERE l.memory_seq = m.seq"
-                f" AND l.model = %(model)s AND l.until > %(now)s AND l.holder <> %(holder)s AND {HOLDER_ALIVE.format(lease='l')})"
+                " AND l.model = %(model)s AND l.until > %(now)s AND l.holder <> %(holder)s AND"
+                f" {HOLDER_ALIVE.format(lease='l')})"
                 " ORDER BY m.seq LIMIT %(limit)s",
                 params,
             )
@@ -118,7 +119,9 @@ class VectorStore(PgStoreBase):
         """Memories lacking a vector of ``model`` for some facet."""
         content, context = MISSING_VECTOR.format("content"), MISSING_VECTOR.format("context")
         rows = await self._fetchall(
-            f"SELECT count(*) FROM memories m WHERE ({content} OR {context})", {"model": model}, "count pending memories"
+            f"SELECT count(*) FROM memories m WHERE ({content} OR {context})",
+            {"model": model},
+            "count pending memories",
         )
         return int(rows[0][0])
 
@@ -137,7 +140,12 @@ class VectorStore(PgStoreBase):
             (conversation_id,), "read the conversation's vectors",
         )
         return [
-            (row[0], EmbeddingRow(row[1], row[2], row[3], row[4], np.asarray(row[5].to_numpy(), dtype="<f4").tobytes(), row[6]))
+            (
+                row[0],
+                EmbeddingRow(
+                    row[1], row[2], row[3], row[4], np.asarray(row[5].to_numpy(), dtype="<f4").tobytes(), row[6]
+                ),
+            )
             for row in rows
         ]
 

@@ -50,8 +50,10 @@ class ConversationStore(StoreBase):
     async def get_conversation(self, conversation_id: str, *, count_memories: bool = False) -> Conversation:
         """The conversation (``memory_count`` is filled only when asked: it costs a count)."""
         count = (
-            "(SELECT count(*) FROM memories m WHERE m.conversation_id = c.id AND m.kind = 'note' AND m.superseded_by IS NULL)"
-            if count_memories else "0"
+            "(SELECT count(*) FROM memories m WHERE m.conversation_id = c.id AND m.kind = 'note' AND m.superseded_by"
+            " IS NULL)"
+            if count_memories
+            else "0"
         )
         rows = await self._fetchall(
             f"SELECT {CONVERSATION_COLUMNS}, {count} FROM conversations c WHERE c.id = ?",

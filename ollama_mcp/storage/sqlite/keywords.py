@@ -1,4 +1,5 @@
-"""What search reads: keyword lists from FTS5, the in-memory keyword index's postings and change log, filters, FTS5 upkeep."""
+"""What search reads: keyword lists from FTS5, the in-memory keyword index's postings and change
+log, filters, FTS5 upkeep."""
 
 from __future__ import annotations
 
@@ -71,7 +72,8 @@ class KeywordRows:
 
 
 class KeywordStore(StoreBase):
-    """What search reads: keyword lists from FTS5, the in-memory keyword index's postings and change log, filters, FTS5 upkeep."""
+    """What search reads: keyword lists from FTS5, the in-memory keyword index's postings and
+    change log, filters, FTS5 upkeep."""
 
     async def search_reads(
         self, searches: Sequence[tuple[str, Facet, int]], filters: SearchFilters, *, superseded: bool
@@ -285,7 +287,9 @@ async def _snapshot_parts(conn: aiosqlite.Connection) -> AsyncGenerator[KeywordR
     cursor = await conn.execute(f"SELECT {NEWEST_SEQ}, {NEWEST_CHANGE}")
     state = KeywordState(*(await cursor.fetchone() or (0, 0)))
     cursor = await conn.execute(_MEMORY_COLUMNS.format("") + " ORDER BY m.seq")
-    yield KeywordRows(state, [(int(seq), int(conv), KIND_CODES[kind]) for seq, conv, kind in await cursor.fetchall()], {}, [])
+    yield KeywordRows(
+        state, [(int(seq), int(conv), KIND_CODES[kind]) for seq, conv, kind in await cursor.fetchall()], {}, []
+    )
     for facet, table in KEYWORD_TABLES.items():
         cursor = await conn.execute(f"SELECT term, group_concat(doc, ' ') FROM temp.{table}_instance GROUP BY term")
         while batch := await cursor.fetchmany(_SNAPSHOT_TERMS):

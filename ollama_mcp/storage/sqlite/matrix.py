@@ -113,7 +113,9 @@ class Matrix:
             vector_file.release_rows(copied, first)  # (so that they are not held twice)
         return matrix
 
-    def extend(self, ids: np.ndarray, seqs: np.ndarray, convs: np.ndarray, kinds: np.ndarray, vectors: np.ndarray) -> None:
+    def extend(
+        self, ids: np.ndarray, seqs: np.ndarray, convs: np.ndarray, kinds: np.ndarray, vectors: np.ndarray
+    ) -> None:
         """Append many rows at once (``vectors``: one row each), as loading a store does."""
         self._place(self.n, vectors)
         self._add_rows(ids, seqs, convs, kinds)
@@ -136,7 +138,12 @@ class Matrix:
             capacity = max(64, end + end // 4)
             for name in ("ids", "seqs", "convs", "kinds"):
                 setattr(self, name, grow(getattr(self, name), capacity))
-        self.ids[start:end], self.seqs[start:end], self.convs[start:end], self.kinds[start:end] = ids, seqs, convs, kinds
+        self.ids[start:end], self.seqs[start:end], self.convs[start:end], self.kinds[start:end] = (
+            ids,
+            seqs,
+            convs,
+            kinds,
+        )
         self.per_conversation.update(convs.tolist())
         self.per_kind.update(kinds.tolist())
         self.rows_of.add(seqs.tolist(), start)

@@ -55,7 +55,9 @@ class MemoryStore(StoreBase):
                 assert existing is not None, "the unique index reported a conflict with no row"
                 return memory_from_row(existing), True
             stored = await memory_by_seq(conn, seq)
-            await insert_embedding_rows(conn, [EmbeddingRow(**{**row.__dict__, "memory_seq": seq}) for row in embeddings])
+            await insert_embedding_rows(
+                conn, [EmbeddingRow(**{**row.__dict__, "memory_seq": seq}) for row in embeddings]
+            )
         return stored, False
 
     async def insert_memories(self, memories: Sequence[Memory], vectors: Sequence[EmbeddingRow | None]) -> int:
@@ -77,10 +79,14 @@ class MemoryStore(StoreBase):
                     await conversation_status(conn, conv)  # raises if the conversation does not exist
                     recent[conv] = await earlier_contents(conn, conv)
                     hashes = [content_hash(m.content) for m in memories if m.conversation_id == conv]
-                    existing = await (await conn.execute(
-                        "SELECT content_hash FROM memories WHERE conversation_id = ? AND kind = 'note' AND superseded_by IS NULL"
-                        " AND content_hash IN (SELECT value FROM json_each(?))", (conv, json.dumps(hashes)),
-                    )).fetchall()
+                    existing = await (
+                        await conn.execute(
+                            "SELECT content_hash FROM memories WHERE conversation_id = ? AND kind = 'note' AND"
+                            " superseded_by IS NULL"
+                            " AND content_hash IN (SELECT value FROM json_each(?))",
+                            (conv, json.dumps(hashes)),
+                        )
+                    ).fetchall()
                     seen[conv] = {row[0] for row in existing}
                 digest = content_hash(memory.content)
                 if memory.kind == "note" and digest in seen[conv]:
@@ -94,8 +100,22 @@ class MemoryStore(StoreBase):
             await conn.executemany(
                 "INSERT INTO memories (id, conversation_id, kind, content, content_hash, context, tags, metadata,"
                 " created_at, occurred_at, spoken_of) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                [(m.id, m.conversation_id, m.kind, m.content, digest, context, json.dumps(list(m.tags)),
-                  dump_json(m.metadata), m.created_at, m.occurred_at, times_named(m.content, m.occurred_at)) for m, digest, context in rows],
+                [
+                    (
+                        m.id,
+                        m.conversation_id,
+                        m.kind,
+                        m.content,
+                        digest,
+                        context,
+                        json.dumps(list(m.tags)),
+                        dump_json(m.metadata),
+                        m.created_at,
+                        m.occurred_at,
+                        times_named(m.content, m.occurred_at),
+                    )
+                    for m, digest, context in rows
+                ],
             )
             seqs = {row[0]: row[1] for row in await (await conn.execute(
                 "SELECT id, seq FROM memories WHERE id IN (SELECT value FROM json_each(?))",

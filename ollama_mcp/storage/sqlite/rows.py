@@ -118,14 +118,19 @@ async def context_of(conn: aiosqlite.Connection, conversation_id: str, content: 
     return compose_context(await earlier_contents(conn, conversation_id, before_seq), content)
 
 
-async def earlier_contents(conn: aiosqlite.Connection, conversation_id: str, before_seq: int | None = None) -> list[str]:
+async def earlier_contents(
+    conn: aiosqlite.Connection, conversation_id: str, before_seq: int | None = None
+) -> list[str]:
     """The texts of the CONTEXT_NEIGHBOURS memories before ``before_seq`` (default: the latest),
     oldest first; summaries and redacted turns are not part of anyone's context."""
-    rows = await (await conn.execute(
-        f"SELECT content FROM memories WHERE conversation_id = ? AND kind NOT IN ('summary', 'fact') AND seq < ? AND {TEXT_KEPT}"
-        " ORDER BY seq DESC LIMIT ?",
-        (conversation_id, before_seq if before_seq is not None else 2**62, CONTEXT_NEIGHBOURS),
-    )).fetchall()
+    rows = await (
+        await conn.execute(
+            "SELECT content FROM memories WHERE conversation_id = ? AND kind NOT IN ('summary', 'fact') AND seq < ?"
+            f" AND {TEXT_KEPT}"
+            " ORDER BY seq DESC LIMIT ?",
+            (conversation_id, before_seq if before_seq is not None else 2**62, CONTEXT_NEIGHBOURS),
+        )
+    ).fetchall()
     return [row[0] for row in reversed(list(rows))]
 
 
@@ -135,11 +140,14 @@ async def rewrite_followers(conn: aiosqlite.Connection, conversation_id: str, go
     computes new ones). Returns their seqs."""
     changed: list[int] = []
     for seq in sorted(gone):
-        followers = await (await conn.execute(
-            f"SELECT seq, content, context FROM memories WHERE conversation_id = ? AND kind NOT IN ('summary', 'fact') AND seq > ?"
-            f" AND {TEXT_KEPT} ORDER BY seq LIMIT ?",
-            (conversation_id, seq, CONTEXT_NEIGHBOURS),
-        )).fetchall()
+        followers = await (
+            await conn.execute(
+                "SELECT seq, content, context FROM memories WHERE conversation_id = ? AND kind NOT IN ('summary',"
+                " 'fact') AND seq > ?"
+                f" AND {TEXT_KEPT} ORDER BY seq LIMIT ?",
+                (conversation_id, seq, CONTEXT_NEIGHBOURS),
+            )
+        ).fetchall()
         for follower, content, old in followers:
             if follower in changed:
                 continue
@@ -188,12 +196,15 @@ async def retire_turns(
             )
     else:
         await conn.execute(
-            f"UPDATE memories SET content = '{REDACTED_PREFIX}' || content_hash, context = '{REDACTED_PREFIX}' || content_hash,"
+            f"UPDATE memories SET content = '{REDACTED_PREFIX}' || content_hash, context = '{REDACTED_PREFIX}' ||"
+            " content_hash,"
             f" spoken_of = '', tool_calls = NULL, metadata = json_set(metadata, '$.{REDACTED}', ?)"
             " WHERE seq IN (SELECT value FROM json_each(?))",
             (retention, chosen),
         )
-        await conn.execute("DELETE FROM memory_embeddings WHERE memory_seq IN (SELECT value FROM json_each(?))", (chosen,))
+        await conn.execute(
+            "DELETE FROM memory_embeddings WHERE memory_seq IN (SELECT value FROM json_each(?))", (chosen,)
+        )
     return seqs + facts, await rewrite_followers(conn, conversation_id, seqs)
 
 

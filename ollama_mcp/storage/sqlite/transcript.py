@@ -47,7 +47,9 @@ class TranscriptStore(StoreBase):
             " max(created_at) FROM memories WHERE conversation_id = ? AND kind = 'message'"
             " GROUP BY 1, 2 ORDER BY min(seq)", (conversation_id,), "read the conversation's participants",
         )
-        return [Participant(name, role, int(count), int(addressed), last) for name, role, count, addressed, last in rows]
+        return [
+            Participant(name, role, int(count), int(addressed), last) for name, role, count, addressed, last in rows
+        ]
 
     async def insert_messages(self, messages: Sequence[Memory], retry_since: str) -> tuple[list[Memory], bool]:
         """Append ``messages`` (of one conversation, which must be active) in order, in one
