@@ -23,6 +23,7 @@ from psycopg import sql
 from ollama_mcp import audit
 from ollama_mcp.errors import StorageError
 from ollama_mcp.storage.postgres import db
+from ollama_mcp.storage.sql.parts import SqlParts, pyformat
 
 POOL_MIN = 1
 POOL_MAX = 8
@@ -56,7 +57,7 @@ HOLDER_ALIVE = (
 )
 
 
-class PgStoreBase:
+class PgStoreBase(SqlParts):
     """The pool a store's parts share; open with ``await PgStore.open(url)``, close with ``aclose``."""
 
     def __init__(
@@ -221,6 +222,10 @@ class PgStoreBase:
         settings end with it)."""
         async with self._transaction(action, write=False) as conn:
             yield conn
+
+    def _sql(self, text: str) -> str:
+        """SQL written once with ``?`` placeholders (``storage/sql/``) in psycopg's ``%s``."""
+        return pyformat(text)
 
     async def _fetchall(self, sql: Any, params: Sequence[Any] | dict[str, Any], action: str) -> list[tuple[Any, ...]]:
         async with self._connection(action) as conn:

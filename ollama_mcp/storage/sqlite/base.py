@@ -13,6 +13,7 @@ import anyio
 
 from ollama_mcp import audit
 from ollama_mcp.errors import StorageError
+from ollama_mcp.storage.sql.parts import SqlParts
 from ollama_mcp.storage.sqlite import db
 
 
@@ -28,7 +29,7 @@ def identity(path: Path) -> tuple[int, int] | None:
     return (stat.st_dev, stat.st_ino)
 
 
-class StoreBase:
+class StoreBase(SqlParts):
     """The connection a store's parts share; open with ``await Store.open(path)``, close with ``aclose``."""
 
     def __init__(self, conn: aiosqlite.Connection, path: Path) -> None:
@@ -90,6 +91,10 @@ class StoreBase:
             return list(await self._conn.execute_fetchall(sql, params))
         except sqlite3.Error as exc:
             raise db.translate(exc, action, self.path) from exc
+
+    def _sql(self, text: str) -> str:
+        """SQL written once with ``?`` placeholders (``storage/sql/``) is SQLite's own."""
+        return text
 
     async def data_version(self) -> int:
         """Changes whenever another connection commits: lets caches notice other processes."""

@@ -11,7 +11,9 @@ The store is split by concept, one part per module: ``conversations``, ``memorie
 ``base`` holds the connection and transactions, ``rows`` the shared SQL and row helpers.
 """
 
-from ollama_mcp.storage.sqlite.clients import ClientStore
+from ollama_mcp.storage.sql.clients import ClientStore
+from ollama_mcp.storage.sql.shares import ShareStore
+from ollama_mcp.storage.sql.tokens import TokenStore
 from ollama_mcp.storage.sqlite.conversations import ConversationStore
 from ollama_mcp.storage.sqlite.facts import FactStore
 from ollama_mcp.storage.sqlite.jobs import JobStore
@@ -26,9 +28,7 @@ from ollama_mcp.storage.sqlite.rows import (
     compose_context,
     content_hash,
 )
-from ollama_mcp.storage.sqlite.shares import ShareStore
 from ollama_mcp.storage.sqlite.summary import summarize
-from ollama_mcp.storage.sqlite.tokens import TokenStore
 from ollama_mcp.storage.sqlite.transcript import TranscriptStore
 from ollama_mcp.storage.sqlite.vectors import VectorBatch, VectorStore
 

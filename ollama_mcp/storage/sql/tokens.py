@@ -3,36 +3,41 @@
 from __future__ import annotations
 
 from ollama_mcp.domain import AccessToken
-from ollama_mcp.storage.postgres.base import PgStoreBase
+from ollama_mcp.storage.sql.parts import SqlParts
 
 _COLUMNS = "name, principal, created_at, revoked_at"
 
 
-class TokenStore(PgStoreBase):
+class TokenStore(SqlParts):
     """The HTTP server's bearer tokens (the access_tokens table): only their hashes."""
 
     async def create_token(self, token: AccessToken, token_hash: str) -> bool:
         """Keep a new token's hash; False (and nothing kept) when an active token has that name."""
         async with self._transaction("create the token") as conn:
             cursor = await conn.execute(
-                "INSERT INTO access_tokens (name, principal, token_hash, created_at) VALUES (%s, %s, %s, %s)"
-                " ON CONFLICT DO NOTHING",
+                self._sql(
+                    "INSERT INTO access_tokens (name, principal, token_hash, created_at) VALUES (?, ?, ?, ?)"
+                    " ON CONFLICT DO NOTHING"
+                ),
                 (token.name, token.principal, token_hash, token.created_at),
             )
-            return cursor.rowcount == 1
+            return bool(cursor.rowcount == 1)
 
     async def token_by_hash(self, token_hash: str) -> AccessToken | None:
         """The active (not revoked) token with this hash."""
         rows = await self._fetchall(
-            f"SELECT {_COLUMNS} FROM access_tokens WHERE token_hash = %s AND revoked_at IS NULL",
-            (token_hash,), "check the token",
+            self._sql(f"SELECT {_COLUMNS} FROM access_tokens WHERE token_hash = ? AND revoked_at IS NULL"),
+            (token_hash,),
+            "check the token",
         )
         return AccessToken(*rows[0]) if rows else None
 
     async def list_tokens(self) -> list[AccessToken]:
         """Every token, active ones first, then by name."""
         rows = await self._fetchall(
-            f"SELECT {_COLUMNS} FROM access_tokens ORDER BY revoked_at IS NOT NULL, name, id", (), "list the tokens"
+            self._sql(f"SELECT {_COLUMNS} FROM access_tokens ORDER BY revoked_at IS NOT NULL, name, id"),
+            (),
+            "list the tokens",
         )
         return [AccessToken(*row) for row in rows]
 
@@ -40,14 +45,14 @@ class TokenStore(PgStoreBase):
         """Revoke the active token of this name; False when there is none."""
         async with self._transaction("revoke the token") as conn:
             cursor = await conn.execute(
-                "UPDATE access_tokens SET revoked_at = %s WHERE name = %s AND revoked_at IS NULL", (now, name)
+                self._sql("UPDATE access_tokens SET revoked_at = ? WHERE name = ? AND revoked_at IS NULL"), (now, name)
             )
-            return cursor.rowcount == 1
+            return bool(cursor.rowcount == 1)
 
     async def token_rows(self) -> list[tuple[AccessToken, str]]:
         """Every token with its hash, in the order they were made (``migrate`` copies them)."""
         rows = await self._fetchall(
-            f"SELECT {_COLUMNS}, token_hash FROM access_tokens ORDER BY id", (), "read the tokens"
+            self._sql(f"SELECT {_COLUMNS}, token_hash FROM access_tokens ORDER BY id"), (), "read the tokens"
         )
         return [(AccessToken(*row[:4]), row[4]) for row in rows]
 
@@ -57,8 +62,10 @@ class TokenStore(PgStoreBase):
         async with self._transaction("copy the tokens") as conn:
             for token, token_hash in rows:
                 await conn.execute(
-                    f"INSERT INTO access_tokens ({_COLUMNS}, token_hash) VALUES (%s, %s, %s, %s, %s)"
-                    " ON CONFLICT (token_hash) DO UPDATE SET revoked_at = excluded.revoked_at"
-                    " WHERE access_tokens.revoked_at IS NULL AND excluded.revoked_at IS NOT NULL",
+                    self._sql(
+                        f"INSERT INTO access_tokens ({_COLUMNS}, token_hash) VALUES (?, ?, ?, ?, ?)"
+                        " ON CONFLICT (token_hash) DO UPDATE SET revoked_at = excluded.revoked_at"
+                        " WHERE access_tokens.revoked_at IS NULL AND excluded.revoked_at IS NOT NULL"
+                    ),
                     (token.name, token.principal, token.created_at, token.revoked_at, token_hash),
                 )

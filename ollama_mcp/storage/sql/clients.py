@@ -2,16 +2,16 @@
 
 from __future__ import annotations
 
-from ollama_mcp.storage.sqlite.base import StoreBase
+from ollama_mcp.storage.sql.parts import SqlParts
 
 
-class ClientStore(StoreBase):
+class ClientStore(SqlParts):
     """The current conversation of each client that is not bound to one process (a token used
     without an MCP session), so that every instance of the HTTP server continues it."""
 
     async def current_conversation(self, client: str) -> str | None:
         rows = await self._fetchall(
-            "SELECT conversation_id FROM current_conversations WHERE client = ?",
+            self._sql("SELECT conversation_id FROM current_conversations WHERE client = ?"),
             (client,),
             "read the current conversation",
         )
@@ -20,8 +20,10 @@ class ClientStore(StoreBase):
     async def set_current_conversation(self, client: str, conversation_id: str, at: str) -> None:
         async with self._transaction("keep the current conversation") as conn:
             await conn.execute(
-                "INSERT INTO current_conversations (client, conversation_id, updated_at) VALUES (?, ?, ?)"
-                " ON CONFLICT (client) DO UPDATE SET conversation_id = excluded.conversation_id, updated_at ="
-                " excluded.updated_at",
+                self._sql(
+                    "INSERT INTO current_conversations (client, conversation_id, updated_at) VALUES (?, ?, ?)"
+                    " ON CONFLICT (client) DO UPDATE SET conversation_id = excluded.conversation_id, updated_at ="
+                    " excluded.updated_at"
+                ),
                 (client, conversation_id, at),
             )

@@ -1,0 +1,35 @@
+"""What the store parts both SQL backends share stand on: each backend's base class
+(``sqlite.base.StoreBase``, ``postgres.base.PgStoreBase``) provides these three, and a part
+written here runs unchanged on both.
+
+SQL here is written once, with ``?`` placeholders; ``_sql`` turns it into the backend's own
+(PostgreSQL's ``%s``). Parts keep to the SQL both dialects read the same way: where they differ
+(vector search, full-text, locking, migrations) the code stays in the backend's folder.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from contextlib import AbstractAsyncContextManager
+from functools import lru_cache
+from typing import TYPE_CHECKING, Any
+
+
+class SqlParts:
+    """The seam between a shared store part and its backend (declared for the type checker only,
+    so nothing here can shadow the backend's own methods)."""
+
+    if TYPE_CHECKING:
+
+        def _transaction(self, action: str, *, write: bool = True) -> AbstractAsyncContextManager[Any]: ...
+
+        async def _fetchall(self, sql: Any, params: Sequence[Any], action: str) -> list[Any]: ...
+
+        def _sql(self, text: str) -> str: ...
+
+
+@lru_cache(maxsize=512)
+def pyformat(text: str) -> str:
+    """``?`` placeholders as psycopg's ``%s`` (a literal ``%`` doubled first). The SQL written
+    once holds no ``?`` but its placeholders (PostgreSQL's jsonb ``?`` stays in postgres/)."""
+    return text.replace("%", "%%").replace("?", "%s")
