@@ -22,7 +22,7 @@ import anyio
 from ollama_mcp.errors import OllamaMcpError
 
 if TYPE_CHECKING:  # the server imports this module on the handshake path: no numpy there
-    from ollama_mcp.storage.protocols import Storage
+    from ollama_mcp.storage.protocols import ConversationStorage
 
 log = logging.getLogger(__name__)
 
@@ -38,7 +38,7 @@ Send = Callable[[str | None], Awaitable[None]]
 class Watch:
     """One subscriber's interest: conversations of one store, and maybe its conversation list."""
 
-    store: Storage
+    store: ConversationStorage
     conversations: frozenset[str]
     conversation_list: bool
     send: Send
@@ -50,8 +50,8 @@ class Watches:
     def __init__(self, tick: float = TICK) -> None:
         self._tick = tick
         self._watches: set[Watch] = set()
-        self._marks: dict[tuple[Storage, str], tuple[Any, ...] | None] = {}
-        self._list_marks: dict[Storage, tuple[Any, ...]] = {}
+        self._marks: dict[tuple[ConversationStorage, str], tuple[Any, ...] | None] = {}
+        self._list_marks: dict[ConversationStorage, tuple[Any, ...]] = {}
         self._wake = anyio.Event()
 
     def __contains__(self, watch: object) -> bool:
@@ -96,7 +96,7 @@ class Watches:
 
     async def poll(self) -> None:
         """Read each watched store's marks once and tell every watcher what changed for it."""
-        stores: dict[Storage, list[Watch]] = {}
+        stores: dict[ConversationStorage, list[Watch]] = {}
         for watch in list(self._watches):
             stores.setdefault(watch.store, []).append(watch)
         for store, watches in stores.items():

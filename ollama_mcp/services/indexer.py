@@ -28,6 +28,7 @@ import logging
 import time
 from collections.abc import AsyncIterator, Iterable, Sequence
 from contextlib import asynccontextmanager
+from typing import Protocol
 
 import anyio
 
@@ -35,7 +36,7 @@ from ollama_mcp.background import Step, Wakeup
 from ollama_mcp.domain import EmbeddingRow, Facet, Memory, SearchFilters, SearchHit, StoredMemory
 from ollama_mcp.errors import EmbeddingMismatchError, OllamaError, OllamaMcpError
 from ollama_mcp.ollama.embeddings import ChunkVector, Embedder, to_blob
-from ollama_mcp.storage.protocols import QueryVector, Ranker, Storage
+from ollama_mcp.storage.protocols import MemoryStorage, QueryVector, Ranker, VectorStorage
 from ollama_mcp.when import TimeWindow
 
 log = logging.getLogger(__name__)
@@ -56,11 +57,15 @@ QUIET_SECONDS = 0.3
 PATIENCE_SECONDS = 2.0
 BUSY_BATCH = 4
 CATCH_UP_IDLE_SECONDS = 3600.0  # the catch-up runs when woken (``Indexer.written``)
-# The times named by memories stored before they were kept (``Storage.name_times``) are read this
+# The times named by memories stored before they were kept (``MemoryStorage.name_times``) are read this
 # many at a time, on the event loop (chat text: 50-160 µs each, so at most ~16 ms a batch), with a
 # pause between batches for the calls someone waits for: 100k memories take about a minute.
 TIMES_BATCH = 100
 TIMES_PAUSE_SECONDS = 0.05
+
+
+class IndexedStorage(MemoryStorage, VectorStorage, Protocol):
+    """What index upkeep asks of storage: memories and their vector rows."""
 
 
 class Ahead:
@@ -86,7 +91,7 @@ class Ahead:
 class Indexer:
     """The vector and keyword indexes of one process, the embedding health, and their upkeep."""
 
-    def __init__(self, store: Storage, embedder: Embedder, ranker: Ranker) -> None:
+    def __init__(self, store: IndexedStorage, embedder: Embedder, ranker: Ranker) -> None:
         self._store = store
         self.embedder = embedder
         self.ranker = ranker

@@ -27,7 +27,7 @@ import anyio
 from ollama_mcp.background import Wakeup, beside
 from ollama_mcp.domain import Job, JobKind, format_timestamp
 from ollama_mcp.errors import OllamaMcpError, OllamaModelError, OllamaUnavailableError
-from ollama_mcp.storage.protocols import Storage
+from ollama_mcp.storage.protocols import JobStorage
 
 log = logging.getLogger(__name__)
 
@@ -42,7 +42,7 @@ class JobRunner:
     """Runs due jobs one at a time (``step``, run by ``background.supervise``)."""
 
     def __init__(
-        self, store: Storage, *, lease: float = 30.0, max_delay: float = 300.0, max_attempts: int = MAX_ATTEMPTS
+        self, store: JobStorage, *, lease: float = 30.0, max_delay: float = 300.0, max_attempts: int = MAX_ATTEMPTS
     ) -> None:
         self._store = store
         self._handlers: dict[str, Handler] = {}

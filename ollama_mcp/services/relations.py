@@ -12,21 +12,29 @@ ones; a list reads both directions, so every pair is found once either side has 
 
 from __future__ import annotations
 
+from typing import Protocol
+
 from ollama_mcp.domain import Conversation, Job, Relation, RelationKind, utc_now
 from ollama_mcp.errors import OllamaMcpError
 from ollama_mcp.services.indexer import Indexer
 from ollama_mcp.services.jobs import JobRunner
-from ollama_mcp.storage.protocols import Storage
+from ollama_mcp.storage.protocols import ConversationStorage, JobStorage, RelationStorage
 
 MAX_RELATED = 5  # links a conversation records to others like it, best first
 MAX_SCOPE = 50  # conversations a search related to one covers at most
 MAX_FOLLOW_UPS = 20  # steps along chains of follow-ups, either way
 
 
+class RelationReads(ConversationStorage, JobStorage, RelationStorage, Protocol):
+    """What relations between conversations ask of storage."""
+
+
 class ConversationRelations:
     """The relate job, and reading a conversation's relations."""
 
-    def __init__(self, store: Storage, indexer: Indexer, jobs: JobRunner, *, related: float, duplicate: float) -> None:
+    def __init__(
+        self, store: RelationReads, indexer: Indexer, jobs: JobRunner, *, related: float, duplicate: float
+    ) -> None:
         self._store = store
         self._indexer = indexer
         self.related_threshold = related
@@ -59,7 +67,7 @@ class ConversationRelations:
         ]
 
 
-async def related_scope(store: Storage, conversation_id: str) -> list[str]:
+async def related_scope(store: RelationReads, conversation_id: str) -> list[str]:
     """The conversations a search related to ``conversation_id`` covers: its thread (the chain of
     follow-ups both ways), the conversations related to (or duplicating) one in it, and their
     threads; nearest first, at most ``MAX_SCOPE``. ``ConversationNotFoundError`` when it does

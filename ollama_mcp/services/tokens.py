@@ -20,7 +20,7 @@ from ollama_mcp.domain import AccessToken, utc_now
 from ollama_mcp.errors import ConfigError, InvalidInputError
 
 if TYPE_CHECKING:  # the storage seam imports numpy; the serve path imports this module before the app
-    from ollama_mcp.storage.protocols import Storage
+    from ollama_mcp.storage.protocols import Storage, TokenStorage
 
 PREFIX = "omcp_"
 _SECRET = re.compile(r"omcp_[A-Za-z0-9_-]{43}")
@@ -43,7 +43,7 @@ def token_name(field: str, raw: str) -> str:
     return name
 
 
-async def create(store: Storage, name: str, principal: str | None) -> tuple[AccessToken, str]:
+async def create(store: TokenStorage, name: str, principal: str | None) -> tuple[AccessToken, str]:
     """A new token named ``name`` for ``principal`` (default: the principal of that name, when
     ``name`` is one): the record and the secret, which exists nowhere else afterwards."""
     name = token_name("NAME", name)
@@ -66,14 +66,14 @@ async def create(store: Storage, name: str, principal: str | None) -> tuple[Acce
     return token, secret
 
 
-async def verify(store: Storage, secret: str) -> AccessToken | None:
+async def verify(store: TokenStorage, secret: str) -> AccessToken | None:
     """The active token ``secret`` is, or None (malformed, unknown or revoked)."""
     if not _SECRET.fullmatch(secret):
         return None  # not one of ours: no query
     return await store.token_by_hash(hash_of(secret))
 
 
-async def revoke(store: Storage, name: str) -> None:
+async def revoke(store: TokenStorage, name: str) -> None:
     name = token_name("NAME", name)
     if not await store.revoke_token(name, utc_now()):
         raise InvalidInputError(

@@ -44,10 +44,8 @@ from ollama_mcp.domain import (
 from ollama_mcp.when import TimeWindow
 
 
-class Storage(Protocol):
-    """Conversations, memories, transcript, jobs, audit and vector rows of one store."""
-
-    # -- conversations -------------------------------------------------------------------
+class ConversationStorage(Protocol):
+    """Conversations: create, read, list, end, change marks, expiry and deletion."""
 
     async def create_conversation(
         self,
@@ -101,7 +99,9 @@ class Storage(Protocol):
         """Delete a conversation with everything that belongs to it, in one transaction; returns
         the seqs of the memories that went with it."""
 
-    # -- relations between conversations -------------------------------------------------
+
+class RelationStorage(Protocol):
+    """Links between conversations: follow-ups, related and duplicate ones."""
 
     async def relations(self, conversation_id: str, *, recorded: bool = False) -> list[Relation]:
         """The conversations related to this one either way, one entry each (a follow-up before a
@@ -126,7 +126,9 @@ class Storage(Protocol):
         """Insert links this conversation recorded (``relations(..., recorded=True)``) as they are,
         skipping those present or whose other conversation is missing; returns how many were added."""
 
-    # -- memories ------------------------------------------------------------------------
+
+class MemoryStorage(Protocol):
+    """Memories: insert, read, revise and delete one or many, and the times they name."""
 
     async def insert_memory(self, memory: Memory, embeddings: Sequence[EmbeddingRow] = ()) -> tuple[Memory, bool]:
         """Insert a memory into an active conversation; returns (memory, was_duplicate)."""
@@ -165,7 +167,9 @@ class Storage(Protocol):
         """For each memory of ``seqs``: the seqs of the current notes or messages just before and
         just after it in its conversation (None at either end)."""
 
-    # -- facts ---------------------------------------------------------------------------
+
+class FactStorage(Protocol):
+    """Facts extracted from a conversation, and how far extraction has read."""
 
     async def facts_through(self, conversation_id: str) -> int:
         """The seq of the last memory of the conversation its facts were extracted from (0: none
@@ -184,7 +188,9 @@ class Storage(Protocol):
     async def current_facts(self, conversation_id: str, limit: int) -> list[Memory]:
         """The conversation's facts that nothing superseded, newest first."""
 
-    # -- transcript and snapshots --------------------------------------------------------
+
+class TranscriptStorage(Protocol):
+    """A conversation's transcript and whole snapshots of it."""
 
     async def messages(self, conversation_id: str, limit: int, before_seq: int | None = None) -> list[Memory]:
         """The latest ``limit`` messages before ``before_seq`` (default: all), oldest first."""
@@ -216,7 +222,9 @@ class Storage(Protocol):
     ) -> tuple[bool, int]:
         """Insert an exported conversation and its memories with their ids, in one transaction."""
 
-    # -- jobs ----------------------------------------------------------------------------
+
+class JobStorage(Protocol):
+    """Deferred work: queue, claim under a lease, retry, fail and finish jobs."""
 
     async def enqueue_job(self, kind: JobKind, conversation_id: str, now: str) -> bool:
         """Queue a job unless one of that kind is already open for the conversation."""
@@ -245,7 +253,9 @@ class Storage(Protocol):
         deleted with it. Returns the seqs of the memories that went (or lost their text and
         vectors) and those of the memories whose context was rewritten."""
 
-    # -- agent audit ---------------------------------------------------------------------
+
+class AuditStorage(Protocol):
+    """The agent's audit trail and the write audit."""
 
     async def insert_audit(self, rows: Sequence[AuditRow]) -> None: ...
 
@@ -253,7 +263,9 @@ class Storage(Protocol):
         """The write audit, newest first (from ``since`` on, when given). Rows are written by the
         write transactions themselves (``audit.recording``)."""
 
-    # -- copying a store (``ollama-mcp migrate``) ------------------------------------------
+
+class TransferStorage(Protocol):
+    """What copying a store (``ollama-mcp migrate``) reads and writes besides."""
 
     async def conversation_extras(self, conversation_id: str) -> tuple[list[JobRecord], list[AuditRow]]:
         """The conversation's jobs and audit rows, oldest first."""
@@ -265,7 +277,9 @@ class Storage(Protocol):
     async def conversation_vectors(self, conversation_id: str) -> list[tuple[str, EmbeddingRow]]:
         """Every vector of the conversation's memories, with the id of the memory it belongs to."""
 
-    # -- vectors (what the embedding backfill needs) -------------------------------------
+
+class VectorStorage(Protocol):
+    """Vector rows: what the embedding backfill needs."""
 
     async def insert_embeddings(self, rows: Sequence[EmbeddingRow]) -> int:
         """Store vectors; rows of memories deleted meanwhile, or stored already, are skipped."""
@@ -290,7 +304,9 @@ class Storage(Protocol):
     async def delete_vectors(self, model: str) -> int:
         """Drop every vector of ``model`` (reembed --force); the memories become pending."""
 
-    # -- current conversations of clients any instance may serve --------------------------
+
+class ClientStorage(Protocol):
+    """The current conversation of clients any instance may serve."""
 
     async def current_conversation(self, client: str) -> str | None:
         """The current conversation kept for ``client`` (a token without an MCP session)."""
@@ -299,7 +315,9 @@ class Storage(Protocol):
         """Keep ``conversation_id`` as ``client``'s current conversation (ending or deleting the
         conversation removes it)."""
 
-    # -- bearer tokens of the HTTP server (kept in the local principal's store) -------------
+
+class TokenStorage(Protocol):
+    """Bearer tokens of the HTTP server (kept in the local principal's store)."""
 
     async def create_token(self, token: AccessToken, token_hash: str) -> bool:
         """Keep a new token's hash; False (and nothing kept) when an active token has that name."""
@@ -320,7 +338,9 @@ class Storage(Protocol):
         """Keep tokens made elsewhere, hashes as given, in one transaction; a hash already kept is
         left as it is, except that it is revoked when the given row is."""
 
-    # -- conversations shared between principals (kept in the local principal's store) -----
+
+class ShareStorage(Protocol):
+    """Conversations shared between principals (kept in the local principal's store)."""
 
     async def set_share(self, share: ConversationShare) -> None:
         """Share a conversation with a principal, or change the access it has."""
@@ -339,7 +359,9 @@ class Storage(Protocol):
     async def all_shares(self) -> list[ConversationShare]:
         """Every share, by conversation and grantee (``migrate`` copies them)."""
 
-    # -- life ----------------------------------------------------------------------------
+
+class StorageLife(Protocol):
+    """Bulk loading and closing."""
 
     def bulk_load(self) -> AbstractAsyncContextManager[None]:
         """A context for writing many memories and vectors at once (``migrate``): a backend may
@@ -348,6 +370,26 @@ class Storage(Protocol):
         ...
 
     async def aclose(self) -> None: ...
+
+
+class Storage(
+    ConversationStorage,
+    RelationStorage,
+    MemoryStorage,
+    FactStorage,
+    TranscriptStorage,
+    JobStorage,
+    AuditStorage,
+    TransferStorage,
+    VectorStorage,
+    ClientStorage,
+    TokenStorage,
+    ShareStorage,
+    StorageLife,
+    Protocol,
+):
+    """Conversations, memories, transcript, jobs, audit and vector rows of one store: every part
+    above, as each backend implements it. Type a consumer against the parts it uses."""
 
 
 class QueryVector:
