@@ -186,13 +186,13 @@ async def forget(
         if conversation_id is not None:
             ids = [(await app.service.resolve_conversation(conversation_id)).id]  # type: ignore[union-attr]
         elif cutoff is not None:
-            ids = await app.store.expired_conversations("", cutoff)  # idle only: no TTL is "now" at ""
+            ids = await app.service.conversation_ids(idle_before=cutoff)
         else:
-            ids = await app.store.conversation_ids()
+            ids = await app.service.conversation_ids()
         chosen = []
         for target in ids:
-            conversation = await app.store.get_conversation(target)
-            count = await app.store.memory_total(target)
+            conversation = await app.service.conversation(target)
+            count = await app.service.memory_total(target)
             chosen.append((conversation.id, conversation.name or "unnamed", count))
         if not dry_run:
             for target, _, _ in chosen:
@@ -205,7 +205,7 @@ async def write_log(settings: Settings, since: str | None, limit: int) -> list[W
     start = inputs.timestamp("--since", since) if since else None
     _must_exist(settings, "show")
     async with open_app(settings, background=False) as app:
-        return await app.store.write_records(start, limit)
+        return await app.service.write_records(start, limit)
 
 
 async def create_token(settings: Settings, name: str, principal: str | None) -> tuple[AccessToken, str]:

@@ -13,16 +13,13 @@ nothing while nobody watches.
 from __future__ import annotations
 
 import logging
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 import anyio
 
 from ollama_mcp.errors import OllamaMcpError
-
-if TYPE_CHECKING:  # the server imports this module on the handshake path: no numpy there
-    from ollama_mcp.storage.protocols import ConversationStorage
 
 log = logging.getLogger(__name__)
 
@@ -34,11 +31,20 @@ MAX_WATCHES = 1024
 Send = Callable[[str | None], Awaitable[None]]
 
 
+class Marked(Protocol):
+    """What a watch reads of one memory (its app's service): the change marks of conversations
+    and of the conversation list, compared tick by tick."""
+
+    async def change_marks(self, conversation_ids: Sequence[str]) -> dict[str, tuple[Any, ...]]: ...
+
+    async def conversations_mark(self) -> tuple[Any, ...]: ...
+
+
 @dataclass(eq=False)
 class Watch:
     """One subscriber's interest: conversations of one store, and maybe its conversation list."""
 
-    store: ConversationStorage
+    store: Marked
     conversations: frozenset[str]
     conversation_list: bool
     send: Send
@@ -50,8 +56,8 @@ class Watches:
     def __init__(self, tick: float = TICK) -> None:
         self._tick = tick
         self._watches: set[Watch] = set()
-        self._marks: dict[tuple[ConversationStorage, str], tuple[Any, ...] | None] = {}
-        self._list_marks: dict[ConversationStorage, tuple[Any, ...]] = {}
+        self._marks: dict[tuple[Marked, str], tuple[Any, ...] | None] = {}
+        self._list_marks: dict[Marked, tuple[Any, ...]] = {}
         self._wake = anyio.Event()
 
     def __contains__(self, watch: object) -> bool:
@@ -96,7 +102,7 @@ class Watches:
 
     async def poll(self) -> None:
         """Read each watched store's marks once and tell every watcher what changed for it."""
-        stores: dict[ConversationStorage, list[Watch]] = {}
+        stores: dict[Marked, list[Watch]] = {}
         for watch in list(self._watches):
             stores.setdefault(watch.store, []).append(watch)
         for store, watches in stores.items():

@@ -25,11 +25,10 @@ from ollama_mcp.errors import InvalidInputError, NotFoundError
 from ollama_mcp.inputs import conversation_id as checked_conversation_id
 from ollama_mcp.mcp.apps import Principals, caller_of, serving
 from ollama_mcp.mcp.calls import prompt_errors
-from ollama_mcp.mcp.live import Watch, Watches
+from ollama_mcp.mcp.live import Marked, Watch, Watches
 
 if TYPE_CHECKING:
     from ollama_mcp.app import App
-    from ollama_mcp.storage.protocols import Storage
 
 LIST_URI = "memory://conversations"
 _CONVERSATION_URI = re.compile(r"memory://conversations/([^/]+)(?:/.*)?")  # a conversation, its pages, its history
@@ -56,7 +55,7 @@ def serve_live_updates(server: MCPServer, watches: Watches) -> None:
                     await session.send_resource_list_changed()
                 await session.send_resource_updated(uri)
 
-            watch = Watch(app.store, frozenset([conversation] if conversation else []), conversation is None, send)
+            watch = Watch(app.service, frozenset([conversation] if conversation else []), conversation is None, send)
             await watches.add(watch)
         legacy[(_connection_of(session), uri)] = watch
         return EmptyResult()
@@ -75,8 +74,8 @@ def serve_live_updates(server: MCPServer, watches: Watches) -> None:
         uris = list(wanted.resource_subscriptions or ())
         bus = _StreamBus()
         uris_of: dict[str | None, list[str]] = {}  # a conversation (None: the list) -> the URIs showing it
-        ids_of: dict[Storage, set[str]] = {}  # the watched conversations, by the store holding them
-        listing: set[Storage] = set()  # the stores whose conversation list is watched
+        ids_of: dict[Marked, set[str]] = {}  # the watched conversations, by the memory holding them
+        listing: set[Marked] = set()  # those whose conversation list is watched
         added: list[Watch] = []
         try:
             with prompt_errors():
@@ -85,15 +84,15 @@ def serve_live_updates(server: MCPServer, watches: Watches) -> None:
                         principals, uri, f"notifications.resourceSubscriptions[{i}]"
                     )
                     uris_of.setdefault(conversation, []).append(uri)
-                    ids = ids_of.setdefault(app.store, set())
+                    ids = ids_of.setdefault(app.service, set())
                     if conversation is None:
-                        listing.add(app.store)
+                        listing.add(app.service)
                     else:
                         ids.add(conversation)
                 if wanted.resources_list_changed:
                     own = await principals.holder(caller_of(None, principals.default_principal).principal).app()
-                    ids_of.setdefault(own.store, set())
-                    listing.add(own.store)
+                    ids_of.setdefault(own.service, set())
+                    listing.add(own.service)
 
                 async def send(target: str | None) -> None:
                     for uri in uris_of.get(target, ()):
@@ -148,7 +147,7 @@ async def _watch_target(principals: Principals, uri: str, field: str) -> tuple[A
     assert conversation is not None, "the pattern matched a non-empty id"
     try:
         app = await serving(principals, principal, conversation, "read", "subscribe to it")
-        await app.store.get_conversation(conversation)
+        await app.service.conversation(conversation)
     except NotFoundError:
         raise InvalidInputError(
             field, f"names no conversation that exists ({conversation})", "call list_conversations to see the ids"

@@ -15,7 +15,7 @@ from collections.abc import Sequence
 from contextlib import nullcontext
 from dataclasses import replace
 from datetime import UTC, datetime, timedelta
-from typing import Literal
+from typing import Any, Literal
 
 from ollama_mcp import audit, caller, inputs
 from ollama_mcp.domain import (
@@ -30,6 +30,7 @@ from ollama_mcp.domain import (
     SearchOutcome,
     SearchRequest,
     StoredMemory,
+    WriteRecord,
     format_timestamp,
     utc_now,
 )
@@ -388,6 +389,46 @@ class MemoryService:
         """Drop every vector of the configured model: everything becomes pending (reembed --force)."""
         await self._store.delete_vectors(self._indexer.model)
         self._indexer.invalidate()
+
+    # -- what the browser view, the CLI and live updates read (the edges never reach the store) --
+
+    async def memory(self, memory_id: str) -> Memory:
+        """One memory by id, any version (``MemoryNotFoundError`` when there is none)."""
+        return await self._store.get_memory(memory_id)
+
+    async def conversation(self, conversation_id: str) -> Conversation:
+        """One conversation by id (``ConversationNotFoundError`` when there is none)."""
+        return await self._store.get_conversation(conversation_id)
+
+    async def snapshot(self, conversation_id: str) -> tuple[Conversation, list[Memory], int]:
+        """A conversation with every memory (all versions, messages and summaries) and their count."""
+        return await self._store.conversation_snapshot(conversation_id)
+
+    async def memory_total(self, conversation_id: str) -> int:
+        """What deleting the conversation removes: every memory, versions and messages too."""
+        return await self._store.memory_total(conversation_id)
+
+    async def memory_timeline(self) -> list[tuple[str, str, int]]:
+        """Memories stored per day and conversation, for the browser view's timeline."""
+        return await self._store.memory_timeline()
+
+    async def conversation_ids(self, *, idle_before: str | None = None) -> list[str]:
+        """Every conversation's id; with ``idle_before``, only those idle since before it."""
+        if idle_before is None:
+            return await self._store.conversation_ids()
+        return await self._store.expired_conversations("", idle_before)  # idle only: no TTL is "now" at ""
+
+    async def write_records(self, since: str | None, limit: int) -> list[WriteRecord]:
+        """The write audit, newest first: every write through any door, without its text."""
+        return await self._store.write_records(since, limit)
+
+    async def change_marks(self, conversation_ids: Sequence[str]) -> dict[str, tuple[Any, ...]]:
+        """What changes when one of these conversations changes (live updates compare them)."""
+        return await self._store.change_marks(conversation_ids)
+
+    async def conversations_mark(self) -> tuple[Any, ...]:
+        """What changes when the conversation list changes."""
+        return await self._store.conversations_mark()
 
     # -- internals ------------------------------------------------------------------------------
 

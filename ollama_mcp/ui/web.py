@@ -88,7 +88,7 @@ async def conversations(request: Request) -> Response:
 async def conversation(request: Request) -> Response:
     app = _app(request)
     conversation_id = request.path_params["conversation_id"]
-    current, rows, _ = await app.store.conversation_snapshot(conversation_id)
+    current, rows, _ = await app.service.snapshot(conversation_id)
     parts = views.conversation_parts(rows)
     pages = max(1, -(-len(parts.notes) // NOTES_SHOWN))
     raw = request.query_params.get("page", "1")
@@ -130,7 +130,7 @@ async def health(request: Request) -> Response:
     checks = await doctor.run_checks(app.settings)
     lines = await anyio.to_thread.run_sync(doctor.stats, app.settings)
     names = {c.id: c.name or "unnamed" for c in await app.service.list_conversations(None, LISTED)}
-    plot = views.timeline_plot(await app.store.memory_timeline(), names)
+    plot = views.timeline_plot(await app.service.memory_timeline(), names)
     return _page(request, "health.html", checks=checks, lines=lines, plot=plot)
 
 
@@ -160,7 +160,7 @@ async def update_memory(request: Request) -> Response:
     app = _app(request)
     form = await checked_form(request)
     memory_id = request.path_params["memory_id"]
-    old = await app.store.get_memory(memory_id)
+    old = await app.service.memory(memory_id)
     content = _field(form.get("content"))
     tags = [t.strip() for t in _field(form.get("tags")).split(",") if t.strip()]
     if content.strip() == old.content and tuple(tags) == old.tags:
@@ -172,7 +172,7 @@ async def update_memory(request: Request) -> Response:
 
 async def delete_memory(request: Request) -> Response:
     app = _app(request)
-    memory = await app.store.get_memory(request.path_params["memory_id"])
+    memory = await app.service.memory(request.path_params["memory_id"])
     page = f"/conversations/{memory.conversation_id}"
     return await _after_confirming(
         request,
@@ -194,8 +194,8 @@ async def end_conversation(request: Request) -> Response:
 
 async def delete_conversation(request: Request) -> Response:
     app = _app(request)
-    current = await app.store.get_conversation(request.path_params["conversation_id"])
-    total = await app.store.memory_total(current.id)  # what `forget` counts: versions and messages too
+    current = await app.service.conversation(request.path_params["conversation_id"])
+    total = await app.service.memory_total(current.id)  # what `forget` counts: versions and messages too
     return await _after_confirming(request, lambda: app.service.delete_conversation(current.id),
                                    f"/conversations/{current.id}", ("/", "conversation-deleted"),
                                    what="conversation", conversation=current, total=total)
