@@ -324,3 +324,13 @@ class StoreSummary:
     pending: int  # memories without a content vector of the model asked about
     jobs: dict[str, int]  # background jobs by state
     job_problems: list[tuple[str, str, str]]  # (kind, state, last error) of jobs waiting or failed
+
+
+@dataclass(frozen=True)
+class Check:
+    """One line of ``doctor``: what was checked, whether it is fine, and what to do if not."""
+
+    name: str
+    ok: bool
+    detail: str
+    blocking: bool = True  # a failure that stops normal use (exit code 1)

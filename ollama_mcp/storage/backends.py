@@ -10,6 +10,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from ollama_mcp.config import LOCAL_PRINCIPAL, Settings, is_principal_name
+from ollama_mcp.domain import Check, StoreSummary
 from ollama_mcp.errors import ConfigError
 from ollama_mcp.storage.protocols import Ranker, Storage
 from ollama_mcp.storage.ranking import SearchTuning
@@ -53,3 +54,26 @@ async def principal_stores(settings: Settings) -> list[str]:
         found = [schema.removeprefix("ollama_mcp_") for schema in await principal_schemas(settings.postgres_url)]
     return [name for name in found if is_principal_name(name) and name != LOCAL_PRINCIPAL]
 
+
+
+def health(settings: Settings) -> tuple[list[Check], StoreSummary | None]:
+    """``doctor``'s checks of the store ``settings`` name, read-only, and what it holds (None
+    when it cannot be read or does not exist yet)."""
+    if settings.postgres_url is None:
+        from ollama_mcp.storage.sqlite import health as sqlite_health  # noqa: PLC0415 - each backend its own
+
+        return sqlite_health.checks(settings.store_path, settings.embed_model)
+    from ollama_mcp.storage.postgres import health as pg_health  # noqa: PLC0415 - psycopg only for PostgreSQL
+
+    return pg_health.checks(settings.store_url, settings.embed_model)
+
+
+def holdings(settings: Settings) -> tuple[list[tuple[str, str]], StoreSummary | None, list[tuple[str, str]]]:
+    """``stats``' backend lines before what the store holds, its summary, and the lines after."""
+    if settings.postgres_url is None:
+        from ollama_mcp.storage.sqlite import health as sqlite_health  # noqa: PLC0415 - each backend its own
+
+        return sqlite_health.holdings(settings.store_path, settings.embed_model)
+    from ollama_mcp.storage.postgres import health as pg_health  # noqa: PLC0415 - psycopg only for PostgreSQL
+
+    return pg_health.holdings(settings.store_url, settings.embed_model)

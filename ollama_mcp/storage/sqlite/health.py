@@ -1,0 +1,93 @@
+"""The SQLite store as ``doctor`` and ``stats`` see it: read-only (no migration, no lock), or
+only its folder when the file does not exist yet."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import stat
+import tempfile
+from pathlib import Path
+from sqlite3 import sqlite_version
+
+from ollama_mcp.domain import Check, StoreSummary
+from ollama_mcp.errors import StorageError
+from ollama_mcp.storage.sqlite.db import damaged, fts5_missing, migrations
+from ollama_mcp.storage.sqlite.summary import quick_check, summarize
+
+MIN_FREE_BYTES = 50 * 2**20  # below this a new store (and its WAL) soon fills the disk
+
+
+def checks(path: Path, model: str) -> tuple[list[Check], StoreSummary | None]:
+    """SQLite's features, then the file (or where it would be created), and what it holds."""
+    database, summary = _database(path, model)
+    return [_sqlite_features(), *database], summary
+
+
+def holdings(path: Path, model: str) -> tuple[list[tuple[str, str]], StoreSummary | None, list[tuple[str, str]]]:
+    """``stats``' lines before what the store holds, its summary, and the lines after."""
+    if not path.exists():
+        return [("database", f"{path} (not created yet)")], None, []
+    size = sum(p.stat().st_size for p in (path, path.with_name(path.name + "-wal")) if p.exists())
+    summary = summarize(path, model)
+    return [("backend", f"SQLite {sqlite_version}"), ("database", f"{path} ({size / 2**20:.1f} MiB)"),
+            ("schema", str(summary.schema_version))], summary, []
+
+
+def _sqlite_features() -> Check:
+    missing = fts5_missing()
+    if missing:
+        return Check("sqlite", False, f"SQLite {sqlite_version} lacks FTS5 ({missing}); use a Python built with FTS5.")
+    return Check("sqlite", True, f"SQLite {sqlite_version} with FTS5")
+
+
+def _database(path: Path, model: str) -> tuple[list[Check], StoreSummary | None]:
+    if not path.exists():
+        return [_creatable(path)], None
+    checks = []
+    if not os.access(path, os.R_OK | os.W_OK) or not os.access(path.parent, os.W_OK | os.X_OK):
+        checks.append(Check("database", False, f"{path} or its folder is not writable by you; fix the permissions "
+                            "or set OLLAMA_MCP_DB to a writable path."))
+    mode = stat.S_IMODE(path.stat().st_mode)
+    if mode & 0o077:
+        checks.append(Check("permissions", False, f"{path} is readable by others (mode {mode:o}); "
+                            f"run `chmod 600 {path}` to keep memories private.", blocking=False))
+    try:
+        summary = summarize(path, model)
+        problem = quick_check(path)
+    except StorageError as exc:
+        return [*checks, Check("database", False, str(exc))], None
+    if problem is not None:
+        return [*checks, Check("database", False, str(damaged(path, f"SQLite's quick_check found: {problem}")))], None
+    newest = migrations()[-1].version
+    if summary.schema_version > newest:
+        checks.append(Check("schema", False, f"{path} was written by a newer ollama-mcp (schema "
+                            f"{summary.schema_version}, this version knows {newest}); upgrade ollama-mcp."))
+        return checks, None
+    note = (
+        "" if summary.schema_version == newest else f"; it will be upgraded from {summary.schema_version} on first use"
+    )
+    memories = sum(summary.memories.values())
+    checks.append(Check("database", True, f"{path}: {memories:,} memories, schema {newest}{note}"))
+    return checks, summary
+
+
+def _creatable(path: Path) -> Check:
+    """Whether the server could create the store at ``path``: tried, not guessed from permission
+    bits (root passes every access() test, and /sys or a read-only mount still refuse), with a
+    probe file in the nearest folder that exists, removed at once."""
+    folder = next((p for p in [path.parent, *path.parent.parents] if p.exists()), Path("/"))
+    fix = "Set OLLAMA_MCP_DB to an absolute path in a folder you can write to."
+    if not folder.is_dir():
+        return Check("database", False, f"{path} cannot be created: {folder} is not a folder. {fix}")
+    try:
+        with tempfile.TemporaryFile(dir=folder, prefix=".ollama-mcp-doctor-"):
+            pass
+    except OSError as exc:
+        return Check("database", False, f"{path} cannot be created: {folder} refuses new files ({exc.strerror}). {fix}")
+    free = shutil.disk_usage(folder).free
+    if free < MIN_FREE_BYTES:
+        return Check("database", False, f"{path} cannot be created: only {free / 2**20:.1f} MiB are free on the disk "
+                     f"of {folder}. Free some space, or {fix[0].lower()}{fix[1:]}")
+    return Check("database", True, f"{path} does not exist yet; it will be created on first use "
+                 f"({free / 2**30:.1f} GiB free)")
