@@ -23,7 +23,7 @@ from ollama_mcp.domain import AccessToken, WriteRecord, format_timestamp
 from ollama_mcp.errors import InvalidInputError, OllamaMcpError, StorageError
 from ollama_mcp.services import export, tokens
 from ollama_mcp.services.transfer import AccessReport, CopyReport, copy_access, copy_store
-from ollama_mcp.storage.backends import open_backend, principal_stores
+from ollama_mcp.storage.backends import open_backend, principal_stores, store_file
 from ollama_mcp.storage.protocols import Storage
 
 
@@ -236,8 +236,8 @@ async def _token_store(settings: Settings, must_exist: str | None = None) -> Asy
 def _must_exist(settings: Settings, what: str) -> None:
     """Commands that only read (or remove) must not create an empty SQLite store on the way: a
     mistyped OLLAMA_MCP_DB would otherwise look like a store that holds nothing."""
-    path = settings.store_path
-    if settings.postgres_url is None and not path.exists():
+    path = store_file(settings)
+    if path is not None and not path.exists():
         raise StorageError(
             f"There is no memory database at {path}, so there is nothing to {what}; nothing was created. "
             "Check OLLAMA_MCP_DB (the server creates the file when it first stores a memory)."

@@ -15,10 +15,10 @@ import shlex
 import sys
 from collections.abc import Mapping
 from pathlib import Path
-from urllib.parse import urlsplit, urlunsplit
 
 from ollama_mcp.cli.hooks import EVENTS as HOOK_EVENTS
 from ollama_mcp.config import Settings
+from ollama_mcp.storage import backends
 
 CLIENTS = ("claude-desktop", "claude-code", "cursor", "vscode", "claude-code-hooks")
 HOOK_TIMEOUT_S = 30
@@ -81,16 +81,7 @@ def server_command() -> tuple[str, list[str]]:
 
 def server_env(settings: Settings, env: Mapping[str, str]) -> tuple[dict[str, str], list[str]]:
     """OLLAMA_MCP_DB as the absolute path or URL in effect, and every other setting given here."""
-    notes: list[str] = []
-    database = str(settings.db_path)
-    if settings.postgres_url is not None:
-        parts = urlsplit(settings.postgres_url)
-        if parts.password:
-            host = parts.netloc.rsplit("@", 1)[1]
-            parts = parts._replace(netloc=f"{parts.username}@{host}" if parts.username else host)
-            notes.append("The password in OLLAMA_MCP_DB was left out: put it in ~/.pgpass "
-                         "(or PGPASSWORD in env) on the machine that runs the client.")
-        database = urlunsplit(parts)
+    database, notes = backends.client_database(settings)
     variables = {"OLLAMA_MCP_DB": database}
     for key in sorted(env):
         if key != "OLLAMA_MCP_DB" and (key.startswith("OLLAMA_MCP_") or key == "OLLAMA_HOST"):

@@ -337,7 +337,7 @@ def _maintenance(settings: Settings, args: argparse.Namespace) -> int:
     from ollama_mcp.cli import admin  # noqa: PLC0415
 
     if args.command == "export":
-        from ollama_mcp import files  # noqa: PLC0415
+        from ollama_mcp.cli import files  # noqa: PLC0415
 
         # The output is checked before the store is opened, and written only once complete.
         target = files.checked_output(args.output, settings, force=args.force) if args.output else None
