@@ -203,11 +203,3 @@ class Solo:
 
     async def search_all(self, principal: str, own: App, request: SearchRequest) -> SearchOutcome:
         return await own.service.search(request)
-
-    async def share(
-        self, owner: str, conversation_id: object, grantee: object, access: object
-    ) -> tuple[str, list[ConversationShare]]:
-        raise InvalidInputError(
-            "principal", "cannot be shared with: this server has one person",
-            "serve it over HTTP with tokens (ollama-mcp serve --http) to share conversations",
-        )

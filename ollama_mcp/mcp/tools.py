@@ -35,6 +35,7 @@ from ollama_mcp.mcp.results import (
     MessagesAdded,
     SearchResults,
 )
+from ollama_mcp.mcp.sharing import Sharing
 
 if TYPE_CHECKING:
     from ollama_mcp.services.agent import Confirm, Decision
@@ -235,11 +236,9 @@ async def share_conversation(
     """Let another person search and read a conversation of yours, or also add to it."""
     async with tool_call(ctx):
         sharing, owner = sharing_of(ctx)
+        assert isinstance(sharing, Sharing), "registered only on a server with tokens (register_tools)"
         shared, shares = await sharing.share(owner, conversation_id, principal, access)
         return reply(ConversationShared.of(shared, shares))
-
-
-CONFIRM_TIMEOUT = 30.0  # a human who does not answer has said no (OLLAMA_MCP_AGENT_CONFIRM_TIMEOUT)
 
 
 class Confirmation(BaseModel):

@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING
 from ollama_mcp.config import LOCAL_PRINCIPAL, Settings, principal_name
 from ollama_mcp.domain import AccessToken, utc_now
 from ollama_mcp.errors import ConfigError, InvalidInputError
+from ollama_mcp.storage.backends import open_backend
 
 if TYPE_CHECKING:  # the storage seam imports numpy; the serve path imports this module before the app
     from ollama_mcp.storage.protocols import Storage, TokenStorage
@@ -83,10 +84,7 @@ async def revoke(store: TokenStorage, name: str) -> None:
 
 @asynccontextmanager
 async def registry(settings: Settings) -> AsyncIterator[Storage]:
-    """The local principal's store, which keeps every principal's tokens (just the store: no app;
-    the storage backend is imported here, off the serve path's handshake)."""
-    from ollama_mcp.storage.backends import open_backend  # noqa: PLC0415  (numpy and SQLite: not on the handshake)
-
+    """The local principal's store, which keeps every principal's tokens (just the store: no app)."""
     store, _ = await open_backend(settings.for_principal(LOCAL_PRINCIPAL))
     try:
         yield store
