@@ -21,8 +21,11 @@ from pgvector.psycopg import register_vector_async
 from psycopg import sql
 
 from ollama_mcp import audit
+from ollama_mcp.domain import EmbeddingRow
 from ollama_mcp.errors import StorageError
 from ollama_mcp.storage.postgres import db
+from ollama_mcp.storage.postgres.dialect import POSTGRES
+from ollama_mcp.storage.postgres.rows import insert_embedding_rows
 from ollama_mcp.storage.sql.parts import SqlParts, pyformat
 
 POOL_MIN = 1
@@ -226,6 +229,16 @@ class PgStoreBase(SqlParts):
     def _sql(self, text: str) -> str:
         """SQL written once with ``?`` placeholders (``storage/sql/``) in psycopg's ``%s``."""
         return pyformat(text)
+
+    _dialect = POSTGRES
+
+    async def _insert_vectors(self, conn: psycopg.AsyncConnection, rows: Sequence[EmbeddingRow]) -> int:
+        return await insert_embedding_rows(conn, rows)
+
+    async def _vectors_stored(self, rows: Sequence[EmbeddingRow]) -> None:
+        """The HNSW indexes of the vectors' model and dimension, once the transaction committed."""
+        if rows:
+            await self.ensure_vector_index(rows[0].model, rows[0].dim)
 
     async def _fetchall(self, sql: Any, params: Sequence[Any] | dict[str, Any], action: str) -> list[tuple[Any, ...]]:
         async with self._connection(action) as conn:

@@ -7,7 +7,6 @@ conversation's row first, so they queue per conversation and run side by side ac
 conversations, in one lock order (no deadlocks between instances).
 """
 
-from ollama_mcp.storage.postgres.conversations import ConversationStore
 from ollama_mcp.storage.postgres.facts import FactStore
 from ollama_mcp.storage.postgres.jobs import JobStore
 from ollama_mcp.storage.postgres.memories import MemoryStore
@@ -15,6 +14,7 @@ from ollama_mcp.storage.postgres.relations import RelationStore
 from ollama_mcp.storage.postgres.transcript import TranscriptStore
 from ollama_mcp.storage.postgres.vectors import VectorStore
 from ollama_mcp.storage.sql.clients import ClientStore
+from ollama_mcp.storage.sql.conversations import ConversationStore
 from ollama_mcp.storage.sql.shares import ShareStore
 from ollama_mcp.storage.sql.tokens import TokenStore
 

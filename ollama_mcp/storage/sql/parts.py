@@ -1,10 +1,11 @@
 """What the store parts both SQL backends share stand on: each backend's base class
-(``sqlite.base.StoreBase``, ``postgres.base.PgStoreBase``) provides these three, and a part
-written here runs unchanged on both.
+(``sqlite.base.StoreBase``, ``postgres.base.PgStoreBase``) provides these, and a part written
+here runs unchanged on both.
 
 SQL here is written once, with ``?`` placeholders; ``_sql`` turns it into the backend's own
-(PostgreSQL's ``%s``). Parts keep to the SQL both dialects read the same way: where they differ
-(vector search, full-text, locking, migrations) the code stays in the backend's folder.
+(PostgreSQL's ``%s``), and ``_dialect`` spells what the two write differently (``dialect.py``).
+Where they differ in more than words (vector search, full-text, migrations) the code stays in
+the backend's folder.
 """
 
 from __future__ import annotations
@@ -14,18 +15,27 @@ from contextlib import AbstractAsyncContextManager
 from functools import lru_cache
 from typing import TYPE_CHECKING, Any
 
+from ollama_mcp.domain import EmbeddingRow
+from ollama_mcp.storage.sql.dialect import Dialect
+
 
 class SqlParts:
     """The seam between a shared store part and its backend (declared for the type checker only,
     so nothing here can shadow the backend's own methods)."""
 
     if TYPE_CHECKING:
+        _dialect: Dialect
+
 
         def _transaction(self, action: str, *, write: bool = True) -> AbstractAsyncContextManager[Any]: ...
 
         async def _fetchall(self, sql: Any, params: Sequence[Any], action: str) -> list[Any]: ...
 
         def _sql(self, text: str) -> str: ...
+
+        async def _insert_vectors(self, conn: Any, rows: Sequence[EmbeddingRow]) -> int: ...
+
+        async def _vectors_stored(self, rows: Sequence[EmbeddingRow]) -> None: ...
 
 
 @lru_cache(maxsize=512)

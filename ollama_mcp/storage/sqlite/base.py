@@ -12,9 +12,12 @@ import aiosqlite
 import anyio
 
 from ollama_mcp import audit
+from ollama_mcp.domain import EmbeddingRow
 from ollama_mcp.errors import StorageError
 from ollama_mcp.storage.sql.parts import SqlParts
 from ollama_mcp.storage.sqlite import db
+from ollama_mcp.storage.sqlite.dialect import SQLITE
+from ollama_mcp.storage.sqlite.rows import insert_embedding_rows
 
 
 def identity(path: Path) -> tuple[int, int] | None:
@@ -95,6 +98,14 @@ class StoreBase(SqlParts):
     def _sql(self, text: str) -> str:
         """SQL written once with ``?`` placeholders (``storage/sql/``) is SQLite's own."""
         return text
+
+    _dialect = SQLITE
+
+    async def _insert_vectors(self, conn: aiosqlite.Connection, rows: Sequence[EmbeddingRow]) -> int:
+        return await insert_embedding_rows(conn, rows)
+
+    async def _vectors_stored(self, rows: Sequence[EmbeddingRow]) -> None:
+        """Nothing to prepare: vectors are ranked in memory, from the table."""
 
     async def data_version(self) -> int:
         """Changes whenever another connection commits: lets caches notice other processes."""

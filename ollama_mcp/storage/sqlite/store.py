@@ -12,9 +12,9 @@ The store is split by concept, one part per module: ``conversations``, ``memorie
 """
 
 from ollama_mcp.storage.sql.clients import ClientStore
+from ollama_mcp.storage.sql.conversations import ConversationStore
 from ollama_mcp.storage.sql.shares import ShareStore
 from ollama_mcp.storage.sql.tokens import TokenStore
-from ollama_mcp.storage.sqlite.conversations import ConversationStore
 from ollama_mcp.storage.sqlite.facts import FactStore
 from ollama_mcp.storage.sqlite.jobs import JobStore
 from ollama_mcp.storage.sqlite.keywords import KeywordRows, KeywordState, KeywordStore, SearchReads

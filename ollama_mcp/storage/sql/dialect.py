@@ -1,0 +1,103 @@
+"""Where the two SQL backends' dialects part: the one object a shared store part asks.
+
+A part in ``storage/sql/`` writes its SQL once, with ``?`` placeholders and the SQL both
+databases read the same way (``RETURNING``, ``ON CONFLICT``, ``count(*) FILTER``, ``CAST(? AS
+TEXT)``, recursive CTEs). Where SQLite and PostgreSQL spell a thing differently — JSON fields,
+lists as one parameter, a row lock, the conversations' key — it asks the backend's ``Dialect``
+(``sqlite/dialect.py``, ``postgres/dialect.py``). A method here returns a SQL fragment, a
+parameter value, or a decoded cell; the few statements that differ in more than words (a
+memory's tag rows) are the dialect's own async methods.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Sequence
+from typing import Any
+
+
+class Dialect(ABC):
+    """One backend's spelling of what the shared SQL needs."""
+
+    # The conversations table's integer key: SQLite's rowid, PostgreSQL's identity column.
+    conversation_key: str
+    # SQL's two-argument maximum: SQLite's scalar ``max``, PostgreSQL's ``greatest``.
+    greatest: str
+    # Appended to a SELECT of a conversation's row that a write then depends on: PostgreSQL locks
+    # the row; SQLite's write transaction (BEGIN IMMEDIATE) already holds the whole file.
+    for_update: str
+    for_key_share: str
+
+    @abstractmethod
+    def sql(self, text: str) -> str:
+        """SQL written with ``?`` placeholders in the driver's own."""
+
+    @abstractmethod
+    def json_text(self, column: str, key: str) -> str:
+        """The JSON object's ``key`` as SQL (NULL when absent)."""
+
+    @abstractmethod
+    def json_true(self, column: str, key: str) -> str:
+        """A condition: the JSON object's ``key`` holds ``true``."""
+
+    @abstractmethod
+    def json_has(self, column: str, key: str) -> str:
+        """A condition: the JSON object has ``key`` (with a value that is not null)."""
+
+    @abstractmethod
+    def json_with(self, column: str, key: str) -> str:
+        """The JSON object with ``key`` set to the text of one ``?`` parameter."""
+
+    @abstractmethod
+    def json_with_true(self, column: str, key: str) -> str:
+        """The JSON object with ``key`` set to ``true``."""
+
+    @abstractmethod
+    def json_pair(self, column: str) -> str:
+        """A condition on two ``?`` parameters: the object's key (the first) holds a value whose
+        text is the second (``true``/``false`` for booleans)."""
+
+    @abstractmethod
+    def in_list(self, column: str) -> str:
+        """A condition: ``column`` is one of the values of one ``?`` parameter made by ``listed``."""
+
+    @abstractmethod
+    def listed(self, values: Sequence[Any]) -> Any:
+        """Values as the one parameter ``in_list`` reads."""
+
+    @abstractmethod
+    def json(self, value: Any) -> Any:
+        """A dict or list as a parameter of a JSON column."""
+
+    @abstractmethod
+    def tags(self, tags: Sequence[str]) -> Any:
+        """A memory's tags as its ``tags`` column's parameter."""
+
+    @abstractmethod
+    def from_json(self, cell: Any) -> Any:
+        """A JSON column's cell as Python."""
+
+    @abstractmethod
+    def from_tags(self, cell: Any) -> tuple[str, ...]:
+        """A ``tags`` cell as the memory's tags."""
+
+    @abstractmethod
+    def name_like(self, column: str) -> str:
+        """A condition on one ``?`` (a LIKE pattern, backslash escaping): case-insensitive match."""
+
+    @abstractmethod
+    def memory_count(self, counted: bool) -> str:
+        """A conversation's (``c``) current notes, as a column; ``counted=False`` allows ``0`` where
+        counting costs a query."""
+
+    @abstractmethod
+    def message_count(self) -> str:
+        """A conversation's (``c``) turns, as a column."""
+
+    @abstractmethod
+    async def execute_many(self, conn: Any, sql: str, rows: Sequence[Sequence[Any]]) -> int:
+        """One statement (driver placeholders) for each row; how many rows it changed."""
+
+    @abstractmethod
+    async def keep_tags(self, conn: Any, pairs: Sequence[tuple[int, str]]) -> None:
+        """After memories' rows are inserted: whatever else their (seq, tag) pairs need (SQLite's tag rows)."""
