@@ -220,6 +220,13 @@ class PgStoreBase(SqlParts):
             yield conn
 
     @asynccontextmanager
+    async def _snapshot(self, action: str) -> AsyncIterator[psycopg.AsyncConnection]:
+        """Reads that see one snapshot (REPEATABLE READ, read only)."""
+        async with self._connection(action) as conn, conn.transaction():
+            await conn.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ READ ONLY")
+            yield conn
+
+    @asynccontextmanager
     async def reading(self, action: str) -> AsyncIterator[psycopg.AsyncConnection]:
         """A connection inside a transaction for a sequence of reads (the ranker's: its SET LOCAL
         settings end with it)."""

@@ -14,6 +14,8 @@ from psycopg.types.json import Jsonb
 from ollama_mcp.storage.sql.dialect import Dialect
 from ollama_mcp.storage.sql.parts import pyformat
 
+FACT_LOCKS = 0x66616374  # the advisory lock space of fact keys ("fact")
+
 
 class PostgresDialect(Dialect):
     conversation_key = "key"
@@ -72,6 +74,9 @@ class PostgresDialect(Dialect):
     def message_count(self) -> str:
         return "c.message_count"
 
+    def limit(self, count: int) -> int | None:
+        return None if count < 0 else count
+
     async def execute_many(self, conn: psycopg.AsyncConnection, sql: str, rows: Sequence[Sequence[Any]]) -> int:
         """``executemany``, shielded from cancellation.
 
@@ -91,6 +96,14 @@ class PostgresDialect(Dialect):
 
     async def keep_tags(self, conn: psycopg.AsyncConnection, pairs: Sequence[tuple[int, str]]) -> None:
         """Nothing: the ``tags`` array column is all (a GIN index serves tag filters)."""
+
+    async def keep_conversation_tags(self, conn: psycopg.AsyncConnection, conversation_id: str) -> None:
+        """Nothing: the ``tags`` array column is all."""
+
+    async def lock_fact_keys(self, conn: psycopg.AsyncConnection, keys: Sequence[str]) -> None:
+        """An advisory lock per key, in the given (sorted) order: no deadlock between instances."""
+        for key in keys:
+            await conn.execute("SELECT pg_advisory_xact_lock(%s, hashtext(%s))", (FACT_LOCKS, key))
 
 
 POSTGRES = PostgresDialect()

@@ -29,7 +29,7 @@ from psycopg import sql
 from ollama_mcp.domain import SearchFilters, SearchHit
 from ollama_mcp.errors import EmbeddingMismatchError
 from ollama_mcp.storage.postgres.memories import moments_between
-from ollama_mcp.storage.postgres.rows import ALL_KINDS, filter_sql, stored_dimension
+from ollama_mcp.storage.postgres.rows import filter_sql, stored_dimension
 from ollama_mcp.storage.postgres.store import PgStore
 from ollama_mcp.storage.protocols import QueryVector, resolve
 from ollama_mcp.storage.ranking import (
@@ -42,6 +42,7 @@ from ollama_mcp.storage.ranking import (
     timely,
     told_range,
 )
+from ollama_mcp.storage.sql.rows import ALL_KINDS
 from ollama_mcp.when import TimeWindow
 
 # HNSW neighbours fetched per wanted memory before filtering (a memory of several chunks has

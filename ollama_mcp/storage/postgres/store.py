@@ -7,16 +7,16 @@ conversation's row first, so they queue per conversation and run side by side ac
 conversations, in one lock order (no deadlocks between instances).
 """
 
-from ollama_mcp.storage.postgres.facts import FactStore
 from ollama_mcp.storage.postgres.jobs import JobStore
 from ollama_mcp.storage.postgres.memories import MemoryStore
 from ollama_mcp.storage.postgres.relations import RelationStore
-from ollama_mcp.storage.postgres.transcript import TranscriptStore
 from ollama_mcp.storage.postgres.vectors import VectorStore
 from ollama_mcp.storage.sql.clients import ClientStore
 from ollama_mcp.storage.sql.conversations import ConversationStore
+from ollama_mcp.storage.sql.facts import FactStore
 from ollama_mcp.storage.sql.shares import ShareStore
 from ollama_mcp.storage.sql.tokens import TokenStore
+from ollama_mcp.storage.sql.transcript import TranscriptStore
 
 
 class PgStore(

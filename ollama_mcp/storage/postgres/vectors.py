@@ -10,14 +10,13 @@ import numpy as np
 
 from ollama_mcp.domain import EmbeddingRow, Facet, Memory, format_timestamp
 from ollama_mcp.storage.postgres.base import HOLDER_ALIVE, PgStoreBase
+from ollama_mcp.storage.postgres.dialect import POSTGRES
 from ollama_mcp.storage.postgres.rows import (
-    MEMORY_COLUMNS,
-    MEMORY_WIDTH,
     MISSING_VECTOR,
     insert_embedding_rows,
-    memory_from_row,
     stored_dimension,
 )
+from ollama_mcp.storage.sql.rows import MEMORY_COLUMNS, MEMORY_WIDTH, memory_from_row
 
 # How long a memory handed to one instance's backfill stays reserved for it: long enough to embed
 # a batch on a slow machine; if the instance dies, another takes the memory over after this.
@@ -107,7 +106,7 @@ class VectorStore(PgStoreBase):
                 facets.append("content")
             if row[MEMORY_WIDTH + 1]:
                 facets.append("context")
-            out.append((memory_from_row(row), tuple(facets)))
+            out.append((memory_from_row(POSTGRES, row), tuple(facets)))
         return out
 
     async def newest_seq(self) -> int:

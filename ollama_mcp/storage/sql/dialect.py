@@ -95,9 +95,21 @@ class Dialect(ABC):
         """A conversation's (``c``) turns, as a column."""
 
     @abstractmethod
+    def limit(self, count: int) -> Any:
+        """A LIMIT parameter: a negative ``count`` means no limit."""
+
+    @abstractmethod
     async def execute_many(self, conn: Any, sql: str, rows: Sequence[Sequence[Any]]) -> int:
         """One statement (driver placeholders) for each row; how many rows it changed."""
 
     @abstractmethod
     async def keep_tags(self, conn: Any, pairs: Sequence[tuple[int, str]]) -> None:
         """After memories' rows are inserted: whatever else their (seq, tag) pairs need (SQLite's tag rows)."""
+
+    @abstractmethod
+    async def keep_conversation_tags(self, conn: Any, conversation_id: str) -> None:
+        """After a conversation's memories were copied in: whatever else their tags need."""
+
+    @abstractmethod
+    async def lock_fact_keys(self, conn: Any, keys: Sequence[str]) -> None:
+        """Hold the facts of these keys (subject and predicate) for this transaction, in this order."""

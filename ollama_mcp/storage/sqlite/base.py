@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import sqlite3
 from collections.abc import AsyncIterator, Sequence
-from contextlib import asynccontextmanager
+from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from pathlib import Path
 from typing import Any, Self
 
@@ -80,6 +80,10 @@ class StoreBase(SqlParts):
                 if self._conn.in_transaction:
                     await self._conn.execute("ROLLBACK")
                 raise db.translate(exc, action, self.path) from exc
+
+    def _snapshot(self, action: str) -> AbstractAsyncContextManager[aiosqlite.Connection]:
+        """Reads that see one state of the file (a read transaction)."""
+        return self._transaction(action, write=False)
 
     def _gone(self, action: str) -> str:
         return (

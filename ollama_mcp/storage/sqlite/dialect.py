@@ -74,6 +74,9 @@ class SqliteDialect(Dialect):
     def message_count(self) -> str:
         return "(SELECT count(*) FROM memories m WHERE m.conversation_id = c.id AND m.kind = 'message')"
 
+    def limit(self, count: int) -> int:
+        return count  # SQLite reads a negative LIMIT as none
+
     async def execute_many(self, conn: aiosqlite.Connection, sql: str, rows: Sequence[Sequence[Any]]) -> int:
         if not rows:
             return 0
@@ -83,6 +86,16 @@ class SqliteDialect(Dialect):
     async def keep_tags(self, conn: aiosqlite.Connection, pairs: Sequence[tuple[int, str]]) -> None:
         if pairs:
             await conn.executemany("INSERT OR IGNORE INTO memory_tags (memory_seq, tag) VALUES (?, ?)", pairs)
+
+    async def keep_conversation_tags(self, conn: aiosqlite.Connection, conversation_id: str) -> None:
+        await conn.execute(
+            "INSERT OR IGNORE INTO memory_tags (memory_seq, tag) SELECT m.seq, t.value FROM memories m,"
+            " json_each(m.tags) t WHERE m.conversation_id = ?",
+            (conversation_id,),
+        )
+
+    async def lock_fact_keys(self, conn: aiosqlite.Connection, keys: Sequence[str]) -> None:
+        """Nothing: the write transaction holds the whole file."""
 
 
 SQLITE = SqliteDialect()

@@ -13,9 +13,10 @@ The store is split by concept, one part per module: ``conversations``, ``memorie
 
 from ollama_mcp.storage.sql.clients import ClientStore
 from ollama_mcp.storage.sql.conversations import ConversationStore
+from ollama_mcp.storage.sql.facts import FactStore
 from ollama_mcp.storage.sql.shares import ShareStore
 from ollama_mcp.storage.sql.tokens import TokenStore
-from ollama_mcp.storage.sqlite.facts import FactStore
+from ollama_mcp.storage.sql.transcript import TranscriptStore
 from ollama_mcp.storage.sqlite.jobs import JobStore
 from ollama_mcp.storage.sqlite.keywords import KeywordRows, KeywordState, KeywordStore, SearchReads
 from ollama_mcp.storage.sqlite.memories import MemoryStore
@@ -25,11 +26,8 @@ from ollama_mcp.storage.sqlite.rows import (
     KEYWORD_TABLES,
     KIND_CODES,
     TOKENIZER,
-    compose_context,
-    content_hash,
 )
 from ollama_mcp.storage.sqlite.summary import summarize
-from ollama_mcp.storage.sqlite.transcript import TranscriptStore
 from ollama_mcp.storage.sqlite.vectors import VectorBatch, VectorStore
 
 __all__ = [
@@ -42,8 +40,6 @@ __all__ = [
     "SearchReads",
     "Store",
     "VectorBatch",
-    "compose_context",
-    "content_hash",
     "summarize",
 ]
 

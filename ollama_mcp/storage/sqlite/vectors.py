@@ -6,16 +6,15 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from ollama_mcp.domain import EmbeddingRow, Facet, Memory
+from ollama_mcp.storage.sql.rows import MEMORY_COLUMNS, MEMORY_WIDTH, memory_from_row
 from ollama_mcp.storage.sqlite.base import StoreBase
+from ollama_mcp.storage.sqlite.dialect import SQLITE
 from ollama_mcp.storage.sqlite.rows import (
     FACET_CODES,
     KIND_CODES,
-    MEMORY_COLUMNS,
-    MEMORY_WIDTH,
     MISSING_VECTOR,
     VECTOR_BATCH_ROWS,
     insert_embedding_rows,
-    memory_from_row,
 )
 
 
@@ -77,7 +76,7 @@ class VectorStore(StoreBase):
                 facets.append("content")
             if missing_context:
                 facets.append("context")
-            out.append((memory_from_row(row), tuple(facets)))
+            out.append((memory_from_row(SQLITE, row), tuple(facets)))
         return out
 
     async def newest_seq(self) -> int:

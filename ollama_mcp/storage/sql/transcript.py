@@ -1,0 +1,203 @@
+"""A conversation's transcript and snapshots: messages, its memories in order, export and import,
+on either SQL backend."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from ollama_mcp.domain import Conversation, Memory, MemoryKind, Participant
+from ollama_mcp.errors import ConversationClosedError, ConversationNotFoundError
+from ollama_mcp.storage.records import (
+    CONTEXT_NEIGHBOURS,
+    compose_context,
+    content_hash,
+    fact_source,
+    is_retry,
+    own_context,
+)
+from ollama_mcp.storage.sql.parts import SqlParts
+from ollama_mcp.storage.sql.rows import (
+    MEMORY_COLUMNS,
+    SOURCE_SEQ,
+    conversation_columns,
+    conversation_from_row,
+    earlier_contents,
+    execute,
+    fetchall,
+    fetchone,
+    insert_memory_row,
+    lock_conversation,
+    memory_by_seq,
+    memory_from_row,
+)
+
+
+class TranscriptStore(SqlParts):
+    """A conversation's transcript and snapshots: messages, its memories in order, export and import."""
+
+    async def messages(self, conversation_id: str, limit: int, before_seq: int | None = None) -> list[Memory]:
+        """The latest ``limit`` messages before ``before_seq`` (default: all), oldest first."""
+        rows = await self._fetchall(
+            self._sql(
+                f"SELECT {MEMORY_COLUMNS} FROM memories m WHERE m.conversation_id = ? AND m.kind = 'message'"
+                " AND m.seq < ? ORDER BY m.seq DESC LIMIT ?"
+            ),
+            (conversation_id, before_seq if before_seq is not None else 2**62, limit),
+            "read the conversation's messages",
+        )
+        return [memory_from_row(self._dialect, row) for row in reversed(rows)]
+
+    async def participants(self, conversation_id: str) -> list[Participant]:
+        """Who wrote the conversation's messages, in the order they first spoke."""
+        rows = await self._fetchall(
+            self._sql(
+                "SELECT coalesce(actor, role), role, count(*),"
+                f" count(*) FILTER (WHERE {self._dialect.json_has('metadata', 'to')}), max(created_at)"
+                " FROM memories WHERE conversation_id = ? AND kind = 'message' GROUP BY 1, 2 ORDER BY min(seq)"
+            ),
+            (conversation_id,), "read the conversation's participants",
+        )
+        return [
+            Participant(name, role, int(count), int(addressed), last) for name, role, count, addressed, last in rows
+        ]
+
+    async def insert_messages(self, messages: Sequence[Memory], retry_since: str) -> tuple[list[Memory], bool]:
+        """Append ``messages`` (of one conversation, which must be active) in order, in one
+        transaction; returns (the messages, was_retry). When the conversation's latest messages
+        are these same turns, the first stored at or after ``retry_since``, they are a client's
+        retry: nothing is added and the stored ones are returned. (Where rows are locked, the
+        conversation's lock orders concurrent retries, so the second sees the first's messages.)"""
+        d = self._dialect
+        conversation_id = messages[0].conversation_id
+        async with self._transaction("record the messages") as conn:
+            if await lock_conversation(conn, d, conversation_id) != "active":
+                raise ConversationClosedError(conversation_id)
+            latest = await fetchall(
+                conn, d,
+                f"SELECT {MEMORY_COLUMNS} FROM memories m WHERE m.conversation_id = ? AND m.kind = 'message'"
+                " ORDER BY m.seq DESC LIMIT ?", (conversation_id, len(messages) + 1),
+            )
+            recent = [memory_from_row(d, row) for row in reversed(latest)]
+            if is_retry(recent, messages, retry_since):
+                return recent[-len(messages):], True
+            stored = []
+            for message in messages:
+                seq = await insert_memory_row(conn, d, message)
+                assert seq is not None, "only notes are de-duplicated by the unique index"
+                stored.append(await memory_by_seq(conn, d, seq))
+        return stored, False
+
+    async def conversation_memories(
+        self, conversation_id: str, *, after_seq: int = 0, limit: int = -1, kinds: Sequence[MemoryKind] = ()
+    ) -> list[Memory]:
+        """Memories of every version (of ``kinds``, default all) after ``after_seq``, oldest first."""
+        d = self._dialect
+        where = "m.conversation_id = ? AND m.seq > ?"
+        params: list[Any] = [conversation_id, after_seq]
+        if kinds:
+            where += f" AND {d.in_list('m.kind')}"
+            params.append(d.listed(kinds))
+        rows = await self._fetchall(
+            d.sql(f"SELECT {MEMORY_COLUMNS} FROM memories m WHERE {where} ORDER BY m.seq LIMIT ?"),
+            [*params, d.limit(limit)],
+            "read the conversation",
+        )
+        return [memory_from_row(d, row) for row in rows]
+
+    async def transcript_size(self, conversation_id: str, after_seq: int) -> tuple[int, int]:
+        """(messages, characters) of the conversation's messages after ``after_seq``."""
+        rows = await self._fetchall(
+            self._sql(
+                "SELECT count(*), coalesce(sum(length(content)), 0) FROM memories"
+                " WHERE conversation_id = ? AND kind = 'message' AND seq > ?"
+            ),
+            (conversation_id, after_seq), "measure the transcript",
+        )
+        return int(rows[0][0]), int(rows[0][1])
+
+    async def conversation_snapshot(
+        self, conversation_id: str, offset: int = 0, limit: int = -1
+    ) -> tuple[Conversation, list[Memory], int]:
+        """A conversation, its memories of every kind and version in order (from ``offset``, at
+        most ``limit``) and their total, read from one snapshot: a concurrent delete either
+        happened before (not found) or not at all."""
+        d = self._dialect
+        async with self._snapshot("read the conversation") as conn:
+            row = await fetchone(
+                conn, d, f"SELECT {conversation_columns(d, counted=False)} FROM conversations c WHERE c.id = ?",
+                (conversation_id,),
+            )
+            if row is None:
+                raise ConversationNotFoundError(conversation_id)
+            total = await fetchone(
+                conn, d, "SELECT count(*) FROM memories WHERE conversation_id = ?", (conversation_id,)
+            )
+            rows = await fetchall(
+                conn, d,
+                f"SELECT {MEMORY_COLUMNS} FROM memories m WHERE m.conversation_id = ? ORDER BY m.seq LIMIT ? OFFSET ?",
+                (conversation_id, d.limit(limit), offset),
+            )
+        memories = [memory_from_row(d, r) for r in rows]
+        return conversation_from_row(d, row), memories, int(total[0]) if total else 0
+
+    async def import_conversation(
+        self, conversation: Conversation, memories: Sequence[Memory], summarized_through_id: str | None
+    ) -> tuple[bool, int]:
+        """Insert an exported conversation and its memories with their ids, in one transaction.
+
+        Idempotent: a conversation or memory whose id exists is left as it is (and a note whose
+        text is already current in the conversation is skipped), so importing twice changes
+        nothing. Returns (conversation was new, memories added).
+        """
+        d = self._dialect
+        c = conversation
+        async with self._transaction("import the conversation") as conn:
+            new_conversation = await execute(
+                conn, d,
+                "INSERT INTO conversations (id, name, anonymous, status, metadata, summary, summary_status,"
+                " rolling_summary, created_at, ended_at, expires_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
+                " ON CONFLICT (id) DO NOTHING",
+                (c.id, c.name, c.anonymous, c.status, d.json(c.metadata), c.summary, c.summary_status,
+                 c.rolling_summary, c.created_at, c.ended_at, c.expires_at),
+            ) > 0
+            await lock_conversation(conn, d, c.id)
+            recent = await earlier_contents(conn, d, c.id)
+            rows = []
+            for m in memories:
+                context = m.content
+                if not own_context(m):
+                    context = compose_context(recent, m.content)
+                    recent = [*recent, m.content][-CONTEXT_NEIGHBOURS:]
+                rows.append((
+                    m.id, c.id, m.kind, m.role, m.actor, d.json(list(m.tool_calls)) if m.tool_calls else None,
+                    m.tool_call_id, m.content, content_hash(m.content), context, d.tags(m.tags), d.json(m.metadata),
+                    m.created_at, m.superseded_by, m.occurred_at, fact_source(m),
+                ))
+            added = await d.execute_many(
+                conn,
+                d.sql(
+                    "INSERT INTO memories (id, conversation_id, kind, role, actor, tool_calls, tool_call_id,"
+                    " content, content_hash, context, tags, metadata, created_at, superseded_by, occurred_at,"
+                    f" source_seq) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, {SOURCE_SEQ})"
+                    " ON CONFLICT DO NOTHING"
+                ),
+                rows,
+            )
+            await d.keep_conversation_tags(conn, c.id)
+            # Facts were extracted at least through the last memory one came from.
+            await execute(
+                conn, d,
+                f"UPDATE conversations SET facts_through = {d.greatest}(facts_through,"
+                " (SELECT coalesce(max(source_seq), 0) FROM memories WHERE conversation_id = ? AND kind = 'fact'))"
+                " WHERE id = ?",
+                (c.id, c.id),
+            )
+            if summarized_through_id is not None:
+                await execute(
+                    conn, d,
+                    "UPDATE conversations SET summarized_through = (SELECT seq FROM memories WHERE id = ?)"
+                    " WHERE id = ? AND summarized_through = 0 AND EXISTS (SELECT 1 FROM memories WHERE id = ?)",
+                    (summarized_through_id, c.id, summarized_through_id),
+                )
+        return new_conversation, added
