@@ -8,6 +8,7 @@ from collections.abc import Sequence
 from typing import Any
 
 import anyio
+import numpy as np
 import psycopg
 from psycopg.types.json import Jsonb
 
@@ -64,6 +65,9 @@ class PostgresDialect(Dialect):
 
     def from_tags(self, cell: Any) -> tuple[str, ...]:
         return tuple(cell)
+
+    def vector_bytes(self, cell: Any) -> bytes:
+        return np.asarray(cell.to_numpy(), dtype="<f4").tobytes()  # a pgvector Vector
 
     def name_like(self, column: str) -> str:
         return f"{column} ILIKE ?"  # backslash is LIKE's escape character by default

@@ -6,24 +6,22 @@ from __future__ import annotations
 from collections.abc import Sequence
 from datetime import UTC, datetime, timedelta
 
-import numpy as np
-
 from ollama_mcp.domain import EmbeddingRow, Facet, Memory, format_timestamp
 from ollama_mcp.storage.postgres.base import HOLDER_ALIVE, PgStoreBase
 from ollama_mcp.storage.postgres.dialect import POSTGRES
 from ollama_mcp.storage.postgres.rows import (
     MISSING_VECTOR,
     insert_embedding_rows,
-    stored_dimension,
 )
-from ollama_mcp.storage.sql.rows import MEMORY_COLUMNS, MEMORY_WIDTH, memory_from_row
+from ollama_mcp.storage.sql.rows import MEMORY_COLUMNS
+from ollama_mcp.storage.sql.vectors import VectorRows, pending_from_rows
 
 # How long a memory handed to one instance's backfill stays reserved for it: long enough to embed
 # a batch on a slow machine; if the instance dies, another takes the memory over after this.
 EMBEDDING_LEASE = timedelta(minutes=2)
 
 
-class VectorStore(PgStoreBase):
+class VectorStore(VectorRows, PgStoreBase):
     """Vector rows: insert, pending memories per model, and per-model HNSW indexes."""
 
     async def insert_embeddings(self, rows: Sequence[EmbeddingRow]) -> int:
@@ -38,19 +36,6 @@ class VectorStore(PgStoreBase):
         for model, dim in {(row.model, row.dim) for row in rows}:
             await self.ensure_vector_index(model, dim)
         return written
-
-    async def model_dimension(self, model: str, conversation_id: str | None = None) -> int | None:
-        """The dimension the stored vectors of ``model`` use (in one conversation, if given)."""
-        if conversation_id is None:
-            async with self._connection("read the embedding dimension") as conn:
-                return await stored_dimension(conn, model)
-        sql = (
-            "SELECT e.dim FROM memories m JOIN memory_embeddings e ON e.memory_seq = m.seq"
-            " WHERE e.model = %s AND m.conversation_id = %s LIMIT 1"
-        )
-        params = [model, conversation_id]
-        rows = await self._fetchall(sql, params, "read the embedding dimension")
-        return int(rows[0][0]) if rows else None
 
     async def pending_memories(
         self, model: str, limit: int, after_seq: int = 0, through_seq: int | None = None
@@ -99,54 +84,7 @@ class VectorStore(PgStoreBase):
                 {**params, "claimed": claimed},
             )
             rows = await cursor.fetchall()
-        out: list[tuple[Memory, tuple[Facet, ...]]] = []
-        for row in rows:
-            facets: list[Facet] = []
-            if row[MEMORY_WIDTH]:
-                facets.append("content")
-            if row[MEMORY_WIDTH + 1]:
-                facets.append("context")
-            out.append((memory_from_row(POSTGRES, row), tuple(facets)))
-        return out
-
-    async def newest_seq(self) -> int:
-        """The highest memory seq (0 in an empty store)."""
-        rows = await self._fetchall("SELECT coalesce(max(seq), 0) FROM memories", {}, "read the newest memory")
-        return int(rows[0][0])
-
-    async def pending_count(self, model: str) -> int:
-        """Memories lacking a vector of ``model`` for some facet."""
-        content, context = MISSING_VECTOR.format("content"), MISSING_VECTOR.format("context")
-        rows = await self._fetchall(
-            f"SELECT count(*) FROM memories m WHERE ({content} OR {context})",
-            {"model": model},
-            "count pending memories",
-        )
-        return int(rows[0][0])
-
-    async def memory_is_pending(self, memory_seq: int, model: str) -> bool:
-        rows = await self._fetchall(
-            f"SELECT {MISSING_VECTOR.format('content')} FROM memories m WHERE m.seq = %(seq)s",
-            {"model": model, "seq": memory_seq}, "read the embedding state",
-        )
-        return bool(rows and rows[0][0])
-
-    async def conversation_vectors(self, conversation_id: str) -> list[tuple[str, EmbeddingRow]]:
-        """Every vector of the conversation's memories, with the id of the memory it belongs to."""
-        rows = await self._fetchall(
-            "SELECT m.id, e.memory_seq, e.facet, e.chunk_index, e.model, e.vector, e.dim FROM memories m"
-            " JOIN memory_embeddings e ON e.memory_seq = m.seq WHERE m.conversation_id = %s ORDER BY e.id",
-            (conversation_id,), "read the conversation's vectors",
-        )
-        return [
-            (
-                row[0],
-                EmbeddingRow(
-                    row[1], row[2], row[3], row[4], np.asarray(row[5].to_numpy(), dtype="<f4").tobytes(), row[6]
-                ),
-            )
-            for row in rows
-        ]
+        return pending_from_rows(POSTGRES, rows)
 
     async def delete_vectors(self, model: str) -> int:
         """Drop every vector of ``model`` (reembed --force); the memories become pending."""

@@ -82,6 +82,10 @@ class Dialect(ABC):
         """A ``tags`` cell as the memory's tags."""
 
     @abstractmethod
+    def vector_bytes(self, cell: Any) -> bytes:
+        """A stored vector's cell as little-endian float32 bytes (``EmbeddingRow.vector``)."""
+
+    @abstractmethod
     def name_like(self, column: str) -> str:
         """A condition on one ``?`` (a LIKE pattern, backslash escaping): case-insensitive match."""
 

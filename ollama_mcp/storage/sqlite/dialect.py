@@ -65,6 +65,9 @@ class SqliteDialect(Dialect):
     def from_tags(self, cell: Any) -> tuple[str, ...]:
         return tuple(json.loads(cell))
 
+    def vector_bytes(self, cell: Any) -> bytes:
+        return bytes(cell)
+
     def name_like(self, column: str) -> str:
         return f"{column} LIKE ? ESCAPE '\\'"  # case-insensitive for ASCII, as SQLite's LIKE is
 

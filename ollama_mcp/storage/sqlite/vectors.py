@@ -6,7 +6,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from ollama_mcp.domain import EmbeddingRow, Facet, Memory
-from ollama_mcp.storage.sql.rows import MEMORY_COLUMNS, MEMORY_WIDTH, memory_from_row
+from ollama_mcp.storage.sql.rows import MEMORY_COLUMNS
+from ollama_mcp.storage.sql.vectors import VectorRows, pending_from_rows
 from ollama_mcp.storage.sqlite.base import StoreBase
 from ollama_mcp.storage.sqlite.dialect import SQLITE
 from ollama_mcp.storage.sqlite.rows import (
@@ -31,7 +32,7 @@ class VectorBatch:
     vectors: list[bytes]
 
 
-class VectorStore(StoreBase):
+class VectorStore(VectorRows, StoreBase):
     """Vector rows: insert, pending memories per model, and snapshots for the in-memory vector index."""
 
     async def insert_embeddings(self, rows: Sequence[EmbeddingRow]) -> int:
@@ -40,19 +41,6 @@ class VectorStore(StoreBase):
             return 0
         async with self._transaction("store embeddings") as conn:
             return await insert_embedding_rows(conn, rows)
-
-    async def model_dimension(self, model: str, conversation_id: str | None = None) -> int | None:
-        """The dimension the stored vectors of ``model`` use (in one conversation, if given)."""
-        if conversation_id is None:
-            sql, params = "SELECT dim FROM memory_embeddings WHERE model = ? LIMIT 1", [model]
-        else:
-            sql = (
-                "SELECT e.dim FROM memory_embeddings e JOIN memories m ON m.seq = e.memory_seq"
-                " WHERE e.model = ? AND m.conversation_id = ? LIMIT 1"
-            )
-            params = [model, conversation_id]
-        rows = await self._fetchall(sql, params, "read the embedding dimension")
-        return int(rows[0][0]) if rows else None
 
     async def pending_memories(
         self, model: str, limit: int, after_seq: int = 0, through_seq: int | None = None
@@ -68,52 +56,13 @@ class VectorStore(StoreBase):
             (model, limit, after_seq) if through_seq is None else (model, limit, after_seq, through_seq),
             "find memories awaiting embeddings",
         )
-        out: list[tuple[Memory, tuple[Facet, ...]]] = []
-        for row in rows:
-            missing_content, missing_context = row[MEMORY_WIDTH], row[MEMORY_WIDTH + 1]
-            facets: list[Facet] = []
-            if missing_content:
-                facets.append("content")
-            if missing_context:
-                facets.append("context")
-            out.append((memory_from_row(SQLITE, row), tuple(facets)))
-        return out
-
-    async def newest_seq(self) -> int:
-        """The highest memory seq (0 in an empty store), read in constant time."""
-        rows = await self._fetchall("SELECT coalesce(max(seq), 0) FROM memories", (), "read the newest memory")
-        return int(rows[0][0])
-
-    async def pending_count(self, model: str) -> int:
-        """Memories lacking a vector of ``model`` for some facet."""
-        content, context = MISSING_VECTOR.format("content"), MISSING_VECTOR.format("context")
-        rows = await self._fetchall(
-            f"SELECT count(*) FROM memories m WHERE ({content} OR {context})", (model,), "count pending memories"
-        )
-        return int(rows[0][0])
+        return pending_from_rows(SQLITE, rows)
 
     async def delete_vectors(self, model: str) -> int:
         """Drop every vector of ``model`` (reembed --force); the memories become pending."""
         async with self._transaction("delete vectors") as conn:
             cursor = await conn.execute("DELETE FROM memory_embeddings WHERE model = ?", (model,))
             return cursor.rowcount
-
-    async def memory_is_pending(self, memory_seq: int, model: str) -> bool:
-        rows = await self._fetchall(
-            f"SELECT {MISSING_VECTOR.format('content')} FROM memories m WHERE m.seq = ?2",
-            (model, memory_seq),
-            "read the embedding state",
-        )
-        return bool(rows and rows[0][0])
-
-    async def conversation_vectors(self, conversation_id: str) -> list[tuple[str, EmbeddingRow]]:
-        """Every vector of the conversation's memories, with the id of the memory it belongs to."""
-        rows = await self._fetchall(
-            "SELECT m.id, e.memory_seq, e.facet, e.chunk_index, e.model, e.vector, e.dim FROM memories m"
-            " JOIN memory_embeddings e ON e.memory_seq = m.seq WHERE m.conversation_id = ? ORDER BY e.id",
-            (conversation_id,), "read the conversation's vectors",
-        )
-        return [(row[0], EmbeddingRow(row[1], row[2], row[3], row[4], bytes(row[5]), row[6])) for row in rows]
 
     async def vector_samples(
         self, model: str, max_id: int, ids: Sequence[int]

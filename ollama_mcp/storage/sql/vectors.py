@@ -1,0 +1,90 @@
+"""Vector rows both SQL backends read alike: a model's dimension, what awaits a vector, a
+conversation's vectors. Writing vectors, leasing pending memories and indexing them are each
+backend's own (``sqlite/vectors.py``, ``postgres/vectors.py``)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from ollama_mcp.domain import EmbeddingRow, Facet, Memory
+from ollama_mcp.storage.sql.dialect import Dialect
+from ollama_mcp.storage.sql.parts import SqlParts
+from ollama_mcp.storage.sql.rows import MEMORY_WIDTH, memory_from_row, text_kept
+
+
+def missing_vector(d: Dialect, facet: Facet) -> str:
+    """A condition on ``m``: it awaits a vector of the model (one ``?``) for ``facet``. (A redacted
+    turn has none and gets none: the second test runs only for memories lacking one.)"""
+    return (
+        "(NOT EXISTS (SELECT 1 FROM memory_embeddings e WHERE e.memory_seq = m.seq AND e.model = ?"
+        f" AND e.facet = '{facet}') AND {text_kept(d, 'm.')})"
+    )
+
+
+def pending_from_rows(d: Dialect, rows: Sequence[Sequence[Any]]) -> list[tuple[Memory, tuple[Facet, ...]]]:
+    """Rows of a memory's columns followed by "lacks content", "lacks context": each memory with
+    the facets it lacks."""
+    out: list[tuple[Memory, tuple[Facet, ...]]] = []
+    for row in rows:
+        facets: list[Facet] = []
+        if row[MEMORY_WIDTH]:
+            facets.append("content")
+        if row[MEMORY_WIDTH + 1]:
+            facets.append("context")
+        out.append((memory_from_row(d, row), tuple(facets)))
+    return out
+
+
+class VectorRows(SqlParts):
+    """What both backends read alike of the memory_embeddings table."""
+
+    async def model_dimension(self, model: str, conversation_id: str | None = None) -> int | None:
+        """The dimension the stored vectors of ``model`` use (in one conversation, if given)."""
+        if conversation_id is None:
+            sql, params = "SELECT dim FROM memory_embeddings WHERE model = ? LIMIT 1", [model]
+        else:
+            sql = (
+                "SELECT e.dim FROM memory_embeddings e JOIN memories m ON m.seq = e.memory_seq"
+                " WHERE e.model = ? AND m.conversation_id = ? LIMIT 1"
+            )
+            params = [model, conversation_id]
+        rows = await self._fetchall(self._sql(sql), params, "read the embedding dimension")
+        return int(rows[0][0]) if rows else None
+
+    async def newest_seq(self) -> int:
+        """The highest memory seq (0 in an empty store), read in constant time."""
+        rows = await self._fetchall("SELECT coalesce(max(seq), 0) FROM memories", (), "read the newest memory")
+        return int(rows[0][0])
+
+    async def pending_count(self, model: str) -> int:
+        """Memories lacking a vector of ``model`` for some facet."""
+        d = self._dialect
+        rows = await self._fetchall(
+            d.sql(
+                f"SELECT count(*) FROM memories m WHERE ({missing_vector(d, 'content')}"
+                f" OR {missing_vector(d, 'context')})"
+            ),
+            (model, model), "count pending memories",
+        )
+        return int(rows[0][0])
+
+    async def memory_is_pending(self, memory_seq: int, model: str) -> bool:
+        d = self._dialect
+        rows = await self._fetchall(
+            d.sql(f"SELECT {missing_vector(d, 'content')} FROM memories m WHERE m.seq = ?"),
+            (model, memory_seq), "read the embedding state",
+        )
+        return bool(rows and rows[0][0])
+
+    async def conversation_vectors(self, conversation_id: str) -> list[tuple[str, EmbeddingRow]]:
+        """Every vector of the conversation's memories, with the id of the memory it belongs to."""
+        rows = await self._fetchall(
+            self._sql(
+                "SELECT m.id, e.memory_seq, e.facet, e.chunk_index, e.model, e.vector, e.dim FROM memories m"
+                " JOIN memory_embeddings e ON e.memory_seq = m.seq WHERE m.conversation_id = ? ORDER BY e.id"
+            ),
+            (conversation_id,), "read the conversation's vectors",
+        )
+        vector = self._dialect.vector_bytes
+        return [(row[0], EmbeddingRow(row[1], row[2], row[3], row[4], vector(row[5]), row[6])) for row in rows]
