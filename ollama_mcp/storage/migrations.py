@@ -8,6 +8,9 @@ import re
 from dataclasses import dataclass
 from importlib import resources
 
+from ollama_mcp.domain import Check
+from ollama_mcp.errors import SchemaError
+
 _NAME = re.compile(r"^(\d{4})_([a-z0-9_]+)\.sql$")
 
 
@@ -27,3 +30,25 @@ def shipped(package: str) -> list[Migration]:
             found.append(Migration(int(match[1]), match[2], entry.read_text(encoding="utf-8")))
     found.sort(key=lambda m: m.version)
     return found
+
+
+def to_apply(known: list[Migration], applied: set[int], database: str) -> list[Migration]:
+    """The ``known`` migrations not in ``applied``, in order. A database a newer ollama-mcp wrote
+    (a version beyond the newest known) is refused with a SchemaError naming ``database``."""
+    newest_known = known[-1].version if known else 0
+    if applied and max(applied) > newest_known:
+        raise SchemaError(
+            f"{database} was written by a newer ollama-mcp (schema version {max(applied)}; this version knows up"
+            f" to {newest_known}). Upgrade ollama-mcp; the database was not changed."
+        )
+    return [migration for migration in known if migration.version not in applied]
+
+
+def schema_check(where: str, version: int, newest: int, memories: int) -> Check:
+    """``doctor``'s line on a store at schema ``version`` holding ``memories``: failed when a newer
+    ollama-mcp wrote it, else what it holds (and that it will be upgraded, when it will)."""
+    if version > newest:
+        return Check("schema", False, f"{where} was written by a newer ollama-mcp (schema {version}, this version"
+                     f" knows {newest}); upgrade ollama-mcp.")
+    note = "" if version == newest else f"; it will be upgraded from {version} on first use"
+    return Check("database", True, f"{where}: {memories:,} memories, schema {newest}{note}")

@@ -240,12 +240,19 @@ class PgStoreBase(SqlParts):
     _dialect = POSTGRES
 
     async def _insert_vectors(self, conn: psycopg.AsyncConnection, rows: Sequence[EmbeddingRow]) -> int:
-        return await insert_embedding_rows(conn, rows)
+        """Insert vectors (see ``insert_embedding_rows``); their memories' backfill leases end with it."""
+        if not rows:
+            return 0
+        written = await insert_embedding_rows(conn, rows)
+        await conn.execute(
+            "DELETE FROM embedding_leases WHERE memory_seq = ANY(%s)", (list({row.memory_seq for row in rows}),)
+        )
+        return written
 
     async def _vectors_stored(self, rows: Sequence[EmbeddingRow]) -> None:
-        """The HNSW indexes of the vectors' model and dimension, once the transaction committed."""
-        if rows:
-            await self.ensure_vector_index(rows[0].model, rows[0].dim)
+        """The HNSW indexes of the vectors' models and dimensions, once the transaction committed."""
+        for model, dim in sorted({(row.model, row.dim) for row in rows}):
+            await self.ensure_vector_index(model, dim)
 
     async def _fetchall(self, sql: Any, params: Sequence[Any] | dict[str, Any], action: str) -> list[tuple[Any, ...]]:
         async with self._connection(action) as conn:

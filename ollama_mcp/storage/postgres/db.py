@@ -19,7 +19,7 @@ from psycopg import sql
 from psycopg.conninfo import conninfo_to_dict, make_conninfo
 
 from ollama_mcp.errors import SchemaError, StorageError
-from ollama_mcp.storage.migrations import Migration, shipped
+from ollama_mcp.storage.migrations import Migration, shipped, to_apply
 
 log = logging.getLogger(__name__)
 
@@ -182,15 +182,7 @@ async def migrate(conn: psycopg.AsyncConnection, url: str) -> int:
             )
             cursor = await conn.execute("SELECT version FROM schema_migrations")
             applied = {row[0] for row in await cursor.fetchall()}
-            if applied and max(applied) > newest_known:
-                raise SchemaError(
-                    f"The database {describe(url)} was written by a newer ollama-mcp (schema version "
-                    f"{max(applied)}; this version knows up to {newest_known}). Upgrade ollama-mcp; the "
-                    "database was not changed."
-                )
-            for migration in known:
-                if migration.version in applied:
-                    continue
+            for migration in to_apply(known, applied, f"The database {describe(url)}"):
                 await conn.execute(migration.sql)  # a whole file of statements: fine without parameters
                 await conn.execute(
                     "INSERT INTO schema_migrations (version, name) VALUES (%s, %s)", (migration.version, migration.name)

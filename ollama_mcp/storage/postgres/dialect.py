@@ -4,7 +4,7 @@ columns by triggers."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import anyio
@@ -27,29 +27,23 @@ class PostgresDialect(Dialect):
     for_update = " FOR UPDATE"
     for_key_share = " FOR KEY SHARE"
 
+    JSON_TEXT = "{column} ->> '{key}'"
+    JSON_TRUE = "{column} ->> '{key}' = 'true'"
+    JSON_WITH = "{column} || jsonb_build_object('{key}', CAST(? AS text))"
+    JSON_WITH_TRUE = "{column} || jsonb_build_object('{key}', true)"
+    JSON_PAIR = "{column} ->> ? = ?"
+    IN_LIST = "{column} = ANY({value})"
+    NAME_LIKE = "{column} ILIKE ?"  # backslash is LIKE's escape character by default
+    # Kept in columns by triggers (schema_postgres/0004).
+    NOTES_OF_C = "c.memory_count"
+    MESSAGES_OF_C = "c.message_count"
+    notes_cost = False
+
+    def tags_all(self, tags: Sequence[str], bind: Callable[[Any], str]) -> str:
+        return f"m.tags @> {bind(list(tags))}"  # the GIN index on tags serves it
+
     def sql(self, text: str) -> str:
         return pyformat(text)
-
-    def json_text(self, column: str, key: str) -> str:
-        return f"{column} ->> '{key}'"
-
-    def json_true(self, column: str, key: str) -> str:
-        return f"{column} ->> '{key}' = 'true'"
-
-    def json_has(self, column: str, key: str) -> str:
-        return f"{column} ->> '{key}' IS NOT NULL"
-
-    def json_with(self, column: str, key: str) -> str:
-        return f"{column} || jsonb_build_object('{key}', CAST(? AS text))"
-
-    def json_with_true(self, column: str, key: str) -> str:
-        return f"{column} || '{{\"{key}\": true}}'"
-
-    def json_pair(self, column: str) -> str:
-        return f"{column} ->> ? = ?"
-
-    def in_list(self, column: str) -> str:
-        return f"{column} = ANY(?)"
 
     def listed(self, values: Sequence[Any]) -> list[Any]:
         return list(values)
@@ -68,15 +62,6 @@ class PostgresDialect(Dialect):
 
     def vector_bytes(self, cell: Any) -> bytes:
         return np.asarray(cell.to_numpy(), dtype="<f4").tobytes()  # a pgvector Vector
-
-    def name_like(self, column: str) -> str:
-        return f"{column} ILIKE ?"  # backslash is LIKE's escape character by default
-
-    def memory_count(self, counted: bool) -> str:
-        return "c.memory_count"
-
-    def message_count(self) -> str:
-        return "c.message_count"
 
     def limit(self, count: int) -> int | None:
         return None if count < 0 else count
@@ -103,6 +88,13 @@ class PostgresDialect(Dialect):
 
     async def keep_conversation_tags(self, conn: psycopg.AsyncConnection, conversation_id: str) -> None:
         """Nothing: the ``tags`` array column is all."""
+
+    async def keep_times(self, conn: psycopg.AsyncConnection, named: Sequence[tuple[int, str]]) -> None:
+        await conn.execute(  # one statement: the row counts' trigger runs per statement
+            "UPDATE memories m SET spoken_of = n.spoken FROM unnest(%s::bigint[], %s::text[]) AS n(seq, spoken)"
+            " WHERE m.seq = n.seq AND m.spoken_of IS NULL",
+            ([seq for seq, _ in named], [times for _, times in named]),
+        )
 
     async def lock_fact_keys(self, conn: psycopg.AsyncConnection, keys: Sequence[str]) -> None:
         """An advisory lock per key, in the given (sorted) order: no deadlock between instances."""

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from ollama_mcp.domain import Check, StoreSummary
 from ollama_mcp.errors import StorageError
+from ollama_mcp.storage.migrations import schema_check
 from ollama_mcp.storage.postgres import db as pg_db
 from ollama_mcp.storage.postgres.summary import summarize as pg_summarize
 
@@ -47,15 +48,10 @@ def checks(url: str, model: str) -> tuple[list[Check], StoreSummary | None]:
         checks.append(Check("database", True, f"{where} has no ollama-mcp tables yet; they are created on first use"))
         return checks, None
     summary = found.store
-    if summary.schema_version > newest:
-        checks.append(Check("schema", False, f"{where} was written by a newer ollama-mcp (schema "
-                            f"{summary.schema_version}, this version knows {newest}); upgrade ollama-mcp."))
+    state = schema_check(where, summary.schema_version, newest, sum(summary.memories.values()))
+    checks.append(state)
+    if not state.ok:
         return checks, None
-    note = (
-        "" if summary.schema_version == newest else f"; it will be upgraded from {summary.schema_version} on first use"
-    )
-    checks.append(Check("database", True, f"{where}: {sum(summary.memories.values()):,} memories, "
-                        f"schema {summary.schema_version}{note}"))
     for index_model, dim, facet, ready in found.vector_indexes:
         if not ready:
             checks.append(

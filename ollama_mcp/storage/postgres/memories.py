@@ -12,7 +12,6 @@ from ollama_mcp.storage.postgres.base import PgStoreBase
 from ollama_mcp.storage.postgres.rows import filter_sql
 from ollama_mcp.storage.records import MOMENT_COLUMNS, moment_from_row
 from ollama_mcp.storage.sql import memories
-from ollama_mcp.when import times_named
 
 
 class MemoryStore(memories.MemoryStore, PgStoreBase):
@@ -23,22 +22,6 @@ class MemoryStore(memories.MemoryStore, PgStoreBase):
     ) -> dict[int, tuple[str, str]]:
         async with self._connection("read what happened after a time") as conn:
             return await moments_between(conn, filters, start, end, limit)
-
-    async def name_times(self, limit: int) -> int:
-        rows = await self._fetchall(
-            "SELECT seq, content, occurred_at FROM memories WHERE spoken_of IS NULL ORDER BY seq LIMIT %s",
-            (limit,), "read the memories whose times are not kept yet",
-        )
-        if rows:  # parsed outside the write transaction; a memory redacted meanwhile keeps its ""
-            seqs = [int(seq) for seq, _, _ in rows]
-            named = [times_named(content, occurred_at) for _, content, occurred_at in rows]
-            async with self._transaction("keep the times memories name") as conn:
-                await conn.execute(  # one statement: the row counts' trigger runs per statement
-                    "UPDATE memories m SET spoken_of = n.spoken FROM unnest(%s::bigint[], %s::text[]) AS n(seq, spoken)"
-                    " WHERE m.seq = n.seq AND m.spoken_of IS NULL",
-                    (seqs, named),
-                )
-        return len(rows)
 
 
 async def moments_between(

@@ -12,7 +12,7 @@ import psycopg
 from ollama_mcp.domain import EmbeddingRow, SearchFilters, utc_now
 from ollama_mcp.storage.postgres.dialect import POSTGRES
 from ollama_mcp.storage.records import REDACTED
-from ollama_mcp.storage.sql.rows import ALL_KINDS
+from ollama_mcp.storage.sql import rows
 
 # "This memory awaits a vector of model %(model)s for the facet": pending embeddings. (A redacted
 # turn has none and gets none.)
@@ -47,32 +47,15 @@ async def insert_embedding_rows(conn: psycopg.AsyncConnection, rows: Sequence[Em
     )
 
 
+
+
 def filter_sql(filters: SearchFilters, params: dict[str, Any]) -> list[str]:
-    """WHERE conditions on ``memories m`` for ``filters``; their values are added to ``params``."""
-    where: list[str] = []
-    if filters.conversation_id is not None:
-        where.append("m.conversation_id = %(conversation_id)s")
-        params["conversation_id"] = filters.conversation_id
-    if filters.conversation_ids is not None:
-        where.append("m.conversation_id = ANY(%(conversation_ids)s)")
-        params["conversation_ids"] = list(filters.conversation_ids)
-    if not filters.include_superseded:
-        where.append("m.superseded_by IS NULL")
-    if filters.kinds and set(filters.kinds) != ALL_KINDS:
-        where.append("m.kind = ANY(%(kinds)s)")
-        params["kinds"] = list(filters.kinds)
-    if filters.since is not None:
-        where.append("m.occurred_at >= %(since)s")
-        params["since"] = filters.since
-    if filters.until is not None:
-        where.append("m.occurred_at <= %(until)s")
-        params["until"] = filters.until
-    if filters.actors:
-        where.append("coalesce(m.actor, m.role) = ANY(%(actors)s)")
-        params["actors"] = list(filters.actors)
-    if filters.tags:
-        where.append("m.tags @> %(tags)s")
-        params["tags"] = list(filters.tags)
-    return where
+    """WHERE conditions on ``memories m`` for ``filters`` (``storage/sql/rows.py``); their values are
+    added to ``params`` under names of their own."""
 
+    def bind(value: Any) -> str:
+        name = f"filter_{len(params)}"
+        params[name] = value
+        return f"%({name})s"
 
+    return rows.filter_sql(POSTGRES, filters, bind)

@@ -3,15 +3,13 @@ HNSW index of each (model, dimension)."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from datetime import UTC, datetime, timedelta
 
-from ollama_mcp.domain import EmbeddingRow, Facet, Memory, format_timestamp
+from ollama_mcp.domain import Facet, Memory, format_timestamp
 from ollama_mcp.storage.postgres.base import HOLDER_ALIVE, PgStoreBase
 from ollama_mcp.storage.postgres.dialect import POSTGRES
 from ollama_mcp.storage.postgres.rows import (
     MISSING_VECTOR,
-    insert_embedding_rows,
 )
 from ollama_mcp.storage.sql.rows import MEMORY_COLUMNS
 from ollama_mcp.storage.sql.vectors import VectorRows, pending_from_rows
@@ -23,19 +21,6 @@ EMBEDDING_LEASE = timedelta(minutes=2)
 
 class VectorStore(VectorRows, PgStoreBase):
     """Vector rows: insert, pending memories per model, and per-model HNSW indexes."""
-
-    async def insert_embeddings(self, rows: Sequence[EmbeddingRow]) -> int:
-        """Store vectors; rows of memories deleted meanwhile, or stored already, are skipped."""
-        if not rows:
-            return 0
-        async with self._transaction("store embeddings") as conn:
-            written = await insert_embedding_rows(conn, rows)
-            await conn.execute(
-                "DELETE FROM embedding_leases WHERE memory_seq = ANY(%s)", (list({row.memory_seq for row in rows}),)
-            )
-        for model, dim in {(row.model, row.dim) for row in rows}:
-            await self.ensure_vector_index(model, dim)
-        return written
 
     async def pending_memories(
         self, model: str, limit: int, after_seq: int = 0, through_seq: int | None = None

@@ -4,15 +4,15 @@ A part in ``storage/sql/`` writes its SQL once, with ``?`` placeholders and the 
 databases read the same way (``RETURNING``, ``ON CONFLICT``, ``count(*) FILTER``, ``CAST(? AS
 TEXT)``, recursive CTEs). Where SQLite and PostgreSQL spell a thing differently — JSON fields,
 lists as one parameter, a row lock, the conversations' key — it asks the backend's ``Dialect``
-(``sqlite/dialect.py``, ``postgres/dialect.py``). A method here returns a SQL fragment, a
-parameter value, or a decoded cell; the few statements that differ in more than words (a
-memory's tag rows) are the dialect's own async methods.
+(``sqlite/dialect.py``, ``postgres/dialect.py``). A backend's dialect is mostly a table: SQL
+templates (``{column}``, ``{key}``) that the methods here fill in; what takes code (parameters
+and cells converted, the few statements that differ in more than words) is its own methods.
 """
 
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 
@@ -27,39 +27,70 @@ class Dialect(ABC):
     # the row; SQLite's write transaction (BEGIN IMMEDIATE) already holds the whole file.
     for_update: str
     for_key_share: str
+    # Templates of ``{column}`` and ``{key}``; what each means is said by the method that fills it.
+    JSON_TEXT: str
+    JSON_TRUE: str
+    JSON_WITH: str
+    JSON_WITH_TRUE: str
+    JSON_PAIR: str
+    IN_LIST: str
+    NAME_LIKE: str
+    # A conversation's (``c``) current notes and turns, as columns.
+    NOTES_OF_C: str
+    MESSAGES_OF_C: str
+    # Whether counting NOTES_OF_C costs a query (then 0 stands in where the count is not asked for).
+    notes_cost: bool
+
+    def json_text(self, column: str, key: str) -> str:
+        """The JSON object's ``key`` as SQL (NULL when absent)."""
+        return self.JSON_TEXT.format(column=column, key=key)
+
+    def json_true(self, column: str, key: str) -> str:
+        """A condition: the JSON object's ``key`` holds ``true``."""
+        return self.JSON_TRUE.format(column=column, key=key)
+
+    def json_has(self, column: str, key: str) -> str:
+        """A condition: the JSON object has ``key`` (with a value that is not null)."""
+        return f"{self.json_text(column, key)} IS NOT NULL"
+
+    def json_with(self, column: str, key: str) -> str:
+        """The JSON object with ``key`` set to the text of one ``?`` parameter."""
+        return self.JSON_WITH.format(column=column, key=key)
+
+    def json_with_true(self, column: str, key: str) -> str:
+        """The JSON object with ``key`` set to ``true``."""
+        return self.JSON_WITH_TRUE.format(column=column, key=key)
+
+    def json_pair(self, column: str) -> str:
+        """A condition on two ``?`` parameters: the object's key (the first) holds a value whose
+        text is the second (``true``/``false`` for booleans)."""
+        return self.JSON_PAIR.format(column=column)
+
+    def in_list(self, column: str, value: str = "?") -> str:
+        """A condition: ``column`` is one of the values of one parameter (``value``, its placeholder)
+        made by ``listed``."""
+        return self.IN_LIST.format(column=column, value=value)
+
+    def name_like(self, column: str) -> str:
+        """A condition on one ``?`` (a LIKE pattern, backslash escaping): case-insensitive match."""
+        return self.NAME_LIKE.format(column=column)
+
+    def memory_count(self, counted: bool) -> str:
+        """A conversation's (``c``) current notes, as a column; ``counted=False`` allows ``0`` where
+        counting costs a query."""
+        return self.NOTES_OF_C if counted or not self.notes_cost else "0"
+
+    def message_count(self) -> str:
+        """A conversation's (``c``) turns, as a column."""
+        return self.MESSAGES_OF_C
+
+    @abstractmethod
+    def tags_all(self, tags: Sequence[str], bind: Callable[[Any], str]) -> str:
+        """A condition on ``m``: it carries every one of ``tags`` (values kept by ``bind``)."""
 
     @abstractmethod
     def sql(self, text: str) -> str:
         """SQL written with ``?`` placeholders in the driver's own."""
-
-    @abstractmethod
-    def json_text(self, column: str, key: str) -> str:
-        """The JSON object's ``key`` as SQL (NULL when absent)."""
-
-    @abstractmethod
-    def json_true(self, column: str, key: str) -> str:
-        """A condition: the JSON object's ``key`` holds ``true``."""
-
-    @abstractmethod
-    def json_has(self, column: str, key: str) -> str:
-        """A condition: the JSON object has ``key`` (with a value that is not null)."""
-
-    @abstractmethod
-    def json_with(self, column: str, key: str) -> str:
-        """The JSON object with ``key`` set to the text of one ``?`` parameter."""
-
-    @abstractmethod
-    def json_with_true(self, column: str, key: str) -> str:
-        """The JSON object with ``key`` set to ``true``."""
-
-    @abstractmethod
-    def json_pair(self, column: str) -> str:
-        """A condition on two ``?`` parameters: the object's key (the first) holds a value whose
-        text is the second (``true``/``false`` for booleans)."""
-
-    @abstractmethod
-    def in_list(self, column: str) -> str:
-        """A condition: ``column`` is one of the values of one ``?`` parameter made by ``listed``."""
 
     @abstractmethod
     def listed(self, values: Sequence[Any]) -> Any:
@@ -86,19 +117,6 @@ class Dialect(ABC):
         """A stored vector's cell as little-endian float32 bytes (``EmbeddingRow.vector``)."""
 
     @abstractmethod
-    def name_like(self, column: str) -> str:
-        """A condition on one ``?`` (a LIKE pattern, backslash escaping): case-insensitive match."""
-
-    @abstractmethod
-    def memory_count(self, counted: bool) -> str:
-        """A conversation's (``c``) current notes, as a column; ``counted=False`` allows ``0`` where
-        counting costs a query."""
-
-    @abstractmethod
-    def message_count(self) -> str:
-        """A conversation's (``c``) turns, as a column."""
-
-    @abstractmethod
     def limit(self, count: int) -> Any:
         """A LIMIT parameter: a negative ``count`` means no limit."""
 
@@ -113,6 +131,10 @@ class Dialect(ABC):
     @abstractmethod
     async def keep_conversation_tags(self, conn: Any, conversation_id: str) -> None:
         """After a conversation's memories were copied in: whatever else their tags need."""
+
+    @abstractmethod
+    async def keep_times(self, conn: Any, named: Sequence[tuple[int, str]]) -> None:
+        """Set ``spoken_of`` of each (seq, times) memory that has none yet."""
 
     @abstractmethod
     async def lock_fact_keys(self, conn: Any, keys: Sequence[str]) -> None:

@@ -123,6 +123,19 @@ class MemoryStore(SqlParts):
         await self._vectors_stored(written)
         return len(rows)
 
+    async def name_times(self, limit: int) -> int:
+        """Keep the times the next ``limit`` memories name that were stored without (imports, older
+        schemas); how many were read."""
+        rows = await self._fetchall(
+            self._sql("SELECT seq, content, occurred_at FROM memories WHERE spoken_of IS NULL ORDER BY seq LIMIT ?"),
+            (limit,), "read the memories whose times are not kept yet",
+        )
+        if rows:  # parsed outside the write transaction; a memory redacted meanwhile keeps its ""
+            named = [(int(seq), times_named(content, occurred_at)) for seq, content, occurred_at in rows]
+            async with self._transaction("keep the times memories name") as conn:
+                await self._dialect.keep_times(conn, named)
+        return len(rows)
+
     async def _rows_of(self, columns: str, seqs: Iterable[int], action: str) -> list[Any]:
         """``columns`` of the memories (``m``) ``seqs``, in no particular order."""
         wanted = list(dict.fromkeys(seqs))

@@ -4,10 +4,10 @@ transaction and the backend's ``Dialect``; SQL is written once, with ``?`` place
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
-from ollama_mcp.domain import Conversation, JobKind, Memory, MemoryKind
+from ollama_mcp.domain import Conversation, JobKind, Memory, MemoryKind, SearchFilters
 from ollama_mcp.errors import ConversationNotFoundError, MemoryNotFoundError
 from ollama_mcp.storage.records import (
     CONTEXT_NEIGHBOURS,
@@ -44,6 +44,29 @@ def conversation_columns(d: Dialect, *, counted: bool = True) -> str:
 def text_kept(d: Dialect, alias: str = "") -> str:
     """"This memory's text is still there" (not a turn an audit-only retention redacted)."""
     return f"{d.json_text(f'{alias}metadata', REDACTED)} IS NULL"
+
+
+def filter_sql(d: Dialect, filters: SearchFilters, bind: Callable[[Any], str]) -> list[str]:
+    """WHERE conditions on ``memories m`` for ``filters``. ``bind`` keeps a value as a parameter and
+    returns its placeholder (the backends bind positionally or by name)."""
+    where: list[str] = []
+    if filters.conversation_id is not None:
+        where.append(f"m.conversation_id = {bind(filters.conversation_id)}")
+    if filters.conversation_ids is not None:
+        where.append(d.in_list("m.conversation_id", bind(d.listed(filters.conversation_ids))))
+    if not filters.include_superseded:
+        where.append("m.superseded_by IS NULL")
+    if filters.kinds and set(filters.kinds) != ALL_KINDS:
+        where.append(d.in_list("m.kind", bind(d.listed(filters.kinds))))
+    if filters.since is not None:
+        where.append(f"m.occurred_at >= {bind(filters.since)}")
+    if filters.until is not None:
+        where.append(f"m.occurred_at <= {bind(filters.until)}")
+    if filters.actors:
+        where.append(d.in_list("coalesce(m.actor, m.role)", bind(d.listed(filters.actors))))
+    if filters.tags:
+        where.append(d.tags_all(filters.tags, bind))
+    return where
 
 
 async def fetchone(conn: Any, d: Dialect, sql: str, params: Sequence[Any]) -> Any:

@@ -39,6 +39,15 @@ def pending_from_rows(d: Dialect, rows: Sequence[Sequence[Any]]) -> list[tuple[M
 class VectorRows(SqlParts):
     """What both backends read alike of the memory_embeddings table."""
 
+    async def insert_embeddings(self, rows: Sequence[EmbeddingRow]) -> int:
+        """Store vectors; rows of memories deleted meanwhile, or stored already, are skipped."""
+        if not rows:
+            return 0
+        async with self._transaction("store embeddings") as conn:
+            written = await self._insert_vectors(conn, rows)
+        await self._vectors_stored(rows)
+        return written
+
     async def model_dimension(self, model: str, conversation_id: str | None = None) -> int | None:
         """The dimension the stored vectors of ``model`` use (in one conversation, if given)."""
         if conversation_id is None:

@@ -16,7 +16,7 @@ import aiosqlite
 import anyio
 
 from ollama_mcp.errors import DatabaseBusyError, SchemaError, StorageError
-from ollama_mcp.storage.migrations import Migration, shipped
+from ollama_mcp.storage.migrations import Migration, shipped, to_apply
 
 log = logging.getLogger(__name__)
 
@@ -126,16 +126,8 @@ async def migrate(conn: aiosqlite.Connection, path: Path | None = None) -> int:
                 " version INTEGER PRIMARY KEY, name TEXT NOT NULL, applied_at TEXT NOT NULL)"
             )
             rows = await (await conn.execute("SELECT version FROM schema_migrations")).fetchall()
-            applied = {row[0] for row in rows}
-            if applied and max(applied) > newest_known:
-                raise SchemaError(
-                    f"{'The database ' + str(path) if path else 'This database'} was written by a newer "
-                    f"ollama-mcp (schema version {max(applied)}; "
-                    f"this version knows up to {newest_known}). Upgrade ollama-mcp; the file was not changed."
-                )
-            for migration in known:
-                if migration.version in applied:
-                    continue
+            pending = to_apply(known, {row[0] for row in rows}, f"The database {path}" if path else "This database")
+            for migration in pending:
                 # executescript would COMMIT our transaction first, so run statement by statement.
                 for statement in split_statements(migration.sql):
                     await conn.execute(statement)
@@ -145,7 +137,6 @@ async def migrate(conn: aiosqlite.Connection, path: Path | None = None) -> int:
                     (migration.version, migration.name),
                 )
                 log.info("applied schema migration %04d_%s", migration.version, migration.name)
-            pending = [m for m in known if m.version not in applied]
             broken = list(await (await conn.execute("PRAGMA foreign_key_check")).fetchall()) if pending else []
             if broken:
                 raise SchemaError(

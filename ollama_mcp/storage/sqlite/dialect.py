@@ -4,7 +4,7 @@ and ``json_each``, tags in their own rows, no row locks (a write holds the file)
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import aiosqlite
@@ -12,43 +12,37 @@ import aiosqlite
 from ollama_mcp.storage.records import dump_json
 from ollama_mcp.storage.sql.dialect import Dialect
 
-NOTES_OF_C = (
-    "(SELECT count(*) FROM memories m WHERE m.conversation_id = c.id AND m.kind = 'note' AND m.superseded_by IS NULL)"
-)
-
 
 class SqliteDialect(Dialect):
     conversation_key = "rowid"
     greatest = "max"
     for_update = ""
     for_key_share = ""
+    JSON_TEXT = "json_extract({column}, '$.{key}')"
+    JSON_TRUE = "json_extract({column}, '$.{key}') = 1"
+    JSON_WITH = "json_set({column}, '$.{key}', ?)"
+    JSON_WITH_TRUE = "json_set({column}, '$.{key}', json('true'))"
+    JSON_PAIR = (
+        "EXISTS (SELECT 1 FROM json_each({column}) j WHERE j.key = ? AND CASE j.type"
+        " WHEN 'true' THEN 'true' WHEN 'false' THEN 'false' ELSE CAST(j.value AS TEXT) END = ?)"
+    )
+    IN_LIST = "{column} IN (SELECT value FROM json_each({value}))"
+    NAME_LIKE = "{column} LIKE ? ESCAPE '\\'"  # case-insensitive for ASCII, as SQLite's LIKE is
+    NOTES_OF_C = (
+        "(SELECT count(*) FROM memories m WHERE m.conversation_id = c.id AND m.kind = 'note'"
+        " AND m.superseded_by IS NULL)"
+    )
+    MESSAGES_OF_C = "(SELECT count(*) FROM memories m WHERE m.conversation_id = c.id AND m.kind = 'message')"
+    notes_cost = True
+
+    def tags_all(self, tags: Sequence[str], bind: Callable[[Any], str]) -> str:
+        return (
+            f"m.seq IN (SELECT memory_seq FROM memory_tags WHERE {self.in_list('tag', bind(self.listed(tags)))}"
+            f" GROUP BY memory_seq HAVING count(*) = {bind(len(tags))})"
+        )
 
     def sql(self, text: str) -> str:
         return text
-
-    def json_text(self, column: str, key: str) -> str:
-        return f"json_extract({column}, '$.{key}')"
-
-    def json_true(self, column: str, key: str) -> str:
-        return f"json_extract({column}, '$.{key}') = 1"
-
-    def json_has(self, column: str, key: str) -> str:
-        return f"json_extract({column}, '$.{key}') IS NOT NULL"
-
-    def json_with(self, column: str, key: str) -> str:
-        return f"json_set({column}, '$.{key}', ?)"
-
-    def json_with_true(self, column: str, key: str) -> str:
-        return f"json_set({column}, '$.{key}', json('true'))"
-
-    def json_pair(self, column: str) -> str:
-        return (
-            f"EXISTS (SELECT 1 FROM json_each({column}) j WHERE j.key = ? AND CASE j.type"
-            " WHEN 'true' THEN 'true' WHEN 'false' THEN 'false' ELSE CAST(j.value AS TEXT) END = ?)"
-        )
-
-    def in_list(self, column: str) -> str:
-        return f"{column} IN (SELECT value FROM json_each(?))"
 
     def listed(self, values: Sequence[Any]) -> str:
         return json.dumps(list(values))
@@ -68,15 +62,6 @@ class SqliteDialect(Dialect):
     def vector_bytes(self, cell: Any) -> bytes:
         return bytes(cell)
 
-    def name_like(self, column: str) -> str:
-        return f"{column} LIKE ? ESCAPE '\\'"  # case-insensitive for ASCII, as SQLite's LIKE is
-
-    def memory_count(self, counted: bool) -> str:
-        return NOTES_OF_C if counted else "0"
-
-    def message_count(self) -> str:
-        return "(SELECT count(*) FROM memories m WHERE m.conversation_id = c.id AND m.kind = 'message')"
-
     def limit(self, count: int) -> int:
         return count  # SQLite reads a negative LIMIT as none
 
@@ -87,6 +72,7 @@ class SqliteDialect(Dialect):
         return max(cursor.rowcount, 0)
 
     async def keep_tags(self, conn: aiosqlite.Connection, pairs: Sequence[tuple[int, str]]) -> None:
+        """The memory_tags rows that tag filters read."""
         if pairs:
             await conn.executemany("INSERT OR IGNORE INTO memory_tags (memory_seq, tag) VALUES (?, ?)", pairs)
 
@@ -95,6 +81,11 @@ class SqliteDialect(Dialect):
             "INSERT OR IGNORE INTO memory_tags (memory_seq, tag) SELECT m.seq, t.value FROM memories m,"
             " json_each(m.tags) t WHERE m.conversation_id = ?",
             (conversation_id,),
+        )
+
+    async def keep_times(self, conn: aiosqlite.Connection, named: Sequence[tuple[int, str]]) -> None:
+        await conn.executemany(
+            "UPDATE memories SET spoken_of = ? WHERE seq = ? AND spoken_of IS NULL", [(t, s) for s, t in named]
         )
 
     async def lock_fact_keys(self, conn: aiosqlite.Connection, keys: Sequence[str]) -> None:

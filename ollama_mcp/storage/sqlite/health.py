@@ -12,6 +12,7 @@ from sqlite3 import sqlite_version
 
 from ollama_mcp.domain import Check, StoreSummary
 from ollama_mcp.errors import StorageError
+from ollama_mcp.storage.migrations import schema_check
 from ollama_mcp.storage.sqlite.db import damaged, fts5_missing, migrations
 from ollama_mcp.storage.sqlite.summary import quick_check, summarize
 
@@ -59,17 +60,8 @@ def _database(path: Path, model: str) -> tuple[list[Check], StoreSummary | None]
         return [*checks, Check("database", False, str(exc))], None
     if problem is not None:
         return [*checks, Check("database", False, str(damaged(path, f"SQLite's quick_check found: {problem}")))], None
-    newest = migrations()[-1].version
-    if summary.schema_version > newest:
-        checks.append(Check("schema", False, f"{path} was written by a newer ollama-mcp (schema "
-                            f"{summary.schema_version}, this version knows {newest}); upgrade ollama-mcp."))
-        return checks, None
-    note = (
-        "" if summary.schema_version == newest else f"; it will be upgraded from {summary.schema_version} on first use"
-    )
-    memories = sum(summary.memories.values())
-    checks.append(Check("database", True, f"{path}: {memories:,} memories, schema {newest}{note}"))
-    return checks, summary
+    state = schema_check(str(path), summary.schema_version, migrations()[-1].version, sum(summary.memories.values()))
+    return [*checks, state], summary if state.ok else None
 
 
 def _creatable(path: Path) -> Check:

@@ -8,7 +8,6 @@ from ollama_mcp.storage.records import MOMENT_COLUMNS, moment_from_row
 from ollama_mcp.storage.sql import memories
 from ollama_mcp.storage.sqlite.base import StoreBase
 from ollama_mcp.storage.sqlite.rows import filter_sql
-from ollama_mcp.when import times_named
 
 
 class MemoryStore(memories.MemoryStore, StoreBase):
@@ -26,14 +25,3 @@ class MemoryStore(memories.MemoryStore, StoreBase):
             "read what happened after a time",
         )
         return dict(moment_from_row(row) for row in rows)
-
-    async def name_times(self, limit: int) -> int:
-        rows = await self._fetchall(
-            "SELECT seq, content, occurred_at FROM memories WHERE spoken_of IS NULL ORDER BY seq LIMIT ?",
-            (limit,), "read the memories whose times are not kept yet",
-        )
-        if rows:  # parsed outside the write transaction; a memory redacted meanwhile keeps its ""
-            named = [(times_named(content, occurred_at), seq) for seq, content, occurred_at in rows]
-            async with self._transaction("keep the times memories name") as conn:
-                await conn.executemany("UPDATE memories SET spoken_of = ? WHERE seq = ? AND spoken_of IS NULL", named)
-        return len(rows)

@@ -3,7 +3,6 @@ rows and search filters (the row helpers both backends share: ``storage/sql/rows
 
 from __future__ import annotations
 
-import json
 from collections.abc import Sequence
 from typing import Any
 
@@ -11,6 +10,8 @@ import aiosqlite
 
 from ollama_mcp.domain import EmbeddingRow, SearchFilters
 from ollama_mcp.storage.records import REDACTED
+from ollama_mcp.storage.sql import rows
+from ollama_mcp.storage.sqlite.dialect import SQLITE
 
 KIND_CODES: dict[str, int] = {"note": 0, "message": 1, "summary": 2, "fact": 3}
 FACET_CODES: dict[str, int] = {"content": 0, "context": 1}
@@ -48,36 +49,14 @@ async def insert_embedding_rows(conn: aiosqlite.Connection, rows: Sequence[Embed
     return conn.total_changes - before
 
 
+
+
 def filter_sql(filters: SearchFilters) -> tuple[list[str], list[Any]]:
-    where: list[str] = []
+    """WHERE conditions on ``memories m`` for ``filters`` (``storage/sql/rows.py``), with their values in order."""
     params: list[Any] = []
-    if filters.conversation_id is not None:
-        where.append("m.conversation_id = ?")
-        params.append(filters.conversation_id)
-    if filters.conversation_ids is not None:
-        where.append(f"m.conversation_id IN ({', '.join('?' * len(filters.conversation_ids))})"
-                     if filters.conversation_ids else "0")
-        params.extend(filters.conversation_ids)
-    if not filters.include_superseded:
-        where.append("m.superseded_by IS NULL")
-    if filters.kinds and set(filters.kinds) != set(KIND_CODES):
-        where.append(f"m.kind IN ({', '.join('?' for _ in filters.kinds)})")
-        params.extend(filters.kinds)
-    if filters.since is not None:
-        where.append("m.occurred_at >= ?")
-        params.append(filters.since)
-    if filters.until is not None:
-        where.append("m.occurred_at <= ?")
-        params.append(filters.until)
-    if filters.actors:
-        where.append(f"coalesce(m.actor, m.role) IN ({', '.join('?' for _ in filters.actors)})")
-        params.extend(filters.actors)
-    if filters.tags:
-        where.append(
-            "m.seq IN (SELECT memory_seq FROM memory_tags WHERE tag IN (SELECT value FROM json_each(?))"
-            " GROUP BY memory_seq HAVING count(*) = ?)"
-        )
-        params.extend([json.dumps(list(filters.tags)), len(filters.tags)])
-    return where, params
 
+    def bind(value: Any) -> str:
+        params.append(value)
+        return "?"
 
+    return rows.filter_sql(SQLITE, filters, bind), params

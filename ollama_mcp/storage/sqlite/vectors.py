@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from ollama_mcp.domain import EmbeddingRow, Facet, Memory
+from ollama_mcp.domain import Facet, Memory
 from ollama_mcp.storage.sql.rows import MEMORY_COLUMNS
 from ollama_mcp.storage.sql.vectors import VectorRows, pending_from_rows
 from ollama_mcp.storage.sqlite.base import StoreBase
@@ -15,7 +15,6 @@ from ollama_mcp.storage.sqlite.rows import (
     KIND_CODES,
     MISSING_VECTOR,
     VECTOR_BATCH_ROWS,
-    insert_embedding_rows,
 )
 
 
@@ -34,13 +33,6 @@ class VectorBatch:
 
 class VectorStore(VectorRows, StoreBase):
     """Vector rows: insert, pending memories per model, and snapshots for the in-memory vector index."""
-
-    async def insert_embeddings(self, rows: Sequence[EmbeddingRow]) -> int:
-        """Store vectors; rows of memories deleted meanwhile, or stored already, are skipped."""
-        if not rows:
-            return 0
-        async with self._transaction("store embeddings") as conn:
-            return await insert_embedding_rows(conn, rows)
 
     async def pending_memories(
         self, model: str, limit: int, after_seq: int = 0, through_seq: int | None = None
