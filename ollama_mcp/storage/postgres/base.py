@@ -249,6 +249,10 @@ class PgStoreBase(SqlParts):
         )
         return written
 
+    async def _vectors_dropped(self, conn: psycopg.AsyncConnection, model: str) -> None:
+        """The model's backfill leases go with its vectors: every memory is pending for anyone."""
+        await conn.execute("DELETE FROM embedding_leases WHERE model = %s", (model,))
+
     async def _vectors_stored(self, rows: Sequence[EmbeddingRow]) -> None:
         """The HNSW indexes of the vectors' models and dimensions, once the transaction committed."""
         for model, dim in sorted({(row.model, row.dim) for row in rows}):

@@ -12,7 +12,7 @@ from ollama_mcp.storage.sql import jobs
 
 
 class JobStore(jobs.JobStore, PgStoreBase):
-    """Deferred work (the jobs table) and the agent's audit trail."""
+    """The jobs table (``storage/sql/jobs.py``), claimed by SKIP LOCKED across instances."""
 
     async def claim_job(self, now: str, lease_until: str) -> Job | None:
         """Take the next due job (or one whose worker's lease lapsed: it died) under a lease."""

@@ -15,7 +15,7 @@ from ollama_mcp.storage.sql import memories
 
 
 class MemoryStore(memories.MemoryStore, PgStoreBase):
-    """Memories: insert (one or in bulk, de-duplicated), read, revise, delete."""
+    """Memories (``storage/sql/memories.py``), with PostgreSQL's reading of moments under filters."""
 
     async def moments_between(
         self, filters: SearchFilters, start: str, end: str, limit: int

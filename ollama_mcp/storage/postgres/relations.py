@@ -15,7 +15,7 @@ _SUMMARY_VECTORS = (
 
 
 class RelationStore(relations.RelationStore, PgStoreBase):
-    """Follow-ups, related and duplicate conversations."""
+    """Relations (``storage/sql/relations.py``); summaries compared by pgvector."""
 
     async def similar_summaries(self, conversation_id: str, model: str, limit: int) -> list[tuple[str, float]] | None:
         """One scan of the end summaries' vectors (one per ended conversation): no index fits a

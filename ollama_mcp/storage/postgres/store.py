@@ -11,16 +11,8 @@ from ollama_mcp.storage.postgres.jobs import JobStore
 from ollama_mcp.storage.postgres.memories import MemoryStore
 from ollama_mcp.storage.postgres.relations import RelationStore
 from ollama_mcp.storage.postgres.vectors import VectorStore
-from ollama_mcp.storage.sql.clients import ClientStore
-from ollama_mcp.storage.sql.conversations import ConversationStore
-from ollama_mcp.storage.sql.facts import FactStore
-from ollama_mcp.storage.sql.shares import ShareStore
-from ollama_mcp.storage.sql.tokens import TokenStore
-from ollama_mcp.storage.sql.transcript import TranscriptStore
+from ollama_mcp.storage.sql.store import SqlStore
 
 
-class PgStore(
-    ClientStore, ConversationStore, RelationStore, MemoryStore, FactStore, TranscriptStore, JobStore, TokenStore,
-    ShareStore, VectorStore,
-):
+class PgStore(SqlStore, RelationStore, MemoryStore, JobStore, VectorStore):
     """The PostgreSQL backend's ``storage.Storage``; open with ``await PgStore.open(url)``."""

@@ -70,10 +70,3 @@ class VectorStore(VectorRows, PgStoreBase):
             )
             rows = await cursor.fetchall()
         return pending_from_rows(POSTGRES, rows)
-
-    async def delete_vectors(self, model: str) -> int:
-        """Drop every vector of ``model`` (reembed --force); the memories become pending."""
-        async with self._transaction("delete vectors") as conn:
-            cursor = await conn.execute("DELETE FROM memory_embeddings WHERE model = %s", (model,))
-            await conn.execute("DELETE FROM embedding_leases WHERE model = %s", (model,))
-            return cursor.rowcount

@@ -39,6 +39,8 @@ class SqlParts:
 
         async def _vectors_stored(self, rows: Sequence[EmbeddingRow]) -> None: ...
 
+        async def _vectors_dropped(self, conn: Any, model: str) -> None: ...
+
 
 @lru_cache(maxsize=512)
 def pyformat(text: str) -> str:

@@ -48,6 +48,13 @@ class VectorRows(SqlParts):
         await self._vectors_stored(rows)
         return written
 
+    async def delete_vectors(self, model: str) -> int:
+        """Drop every vector of ``model`` (reembed --force); the memories become pending."""
+        async with self._transaction("delete vectors") as conn:
+            cursor = await conn.execute(self._sql("DELETE FROM memory_embeddings WHERE model = ?"), (model,))
+            await self._vectors_dropped(conn, model)
+            return int(cursor.rowcount)
+
     async def model_dimension(self, model: str, conversation_id: str | None = None) -> int | None:
         """The dimension the stored vectors of ``model`` use (in one conversation, if given)."""
         if conversation_id is None:

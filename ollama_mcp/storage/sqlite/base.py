@@ -111,6 +111,9 @@ class StoreBase(SqlParts):
     async def _vectors_stored(self, rows: Sequence[EmbeddingRow]) -> None:
         """Nothing to prepare: vectors are ranked in memory, from the table."""
 
+    async def _vectors_dropped(self, conn: aiosqlite.Connection, model: str) -> None:
+        """Nothing else refers to a model's vectors."""
+
     async def data_version(self) -> int:
         """Changes whenever another connection commits: lets caches notice other processes."""
         rows = await self._fetchall("PRAGMA data_version", (), "read the data version")

@@ -8,7 +8,7 @@ from ollama_mcp.storage.sqlite.base import StoreBase
 
 
 class JobStore(jobs.JobStore, StoreBase):
-    """Deferred work (the jobs table) and the agent's audit trail."""
+    """The jobs table (``storage/sql/jobs.py``), claimed after a look that takes no lock."""
 
     async def claim_job(self, now: str, lease_until: str) -> Job | None:
         """Take the next due job (or one whose worker's lease lapsed: it died) under a lease.

@@ -11,7 +11,7 @@ from ollama_mcp.storage.sqlite.rows import filter_sql
 
 
 class MemoryStore(memories.MemoryStore, StoreBase):
-    """Memories: insert (one or in bulk, de-duplicated), read, revise, delete."""
+    """Memories (``storage/sql/memories.py``), with SQLite's reading of moments under filters."""
 
     async def moments_between(
         self, filters: SearchFilters, start: str, end: str, limit: int

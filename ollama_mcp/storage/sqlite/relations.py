@@ -17,7 +17,7 @@ _SUMMARY_VECTORS = (
 
 
 class RelationStore(relations.RelationStore, StoreBase):
-    """Follow-ups, related and duplicate conversations."""
+    """Relations (``storage/sql/relations.py``); summaries compared with numpy."""
 
     async def similar_summaries(self, conversation_id: str, model: str, limit: int) -> list[tuple[str, float]] | None:
         """Compared here in one pass: a conversation has one end summary, so this reads one

@@ -11,12 +11,7 @@ The store is split by concept, one part per module: ``conversations``, ``memorie
 ``base`` holds the connection and transactions, ``rows`` the shared SQL and row helpers.
 """
 
-from ollama_mcp.storage.sql.clients import ClientStore
-from ollama_mcp.storage.sql.conversations import ConversationStore
-from ollama_mcp.storage.sql.facts import FactStore
-from ollama_mcp.storage.sql.shares import ShareStore
-from ollama_mcp.storage.sql.tokens import TokenStore
-from ollama_mcp.storage.sql.transcript import TranscriptStore
+from ollama_mcp.storage.sql.store import SqlStore
 from ollama_mcp.storage.sqlite.jobs import JobStore
 from ollama_mcp.storage.sqlite.keywords import KeywordRows, KeywordState, KeywordStore, SearchReads
 from ollama_mcp.storage.sqlite.memories import MemoryStore
@@ -44,8 +39,5 @@ __all__ = [
 ]
 
 
-class Store(
-    ClientStore, ConversationStore, RelationStore, MemoryStore, FactStore, TranscriptStore, JobStore, TokenStore,
-    ShareStore, KeywordStore, VectorStore,
-):
+class Store(SqlStore, RelationStore, MemoryStore, JobStore, KeywordStore, VectorStore):
     """The SQLite backend's ``storage.Storage`` (and what its ``Ranker`` reads): the only owner of SQL."""

@@ -50,12 +50,6 @@ class VectorStore(VectorRows, StoreBase):
         )
         return pending_from_rows(SQLITE, rows)
 
-    async def delete_vectors(self, model: str) -> int:
-        """Drop every vector of ``model`` (reembed --force); the memories become pending."""
-        async with self._transaction("delete vectors") as conn:
-            cursor = await conn.execute("DELETE FROM memory_embeddings WHERE model = ?", (model,))
-            return cursor.rowcount
-
     async def vector_samples(
         self, model: str, max_id: int, ids: Sequence[int]
     ) -> tuple[int, dict[int, tuple[int, bytes]]]:
