@@ -105,7 +105,8 @@ async def test_model_not_pulled_names_the_pull_command_and_recovers_after_pull(
         found = await call(client, "search_memories", query="model")
         assert found["mode"] == "keyword" and "ollama pull nomic-embed-text" in found["notice"]
         fake_ollama.models["nomic-embed-text"] = spec  # the user ran `ollama pull`
-        await eventually(lambda: _async(embedded_count(db) == 1))
+        # The backfill retries after 1, 2, 4, 8 s: a loaded machine can be on the 8 s wait.
+        await eventually(lambda: _async(embedded_count(db) == 1), timeout=20)
     assert query(db, "SELECT DISTINCT model FROM memory_embeddings") == [("nomic-embed-text",)]
 
 
