@@ -6,7 +6,6 @@ import difflib
 import importlib
 import logging
 import os
-import sys
 from collections.abc import AsyncIterator, Mapping, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
@@ -22,6 +21,21 @@ if TYPE_CHECKING:
     import ollama
 
 log = logging.getLogger(__name__)
+
+# ``ollama`` and ``httpx``, once this process has finished importing them (``_library``). Never
+# read them from ``sys.modules``: a module another thread is importing is there half-initialised.
+_LOADED: tuple[Any, Any] | None = None
+
+
+async def _library() -> tuple[Any, Any]:
+    """``ollama`` and ``httpx``, imported on a worker thread the first time (~200 ms): the event
+    loop keeps serving meanwhile. Two tasks asking at once both wait for the one import (Python's
+    per-module import lock), and each gets the finished modules."""
+    global _LOADED  # noqa: PLW0603  (set once per process, after the import completed)
+    if _LOADED is None:
+        lib = await anyio.to_thread.run_sync(importlib.import_module, "ollama")
+        _LOADED = (lib, importlib.import_module("httpx"))  # imported by ollama already: no cost
+    return _LOADED
 
 
 @dataclass(frozen=True)
@@ -81,16 +95,12 @@ class OllamaClient:
         process that only embeds (the lean client does that), a Claude Code hook or a CLI command
         does not pay. The import runs in a worker thread, so the event loop keeps serving meanwhile."""
         if self._made is None:
-            if "ollama" not in sys.modules:
-                await anyio.to_thread.run_sync(importlib.import_module, "ollama")
-            import httpx  # noqa: PLC0415
-            import ollama  # noqa: PLC0415
-
+            lib, httpx = await _library()
             # The ollama client's default timeout is infinite: a hung server would hang the tool call.
             # A plain-HTTP host (a local Ollama) never does TLS, so the CA bundle httpx loads for
             # every client by default (34 ms each) is skipped.
             plain_http = not self.host.lower().startswith("https://")
-            self._made = ollama.AsyncClient(
+            self._made = lib.AsyncClient(
                 host=self.host, timeout=httpx.Timeout(self.timeout, connect=self._connect_timeout),
                 **({"verify": False, "follow_redirects": False} if plain_http else {}),
             )
@@ -226,10 +236,11 @@ class OllamaClient:
 
     async def _translated(self, exc: Exception, model: str, action: str) -> OllamaError:
         """The ``OllamaError`` for a failure of either client (json_http's or the ``ollama`` one).
-        The ``ollama`` client's types are looked at only when it is loaded: a failure of the lean
-        client does not import it."""
-        lib = sys.modules.get("ollama")
-        httpx = sys.modules.get("httpx")
+        The ``ollama`` client's types are looked at only once this process finished importing it
+        (``_library``): a failure of the lean client imports nothing, and one that happens while
+        another task's import is still running (a half-initialised ``ollama`` in ``sys.modules``,
+        without ``ResponseError`` yet) cannot have come from that client."""
+        lib, httpx = _LOADED if _LOADED is not None else (None, None)
         status: tuple[int, str] | None = None
         if isinstance(exc, StatusError):
             status = exc.status, exc.error

@@ -179,3 +179,67 @@ def test_https_hosts_and_proxied_hosts_keep_the_ollama_client() -> None:
     assert usable_for(local, {}) and not usable_for(parse_host("https://ollama.example"), {})
     assert not usable_for(local, {"HTTP_PROXY": "http://proxy:3128"})
     assert usable_for(local, {"HTTP_PROXY": "http://proxy:3128", "NO_PROXY": "127.0.0.1"})
+
+
+# A fresh interpreter in which the ``ollama`` package's import is held half-way (its module is in
+# sys.modules, not yet executed) while a chat call waits for it, and an embedding made meanwhile
+# through the lean client finds Ollama unreachable.
+_HALF_IMPORTED = '''
+import importlib.abc, importlib.machinery, socket, sys, threading
+import anyio
+
+executing, release = threading.Event(), threading.Event()
+
+class HeldOllama(importlib.abc.MetaPathFinder):
+    def find_spec(self, name, path, target=None):
+        if name != "ollama":
+            return None
+        spec = importlib.machinery.PathFinder.find_spec(name, path)
+        real = spec.loader
+        class Held(importlib.abc.Loader):
+            def create_module(self, spec):
+                return real.create_module(spec)
+            def exec_module(self, module):
+                executing.set()
+                release.wait(30)
+                real.exec_module(module)
+        spec.loader = Held()
+        return spec
+
+sys.meta_path.insert(0, HeldOllama())
+
+from ollama_mcp.errors import OllamaError
+from ollama_mcp.ollama.client import OllamaClient
+
+with socket.socket() as s:
+    s.bind(("127.0.0.1", 0))
+    host = f"http://127.0.0.1:{s.getsockname()[1]}"  # closed when the block ends: refused
+
+async def main():
+    chat = OllamaClient(host, timeout=5, connect_timeout=1)
+    embedder = OllamaClient(host, timeout=5, connect_timeout=1)
+    async def chatting():
+        try:
+            await chat.chat("qwen2.5:3b", [{"role": "user", "content": "hi"}])
+        except OllamaError as exc:
+            print("chat:", type(exc).__name__, exc)
+    async with anyio.create_task_group() as tasks:
+        tasks.start_soon(chatting)
+        await anyio.to_thread.run_sync(executing.wait, 10)
+        assert "ollama" in sys.modules, "the import is under way"
+        try:
+            await embedder.embed("nomic-embed-text", ["a memory"])
+        except Exception as exc:
+            print("embed:", type(exc).__name__, exc)
+        release.set()
+
+anyio.run(main)
+'''
+
+
+def test_an_outage_while_the_ollama_package_is_still_importing_is_reported_as_ollama_unreachable() -> None:
+    done = subprocess.run([sys.executable, "-c", _HALF_IMPORTED], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    lines = done.stdout.splitlines()
+    assert lines[0].startswith("embed: OllamaUnavailableError Ollama is not reachable at http://127.0.0.1:"), lines
+    assert lines[1].startswith("chat: OllamaUnavailableError Ollama is not reachable at http://127.0.0.1:"), lines
