@@ -15,7 +15,7 @@ from typing import Any
 from ollama_mcp import inputs
 from ollama_mcp.domain import Conversation, Memory, utc_now
 from ollama_mcp.errors import InvalidInputError
-from ollama_mcp.storage.records import FACT_KEY, FACT_SOURCE, fact_key
+from ollama_mcp.storage.fact_rules import FACT_KEY, FACT_SOURCE, fact_key
 
 FORMAT = "ollama-mcp-export"
 VERSION = 1

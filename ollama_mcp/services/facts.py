@@ -13,7 +13,7 @@ covers are deleted with their facts, and the facts that stay are those of the no
 
 Before anything is stored, a redaction step drops every fact that carries a secret or contact
 details (``redaction``): the model is asked not to extract them, and this check does not rely on
-it. A contradicting newer fact supersedes the older one (``records.place_fact``).
+it. A contradicting newer fact supersedes the older one (``fact_rules.place_fact``).
 """
 
 from __future__ import annotations
@@ -33,8 +33,9 @@ from ollama_mcp.ollama.client import OllamaClient
 from ollama_mcp.services.indexer import Indexer
 from ollama_mcp.services.jobs import JobRunner
 from ollama_mcp.services.summaries import CONTEXT_TOKENS, describe, groups
+from ollama_mcp.storage.fact_rules import FACT_KEY, FACT_SOURCE, fact_key
+from ollama_mcp.storage.memory_rules import is_redacted
 from ollama_mcp.storage.protocols import Storage
-from ollama_mcp.storage.records import FACT_KEY, FACT_SOURCE, fact_key, is_redacted
 
 log = logging.getLogger(__name__)
 

@@ -180,7 +180,7 @@ class FactStorage(Protocol):
     ) -> tuple[list[Memory], list[str]]:
         """In one transaction: move the conversation's facts_through from ``since`` to
         ``through`` and insert ``facts`` (kind 'fact', each naming its source in its metadata) as
-        ``records.place_fact`` places them among the current facts of their subject and predicate
+        ``fact_rules.place_fact`` places them among the current facts of their subject and predicate
         anywhere in the store; a fact whose source is gone is skipped. Nothing happens when
         facts_through is no longer ``since`` (another run stored them) or the conversation is gone.
         Returns (the facts inserted, the ids of the facts they superseded)."""
@@ -201,7 +201,7 @@ class TranscriptStorage(Protocol):
     async def insert_messages(self, messages: Sequence[Memory], retry_since: str) -> tuple[list[Memory], bool]:
         """Append messages of one active conversation in order, in one transaction; returns (the
         messages, was_retry): when the latest messages are these same turns, the first stored at
-        or after ``retry_since`` (``records.is_retry``), nothing is added and they are returned."""
+        or after ``retry_since`` (``memory_rules.is_retry``), nothing is added and they are returned."""
 
     async def conversation_memories(
         self, conversation_id: str, *, after_seq: int = 0, limit: int = -1, kinds: Sequence[MemoryKind] = ()

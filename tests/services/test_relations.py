@@ -16,7 +16,7 @@ from mcp.client.subscriptions import ResourceUpdated
 
 from ollama_mcp.config import Settings
 from ollama_mcp.domain import Relation
-from ollama_mcp.storage.records import merge_relations
+from ollama_mcp.storage.relation_rules import merge_relations
 from tests.conftest import Database, connect, eventually
 from tests.fake_ollama import FakeOllama
 from tests.mcp.test_tools import call, error

@@ -10,8 +10,8 @@ import psycopg
 from ollama_mcp.domain import SearchFilters
 from ollama_mcp.storage.postgres.base import PgStoreBase
 from ollama_mcp.storage.postgres.rows import filter_sql
-from ollama_mcp.storage.records import MOMENT_COLUMNS, moment_from_row
 from ollama_mcp.storage.sql import memories
+from ollama_mcp.storage.sql.fragments import MOMENT_COLUMNS, moment_from_row
 
 
 class MemoryStore(memories.MemoryStore, PgStoreBase):

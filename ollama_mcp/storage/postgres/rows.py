@@ -10,8 +10,8 @@ import numpy as np
 import psycopg
 
 from ollama_mcp.domain import EmbeddingRow, SearchFilters, utc_now
+from ollama_mcp.storage.memory_rules import REDACTED
 from ollama_mcp.storage.postgres.dialect import POSTGRES
-from ollama_mcp.storage.records import REDACTED
 from ollama_mcp.storage.sql import rows
 
 # "This memory awaits a vector of model %(model)s for the facet": pending embeddings. (A redacted

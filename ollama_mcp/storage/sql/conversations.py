@@ -7,7 +7,7 @@ from typing import Any
 
 from ollama_mcp.domain import Conversation, ConversationQuery, Memory
 from ollama_mcp.errors import ConversationClosedError, ConversationNotFoundError
-from ollama_mcp.storage.records import like_escape
+from ollama_mcp.storage.sql.fragments import like_escape
 from ollama_mcp.storage.sql.parts import SqlParts
 from ollama_mcp.storage.sql.rows import (
     conversation_columns,

@@ -8,7 +8,7 @@ from collections.abc import Sequence
 
 from ollama_mcp.domain import Memory
 from ollama_mcp.errors import ConversationNotFoundError
-from ollama_mcp.storage.records import FACT_KEY, fact_source, place_fact
+from ollama_mcp.storage.fact_rules import FACT_KEY, fact_source, place_fact
 from ollama_mcp.storage.sql.parts import SqlParts
 from ollama_mcp.storage.sql.rows import (
     MEMORY_COLUMNS,

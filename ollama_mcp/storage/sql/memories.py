@@ -10,15 +10,8 @@ from typing import Any
 
 from ollama_mcp.domain import EmbeddingRow, Memory
 from ollama_mcp.errors import ConversationClosedError, InvalidInputError, MemoryNotFoundError, MemorySupersededError
-from ollama_mcp.storage.records import (
-    CONTEXT_NEIGHBOURS,
-    MOMENT_COLUMNS,
-    NEIGHBOUR_COLUMNS,
-    compose_context,
-    content_hash,
-    moment_from_row,
-    own_context,
-)
+from ollama_mcp.storage.memory_rules import CONTEXT_NEIGHBOURS, compose_context, content_hash, own_context
+from ollama_mcp.storage.sql.fragments import MOMENT_COLUMNS, NEIGHBOUR_COLUMNS, moment_from_row
 from ollama_mcp.storage.sql.parts import SqlParts
 from ollama_mcp.storage.sql.rows import (
     MEMORY_COLUMNS,

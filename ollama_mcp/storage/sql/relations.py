@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from ollama_mcp.domain import Memory, Relation, RelationKind
-from ollama_mcp.storage.records import merge_relations
+from ollama_mcp.storage.relation_rules import merge_relations
 from ollama_mcp.storage.sql.dialect import Dialect
 from ollama_mcp.storage.sql.parts import SqlParts
 from ollama_mcp.storage.sql.rows import MEMORY_COLUMNS, execute, memory_from_row

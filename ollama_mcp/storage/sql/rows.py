@@ -9,13 +9,13 @@ from typing import Any
 
 from ollama_mcp.domain import Conversation, JobKind, Memory, MemoryKind, SearchFilters
 from ollama_mcp.errors import ConversationNotFoundError, MemoryNotFoundError
-from ollama_mcp.storage.records import (
+from ollama_mcp.storage.fact_rules import fact_source
+from ollama_mcp.storage.memory_rules import (
     CONTEXT_NEIGHBOURS,
     REDACTED,
     REDACTED_PREFIX,
     compose_context,
     content_hash,
-    fact_source,
     own_context,
 )
 from ollama_mcp.storage.sql.dialect import Dialect

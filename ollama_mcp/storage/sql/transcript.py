@@ -8,14 +8,8 @@ from typing import Any
 
 from ollama_mcp.domain import Conversation, Memory, MemoryKind, Participant
 from ollama_mcp.errors import ConversationClosedError, ConversationNotFoundError
-from ollama_mcp.storage.records import (
-    CONTEXT_NEIGHBOURS,
-    compose_context,
-    content_hash,
-    fact_source,
-    is_retry,
-    own_context,
-)
+from ollama_mcp.storage.fact_rules import fact_source
+from ollama_mcp.storage.memory_rules import CONTEXT_NEIGHBOURS, compose_context, content_hash, is_retry, own_context
 from ollama_mcp.storage.sql.parts import SqlParts
 from ollama_mcp.storage.sql.rows import (
     MEMORY_COLUMNS,

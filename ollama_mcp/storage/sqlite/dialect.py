@@ -9,8 +9,8 @@ from typing import Any
 
 import aiosqlite
 
-from ollama_mcp.storage.records import dump_json
 from ollama_mcp.storage.sql.dialect import Dialect
+from ollama_mcp.storage.sql.fragments import dump_json
 
 
 class SqliteDialect(Dialect):

@@ -4,8 +4,8 @@
 from __future__ import annotations
 
 from ollama_mcp.domain import SearchFilters
-from ollama_mcp.storage.records import MOMENT_COLUMNS, moment_from_row
 from ollama_mcp.storage.sql import memories
+from ollama_mcp.storage.sql.fragments import MOMENT_COLUMNS, moment_from_row
 from ollama_mcp.storage.sqlite.base import StoreBase
 from ollama_mcp.storage.sqlite.rows import filter_sql
 

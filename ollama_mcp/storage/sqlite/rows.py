@@ -9,7 +9,7 @@ from typing import Any
 import aiosqlite
 
 from ollama_mcp.domain import EmbeddingRow, SearchFilters
-from ollama_mcp.storage.records import REDACTED
+from ollama_mcp.storage.memory_rules import REDACTED
 from ollama_mcp.storage.sql import rows
 from ollama_mcp.storage.sqlite.dialect import SQLITE
 
