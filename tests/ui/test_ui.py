@@ -246,6 +246,20 @@ async def test_deleting_a_memory_asks_first_and_then_the_search_no_longer_finds_
     assert await search_ids(app, "door code") == []
 
 
+async def test_the_delete_page_of_a_revised_memory_says_every_version_goes_and_every_version_goes(
+    app: App, db: Database
+) -> None:
+    stored = await app.service.store_memory("The door code is 4711")
+    _, revised = await app.service.update_memory(stored.memory.id, content="The door code is 0815")
+    path = f"/memories/{revised.memory.id}/delete"
+    async with view(app) as client:
+        asked = await client.get(path)
+        assert "earlier versions stay" not in asked.text
+        assert "with every earlier version of it" in asked.text and "nothing of it stays" in asked.text
+        await post(client, path, {}, path)
+    assert db.count("SELECT count(*) FROM memories") == 0  # as the page said: no version stays
+
+
 async def test_ending_and_deleting_a_conversation_go_through_the_service(app: App, db: Database) -> None:
     conversation = await app.service.init_conversation("Garden")
     await app.service.store_memory("Tomatoes need water every second day")
