@@ -13,6 +13,7 @@ from collections.abc import Sequence
 from ollama_mcp import __version__
 from ollama_mcp.cli.client_config import CLIENTS, render
 from ollama_mcp.config import LOCAL_PRINCIPAL, Settings
+from ollama_mcp.domain import Check
 from ollama_mcp.errors import ConfigError, OllamaMcpError
 
 
@@ -407,9 +408,20 @@ def _doctor(settings: Settings) -> int:
     for check in checks:
         mark = "ok  " if check.ok else ("FAIL" if check.blocking else "warn")
         print(f"{mark} {check.name:<12} {check.detail}")
-    failed = [c for c in checks if not c.ok and c.blocking]
-    print("\nAll checks passed." if not failed else f"\n{len(failed)} problem(s) block normal use; see FAIL above.")
-    return 1 if failed else 0
+    print(f"\n{closing_line(checks)}")
+    return 1 if any(not c.ok and c.blocking for c in checks) else 0
+
+
+def closing_line(checks: list[Check]) -> str:
+    """``doctor``'s last word: whether storing and searching work, and what does not work fully."""
+    failed = [c.name for c in checks if not c.ok and c.blocking]
+    degraded = [c.name for c in checks if not c.ok and not c.blocking]
+    if failed:
+        return f"{len(failed)} problem(s) block normal use ({', '.join(failed)}); see FAIL above."
+    if degraded:
+        return (f"Storing and searching work, but {len(degraded)} check(s) warn ({', '.join(degraded)}): "
+                "what they name does not work fully until fixed; see warn above.")
+    return "All checks passed."
 
 
 def _configure_logging(level: str) -> None:

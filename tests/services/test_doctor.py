@@ -101,6 +101,17 @@ def test_doctor_suggests_the_pulled_model_a_chat_model_name_was_meant_to_be(
             "'qwen2.5:3b-instruct', which is close: set OLLAMA_MCP_CHAT_MODEL=qwen2.5:3b-instruct." in done.stdout)
 
 
+def test_doctor_with_a_warning_exits_0_but_its_last_line_says_what_is_degraded(
+    db: Database, fake_ollama: FakeOllama
+) -> None:
+    fake_ollama.models.pop("qwen2.5:3b")  # a mistyped chat model: summaries and ask_agent cannot run
+    done = doctor(db, fake_ollama)
+    assert done.returncode == 0, done.stdout  # storing and searching work
+    last = done.stdout.strip().splitlines()[-1]
+    assert "All checks passed" not in done.stdout
+    assert last.startswith("Storing and searching work, but 1 check(s) warn (chat)"), last
+
+
 def test_doctor_catches_a_model_that_changed_dimension(db: Database, fake_ollama: FakeOllama) -> None:
     make_store(db, fake_ollama, "stored at 256 dimensions")
     fake_ollama.models["nomic-embed-text"] = FakeModel(dim=64)
