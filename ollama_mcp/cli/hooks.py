@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import json
 import os
+import stat
 import sys
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
@@ -116,13 +117,7 @@ def last_reply(payload: Mapping[str, Any]) -> str | None:
     path = payload.get("transcript_path")
     if not isinstance(path, str) or not path:
         return None
-    try:
-        with Path(path).expanduser().open("rb") as file:
-            file.seek(0, os.SEEK_END)
-            file.seek(max(0, file.tell() - TRANSCRIPT_TAIL_BYTES))
-            lines = file.read().decode("utf-8", errors="replace").splitlines()
-    except OSError as exc:
-        raise HookError(f"transcript_path {path}: {exc.strerror}; the reply was not recorded") from exc
+    lines = _tail_lines(path)
     texts: list[str] = []
     for line in lines:
         try:
@@ -138,6 +133,26 @@ def last_reply(payload: Mapping[str, Any]) -> str | None:
         elif entry.get("type") == "assistant":
             texts.extend(_texts(content))
     return "\n\n".join(texts) or None
+
+
+def _tail_lines(path: str) -> list[str]:
+    """The last TRANSCRIPT_TAIL_BYTES of the transcript, as lines. Only a regular file is read: a
+    FIFO would block until something writes to it, and a device such as /dev/zero never ends. It is
+    opened without blocking and checked on the open descriptor (no race with a swapped path), then
+    read by a bounded size."""
+    try:
+        fd = os.open(Path(path).expanduser(), os.O_RDONLY | os.O_NONBLOCK)
+    except OSError as exc:
+        raise HookError(f"transcript_path {path}: {exc.strerror}; the reply was not recorded") from exc
+    with os.fdopen(fd, "rb") as file:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise HookError(f"transcript_path {path} is not a regular file; the reply was not recorded")
+        try:
+            file.seek(max(0, os.fstat(fd).st_size - TRANSCRIPT_TAIL_BYTES))
+            data = file.read(TRANSCRIPT_TAIL_BYTES)
+        except OSError as exc:
+            raise HookError(f"transcript_path {path}: {exc.strerror}; the reply was not recorded") from exc
+    return data.decode("utf-8", errors="replace").splitlines()
 
 
 def _is_prompt(content: object) -> bool:
@@ -272,7 +287,7 @@ def main(given_event: str | None, settings: Settings | OllamaMcpError, stdin: by
     if given_event is not None and event is None:
         print(f"ollama-mcp hook: {given_event!r} is not a Claude Code event this handles; use one of "
               f"{', '.join(EVENTS)}", file=sys.stderr)
-        return 1
+        return 1  # a mistake in the settings file, not in a payload: Claude Code shows it, and does not block
     try:
         call = parse(event, stdin)
         if isinstance(settings, OllamaMcpError):

@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import os
 import subprocess
+import time
 from pathlib import Path
 from typing import Any
 
@@ -162,6 +163,30 @@ async def test_a_payload_that_is_not_a_hooks_records_nothing_and_says_which_fiel
     done = fire(hooks["UserPromptSubmit"], sent)
     assert done.returncode == 0 and done.stdout == "" and said in done.stderr, done.stderr
     assert db.count("SELECT count(*) FROM memories") == 0
+
+
+def test_a_stop_hook_given_a_fifo_or_a_device_as_transcript_returns_at_once_and_records_nothing(
+    settings: Settings, db: Database, tmp_path: Path
+) -> None:
+    fifo = tmp_path / "transcript.fifo"
+    os.mkfifo(fifo)
+    hooks = hook_commands(settings)
+    quiet(fire(hooks["SessionStart"], payload("SessionStart")))
+    for path in (fifo, Path("/dev/zero")):
+        sent = payload("Stop", transcript_path=str(path))
+        sent.pop("last_assistant_message", None)
+        started = time.monotonic()
+        done = fire(hooks["Stop"], sent)  # before the fix: blocked on the FIFO, read /dev/zero until killed
+        assert time.monotonic() - started < 30
+        assert done.returncode == 0 and done.stdout == "", done.stderr
+        assert f"transcript_path {path} is not a regular file; the reply was not recorded" in done.stderr
+    assert db.count("SELECT count(*) FROM memories WHERE kind = 'message'") == 0
+
+
+def test_hook_help_says_when_it_exits_1() -> None:
+    done = subprocess.run([str(SERVER), "hook", "--help"], capture_output=True, text=True, timeout=60)
+    said = " ".join(done.stdout.split())
+    assert "always exits 0" not in said and "naming an event it does not handle exits 1" in said
 
 
 def test_a_command_line_naming_no_event_exits_1_which_claude_code_shows_without_blocking() -> None:
