@@ -1,0 +1,1 @@
+"""PostgreSQL migrations, applied in file-name order by ollama_mcp.storage.postgres.db."""

@@ -1,1 +1,0 @@
-"""SQL migrations, applied in file-name order by ollama_mcp.storage.sqlite.db (shipped as ollama_mcp.schema)."""
