@@ -168,7 +168,8 @@ def _parser() -> argparse.ArgumentParser:
         "what this project's earlier sessions said (as additionalContext), UserPromptSubmit and Stop record "
         "the turns, SessionEnd ends the conversation. It never calls Ollama and exits 0 whatever "
         "the payload or the store (a line on stderr says when nothing was recorded); only a command line "
-        "naming an event it does not handle exits 1, which Claude Code shows without blocking. `ollama-mcp config --client claude-code-hooks` prints the "
+        "naming an event it does not handle exits 1, which Claude Code shows without blocking. "
+        "`ollama-mcp config --client claude-code-hooks` prints the "
         "settings block. Example: ollama-mcp hook SessionStart < payload.json",
     )
     hook.add_argument("event", nargs="?", help="SessionStart, UserPromptSubmit, Stop or SessionEnd "
