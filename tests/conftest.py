@@ -236,8 +236,11 @@ async def backfill(app: App) -> None:
         pass
 
 
-async def eventually(check: Callable[[], Awaitable[Any]], timeout: float = 5.0) -> Any:
-    """Poll ``check`` until it returns something truthy; fail after ``timeout`` seconds."""
+async def eventually(check: Callable[[], Awaitable[Any]], timeout: float = 20.0) -> Any:
+    """Poll ``check`` until it returns something truthy; fail after ``timeout`` seconds. The bound
+    is what background work may take on a loaded machine: the backfill retries after 1, 2, 4 and
+    8 s, so a recovery can wait out one 8 s step (at 5 s, a recovery test timed out in each of two
+    full runs on this shared machine, a different one each time)."""
     with anyio.fail_after(timeout):
         while True:
             result = await check()

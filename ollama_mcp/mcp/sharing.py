@@ -14,6 +14,7 @@ memories, which name no conversation. The apps come from the caller (the server'
 
 from __future__ import annotations
 
+import difflib
 from collections.abc import Awaitable, Callable
 from dataclasses import replace
 from typing import TYPE_CHECKING, Literal
@@ -103,8 +104,25 @@ class Sharing:
         if level is None:
             await registry.remove_share(key, to)
         else:
+            await self._known(registry, owner, to)
             await registry.set_share(ConversationShare(key, to, owner, level, utc_now()))
         return key, await registry.shares_of(key)
+
+    @staticmethod
+    async def _known(registry: Storage, owner: str, grantee: str) -> None:
+        """Refuse a grantee no active token opens: a typo would look shared and stay readable by
+        whoever later gets a token of that name."""
+        known = sorted({t.principal for t in await registry.list_tokens() if t.revoked_at is None} - {owner})
+        if grantee in known:
+            return
+        close = difflib.get_close_matches(grantee, known, n=1)
+        raise InvalidInputError(
+            "principal",
+            f"no active token of this server opens {grantee!r}"
+            + (f" (did you mean {close[0]!r}?)" if close else ""),
+            f"share with one of: {', '.join(known) or 'nobody yet'}; or first make {grantee} a token "
+            f"(ollama-mcp token create NAME --principal {grantee})",
+        )
 
     async def forget(self, conversation_id: str) -> None:
         """A conversation its owner deleted is shared with nobody any more."""
@@ -192,6 +210,22 @@ class Solo:
 
     async def readable_beside(self, principal: str, conversation_id: str) -> tuple[str, ...] | None:
         return None
+
+    @staticmethod
+    async def _known(registry: Storage, owner: str, grantee: str) -> None:
+        """Refuse a grantee no active token opens: a typo would look shared and stay readable by
+        whoever later gets a token of that name."""
+        known = sorted({t.principal for t in await registry.list_tokens() if t.revoked_at is None} - {owner})
+        if grantee in known:
+            return
+        close = difflib.get_close_matches(grantee, known, n=1)
+        raise InvalidInputError(
+            "principal",
+            f"no active token of this server opens {grantee!r}"
+            + (f" (did you mean {close[0]!r}?)" if close else ""),
+            f"share with one of: {', '.join(known) or 'nobody yet'}; or first make {grantee} a token "
+            f"(ollama-mcp token create NAME --principal {grantee})",
+        )
 
     async def forget(self, conversation_id: str) -> None:
         return None

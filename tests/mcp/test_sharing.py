@@ -205,6 +205,21 @@ async def test_sharing_checks_whom_what_and_how_before_anything_is_kept(settings
     assert db.count("SELECT count(*) FROM conversation_shares") == 2
 
 
+async def test_sharing_with_a_principal_no_token_opens_is_refused_with_the_known_ones_and_keeps_nothing(
+    settings: Settings, db: Database
+) -> None:
+    tokens = await _people(settings)
+    async with serving(settings) as url, client(url, tokens["alice"]) as alice:
+        conversation, _ = await _alices_conversation(alice)
+        text = await error(alice, "share_conversation", conversation_id=conversation, principal="bobb")
+        assert "principal: no active token of this server opens 'bobb'" in text, text
+        assert "bob, carol" in text and "did you mean 'bob'" in text, text
+        assert db.count("SELECT count(*) FROM conversation_shares") == 0
+        # Stopping a share with someone unknown is no error: there is nothing to stop.
+        stopped = await call(alice, "share_conversation", conversation_id=conversation, principal="bobb", access="none")
+        assert stopped["shared_with"] == []
+
+
 async def test_servers_of_one_principal_do_not_offer_sharing(settings: Settings) -> None:
     async with serving(settings) as url, client(url) as mcp:  # tokenless loopback: the local principal only
         assert "share_conversation" not in {tool.name for tool in (await mcp.list_tools()).tools}

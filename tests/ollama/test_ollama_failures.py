@@ -105,8 +105,7 @@ async def test_model_not_pulled_names_the_pull_command_and_recovers_after_pull(
         found = await call(client, "search_memories", query="model")
         assert found["mode"] == "keyword" and "ollama pull nomic-embed-text" in found["notice"]
         fake_ollama.models["nomic-embed-text"] = spec  # the user ran `ollama pull`
-        # The backfill retries after 1, 2, 4, 8 s: a loaded machine can be on the 8 s wait.
-        await eventually(lambda: _async(embedded_count(db) == 1), timeout=20)
+        await eventually(lambda: _async(embedded_count(db) == 1))
     assert query(db, "SELECT DISTINCT model FROM memory_embeddings") == [("nomic-embed-text",)]
 
 
@@ -142,7 +141,7 @@ async def test_slow_ollama_times_out_into_pending_instead_of_hanging(
         quick = await call(client, "store_memory", content="second while slow")
         assert quick["embedding_status"] == "pending"
         fake_ollama.delay = 0.0
-        await eventually(lambda: _async(embedded_count(db) == 2), timeout=10)
+        await eventually(lambda: _async(embedded_count(db) == 2))
 
 
 async def test_a_hung_ollama_costs_a_search_and_a_store_the_wait_timeout_not_the_embed_timeout(

@@ -160,7 +160,7 @@ async def test_a_job_interrupted_by_a_crash_is_resumed_after_a_restart(
     assert job_rows(db)[0][:3] == ("summarize", "running", 1)
     fake_ollama.chat_delay = 0
     async with open_app(fast):
-        await eventually(lambda: _async(job_rows(db)[0][1] == "done"), timeout=10)
+        await eventually(lambda: _async(job_rows(db)[0][1] == "done"))
     assert job_rows(db)[0][:3] == ("summarize", "done", 2)
     assert rows(db, "SELECT count(*) FROM memories WHERE kind = 'summary'") == [(1,)]
 

@@ -170,7 +170,7 @@ async def test_while_ollama_is_down_linking_waits_and_catches_up_when_it_answers
         ))))
         assert waiting and relations(db) == set()
         fake_ollama.start()
-        await eventually(lambda: _true(relate_jobs_done(db) == 2), timeout=15)
+        await eventually(lambda: _true(relate_jobs_done(db) == 2))
     assert relations(db) == {(plan, garden, "related", 0.833)}
     assert db.count("SELECT count(*) FROM jobs WHERE kind = 'relate' AND attempts > 0 AND state = 'failed'") == 0
 
