@@ -24,6 +24,7 @@ from ollama_mcp.services.jobs import JobRunner
 from ollama_mcp.services.lifecycle import ConversationLifecycle
 from ollama_mcp.services.memories import MemoryService
 from ollama_mcp.services.relations import ConversationRelations
+from ollama_mcp.services.shares import ShareRegistry
 from ollama_mcp.services.summaries import Summarizer
 from ollama_mcp.storage.backends import open_backend
 from ollama_mcp.storage.protocols import Ranker, Storage
@@ -47,6 +48,7 @@ class App:
     agent: Agent
     relations: ConversationRelations
     facts: ConversationFacts
+    shares: ShareRegistry  # shares and tokens; only the local principal's app's are the server's
 
 
 @asynccontextmanager
@@ -122,7 +124,8 @@ async def open_app(
                     "index upkeep", indexer.upkeep_step(interval, settings.upkeep_min_new),
                     max_delay=interval, initial_delay=interval,
                 ))
-            yield App(settings, store, ranker, indexer, jobs, service, lifecycle, agent, relations, facts)
+            shares = ShareRegistry(store)
+            yield App(settings, store, ranker, indexer, jobs, service, lifecycle, agent, relations, facts, shares)
     finally:
         # Shielded: at shutdown this runs inside a cancelled scope, and an unawaited close
         # would leave the database thread running after the event loop is gone.

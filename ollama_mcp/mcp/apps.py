@@ -26,7 +26,6 @@ from ollama_mcp import caller
 from ollama_mcp.config import LOCAL_PRINCIPAL, Settings
 from ollama_mcp.errors import ConfigError, OllamaMcpError
 from ollama_mcp.mcp.sharing import Need, Sharing, Solo
-from ollama_mcp.services import tokens
 
 if TYPE_CHECKING:
     from ollama_mcp.app import App
@@ -221,7 +220,7 @@ class RunningApps:
 
     async def token(self, secret: str) -> Token | None:
         """The active token ``secret`` is, checked in the local principal's store; None if not one."""
-        return await tokens.verify((await self.of(LOCAL_PRINCIPAL)).store, secret)
+        return await (await self.of(LOCAL_PRINCIPAL)).shares.token(secret)
 
 
 class TokenVerifier:

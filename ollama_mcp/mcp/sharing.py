@@ -14,7 +14,6 @@ memories, which name no conversation. The apps come from the caller (the server'
 
 from __future__ import annotations
 
-import difflib
 from collections.abc import Awaitable, Callable
 from dataclasses import replace
 from typing import TYPE_CHECKING, Literal
@@ -36,7 +35,7 @@ from ollama_mcp.errors import InvalidInputError, OllamaMcpError
 
 if TYPE_CHECKING:
     from ollama_mcp.app import App
-    from ollama_mcp.storage.protocols import Storage
+    from ollama_mcp.services.shares import ShareRegistry
 
 Need = Literal["read", "write", "own"]
 
@@ -47,8 +46,8 @@ class Sharing:
     def __init__(self, app_of: Callable[[str], Awaitable[App]]) -> None:
         self._app_of = app_of
 
-    async def _registry(self) -> Storage:
-        return (await self._app_of(LOCAL_PRINCIPAL)).store
+    async def _registry(self) -> ShareRegistry:
+        return (await self._app_of(LOCAL_PRINCIPAL)).shares
 
     async def serving(self, principal: str, conversation_id: object, need: Need, doing: str = "do that") -> str:
         """The principal whose app serves ``principal``'s call on ``conversation_id``: its owner
@@ -99,36 +98,17 @@ class Sharing:
         if to == owner:
             raise InvalidInputError("principal", "names you", "pass the principal of the person to share it with")
         await self.serving(owner, key, "own", "share it")
-        await (await self._app_of(owner)).store.get_conversation(key)  # the owner's, or not found
+        await (await self._app_of(owner)).service.conversation(key)  # the owner's, or not found
         registry = await self._registry()
         if level is None:
-            await registry.remove_share(key, to)
+            await registry.withdraw(key, to)
         else:
-            await self._known(registry, owner, to)
-            await registry.set_share(ConversationShare(key, to, owner, level, utc_now()))
+            await registry.grant(ConversationShare(key, to, owner, level, utc_now()))
         return key, await registry.shares_of(key)
-
-    @staticmethod
-    async def _known(registry: Storage, owner: str, grantee: str) -> None:
-        """Refuse a grantee no active token opens: a typo would look shared and stay readable by
-        whoever later gets a token of that name."""
-        known = sorted({t.principal for t in await registry.list_tokens() if t.revoked_at is None} - {owner})
-        if grantee in known:
-            return
-        close = difflib.get_close_matches(grantee, known, n=1)
-        raise InvalidInputError(
-            "principal",
-            f"no active token of this server opens {grantee!r}"
-            + (f" (did you mean {close[0]!r}?)" if close else ""),
-            f"share with one of: {', '.join(known) or 'nobody yet'}; or first make {grantee} a token "
-            f"(ollama-mcp token create NAME --principal {grantee})",
-        )
 
     async def forget(self, conversation_id: str) -> None:
         """A conversation its owner deleted is shared with nobody any more."""
-        registry = await self._registry()
-        for share in await registry.shares_of(conversation_id):
-            await registry.remove_share(conversation_id, share.grantee)
+        await (await self._registry()).forget(conversation_id)
 
     async def listed(
         self, principal: str, own: App, query: ConversationQuery
@@ -210,22 +190,6 @@ class Solo:
 
     async def readable_beside(self, principal: str, conversation_id: str) -> tuple[str, ...] | None:
         return None
-
-    @staticmethod
-    async def _known(registry: Storage, owner: str, grantee: str) -> None:
-        """Refuse a grantee no active token opens: a typo would look shared and stay readable by
-        whoever later gets a token of that name."""
-        known = sorted({t.principal for t in await registry.list_tokens() if t.revoked_at is None} - {owner})
-        if grantee in known:
-            return
-        close = difflib.get_close_matches(grantee, known, n=1)
-        raise InvalidInputError(
-            "principal",
-            f"no active token of this server opens {grantee!r}"
-            + (f" (did you mean {close[0]!r}?)" if close else ""),
-            f"share with one of: {', '.join(known) or 'nobody yet'}; or first make {grantee} a token "
-            f"(ollama-mcp token create NAME --principal {grantee})",
-        )
 
     async def forget(self, conversation_id: str) -> None:
         return None
