@@ -44,7 +44,7 @@ class Marked(Protocol):
 class Watch:
     """One subscriber's interest: conversations of one store, and maybe its conversation list."""
 
-    store: Marked
+    source: Marked  # the memory service of the store watched (what tells its change marks)
     conversations: frozenset[str]
     conversation_list: bool
     send: Send
@@ -71,24 +71,24 @@ class Watches:
                 f"This server already serves {MAX_WATCHES} subscriptions; unsubscribe from some (or close idle clients)"
                 " first."
             )
-        marks = await watch.store.change_marks(sorted(watch.conversations))
-        listed = await watch.store.conversations_mark() if watch.conversation_list else None
+        marks = await watch.source.change_marks(sorted(watch.conversations))
+        listed = await watch.source.conversations_mark() if watch.conversation_list else None
         # No await from here on: a ``remove`` meanwhile would drop baselines of a watch not yet added.
         for conversation_id in watch.conversations:
-            self._marks.setdefault((watch.store, conversation_id), marks.get(conversation_id))
+            self._marks.setdefault((watch.source, conversation_id), marks.get(conversation_id))
         if listed is not None:
-            self._list_marks.setdefault(watch.store, listed)
+            self._list_marks.setdefault(watch.source, listed)
         self._watches.add(watch)
         self._wake.set()
 
     def remove(self, watch: Watch) -> None:
         self._watches.discard(watch)
-        watched = {(w.store, c) for w in self._watches for c in w.conversations}
+        watched = {(w.source, c) for w in self._watches for c in w.conversations}
         for key in [k for k in self._marks if k not in watched]:
             del self._marks[key]
-        listing = {w.store for w in self._watches if w.conversation_list}
-        for store in [s for s in self._list_marks if s not in listing]:
-            del self._list_marks[store]
+        listing = {w.source for w in self._watches if w.conversation_list}
+        for source in [s for s in self._list_marks if s not in listing]:
+            del self._list_marks[source]
 
     async def run(self) -> None:
         """Serve the watches until cancelled; idle (no query) while there are none."""
@@ -101,25 +101,25 @@ class Watches:
             await anyio.sleep(self._tick)
 
     async def poll(self) -> None:
-        """Read each watched store's marks once and tell every watcher what changed for it."""
-        stores: dict[Marked, list[Watch]] = {}
+        """Read each watched source's marks once and tell every watcher what changed for it."""
+        sources: dict[Marked, list[Watch]] = {}
         for watch in list(self._watches):
-            stores.setdefault(watch.store, []).append(watch)
-        for store, watches in stores.items():
+            sources.setdefault(watch.source, []).append(watch)
+        for source, watches in sources.items():
             ids = sorted({c for w in watches for c in w.conversations})
             try:
-                marks = await store.change_marks(ids) if ids else {}
-                listed = await store.conversations_mark() if any(w.conversation_list for w in watches) else None
+                marks = await source.change_marks(ids) if ids else {}
+                listed = await source.conversations_mark() if any(w.conversation_list for w in watches) else None
             except OllamaMcpError as exc:  # the database is away for a moment: the next tick retries
                 log.warning("live updates: could not read what changed: %s", exc)
                 continue
             # A watch removed meanwhile took its baselines along: nothing to compare, nobody to tell.
-            changed = {c for c in ids if (store, c) in self._marks and marks.get(c) != self._marks[(store, c)]}
+            changed = {c for c in ids if (source, c) in self._marks and marks.get(c) != self._marks[(source, c)]}
             for conversation_id in changed:
-                self._marks[(store, conversation_id)] = marks.get(conversation_id)
+                self._marks[(source, conversation_id)] = marks.get(conversation_id)
             list_changed = False
-            if listed is not None and store in self._list_marks and listed != self._list_marks[store]:
-                self._list_marks[store], list_changed = listed, True
+            if listed is not None and source in self._list_marks and listed != self._list_marks[source]:
+                self._list_marks[source], list_changed = listed, True
             for watch in watches:
                 if watch not in self._watches:
                     continue

@@ -100,8 +100,8 @@ def serve_live_updates(server: MCPServer, watches: Watches) -> None:
                     if target is None and wanted.resources_list_changed:
                         await bus.publish(ResourcesListChanged())
 
-                for store, ids in ids_of.items():
-                    watch = Watch(store, frozenset(ids), store in listing, send)
+                for source, ids in ids_of.items():
+                    watch = Watch(source, frozenset(ids), source in listing, send)
                     await watches.add(watch)
                     added.append(watch)
             return await ListenHandler(bus)(ctx, params)
