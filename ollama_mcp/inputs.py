@@ -12,6 +12,7 @@ import json
 import math
 import uuid
 from collections.abc import Sequence
+from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -288,10 +289,42 @@ def conversation_metadata(field: str, value: object) -> dict[str, Any]:
     return meta
 
 
+@dataclass(frozen=True)
+class ConversationSettings:
+    """The settings a conversation's stored metadata holds, each None where it says nothing usable.
+    ``conversation_metadata`` checks them on the way in (and refuses what is wrong); this reads
+    them back, once, for every reader: metadata stored another way (an import of an older
+    export) cannot hold a value the readers then trip on."""
+
+    compact_after_messages: int | None = None
+    compact_after_tokens: int | None = None
+    compaction_strategy: str | None = None
+    compact_summary_tokens: int | None = None
+    retention: str | None = None
+    facts: bool | None = None
+
+    @classmethod
+    def of(cls, metadata: dict[str, Any]) -> ConversationSettings:
+        def count(key: str, least: int) -> int | None:
+            value = metadata.get(key)
+            ok = isinstance(value, int) and not isinstance(value, bool) and least <= value <= MAX_COMPACT_AFTER
+            return value if ok else None
+
+        strategy, retention, facts = (metadata.get(k) for k in ("compaction_strategy", "retention", "facts"))
+        return cls(
+            compact_after_messages=count("compact_after_messages", 2),
+            compact_after_tokens=count("compact_after_tokens", 2),
+            compaction_strategy=strategy if strategy in COMPACTION_STRATEGIES else None,
+            compact_summary_tokens=count("compact_summary_tokens", 50),
+            retention=retention if retention in RETENTION_MODES else None,
+            facts=facts if isinstance(facts, bool) else None,
+        )
+
+
 def facts_wanted(metadata: dict[str, Any], default: bool) -> bool:
     """Whether a conversation has facts extracted: its ``metadata.facts``, else the server's default."""
-    given = metadata.get("facts")
-    return given if isinstance(given, bool) else default
+    given = ConversationSettings.of(metadata).facts
+    return default if given is None else given
 
 
 def conversation_query(

@@ -386,26 +386,21 @@ class ConversationLifecycle(Archive):
     def compaction_thresholds(self, conversation: Conversation) -> tuple[int, int]:
         """(messages, tokens) past which the transcript is compacted: the conversation's metadata
         (compact_after_messages, compact_after_tokens) or the configured defaults."""
-        meta = conversation.metadata
-        messages = meta.get("compact_after_messages", self._compact_messages)
-        tokens = meta.get("compact_after_tokens", self._compact_tokens)
-        valid = all(isinstance(v, int) and not isinstance(v, bool) and v >= 2 for v in (messages, tokens))
-        return (messages, tokens) if valid else (self._compact_messages, self._compact_tokens)
+        given = inputs.ConversationSettings.of(conversation.metadata)
+        messages, tokens = given.compact_after_messages, given.compact_after_tokens
+        return messages or self._compact_messages, tokens or self._compact_tokens
 
     def compaction_strategy(self, conversation: Conversation) -> str:
         """rolling (the default), hierarchical or never: the conversation's metadata."""
-        strategy = conversation.metadata.get("compaction_strategy", "rolling")
-        return strategy if strategy in inputs.COMPACTION_STRATEGIES else "rolling"
+        return inputs.ConversationSettings.of(conversation.metadata).compaction_strategy or "rolling"
 
     def summary_budget(self, conversation: Conversation) -> int:
         """Estimated tokens past which hierarchical compaction condenses the rolling summary."""
-        budget = conversation.metadata.get("compact_summary_tokens", SUMMARY_TOKENS)
-        return budget if isinstance(budget, int) and not isinstance(budget, bool) and budget >= 50 else SUMMARY_TOKENS
+        return inputs.ConversationSettings.of(conversation.metadata).compact_summary_tokens or SUMMARY_TOKENS
 
     def retention(self, conversation: Conversation) -> str:
         """full (the default), audit-only or ephemeral: the conversation's metadata."""
-        mode = conversation.metadata.get("retention", "full")
-        return mode if mode in inputs.RETENTION_MODES else "full"
+        return inputs.ConversationSettings.of(conversation.metadata).retention or "full"
 
     def _retire(self, conversation: Conversation, through: int) -> tuple[str, int] | None:
         """What a summary covering the turns through seq ``through`` does to them: nothing under

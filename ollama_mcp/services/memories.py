@@ -102,7 +102,7 @@ class MemoryService:
         """A new conversation, made current; ``follows``: the id of the conversation it continues."""
         meta = inputs.conversation_metadata("metadata", metadata)
         earlier = inputs.conversation_id("follows", follows)
-        if meta.get("retention", "full") != "full" and not self._summaries:
+        if (inputs.ConversationSettings.of(meta).retention or "full") != "full" and not self._summaries:
             raise InvalidInputError(
                 "metadata.retention", f"is {meta['retention']!r}, but no chat model is configured "
                 "(OLLAMA_MCP_CHAT_MODEL=none): no summary would ever cover a turn, so every turn would be kept",

@@ -13,6 +13,7 @@ import anyio
 import pytest
 from mcp import MCPError
 
+from ollama_mcp import inputs
 from ollama_mcp.app import App, open_app
 from ollama_mcp.config import Settings
 from ollama_mcp.domain import AuditRow
@@ -625,3 +626,12 @@ async def test_update_and_export_through_the_tools(settings: Settings) -> None:
         assert exported["conversation_id"] == conv and exported["pages"] == 1
         chain = {m["id"]: m.get("superseded_by") for m in exported["data"]["memories"]}
         assert chain == {stored["memory_id"]: updated["memory_id"], updated["memory_id"]: None}
+
+
+def test_settings_read_back_from_stored_metadata_keep_what_is_usable_and_ignore_the_rest() -> None:
+    # What an import of an older export can store without the checks init_conversation makes.
+    read = inputs.ConversationSettings.of({
+        "compact_after_messages": 40, "compact_after_tokens": True, "compaction_strategy": "folding",
+        "compact_summary_tokens": 10, "retention": "audit-only", "facts": "yes",
+    })
+    assert read == inputs.ConversationSettings(compact_after_messages=40, retention="audit-only")
