@@ -6,6 +6,7 @@ order."""
 
 from __future__ import annotations
 
+import logging
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
@@ -36,6 +37,9 @@ from ollama_mcp.storage.ranking import SearchTuning
 START_GRACE_SECONDS = 1.0
 
 
+log = logging.getLogger(__name__)
+
+
 @dataclass(frozen=True)
 class App:
     settings: Settings
@@ -61,6 +65,8 @@ async def open_app(
     ``tuning`` overrides the ranking defaults (benchmarks only; the server always uses defaults).
     ``head_start``: Ollama's answers to calls made while the app was being opened (the server's).
     """
+    for said in settings.unread:  # a mistyped setting is ignored: say so where an operator looks
+        log.warning("%s", said)
     store, ranker = await open_backend(settings, tuning, head_start.vector_file if head_start else None)
     client = OllamaClient(
         settings.ollama_host, timeout=settings.embed_timeout, connect_timeout=settings.connect_timeout,

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import difflib
 import os
 import re
 import sys
@@ -29,6 +30,29 @@ AGENT_TOOLS = (
 )
 # The agent's tools that change the store: by default each runs only after the user says yes.
 AGENT_WRITING_TOOLS = ("store_memory", "delete_memory", "end_conversation", "delete_conversation")
+
+
+# Every OLLAMA_MCP_* variable some part of ollama-mcp reads (tests/test_config.py checks the
+# package names no other).
+SETTINGS_READ = frozenset({
+    "OLLAMA_MCP_DB", "OLLAMA_MCP_CHAT_MODEL", "OLLAMA_MCP_EMBED_MODEL", "OLLAMA_MCP_FACTS", "OLLAMA_MCP_RETENTION_DAYS",
+    "OLLAMA_MCP_PRINCIPAL", "OLLAMA_MCP_AGENT_MODEL", "OLLAMA_MCP_AGENT_CONFIRM", "OLLAMA_MCP_LOG_LEVEL",
+    "OLLAMA_MCP_KEEP_ALIVE", "OLLAMA_MCP_AGENT_TOOLS", "OLLAMA_MCP_AGENT", "OLLAMA_MCP_WAIT_TIMEOUT",
+    "OLLAMA_MCP_RELATED_THRESHOLD", "OLLAMA_MCP_MAX_CONTENT_CHARS", "OLLAMA_MCP_EMBED_TIMEOUT",
+    "OLLAMA_MCP_DUPLICATE_THRESHOLD", "OLLAMA_MCP_CHAT_TIMEOUT", "OLLAMA_MCP_AGENT_SYSTEM_PROMPT",
+    "OLLAMA_MCP_AGENT_MAX_STEPS", "OLLAMA_MCP_AGENT_DEADLINE", "OLLAMA_MCP_COMPACT_TOKENS",
+    "OLLAMA_MCP_COMPACT_MESSAGES", "OLLAMA_MCP_AGENT_CONTEXT_MESSAGES", "OLLAMA_MCP_AGENT_CONFIRM_TIMEOUT",
+})
+
+
+def unread_settings(env: Mapping[str, str]) -> tuple[str, ...]:
+    """A sentence for each ``OLLAMA_MCP_*`` variable in ``env`` that no part of ollama-mcp reads."""
+    said = []
+    for name in sorted(n for n in env if n.upper().startswith("OLLAMA_MCP_") and n not in SETTINGS_READ):
+        near = difflib.get_close_matches(name.upper(), SETTINGS_READ, n=1, cutoff=0.6)
+        hint = f"; did you mean {near[0]}?" if near else "; the README's table lists the settings"
+        said.append(f"{name} is not a setting ollama-mcp reads, so it changes nothing{hint}")
+    return tuple(said)
 
 
 @dataclass(frozen=True)
@@ -91,6 +115,9 @@ class Settings:
     agent_system_prompt: str | None = None  # added to the agent's instructions
     # Whose memory this is (tokens of the HTTP server name one; OLLAMA_MCP_PRINCIPAL for the CLI).
     principal: str = LOCAL_PRINCIPAL
+    # OLLAMA_MCP_* variables this version does not read, each said with its closest setting: a
+    # typo would otherwise be ignored without a word (doctor warns, the server logs it).
+    unread: tuple[str, ...] = ()
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> Settings:
@@ -141,6 +168,7 @@ class Settings:
             agent_system_prompt=_prompt_addition(env.get("OLLAMA_MCP_AGENT_SYSTEM_PROMPT", "")),
             agent_deadline=_number(env, "OLLAMA_MCP_AGENT_DEADLINE", 45.0, 5.0, 3600.0),
             principal=principal_name("OLLAMA_MCP_PRINCIPAL", env.get("OLLAMA_MCP_PRINCIPAL", "") or LOCAL_PRINCIPAL),
+            unread=unread_settings(env),
         )
 
     def for_principal(self, principal: str) -> Settings:

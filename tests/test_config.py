@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pytest
 
+from ollama_mcp import config
 from ollama_mcp.config import DEFAULT_EMBED_MODEL, Settings, default_db_path
 from ollama_mcp.errors import ConfigError
 
@@ -98,3 +100,19 @@ def test_a_url_of_another_database_is_refused_plainly_without_printing_its_passw
     message = str(refused.value)
     assert "mysql:// URL" in message and "SQLite file" in message and "postgresql:// URL" in message
     assert "s3cret" not in message and "db.example" not in message
+
+
+def test_every_ollama_mcp_variable_the_package_names_is_one_it_reads() -> None:
+    named = set()
+    for path in (Path(__file__).parent.parent / "ollama_mcp").rglob("*.py"):
+        named |= set(re.findall(r"OLLAMA_MCP_[A-Z_]*[A-Z]", path.read_text()))
+    assert named == set(config.SETTINGS_READ)
+
+
+def test_a_misspelt_setting_is_named_with_the_setting_it_was_meant_to_be() -> None:
+    settings = Settings.from_env({"OLLAMA_MCP_EMBEDMODEL": "mxbai-embed-large", "OLLAMA_MCP_FACTS": "off"})
+    assert settings.embed_model == "nomic-embed-text"  # still the default: the typo reads as nothing
+    assert settings.unread == (
+        "OLLAMA_MCP_EMBEDMODEL is not a setting ollama-mcp reads, so it changes nothing;"
+        " did you mean OLLAMA_MCP_EMBED_MODEL?",
+    )

@@ -20,7 +20,8 @@ MIN_FREE_BYTES = 50 * 2**20  # below this a new store (and its WAL) soon fills t
 async def run_checks(settings: Settings) -> list[Check]:
     """The store's checks (its backend's), then Ollama's and the chat models'."""
     database, summary = backends.health(settings)
-    return [*database, *await _ollama(settings, summary)]
+    unread = [Check("settings", False, said, blocking=False) for said in settings.unread]
+    return [*unread, *database, *await _ollama(settings, summary)]
 
 
 async def _ollama(settings: Settings, summary: StoreSummary | None) -> list[Check]:

@@ -21,9 +21,9 @@ from tests.fake_ollama import FakeModel, FakeOllama
 SCRIPT = Path(sys.executable).parent / "ollama-mcp"
 
 
-def doctor(db: Database | Path, fake: FakeOllama) -> subprocess.CompletedProcess[str]:
+def doctor(db: Database | Path, fake: FakeOllama, **more: str) -> subprocess.CompletedProcess[str]:
     env = {"PATH": os.environ.get("PATH", ""), "HOME": "/nonexistent", "OLLAMA_HOST": fake.url,
-           "OLLAMA_MCP_DB": url(db), "OLLAMA_MCP_EMBED_TIMEOUT": "2"}
+           "OLLAMA_MCP_DB": url(db), "OLLAMA_MCP_EMBED_TIMEOUT": "2", **more}
     return subprocess.run([str(SCRIPT), "doctor"], capture_output=True, text=True, timeout=60, env=env, cwd="/")
 
 
@@ -99,6 +99,14 @@ def test_doctor_suggests_the_pulled_model_a_chat_model_name_was_meant_to_be(
     done = doctor(db, fake_ollama)
     assert ("warn chat         Ollama at " in done.stdout and "does not have the model 'qwen2.5:3b'; you have pulled "
             "'qwen2.5:3b-instruct', which is close: set OLLAMA_MCP_CHAT_MODEL=qwen2.5:3b-instruct." in done.stdout)
+
+
+def test_doctor_names_a_misspelt_setting_and_the_one_it_was_meant_to_be(db: Database, fake_ollama: FakeOllama) -> None:
+    done = doctor(db, fake_ollama, OLLAMA_MCP_EMBEDMODEL="mxbai-embed-large")
+    assert done.returncode == 0, done.stdout
+    assert ("warn settings     OLLAMA_MCP_EMBEDMODEL is not a setting ollama-mcp reads, so it changes nothing;"
+            " did you mean OLLAMA_MCP_EMBED_MODEL?") in done.stdout
+    assert "warn (settings)" in done.stdout.strip().splitlines()[-1]
 
 
 def test_doctor_with_a_warning_exits_0_but_its_last_line_says_what_is_degraded(
