@@ -35,6 +35,8 @@ def reply(result: BaseModel) -> CallToolResult:
     model the text (most do) would pay for that whitespace on every call.
     """
     text = result.model_dump_json(exclude_none=True)
+    if text == "{}":  # every field null (no current conversation): the null is the answer
+        text = result.model_dump_json()
     return CallToolResult(
         content=[TextContent(type="text", text=text)], structured_content=result.model_dump(mode="json")
     )

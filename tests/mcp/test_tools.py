@@ -72,6 +72,17 @@ async def test_init_store_search_end_round_trip_in_both_protocol_eras(
     assert rows(db, "SELECT count(*) FROM memories") == [(1,)]
 
 
+async def test_after_end_conversation_the_model_reads_that_there_is_no_current_one_not_an_empty_object(
+    settings: Settings,
+) -> None:
+    async with connect(settings) as client:
+        await call(client, "init_conversation", name="short")
+        await call(client, "end_conversation")
+        result = await client.call_tool("get_conversation_id", {})
+    assert result.structured_content == {"current": None}
+    assert result.content[0].text == '{"current":null}'  # type: ignore[union-attr]  (the README's null)
+
+
 async def test_store_without_a_conversation_creates_an_anonymous_current_one(settings: Settings, db: Database) -> None:
     async with connect(settings) as client:
         assert (await call(client, "get_conversation_id"))["current"] is None
