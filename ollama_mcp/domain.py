@@ -334,3 +334,9 @@ class Check:
     ok: bool
     detail: str
     blocking: bool = True  # a failure that stops normal use (exit code 1)
+
+
+def counted(n: int, noun: str, nouns: str | None = None) -> str:
+    """``n`` and the noun as English says it: "1 memory", "2 memories" (``nouns``: the plural,
+    when adding an "s" is wrong)."""
+    return f"{n:,} {noun if n == 1 else nouns or noun + 's'}"

@@ -9,7 +9,7 @@ from mcp.server import MCPServer
 from mcp.server.mcpserver import Context
 from mcp.server.mcpserver.exceptions import ResourceNotFoundError
 
-from ollama_mcp.domain import Memory
+from ollama_mcp.domain import Memory, counted
 from ollama_mcp.inputs import conversation_id as checked_conversation_id
 from ollama_mcp.mcp.apps import RunningApps
 from ollama_mcp.mcp.calls import opened, resource_errors, sharing_of
@@ -26,8 +26,8 @@ def register_resources(server: MCPServer, running: RunningApps) -> None:
             app = await running.of_request()  # a static resource gets no Context: the request's token tells whose
             found = await app.service.list_conversations(None, RESOURCE_LIST_LIMIT)
         lines = ["# Conversations", ""] + [
-            f"- [{c.name or 'unnamed'}](memory://conversations/{c.id}) · {c.status} · {c.memory_count} memories"
-            f" · {c.created_at[:10]}"
+            f"- [{c.name or 'unnamed'}](memory://conversations/{c.id}) · {c.status}"
+            f" · {counted(c.memory_count, 'memory', 'memories')} · {c.created_at[:10]}"
             for c in found
         ]
         return "\n".join(lines) + "\n"

@@ -8,7 +8,7 @@ import re
 from dataclasses import dataclass
 from importlib import resources
 
-from ollama_mcp.domain import Check
+from ollama_mcp.domain import Check, counted
 from ollama_mcp.errors import SchemaError
 
 _NAME = re.compile(r"^(\d{4})_([a-z0-9_]+)\.sql$")
@@ -51,4 +51,4 @@ def schema_check(where: str, version: int, newest: int, memories: int) -> Check:
         return Check("schema", False, f"{where} was written by a newer ollama-mcp (schema {version}, this version"
                      f" knows {newest}); upgrade ollama-mcp.")
     note = "" if version == newest else f"; it will be upgraded from {version} on first use"
-    return Check("database", True, f"{where}: {memories:,} memories, schema {newest}{note}")
+    return Check("database", True, f"{where}: {counted(memories, 'memory', 'memories')}, schema {newest}{note}")

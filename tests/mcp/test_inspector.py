@@ -88,7 +88,7 @@ def test_the_inspector_cli_reads_resources_and_gets_the_context_prompt(db_path: 
     listed = inspect(db_path, fake_ollama, "--method", "resources/list")["resources"]
     assert [r["uri"] for r in listed] == ["memory://conversations"]
     index = inspect(db_path, fake_ollama, "--method", "resources/read", "--uri", "memory://conversations")
-    assert f"memory://conversations/{conv}" in index["contents"][0]["text"]
+    assert f"memory://conversations/{conv}) · active · 1 memory ·" in index["contents"][0]["text"]  # not "1 memories"
     page = inspect(db_path, fake_ollama, "--method", "resources/read", "--uri", f"memory://conversations/{conv}")
     assert (
         "# resourceful" in page["contents"][0]["text"] and "Resources list conversations" in page["contents"][0]["text"]
