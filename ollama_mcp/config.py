@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import difflib
 import os
 import re
 import sys
@@ -47,8 +46,13 @@ SETTINGS_READ = frozenset({
 
 def unread_settings(env: Mapping[str, str]) -> tuple[str, ...]:
     """A sentence for each ``OLLAMA_MCP_*`` variable in ``env`` that no part of ollama-mcp reads."""
+    unread = sorted(n for n in env if n.upper().startswith("OLLAMA_MCP_") and n not in SETTINGS_READ)
+    if not unread:
+        return ()
+    import difflib  # noqa: PLC0415 - only for a mistyped name: kept off the way to initialize
+
     said = []
-    for name in sorted(n for n in env if n.upper().startswith("OLLAMA_MCP_") and n not in SETTINGS_READ):
+    for name in unread:
         near = difflib.get_close_matches(name.upper(), SETTINGS_READ, n=1, cutoff=0.6)
         hint = f"; did you mean {near[0]}?" if near else "; the README's table lists the settings"
         said.append(f"{name} is not a setting ollama-mcp reads, so it changes nothing{hint}")

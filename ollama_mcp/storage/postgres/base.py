@@ -26,7 +26,7 @@ from ollama_mcp.errors import StorageError
 from ollama_mcp.storage.postgres import db
 from ollama_mcp.storage.postgres.dialect import POSTGRES
 from ollama_mcp.storage.postgres.rows import insert_embedding_rows
-from ollama_mcp.storage.sql.parts import SqlParts, pyformat
+from ollama_mcp.storage.sql.parts import SqlParts
 
 POOL_MIN = 1
 POOL_MAX = 8
@@ -233,20 +233,18 @@ class PgStoreBase(SqlParts):
         async with self._transaction(action, write=False) as conn:
             yield conn
 
-    def _sql(self, text: str) -> str:
-        """SQL written once with ``?`` placeholders (``storage/sql/``) in psycopg's ``%s``."""
-        return pyformat(text)
-
     _dialect = POSTGRES
 
-    async def _insert_vectors(self, conn: psycopg.AsyncConnection, rows: Sequence[EmbeddingRow]) -> int:
-        """Insert vectors (see ``insert_embedding_rows``); their memories' backfill leases end with it."""
-        if not rows:
-            return 0
+    async def _insert_vectors(
+        self, conn: psycopg.AsyncConnection, rows: Sequence[EmbeddingRow], *, backfill: bool = False
+    ) -> int:
+        """Insert vectors (see ``insert_embedding_rows``). The backfill's end its memories' leases in
+        the same transaction; a store's own vectors (a new memory: no lease) skip that statement."""
         written = await insert_embedding_rows(conn, rows)
-        await conn.execute(
-            "DELETE FROM embedding_leases WHERE memory_seq = ANY(%s)", (list({row.memory_seq for row in rows}),)
-        )
+        if backfill and rows:
+            await conn.execute(
+                "DELETE FROM embedding_leases WHERE memory_seq = ANY(%s)", (list({row.memory_seq for row in rows}),)
+            )
         return written
 
     async def _vectors_dropped(self, conn: psycopg.AsyncConnection, model: str) -> None:

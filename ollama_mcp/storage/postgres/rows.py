@@ -1,5 +1,5 @@
-"""What only the PostgreSQL store's parts share: vectors' rows, search filters and the pending-vector
-condition (the row helpers both backends share: ``storage/sql/rows.py``)."""
+"""What only the PostgreSQL store's parts share: vectors' rows and search filters bound by name
+(the row helpers both backends share: ``storage/sql/rows.py``)."""
 
 from __future__ import annotations
 
@@ -10,16 +10,8 @@ import numpy as np
 import psycopg
 
 from ollama_mcp.domain import EmbeddingRow, SearchFilters, utc_now
-from ollama_mcp.storage.memory_rules import REDACTED
 from ollama_mcp.storage.postgres.dialect import POSTGRES
 from ollama_mcp.storage.sql import rows
-
-# "This memory awaits a vector of model %(model)s for the facet": pending embeddings. (A redacted
-# turn has none and gets none.)
-MISSING_VECTOR = (
-    "(NOT EXISTS (SELECT 1 FROM memory_embeddings e WHERE e.memory_seq = m.seq AND e.model = %(model)s"
-    f" AND e.facet = '{{}}') AND m.metadata ->> '{REDACTED}' IS NULL)"
-)
 
 
 async def stored_dimension(conn: psycopg.AsyncConnection, model: str) -> int | None:

@@ -12,7 +12,8 @@ from psycopg import sql
 
 from ollama_mcp.domain import StoreSummary
 from ollama_mcp.storage.postgres.db import CONNECT_TIMEOUT_S, as_server, role_of, schema_of, translate
-from ollama_mcp.storage.postgres.rows import MISSING_VECTOR
+from ollama_mcp.storage.postgres.dialect import POSTGRES
+from ollama_mcp.storage.sql.vectors import missing_vector
 
 
 @dataclass(frozen=True)
@@ -62,7 +63,7 @@ def summarize(url: str, model: str) -> PgSummary:
                 pending=int(
                     _one(
                         conn,
-                        f"SELECT count(*) FROM memories m WHERE {MISSING_VECTOR.format('content')}",
+                        f"SELECT count(*) FROM memories m WHERE {missing_vector(POSTGRES, 'content', '%(model)s')}",
                         {"model": model},
                     )
                 ),

@@ -8,11 +8,8 @@ from datetime import UTC, datetime, timedelta
 from ollama_mcp.domain import Facet, Memory, format_timestamp
 from ollama_mcp.storage.postgres.base import HOLDER_ALIVE, PgStoreBase
 from ollama_mcp.storage.postgres.dialect import POSTGRES
-from ollama_mcp.storage.postgres.rows import (
-    MISSING_VECTOR,
-)
 from ollama_mcp.storage.sql.rows import MEMORY_COLUMNS
-from ollama_mcp.storage.sql.vectors import VectorRows, pending_from_rows
+from ollama_mcp.storage.sql.vectors import VectorRows, missing_vector, pending_from_rows
 
 # How long a memory handed to one instance's backfill stays reserved for it: long enough to embed
 # a batch on a slow machine; if the instance dies, another takes the memory over after this.
@@ -30,7 +27,7 @@ class VectorStore(VectorRows, PgStoreBase):
         for EMBEDDING_LEASE, so the backfills of several instances never embed the same memory at
         the same time."""
         now = datetime.now(UTC)
-        content, context = MISSING_VECTOR.format("content"), MISSING_VECTOR.format("context")
+        content, context = (missing_vector(POSTGRES, facet, "%(model)s") for facet in ("content", "context"))
         params = {
             "model": model, "limit": limit, "after": after_seq, "through": through_seq,
             "now": format_timestamp(now), "until": format_timestamp(now + EMBEDDING_LEASE), "holder": self.holder,

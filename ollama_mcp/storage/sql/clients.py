@@ -11,7 +11,7 @@ class ClientStore(SqlParts):
 
     async def current_conversation(self, client: str) -> str | None:
         rows = await self._fetchall(
-            self._sql("SELECT conversation_id FROM current_conversations WHERE client = ?"),
+            self._dialect.sql("SELECT conversation_id FROM current_conversations WHERE client = ?"),
             (client,),
             "read the current conversation",
         )
@@ -20,7 +20,7 @@ class ClientStore(SqlParts):
     async def set_current_conversation(self, client: str, conversation_id: str, at: str) -> None:
         async with self._transaction("keep the current conversation") as conn:
             await conn.execute(
-                self._sql(
+                self._dialect.sql(
                     "INSERT INTO current_conversations (client, conversation_id, updated_at) VALUES (?, ?, ?)"
                     " ON CONFLICT (client) DO UPDATE SET conversation_id = excluded.conversation_id, updated_at ="
                     " excluded.updated_at"

@@ -55,7 +55,7 @@ class ConversationStore(SqlParts):
     async def get_conversation(self, conversation_id: str, *, count_memories: bool = False) -> Conversation:
         """The conversation (``memory_count`` may be 0 unless asked for: on SQLite it costs a count)."""
         rows = await self._fetchall(
-            self._sql(
+            self._dialect.sql(
                 f"SELECT {conversation_columns(self._dialect, counted=count_memories)} FROM conversations c"
                 " WHERE c.id = ?"
             ),
@@ -88,7 +88,7 @@ class ConversationStore(SqlParts):
         first = "last_activity" if query.order == "activity" else "created_at"
         key = d.conversation_key
         rows = await self._fetchall(
-            self._sql(
+            self._dialect.sql(
                 f"SELECT {conversation_columns(d)}, {d.message_count()}, t.last_activity"
                 f" FROM (SELECT c.{key} AS k, c.created_at, {d.greatest}(c.created_at, coalesce(c.ended_at, ''),"
                 " coalesce((SELECT max(m.created_at) FROM memories m WHERE m.conversation_id = c.id), ''))"
@@ -155,7 +155,7 @@ class ConversationStore(SqlParts):
         memories' count and newest seq (a redaction comes with a new summary), and its links to
         other conversations."""
         rows = await self._fetchall(
-            self._sql(
+            self._dialect.sql(
                 "SELECT c.id, c.status, c.summary_status, c.summarized_through, count(m.seq), max(m.seq),"
                 " (SELECT count(*) + coalesce(sum(r.score), 0) FROM conversation_relations r"
                 "  WHERE r.conversation_id = c.id OR r.related_id = c.id)"
@@ -177,7 +177,7 @@ class ConversationStore(SqlParts):
 
     async def has_other_conversations(self, conversation_id: str) -> bool:
         rows = await self._fetchall(
-            self._sql("SELECT EXISTS (SELECT 1 FROM conversations WHERE id <> ?)"), (conversation_id,),
+            self._dialect.sql("SELECT EXISTS (SELECT 1 FROM conversations WHERE id <> ?)"), (conversation_id,),
             "list conversations",
         )
         return bool(rows[0][0])
@@ -185,7 +185,7 @@ class ConversationStore(SqlParts):
     async def expired_conversations(self, now: str, inactive_before: str | None) -> list[str]:
         """Conversations past their own expiry, or (with ``inactive_before``) untouched since then."""
         rows = await self._fetchall(
-            self._sql(
+            self._dialect.sql(
                 "SELECT id FROM conversations WHERE expires_at IS NOT NULL AND expires_at <= ?"
                 " UNION SELECT c.id FROM conversations c WHERE CAST(? AS TEXT) IS NOT NULL"
                 f" AND {self._dialect.greatest}(c.created_at, coalesce(c.ended_at, ''),"
@@ -197,7 +197,8 @@ class ConversationStore(SqlParts):
 
     async def memory_total(self, conversation_id: str) -> int:
         rows = await self._fetchall(
-            self._sql("SELECT count(*) FROM memories WHERE conversation_id = ?"), (conversation_id,), "count memories"
+            self._dialect.sql("SELECT count(*) FROM memories WHERE conversation_id = ?"), (conversation_id,),
+            "count memories",
         )
         return int(rows[0][0])
 

@@ -29,7 +29,7 @@ class FactStore(SqlParts):
 
     async def facts_through(self, conversation_id: str) -> int:
         rows = await self._fetchall(
-            self._sql("SELECT facts_through FROM conversations WHERE id = ?"), (conversation_id,),
+            self._dialect.sql("SELECT facts_through FROM conversations WHERE id = ?"), (conversation_id,),
             "read the conversation",
         )
         if not rows:
@@ -84,7 +84,7 @@ class FactStore(SqlParts):
 
     async def current_facts(self, conversation_id: str, limit: int) -> list[Memory]:
         rows = await self._fetchall(
-            self._sql(
+            self._dialect.sql(
                 f"SELECT {MEMORY_COLUMNS} FROM memories m WHERE m.conversation_id = ? AND {CURRENT_FACT}"
                 " ORDER BY m.seq DESC LIMIT ?"
             ),

@@ -121,7 +121,7 @@ class JobStore(SqlParts):
 
     async def write_records(self, since: str | None, limit: int) -> list[WriteRecord]:
         rows = await self._fetchall(
-            self._sql(
+            self._dialect.sql(
                 "SELECT at, door, action, conversation_id, memory_id, arguments_digest, principal FROM write_audit"
                 " WHERE CAST(? AS TEXT) IS NULL OR at >= ? ORDER BY id DESC LIMIT ?"
             ),
@@ -133,8 +133,9 @@ class JobStore(SqlParts):
         if not rows:
             return
         async with self._transaction("write the agent audit") as conn:
-            await self._dialect.execute_many(
-                conn, self._sql(f"INSERT INTO agent_audit ({AUDIT_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"),
+            d = self._dialect
+            await d.execute_many(
+                conn, d.sql(f"INSERT INTO agent_audit ({AUDIT_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"),
                 [(r.request_id, r.conversation_id, r.step, r.tool, r.arguments_digest, r.risk, r.decision,
                   r.outcome, r.duration_ms, r.created_at) for r in rows],
             )

@@ -120,7 +120,9 @@ class MemoryStore(SqlParts):
         """Keep the times the next ``limit`` memories name that were stored without (imports, older
         schemas); how many were read."""
         rows = await self._fetchall(
-            self._sql("SELECT seq, content, occurred_at FROM memories WHERE spoken_of IS NULL ORDER BY seq LIMIT ?"),
+            self._dialect.sql(
+                "SELECT seq, content, occurred_at FROM memories WHERE spoken_of IS NULL ORDER BY seq LIMIT ?"
+            ),
             (limit,), "read the memories whose times are not kept yet",
         )
         if rows:  # parsed outside the write transaction; a memory redacted meanwhile keeps its ""
@@ -153,7 +155,8 @@ class MemoryStore(SqlParts):
 
     async def get_memory(self, memory_id: str) -> Memory:
         rows = await self._fetchall(
-            self._sql(f"SELECT {MEMORY_COLUMNS} FROM memories m WHERE m.id = ?"), (memory_id,), "read the memory"
+            self._dialect.sql(f"SELECT {MEMORY_COLUMNS} FROM memories m WHERE m.id = ?"), (memory_id,),
+            "read the memory",
         )
         if not rows:
             raise MemoryNotFoundError(memory_id)

@@ -2,8 +2,9 @@
 (``sqlite.base.StoreBase``, ``postgres.base.PgStoreBase``) provides these, and a part written
 here runs unchanged on both.
 
-SQL here is written once, with ``?`` placeholders; ``_sql`` turns it into the backend's own
-(PostgreSQL's ``%s``), and ``_dialect`` spells what the two write differently (``dialect.py``).
+SQL here is written once, with ``?`` placeholders; ``_dialect.sql`` turns it into the backend's
+own (PostgreSQL's ``%s``), and the rest of ``_dialect`` spells what the two write differently
+(``dialect.py``).
 Where they differ in more than words (vector search, full-text, migrations) the code stays in
 the backend's folder.
 """
@@ -26,16 +27,13 @@ class SqlParts:
     if TYPE_CHECKING:
         _dialect: Dialect
 
-
         def _transaction(self, action: str, *, write: bool = True) -> AbstractAsyncContextManager[Any]: ...
 
         def _snapshot(self, action: str) -> AbstractAsyncContextManager[Any]: ...
 
         async def _fetchall(self, sql: Any, params: Sequence[Any], action: str) -> list[Any]: ...
 
-        def _sql(self, text: str) -> str: ...
-
-        async def _insert_vectors(self, conn: Any, rows: Sequence[EmbeddingRow]) -> int: ...
+        async def _insert_vectors(self, conn: Any, rows: Sequence[EmbeddingRow], *, backfill: bool = False) -> int: ...
 
         async def _vectors_stored(self, rows: Sequence[EmbeddingRow]) -> None: ...
 

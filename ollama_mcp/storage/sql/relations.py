@@ -28,7 +28,7 @@ class RelationStore(SqlParts):
     async def relations(self, conversation_id: str, *, recorded: bool = False) -> list[Relation]:
         either = "" if recorded else " OR r.related_id = ?"
         rows = await self._fetchall(
-            self._sql(
+            self._dialect.sql(
                 "SELECT c.id, c.name, c.status, r.kind, r.score, r.conversation_id = ?, r.created_at"
                 " FROM conversation_relations r JOIN conversations c"
                 " ON c.id = CASE WHEN r.conversation_id = ? THEN r.related_id ELSE r.conversation_id END"
@@ -41,7 +41,7 @@ class RelationStore(SqlParts):
 
     async def end_summary(self, conversation_id: str) -> Memory | None:
         rows = await self._fetchall(
-            self._sql(
+            self._dialect.sql(
                 f"SELECT {MEMORY_COLUMNS} FROM memories m WHERE m.conversation_id = ? AND {end_summary(self._dialect)}"
                 " ORDER BY m.seq DESC LIMIT 1"
             ),

@@ -14,7 +14,7 @@ class ShareStore(SqlParts):
     async def set_share(self, share: ConversationShare) -> None:
         async with self._transaction("share the conversation") as conn:
             await conn.execute(
-                self._sql(
+                self._dialect.sql(
                     f"INSERT INTO conversation_shares ({_COLUMNS}) VALUES (?, ?, ?, ?, ?)"
                     " ON CONFLICT (conversation_id, grantee) DO UPDATE SET access = excluded.access,"
                     " granted_at = excluded.granted_at"
@@ -25,14 +25,14 @@ class ShareStore(SqlParts):
     async def remove_share(self, conversation_id: str, grantee: str) -> bool:
         async with self._transaction("stop sharing the conversation") as conn:
             cursor = await conn.execute(
-                self._sql("DELETE FROM conversation_shares WHERE conversation_id = ? AND grantee = ?"),
+                self._dialect.sql("DELETE FROM conversation_shares WHERE conversation_id = ? AND grantee = ?"),
                 (conversation_id, grantee),
             )
             return bool(cursor.rowcount == 1)
 
     async def share_of(self, conversation_id: str, grantee: str) -> ConversationShare | None:
         rows = await self._fetchall(
-            self._sql(f"SELECT {_COLUMNS} FROM conversation_shares WHERE conversation_id = ? AND grantee = ?"),
+            self._dialect.sql(f"SELECT {_COLUMNS} FROM conversation_shares WHERE conversation_id = ? AND grantee = ?"),
             (conversation_id, grantee),
             "read the conversation's share",
         )
@@ -40,7 +40,7 @@ class ShareStore(SqlParts):
 
     async def shares_with(self, grantee: str) -> list[ConversationShare]:
         rows = await self._fetchall(
-            self._sql(
+            self._dialect.sql(
                 f"SELECT {_COLUMNS} FROM conversation_shares WHERE grantee = ?"
                 " ORDER BY granted_at DESC, conversation_id"
             ),
@@ -51,7 +51,7 @@ class ShareStore(SqlParts):
 
     async def shares_of(self, conversation_id: str) -> list[ConversationShare]:
         rows = await self._fetchall(
-            self._sql(f"SELECT {_COLUMNS} FROM conversation_shares WHERE conversation_id = ? ORDER BY grantee"),
+            self._dialect.sql(f"SELECT {_COLUMNS} FROM conversation_shares WHERE conversation_id = ? ORDER BY grantee"),
             (conversation_id,),
             "list whom the conversation is shared with",
         )
@@ -60,7 +60,7 @@ class ShareStore(SqlParts):
     async def all_shares(self) -> list[ConversationShare]:
         """Every share, by conversation and grantee (``migrate`` copies them)."""
         rows = await self._fetchall(
-            self._sql(f"SELECT {_COLUMNS} FROM conversation_shares ORDER BY conversation_id, grantee"),
+            self._dialect.sql(f"SELECT {_COLUMNS} FROM conversation_shares ORDER BY conversation_id, grantee"),
             (),
             "read the shares",
         )

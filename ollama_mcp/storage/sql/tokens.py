@@ -15,7 +15,7 @@ class TokenStore(SqlParts):
         """Keep a new token's hash; False (and nothing kept) when an active token has that name."""
         async with self._transaction("create the token") as conn:
             cursor = await conn.execute(
-                self._sql(
+                self._dialect.sql(
                     "INSERT INTO access_tokens (name, principal, token_hash, created_at) VALUES (?, ?, ?, ?)"
                     " ON CONFLICT DO NOTHING"
                 ),
@@ -26,7 +26,7 @@ class TokenStore(SqlParts):
     async def token_by_hash(self, token_hash: str) -> AccessToken | None:
         """The active (not revoked) token with this hash."""
         rows = await self._fetchall(
-            self._sql(f"SELECT {_COLUMNS} FROM access_tokens WHERE token_hash = ? AND revoked_at IS NULL"),
+            self._dialect.sql(f"SELECT {_COLUMNS} FROM access_tokens WHERE token_hash = ? AND revoked_at IS NULL"),
             (token_hash,),
             "check the token",
         )
@@ -35,7 +35,7 @@ class TokenStore(SqlParts):
     async def list_tokens(self) -> list[AccessToken]:
         """Every token, active ones first, then by name."""
         rows = await self._fetchall(
-            self._sql(f"SELECT {_COLUMNS} FROM access_tokens ORDER BY revoked_at IS NOT NULL, name, id"),
+            self._dialect.sql(f"SELECT {_COLUMNS} FROM access_tokens ORDER BY revoked_at IS NOT NULL, name, id"),
             (),
             "list the tokens",
         )
@@ -45,14 +45,15 @@ class TokenStore(SqlParts):
         """Revoke the active token of this name; False when there is none."""
         async with self._transaction("revoke the token") as conn:
             cursor = await conn.execute(
-                self._sql("UPDATE access_tokens SET revoked_at = ? WHERE name = ? AND revoked_at IS NULL"), (now, name)
+                self._dialect.sql("UPDATE access_tokens SET revoked_at = ? WHERE name = ? AND revoked_at IS NULL"),
+                (now, name),
             )
             return bool(cursor.rowcount == 1)
 
     async def token_rows(self) -> list[tuple[AccessToken, str]]:
         """Every token with its hash, in the order they were made (``migrate`` copies them)."""
         rows = await self._fetchall(
-            self._sql(f"SELECT {_COLUMNS}, token_hash FROM access_tokens ORDER BY id"), (), "read the tokens"
+            self._dialect.sql(f"SELECT {_COLUMNS}, token_hash FROM access_tokens ORDER BY id"), (), "read the tokens"
         )
         return [(AccessToken(*row[:4]), row[4]) for row in rows]
 
@@ -62,7 +63,7 @@ class TokenStore(SqlParts):
         async with self._transaction("copy the tokens") as conn:
             for token, token_hash in rows:
                 await conn.execute(
-                    self._sql(
+                    self._dialect.sql(
                         f"INSERT INTO access_tokens ({_COLUMNS}, token_hash) VALUES (?, ?, ?, ?, ?)"
                         " ON CONFLICT (token_hash) DO UPDATE SET revoked_at = excluded.revoked_at"
                         " WHERE access_tokens.revoked_at IS NULL AND excluded.revoked_at IS NOT NULL"

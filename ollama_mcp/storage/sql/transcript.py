@@ -33,7 +33,7 @@ class TranscriptStore(SqlParts):
     async def messages(self, conversation_id: str, limit: int, before_seq: int | None = None) -> list[Memory]:
         """The latest ``limit`` messages before ``before_seq`` (default: all), oldest first."""
         rows = await self._fetchall(
-            self._sql(
+            self._dialect.sql(
                 f"SELECT {MEMORY_COLUMNS} FROM memories m WHERE m.conversation_id = ? AND m.kind = 'message'"
                 " AND m.seq < ? ORDER BY m.seq DESC LIMIT ?"
             ),
@@ -45,7 +45,7 @@ class TranscriptStore(SqlParts):
     async def participants(self, conversation_id: str) -> list[Participant]:
         """Who wrote the conversation's messages, in the order they first spoke."""
         rows = await self._fetchall(
-            self._sql(
+            self._dialect.sql(
                 "SELECT coalesce(actor, role), role, count(*),"
                 f" count(*) FILTER (WHERE {self._dialect.json_has('metadata', 'to')}), max(created_at)"
                 " FROM memories WHERE conversation_id = ? AND kind = 'message' GROUP BY 1, 2 ORDER BY min(seq)"
@@ -102,7 +102,7 @@ class TranscriptStore(SqlParts):
     async def transcript_size(self, conversation_id: str, after_seq: int) -> tuple[int, int]:
         """(messages, characters) of the conversation's messages after ``after_seq``."""
         rows = await self._fetchall(
-            self._sql(
+            self._dialect.sql(
                 "SELECT count(*), coalesce(sum(length(content)), 0) FROM memories"
                 " WHERE conversation_id = ? AND kind = 'message' AND seq > ?"
             ),

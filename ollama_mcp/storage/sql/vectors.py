@@ -13,11 +13,12 @@ from ollama_mcp.storage.sql.parts import SqlParts
 from ollama_mcp.storage.sql.rows import MEMORY_WIDTH, memory_from_row, text_kept
 
 
-def missing_vector(d: Dialect, facet: Facet) -> str:
-    """A condition on ``m``: it awaits a vector of the model (one ``?``) for ``facet``. (A redacted
-    turn has none and gets none: the second test runs only for memories lacking one.)"""
+def missing_vector(d: Dialect, facet: Facet, model: str = "?") -> str:
+    """A condition on ``m``: it awaits a vector of the model for ``facet`` (``model``: the model's
+    placeholder, where a query binds by number or name). Pending embeddings, everywhere. (A
+    redacted turn has none and gets none: the second test runs only for memories lacking one.)"""
     return (
-        "(NOT EXISTS (SELECT 1 FROM memory_embeddings e WHERE e.memory_seq = m.seq AND e.model = ?"
+        f"(NOT EXISTS (SELECT 1 FROM memory_embeddings e WHERE e.memory_seq = m.seq AND e.model = {model}"
         f" AND e.facet = '{facet}') AND {text_kept(d, 'm.')})"
     )
 
@@ -44,14 +45,14 @@ class VectorRows(SqlParts):
         if not rows:
             return 0
         async with self._transaction("store embeddings") as conn:
-            written = await self._insert_vectors(conn, rows)
+            written = await self._insert_vectors(conn, rows, backfill=True)
         await self._vectors_stored(rows)
         return written
 
     async def delete_vectors(self, model: str) -> int:
         """Drop every vector of ``model`` (reembed --force); the memories become pending."""
         async with self._transaction("delete vectors") as conn:
-            cursor = await conn.execute(self._sql("DELETE FROM memory_embeddings WHERE model = ?"), (model,))
+            cursor = await conn.execute(self._dialect.sql("DELETE FROM memory_embeddings WHERE model = ?"), (model,))
             await self._vectors_dropped(conn, model)
             return int(cursor.rowcount)
 
@@ -65,7 +66,7 @@ class VectorRows(SqlParts):
                 " WHERE e.model = ? AND m.conversation_id = ? LIMIT 1"
             )
             params = [model, conversation_id]
-        rows = await self._fetchall(self._sql(sql), params, "read the embedding dimension")
+        rows = await self._fetchall(self._dialect.sql(sql), params, "read the embedding dimension")
         return int(rows[0][0]) if rows else None
 
     async def newest_seq(self) -> int:
@@ -96,7 +97,7 @@ class VectorRows(SqlParts):
     async def conversation_vectors(self, conversation_id: str) -> list[tuple[str, EmbeddingRow]]:
         """Every vector of the conversation's memories, with the id of the memory it belongs to."""
         rows = await self._fetchall(
-            self._sql(
+            self._dialect.sql(
                 "SELECT m.id, e.memory_seq, e.facet, e.chunk_index, e.model, e.vector, e.dim FROM memories m"
                 " JOIN memory_embeddings e ON e.memory_seq = m.seq WHERE m.conversation_id = ? ORDER BY e.id"
             ),

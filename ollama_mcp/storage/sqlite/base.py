@@ -99,13 +99,11 @@ class StoreBase(SqlParts):
         except sqlite3.Error as exc:
             raise db.translate(exc, action, self.path) from exc
 
-    def _sql(self, text: str) -> str:
-        """SQL written once with ``?`` placeholders (``storage/sql/``) is SQLite's own."""
-        return text
-
     _dialect = SQLITE
 
-    async def _insert_vectors(self, conn: aiosqlite.Connection, rows: Sequence[EmbeddingRow]) -> int:
+    async def _insert_vectors(
+        self, conn: aiosqlite.Connection, rows: Sequence[EmbeddingRow], *, backfill: bool = False
+    ) -> int:
         return await insert_embedding_rows(conn, rows)
 
     async def _vectors_stored(self, rows: Sequence[EmbeddingRow]) -> None:

@@ -9,7 +9,6 @@ from typing import Any
 import aiosqlite
 
 from ollama_mcp.domain import EmbeddingRow, SearchFilters
-from ollama_mcp.storage.memory_rules import REDACTED
 from ollama_mcp.storage.sql import rows
 from ollama_mcp.storage.sqlite.dialect import SQLITE
 
@@ -30,12 +29,6 @@ KEPT_CHANGES = 10_000
 # AUTOINCREMENT counter of memory_changes (not max(id), which pruning the log would lower).
 NEWEST_SEQ = "(SELECT coalesce(max(seq), 0) FROM memories)"
 NEWEST_CHANGE = "(SELECT coalesce(max(seq), 0) FROM sqlite_sequence WHERE name = 'memory_changes')"
-# "This memory awaits a vector of model ?1 for the facet": pending embeddings, everywhere. (A
-# redacted turn has none and gets none: the second test runs only for memories lacking one.)
-MISSING_VECTOR = (
-    "(NOT EXISTS (SELECT 1 FROM memory_embeddings e WHERE e.memory_seq = m.seq AND e.model = ?1 AND e.facet = '{}')"
-    f" AND json_extract(m.metadata, '$.{REDACTED}') IS NULL)"
-)
 
 
 async def insert_embedding_rows(conn: aiosqlite.Connection, rows: Sequence[EmbeddingRow]) -> int:
@@ -47,8 +40,6 @@ async def insert_embedding_rows(conn: aiosqlite.Connection, rows: Sequence[Embed
         [(r.memory_seq, r.model, r.facet, r.chunk_index, r.dim, r.vector, r.memory_seq) for r in rows],
     )
     return conn.total_changes - before
-
-
 
 
 def filter_sql(filters: SearchFilters) -> tuple[list[str], list[Any]]:

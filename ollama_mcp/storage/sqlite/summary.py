@@ -7,8 +7,9 @@ from pathlib import Path
 
 from ollama_mcp.domain import StoreSummary
 from ollama_mcp.errors import StorageError
+from ollama_mcp.storage.sql.vectors import missing_vector
 from ollama_mcp.storage.sqlite import db
-from ollama_mcp.storage.sqlite.rows import MISSING_VECTOR
+from ollama_mcp.storage.sqlite.dialect import SQLITE
 
 
 def summarize(path: Path, model: str) -> StoreSummary:
@@ -26,7 +27,7 @@ def summarize(path: Path, model: str) -> StoreSummary:
                     " GROUP BY model, dim ORDER BY model"
                 ).fetchall(),
                 pending=conn.execute(
-                    f"SELECT count(*) FROM memories m WHERE {MISSING_VECTOR.format('content')}", (model,)
+                    f"SELECT count(*) FROM memories m WHERE {missing_vector(SQLITE, 'content')}", (model,)
                 ).fetchone()[0],
                 jobs=dict(conn.execute("SELECT state, count(*) FROM jobs GROUP BY state")) if version >= 2 else {},
                 job_problems=conn.execute(

@@ -7,13 +7,12 @@ from dataclasses import dataclass
 
 from ollama_mcp.domain import Facet, Memory
 from ollama_mcp.storage.sql.rows import MEMORY_COLUMNS
-from ollama_mcp.storage.sql.vectors import VectorRows, pending_from_rows
+from ollama_mcp.storage.sql.vectors import VectorRows, missing_vector, pending_from_rows
 from ollama_mcp.storage.sqlite.base import StoreBase
 from ollama_mcp.storage.sqlite.dialect import SQLITE
 from ollama_mcp.storage.sqlite.rows import (
     FACET_CODES,
     KIND_CODES,
-    MISSING_VECTOR,
     VECTOR_BATCH_ROWS,
 )
 
@@ -40,7 +39,7 @@ class VectorStore(VectorRows, StoreBase):
         """Memories after ``after_seq`` (and up to ``through_seq``) lacking a vector of ``model`` for
         some facet, oldest first, with those facets. (A cursor and a bound: a pass over a large
         store stays linear, and no statement of it reads more memories than the range holds.)"""
-        content, context = MISSING_VECTOR.format("content"), MISSING_VECTOR.format("context")
+        content, context = (missing_vector(SQLITE, facet, "?1") for facet in ("content", "context"))
         through = "" if through_seq is None else " AND m.seq <= ?4"  # (a rowid range: "?4 IS NULL OR" would scan on)
         rows = await self._fetchall(
             f"SELECT {MEMORY_COLUMNS}, {content}, {context} FROM memories m"
