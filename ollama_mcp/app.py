@@ -92,6 +92,7 @@ async def open_app(
         lifecycle = ConversationLifecycle(
             store, service, indexer, jobs, summarizer, compact_messages=settings.compact_messages,
             compact_tokens=settings.compact_tokens, retention_days=settings.retention_days, facts=facts,
+            page_chars=settings.response_chars,
         )
         relations = ConversationRelations(
             store, indexer, jobs, related=settings.related_threshold, duplicate=settings.duplicate_threshold

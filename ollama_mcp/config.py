@@ -41,6 +41,7 @@ SETTINGS_READ = frozenset({
     "OLLAMA_MCP_DUPLICATE_THRESHOLD", "OLLAMA_MCP_CHAT_TIMEOUT", "OLLAMA_MCP_AGENT_SYSTEM_PROMPT",
     "OLLAMA_MCP_AGENT_MAX_STEPS", "OLLAMA_MCP_AGENT_DEADLINE", "OLLAMA_MCP_COMPACT_TOKENS",
     "OLLAMA_MCP_COMPACT_MESSAGES", "OLLAMA_MCP_AGENT_CONTEXT_MESSAGES", "OLLAMA_MCP_AGENT_CONFIRM_TIMEOUT",
+    "OLLAMA_MCP_RESPONSE_CHARS",
 })
 
 
@@ -79,6 +80,10 @@ class Settings:
     keep_alive: str = "30m"
     connect_timeout: float = 2.0
     max_content_chars: int = 100_000
+    # Characters of memory text one tool result carries at most (a search's hits share it; an
+    # export page and a read_memory page hold about this much): it keeps a result well inside
+    # a client's limit (Claude Code: about 25k tokens), the text counted twice as MCP sends it.
+    response_chars: int = 10_000
     log_level: str = "INFO"
     # How long the background backfill waits after a failed embedding attempt, at most.
     backfill_max_delay: float = 60.0
@@ -153,6 +158,7 @@ class Settings:
             wait_timeout=_number(env, "OLLAMA_MCP_WAIT_TIMEOUT", 3.0, 0.1, 600.0),
             keep_alive=_keep_alive(env.get("OLLAMA_MCP_KEEP_ALIVE", "")),
             max_content_chars=int(_number(env, "OLLAMA_MCP_MAX_CONTENT_CHARS", 100_000, 1, 10_000_000)),
+            response_chars=int(_number(env, "OLLAMA_MCP_RESPONSE_CHARS", 10_000, 1_000, 1_000_000)),
             log_level=_log_level(env.get("OLLAMA_MCP_LOG_LEVEL", "INFO")),
             chat_model=chat_model,
             facts=facts,

@@ -11,7 +11,8 @@ MemoryKind = Literal["note", "message", "summary", "fact"]
 EmbeddingStatus = Literal["embedded", "pending"]
 # What a vector represents: the memory's own text, or that text with the memories before it.
 Facet = Literal["content", "context"]
-SearchMode = Literal["hybrid", "keyword"]
+SearchMode = Literal["hybrid", "keyword", "list"]  # list: no query words, the filters' memories newest first
+MatchReason = Literal["exact", "words", "nearby words", "meaning", "nearby meaning", "time"]
 Role = Literal["user", "assistant", "system", "tool"]
 SummaryStatus = Literal["none", "given", "pending", "done", "failed"]
 JobKind = Literal["summarize", "compact", "relate", "facts"]
@@ -132,6 +133,17 @@ class SearchHit:
     memory: Memory
     score: float  # the fused ranking score (inf for exact phrase matches): only its order means anything
     similarity: float | None  # cosine similarity to the query, when the memory has a vector
+    matched: tuple[MatchReason, ...] = ()  # why it is a hit (ranking.reasons); () for a listing
+
+
+@dataclass(frozen=True)
+class MemoryPage:
+    """One page of a memory's text (``text``), page ``page`` of ``pages``: a long memory read whole."""
+
+    memory: Memory
+    page: int
+    pages: int
+    text: str
 
 
 @dataclass(frozen=True)

@@ -442,7 +442,7 @@ def search_request(
     if filters.since and filters.until and filters.since > filters.until:
         raise InvalidInputError("since", "is later than until", "swap them or widen the range")
     return SearchRequest(
-        query=text("query", query, MAX_QUERY_CHARS, what="search text", stored=False).replace("\x00", " "),
+        query=_query("query", query),
         top_k=integer("top_k", top_k, 1, MAX_TOP_K),
         threshold=_threshold("threshold", threshold),
         conversation_id=None if everywhere else _conversation_id("conversation_id", conversation_id),
@@ -451,6 +451,16 @@ def search_request(
         related_to=_conversation_id("related_to", related_to),
         reference_time=timestamp("reference_time", reference_time),
     )
+
+
+LIST_EVERYTHING = ("", "*")  # a query with no words: list what the filters allow, newest first
+
+
+def _query(field: str, value: object) -> str:
+    """A search's text; ``""`` for a listing (``LIST_EVERYTHING``)."""
+    if isinstance(value, str) and value.strip() in LIST_EVERYTHING:
+        return ""
+    return text(field, value, MAX_QUERY_CHARS, what="search text", stored=False).replace("\x00", " ")
 
 
 def _uuid(field: str, value: object, fix: str) -> str:

@@ -102,7 +102,7 @@ class AppHolder:
     def begin_search(self, query: object) -> None:
         """A search arrived while the app is being opened: its query goes to Ollama now
         (``head_start``), so that its embedding is computed while the app opens."""
-        if self._head_start is not None and isinstance(query, str):
+        if self._head_start is not None and isinstance(query, str) and query.strip() not in ("", "*"):
             self._head_start.search(query)
 
     async def app(self) -> App:

@@ -41,7 +41,7 @@ def register_resources(server: MCPServer, running: RunningApps) -> None:
 
     @server.resource(
         "memory://conversations/{conversation_id}/page/{page}", mime_type="text/markdown",
-        description="Further pages of a long conversation, 100 items each.",
+        description="Further pages of a long conversation.",
     )
     async def conversation_page_resource(conversation_id: str, page: str, ctx: Context) -> str:
         if not page.isdigit():

@@ -13,12 +13,16 @@ from ollama_mcp.domain import (
     DeletedConversation,
     EndedConversation,
     Export,
+    MatchReason,
     Memory,
+    MemoryPage,
     SearchOutcome,
     ShareAccess,
     StoredMemory,
     SummaryStatus,
+    counted,
 )
+from ollama_mcp.services.passages import passage, shares
 
 
 class ConversationCreated(BaseModel):
@@ -134,34 +138,69 @@ class MemoryStored(BaseModel):
 class Hit(BaseModel):
     memory_id: str
     conversation_id: str
-    content: str
+    content: str  # whole, or its passages that match the query cut at "[…]" (then length is set)
     similarity: float | None
     created_at: str
     tags: list[str]
     kind: Literal["note", "message", "summary", "fact"]
     occurred_at: str | None = None  # when it happened, if not when it was stored
+    matched: list[MatchReason] | None = None  # why it is a hit (none for a listing)
+    length: int | None = None  # the whole memory's characters, when content shows passages of it
 
 
 class SearchResults(BaseModel):
     results: list[Hit]
-    mode: Literal["hybrid", "keyword"]
+    mode: Literal["hybrid", "keyword", "list"]
     searched: Literal["conversation", "related", "all"]  # one, one with its relations, or every one
     search_time_ms: float
     notice: str | None = None
 
     @classmethod
-    def of(cls, outcome: SearchOutcome) -> SearchResults:
+    def of(cls, outcome: SearchOutcome, query: str, budget: int) -> SearchResults:
+        """The hits within ``budget`` characters of memory text (``passages.shares``): a long
+        memory by its passages that match ``query``; hits that get no useful share are left out,
+        and the notice says so."""
+        allowances = shares([len(h.memory.content) for h in outcome.hits], budget)
+        results = []
+        for h, allowance in zip(outcome.hits, allowances, strict=False):
+            shown = passage(h.memory.content, query, allowance)
+            results.append(Hit(
+                memory_id=h.memory.id, conversation_id=h.memory.conversation_id, content=shown.text,
+                similarity=h.similarity, created_at=h.memory.created_at, tags=list(h.memory.tags),
+                kind=h.memory.kind,
+                occurred_at=None if h.memory.occurred_at == h.memory.created_at else h.memory.occurred_at,
+                matched=list(h.matched) or None, length=shown.length if shown.clipped else None,
+            ))
+        said = [outcome.notice] if outcome.notice else []
+        if any(r.length is not None for r in results):
+            said.append("Long memories show the passages that match, cut at […]; read_memory reads one whole.")
+        if left_out := len(outcome.hits) - len(results):
+            said.append(
+                f"{counted(left_out, 'more hit was', 'more hits were')} left out to keep this answer within"
+                f" {budget:,} characters of memory text (OLLAMA_MCP_RESPONSE_CHARS); lower top_k or narrow the search."
+            )
         return cls(
-            results=[
-                Hit(
-                    memory_id=h.memory.id, conversation_id=h.memory.conversation_id, content=h.memory.content,
-                    similarity=h.similarity, created_at=h.memory.created_at, tags=list(h.memory.tags),
-                    kind=h.memory.kind,
-                    occurred_at=None if h.memory.occurred_at == h.memory.created_at else h.memory.occurred_at,
-                )
-                for h in outcome.hits
-            ],
-            mode=outcome.mode, searched=outcome.searched, search_time_ms=outcome.elapsed_ms, notice=outcome.notice,
+            results=results, mode=outcome.mode, searched=outcome.searched, search_time_ms=outcome.elapsed_ms,
+            notice=" ".join(said) or None,
+        )
+
+
+class MemoryRead(BaseModel):
+    memory_id: str
+    conversation_id: str
+    kind: Literal["note", "message", "summary", "fact"]
+    created_at: str
+    tags: list[str]
+    page: int
+    pages: int
+    content: str  # this page of the whole text
+
+    @classmethod
+    def of(cls, p: MemoryPage) -> MemoryRead:
+        m = p.memory
+        return cls(
+            memory_id=m.id, conversation_id=m.conversation_id, kind=m.kind, created_at=m.created_at,
+            tags=list(m.tags), page=p.page, pages=p.pages, content=p.text,
         )
 
 

@@ -27,6 +27,7 @@ from ollama_mcp.domain import (
     ConversationQuery,
     ConversationShare,
     SearchHit,
+    SearchMode,
     SearchOutcome,
     SearchRequest,
     utc_now,
@@ -174,10 +175,13 @@ class Sharing:
         hits: list[SearchHit] = []
         for rank in range(max(len(outcome.hits) for outcome in done)):
             hits += [outcome.hits[rank] for outcome in done if rank < len(outcome.hits)]
+        mode: SearchMode = "hybrid" if all(o.mode == "hybrid" for o in done) else "keyword"
+        if not request.query:  # a listing: newest first across every owner, as in one store
+            hits.sort(key=lambda h: (h.memory.occurred_at, h.memory.created_at), reverse=True)
+            mode = "list"
         notices = dict.fromkeys(outcome.notice for outcome in done if outcome.notice)
         return SearchOutcome(
-            hits[: request.top_k], "hybrid" if all(o.mode == "hybrid" for o in done) else "keyword",
-            max(outcome.elapsed_ms for outcome in done), " ".join(notices) or None, "all",
+            hits[: request.top_k], mode, max(outcome.elapsed_ms for outcome in done), " ".join(notices) or None, "all"
         )
 
 

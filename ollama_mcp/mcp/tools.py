@@ -30,6 +30,7 @@ from ollama_mcp.mcp.results import (
     CurrentConversation,
     ListedConversation,
     MemoryDeleted,
+    MemoryRead,
     MemoryStored,
     MemoryUpdated,
     MessagesAdded,
@@ -56,6 +57,7 @@ TopK = Annotated[int, Field(description="1-100.")]
 Threshold = Annotated[float | None, Field(description="Minimum cosine similarity, -1 to 1.")]
 Messages = Annotated[bool, Field(description="Also transcript messages.")]
 Superseded = Annotated[bool, Field(description="Also replaced versions.")]
+Query = Annotated[str, Field(description='"*" lists them newest first.')]
 
 
 async def init_conversation(
@@ -71,7 +73,7 @@ async def init_conversation(
 
 
 async def get_conversation_id(ctx: Context) -> Annotated[CallToolResult, CurrentConversation]:
-    """The current conversation (null if none) with its name, status and memory count."""
+    """The current conversation (null if none) with its name, status and count."""
     async with tool_call(ctx) as app:
         return reply(CurrentConversation.of(await app.service.get_conversation_id()))
 
@@ -120,7 +122,7 @@ async def add_messages(
 
 async def search_memories(
     ctx: Context,
-    query: str,
+    query: Query,
     conversation_id: Annotated[
         str | None, Field(description="Default: the one init_conversation started, else all.")
     ] = None,
@@ -141,11 +143,11 @@ async def search_memories(
             query, conversation_id, top_k, threshold, tags, since, until, include_messages, include_superseded,
             actor, reference_time=reference_time,
         )
-        return reply(SearchResults.of(await app.service.search(request)))
+        return reply(SearchResults.of(await app.service.search(request), request.query, app.settings.response_chars))
 
 
 async def search_all_conversations(
-    ctx: Context, query: str, top_k: TopK = 5, threshold: Threshold = None, tags: Tags = None,
+    ctx: Context, query: Query, top_k: TopK = 5, threshold: Threshold = None, tags: Tags = None,
     include_messages: Messages = False,
     related_to: Annotated[str | None, Field(description="Only this id and related conversations.")] = None,
 ) -> Annotated[CallToolResult, SearchResults]:
@@ -157,7 +159,20 @@ async def search_all_conversations(
             related_to=related_to,
         )
         sharing, principal = sharing_of(ctx)
-        return reply(SearchResults.of(await sharing.search_all(principal, app, request)))
+        outcome = await sharing.search_all(principal, app, request)
+        return reply(SearchResults.of(outcome, request.query, app.settings.response_chars))
+
+
+async def read_memory(
+    ctx: Context,
+    memory_id: str,
+    conversation_id: Annotated[str | None, Field(description="Needed if shared with you.")] = None,
+    page: int = 1,
+) -> Annotated[CallToolResult, MemoryRead]:
+    """A memory's whole text, paged; searches show long ones by their passages."""
+    async with tool_call(ctx, conversation_id) as app:
+        read = await app.service.read_memory(memory_id, conversation_id, page, page_chars=app.settings.response_chars)
+        return reply(MemoryRead.of(read))
 
 
 async def end_conversation(
@@ -176,7 +191,7 @@ async def list_conversations(
     metadata: Annotated[dict[str, Any] | None, Field(description="Values it must hold.")] = None,
     order: Literal["activity", "created"] = "activity",
 ) -> Annotated[CallToolResult, ConversationList]:
-    """Conversations, latest activity first, with ids, counts, metadata and summary status."""
+    """Conversations, latest activity first, with ids, counts and metadata."""
     async with tool_call(ctx) as app:
         query = conversation_query(status, limit, name, metadata, order)
         sharing, principal = sharing_of(ctx)
@@ -188,7 +203,7 @@ async def export_conversation(
     ctx: Context,
     conversation_id: ConversationId = None,
     format: Literal["markdown", "json"] = "markdown",
-    page: Annotated[int, Field(description="100 items a page.")] = 1,
+    page: Annotated[int, Field(description="From 1; the result says how many.")] = 1,
 ) -> Annotated[CallToolResult, ConversationExport]:
     """A conversation with its summary, memories (every version) and messages."""
     async with tool_call(ctx, conversation_id) as app:
@@ -278,6 +293,7 @@ TOOLS = (
     (add_messages, _IDEMPOTENT_WRITE),
     (search_memories, _READ),
     (search_all_conversations, _READ),
+    (read_memory, _READ),
     (end_conversation, _WRITE),
     (list_conversations, _READ),
     (export_conversation, _READ),

@@ -5,7 +5,6 @@ The format itself is ``export``'s."""
 
 from __future__ import annotations
 
-import math
 from typing import Any
 
 from ollama_mcp import audit, inputs
@@ -13,6 +12,7 @@ from ollama_mcp.domain import Conversation, Export, Memory
 from ollama_mcp.errors import ConversationNotFoundError, InvalidInputError
 from ollama_mcp.services import export
 from ollama_mcp.services.indexer import Indexer
+from ollama_mcp.services.passages import MIN_SHARE, page_bounds
 from ollama_mcp.storage.protocols import Storage
 
 
@@ -21,30 +21,42 @@ class Archive:
 
     _store: Storage
     _indexer: Indexer
+    _page_chars: int  # about how many characters a page of an export holds
 
     async def export_conversation(
         self, conversation_id: object, format: object = "markdown", page: object = 1
     ) -> Export:
-        """One page (export.PAGE_ITEMS memories and messages) of a conversation as Markdown or JSON."""
+        """One page of a conversation as Markdown or JSON: at most ``export.PAGE_ITEMS`` memories
+        and messages and about ``_page_chars`` characters (``passages.page_bounds``), so that a
+        page fits a client's context; a memory longer than a page alone shows its start, marked,
+        and how to read it whole."""
         target = inputs.conversation_id("conversation_id", conversation_id)
         if target is None:
             raise InvalidInputError("conversation_id", "is required", "pass the conversation to export")
         if format not in ("markdown", "json"):
             raise InvalidInputError("format", "must be 'markdown' or 'json'", "pass one of them")
         number = inputs.integer("page", page, 1, 1_000_000)
-        offset = (number - 1) * export.PAGE_ITEMS
-        conversation, memories, total = await self._store.conversation_snapshot(target, offset, export.PAGE_ITEMS)
-        pages = max(1, math.ceil(total / export.PAGE_ITEMS))
+        overhead = export.ITEM_OVERHEAD[format]
+        bounds = page_bounds(
+            [n + overhead for n in await self._store.content_lengths(target)], self._page_chars, export.PAGE_ITEMS
+        )
+        pages = len(bounds)
         if number > pages:
             raise InvalidInputError(
                 "page", f"is {number}, but the conversation has {pages} page(s)", f"pass 1 to {pages}"
             )
+        offset, count = bounds[number - 1]
+        conversation, memories, _ = await self._store.conversation_snapshot(target, offset, count)
+        allowance = max(self._page_chars - overhead, MIN_SHARE)
+        shown = [export.clipped(m, allowance) for m in memories]
         if format == "json":
-            return Export(
-                conversation.id, "json", number, pages, None, export.conversation_json(conversation, memories)
-            )
+            data = export.conversation_json(conversation, shown)
+            for record, memory in zip(data["memories"], memories, strict=True):
+                if len(memory.content) > allowance:
+                    record["content_chars"] = len(memory.content)  # content shows its start only
+            return Export(conversation.id, "json", number, pages, None, data)
         return Export(
-            conversation.id, "markdown", number, pages, export.markdown(conversation, memories, number, pages), None
+            conversation.id, "markdown", number, pages, export.markdown(conversation, shown, number, pages), None
         )
 
     async def snapshots(self, conversation_id: object = None) -> list[tuple[Conversation, list[Memory]]]:

@@ -15,11 +15,14 @@ from typing import Any
 from ollama_mcp import inputs
 from ollama_mcp.domain import Conversation, Memory, utc_now
 from ollama_mcp.errors import InvalidInputError
+from ollama_mcp.services.passages import passage
 from ollama_mcp.storage.fact_rules import FACT_KEY, FACT_SOURCE, fact_key
 
 FORMAT = "ollama-mcp-export"
 VERSION = 1
-PAGE_ITEMS = 100  # memories and messages per page of a Markdown export or resource read
+PAGE_ITEMS = 100  # memories and messages per page of an export or resource read, at most
+# What an item costs on a page besides its text, in characters (times, ids, roles; JSON's keys).
+ITEM_OVERHEAD = {"markdown": 60, "json": 250}
 
 
 @dataclass(frozen=True)
@@ -104,6 +107,16 @@ def markdown(conversation: Conversation, memories: Sequence[Memory], page: int, 
     if pages > 1:
         lines.append(f"_Page {page} of {pages}._" + (f" Next: page {page + 1}." if page < pages else ""))
     return "\n".join(lines).rstrip() + "\n"
+
+
+def clipped(memory: Memory, allowance: int) -> Memory:
+    """``memory`` as a page shows it: whole when its text fits ``allowance`` characters, else its
+    start, cut at ``passages.MARK``, with how to read the rest."""
+    if len(memory.content) <= allowance:
+        return memory
+    hint = f" (read_memory memory_id={memory.id} reads all {len(memory.content):,} characters)"
+    head = passage(memory.content, "", max(allowance - len(hint), 1)).text
+    return replace(memory, content=head + hint)
 
 
 def parse(raw: str | bytes, field: str) -> object:

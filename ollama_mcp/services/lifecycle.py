@@ -78,9 +78,11 @@ class ConversationLifecycle(Archive):
         compact_tokens: int = 8000,
         retention_days: float | None = None,
         facts: ConversationFacts | None = None,
+        page_chars: int = 10_000,
     ) -> None:
         self._store = store
         self._facts = facts
+        self._page_chars = page_chars
         self.service = service
         self._indexer = indexer
         self._jobs = jobs

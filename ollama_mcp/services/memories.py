@@ -25,6 +25,8 @@ from ollama_mcp.domain import (
     EmbeddingRow,
     EndedConversation,
     Memory,
+    MemoryPage,
+    SearchFilters,
     SearchHit,
     SearchMode,
     SearchOutcome,
@@ -34,10 +36,16 @@ from ollama_mcp.domain import (
     format_timestamp,
     utc_now,
 )
-from ollama_mcp.errors import ConversationClosedError, ConversationNotFoundError, InvalidInputError
+from ollama_mcp.errors import (
+    ConversationClosedError,
+    ConversationNotFoundError,
+    InvalidInputError,
+    MemoryNotFoundError,
+)
 from ollama_mcp.ollama.embeddings import given_vector, to_blob
 from ollama_mcp.services.indexer import Indexer
 from ollama_mcp.services.jobs import JobRunner
+from ollama_mcp.services.passages import page_of
 from ollama_mcp.services.relations import related_scope
 from ollama_mcp.storage.protocols import Storage
 from ollama_mcp.when import TimeWindow, query_window
@@ -301,6 +309,23 @@ class MemoryService:
         # The old version keeps its vectors: searches mask it out unless include_superseded.
         return old, await self._indexer.embed(new)
 
+    async def read_memory(
+        self, memory_id: object, conversation_id: object = None, page: object = 1, *, page_chars: int
+    ) -> MemoryPage:
+        """Page ``page`` of a memory's whole text, in pages of ``page_chars`` characters: what a
+        search shows by its passages, read in full. With ``conversation_id``, the memory must be
+        in that conversation (how a conversation shared with the caller is named)."""
+        target = inputs.memory_id("memory_id", memory_id)
+        within = inputs.conversation_id("conversation_id", conversation_id)
+        number = inputs.integer("page", page, 1, 1_000_000)
+        memory = await self._store.get_memory(target)
+        if within is not None and memory.conversation_id != within:
+            raise MemoryNotFoundError(target)
+        text, pages = page_of(memory.content, number, page_chars)
+        if number > pages:
+            raise InvalidInputError("page", f"is {number}, but the memory has {pages} page(s)", f"pass 1 to {pages}")
+        return MemoryPage(memory, number, pages, text)
+
     async def delete_conversation(self, conversation_id: object) -> DeletedConversation:
         """Delete a conversation with every memory version, message, summary, vector, keyword
         entry, job and audit row, in one transaction: the one delete path of every caller (the
@@ -341,19 +366,12 @@ class MemoryService:
         if conversation is not None and conversation.anonymous and request.conversation_id is None:
             conversation = None  # the server's own current conversation: search them all
         filters = replace(request.filters, conversation_id=None if conversation is None else conversation.id)
-        hits, by_meaning, notice = await self._indexer.search(
-            request.query,
-            filters,
-            None if conversation is None else conversation.key,
-            request.top_k,
-            request.threshold,
-            _window(request),
-        )
+        hits, mode, notice = await self._find(request, filters, None if conversation is None else conversation.key)
         if conversation is not None and await self._others_exist(conversation.id):
             notice = _joined(
                 notice, "Only this conversation was searched; search_all_conversations recalls the others."
             )
-        return _outcome(hits, by_meaning, notice, started, "all" if conversation is None else "conversation")
+        return _outcome(hits, mode, notice, started, "all" if conversation is None else "conversation")
 
     async def _search_related(self, request: SearchRequest, started: float) -> SearchOutcome:
         """A search of one conversation and those related to it (``relations.related_scope``),
@@ -370,13 +388,24 @@ class MemoryService:
             allowed = set(request.filters.conversation_ids)
             scope = [c for c in scope if c in allowed]
         filters = replace(request.filters, conversation_id=None, conversation_ids=tuple(scope))
-        hits, by_meaning, notice = await self._indexer.search(
-            request.query, filters, None, request.top_k, request.threshold, _window(request)
-        )
+        hits, mode, notice = await self._find(request, filters, None)
         covered = f"Searched {len(scope)} conversation{'s' if len(scope) != 1 else ''}: {request.related_to}" + (
             f" and {len(scope) - 1} related to it." if len(scope) > 1 else " (nothing is related to it yet)."
         )
-        return _outcome(hits, by_meaning, _joined(notice, covered), started, "related")
+        return _outcome(hits, mode, _joined(notice, covered), started, "related")
+
+    async def _find(
+        self, request: SearchRequest, filters: SearchFilters, conversation_key: int | None
+    ) -> tuple[list[SearchHit], SearchMode, str | None]:
+        """The hits of a search in ``filters``, its mode and its notice. With no query words
+        (``""`` or ``"*"``), what the filters allow, newest first: "everything tagged decision"."""
+        if not request.query:
+            listed = await self._store.listed_memories(filters, request.top_k)
+            return [SearchHit(m, 0.0, None) for m in listed], "list", None
+        hits, by_meaning, notice = await self._indexer.search(
+            request.query, filters, conversation_key, request.top_k, request.threshold, _window(request)
+        )
+        return hits, "hybrid" if by_meaning else "keyword", notice
 
     async def _others_exist(self, conversation_id: str) -> bool:
         """Whether any conversation besides this one exists (remembered once true: deleting every
@@ -462,9 +491,8 @@ def _window(request: SearchRequest) -> TimeWindow | None:
 
 
 def _outcome(
-    hits: list[SearchHit], by_meaning: bool, notice: str | None, started: float,
+    hits: list[SearchHit], mode: SearchMode, notice: str | None, started: float,
     searched: Literal["conversation", "related", "all"],
 ) -> SearchOutcome:
     """What a search found, with its mode and how long it took since ``started``."""
-    mode: SearchMode = "hybrid" if by_meaning else "keyword"
     return SearchOutcome(hits, mode, round((time.perf_counter() - started) * 1000, 2), notice, searched)

@@ -138,6 +138,8 @@ class MemoryStorage(Protocol):
 
     async def get_memory(self, memory_id: str) -> Memory: ...
 
+    async def listed_memories(self, filters: SearchFilters, limit: int) -> list[Memory]: ...
+
     async def update_memory(self, memory_id: str, revise: Callable[[Memory], Memory]) -> tuple[Memory, Memory]:
         """Store ``revise(old)`` as the new version of ``memory_id``."""
 
@@ -210,6 +212,9 @@ class TranscriptStorage(Protocol):
 
     async def transcript_size(self, conversation_id: str, after_seq: int) -> tuple[int, int]:
         """(messages, characters) of the conversation's messages after ``after_seq``."""
+
+    async def content_lengths(self, conversation_id: str) -> list[int]:
+        """The characters of each memory of a conversation, in ``conversation_snapshot``'s order."""
 
     async def conversation_snapshot(
         self, conversation_id: str, offset: int = 0, limit: int = -1

@@ -6,12 +6,12 @@ these, so a LoCoMo figure measured on one describes the other's ranking too."""
 from __future__ import annotations
 
 import re
-from collections.abc import Collection, Iterable, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Collection, Iterable, Sequence
+from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 from typing import Protocol
 
-from ollama_mcp.domain import Memory, SearchHit, format_timestamp
+from ollama_mcp.domain import MatchReason, Memory, SearchHit, format_timestamp
 from ollama_mcp.when import TimeWindow, in_window
 
 WORD = re.compile(r"\w+", re.UNICODE)
@@ -122,6 +122,7 @@ class Ranked:
     seq: int
     score: float
     similarity: float | None
+    matched: tuple[MatchReason, ...] = ()
 
 
 def rank_lists(
@@ -172,12 +173,45 @@ def rank_lists(
         (seq, s) for seq, s in fused_scores
         if seq not in exact_set and (seq in worded or similarity.get(seq, -1.0) >= tuning.min_similarity)
     ]
-    fused = [Ranked(seq, score, similarity.get(seq)) for seq, score in order]
+    why = reasons(
+        tuning, exact=exact_set, keyword=set(keyword), keyword_context=set(keyword_context),
+        by_meaning=set(by_meaning), similarity=similarity, in_time=in_window.union(told),
+    )
+    fused = [Ranked(seq, score, similarity.get(seq), why(seq)) for seq, score in order]
     if threshold is not None:
         # The threshold is on meaning: exact matches, and keyword matches with no vector yet
         # (pending), are kept.
         fused = [r for r in fused if r.similarity is None or r.similarity >= threshold or r.seq in exact_set]
     return fused[:top_k]
+
+
+def reasons(
+    tuning: SearchTuning, *, exact: Collection[int], keyword: Collection[int], keyword_context: Collection[int],
+    by_meaning: Collection[int], similarity: dict[int, float], in_time: Collection[int],
+) -> Callable[[int], tuple[MatchReason, ...]]:
+    """Why each candidate is a hit, as a search result says it: its own text holds the query
+    ("exact") or its words ("words"); the turns just before it hold them ("nearby words"); its own
+    text is close in meaning ("meaning": at least ``min_similarity``); it and the turns before it
+    together are ("nearby meaning"); it happened in the time the query names, or speaks of it
+    ("time")."""
+
+    def why(seq: int) -> tuple[MatchReason, ...]:
+        found: list[MatchReason] = []
+        if seq in exact:
+            found.append("exact")
+        if seq in keyword:
+            found.append("words")
+        elif seq in keyword_context and seq not in exact:
+            found.append("nearby words")
+        if similarity.get(seq, -1.0) >= tuning.min_similarity:
+            found.append("meaning")
+        if seq in by_meaning:
+            found.append("nearby meaning")
+        if seq in in_time:
+            found.append("time")
+        return tuple(found)
+
+    return why
 
 
 async def choose(
@@ -292,7 +326,7 @@ async def by_actor(
     if tuning.exchange_weight:
         for seq, gain in (await exchanges(tuning, head, memories, named, rows)).items():
             bonus[seq] = bonus.get(seq, 0.0) + gain
-    rescored = [Ranked(r.seq, r.score + bonus.get(r.seq, 0.0), r.similarity) for r in fused]
+    rescored = [replace(r, score=r.score + bonus.get(r.seq, 0.0)) for r in fused]
     return sorted(rescored, key=lambda r: -r.score)
 
 
@@ -333,7 +367,7 @@ def by_session(tuning: SearchTuning, fused: Sequence[Ranked], memories: dict[int
     for r in fused:
         key = session_of(r.seq)
         gain = 0.0 if key is None else tuning.session_weight * strength.get(key, 0.0)
-        rescored.append(Ranked(r.seq, r.score + gain, r.similarity))
+        rescored.append(replace(r, score=r.score + gain))
     return sorted(rescored, key=lambda r: -r.score)
 
 
@@ -345,7 +379,7 @@ def session(memory: Memory) -> tuple[str, str]:
 def to_hits(chosen: Sequence[Ranked], memories: dict[int, Memory]) -> list[SearchHit]:
     """The ranked memories as search hits, in order; one deleted since it was ranked is left out."""
     return [
-        SearchHit(memories[r.seq], r.score, None if r.similarity is None else round(r.similarity, 4))
+        SearchHit(memories[r.seq], r.score, None if r.similarity is None else round(r.similarity, 4), r.matched)
         for r in chosen
         if r.seq in memories
     ]

@@ -66,12 +66,16 @@ class Match:
 
     @property
     def reasons(self) -> str:
+        """Why it is a hit, as the search says it (``SearchHit.matched``: words, nearby words,
+        meaning, nearby meaning, time), with the words it holds and its similarity."""
         parts = []
+        if self.hit.matched:
+            parts.append("matched by " + ", ".join(self.hit.matched))
         if self.words:
             parts.append("keywords: " + ", ".join(self.words))
         if self.hit.similarity is not None:
-            parts.append(f"meaning: similarity {self.hit.similarity:.2f}")
-        return "; ".join(parts) or "ranked by fusion"
+            parts.append(f"similarity {self.hit.similarity:.2f}")
+        return "; ".join(parts) or "listed, newest first"
 
 
 def matches(query: str, hits: Iterable[SearchHit]) -> list[Match]:

@@ -319,11 +319,11 @@ async def test_tool_annotations_are_honest(settings: Settings) -> None:
     assert set(tools) == {
         "init_conversation", "get_conversation_id", "store_memory", "search_memories",
         "search_all_conversations", "end_conversation", "list_conversations", "delete_memory",
-        "update_memory", "export_conversation", "ask_agent", "delete_conversation", "add_messages",
+        "update_memory", "export_conversation", "ask_agent", "delete_conversation", "add_messages", "read_memory",
     }
     for name in (
         "get_conversation_id", "search_memories", "search_all_conversations", "list_conversations",
-        "export_conversation",
+        "export_conversation", "read_memory",
     ):
         assert tools[name].annotations.read_only_hint is True, name
     assert tools["delete_memory"].annotations.destructive_hint in (True, None)  # None: the spec's default, true
@@ -458,3 +458,21 @@ async def test_list_conversations_orders_by_last_activity_and_filters_by_status_
     assert ids(active) == [apollo] and ids(named) == [apollo] and ids(literal) == [gemini]
     assert ids(not_a_wildcard) == [] and ids(tagged) == [apollo] and ids(untagged) == []
     assert "metadata.project: must be a text, number or true/false" in bad
+
+
+async def test_read_memory_reads_a_memory_whole_and_refuses_a_page_past_its_end_or_another_conversation(
+    settings: Settings, db: Database
+) -> None:
+    async with connect(settings) as client:
+        await call(client, "init_conversation", name="first")
+        stored = await call(client, "store_memory", content="The deploy key rotates every 90 days")
+        other = await call(client, "init_conversation", name="second")
+        read = await call(client, "read_memory", memory_id=stored["memory_id"])
+        past = await error(client, "read_memory", memory_id=stored["memory_id"], page=2)
+        elsewhere = await error(
+            client, "read_memory", memory_id=stored["memory_id"], conversation_id=other["conversation_id"]
+        )
+    assert (read["page"], read["pages"], read["content"]) == (1, 1, "The deploy key rotates every 90 days")
+    assert read["conversation_id"] == stored["conversation_id"] and read["kind"] == "note"
+    assert "page: is 2, but the memory has 1 page(s); pass 1 to 1" in past
+    assert f"memory_id: no memory {stored['memory_id']} exists" in elsewhere

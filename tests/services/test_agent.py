@@ -333,7 +333,7 @@ async def test_unknown_tools_and_bad_arguments_are_fed_back_and_the_loop_goes_on
 ) -> None:
     fake_ollama.enqueue_chat(
         tool_call("rm_rf", path="/"), tool_call("search_memories", q="typo"),
-        tool_call("search_memories", query=""), "Sorry, I found nothing.",
+        tool_call("search_memories", query=42), "Sorry, I found nothing.",
     )
     async with human(settings, None) as (client, _):
         answer = await call(client, "ask_agent", query="find it")
@@ -341,7 +341,7 @@ async def test_unknown_tools_and_bad_arguments_are_fed_back_and_the_loop_goes_on
     fed = [r.body["messages"][-1]["content"] for r in fake_ollama.chat_requests()[1:]]
     assert fed[0].startswith("Error: there is no tool 'rm_rf'")
     assert "missing query; unknown q" in fed[1]
-    assert "query: is empty" in fed[2]
+    assert "query: must be a string, got int" in fed[2]
     assert [row[3] for row in audit(db)] == ["unknown_tool", "invalid_arguments", "invalid_arguments", "answered"]
 
 

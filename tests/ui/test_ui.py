@@ -182,7 +182,8 @@ async def test_search_shows_mode_and_why_each_hit_matched_with_the_tools_filters
         today = datetime.now(UTC).date().isoformat()
         through_today = (await client.get(f"/search?q=aisle&since={today}&until={today}")).text
         before_today = (await client.get(f"/search?q=aisle&until={datetime.now(UTC).date() - timedelta(days=1)}")).text
-    assert "hybrid search" in found and "keywords: aisle, seats" in found and "meaning: similarity" in found
+    assert "hybrid search" in found and "keywords: aisle, seats" in found and "similarity" in found
+    assert re.findall(r'<span class="why">(.*?)</span>', found)[0].startswith("matched by exact, words")
     assert re.findall(r'<p class="content">(.*?)</p>', found)[0] == "Sam prefers aisle seats on long flights"
     assert "hotel in Lisbon" in tagged and "aisle seats" not in tagged
     assert bad.status_code == 400 and "since" in bad.text

@@ -8,7 +8,7 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import replace
 from typing import Any
 
-from ollama_mcp.domain import EmbeddingRow, Memory
+from ollama_mcp.domain import EmbeddingRow, Memory, SearchFilters
 from ollama_mcp.errors import ConversationClosedError, InvalidInputError, MemoryNotFoundError, MemorySupersededError
 from ollama_mcp.storage.memory_rules import CONTEXT_NEIGHBOURS, compose_context, content_hash, own_context
 from ollama_mcp.storage.sql.fragments import MOMENT_COLUMNS, NEIGHBOUR_COLUMNS, moment_from_row
@@ -19,6 +19,7 @@ from ollama_mcp.storage.sql.rows import (
     execute,
     facts_from,
     fetchall,
+    filter_sql,
     insert_memory_row,
     latest_version,
     lock_conversation,
@@ -27,6 +28,7 @@ from ollama_mcp.storage.sql.rows import (
     memory_from_row,
     memory_where,
     rewrite_followers,
+    text_kept,
 )
 from ollama_mcp.when import times_named
 
@@ -161,6 +163,24 @@ class MemoryStore(SqlParts):
         if not rows:
             raise MemoryNotFoundError(memory_id)
         return memory_from_row(self._dialect, rows[0])
+
+    async def listed_memories(self, filters: SearchFilters, limit: int) -> list[Memory]:
+        """The memories ``filters`` allow, newest first (when they happened, then when stored): what
+        a search with no query words lists."""
+        d = self._dialect
+        params: list[Any] = []
+
+        def bind(value: Any) -> str:
+            params.append(value)
+            return "?"
+
+        where = " AND ".join([*filter_sql(d, filters, bind), text_kept(d, "m.")])
+        newest = "ORDER BY m.occurred_at DESC, m.seq DESC"
+        rows = await self._fetchall(
+            d.sql(f"SELECT {MEMORY_COLUMNS} FROM memories m WHERE {where} {newest} LIMIT ?"), (*params, limit),
+            "list the memories",
+        )
+        return [memory_from_row(d, row) for row in rows]
 
     async def update_memory(self, memory_id: str, revise: Callable[[Memory], Memory]) -> tuple[Memory, Memory]:
         """Store ``revise(old)`` as the new version of ``memory_id``; the old row stays, marked

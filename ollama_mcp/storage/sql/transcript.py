@@ -110,6 +110,15 @@ class TranscriptStore(SqlParts):
         )
         return int(rows[0][0]), int(rows[0][1])
 
+    async def content_lengths(self, conversation_id: str) -> list[int]:
+        """The characters of each memory of a conversation (every kind and version), in order:
+        where the pages of its export end."""
+        rows = await self._fetchall(
+            self._dialect.sql("SELECT length(content) FROM memories WHERE conversation_id = ? ORDER BY seq"),
+            (conversation_id,), "read the conversation",
+        )
+        return [int(row[0]) for row in rows]
+
     async def conversation_snapshot(
         self, conversation_id: str, offset: int = 0, limit: int = -1
     ) -> tuple[Conversation, list[Memory], int]:
