@@ -449,3 +449,21 @@ async def test_the_agents_context_size_and_the_operators_instructions_are_config
     assert messages[0]["content"].endswith("Instructions from the person who runs this server: Answer in French.")
     # the last 2 messages of the conversation (the third exchange), then the new question
     assert [m["content"] for m in messages[1:]] == ["third?", "three", "fourth?"]
+
+
+async def test_the_agent_sees_every_hit_of_a_search_over_long_memories_by_its_matching_passage(
+    settings: Settings, fake_ollama: FakeOllama
+) -> None:
+    filler = " ".join(["the weather was mild and the meeting ran long"] * 400)  # 18,399 characters
+    fake_ollama.enqueue_chat(tool_call("search_memories", query="osprey"), "Three notes mention the osprey.")
+    async with human(settings, None) as (client, _):
+        await call(client, "init_conversation", name="birds")
+        ids = [
+            (await call(client, "store_memory", content=f"{filler} note {i}: an osprey nested here. {filler}"))["memory_id"]
+            for i in range(3)
+        ]
+        await call(client, "ask_agent", query="which notes mention the osprey?")
+    fed = fake_ollama.chat_requests()[1].body["messages"][-1]["content"]
+    assert all(f'<memory id="{i}"' in fed for i in ids)  # before: the first long memory filled the result
+    assert [f"note {i}: an osprey nested here" in fed for i in range(3)] == [True] * 3
+    assert fed.count("[…]") == 6 and len(fed) <= 4000
