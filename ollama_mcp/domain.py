@@ -47,6 +47,19 @@ class Conversation:
     rolling_summary: str | None = None  # compaction: the oldest messages, summarized
     summarized_through: int = 0  # the seq of the last message the rolling summary covers
     expires_at: str | None = None
+    opening: str | None = None  # the start of its first note or user turn (listings)
+
+    @property
+    def title(self) -> str | None:
+        """What to call it: its name; else (a conversation nobody named, such as the one the server
+        starts for a client that never calls init_conversation) the start of its summary, else of
+        its first note or user turn; None while it holds nothing."""
+        if self.name:
+            return self.name
+        for text in (self.summary, self.opening):
+            if text and text.strip():
+                return headline(text)
+        return None
 
 
 @dataclass(frozen=True)
@@ -346,6 +359,18 @@ class Check:
     ok: bool
     detail: str
     blocking: bool = True  # a failure that stops normal use (exit code 1)
+
+
+TITLE_CHARS = 60
+
+
+def headline(text: str, limit: int = TITLE_CHARS) -> str:
+    """The start of ``text`` on one line, at most ``limit`` characters, cut after a word with "…"."""
+    line = " ".join(text.split())
+    if len(line) <= limit:
+        return line
+    cut = line.rfind(" ", 0, limit)
+    return line[: cut if cut > limit // 2 else limit - 1].rstrip(" ,.;:") + "…"
 
 
 def counted(n: int, noun: str, nouns: str | None = None) -> str:

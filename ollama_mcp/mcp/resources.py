@@ -26,7 +26,7 @@ def register_resources(server: MCPServer, running: RunningApps) -> None:
             app = await running.of_request()  # a static resource gets no Context: the request's token tells whose
             found = await app.service.list_conversations(None, RESOURCE_LIST_LIMIT)
         lines = ["# Conversations", ""] + [
-            f"- [{c.name or 'unnamed'}](memory://conversations/{c.id}) · {c.status}"
+            f"- [{c.title or 'unnamed'}](memory://conversations/{c.id}) · {c.status}"
             f" · {counted(c.memory_count, 'memory', 'memories')} · {c.created_at[:10]}"
             for c in found
         ]

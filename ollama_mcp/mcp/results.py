@@ -55,8 +55,10 @@ class ConversationInfo(BaseModel):
 
 
 class ListedConversation(ConversationInfo):
-    """A conversation as list_conversations shows it: with its activity, messages and settings."""
+    """A conversation as list_conversations shows it: with its activity, messages and settings,
+    and a title (its name, else the start of its summary or first memory: ``Conversation.title``)."""
 
+    title: str | None
     last_activity: str
     message_count: int
     summary_status: SummaryStatus
@@ -67,7 +69,7 @@ class ListedConversation(ConversationInfo):
     @classmethod
     def of(cls, c: Conversation, share: ConversationShare | None = None) -> ListedConversation:
         return cls(
-            **ConversationInfo.of(c).model_dump(), last_activity=c.last_activity or c.created_at,
+            **ConversationInfo.of(c).model_dump(), title=c.title, last_activity=c.last_activity or c.created_at,
             message_count=c.message_count, summary_status=c.summary_status, metadata=c.metadata,
             owner=None if share is None else share.owner, access=None if share is None else share.access,
         )

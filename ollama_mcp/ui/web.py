@@ -89,6 +89,7 @@ async def conversation(request: Request) -> Response:
     app = _app(request)
     conversation_id = request.path_params["conversation_id"]
     current, rows, _ = await app.service.snapshot(conversation_id)
+    current = views.with_opening(current, rows)
     parts = views.conversation_parts(rows)
     pages = max(1, -(-len(parts.notes) // NOTES_SHOWN))
     raw = request.query_params.get("page", "1")
@@ -110,7 +111,7 @@ async def search(request: Request) -> Response:
     form |= {"messages": bool(params.get("messages")), "superseded": bool(params.get("superseded"))}
     choices = await app.service.list_conversations(None, LISTED)
     outcome = matches = None
-    names: dict[str, str] = {c.id: c.name or "unnamed" for c in choices}
+    names: dict[str, str] = {c.id: c.title or "unnamed" for c in choices}
     if query:
         tags = [t.strip() for t in form["tags"].split(",") if t.strip()] or None
         until = form["until"] or None
@@ -129,7 +130,7 @@ async def health(request: Request) -> Response:
     app = _app(request)
     checks = await doctor.run_checks(app.settings)
     lines = await anyio.to_thread.run_sync(doctor.stats, app.settings)
-    names = {c.id: c.name or "unnamed" for c in await app.service.list_conversations(None, LISTED)}
+    names = {c.id: c.title or "unnamed" for c in await app.service.list_conversations(None, LISTED)}
     plot = views.timeline_plot(await app.service.memory_timeline(), names)
     return _page(request, "health.html", checks=checks, lines=lines, plot=plot)
 

@@ -476,3 +476,29 @@ async def test_read_memory_reads_a_memory_whole_and_refuses_a_page_past_its_end_
     assert read["conversation_id"] == stored["conversation_id"] and read["kind"] == "note"
     assert "page: is 2, but the memory has 1 page(s); pass 1 to 1" in past
     assert f"memory_id: no memory {stored['memory_id']} exists" in elsewhere
+
+
+async def test_conversations_nobody_named_are_listed_by_their_summary_or_first_memory_or_turn(
+    settings: Settings, db: Database
+) -> None:
+    async with connect(settings) as client:
+        first = await call(
+            client, "store_memory", content="Plan the Lisbon offsite for March with the whole team and a budget of 20k"
+        )
+        before_summary = await call(client, "list_conversations")
+        await call(client, "end_conversation", summary="Offsite planning: Lisbon in March, budget approved.")
+        second = await call(client, "add_messages", messages=[
+            {"role": "assistant", "content": "Hello, how can I help?"},
+            {"role": "user", "content": "How do I rotate the deploy key?"},
+        ])
+        await call(client, "init_conversation", name="Named one")
+        listed = await call(client, "list_conversations")
+    assert [c["title"] for c in before_summary["conversations"]] == [
+        "Plan the Lisbon offsite for March with the whole team and a…"
+    ]
+    titles = {c["conversation_id"]: (c["title"], c["anonymous"]) for c in listed["conversations"]}
+    assert titles == {
+        first["conversation_id"]: ("Offsite planning: Lisbon in March, budget approved.", True),
+        second["conversation_id"]: ("How do I rotate the deploy key?", True),
+        next(c["conversation_id"] for c in listed["conversations"] if c["name"]): ("Named one", False),
+    }

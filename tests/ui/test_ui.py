@@ -132,6 +132,18 @@ async def test_the_conversation_list_filters_by_status_and_name(app: App) -> Non
     assert bad.status_code == 400 and "status" in bad.text
 
 
+async def test_conversations_the_server_started_are_listed_and_headed_by_their_first_memory(app: App) -> None:
+    first = await app.service.store_memory("Renew the TLS certificate before the 14th")  # no init: the server's own
+    await app.service.end_conversation(first.memory.conversation_id)
+    second = await app.service.store_memory("Book the dentist for Tuesday")
+    async with view(app) as client:
+        listed = (await client.get("/")).text
+        page = (await client.get(f"/conversations/{second.memory.conversation_id}")).text
+    names = re.findall(r'<a href="[^"]*/conversations/[^"]+">([^<]*)</a>', listed)
+    assert names == ["Book the dentist for Tuesday", "Renew the TLS certificate before the 14th"]
+    assert "<h1>Book the dentist for Tuesday " in page
+
+
 async def test_a_conversation_page_shows_summary_memories_with_history_tags_state_and_transcript(
     app: App, fake_ollama: FakeOllama
 ) -> None:

@@ -7,6 +7,7 @@ from typing import Any
 
 from ollama_mcp.domain import Conversation, ConversationQuery, Memory
 from ollama_mcp.errors import ConversationClosedError, ConversationNotFoundError
+from ollama_mcp.storage.sql.dialect import Dialect
 from ollama_mcp.storage.sql.fragments import like_escape
 from ollama_mcp.storage.sql.parts import SqlParts
 from ollama_mcp.storage.sql.rows import (
@@ -18,7 +19,18 @@ from ollama_mcp.storage.sql.rows import (
     fetchone,
     insert_memory_row,
     lock_conversation,
+    text_kept,
 )
+
+
+def opening(d: Dialect) -> str:
+    """The start of a conversation's (``c``) first current note or user turn: what an unnamed
+    conversation is called by (``Conversation.title``)."""
+    return (
+        "(SELECT substr(o.content, 1, 200) FROM memories o WHERE o.conversation_id = c.id"
+        f" AND (o.kind = 'note' OR o.role = 'user') AND o.superseded_by IS NULL AND {text_kept(d, 'o.')}"
+        " ORDER BY o.seq LIMIT 1)"
+    )
 
 
 class ConversationStore(SqlParts):
@@ -89,7 +101,7 @@ class ConversationStore(SqlParts):
         key = d.conversation_key
         rows = await self._fetchall(
             self._dialect.sql(
-                f"SELECT {conversation_columns(d)}, {d.message_count()}, t.last_activity"
+                f"SELECT {conversation_columns(d)}, {d.message_count()}, t.last_activity, {opening(d)}"
                 f" FROM (SELECT c.{key} AS k, c.created_at, {d.greatest}(c.created_at, coalesce(c.ended_at, ''),"
                 " coalesce((SELECT max(m.created_at) FROM memories m WHERE m.conversation_id = c.id), ''))"
                 f" AS last_activity FROM conversations c WHERE {' AND '.join(where)}"

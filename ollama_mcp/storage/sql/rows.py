@@ -255,12 +255,14 @@ async def memory_by_seq(conn: Any, d: Dialect, seq: int) -> Memory:
 
 
 def conversation_from_row(d: Dialect, row: Sequence[Any]) -> Conversation:
-    """A row of ``conversation_columns``, perhaps followed by its turns' count and last activity."""
+    """A row of ``conversation_columns``, perhaps followed by its turns' count, last activity and
+    opening (``list_conversations``)."""
     return Conversation(
         key=int(row[0]), id=row[1], name=row[2], status=row[3], anonymous=bool(row[4]), created_at=row[5],
         ended_at=row[6], metadata=d.from_json(row[7]), summary=row[8], summary_status=row[9],
         rolling_summary=row[10], summarized_through=int(row[11]), expires_at=row[12], memory_count=int(row[13]),
         message_count=int(row[14]) if len(row) > 14 else 0, last_activity=row[15] if len(row) > 15 else None,
+        opening=row[16] if len(row) > 16 else None,
     )
 
 
