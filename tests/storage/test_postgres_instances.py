@@ -6,6 +6,7 @@ from __future__ import annotations
 import gc
 import os
 import signal
+import time
 from dataclasses import replace
 from pathlib import Path
 
@@ -119,6 +120,30 @@ async def test_a_database_restarted_mid_session_fails_calls_clearly_then_recover
         second = await call(client, "store_memory", content="stored after the restart")
         found = await call(client, "search_all_conversations", query="stored restart", top_k=5)
     assert {h["memory_id"] for h in found["results"]} == {first["memory_id"], second["memory_id"]}
+
+
+async def test_after_a_long_outage_the_first_call_once_the_database_is_back_succeeds(
+    settings: Settings, private_server: tuple[object, str]
+) -> None:
+    """While the database is down, the pool's reconnection attempts back off (1, 2, 4, 8, 16 s):
+    the first calls after it is back used to wait out that backoff and fail ("no connection")."""
+    server, url = private_server
+    own = replace(settings, postgres_url=url)
+    async with connect(own) as client:
+        first = await call(client, "store_memory", content="stored before the outage")
+        pid = server.get_pid()  # type: ignore[attr-defined]
+        os.kill(pid, signal.SIGINT)
+        with anyio.fail_after(60):
+            while Path(f"/proc/{pid}").exists():
+                await anyio.sleep(0.05)
+            down_since = time.monotonic()
+            while time.monotonic() - down_since < 16:  # long enough for the backoff to reach 8-16 s
+                assert "PostgreSQL at" in await error(client, "store_memory", content="while it is down")
+        server.ensure_postgres_running()  # type: ignore[attr-defined]
+        with anyio.fail_after(30):
+            back = [await call(client, "store_memory", content=f"stored after the outage {i}") for i in range(3)]
+        found = await call(client, "search_all_conversations", query="stored outage", top_k=10)
+    assert {h["memory_id"] for h in found["results"]} == {first["memory_id"], *(b["memory_id"] for b in back)}
 
 
 async def test_a_burst_that_keeps_every_connection_busy_queues_instead_of_reporting_the_server_down(

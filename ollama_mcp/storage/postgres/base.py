@@ -60,6 +60,15 @@ HOLDER_ALIVE = (
 )
 
 
+def _connection_kwargs(holder: str) -> dict[str, Any]:
+    """How every connection of an instance is opened: autocommit (every write is an explicit
+    transaction), named for its leases (``APPLICATION_PREFIX``), and without server-side prepared
+    statements: after five runs PostgreSQL may switch a prepared query to a generic plan, which for
+    "ORDER BY distance LIMIT $n" can drop the HNSW index."""
+    return {"autocommit": True, "connect_timeout": db.CONNECT_TIMEOUT_S, "prepare_threshold": None,
+            "application_name": APPLICATION_PREFIX + holder}
+
+
 class PgStoreBase(SqlParts):
     """The pool a store's parts share; open with ``await PgStore.open(url)``, close with ``aclose``."""
 
@@ -74,6 +83,7 @@ class PgStoreBase(SqlParts):
         self._postponed: set[tuple[str, int]] | None = None  # inside bulk_load: indexes to build at its end
         self._index_lock = anyio.Lock()  # one check per process, not one per concurrent first store
         self.holder = holder  # this instance, in the leases it takes (see APPLICATION_PREFIX)
+        self._stalled = False  # the pool lent nothing when asked, not being busy: see _checkout
 
     @classmethod
     async def open(cls, url: str) -> Self:
@@ -86,10 +96,7 @@ class PgStoreBase(SqlParts):
         holder = uuid.uuid4().hex
         pool = psycopg_pool.AsyncConnectionPool(
             url, min_size=POOL_MIN, max_size=POOL_MAX, open=False, timeout=POOL_TIMEOUT_S,
-            # No server-side prepared statements: after five runs PostgreSQL may switch a prepared query
-            # to a generic plan, which for "ORDER BY distance LIMIT $n" can drop the HNSW index.
-            kwargs={"autocommit": True, "connect_timeout": db.CONNECT_TIMEOUT_S, "prepare_threshold": None,
-                    "application_name": APPLICATION_PREFIX + holder},
+            kwargs=_connection_kwargs(holder),
             configure=register_vector_async, check=psycopg_pool.AsyncConnectionPool.check_connection,
             name="ollama-mcp",
         )
@@ -164,26 +171,42 @@ class PgStoreBase(SqlParts):
 
     @asynccontextmanager
     async def _connection(self, action: str) -> AsyncIterator[psycopg.AsyncConnection]:
-        """A pooled connection (autocommit), with errors translated once."""
-        conn = await self._checkout(action)
+        """A pooled connection (autocommit), with errors translated once; while the pool has
+        none to lend after an outage, one of the call's own (``_checkout``)."""
+        conn, pooled = await self._checkout(action)
         try:
             yield conn
         except psycopg.Error as exc:
             raise db.translate(exc, action, self.url) from exc
         finally:
-            await self._pool.putconn(conn)
+            if pooled:
+                await self._pool.putconn(conn)
+            else:
+                await conn.close()
 
-    async def _checkout(self, action: str) -> psycopg.AsyncConnection:
-        """A connection from the pool. A burst of calls queues for one while all of this
-        instance's connections are in use; a server that gives none is reported as unreachable."""
+    async def _checkout(self, action: str) -> tuple[psycopg.AsyncConnection, bool]:
+        """A connection from the pool, and whether it is the pool's. A burst of calls queues for
+        one while all of this instance's connections are in use; a server that gives none is
+        reported as unreachable.
+
+        After an outage the pool reconnects with a growing backoff (1, 2, 4, ... s), so the calls
+        made once the server is back would wait out a backoff and fail. So when the pool lends
+        nothing, the call connects by itself before failing, and while the pool is ``_stalled``
+        (until it lends a connection again) calls that find none available connect by themselves
+        at once: the first call after a restart succeeds.
+        """
+        if self._stalled and not self._pool.get_stats().get("pool_available", 0) and not self._busy():
+            try:
+                return await self._own_connection(), False
+            except psycopg.Error as exc:
+                raise self._unreachable(action) from exc
         waited = 0.0
         while True:
             try:
-                return await self._pool.getconn(timeout=POOL_TIMEOUT_S)
+                conn = await self._pool.getconn(timeout=POOL_TIMEOUT_S)
             except psycopg_pool.PoolTimeout as exc:
                 waited += POOL_TIMEOUT_S
-                stats = self._pool.get_stats()
-                busy = stats.get("pool_size", 0) >= POOL_MAX and stats.get("pool_available", 0) == 0
+                busy = self._busy()
                 if busy and waited < POOL_BUSY_WAIT_S:
                     continue
                 if busy:
@@ -191,10 +214,34 @@ class PgStoreBase(SqlParts):
                         f"Could not {action}: PostgreSQL at {self.where} is busy; all {POOL_MAX} connections of "
                         f"this server stayed in use for {waited:.0f} s. Retry; if it lasts, see the server's load."
                     ) from exc
-                raise StorageError(
-                    f"Could not {action}: no connection to PostgreSQL at {self.where} within {POOL_TIMEOUT_S:.0f} s. "
-                    "Check that the server is running; ollama-mcp reconnects by itself once it is."
-                ) from exc
+                self._stalled = True
+                try:
+                    return await self._own_connection(), False
+                except psycopg.Error:
+                    raise self._unreachable(action) from exc
+            self._stalled = False
+            return conn, True
+
+    def _busy(self) -> bool:
+        """Every connection this instance may open is open and in use (a burst, not an outage)."""
+        stats = self._pool.get_stats()
+        return stats.get("pool_size", 0) >= POOL_MAX and stats.get("pool_available", 0) == 0
+
+    async def _own_connection(self) -> psycopg.AsyncConnection:
+        """A connection opened for one call, configured as the pool's are."""
+        conn = await psycopg.AsyncConnection.connect(self.url, **_connection_kwargs(self.holder))
+        try:
+            await register_vector_async(conn)
+        except BaseException:
+            await conn.close()
+            raise
+        return conn
+
+    def _unreachable(self, action: str) -> StorageError:
+        return StorageError(
+            f"Could not {action}: no connection to PostgreSQL at {self.where} within {POOL_TIMEOUT_S:.0f} s. "
+            "Check that the server is running; ollama-mcp reconnects by itself once it is."
+        )
 
     @asynccontextmanager
     async def _transaction(self, action: str, *, write: bool = True) -> AsyncIterator[psycopg.AsyncConnection]:
