@@ -24,6 +24,7 @@ from mcp import Client
 from ollama_mcp.app import open_app
 from ollama_mcp.config import Settings
 from ollama_mcp.inputs import search_request
+from ollama_mcp.mcp.server import build_server
 from ollama_mcp.storage.sqlite.db import migrations
 from tests.conftest import Database
 from tests.fake_ollama import FakeOllama
@@ -393,3 +394,37 @@ async def test_a_search_in_another_process_never_sees_a_half_deleted_conversatio
             await call(deleter, "delete_conversation", conversation_id=doomed)
             done.set()
     assert set(seen) <= {30, 0} and seen[0] == 30 and seen[-1] == 0, seen
+
+
+@pytest.mark.parametrize("embedding", ["fast", "pending"])
+async def test_a_memory_acknowledged_by_store_memory_is_found_by_the_next_search_on_the_same_server(
+    settings: Settings, fake_ollama: FakeOllama, embedding: str
+) -> None:
+    """Read-your-writes, by meaning when the vectors are there and by keywords while they are
+    pending: three clients each store then search at once, 15 times, while the others write."""
+    if embedding == "pending":
+        fake_ollama.delay = 1.0  # every embedding outlasts the store's wait: stores answer "pending"
+        settings = replace(settings, wait_timeout=0.1)
+    missed: list[str] = []
+
+    async def client_loop(index: int) -> None:
+        async with Client(build_server(settings), mode="legacy") as client:
+            await call(client, "init_conversation", name=f"writer {index}")
+            for i in range(15):
+                # A word of its own, or only a number among texts alike (the phrase and BM25 paths).
+                content, query = (
+                    (f"The zq{index}x{i}quill ledger was filed on shelf {i}", f"zq{index}x{i}quill ledger") if i % 2
+                    else (f"Writer {index} note number {i + 100 * index}", f"note number {i + 100 * index}")
+                )
+                stored = await call(client, "store_memory", content=content)
+                if embedding == "pending":
+                    assert stored["embedding_status"] == "pending"
+                found = await call(client, "search_memories", query=query, top_k=3)
+                if not found["results"] or found["results"][0]["memory_id"] != stored["memory_id"]:
+                    missed.append(f"{query}: {[h['content'] for h in found['results']]}")
+
+    with anyio.fail_after(120):
+        async with anyio.create_task_group() as tasks:
+            for index in range(3):
+                tasks.start_soon(client_loop, index)
+    assert missed == []
