@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 import zipfile
@@ -125,3 +126,20 @@ def test_the_wheel_carries_metadata_migrations_and_the_entry_point_uvx_needs(tmp
         assert line in metadata, line
     assert "# ollama-mcp" in metadata  # the README is the long description
     assert any(n.endswith("licenses/LICENSE") for n in names) and "ollama_mcp/py.typed" in names
+
+
+def test_every_message_the_readme_troubleshooting_quotes_is_one_the_product_says() -> None:
+    """The README's troubleshooting names errors by their text: each quoted message of three words
+    or more ("no connection to PostgreSQL at host:port/db") must be in the source, with what the
+    product fills in (``{self.where}``) standing for any one word of it."""
+    readme = (ROOT / "README.md").read_text()
+    section = readme.split("## Troubleshooting", 1)[1].split("\n## ", 1)[0]
+    quoted = [q for q in re.findall(r'\*\*`([^`]+)`\*\*|"([^"]+)"', section) for q in q if q]
+    messages = [q for q in quoted if len(q.split()) >= 3]
+    assert len(messages) >= 4, messages
+    source = " ".join(
+        re.sub(r"\{[^{}]*\}", "\x00", p.read_text()) for p in (ROOT / "ollama_mcp").rglob("*.py")
+    )
+    for message in messages:  # a word of the quote may be what the product fills in
+        pattern = " ".join(f"(?:{re.escape(word)}|\x00)" for word in message.split())
+        assert re.search(pattern, source), f"the README quotes {message!r}, which the product never says"
