@@ -38,6 +38,7 @@ START_GRACE_SECONDS = 1.0
 
 
 log = logging.getLogger(__name__)
+CLOSE_SECONDS = 10.0  # what closing the clients and the store may take at shutdown, at most
 
 
 @dataclass(frozen=True)
@@ -135,8 +136,11 @@ async def open_app(
             yield App(settings, store, ranker, indexer, jobs, service, lifecycle, agent, relations, facts, shares)
     finally:
         # Shielded: at shutdown this runs inside a cancelled scope, and an unawaited close
-        # would leave the database thread running after the event loop is gone.
-        with anyio.CancelScope(shield=True):
+        # would leave the database thread running after the event loop is gone. Bounded: a
+        # server must stop, whatever a close waits for (a database that stopped answering).
+        with anyio.CancelScope(shield=True), anyio.move_on_after(CLOSE_SECONDS) as closing:
             await chat_client.aclose()
             await client.aclose()
             await store.aclose()
+        if closing.cancelled_caught:
+            log.warning("closing the store took over %.0f s; stopped without waiting for it", CLOSE_SECONDS)

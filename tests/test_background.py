@@ -40,8 +40,10 @@ async def test_our_errors_are_logged_once_per_message_and_retried_with_growing_d
     caplog.set_level(logging.DEBUG, logger="ollama_mcp.background")
     with anyio.fail_after(10):
         await supervise("test loop", step, max_delay=1.5)
-    gaps = [round(b - a, 1) for a, b in zip(calls, calls[1:], strict=False)]
-    assert gaps[:3] == [1.0, 1.5, 1.5]  # 1 s, then doubling, capped at max_delay
+    gaps = [b - a for a, b in zip(calls, calls[1:], strict=False)]
+    # 1 s, then doubling, capped at max_delay: the bounds and the order, not the exact figures,
+    # which a loaded machine stretches ([1.1, 1.5, 1.5] was seen).
+    assert 1.0 <= gaps[0] < 1.5 <= gaps[1] and 1.5 <= gaps[2] and max(gaps[1:3]) < 2.0
     warnings = [r for r in caplog.records if r.levelno == logging.WARNING]
     assert [r.getMessage() for r in warnings] == ["test loop postponed: The database stayed locked; try again."]
 

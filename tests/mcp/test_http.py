@@ -198,6 +198,16 @@ async def test_with_tokens_a_missing_malformed_wrong_or_revoked_token_gets_401_a
             assert found["results"] == []
 
 
+async def test_the_server_starts_and_stops_again_and_again_each_time_within_a_bound(settings: Settings) -> None:
+    """Shutdown cannot hang: the apps' closes are bounded (``app.CLOSE_SECONDS``), on both backends."""
+    for round_ in range(6):
+        with anyio.fail_after(30):
+            async with serving(settings) as url, client(url) as mcp:
+                stored = await call(mcp, "store_memory", content=f"round {round_} of starting and stopping")
+                found = await call(mcp, "search_memories", query=f"round {round_} starting stopping")
+        assert found["results"][0]["memory_id"] == stored["memory_id"]
+
+
 async def test_the_server_publishes_its_protected_resource_metadata(settings: Settings) -> None:
     await admin.create_token(settings, "alice", None)
     async with serving(settings) as url, httpx2.AsyncClient() as session:

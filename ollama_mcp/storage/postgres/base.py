@@ -33,6 +33,7 @@ POOL_MAX = 8
 POOL_TIMEOUT_S = 5.0  # a server that gives no connection this long is reported as unreachable
 # While every connection is in use by this instance, a call queues this long (clients give up at 60 s).
 POOL_BUSY_WAIT_S = 30.0
+RELEASE_SECONDS = 2.0  # at shutdown: giving back leases, then the pool's workers, each at most this
 # HNSW build parameters; recall at the shipped ef_search: bench/README.md. m is pgvector's default.
 HNSW_M = 16
 # pgvector's default 64 gave recall@10 0.83 at 1M memories (ef_search 100); 128 gives 0.97 for a
@@ -114,12 +115,14 @@ class PgStoreBase(SqlParts):
         """Give back this instance's backfill leases (another instance may embed those memories at
         once), then close the pool."""
         try:
-            async with self._connection("release embedding leases") as conn:
-                await conn.execute("DELETE FROM embedding_leases WHERE holder = %s", (self.holder,))
+            # Briefly: at shutdown, not the 5-30 s a call may wait for a connection.
+            with anyio.move_on_after(RELEASE_SECONDS):
+                async with self._connection("release embedding leases") as conn:
+                    await conn.execute("DELETE FROM embedding_leases WHERE holder = %s", (self.holder,))
         except StorageError:
-            pass  # the server is gone: the leases lapse by themselves
+            pass  # the server is gone: the leases lapse by themselves (so do they with this instance)
         finally:
-            await self._pool.close()
+            await self._pool.close(timeout=RELEASE_SECONDS)
 
     async def ensure_vector_index(self, model: str, dim: int) -> None:
         """Create the HNSW indexes (cosine) of ``model``'s ``dim``-dimensional vectors unless they
