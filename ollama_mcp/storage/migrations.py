@@ -4,6 +4,7 @@ as package data, applied in order by each backend's opener (``db`` for SQLite,
 
 from __future__ import annotations
 
+import logging
 import re
 from dataclasses import dataclass
 from importlib import resources
@@ -42,6 +43,21 @@ def to_apply(known: list[Migration], applied: set[int], database: str) -> list[M
             f" to {newest_known}). Upgrade ollama-mcp; the database was not changed."
         )
     return [migration for migration in known if migration.version not in applied]
+
+
+def report(log: logging.Logger, applied: set[int], done: list[Migration], where: str) -> None:
+    """One line for the migrations just applied (each is logged at DEBUG as it runs): a new store
+    is "created", an older one "upgraded"; the first command on a new store says one thing, not
+    one line per migration."""
+    if not done:
+        return
+    if not applied:
+        log.info("created the memory store at %s (schema %d)", where, done[-1].version)
+    else:
+        log.info(
+            "upgraded the memory store at %s from schema %d to %d (%s)", where, max(applied), done[-1].version,
+            counted(len(done), "migration"),
+        )
 
 
 def schema_check(where: str, version: int, newest: int, memories: int) -> Check:

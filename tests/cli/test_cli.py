@@ -21,7 +21,8 @@ from mcp import Client, StdioServerParameters
 from ollama_mcp.app import open_app
 from ollama_mcp.cli.admin import ProgressLine
 from ollama_mcp.config import Settings
-from tests.conftest import Database
+from ollama_mcp.storage.sqlite import db as sqlite_db
+from tests.conftest import Database, sqlite_store_at
 from tests.fake_ollama import FakeModel, FakeOllama
 from tests.mcp.test_tools import call
 
@@ -390,3 +391,28 @@ async def test_every_door_leaves_a_write_audit_row_without_the_text_and_audit_sh
     lines = shown.stdout.splitlines()
     assert len(lines) == 3 and "cli" in lines[0] and "delete_conversation" in lines[0] and conv in lines[0]
     assert "import" in lines[1] and "delete_memory" in lines[2]
+
+
+def test_the_first_command_on_a_new_store_says_it_created_it_in_one_line_not_one_per_migration(
+    db: Database, fake_ollama: FakeOllama
+) -> None:
+    done = run(db, fake_ollama, "token", "create", "alice")
+    assert done.returncode == 0, done.stderr
+    logged = [line for line in done.stderr.splitlines() if " INFO " in line]
+    assert len(logged) == 1 and "created the memory store at" in logged[0] and "(schema " in logged[0]
+    again = run(db, fake_ollama, "token", "list")
+    assert again.returncode == 0 and " INFO " not in again.stderr
+
+
+def test_a_command_on_an_older_sqlite_store_says_from_which_schema_it_upgraded_it(
+    tmp_path: Path, fake_ollama: FakeOllama
+) -> None:
+    path = tmp_path / "old.db"
+    sqlite_store_at(path, 10)
+    env = {"PATH": os.environ.get("PATH", ""), "HOME": "/nonexistent", "OLLAMA_HOST": fake_ollama.url,
+           "OLLAMA_MCP_DB": str(path)}
+    done = subprocess.run([str(SCRIPT), "token", "list"], capture_output=True, text=True, timeout=120, env=env, cwd="/")
+    logged = [line for line in done.stderr.splitlines() if " INFO " in line]
+    newest = sqlite_db.migrations()[-1].version
+    assert done.returncode == 0 and len(logged) == 1
+    assert f"upgraded the memory store at {path} from schema 10 to {newest} ({newest - 10} migrations)" in logged[0]

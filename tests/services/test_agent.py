@@ -458,10 +458,10 @@ async def test_the_agent_sees_every_hit_of_a_search_over_long_memories_by_its_ma
     fake_ollama.enqueue_chat(tool_call("search_memories", query="osprey"), "Three notes mention the osprey.")
     async with human(settings, None) as (client, _):
         await call(client, "init_conversation", name="birds")
-        ids = [
-            (await call(client, "store_memory", content=f"{filler} note {i}: an osprey nested here. {filler}"))["memory_id"]
-            for i in range(3)
-        ]
+        ids = []
+        for i in range(3):
+            stored = await call(client, "store_memory", content=f"{filler} note {i}: an osprey nested here. {filler}")
+            ids.append(stored["memory_id"])
         await call(client, "ask_agent", query="which notes mention the osprey?")
     fed = fake_ollama.chat_requests()[1].body["messages"][-1]["content"]
     assert all(f'<memory id="{i}"' in fed for i in ids)  # before: the first long memory filled the result

@@ -19,7 +19,7 @@ from psycopg import sql
 from psycopg.conninfo import conninfo_to_dict, make_conninfo
 
 from ollama_mcp.errors import SchemaError, StorageError
-from ollama_mcp.storage.migrations import Migration, shipped, to_apply
+from ollama_mcp.storage.migrations import Migration, report, shipped, to_apply
 
 log = logging.getLogger(__name__)
 
@@ -182,12 +182,14 @@ async def migrate(conn: psycopg.AsyncConnection, url: str) -> int:
             )
             cursor = await conn.execute("SELECT version FROM schema_migrations")
             applied = {row[0] for row in await cursor.fetchall()}
-            for migration in to_apply(known, applied, f"The database {describe(url)}"):
+            pending = to_apply(known, applied, f"The database {describe(url)}")
+            for migration in pending:
                 await conn.execute(migration.sql)  # a whole file of statements: fine without parameters
                 await conn.execute(
                     "INSERT INTO schema_migrations (version, name) VALUES (%s, %s)", (migration.version, migration.name)
                 )
-                log.info("applied PostgreSQL schema migration %04d_%s", migration.version, migration.name)
+                log.debug("applied PostgreSQL schema migration %04d_%s", migration.version, migration.name)
+        report(log, applied, pending, f"PostgreSQL {describe(url)}")
     except psycopg.Error as exc:
         raise translate(exc, "apply the schema migrations", url) from exc
     return newest_known

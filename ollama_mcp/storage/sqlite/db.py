@@ -16,7 +16,7 @@ import aiosqlite
 import anyio
 
 from ollama_mcp.errors import DatabaseBusyError, SchemaError, StorageError
-from ollama_mcp.storage.migrations import Migration, shipped, to_apply
+from ollama_mcp.storage.migrations import Migration, report, shipped, to_apply
 
 log = logging.getLogger(__name__)
 
@@ -136,7 +136,7 @@ async def migrate(conn: aiosqlite.Connection, path: Path | None = None) -> int:
                     " VALUES (?, ?, strftime('%Y-%m-%dT%H:%M:%fZ', 'now'))",
                     (migration.version, migration.name),
                 )
-                log.info("applied schema migration %04d_%s", migration.version, migration.name)
+                log.debug("applied schema migration %04d_%s", migration.version, migration.name)
             broken = list(await (await conn.execute("PRAGMA foreign_key_check")).fetchall()) if pending else []
             if broken:
                 raise SchemaError(
@@ -144,6 +144,7 @@ async def migrate(conn: aiosqlite.Connection, path: Path | None = None) -> int:
                     " do not exist; nothing was changed. Report this with `ollama-mcp doctor` output."
                 )
             await conn.execute("COMMIT")
+            report(log, {row[0] for row in rows}, pending, str(path) if path else "this database")
         except BaseException:
             await conn.execute("ROLLBACK")
             raise
