@@ -33,10 +33,15 @@ def shipped(package: str) -> list[Migration]:
     return found
 
 
+def newest(known: list[Migration]) -> int:
+    """The schema version these migrations bring a store to (0 for none)."""
+    return known[-1].version if known else 0
+
+
 def to_apply(known: list[Migration], applied: set[int], database: str) -> list[Migration]:
     """The ``known`` migrations not in ``applied``, in order. A database a newer ollama-mcp wrote
     (a version beyond the newest known) is refused with a SchemaError naming ``database``."""
-    newest_known = known[-1].version if known else 0
+    newest_known = newest(known)
     if applied and max(applied) > newest_known:
         raise SchemaError(
             f"{database} was written by a newer ollama-mcp (schema version {max(applied)}; this version knows up"

@@ -49,7 +49,7 @@ def test_the_inspector_cli_lists_and_calls_every_tool(db_path: Path, fake_ollama
     assert {t["name"] for t in listed["tools"]} == {
         "init_conversation", "get_conversation_id", "store_memory", "search_memories",
         "search_all_conversations", "end_conversation", "list_conversations", "delete_memory",
-        "update_memory", "export_conversation", "ask_agent", "delete_conversation", "add_messages",
+        "update_memory", "export_conversation", "ask_agent", "delete_conversation", "add_messages", "read_memory",
     }
     # each Inspector call is a new server process: ids are passed explicitly
     conv = tool(db_path, fake_ollama, "init_conversation", name="inspector")["conversation_id"]
@@ -58,6 +58,8 @@ def test_the_inspector_cli_lists_and_calls_every_tool(db_path: Path, fake_ollama
     found = tool(db_path, fake_ollama, "search_memories", query="inspector stored", conversation_id=conv, top_k=3)
     assert found["results"][0]["memory_id"] == stored["memory_id"] and found["mode"] == "hybrid"
     assert tool(db_path, fake_ollama, "search_all_conversations", query="stored")["results"]
+    read = tool(db_path, fake_ollama, "read_memory", memory_id=stored["memory_id"])
+    assert (read["content"], read["pages"]) == ("The Inspector stored this", 1)
     assert tool(db_path, fake_ollama, "get_conversation_id")["current"] is None  # a fresh process
     listed_conversations = tool(db_path, fake_ollama, "list_conversations", status="active")["conversations"]
     assert [c["conversation_id"] for c in listed_conversations] == [conv]

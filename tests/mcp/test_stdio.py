@@ -140,7 +140,7 @@ def test_raw_claude_desktop_session_gets_only_protocol_on_stdout_and_exits_when_
         _rpc(proc, {"jsonrpc": "2.0", "method": "notifications/initialized"})
         _rpc(proc, {"jsonrpc": "2.0", "id": 2, "method": "tools/list", "params": {}})
         listed = _read(proc)
-        assert listed["id"] == 2 and len(listed["result"]["tools"]) == 13
+        assert listed["id"] == 2 and len(listed["result"]["tools"]) == 14
         _rpc(proc, {"jsonrpc": "2.0", "id": 3, "method": "tools/call",
                     "params": {"name": "store_memory", "arguments": {"content": "raw wire memory"}}})
         stored = _read(proc)
@@ -321,7 +321,7 @@ def test_settings_that_cannot_be_used_are_told_through_every_tool_not_by_exiting
 ) -> None:
     with _raw_server(db_path, fake_ollama, **{name: value}) as (proc, stderr):
         _rpc(proc, {"jsonrpc": "2.0", "id": 2, "method": "tools/list", "params": {}})
-        assert len(_read(proc)["result"]["tools"]) == 13
+        assert len(_read(proc)["result"]["tools"]) == 14
         for request_id in (3, 4):  # every call, not only the first
             _rpc(proc, {"jsonrpc": "2.0", "id": request_id, "method": "tools/call",
                         "params": {"name": "store_memory", "arguments": {"content": "kept nowhere"}}})

@@ -11,7 +11,7 @@ from __future__ import annotations
 import hashlib
 import uuid
 from collections.abc import AsyncIterator, Sequence
-from contextlib import asynccontextmanager
+from contextlib import AsyncExitStack, asynccontextmanager
 from typing import Any, Self
 
 import anyio
@@ -232,12 +232,11 @@ class PgStoreBase(SqlParts):
 
     async def _own_connection(self) -> psycopg.AsyncConnection:
         """A connection opened for one call, configured as the pool's are."""
-        conn = await psycopg.AsyncConnection.connect(self.url, **_connection_kwargs(self.holder))
-        try:
+        async with AsyncExitStack() as unless_configured:  # closed if configuring it fails
+            conn = await psycopg.AsyncConnection.connect(self.url, **_connection_kwargs(self.holder))
+            unless_configured.push_async_callback(conn.close)
             await register_vector_async(conn)
-        except BaseException:
-            await conn.close()
-            raise
+            unless_configured.pop_all()
         return conn
 
     def _unreachable(self, action: str) -> StorageError:

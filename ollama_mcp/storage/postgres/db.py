@@ -19,7 +19,7 @@ from psycopg import sql
 from psycopg.conninfo import conninfo_to_dict, make_conninfo
 
 from ollama_mcp.errors import SchemaError, StorageError
-from ollama_mcp.storage.migrations import Migration, report, shipped, to_apply
+from ollama_mcp.storage.migrations import Migration, newest, report, shipped, to_apply
 
 log = logging.getLogger(__name__)
 
@@ -172,7 +172,6 @@ async def migrate(conn: psycopg.AsyncConnection, url: str) -> int:
     """Apply the migrations this database lacks, in one transaction under an advisory lock, so
     that ten instances starting at once migrate once. Returns the schema version."""
     known = migrations()
-    newest_known = known[-1].version if known else 0
     try:
         async with conn.transaction():
             await conn.execute("SELECT pg_advisory_xact_lock(%s)", (MIGRATION_LOCK,))
@@ -192,7 +191,7 @@ async def migrate(conn: psycopg.AsyncConnection, url: str) -> int:
         report(log, applied, pending, f"PostgreSQL {describe(url)}")
     except psycopg.Error as exc:
         raise translate(exc, "apply the schema migrations", url) from exc
-    return newest_known
+    return newest(known)
 
 
 # SQLSTATEs (or their class, two characters) whose cause and fix are known, for what a user sees.

@@ -16,7 +16,7 @@ import aiosqlite
 import anyio
 
 from ollama_mcp.errors import DatabaseBusyError, SchemaError, StorageError
-from ollama_mcp.storage.migrations import Migration, report, shipped, to_apply
+from ollama_mcp.storage.migrations import Migration, newest, report, shipped, to_apply
 
 log = logging.getLogger(__name__)
 
@@ -113,7 +113,6 @@ async def _use_wal(conn: aiosqlite.Connection) -> str:
 async def migrate(conn: aiosqlite.Connection, path: Path | None = None) -> int:
     """Apply the migrations this database lacks; safe when two processes start together."""
     known = migrations()
-    newest_known = known[-1].version if known else 0
     try:
         # Off while migrating (a no-op inside a transaction, so before it): a migration that
         # copies a table into a new one must be able to drop the old one without the drop
@@ -152,7 +151,7 @@ async def migrate(conn: aiosqlite.Connection, path: Path | None = None) -> int:
             await conn.execute("PRAGMA foreign_keys = ON")
     except sqlite3.Error as exc:
         raise translate(exc, "apply the schema migrations") from exc
-    return newest_known
+    return newest(known)
 
 
 def fts5_missing() -> str | None:
