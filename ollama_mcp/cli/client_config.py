@@ -1,6 +1,9 @@
 """``ollama-mcp config --client NAME``: the block (or command) an MCP client needs to start this
 installation, with its absolute path and the settings in effect, ready to paste; for
 ``claude-code-hooks``, the ``hooks`` block that runs ``ollama-mcp hook`` on Claude Code's events.
+With ``--url``, the entry of a shared HTTP server instead, its bearer token taken from a file or a
+variable and never printed (the printed block refers to it). With ``--write``, the entry is merged
+into the client's own config file instead of printed (``client_files``).
 
 Clients start servers with a minimal environment and an arbitrary working directory, so the
 command is an absolute path and the database an absolute path (or URL) in ``env``; every other
@@ -11,18 +14,25 @@ password in a PostgreSQL URL is never printed: the client's config file is not a
 from __future__ import annotations
 
 import json
+import re
 import shlex
 import sys
 from collections.abc import Mapping
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
+from urllib.parse import urlsplit
 
+from ollama_mcp.cli.client_files import Written, config_file, merge_hooks, merge_server
 from ollama_mcp.cli.hooks import EVENTS as HOOK_EVENTS
 from ollama_mcp.config import Settings
+from ollama_mcp.errors import ConfigError
 from ollama_mcp.storage import backends
 
 CLIENTS = ("claude-desktop", "claude-code", "cursor", "vscode", "claude-code-hooks")
 HOOK_TIMEOUT_S = 30
 NAME = "ollama-mcp"
+TOKEN = re.compile(r"omcp_[A-Za-z0-9_-]{43}")  # what `ollama-mcp token create` prints
 
 # Where each client reads the block from, said before it.
 _WHERE = {
@@ -34,11 +44,75 @@ _WHERE = {
     "claude-code-hooks": "Merge into ~/.claude/settings.json (every project) or .claude/settings.json (one "
     "project), so Claude Code records its sessions and starts each with the project's memory:",
 }
+_WHERE_REMOTE = {
+    "claude-code": "Run this once (user scope: every project); the shell puts the token in:",
+    "cursor": "Add to ~/.cursor/mcp.json, then reload Cursor (it reads ${env:NAME} from its environment):",
+    "vscode": "Add to your user mcp.json ('MCP: Open User Configuration'):",
+}
 
 
-def render(client: str, settings: Settings, env: Mapping[str, str]) -> tuple[str, list[str]]:
+@dataclass(frozen=True)
+class Remote:
+    """A shared HTTP server: its MCP URL, and where its bearer token is (a variable or a file;
+    None: a server without tokens)."""
+
+    url: str
+    token_env: str | None = None
+    token_file: Path | None = None
+
+    def token(self, env: Mapping[str, str]) -> str | None:
+        """The token itself, for a file being written; checked, so a typo is not written."""
+        if self.token_file is not None:
+            try:
+                secret = self.token_file.read_text(encoding="utf-8").strip()
+            except OSError as exc:
+                raise ConfigError(f"--token-file {self.token_file}: {exc.strerror}; pass the file "
+                                  "`ollama-mcp token create` output was saved in.") from None
+            where = f"--token-file {self.token_file}"
+        elif self.token_env is not None:
+            secret = env.get(self.token_env, "").strip()
+            where = f"--token-env {self.token_env}"
+            if not secret:
+                raise ConfigError(f"{where}: the variable {self.token_env} is not set here; set it to the token "
+                                  "`ollama-mcp token create` printed.")
+        else:
+            return None
+        if not TOKEN.fullmatch(secret):
+            raise ConfigError(f"{where}: that is not an ollama-mcp token (omcp_ and 43 characters); pass the one "
+                              "`ollama-mcp token create` printed.")
+        return secret
+
+    def reference(self, shell: bool) -> str | None:
+        """How a printed block names the token without showing it."""
+        if self.token_file is not None:
+            return f"$(cat {shlex.quote(str(self.token_file))})" if shell else None
+        if self.token_env is not None:
+            return f"${self.token_env}" if shell else f"${{env:{self.token_env}}}"
+        return None
+
+
+def remote(url: str | None, token_env: str | None, token_file: str | None) -> Remote | None:
+    """The ``--url`` options checked: an http(s) URL of the MCP endpoint, one token source."""
+    if url is None:
+        if token_env or token_file:
+            raise ConfigError("--token-env and --token-file go with --url (the address of a shared server).")
+        return None
+    parsed = urlsplit(url)
+    if parsed.scheme not in ("http", "https") or not parsed.netloc:
+        raise ConfigError(f"--url {url!r} is not an http(s) URL; pass the address `ollama-mcp serve --http` "
+                          "printed, such as http://127.0.0.1:8765/mcp.")
+    if token_env and token_file:
+        raise ConfigError("--token-env and --token-file both given; pass one.")
+    return Remote(url, token_env, None if token_file is None else Path(token_file).expanduser().resolve())
+
+
+def render(
+    client: str, settings: Settings, env: Mapping[str, str], served: Remote | None = None
+) -> tuple[str, list[str]]:
     """The text to print for ``client`` (JSON, or a shell command for Claude Code) and notes for
     stderr (what was left out, and why)."""
+    if served is not None:
+        return _render_remote(client, served)
     command, args = server_command()
     variables, notes = server_env(settings, env)
     if client == "claude-code":
@@ -48,23 +122,92 @@ def render(client: str, settings: Settings, env: Mapping[str, str]) -> tuple[str
         words = ["claude", "mcp", "add", "--scope", "user", NAME, *options, "--", command, *args]
         return " ".join(shlex.quote(word) for word in words) + "\n", [_WHERE[client], *notes]
     if client == "claude-code-hooks":
-        # Claude Code runs the command through a shell: assignments before it set its environment
-        # (only the value is quoted: a quoted `KEY=value` would be taken for the command's name).
-        prefix = [f"{key}={shlex.quote(value)}" for key, value in variables.items()]
-        hooks = {
-            event: [{"hooks": [{
-                "type": "command", "timeout": HOOK_TIMEOUT_S,
-                "command": " ".join([*prefix, *(shlex.quote(word) for word in [command, *args, "hook", event])]),
-            }]}]
-            for event in HOOK_EVENTS
-        }
-        return json.dumps({"hooks": hooks}, indent=2) + "\n", [_WHERE[client], *notes]
-    entry: dict[str, object] = {"command": command, "args": args, "env": variables}
-    if client == "vscode":
-        block: dict[str, object] = {"servers": {NAME: {"type": "stdio", **entry}}}
-    else:
-        block = {"mcpServers": {NAME: entry}}
-    return json.dumps(block, indent=2) + "\n", [_WHERE[client], *notes]
+        return json.dumps({"hooks": hook_groups(variables)}, indent=2) + "\n", [_WHERE[client], *notes]
+    section, entry = _section(client), stdio_entry(client, variables)
+    return json.dumps({section: {NAME: entry}}, indent=2) + "\n", [_WHERE[client], *notes]
+
+
+def write(
+    client: str, settings: Settings, env: Mapping[str, str], served: Remote | None, *, name: str, replace: bool,
+) -> tuple[Written, list[str]]:
+    """Merge this server (or the hooks) into ``client``'s own config file; notes for stderr."""
+    path = config_file(client, env)
+    if client == "claude-code-hooks":
+        if served is not None:
+            raise ConfigError("--url is for a client's servers; the hooks record into the store this shell names.")
+        variables, notes = server_env(settings, env)
+        return merge_hooks(path, hook_groups(variables), replace=replace), notes
+    if served is not None:
+        return merge_server(path, _section(client), name, remote_entry(client, served, served.token(env)),
+                            replace=replace), []
+    variables, notes = server_env(settings, env)
+    return merge_server(path, _section(client), name, stdio_entry(client, variables), replace=replace), notes
+
+
+def stdio_entry(client: str, variables: dict[str, str]) -> dict[str, Any]:
+    """How ``client`` starts this installation (Claude Code and VS Code name the transport)."""
+    command, args = server_command()
+    entry: dict[str, Any] = {"command": command, "args": args, "env": variables}
+    return {"type": "stdio", **entry} if client in ("vscode", "claude-code") else entry
+
+
+def remote_entry(client: str, served: Remote, token: str | None) -> dict[str, Any]:
+    """How ``client`` reaches a shared HTTP server; ``token``: the bearer token, or its reference."""
+    if client == "claude-desktop":
+        raise ConfigError(
+            "Claude Desktop adds a remote server under Settings > Connectors, not in its config file; run "
+            "ollama-mcp on this machine instead (config --client claude-desktop, without --url)."
+        )
+    entry: dict[str, Any] = {"url": served.url}
+    if client in ("vscode", "claude-code"):
+        entry = {"type": "http", **entry}
+    if token is not None:
+        entry["headers"] = {"Authorization": f"Bearer {token}"}
+    return entry
+
+
+def hook_groups(variables: dict[str, str]) -> dict[str, list[dict[str, Any]]]:
+    """Claude Code's ``hooks``: ``ollama-mcp hook EVENT`` on each event. Claude Code runs the
+    command through a shell: assignments before it set its environment (only the value is
+    quoted: a quoted ``KEY=value`` would be taken for the command's name)."""
+    command, args = server_command()
+    prefix = [f"{key}={shlex.quote(value)}" for key, value in variables.items()]
+    return {
+        event: [{"hooks": [{
+            "type": "command", "timeout": HOOK_TIMEOUT_S,
+            "command": " ".join([*prefix, *(shlex.quote(word) for word in [command, *args, "hook", event])]),
+        }]}]
+        for event in HOOK_EVENTS
+    }
+
+
+def _render_remote(client: str, served: Remote) -> tuple[str, list[str]]:
+    if client == "claude-code-hooks":
+        raise ConfigError("--url is for a client's servers; the hooks record into the store this shell names.")
+    notes = [_WHERE_REMOTE.get(client, _WHERE.get(client, ""))]
+    if client == "claude-code":
+        words = ["claude", "mcp", "add", "--transport", "http", "--scope", "user", NAME, served.url]
+        line = " ".join(shlex.quote(word) for word in words)
+        reference = served.reference(shell=True)
+        if reference is not None:  # double quotes: the shell puts the token in, this command never shows it
+            line += f' --header "Authorization: Bearer {reference}"'
+        return line + "\n", notes
+    reference = served.reference(shell=False)
+    if client == "vscode" and served.token_file is not None:
+        reference = "${input:ollama-mcp-token}"  # VS Code asks once and keeps it in its secret storage
+    entry = remote_entry(client, served, reference)
+    block: dict[str, Any] = {_section(client): {NAME: entry}}
+    if reference == "${input:ollama-mcp-token}":
+        block["inputs"] = [{"type": "promptString", "id": "ollama-mcp-token", "password": True,
+                            "description": f"The ollama-mcp token in {served.token_file}"}]
+    if served.token_file is not None and client == "cursor":
+        entry["headers"] = {"Authorization": "Bearer <the token in " + str(served.token_file) + ">"}
+        notes.append("Cursor reads no file: put the token in place of <...>, or let --write do it.")
+    return json.dumps(block, indent=2) + "\n", notes
+
+
+def _section(client: str) -> str:
+    return "servers" if client == "vscode" else "mcpServers"
 
 
 def server_command() -> tuple[str, list[str]]:

@@ -11,7 +11,8 @@ import sys
 from collections.abc import Sequence
 
 from ollama_mcp import __version__
-from ollama_mcp.cli.client_config import CLIENTS, render
+from ollama_mcp.cli.client_config import CLIENTS, remote, render, write
+from ollama_mcp.cli.client_config import NAME as CLIENT_NAME
 from ollama_mcp.config import LOCAL_PRINCIPAL, Settings
 from ollama_mcp.domain import Check
 from ollama_mcp.errors import ConfigError, OllamaMcpError
@@ -151,6 +152,13 @@ def _parser() -> argparse.ArgumentParser:
         "this shell. Example: ollama-mcp config --client claude-desktop",
     )
     configurer.add_argument("--client", required=True, choices=CLIENTS, help="the MCP client to configure")
+    configurer.add_argument("--write", action="store_true",
+                            help="merge it into the client's own config file (a copy of the file is kept)")
+    configurer.add_argument("--replace", action="store_true", help="with --write: overwrite an entry of that name")
+    configurer.add_argument("--name", default=CLIENT_NAME, help=f"the server's name there (default: {CLIENT_NAME})")
+    configurer.add_argument("--url", help="a shared server's MCP URL (serve --http) instead of this installation")
+    configurer.add_argument("--token-env", metavar="VAR", help="with --url: the variable holding your token")
+    configurer.add_argument("--token-file", metavar="FILE", help="with --url: the file holding your token")
     viewer = commands.add_parser(
         "ui",
         help="serve a local web page to see, search, correct and delete memories (127.0.0.1 only)",
@@ -200,10 +208,7 @@ def main(argv: Sequence[str] | None = None) -> None:
         if args.command == "doctor":
             sys.exit(_doctor(settings))
         elif args.command == "config":
-            text, notes = render(args.client, settings, os.environ)
-            for note in notes:
-                print(note, file=sys.stderr)
-            sys.stdout.write(text)
+            _config(settings, args)
         elif args.command == "ui":
             _ui(settings, args.port, args.open)
         elif args.command == "token":
@@ -223,6 +228,27 @@ def main(argv: Sequence[str] | None = None) -> None:
         sys.exit(2)
     except KeyboardInterrupt:
         sys.exit(130)
+
+
+def _config(settings: Settings, args: argparse.Namespace) -> None:
+    """Print the client's block, or (``--write``) merge it into the client's config file."""
+    served = remote(args.url, args.token_env, args.token_file)
+    if not args.write:
+        if args.replace or args.name != CLIENT_NAME:
+            raise ConfigError("--replace and --name go with --write.")
+        text, notes = render(args.client, settings, os.environ, served)
+        for note in notes:
+            print(note, file=sys.stderr)
+        sys.stdout.write(text)
+        return
+    written, notes = write(args.client, settings, os.environ, served, name=args.name, replace=args.replace)
+    for note in notes:
+        print(note, file=sys.stderr)
+    if not written.changed:
+        print(f"{written.path} already has this entry; nothing was changed.")
+    else:
+        kept = f" (the previous file is kept as {written.backup.name})" if written.backup else ""
+        print(f"wrote {args.name!r} into {written.path}{kept}. Restart the client to use it.")
 
 
 def _hook(event: str | None) -> int:
