@@ -143,3 +143,34 @@ def test_every_message_the_readme_troubleshooting_quotes_is_one_the_product_says
     for message in messages:  # a word of the quote may be what the product fills in
         pattern = " ".join(f"(?:{re.escape(word)}|\x00)" for word in message.split())
         assert re.search(pattern, source), f"the README quotes {message!r}, which the product never says"
+
+
+def test_server_json_is_a_valid_registry_entry_for_this_version_named_in_the_readme() -> None:
+    """The official MCP registry's ``server.json``: valid against the schema we wrote from its
+    reference (tests/fixtures/server_json.schema.json), the package's version, every variable one
+    the server reads with its real default, and the README's ``mcp-name:`` line the registry
+    checks on PyPI."""
+    import jsonschema  # noqa: PLC0415
+
+    from ollama_mcp import __version__  # noqa: PLC0415
+    from ollama_mcp.config import DEFAULT_CHAT_MODEL, DEFAULT_EMBED_MODEL, DEFAULT_OLLAMA_HOST, SETTINGS_READ  # noqa: PLC0415
+
+    entry = json.loads((ROOT / "server.json").read_text())
+    schema = json.loads((ROOT / "tests" / "fixtures" / "server_json.schema.json").read_text())
+    validator = jsonschema.Draft7Validator(schema, format_checker=jsonschema.FormatChecker())
+    assert [e.message for e in validator.iter_errors(entry)] == []
+    project = re.search(r'^version = "([^"]+)"', (ROOT / "pyproject.toml").read_text(), re.M)
+    assert project and entry["version"] == project.group(1) == __version__
+    assert all(p["version"] == __version__ for p in entry["packages"])
+    [pypi] = [p for p in entry["packages"] if p["registryType"] == "pypi"]
+    assert pypi["identifier"] == "ollama-mcp"
+    defaults = {v["name"]: v.get("default") for v in pypi["environmentVariables"]}
+    assert set(defaults) <= SETTINGS_READ | {"OLLAMA_HOST"}
+    assert (defaults["OLLAMA_HOST"], defaults["OLLAMA_MCP_EMBED_MODEL"], defaults["OLLAMA_MCP_CHAT_MODEL"]) == (
+        DEFAULT_OLLAMA_HOST, DEFAULT_EMBED_MODEL, DEFAULT_CHAT_MODEL)
+    assert f"mcp-name: {entry['name']}" in (ROOT / "README.md").read_text()
+    # The schema is not vacuous: what the registry refuses, it refuses.
+    for bad in ({"description": "x" * 101}, {"name": "ollama-mcp"},
+                {"packages": [{**pypi, "version": "latest"}]},
+                {"packages": [{**pypi, "registryType": "mcpb"}]}):  # an mcpb package needs its fileSha256
+        assert list(validator.iter_errors({**entry, **bad})), bad
