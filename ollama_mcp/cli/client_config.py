@@ -14,7 +14,6 @@ password in a PostgreSQL URL is never printed: the client's config file is not a
 from __future__ import annotations
 
 import json
-import re
 import shlex
 import sys
 from collections.abc import Mapping
@@ -27,12 +26,12 @@ from ollama_mcp.cli.client_files import Written, config_file, merge_hooks, merge
 from ollama_mcp.cli.hooks import EVENTS as HOOK_EVENTS
 from ollama_mcp.config import Settings
 from ollama_mcp.errors import ConfigError
+from ollama_mcp.services import tokens
 from ollama_mcp.storage import backends
 
 CLIENTS = ("claude-desktop", "claude-code", "cursor", "vscode", "claude-code-hooks")
 HOOK_TIMEOUT_S = 30
 NAME = "ollama-mcp"
-TOKEN = re.compile(r"omcp_[A-Za-z0-9_-]{43}")  # what `ollama-mcp token create` prints
 
 # Where each client reads the block from, said before it.
 _WHERE = {
@@ -77,7 +76,7 @@ class Remote:
                                   "`ollama-mcp token create` printed.")
         else:
             return None
-        if not TOKEN.fullmatch(secret):
+        if not tokens.well_formed(secret):
             raise ConfigError(f"{where}: that is not an ollama-mcp token (omcp_ and 43 characters); pass the one "
                               "`ollama-mcp token create` printed.")
         return secret

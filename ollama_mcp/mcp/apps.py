@@ -25,6 +25,7 @@ from mcp.server.mcpserver import Context
 from ollama_mcp import caller
 from ollama_mcp.config import LOCAL_PRINCIPAL, Settings
 from ollama_mcp.errors import ConfigError, OllamaMcpError
+from ollama_mcp.inputs import LIST_EVERYTHING
 from ollama_mcp.mcp.sharing import Need, Sharing, Solo
 
 if TYPE_CHECKING:
@@ -102,7 +103,7 @@ class AppHolder:
     def begin_search(self, query: object) -> None:
         """A search arrived while the app is being opened: its query goes to Ollama now
         (``head_start``), so that its embedding is computed while the app opens."""
-        if self._head_start is not None and isinstance(query, str) and query.strip() not in ("", "*"):
+        if self._head_start is not None and isinstance(query, str) and query.strip() not in LIST_EVERYTHING:
             self._head_start.search(query)
 
     async def app(self) -> App:

@@ -22,7 +22,7 @@ from ollama_mcp.domain import (
     SummaryStatus,
     counted,
 )
-from ollama_mcp.services.passages import passage, shares
+from ollama_mcp.services.passages import fit
 
 
 class ConversationCreated(BaseModel):
@@ -159,13 +159,11 @@ class SearchResults(BaseModel):
 
     @classmethod
     def of(cls, outcome: SearchOutcome, query: str, budget: int) -> SearchResults:
-        """The hits within ``budget`` characters of memory text (``passages.shares``): a long
+        """The hits within ``budget`` characters of memory text (``passages.fit``): a long
         memory by its passages that match ``query``; hits that get no useful share are left out,
         and the notice says so."""
-        allowances = shares([len(h.memory.content) for h in outcome.hits], budget)
         results = []
-        for h, allowance in zip(outcome.hits, allowances, strict=False):
-            shown = passage(h.memory.content, query, allowance)
+        for h, shown in zip(outcome.hits, fit([h.memory.content for h in outcome.hits], query, budget), strict=False):
             results.append(Hit(
                 memory_id=h.memory.id, conversation_id=h.memory.conversation_id, content=shown.text,
                 similarity=h.similarity, created_at=h.memory.created_at, tags=list(h.memory.tags),

@@ -14,7 +14,7 @@ from ollama_mcp.config import AGENT_WRITING_TOOLS
 from ollama_mcp.domain import Conversation
 from ollama_mcp.inputs import search_request
 from ollama_mcp.services.context import AGENT_ACTOR_PREFIX, recall_line
-from ollama_mcp.services.passages import passage, shares
+from ollama_mcp.services.passages import fit
 
 if TYPE_CHECKING:
     from ollama_mcp.services.agent import Agent, Run
@@ -59,11 +59,10 @@ async def _search(agent: Agent, args: Mapping[str, Any], run: Run, *, everywhere
         args.get("query"), run.conversation_id, _clamp(args.get("top_k", 5), 1, 20), everywhere=everywhere,
     )
     outcome = await agent.service.search(request)
-    allowances = shares([len(h.memory.content) for h in outcome.hits], SEARCH_RESULT_CHARS)
+    shown = fit([h.memory.content for h in outcome.hits], request.query, SEARCH_RESULT_CHARS)
     lines = [
-        recall_line(replace(h.memory, content=passage(h.memory.content, request.query, allowance).text),
-                    conversation=everywhere)
-        for h, allowance in zip(outcome.hits, allowances, strict=False)
+        recall_line(replace(h.memory, content=s.text), conversation=everywhere)
+        for h, s in zip(outcome.hits, shown, strict=False)
     ]
     found = "\n".join([RESULTS_NOTICE, *lines]) if lines else "No memory matched."
     return found + (f"\n({outcome.notice})" if outcome.notice else "")

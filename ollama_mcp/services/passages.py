@@ -58,6 +58,13 @@ def shares(lengths: Sequence[int], budget: int) -> list[int]:
     return [min(n, max(level, MIN_SHARE)) for n in kept]
 
 
+def fit(texts: Sequence[str], query: str, budget: int) -> list[Shown]:
+    """``texts`` within ``budget`` characters together (``shares``), each whole or by its passages
+    that match ``query`` (``passage``); shorter than ``texts`` when the last got no useful share."""
+    return [passage(text, query, allowance) for text, allowance in zip(texts, shares([len(t) for t in texts], budget),
+                                                                         strict=False)]
+
+
 def passage(text: str, query: str, allowance: int) -> Shown:
     """``text`` whole if it fits ``allowance`` characters, else the passage(s) holding most of the
     query's words (the start when it holds none), each cut marked with ``MARK``."""

@@ -67,9 +67,14 @@ async def create(store: TokenStorage, name: str, principal: str | None) -> tuple
     return token, secret
 
 
+def well_formed(secret: str) -> bool:
+    """Whether ``secret`` has the shape of a token ``create`` makes."""
+    return _SECRET.fullmatch(secret) is not None
+
+
 async def verify(store: TokenStorage, secret: str) -> AccessToken | None:
     """The active token ``secret`` is, or None (malformed, unknown or revoked)."""
-    if not _SECRET.fullmatch(secret):
+    if not well_formed(secret):
         return None  # not one of ours: no query
     return await store.token_by_hash(hash_of(secret))
 

@@ -173,16 +173,17 @@ def rank_lists(
         (seq, s) for seq, s in fused_scores
         if seq not in exact_set and (seq in worded or similarity.get(seq, -1.0) >= tuning.min_similarity)
     ]
-    why = reasons(
-        tuning, exact=exact_set, keyword=set(keyword), keyword_context=set(keyword_context),
-        by_meaning=set(by_meaning), similarity=similarity, in_time=in_window.union(told),
-    )
-    fused = [Ranked(seq, score, similarity.get(seq), why(seq)) for seq, score in order]
+    fused = [Ranked(seq, score, similarity.get(seq)) for seq, score in order]
     if threshold is not None:
         # The threshold is on meaning: exact matches, and keyword matches with no vector yet
         # (pending), are kept.
         fused = [r for r in fused if r.similarity is None or r.similarity >= threshold or r.seq in exact_set]
-    return fused[:top_k]
+    # Why each is a hit, for the chosen ones only (a search ranks hundreds of candidates).
+    why = reasons(
+        tuning, exact=exact_set, keyword=set(keyword), keyword_context=set(keyword_context),
+        by_meaning=set(by_meaning), similarity=similarity, in_time=in_window.union(told),
+    )
+    return [replace(r, matched=why(r.seq)) for r in fused[:top_k]]
 
 
 def reasons(

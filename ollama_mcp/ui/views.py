@@ -7,10 +7,10 @@ from __future__ import annotations
 import re
 from collections import defaultdict
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from datetime import date, timedelta
 
-from ollama_mcp.domain import Conversation, Memory, SearchHit
+from ollama_mcp.domain import Memory, SearchHit
 
 _WORD = re.compile(r"\w+", re.UNICODE)
 WIDTH, HEIGHT, PAD = 640, 220, 30  # the plot's SVG box and its margin for the axes' labels
@@ -55,15 +55,6 @@ def conversation_parts(memories: Sequence[Memory]) -> ConversationParts:
         summaries=[m for m in memories if m.kind == "summary"],
         facts=[m for m in memories if m.kind == "fact" and m.superseded_by is None],
     )
-
-
-def with_opening(conversation: Conversation, memories: Iterable[Memory]) -> Conversation:
-    """``conversation`` with its opening read from its ``memories`` (in order), as listings read
-    it: the first current note or user turn (``Conversation.title``)."""
-    first = next(
-        (m.content for m in memories if (m.kind == "note" or m.role == "user") and m.superseded_by is None), None
-    )
-    return replace(conversation, opening=first)
 
 
 @dataclass(frozen=True)

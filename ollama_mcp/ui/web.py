@@ -23,6 +23,7 @@ from starlette.staticfiles import StaticFiles
 
 from ollama_mcp import audit, caller, inputs
 from ollama_mcp.app import App
+from ollama_mcp.domain import ConversationQuery
 from ollama_mcp.errors import ConversationClosedError, InvalidInputError, NotFoundError, OllamaError, OllamaMcpError
 from ollama_mcp.services import doctor, export
 from ollama_mcp.ui import views
@@ -89,7 +90,9 @@ async def conversation(request: Request) -> Response:
     app = _app(request)
     conversation_id = request.path_params["conversation_id"]
     current, rows, _ = await app.service.snapshot(conversation_id)
-    current = views.with_opening(current, rows)
+    # Its title as listings give it (the same opening, read by the same query).
+    listed = await app.service.conversations(ConversationQuery(ids=(current.id,), limit=1))
+    current = replace(current, opening=listed[0].opening if listed else None)
     parts = views.conversation_parts(rows)
     pages = max(1, -(-len(parts.notes) // NOTES_SHOWN))
     raw = request.query_params.get("page", "1")

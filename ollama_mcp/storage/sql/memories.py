@@ -19,7 +19,7 @@ from ollama_mcp.storage.sql.rows import (
     execute,
     facts_from,
     fetchall,
-    filter_sql,
+    filter_conditions,
     insert_memory_row,
     latest_version,
     lock_conversation,
@@ -168,13 +168,8 @@ class MemoryStore(SqlParts):
         """The memories ``filters`` allow, newest first (when they happened, then when stored): what
         a search with no query words lists."""
         d = self._dialect
-        params: list[Any] = []
-
-        def bind(value: Any) -> str:
-            params.append(value)
-            return "?"
-
-        where = " AND ".join([*filter_sql(d, filters, bind), text_kept(d, "m.")])
+        conditions, params = filter_conditions(d, filters)
+        where = " AND ".join([*conditions, text_kept(d, "m.")])
         newest = "ORDER BY m.occurred_at DESC, m.seq DESC"
         rows = await self._fetchall(
             d.sql(f"SELECT {MEMORY_COLUMNS} FROM memories m WHERE {where} {newest} LIMIT ?"), (*params, limit),

@@ -69,6 +69,17 @@ def filter_sql(d: Dialect, filters: SearchFilters, bind: Callable[[Any], str]) -
     return where
 
 
+def filter_conditions(d: Dialect, filters: SearchFilters) -> tuple[list[str], list[Any]]:
+    """``filter_sql`` with ``?`` placeholders, and its values in order."""
+    params: list[Any] = []
+
+    def bind(value: Any) -> str:
+        params.append(value)
+        return "?"
+
+    return filter_sql(d, filters, bind), params
+
+
 async def fetchone(conn: Any, d: Dialect, sql: str, params: Sequence[Any]) -> Any:
     cursor = await conn.execute(d.sql(sql), params)
     return await cursor.fetchone()

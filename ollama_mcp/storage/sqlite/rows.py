@@ -44,10 +44,4 @@ async def insert_embedding_rows(conn: aiosqlite.Connection, rows: Sequence[Embed
 
 def filter_sql(filters: SearchFilters) -> tuple[list[str], list[Any]]:
     """WHERE conditions on ``memories m`` for ``filters`` (``storage/sql/rows.py``), with their values in order."""
-    params: list[Any] = []
-
-    def bind(value: Any) -> str:
-        params.append(value)
-        return "?"
-
-    return rows.filter_sql(SQLITE, filters, bind), params
+    return rows.filter_conditions(SQLITE, filters)
