@@ -12,6 +12,7 @@ from pathlib import Path
 from ollama_mcp.errors import ConfigError
 
 POSTGRES_SCHEMES = ("postgresql", "postgres")
+DB_FILE_NAME = "memory.db"
 DEFAULT_OLLAMA_HOST = "http://127.0.0.1:11434"
 DEFAULT_EMBED_MODEL = "nomic-embed-text"
 # Summaries and the agent: a 3B model calls tools reliably (smaller ones do not), follows a JSON
@@ -132,6 +133,7 @@ class Settings:
     def from_env(cls, env: Mapping[str, str] | None = None) -> Settings:
         """Read ``OLLAMA_MCP_*`` and ``OLLAMA_HOST`` from ``env`` (default: the process environment)."""
         env = os.environ if env is None else env
+        _refuse_placeholders(env)
         db_path, postgres_url = _database("OLLAMA_MCP_DB", env.get("OLLAMA_MCP_DB", ""))
         if db_path is None:
             db_path = default_db_path(env, sys.platform)
@@ -279,7 +281,21 @@ def _database(name: str, raw: str) -> tuple[Path | None, str | None]:
             "Desktop start servers in an arbitrary working directory, so a relative path "
             "would put the database somewhere different each time."
         )
-    return db_path, None
+    # A folder (what the Claude Desktop bundle's folder picker gives) holds the usual file name.
+    return (db_path / DB_FILE_NAME if db_path.is_dir() else db_path), None
+
+
+def _refuse_placeholders(env: Mapping[str, str]) -> None:
+    """A ``${...}`` left in a variable we read is a client's template it did not fill in (an MCPB
+    host keeps ``${user_config.x}`` as it is when the setting has no value): said, never used as a
+    path or a model name."""
+    for name in (*SETTINGS_READ, "OLLAMA_HOST"):
+        value = env.get(name, "")
+        if value.startswith("${") and value.endswith("}"):
+            raise ConfigError(
+                f"{name} is {value!r}, a placeholder the client did not fill in; set it in the client's "
+                "settings for ollama-mcp (or remove the variable to use the default)."
+            )
 
 
 def default_db_path(env: Mapping[str, str], platform: str) -> Path:
@@ -292,7 +308,7 @@ def default_db_path(env: Mapping[str, str], platform: str) -> Path:
     else:
         xdg = env.get("XDG_DATA_HOME", "")
         base = Path(xdg) if xdg and Path(xdg).is_absolute() else home / ".local" / "share"
-    return base / "ollama-mcp" / "memory.db"
+    return base / "ollama-mcp" / DB_FILE_NAME
 
 
 def _host(raw: str) -> str:

@@ -44,6 +44,19 @@ def test_a_relative_database_path_is_refused_because_the_cwd_is_arbitrary() -> N
         Settings.from_env({"HOME": "/h", "OLLAMA_MCP_DB": "memory.db"})
 
 
+def test_a_folder_as_the_database_means_the_usual_file_in_it(tmp_path: Path) -> None:
+    # What the Claude Desktop bundle's folder picker gives; a path that is not a folder stays a file.
+    assert Settings.from_env({"HOME": "/h", "OLLAMA_MCP_DB": str(tmp_path)}).db_path == tmp_path / "memory.db"
+    named = tmp_path / "mine.db"
+    assert Settings.from_env({"HOME": "/h", "OLLAMA_MCP_DB": str(named)}).db_path == named
+
+
+@pytest.mark.parametrize("name", ["OLLAMA_MCP_DB", "OLLAMA_MCP_EMBED_MODEL", "OLLAMA_HOST"])
+def test_a_placeholder_the_client_did_not_fill_in_is_refused_naming_the_variable(name: str) -> None:
+    with pytest.raises(ConfigError, match=rf"^{name} is '\$\{{user_config.x\}}', a placeholder the client did not"):
+        Settings.from_env({"HOME": "/h", name: "${user_config.x}"})
+
+
 def test_keep_alive_takes_ollamas_durations() -> None:
     assert Settings.from_env({"HOME": "/h"}).keep_alive == "30m"
     for value in ("1h", "600", "-1", "0", "2.5m"):
