@@ -2,8 +2,8 @@
 and Origin headers it accepts, and the SDK's app under uvicorn.
 
 The rules, decided once at start:
-- Tokens exist (``ollama-mcp token create``): every request needs one (401 otherwise); each
-  acts for its token's principal.
+- Tokens exist (``ollama-mcp token create``): every request needs one (401 otherwise, saying how
+  to get one: ``unauthorized``); each acts for its token's principal.
 - No tokens: only a loopback address may be bound, and every request acts for the settings'
   principal (``local`` unless OLLAMA_MCP_PRINCIPAL says otherwise), as the stdio server does.
   Binding another address without tokens is refused with the fix.
@@ -29,6 +29,7 @@ from starlette.routing import Mount
 from ollama_mcp.config import Settings
 from ollama_mcp.errors import ConfigError
 from ollama_mcp.mcp.server import build_server
+from ollama_mcp.mcp.unauthorized import require_our_tokens
 from ollama_mcp.services import tokens
 
 if TYPE_CHECKING:
@@ -135,6 +136,8 @@ def http_app(settings: Settings, served: Plan, *, stateless: bool = False, view_
     )
     apps = server.apps
     if served.tokens:
+        require_our_tokens(app, PATH)
+
         async def admit(secret: str) -> tuple[App, str | None] | None:
             token = await apps.token(secret)
             return None if token is None else (await apps.of(token.principal), token.name)

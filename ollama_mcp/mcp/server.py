@@ -42,7 +42,7 @@ def build_server(settings: Settings | ConfigError, *, public_url: str | None = N
     every call returns that error's message.
 
     With ``public_url`` (the HTTP server with tokens: ``http``), every request must carry a bearer
-    token, and the server publishes its protected-resource metadata for that URL."""
+    token (``http_app`` puts our 401 in place of the SDK's)."""
     running = RunningApps()  # the lifespan's apps, for the static resource, the token check and /ui
     watches = Watches()  # the subscribers to resources, and the loop that tells them what changed
 
@@ -59,8 +59,10 @@ def build_server(settings: Settings | ConfigError, *, public_url: str | None = N
                 tasks.cancel_scope.cancel()
                 running.stopped(principals)
 
+    # The SDK's bearer check with our verifier. No resource_server_url: no OAuth metadata is
+    # published, as there is no authorization server (ollama_mcp.mcp.unauthorized says what is).
     auth = None if public_url is None else AuthSettings(
-        issuer_url=AnyHttpUrl(public_url), resource_server_url=AnyHttpUrl(public_url), validate_token_resource=False,
+        issuer_url=AnyHttpUrl(public_url), resource_server_url=None, validate_token_resource=False,
     )
     verifier = None if public_url is None else TokenVerifier(running)
     server = CompactServer(

@@ -33,6 +33,7 @@ from ollama_mcp.cli import admin
 from ollama_mcp.config import Settings
 from ollama_mcp.errors import ConfigError, InvalidInputError
 from ollama_mcp.mcp import http
+from ollama_mcp.mcp.unauthorized import MISSING, NO_OAUTH, NOT_OURS
 from ollama_mcp.services import tokens
 from ollama_mcp.storage.postgres import db as pg_db
 from tests.conftest import Database, with_database
@@ -185,13 +186,19 @@ async def test_with_tokens_a_missing_malformed_wrong_or_revoked_token_gets_401_a
     store = {"jsonrpc": "2.0", "id": 2, "method": "tools/call",
              "params": {"name": "store_memory", "arguments": {"content": "must not be stored"}}}
     async with serving(settings) as url:
-        for headers in ({}, {"Authorization": "Basic YWxpY2U6eA=="}, {"Authorization": "Bearer not-a-token"},
-                        {"Authorization": f"Bearer {alice[:-1]}x"}, {"Authorization": f"Bearer {revoked}"}):
+        for headers, told in (({}, MISSING), ({"Authorization": "Basic YWxpY2U6eA=="}, MISSING),
+                              ({"Authorization": "Bearer"}, MISSING),
+                              ({"Authorization": "Bearer not-a-token"}, NOT_OURS),
+                              ({"Authorization": f"Bearer {alice[:-1]}x"}, NOT_OURS),
+                              ({"Authorization": f"Bearer {revoked}"}, NOT_OURS)):
             for body in (INITIALIZE, store):
                 answer = await post(url, body, **headers)
                 assert answer.status_code == 401, (headers, answer.text)
-                assert answer.headers["www-authenticate"].startswith("Bearer")
-                assert "resource_metadata=" in answer.headers["www-authenticate"]
+                # What a client shows (Claude Code shows the body): which it was, and the fix.
+                assert answer.json() == {"error": "invalid_token", "error_description": told}
+                assert answer.headers["www-authenticate"] == (
+                    f'Bearer realm="ollama-mcp", error="invalid_token", error_description="{told}"'
+                )
         async with client(url, alice) as mcp:
             assert (await call(mcp, "list_conversations"))["conversations"] == []
             found = await call(mcp, "search_all_conversations", query="must not be stored")
@@ -208,13 +215,24 @@ async def test_the_server_starts_and_stops_again_and_again_each_time_within_a_bo
         assert found["results"][0]["memory_id"] == stored["memory_id"]
 
 
-async def test_the_server_publishes_its_protected_resource_metadata(settings: Settings) -> None:
+async def test_oauth_discovery_and_registration_are_told_the_server_takes_bearer_tokens_not_oauth(
+    settings: Settings,
+) -> None:
+    """No OAuth metadata names this server an authorization server it is not; a client that tries
+    OAuth after a forgotten header (Claude Code registers at /register) is told what to do."""
     await admin.create_token(settings, "alice", None)
     async with serving(settings) as url, httpx2.AsyncClient() as session:
         base = url.removesuffix("/mcp")
-        answer = await session.get(f"{base}/.well-known/oauth-protected-resource/mcp")
-        assert answer.status_code == 200
-        assert answer.json()["resource"] == url
+        for method, path in (("GET", "/.well-known/oauth-protected-resource/mcp"),
+                             ("GET", "/.well-known/oauth-protected-resource"),
+                             ("GET", "/.well-known/oauth-authorization-server"),
+                             ("GET", "/.well-known/openid-configuration"), ("POST", "/register"),
+                             ("GET", "/authorize"), ("POST", "/token")):
+            answer = await session.request(method, base + path)
+            assert answer.status_code == 404, path
+            assert answer.json() == {"error": "invalid_request", "error_description": NO_OAUTH}, path
+        assert NO_OAUTH.startswith("This ollama-mcp server does not use OAuth; it needs a bearer token: send the")
+        assert "ollama-mcp token create NAME" in NO_OAUTH and "Authorization: Bearer <token>" in NO_OAUTH
 
 
 async def test_a_token_revoked_while_the_server_runs_is_refused_at_its_next_request(settings: Settings) -> None:
