@@ -6,8 +6,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
-import shutil
 import sqlite3
 import subprocess
 import sys
@@ -21,40 +19,18 @@ from mcp import Client, StdioServerParameters
 
 from ollama_mcp.mcp.tools import TOOLS
 from tests.fake_ollama import FakeOllama
+from tests.installs import UV, committed_copy, need_node_tool, uv_env
 from tests.mcp.test_tools import call
 
 pytestmark = pytest.mark.anyio
 ROOT = Path(__file__).resolve().parent.parent
 MANIFEST = ROOT / "packaging" / "mcpb" / "manifest.json"
 MCPB = ROOT / "node_modules" / "@anthropic-ai" / "mcpb"
-UV = Path(sys.executable).parent / "uv"
-# How this machine reaches PyPI (a proxy's certificate authority, an index): uv needs them, the
-# server does not read them.
-NETWORK = ("SSL_CERT_FILE", "SSL_CERT_DIR", "HTTPS_PROXY", "HTTP_PROXY", "NO_PROXY", "UV_INDEX_URL",
-           "UV_DEFAULT_INDEX", "UV_NATIVE_TLS")
 VERSION = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["version"]
 
 
 def _need_mcpb() -> None:
-    if MCPB.exists():
-        return
-    if os.environ.get("CI"):
-        raise RuntimeError(f"the MCPB CLI is missing at {MCPB}; .ci/run must install it (see README)")
-    pytest.skip("MCPB CLI not installed (npm install --no-save @anthropic-ai/mcpb@2.1.2)")
-
-
-def _source(tmp_path: Path) -> Path:
-    """A repository holding the working tree's tracked files, committed: what a release builds."""
-    src = tmp_path / "src"
-    names = subprocess.run(["git", "-C", str(ROOT), "ls-files", "-z"], capture_output=True, check=True,
-                           text=True).stdout.split("\0")
-    for name in filter(None, names):
-        if (ROOT / name).is_file():
-            (src / name).parent.mkdir(parents=True, exist_ok=True)
-            shutil.copy2(ROOT / name, src / name)
-    for args in (["init", "-q"], ["add", "-A"], ["-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "s"]):
-        subprocess.run(["git", "-C", str(src), *args], check=True, capture_output=True)
-    return src
+    need_node_tool(MCPB, "@anthropic-ai/mcpb@2.1.2")
 
 
 def _build(src: Path, out: Path) -> subprocess.CompletedProcess[str]:
@@ -96,7 +72,7 @@ async def test_the_bundle_builds_and_starts_as_its_manifest_declares_from_a_mini
 ) -> None:
     _need_mcpb()
     out = tmp_path / "dist"
-    built = _build(_source(tmp_path), out)
+    built = _build(committed_copy(tmp_path), out)
     assert built.returncode == 0, built.stderr
     bundle = out / f"ollama-mcp-{VERSION}.mcpb"
     with zipfile.ZipFile(bundle) as archive:
@@ -119,13 +95,8 @@ async def test_the_bundle_builds_and_starts_as_its_manifest_declares_from_a_mini
     folder.mkdir()
     launch = _launch(unpacked, {"ollama_host": fake_ollama.url, "chat_model": "none", "memory_folder": str(folder)})
     assert launch["command"] == "uv"
-    # Claude Desktop supplies uv and a Python; here they are the test environment's, and uv's cache
-    # persists between runs under test-artifacts (a first run downloads the dependencies through
-    # this machine's network settings, passed on as they are).
-    network = {name: os.environ[name] for name in NETWORK if name in os.environ}
-    env = {**network, "PATH": f"{UV.parent}:/usr/bin:/bin", "HOME": str(tmp_path / "home"),
-           "UV_CACHE_DIR": str(ROOT / "test-artifacts" / "uv-cache"), "UV_PYTHON": sys._base_executable,
-           "UV_PYTHON_DOWNLOADS": "never", **launch["env"]}  # type: ignore[dict-item]
+    # Claude Desktop supplies uv and a Python; here they are the test environment's.
+    env = {**uv_env(tmp_path / "home"), **launch["env"]}  # type: ignore[dict-item]
     assert env["OLLAMA_MCP_CHAT_MODEL"] == "none" and env["OLLAMA_MCP_EMBED_MODEL"] == "nomic-embed-text"
     params = StdioServerParameters(command=str(UV), args=launch["args"], env=env, cwd="/")  # type: ignore[arg-type]
     async with Client(params, mode="legacy") as client:
@@ -142,7 +113,7 @@ async def test_the_bundle_builds_and_starts_as_its_manifest_declares_from_a_mini
 
 def test_a_bundle_from_a_tree_with_uncommitted_changes_is_refused(tmp_path: Path) -> None:
     _need_mcpb()
-    src = _source(tmp_path)
+    src = committed_copy(tmp_path)
     (src / "ollama_mcp" / "__init__.py").write_text("# changed\n", encoding="utf-8")
     built = _build(src, tmp_path / "dist")
     assert built.returncode == 1
@@ -152,7 +123,7 @@ def test_a_bundle_from_a_tree_with_uncommitted_changes_is_refused(tmp_path: Path
 
 def test_a_bundle_whose_manifest_version_is_not_the_packages_is_refused(tmp_path: Path) -> None:
     _need_mcpb()
-    src = _source(tmp_path)
+    src = committed_copy(tmp_path)
     manifest = src / "packaging" / "mcpb" / "manifest.json"
     manifest.write_text(manifest.read_text().replace(f'"version": "{VERSION}"', '"version": "9.9.9"'))
     subprocess.run(["git", "-C", str(src), "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qam", "v"],
