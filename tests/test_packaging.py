@@ -6,11 +6,13 @@ import json
 import re
 import subprocess
 import sys
+import tomllib
 import zipfile
 from pathlib import Path
 
 import pytest
 
+from ollama_mcp.cli.hooks import EVENTS
 from ollama_mcp.config import Settings
 from tests.conftest import connect
 
@@ -174,3 +176,14 @@ def test_server_json_is_a_valid_registry_entry_for_this_version_named_in_the_rea
                 {"packages": [{**pypi, "version": "latest"}]},
                 {"packages": [{**pypi, "registryType": "mcpb"}]}):  # an mcpb package needs its fileSha256
         assert list(validator.iter_errors({**entry, **bad})), bad
+
+
+def test_the_claude_code_plugin_is_the_packages_version_and_hooks_every_recording_event() -> None:
+    version = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["version"]
+    plugin = json.loads((ROOT / ".claude-plugin" / "plugin.json").read_text())
+    marketplace = json.loads((ROOT / ".claude-plugin" / "marketplace.json").read_text())
+    assert plugin["version"] == version == marketplace["plugins"][0]["version"]
+    hooks = json.loads((ROOT / plugin["hooks"]).read_text())["hooks"]
+    assert sorted(hooks) == sorted(EVENTS)
+    for event, groups in hooks.items():
+        assert groups[0]["hooks"][0]["command"].endswith(f"ollama-mcp hook {event}")
