@@ -45,6 +45,14 @@ class InvalidInputError(OllamaMcpError):
         super().__init__(f"{field}: {problem}; {fix}.")
 
 
+class ImportBrokeOff(InvalidInputError):
+    """An import file ends in the middle (a truncated download): what came before was imported."""
+
+    def __init__(self, message: str) -> None:
+        self.field = "FILE"
+        OllamaMcpError.__init__(self, message)
+
+
 class NotFoundError(OllamaMcpError):
     """Something named by id does not exist."""
 

@@ -7,7 +7,9 @@ did. Long work shows a progress line with an ETA on a terminal and stays quiet w
 from __future__ import annotations
 
 import re
+import shutil
 import sys
+import tempfile
 import time
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -22,9 +24,13 @@ from ollama_mcp.config import LOCAL_PRINCIPAL, Settings
 from ollama_mcp.domain import AccessToken, WriteRecord, format_timestamp
 from ollama_mcp.errors import InvalidInputError, OllamaMcpError, StorageError
 from ollama_mcp.services import export, tokens
+from ollama_mcp.services.archive import ImportReport
+from ollama_mcp.services.imports.sources import Source, open_source
 from ollama_mcp.services.transfer import AccessReport, CopyReport, copy_access, copy_store
 from ollama_mcp.storage.backends import open_backend, principal_stores, store_file
 from ollama_mcp.storage.protocols import Storage
+
+SKIPS_SHOWN = 20  # skipped conversations or lines named in the summary; the rest are counted
 
 
 class ProgressLine:
@@ -62,20 +68,57 @@ async def export_store(settings: Settings, conversation_id: str | None, fmt: str
         return await app.lifecycle.export_text(conversation_id, fmt)
 
 
-async def import_file(settings: Settings, path: str) -> tuple[int, int, int]:
-    """Import an export file ('-': standard input). Returns (new conversations, new memories,
-    memories in the file)."""
+async def import_file(
+    settings: Settings, path: str, fmt: str | None = None, since: str | None = None, dry_run: bool = False
+) -> ImportReport:
+    """Import a file ('-': standard input) or a Claude Code projects folder, in the format its
+    content shows (``fmt`` overrides): another tool's history, or an ollama-mcp export."""
+    since_at = inputs.timestamp("--since", since) if since else None
+    if path == "-":
+        with tempfile.TemporaryDirectory(prefix="ollama-mcp-import-") as folder:
+            spooled = Path(folder) / "stdin"
+            with spooled.open("wb") as out:
+                shutil.copyfileobj(sys.stdin.buffer, out)
+            return await _import(settings, open_source(spooled, fmt), since_at, dry_run)
+    return await _import(settings, open_source(Path(path), fmt), since_at, dry_run)
+
+
+async def _import(settings: Settings, source: Source, since: str | None, dry_run: bool) -> ImportReport:
+    if source.format == "ollama-mcp":
+        records = export.read_document(source.document)  # checked whole before anything is written
+        report = ImportReport("ollama-mcp", dry_run, len(records), sum(len(r.memories) for r in records))
+        async with open_app(settings, background=False) as app:
+            if dry_run:
+                for record in records:
+                    known, present = await app.store.present(record.conversation.id, [m.id for m in record.memories])
+                    report.new_conversations += not known
+                    report.new_turns += len(record.memories) - len(present)
+                return report
+            with audit.through("import"):
+                report.new_conversations, report.new_turns = await app.lifecycle.import_document(source.document)
+        return report
+    progress = ProgressLine(f"importing {source.format}", source.size)
     try:
-        raw = sys.stdin.read() if path == "-" else Path(path).read_text(encoding="utf-8")
-    except OSError as exc:
-        raise InvalidInputError("FILE", f"cannot be read ({exc.strerror})", "pass the path of an export file") from None
-    data = export.parse(raw, "FILE")
-    total = sum(len(c.get("memories", [])) for c in data.get("conversations", []) if isinstance(c, dict)) \
-        if isinstance(data, dict) and isinstance(data.get("conversations"), list) else 0
-    async with open_app(settings, background=False) as app:
-        with audit.through("import"):
-            conversations, memories = await app.lifecycle.import_document(data)
-    return conversations, memories, total
+        async with open_app(settings, background=False) as app:
+            with audit.through("import"):
+                return await app.lifecycle.import_chats(
+                    source.format, source.chats, since=since, dry_run=dry_run,
+                    progress=lambda: progress.update(min(source.position(), source.size)),
+                )
+    finally:
+        progress.close()
+
+
+def import_summary(report: ImportReport) -> str:
+    """What ``ollama-mcp import`` prints: what was (or would be) added, and what was skipped, why."""
+    verb = "would import" if report.dry_run else "imported"
+    line = (f"{report.format}: {verb} {report.new_conversations:,} new conversation(s) and {report.new_turns:,} new "
+            f"turns ({report.turns - report.new_turns:,} of {report.turns:,} were already present)")
+    if report.skipped:
+        shown = "; ".join(f"{s.where}: {s.reason}" for s in report.skipped[:SKIPS_SHOWN])
+        more = f"; and {len(report.skipped) - SKIPS_SHOWN:,} more" if len(report.skipped) > SKIPS_SHOWN else ""
+        line += f"\nskipped {len(report.skipped):,}: {shown}{more}"
+    return line
 
 
 async def reembed(settings: Settings, model: str | None, force: bool) -> tuple[int, str]:

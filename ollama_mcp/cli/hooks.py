@@ -34,6 +34,7 @@ import anyio
 from ollama_mcp import audit
 from ollama_mcp.domain import Conversation, ConversationQuery
 from ollama_mcp.errors import InvalidInputError, OllamaMcpError
+from ollama_mcp.services.projects import project_of
 
 if TYPE_CHECKING:
     from ollama_mcp.app import App
@@ -64,7 +65,7 @@ class HookCall:
 
     event: str
     session_id: str
-    project: str  # the session's working directory: which earlier sessions are this project's
+    project: str  # the session's repository (services.projects): which earlier sessions are this project's
     prompt: str | None = None  # UserPromptSubmit
     reply: str | None = None  # Stop: the assistant's reply to record, when there is one
 
@@ -95,7 +96,7 @@ def parse(event: str | None, raw: bytes) -> HookCall:
     session_id = _text(payload, "session_id")
     if not session_id:
         raise HookError("the payload has no session_id; this command reads the JSON Claude Code sends to hooks")
-    project = _text(payload, "cwd") or os.getcwd()
+    project = project_of(_text(payload, "cwd") or os.getcwd())  # the repository, worktrees included
     prompt = _text(payload, "prompt") if named == "UserPromptSubmit" else None
     reply = last_reply(payload) if named == "Stop" else None
     return HookCall(named, session_id, project, prompt, reply)

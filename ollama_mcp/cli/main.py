@@ -16,6 +16,7 @@ from ollama_mcp.cli.client_config import NAME as CLIENT_NAME
 from ollama_mcp.config import LOCAL_PRINCIPAL, Settings
 from ollama_mcp.domain import Check
 from ollama_mcp.errors import ConfigError, OllamaMcpError
+from ollama_mcp.services.imports.formats import FORMATS
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -84,13 +85,20 @@ def _parser() -> argparse.ArgumentParser:
     exporter.add_argument("--force", action="store_true", help="replace FILE if it exists")
     importer = commands.add_parser(
         "import",
-        help="read an export file back (ids kept; importing twice changes nothing)",
-        description="Imports a JSON file written by `ollama-mcp export`, keeping every id. Conversations "
-        "and memories already present are left as they are, so importing twice changes nothing. "
-        "Everything is checked before anything is written. Vectors are computed afterwards by the "
-        "server, or now with `ollama-mcp reembed`.",
+        help="bring in ChatGPT, Claude.ai, Claude Code or memory-server history, or an export of ours",
+        description="Imports a ChatGPT data export (the .zip or its conversations.json), a Claude.ai "
+        "export's conversations.json, Claude Code sessions (a .jsonl file or the projects folder), the "
+        "MCP memory server's memory.jsonl, or a file written by `ollama-mcp export`; the format is told "
+        "from the content. Each chat becomes a conversation with its title, its turns with their "
+        "original times. Ids come from the source's, so importing twice changes nothing and a newer "
+        "export adds only what is new. A conversation or line that cannot be read is skipped and named "
+        "with the reason. "
+        "Vectors and summaries are computed afterwards by the server (or now: `ollama-mcp reembed`).",
     )
-    importer.add_argument("file", metavar="FILE", help="the export file, or - for standard input")
+    importer.add_argument("file", metavar="FILE", help="the file or folder, or - for standard input")
+    importer.add_argument("--format", choices=FORMATS, help="the format, when telling it from the content is wrong")
+    importer.add_argument("--dry-run", action="store_true", help="count what would be added; write nothing")
+    importer.add_argument("--since", metavar="DATE", help="leave out turns before DATE (such as 2024-01-31)")
     reembedder = commands.add_parser(
         "reembed",
         help="compute vectors for every memory with the configured (or given) model, with progress",
@@ -377,9 +385,8 @@ def _maintenance(settings: Settings, args: argparse.Namespace) -> int:
             files.write_private(target, text)
             print(f"exported {count:,} conversation(s) to {target}", file=sys.stderr)
     elif args.command == "import":
-        conversations, memories, total = anyio.run(admin.import_file, settings, args.file)
-        print(f"imported {conversations:,} new conversation(s) and {memories:,} new memories "
-              f"({total - memories:,} of {total:,} were already present)")
+        imported = anyio.run(admin.import_file, settings, args.file, args.format, args.since, args.dry_run)
+        print(admin.import_summary(imported))
     elif args.command == "reembed":
         done, model = anyio.run(admin.reembed, settings, args.model, args.force)
         print(f"embedded {done:,} memories with {model}; every memory now has a vector of it")

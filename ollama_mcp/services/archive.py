@@ -5,15 +5,35 @@ The format itself is ``export``'s."""
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
 from typing import Any
 
+import anyio
+
 from ollama_mcp import audit, inputs
-from ollama_mcp.domain import Conversation, Export, Memory
-from ollama_mcp.errors import ConversationNotFoundError, InvalidInputError
+from ollama_mcp.domain import Conversation, Export, Memory, counted, utc_now
+from ollama_mcp.errors import ConversationNotFoundError, ImportBrokeOff, InvalidInputError, OllamaMcpError
 from ollama_mcp.services import export
+from ollama_mcp.services.imports.chats import Chat, Skipped, record_of
 from ollama_mcp.services.indexer import Indexer
 from ollama_mcp.services.passages import MIN_SHARE, page_bounds
 from ollama_mcp.storage.protocols import Storage
+
+IMPORT_BATCH = 50  # chats parsed per hop to a worker thread (a large export's parsing never blocks the loop)
+
+
+@dataclass
+class ImportReport:
+    """What an import of another tool's history read, added and skipped (with why)."""
+
+    format: str
+    dry_run: bool = False
+    conversations: int = 0  # conversations read (with turns, after --since)
+    turns: int = 0  # turns and notes read
+    new_conversations: int = 0
+    new_turns: int = 0
+    skipped: list[Skipped] = field(default_factory=list)
 
 
 class Archive:
@@ -86,6 +106,55 @@ class Archive:
             return export.dumps(export.document_of(found)) + "\n", len(found)
         return "\n---\n\n".join(export.markdown(c, m, 1, 1) for c, m in found), len(found)
 
+    async def import_chats(
+        self, fmt: str, chats: Iterator[Chat | Skipped], *, since: str | None = None, dry_run: bool = False,
+        progress: Callable[[], None] | None = None,
+    ) -> ImportReport:
+        """Import the chats another tool exported (``services.imports``), each in one transaction:
+        ids derived from the source's, so a second import adds nothing and a newer export only its
+        new turns. A chat that cannot be read is skipped with its reason; the others are imported.
+        ``since``: turns before it are left out. ``dry_run``: count what would be added, write
+        nothing. Embeddings and summaries are left to the background."""
+        report = ImportReport(fmt, dry_run=dry_run)
+        now = utc_now()
+        broken: OllamaMcpError | None = None
+        while not broken:
+            batch, broken = await anyio.to_thread.run_sync(_take, chats)
+            if not batch:
+                break
+            for item in batch:
+                if isinstance(item, Skipped):
+                    report.skipped.append(item)
+                    continue
+                chat = _since(item, since)
+                if not chat.turns:
+                    if since is None:
+                        report.skipped.append(Skipped(f"{item.source_id} ({item.title or 'untitled'})",
+                                                      "holds no messages"))
+                    continue
+                record = record_of(chat, now)
+                report.conversations += 1
+                report.turns += len(record.memories)
+                if dry_run:
+                    known, present = await self._store.present(record.conversation.id, [m.id for m in record.memories])
+                    report.new_conversations += not known
+                    report.new_turns += len(record.memories) - len(present)
+                    continue
+                with audit.recording("import", record.conversation.id,
+                                     arguments={"source": chat.source, "source_id": chat.source_id}):
+                    created, added = await self._store.import_conversation(record.conversation, record.memories, None)
+                report.new_conversations += created
+                report.new_turns += added
+            if progress is not None:
+                progress()
+        if report.new_turns:
+            self._indexer.added()
+        if broken is not None:  # the file breaks off: what came before it is in, and the error says so
+            verb = "would be" if dry_run else "was" if report.new_conversations == 1 else "were"
+            raise ImportBrokeOff(f"{broken} The {counted(report.new_conversations, 'new conversation')} before the "
+                                 f"break {verb} imported.")
+        return report
+
     async def import_document(self, data: object) -> tuple[int, int]:
         """Import an export document (ids kept; importing twice changes nothing). Everything is
         checked before anything is written. Returns (new conversations, new memories)."""
@@ -101,3 +170,26 @@ class Archive:
         if new_memories:
             self._indexer.added()  # vectors are not exported: embed them with this model
         return new_conversations, new_memories
+
+
+def _take(chats: Iterator[Chat | Skipped]) -> tuple[list[Chat | Skipped], OllamaMcpError | None]:
+    """The next ``IMPORT_BATCH`` chats, and the error that ended the file early, if it did."""
+    batch: list[Chat | Skipped] = []
+    try:
+        for item in chats:
+            batch.append(item)
+            if len(batch) == IMPORT_BATCH:
+                break
+    except OllamaMcpError as exc:
+        return batch, exc
+    return batch, None
+
+
+def _since(chat: Chat, since: str | None) -> Chat:
+    """``chat`` without its turns before ``since`` (a turn of unknown time goes with its chat's start)."""
+    if since is None:
+        return chat
+    kept = [t for t in chat.turns if (t.at or chat.created_at or since) >= since]
+    return chat if len(kept) == len(chat.turns) else Chat(
+        chat.source, chat.source_id, chat.title, chat.created_at, kept, chat.metadata
+    )

@@ -227,6 +227,9 @@ class TranscriptStorage(Protocol):
     ) -> tuple[bool, int]:
         """Insert an exported conversation and its memories with their ids, in one transaction."""
 
+    async def present(self, conversation_id: str, memory_ids: Sequence[str]) -> tuple[bool, set[str]]:
+        """Whether the conversation exists, and which of the memory ids do (an import's dry run)."""
+
 
 class JobStorage(Protocol):
     """Deferred work: queue, claim under a lease, retry, fail and finish jobs."""

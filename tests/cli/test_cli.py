@@ -69,9 +69,9 @@ def test_export_then_import_into_a_new_store_round_trips_and_a_second_import_cha
 
     first = run(target, fake_ollama, "import", str(backup))
     assert first.returncode == 0, first.stderr
-    assert "imported 1 new conversation(s) and 4 new memories (0 of 4 were already present)" in first.stdout
+    assert "ollama-mcp: imported 1 new conversation(s) and 4 new turns (0 of 4 were already present)" in first.stdout
     again = run(target, fake_ollama, "import", "-", stdin=backup.read_text())
-    assert "imported 0 new conversation(s) and 0 new memories (4 of 4 were already present)" in again.stdout
+    assert "ollama-mcp: imported 0 new conversation(s) and 0 new turns (4 of 4 were already present)" in again.stdout
     exported = json.loads(run(target, fake_ollama, "export").stdout)
     assert {**exported, "exported_at": None} == {**document, "exported_at": None}
     markdown = run(target, fake_ollama, "export", "--format", "markdown", "--conversation", conv).stdout
@@ -85,10 +85,15 @@ def test_import_of_a_bad_file_says_what_is_wrong_and_writes_nothing(
     bad.write_text('{"format": "ollama-mcp-export", "version": 1, "conversations": [{"id": "nope"}]}')
     done = run(db, fake_ollama, "import", str(bad))
     assert done.returncode == 2 and "conversations[0].id: is not a valid id" in done.stderr
-    assert rows(db, "SELECT count(*) FROM conversations") == [(0,)]
+    # Checked before the store is opened: a new store is not even created.
+    if db.backend == "sqlite":
+        assert not Path(db.url).exists()
+    else:
+        assert rows(db, "SELECT to_regclass('conversations')") == [(None,)]
     bad.write_text("{not json")
-    assert "FILE: is not JSON" in run(db, fake_ollama, "import", str(bad)).stderr
+    assert "FILE: bad.json is not valid JSON" in run(db, fake_ollama, "import", str(bad)).stderr
     assert "cannot be read" in run(db, fake_ollama, "import", str(tmp_path / "missing.json")).stderr
+    fill(db, fake_ollama)
     assert "No such file or directory" in run(db, fake_ollama, "export", "-o", str(tmp_path / "no" / "x.json")).stderr
 
 

@@ -210,3 +210,22 @@ async def test_a_prompt_longer_than_a_memory_may_be_is_recorded_cut_and_says_so(
     [(content,)] = db.rows("SELECT content FROM memories")
     assert len(content) == settings.max_content_chars and content.startswith("word word")
     assert content.endswith("more characters not recorded]")
+
+
+async def test_a_session_in_a_worktree_starts_with_what_a_session_in_its_repository_said(
+    settings: Settings, db: Database, tmp_path: Path
+) -> None:
+    """The project is the repository, resolved by the hook itself: a second window on another
+    branch (a linked worktree) is the same project, without the model passing anything."""
+    repo, worktree = tmp_path / "proxy", tmp_path / "proxy-tls"
+    (repo / "src").mkdir(parents=True)
+    for args in (["init", "-q"], ["-c", "user.name=t", "-c", "user.email=t@t", "commit", "-q", "--allow-empty",
+                                  "-m", "s"], ["worktree", "add", "-q", str(worktree)]):
+        subprocess.run(["git", "-C", str(repo), *args], check=True, capture_output=True)
+    hooks = hook_commands(settings)
+    for name in ("SessionStart", "UserPromptSubmit", "SessionEnd"):
+        quiet(fire(hooks[name], payload(name, str(repo / "src"), prompt="The TLS port is 9443.")))
+    started = fire(hooks["SessionStart"], payload("SessionStart", str(worktree), session_id="in-the-worktree"))
+    assert "The TLS port is 9443." in json.loads(started.stdout)["hookSpecificOutput"]["additionalContext"]
+    projects = db.rows("SELECT metadata FROM conversations ORDER BY created_at")
+    assert [json.loads(m)["project"] if isinstance(m, str) else m["project"] for (m,) in projects] == [str(repo)] * 2

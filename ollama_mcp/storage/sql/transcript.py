@@ -144,6 +144,16 @@ class TranscriptStore(SqlParts):
         memories = [memory_from_row(d, r) for r in rows]
         return conversation_from_row(d, row), memories, int(total[0]) if total else 0
 
+    async def present(self, conversation_id: str, memory_ids: Sequence[str]) -> tuple[bool, set[str]]:
+        d = self._dialect
+        known = await self._fetchall(
+            d.sql("SELECT 1 FROM conversations WHERE id = ?"), (conversation_id,), "check an import"
+        )
+        found = await self._fetchall(
+            d.sql(f"SELECT id FROM memories WHERE {d.in_list('id')}"), (d.listed(list(memory_ids)),), "check an import"
+        ) if memory_ids else []
+        return bool(known), {row[0] for row in found}
+
     async def import_conversation(
         self, conversation: Conversation, memories: Sequence[Memory], summarized_through_id: str | None
     ) -> tuple[bool, int]:

@@ -1,0 +1,9 @@
+"""The formats ``ollama-mcp import`` reads, by the names ``--format`` takes (a module of its own,
+so the command line can offer them without importing the readers)."""
+
+FORMATS = ("chatgpt", "claude.ai", "claude-code", "memory-server", "ollama-mcp")
+EXPECTED = (
+    "a ChatGPT data export (the .zip or its conversations.json), a Claude.ai export's conversations.json, "
+    "a Claude Code session (.jsonl) or its projects folder, the MCP memory server's memory.jsonl, "
+    "or an ollama-mcp export"
+)

@@ -1,0 +1,203 @@
+"""Opening what a user hands to ``ollama-mcp import`` (or the browser view's Import page) and
+telling its format from its content.
+
+Read as a stream, so memory stays bounded however large the export: a JSON list is parsed one
+conversation at a time (ijson, yajl's C parser: a ChatGPT export can be hundreds of MB, and
+``json.load`` would hold all of it and its objects at once), a ``.jsonl`` one line at a time, a
+zip's member without extracting it. Nothing here writes; every refusal is an
+``InvalidInputError`` naming the file and what was expected.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import zipfile
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path, PurePosixPath
+from typing import IO, Any
+
+from ollama_mcp.errors import InvalidInputError
+from ollama_mcp.services.imports import chatgpt, claude_ai, claude_code, memory_server
+from ollama_mcp.services.imports.chats import Chat, Skipped
+from ollama_mcp.services.imports.formats import EXPECTED, FORMATS
+
+FIELD = "FILE"
+FIRST_LINE_BYTES = 1 << 20
+
+
+@dataclass
+class Source:
+    """An opened import: its format, the chats it holds (read lazily, once), and how far through
+    its bytes the reading is (for a progress bar)."""
+
+    format: str
+    chats: Iterator[Chat | Skipped]
+    size: int
+    position: Callable[[], int]
+    document: object = None  # an ollama-mcp export, read whole (its own format, bounded by export)
+
+
+def open_source(path: Path, fmt: str | None = None) -> Source:
+    """The import ``path`` names (a file or a Claude Code projects folder), in ``fmt`` or the
+    format its content shows."""
+    if fmt is not None and fmt not in FORMATS:
+        raise InvalidInputError("--format", f"is {fmt!r}", f"pass one of {', '.join(FORMATS)}")
+    if path.is_dir():
+        if fmt not in (None, "claude-code"):
+            raise InvalidInputError(FIELD, f"{path} is a folder", "pass a file, or a Claude Code projects folder")
+        return _claude_code_folder(path)
+    try:
+        handle = path.open("rb", buffering=1 << 20)
+    except OSError as exc:
+        raise InvalidInputError(FIELD, f"{path} cannot be read ({exc.strerror})", f"pass {EXPECTED}") from None
+    size = path.stat().st_size
+    head = handle.read(4096)
+    handle.seek(0)
+    if not head.strip():
+        handle.close()
+        raise InvalidInputError(FIELD, f"{path} is empty", f"pass {EXPECTED}")
+    is_zip = head.startswith(b"PK")
+    suffix = path.suffix.lower()
+    if suffix == ".zip" and not is_zip:
+        handle.close()
+        raise InvalidInputError(FIELD, f"{path} ends in .zip but is not a zip archive", "pass the export as downloaded")
+    if suffix in (".json", ".jsonl") and is_zip:
+        handle.close()
+        raise InvalidInputError(FIELD, f"{path} ends in {suffix} but is a zip archive", "rename it to .zip")
+    if is_zip:
+        return _zip(path, handle, size, fmt)
+    return _stream(path.name, handle, size, handle.tell, fmt, suffix)
+
+
+def _stream(name: str, raw: IO[bytes], size: int, position: Callable[[], int], fmt: str | None,
+            suffix: str) -> Source:
+    # The first line, at most 1 MB of it (a minified export is one line of all of it).
+    head = raw.readline(FIRST_LINE_BYTES).lstrip(b"\xef\xbb\xbf")
+    raw.seek(0)
+    first = head.lstrip(b" \t\r\n")[:1]
+    if first == b"[":
+        if suffix == ".jsonl":
+            raise InvalidInputError(FIELD, f"{name} ends in .jsonl but holds a JSON list", "rename it to .json")
+        return _json_list(name, raw, size, position, fmt)
+    if first != b"{":
+        raise InvalidInputError(FIELD, f"{name} is not JSON or JSON lines", f"pass {EXPECTED}")
+    try:
+        entry: Any = json.loads(head)
+    except json.JSONDecodeError:
+        entry = None  # a JSON document over several lines: our own export, if anything
+    if isinstance(entry, dict) and fmt != "ollama-mcp":
+        kind = fmt or _line_format(entry)
+        if kind == "memory-server":
+            return Source(kind, memory_server.graph(name, _lines(raw)), size, position)
+        if kind == "claude-code":
+            return Source(kind, claude_code.session(name, _lines(raw)), size, position)
+    if suffix == ".jsonl":
+        raise InvalidInputError(FIELD, f"{name} is not a Claude Code session or a memory.jsonl", f"pass {EXPECTED}")
+    try:
+        document = json.load(io.TextIOWrapper(raw, encoding="utf-8-sig"))
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        raise InvalidInputError(FIELD, f"{name} is not valid JSON ({exc})", f"pass {EXPECTED}") from None
+    ours = isinstance(document, dict) and document.get("format") == "ollama-mcp-export"
+    if fmt not in (None, "ollama-mcp") or not ours:
+        raise InvalidInputError(FIELD, f"{name} is a JSON object of no format ollama-mcp imports", f"pass {EXPECTED}")
+    return Source("ollama-mcp", iter(()), size, position, document=document)
+
+
+def _json_list(name: str, raw: IO[bytes], size: int, position: Callable[[], int], fmt: str | None) -> Source:
+    import ijson  # type: ignore[import-untyped]  # noqa: PLC0415 - only an import needs the streaming parser
+
+    items = ijson.items(raw, "item", use_float=True)
+    try:
+        first = next(items, None)
+    except ijson.JSONError as exc:
+        raise InvalidInputError(FIELD, f"{name} is not valid JSON ({exc})", f"pass {EXPECTED}") from None
+    kind = fmt or (_list_format(first) if first is not None else "chatgpt")
+    if kind not in ("chatgpt", "claude.ai"):
+        raise InvalidInputError(FIELD, f"{name} holds a list of no format ollama-mcp imports", f"pass {EXPECTED}")
+    reader = chatgpt.chats if kind == "chatgpt" else claude_ai.chats
+    return Source(kind, _guarded(name, reader(_chain(first, items))), size, position)
+
+
+def _list_format(first: object) -> str:
+    if isinstance(first, dict) and "mapping" in first:
+        return "chatgpt"
+    if isinstance(first, dict) and "chat_messages" in first:
+        return "claude.ai"
+    return "unknown"
+
+
+def _line_format(entry: dict[str, Any]) -> str | None:
+    if entry.get("type") in ("entity", "relation"):
+        return "memory-server"
+    if "sessionId" in entry or entry.get("type") in ("user", "assistant", "summary", "system"):
+        return "claude-code"
+    return None
+
+
+def _chain(first: object, rest: Iterator[object]) -> Iterator[object]:
+    if first is not None:
+        yield first
+    yield from rest
+
+
+def _guarded(name: str, chats: Iterator[Chat | Skipped]) -> Iterator[Chat | Skipped]:
+    """A JSON list that breaks off (a truncated download) ends the import with an error, after the
+    conversations before the break: those are whole, and importing the file again adds nothing."""
+    import ijson  # noqa: PLC0415
+
+    try:
+        yield from chats
+    except ijson.JSONError as exc:
+        raise InvalidInputError(
+            FIELD, f"{name} breaks off or is not valid JSON ({exc})", "download the export again and import it again"
+        ) from None
+
+
+def _zip(path: Path, handle: IO[bytes], size: int, fmt: str | None) -> Source:
+    try:
+        archive = zipfile.ZipFile(handle)
+        names = archive.namelist()
+    except (zipfile.BadZipFile, OSError) as exc:
+        handle.close()
+        raise InvalidInputError(
+            FIELD, f"{path} is not a complete zip archive ({exc})", "download the export again"
+        ) from None
+    escaping = [n for n in names if PurePosixPath(n).is_absolute() or ".." in PurePosixPath(n).parts or "\\" in n]
+    if escaping:
+        handle.close()
+        raise InvalidInputError(
+            FIELD, f"{path} holds paths outside its own folder ({escaping[0]!r})", "import only an export as downloaded"
+        )
+    member = next((n for n in names if PurePosixPath(n).name == "conversations.json"), None)
+    if member is None:
+        handle.close()
+        raise InvalidInputError(FIELD, f"{path} holds no conversations.json", f"pass {EXPECTED}")
+    info = archive.getinfo(member)
+    try:
+        stream = archive.open(info)
+    except (zipfile.BadZipFile, OSError) as exc:
+        raise InvalidInputError(FIELD, f"{path} cannot be read ({exc})", "download the export again") from None
+    return _stream(f"{path.name}:{member}", stream, info.file_size, stream.tell, fmt, ".json")
+
+
+def _claude_code_folder(folder: Path) -> Source:
+    files = sorted(folder.rglob("*.jsonl"))
+    if not files:
+        raise InvalidInputError(FIELD, f"{folder} holds no .jsonl session files", "pass Claude Code's projects folder")
+    sizes = [f.stat().st_size for f in files]
+    done = [0]
+
+    def sessions() -> Iterator[Chat | Skipped]:
+        for file, size in zip(files, sizes, strict=True):
+            with file.open("rb") as raw:
+                yield from claude_code.session(str(file.relative_to(folder)), _lines(raw))
+            done[0] += size
+
+    return Source("claude-code", sessions(), sum(sizes), lambda: done[0])
+
+
+def _lines(raw: IO[bytes]) -> Iterator[str]:
+    for line in raw:
+        yield line.decode("utf-8", errors="replace")
