@@ -85,24 +85,13 @@ async def import_file(
 
 async def _import(settings: Settings, source: Source, since: str | None, dry_run: bool) -> ImportReport:
     if source.format == "ollama-mcp":
-        records = export.read_document(source.document)  # checked whole before anything is written
-        report = ImportReport("ollama-mcp", dry_run, len(records), sum(len(r.memories) for r in records))
-        async with open_app(settings, background=False) as app:
-            if dry_run:
-                for record in records:
-                    known, present = await app.store.present(record.conversation.id, [m.id for m in record.memories])
-                    report.new_conversations += not known
-                    report.new_turns += len(record.memories) - len(present)
-                return report
-            with audit.through("import"):
-                report.new_conversations, report.new_turns = await app.lifecycle.import_document(source.document)
-        return report
+        export.read_document(source.document)  # checked whole before the store is even opened
     progress = ProgressLine(f"importing {source.format}", source.size)
     try:
         async with open_app(settings, background=False) as app:
             with audit.through("import"):
-                return await app.lifecycle.import_chats(
-                    source.format, source.chats, since=since, dry_run=dry_run,
+                return await app.lifecycle.import_source(
+                    source, since=since, dry_run=dry_run,
                     progress=lambda: progress.update(min(source.position(), source.size)),
                 )
     finally:

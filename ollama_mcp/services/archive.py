@@ -16,6 +16,7 @@ from ollama_mcp.domain import Conversation, Export, Memory, counted, utc_now
 from ollama_mcp.errors import ConversationNotFoundError, ImportBrokeOff, InvalidInputError, OllamaMcpError
 from ollama_mcp.services import export
 from ollama_mcp.services.imports.chats import Chat, Skipped, record_of
+from ollama_mcp.services.imports.sources import Source
 from ollama_mcp.services.indexer import Indexer
 from ollama_mcp.services.passages import MIN_SHARE, page_bounds
 from ollama_mcp.storage.protocols import Storage
@@ -105,6 +106,26 @@ class Archive:
         if fmt == "json":
             return export.dumps(export.document_of(found)) + "\n", len(found)
         return "\n---\n\n".join(export.markdown(c, m, 1, 1) for c, m in found), len(found)
+
+    async def import_source(
+        self, source: Source, *, since: str | None = None, dry_run: bool = False,
+        progress: Callable[[], None] | None = None,
+    ) -> ImportReport:
+        """Import what ``sources.open_source`` opened: an export of ours (ids kept, checked whole
+        first) or another tool's chats (``import_chats``)."""
+        if source.format != "ollama-mcp":
+            return await self.import_chats(source.format, source.chats, since=since, dry_run=dry_run,
+                                           progress=progress)
+        records = export.read_document(source.document)
+        report = ImportReport("ollama-mcp", dry_run, len(records), sum(len(r.memories) for r in records))
+        if dry_run:
+            for record in records:
+                known, present = await self._store.present(record.conversation.id, [m.id for m in record.memories])
+                report.new_conversations += not known
+                report.new_turns += len(record.memories) - len(present)
+        else:
+            report.new_conversations, report.new_turns = await self.import_document(source.document)
+        return report
 
     async def import_chats(
         self, fmt: str, chats: Iterator[Chat | Skipped], *, since: str | None = None, dry_run: bool = False,

@@ -6,6 +6,7 @@ once, into a page with the sentence and a status."""
 from __future__ import annotations
 
 import hmac
+import tempfile
 from collections.abc import Awaitable, Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import replace
@@ -25,7 +26,9 @@ from ollama_mcp import audit, caller, inputs
 from ollama_mcp.app import App
 from ollama_mcp.domain import ConversationQuery
 from ollama_mcp.errors import ConversationClosedError, InvalidInputError, NotFoundError, OllamaError, OllamaMcpError
-from ollama_mcp.services import doctor, export
+from ollama_mcp.services import doctor
+from ollama_mcp.services.imports.formats import EXPECTED, FORMAT_NAMES
+from ollama_mcp.services.imports.sources import open_source
 from ollama_mcp.ui import views
 from ollama_mcp.ui.guard import LOCAL, Admit, Guard, Refused, Site, checked_form, visitor
 
@@ -223,11 +226,22 @@ async def import_file(request: Request) -> Response:
     form = await checked_form(request)
     upload = form.get("file")
     if upload is None or isinstance(upload, str):
-        raise InvalidInputError("file", "is missing", "choose a JSON file written by `ollama-mcp export`")
-    data = export.parse(await upload.read(), "file")
-    with _writing(request):
-        conversations_added, memories_added = await _app(request).lifecycle.import_document(data)
-    result = f"Imported {conversations_added:,} new conversation(s) and {memories_added:,} new memories."
+        raise InvalidInputError("file", "is missing", f"choose {EXPECTED}")
+    # The same reading as `ollama-mcp import`: from a file of the upload's name (its extension is
+    # checked against its content), streamed, told apart by content.
+    with tempfile.TemporaryDirectory(prefix="ollama-mcp-upload-") as folder:
+        saved = Path(folder) / (Path(upload.filename or "upload").name or "upload")
+        with saved.open("wb") as out:
+            while chunk := await upload.read(1 << 20):
+                out.write(chunk)
+        source = await anyio.to_thread.run_sync(lambda: open_source(saved, field="file", shown=saved.name))
+        with _writing(request):
+            report = await _app(request).lifecycle.import_source(source)
+    result = (f"Imported {report.new_conversations:,} new conversation(s) and {report.new_turns:,} new memories "
+              f"from {FORMAT_NAMES[report.format]}.")
+    if report.skipped:
+        named = "; ".join(f"{s.where}: {s.reason}" for s in report.skipped[:5])
+        result += f" Skipped {len(report.skipped):,}: {named}"
     return _page(request, "import.html", result=result)
 
 

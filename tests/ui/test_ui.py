@@ -4,9 +4,11 @@ the service's own search, the one the assistant uses)."""
 
 from __future__ import annotations
 
+import io
 import json
 import re
 import socket
+import zipfile
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from datetime import UTC, datetime, timedelta
@@ -22,6 +24,7 @@ from ollama_mcp.domain import SearchRequest
 from ollama_mcp.ui.guard import MAX_BODY_BYTES
 from ollama_mcp.ui.run import bind
 from ollama_mcp.ui.web import build_ui
+from tests.cli.test_import_formats import chatgpt_conversation
 from tests.conftest import Database
 from tests.fake_ollama import FakeOllama
 from tests.mcp.test_http import VIEW_TOKEN, client, serving
@@ -321,8 +324,8 @@ async def test_export_downloads_markdown_and_json_that_import_reads_back(
         files = {"file": ("export.json", document.content, "application/json")}
         imported = await client.post("/import", data={"csrf": token}, files=files, headers={"origin": BASE})
         again = await client.post("/import", data={"csrf": token}, files=files, headers={"origin": BASE})
-        assert "Imported 1 new conversation(s) and 1 new memories." in imported.text
-        assert "Imported 0 new conversation(s) and 0 new memories." in again.text
+        assert "Imported 1 new conversation(s) and 1 new memories from an ollama-mcp export." in imported.text
+        assert "Imported 0 new conversation(s) and 0 new memories from an ollama-mcp export." in again.text
     assert other.rows("SELECT content FROM memories") == [("Sam prefers aisle seats",)]
 
 
@@ -545,3 +548,19 @@ async def test_a_tokenless_loopback_server_opens_its_view_with_the_link_it_print
                                          headers=origin_of(browser))
             assert deleted.status_code == 303 and deleted.headers["location"].startswith("/ui/conversations/")
     assert db.count("SELECT count(*) FROM memories") == 0
+
+
+async def test_the_import_page_takes_a_chatgpt_export_zip_as_the_command_does(app: App, db: Database) -> None:
+    archive = io.BytesIO()
+    with zipfile.ZipFile(archive, "w") as packed:
+        packed.writestr("conversations.json", json.dumps([chatgpt_conversation()]))
+    async with view(app) as client:
+        token = csrf_of(await client.get("/import"))
+        files = {"file": ("chatgpt-export.zip", archive.getvalue(), "application/zip")}
+        imported = await client.post("/import", data={"csrf": token}, files=files, headers={"origin": BASE})
+        mislabelled = await client.post("/import", data={"csrf": token}, headers={"origin": BASE},
+                                        files={"file": ("export.zip", b"[]", "application/zip")})
+    assert "Imported 1 new conversation(s) and 4 new memories from a ChatGPT export." in imported.text
+    assert db.rows("SELECT name FROM conversations") == [("Lisbon trip",)]
+    assert mislabelled.status_code == 400
+    assert "file: export.zip ends in .zip but is not a zip archive" in mislabelled.text

@@ -7,3 +7,8 @@ EXPECTED = (
     "a Claude Code session (.jsonl) or its projects folder, the MCP memory server's memory.jsonl, "
     "or an ollama-mcp export"
 )
+# What each is called in a sentence ("Imported 3 new conversations from a ChatGPT export").
+FORMAT_NAMES = {
+    "chatgpt": "a ChatGPT export", "claude.ai": "a Claude.ai export", "claude-code": "Claude Code sessions",
+    "memory-server": "the memory server's memory.jsonl", "ollama-mcp": "an ollama-mcp export",
+}

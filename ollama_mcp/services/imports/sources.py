@@ -27,6 +27,15 @@ FIELD = "FILE"
 FIRST_LINE_BYTES = 1 << 20
 
 
+@dataclass(frozen=True)
+class _At:
+    """What errors call the input: the field (FILE on the command line, file in the browser view)
+    and the file's name as its user knows it."""
+
+    field: str
+    shown: str
+
+
 @dataclass
 class Source:
     """An opened import: its format, the chats it holds (read lazily, once), and how far through
@@ -39,50 +48,53 @@ class Source:
     document: object = None  # an ollama-mcp export, read whole (its own format, bounded by export)
 
 
-def open_source(path: Path, fmt: str | None = None) -> Source:
+def open_source(path: Path, fmt: str | None = None, *, field: str = FIELD, shown: str | None = None) -> Source:
     """The import ``path`` names (a file or a Claude Code projects folder), in ``fmt`` or the
-    format its content shows."""
+    format its content shows. Errors name ``field`` and call the file ``shown`` (default: its name)."""
+    at = _At(field, shown or path.name or str(path))
     if fmt is not None and fmt not in FORMATS:
         raise InvalidInputError("--format", f"is {fmt!r}", f"pass one of {', '.join(FORMATS)}")
     if path.is_dir():
+        at = _At(field, shown or str(path))
         if fmt not in (None, "claude-code"):
-            raise InvalidInputError(FIELD, f"{path} is a folder", "pass a file, or a Claude Code projects folder")
-        return _claude_code_folder(path)
+            raise refusal(at, "is a folder", "pass a file, or a Claude Code projects folder")
+        return _claude_code_folder(path, at)
     try:
         handle = path.open("rb", buffering=1 << 20)
     except OSError as exc:
-        raise InvalidInputError(FIELD, f"{path} cannot be read ({exc.strerror})", f"pass {EXPECTED}") from None
+        raise refusal(at, f"cannot be read ({exc.strerror})") from None
     size = path.stat().st_size
     head = handle.read(4096)
     handle.seek(0)
     if not head.strip():
         handle.close()
-        raise InvalidInputError(FIELD, f"{path} is empty", f"pass {EXPECTED}")
+        raise refusal(at, "is empty")
     is_zip = head.startswith(b"PK")
     suffix = path.suffix.lower()
     if suffix == ".zip" and not is_zip:
         handle.close()
-        raise InvalidInputError(FIELD, f"{path} ends in .zip but is not a zip archive", "pass the export as downloaded")
+        raise refusal(at, "ends in .zip but is not a zip archive", "pass the export as downloaded")
     if suffix in (".json", ".jsonl") and is_zip:
         handle.close()
-        raise InvalidInputError(FIELD, f"{path} ends in {suffix} but is a zip archive", "rename it to .zip")
+        raise refusal(at, f"ends in {suffix} but is a zip archive", "rename it to .zip")
     if is_zip:
-        return _zip(path, handle, size, fmt)
-    return _stream(path.name, handle, size, handle.tell, fmt, suffix)
+        return _zip(path, handle, size, fmt, at)
+    return _stream(at, handle, size, handle.tell, fmt, suffix)
 
 
-def _stream(name: str, raw: IO[bytes], size: int, position: Callable[[], int], fmt: str | None,
+def _stream(at: _At, raw: IO[bytes], size: int, position: Callable[[], int], fmt: str | None,
             suffix: str) -> Source:
+    name = at.shown
     # The first line, at most 1 MB of it (a minified export is one line of all of it).
     head = raw.readline(FIRST_LINE_BYTES).lstrip(b"\xef\xbb\xbf")
     raw.seek(0)
     first = head.lstrip(b" \t\r\n")[:1]
     if first == b"[":
         if suffix == ".jsonl":
-            raise InvalidInputError(FIELD, f"{name} ends in .jsonl but holds a JSON list", "rename it to .json")
-        return _json_list(name, raw, size, position, fmt)
+            raise refusal(at, "ends in .jsonl but holds a JSON list", "rename it to .json")
+        return _json_list(at, raw, size, position, fmt)
     if first != b"{":
-        raise InvalidInputError(FIELD, f"{name} is not JSON or JSON lines", f"pass {EXPECTED}")
+        raise refusal(at, "is not JSON or JSON lines")
     try:
         entry: Any = json.loads(head)
     except json.JSONDecodeError:
@@ -94,30 +106,35 @@ def _stream(name: str, raw: IO[bytes], size: int, position: Callable[[], int], f
         if kind == "claude-code":
             return Source(kind, claude_code.session(name, _lines(raw)), size, position)
     if suffix == ".jsonl":
-        raise InvalidInputError(FIELD, f"{name} is not a Claude Code session or a memory.jsonl", f"pass {EXPECTED}")
+        raise refusal(at, "is not a Claude Code session or a memory.jsonl")
     try:
         document = json.load(io.TextIOWrapper(raw, encoding="utf-8-sig"))
     except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-        raise InvalidInputError(FIELD, f"{name} is not valid JSON ({exc})", f"pass {EXPECTED}") from None
+        raise refusal(at, f"is not valid JSON ({exc})") from None
     ours = isinstance(document, dict) and document.get("format") == "ollama-mcp-export"
     if fmt not in (None, "ollama-mcp") or not ours:
-        raise InvalidInputError(FIELD, f"{name} is a JSON object of no format ollama-mcp imports", f"pass {EXPECTED}")
+        raise refusal(at, "is a JSON object of no format ollama-mcp imports")
     return Source("ollama-mcp", iter(()), size, position, document=document)
 
 
-def _json_list(name: str, raw: IO[bytes], size: int, position: Callable[[], int], fmt: str | None) -> Source:
+def _json_list(at: _At, raw: IO[bytes], size: int, position: Callable[[], int], fmt: str | None) -> Source:
     import ijson  # type: ignore[import-untyped]  # noqa: PLC0415 - only an import needs the streaming parser
 
     items = ijson.items(raw, "item", use_float=True)
     try:
         first = next(items, None)
     except ijson.JSONError as exc:
-        raise InvalidInputError(FIELD, f"{name} is not valid JSON ({exc})", f"pass {EXPECTED}") from None
+        raise refusal(at, f"is not valid JSON ({exc})") from None
     kind = fmt or (_list_format(first) if first is not None else "chatgpt")
     if kind not in ("chatgpt", "claude.ai"):
-        raise InvalidInputError(FIELD, f"{name} holds a list of no format ollama-mcp imports", f"pass {EXPECTED}")
+        raise refusal(at, "holds a list of no format ollama-mcp imports")
     reader = chatgpt.chats if kind == "chatgpt" else claude_ai.chats
-    return Source(kind, _guarded(name, reader(_chain(first, items))), size, position)
+    return Source(kind, _guarded(at, reader(_chain(first, items))), size, position)
+
+
+def refusal(at: _At, problem: str, fix: str = f"pass {EXPECTED}") -> InvalidInputError:
+    """The error for input ``at``: its field, its name, what is wrong and what to do."""
+    return InvalidInputError(at.field, f"{at.shown} {problem}", fix)
 
 
 def _list_format(first: object) -> str:
@@ -142,7 +159,7 @@ def _chain(first: object, rest: Iterator[object]) -> Iterator[object]:
     yield from rest
 
 
-def _guarded(name: str, chats: Iterator[Chat | Skipped]) -> Iterator[Chat | Skipped]:
+def _guarded(at: _At, chats: Iterator[Chat | Skipped]) -> Iterator[Chat | Skipped]:
     """A JSON list that breaks off (a truncated download) ends the import with an error, after the
     conversations before the break: those are whole, and importing the file again adds nothing."""
     import ijson  # noqa: PLC0415
@@ -150,42 +167,39 @@ def _guarded(name: str, chats: Iterator[Chat | Skipped]) -> Iterator[Chat | Skip
     try:
         yield from chats
     except ijson.JSONError as exc:
-        raise InvalidInputError(
-            FIELD, f"{name} breaks off or is not valid JSON ({exc})", "download the export again and import it again"
+        raise refusal(at, f"breaks off or is not valid JSON ({exc})", "download the export again and import it again"
         ) from None
 
 
-def _zip(path: Path, handle: IO[bytes], size: int, fmt: str | None) -> Source:
+def _zip(path: Path, handle: IO[bytes], size: int, fmt: str | None, at: _At) -> Source:
     try:
         archive = zipfile.ZipFile(handle)
         names = archive.namelist()
     except (zipfile.BadZipFile, OSError) as exc:
         handle.close()
-        raise InvalidInputError(
-            FIELD, f"{path} is not a complete zip archive ({exc})", "download the export again"
+        raise refusal(at, f"is not a complete zip archive ({exc})", "download the export again"
         ) from None
     escaping = [n for n in names if PurePosixPath(n).is_absolute() or ".." in PurePosixPath(n).parts or "\\" in n]
     if escaping:
         handle.close()
-        raise InvalidInputError(
-            FIELD, f"{path} holds paths outside its own folder ({escaping[0]!r})", "import only an export as downloaded"
+        raise refusal(at, f"holds paths outside its own folder ({escaping[0]!r})", "import only an export as downloaded"
         )
     member = next((n for n in names if PurePosixPath(n).name == "conversations.json"), None)
     if member is None:
         handle.close()
-        raise InvalidInputError(FIELD, f"{path} holds no conversations.json", f"pass {EXPECTED}")
+        raise refusal(at, "holds no conversations.json")
     info = archive.getinfo(member)
     try:
         stream = archive.open(info)
     except (zipfile.BadZipFile, OSError) as exc:
-        raise InvalidInputError(FIELD, f"{path} cannot be read ({exc})", "download the export again") from None
-    return _stream(f"{path.name}:{member}", stream, info.file_size, stream.tell, fmt, ".json")
+        raise refusal(at, f"cannot be read ({exc})", "download the export again") from None
+    return _stream(_At(at.field, f"{at.shown}:{member}"), stream, info.file_size, stream.tell, fmt, ".json")
 
 
-def _claude_code_folder(folder: Path) -> Source:
+def _claude_code_folder(folder: Path, at: _At) -> Source:
     files = sorted(folder.rglob("*.jsonl"))
     if not files:
-        raise InvalidInputError(FIELD, f"{folder} holds no .jsonl session files", "pass Claude Code's projects folder")
+        raise refusal(at, "holds no .jsonl session files", "pass Claude Code's projects folder")
     sizes = [f.stat().st_size for f in files]
     done = [0]
 
