@@ -79,8 +79,10 @@ async def import_file(
             spooled = Path(folder) / "stdin"
             with spooled.open("wb") as out:
                 shutil.copyfileobj(sys.stdin.buffer, out)
-            return await _import(settings, open_source(spooled, fmt), since_at, dry_run)
-    return await _import(settings, open_source(Path(path), fmt), since_at, dry_run)
+            with open_source(spooled, fmt) as source:
+                return await _import(settings, source, since_at, dry_run)
+    with open_source(Path(path), fmt) as source:
+        return await _import(settings, source, since_at, dry_run)
 
 
 async def _import(settings: Settings, source: Source, since: str | None, dry_run: bool) -> ImportReport:

@@ -17,11 +17,10 @@ Header values are ASCII without quotes or backslashes (RFC 6750's error_descript
 
 from __future__ import annotations
 
-import json
-
 from mcp.server.auth.middleware.bearer_auth import RequireAuthMiddleware
 from starlette.applications import Starlette
 from starlette.authentication import BaseUser
+from starlette.datastructures import Headers
 from starlette.requests import Request
 from starlette.responses import JSONResponse
 from starlette.routing import Route
@@ -54,15 +53,12 @@ class TokenRequired:
         if _admitted(scope):
             await self.app(scope, receive, send)
             return
-        sent = dict(scope.get("headers") or ()).get(b"authorization", b"")
-        description = NOT_OURS if sent.lower().startswith(b"bearer ") and sent[7:].strip() else MISSING
-        body = json.dumps({"error": "invalid_token", "error_description": description}).encode()
+        sent = Headers(scope=scope).get("authorization", "")
+        description = NOT_OURS if sent.lower().startswith("bearer ") and sent[7:].strip() else MISSING
         challenge = f'Bearer realm="ollama-mcp", error="invalid_token", error_description="{description}"'
-        await send({"type": "http.response.start", "status": 401, "headers": [
-            (b"content-type", b"application/json"), (b"content-length", str(len(body)).encode()),
-            (b"www-authenticate", challenge.encode("ascii")),
-        ]})
-        await send({"type": "http.response.body", "body": body})
+        refused = JSONResponse({"error": "invalid_token", "error_description": description}, status_code=401,
+                               headers={"www-authenticate": challenge})
+        await refused(scope, receive, send)
 
 
 def _admitted(scope: Scope) -> bool:

@@ -30,8 +30,7 @@ class ImportReport:
 
     format: str
     dry_run: bool = False
-    conversations: int = 0  # conversations read (with turns, after --since)
-    turns: int = 0  # turns and notes read
+    turns: int = 0  # turns and notes read (after --since)
     new_conversations: int = 0
     new_turns: int = 0
     skipped: list[Skipped] = field(default_factory=list)
@@ -117,12 +116,10 @@ class Archive:
             return await self.import_chats(source.format, source.chats, since=since, dry_run=dry_run,
                                            progress=progress)
         records = export.read_document(source.document)
-        report = ImportReport("ollama-mcp", dry_run, len(records), sum(len(r.memories) for r in records))
+        report = ImportReport("ollama-mcp", dry_run, sum(len(r.memories) for r in records))
         if dry_run:
             for record in records:
-                known, present = await self._store.present(record.conversation.id, [m.id for m in record.memories])
-                report.new_conversations += not known
-                report.new_turns += len(record.memories) - len(present)
+                await self._count_new(report, record)
         else:
             report.new_conversations, report.new_turns = await self.import_document(source.document)
         return report
@@ -154,12 +151,9 @@ class Archive:
                                                       "holds no messages"))
                     continue
                 record = record_of(chat, now)
-                report.conversations += 1
                 report.turns += len(record.memories)
                 if dry_run:
-                    known, present = await self._store.present(record.conversation.id, [m.id for m in record.memories])
-                    report.new_conversations += not known
-                    report.new_turns += len(record.memories) - len(present)
+                    await self._count_new(report, record)
                     continue
                 with audit.recording("import", record.conversation.id,
                                      arguments={"source": chat.source, "source_id": chat.source_id}):
@@ -175,6 +169,12 @@ class Archive:
             raise ImportBrokeOff(f"{broken} The {counted(report.new_conversations, 'new conversation')} before the "
                                  f"break {verb} imported.")
         return report
+
+    async def _count_new(self, report: ImportReport, record: export.ConversationRecord) -> None:
+        """A dry run's count: whether ``record``'s conversation and which of its memories are new."""
+        known, present = await self._store.present(record.conversation.id, [m.id for m in record.memories])
+        report.new_conversations += not known
+        report.new_turns += len(record.memories) - len(present)
 
     async def import_document(self, data: object) -> tuple[int, int]:
         """Import an export document (ids kept; importing twice changes nothing). Everything is

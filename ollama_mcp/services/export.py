@@ -119,15 +119,6 @@ def clipped(memory: Memory, allowance: int) -> Memory:
     return replace(memory, content=head + hint)
 
 
-def parse(raw: str | bytes, field: str) -> object:
-    """An export file's text as JSON data (checked by ``read_document``); ``field`` names the file
-    in the error: FILE on the command line, file in the browser view."""
-    try:
-        return json.loads(raw)
-    except ValueError as exc:  # UnicodeDecodeError included
-        raise InvalidInputError(field, f"is not JSON ({exc})", "pass a file written by `ollama-mcp export`") from None
-
-
 def read_document(data: object) -> list[ConversationRecord]:
     """Check an export document field by field; every error names the path of the bad field."""
     if not isinstance(data, dict) or data.get("format") != FORMAT:

@@ -235,7 +235,7 @@ async def import_file(request: Request) -> Response:
             while chunk := await upload.read(1 << 20):
                 out.write(chunk)
         source = await anyio.to_thread.run_sync(lambda: open_source(saved, field="file", shown=saved.name))
-        with _writing(request):
+        with source, _writing(request):
             report = await _app(request).lifecycle.import_source(source)
     result = (f"Imported {report.new_conversations:,} new conversation(s) and {report.new_turns:,} new memories "
               f"from {FORMAT_NAMES[report.format]}.")

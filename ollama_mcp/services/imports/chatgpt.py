@@ -14,49 +14,32 @@ from __future__ import annotations
 from collections.abc import Iterable, Iterator
 from typing import Any
 
-from ollama_mcp.services.imports.chats import Chat, Role, Skipped, Turn, clipped, epoch
+from ollama_mcp.services.imports.chats import Chat, Malformed, Role, Skipped, Turn, clipped, each_conversation, epoch
 
 ROLES: dict[str, Role] = {"user": "user", "assistant": "assistant", "system": "system", "tool": "tool"}
 LEFT_OUT_TYPES = {"user_editable_context", "model_editable_context"}  # custom instructions, memory
 
 
 def chats(conversations: Iterable[object]) -> Iterator[Chat | Skipped]:
-    for index, raw in enumerate(conversations):
-        where = f"conversation {index + 1}"
-        if not isinstance(raw, dict):
-            yield Skipped(where, "is not an object")
-            continue
-        source_id = raw.get("conversation_id") or raw.get("id")
-        if isinstance(source_id, str) and source_id:
-            where += f" (id {source_id})"
-        try:
-            yield _chat(raw, source_id)
-        except _Malformed as exc:
-            yield Skipped(where, str(exc))
+    return each_conversation(conversations, ("conversation_id", "id"), _chat)
 
 
-class _Malformed(Exception):
-    pass
-
-
-def _chat(raw: dict[str, Any], source_id: object) -> Chat:
-    if not isinstance(source_id, str) or not source_id:
-        raise _Malformed("has no conversation_id")
+def _chat(raw: dict[str, Any], source_id: str) -> Chat:
     mapping = raw.get("mapping")
     if not isinstance(mapping, dict) or not mapping:
-        raise _Malformed("has no mapping of messages")
+        raise Malformed("has no mapping of messages")
     node_id = raw.get("current_node")
     if not isinstance(node_id, str) or node_id not in mapping:
-        raise _Malformed("its current_node is not one of its messages")
+        raise Malformed("its current_node is not one of its messages")
     branch: list[dict[str, Any]] = []
     seen: set[str] = set()
     while isinstance(node_id, str):
         if node_id in seen:
-            raise _Malformed("its messages' parents form a loop")
+            raise Malformed("its messages' parents form a loop")
         seen.add(node_id)
         node = mapping.get(node_id)
         if not isinstance(node, dict):
-            raise _Malformed(f"message {node_id} is missing from its mapping")
+            raise Malformed(f"message {node_id} is missing from its mapping")
         branch.append(node)
         node_id = node.get("parent")
     turns = [turn for node in reversed(branch) if (turn := _turn(node)) is not None]

@@ -12,6 +12,7 @@ current one. A turn's ``occurred_at`` is its original time; ``created_at`` is wh
 from __future__ import annotations
 
 import uuid
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any, Literal
@@ -57,6 +58,31 @@ class Chat:
 class Skipped:
     where: str  # "conversation 12 (id abc)", "line 40"
     reason: str
+
+
+class Malformed(Exception):
+    """A conversation a reader cannot use; the message is the reason its Skipped gives."""
+
+
+def each_conversation(
+    conversations: Iterable[object], id_keys: tuple[str, ...], read: Callable[[dict[str, Any], str], Chat]
+) -> Iterator[Chat | Skipped]:
+    """The chats of an export's list of conversations: ``read(raw, its id)`` for each object with
+    a text id under the first of ``id_keys`` it has; anything else, or a ``Malformed`` from
+    ``read``, is skipped and named by its place in the list (and its id, when it has one)."""
+    for index, raw in enumerate(conversations):
+        where = f"conversation {index + 1}"
+        if not isinstance(raw, dict):
+            yield Skipped(where, "is not an object")
+            continue
+        source_id = next((raw[k] for k in id_keys if isinstance(raw.get(k), str) and raw[k]), None)
+        if source_id is None:
+            yield Skipped(where, f"has no {id_keys[0]}")
+            continue
+        try:
+            yield read(raw, source_id)
+        except Malformed as exc:
+            yield Skipped(f"{where} (id {source_id})", str(exc))
 
 
 def epoch(value: object) -> str | None:

@@ -10,28 +10,22 @@ from collections.abc import Iterable, Iterator
 from typing import Any
 
 from ollama_mcp.services.imports.blocks import turns_of_blocks
-from ollama_mcp.services.imports.chats import Chat, Role, Skipped, Turn, clipped, iso
+from ollama_mcp.services.imports.chats import Chat, Malformed, Role, Skipped, Turn, clipped, each_conversation, iso
 
 SENDERS: dict[str, Role] = {"human": "user", "user": "user", "assistant": "assistant"}
 
 
 def chats(conversations: Iterable[object]) -> Iterator[Chat | Skipped]:
-    for index, raw in enumerate(conversations):
-        where = f"conversation {index + 1}"
-        if not isinstance(raw, dict):
-            yield Skipped(where, "is not an object")
-            continue
-        source_id = raw.get("uuid")
-        if not isinstance(source_id, str) or not source_id:
-            yield Skipped(where, "has no uuid")
-            continue
-        messages = raw.get("chat_messages")
-        if not isinstance(messages, list):
-            yield Skipped(f"{where} (uuid {source_id})", "has no list of chat_messages")
-            continue
-        turns = [turn for i, message in enumerate(messages) for turn in _turns(i, message)]
-        name = raw.get("name")
-        yield Chat("claude.ai", source_id, name if isinstance(name, str) else None, iso(raw.get("created_at")), turns)
+    return each_conversation(conversations, ("uuid",), _chat)
+
+
+def _chat(raw: dict[str, Any], source_id: str) -> Chat:
+    messages = raw.get("chat_messages")
+    if not isinstance(messages, list):
+        raise Malformed("has no list of chat_messages")
+    turns = [turn for i, message in enumerate(messages) for turn in _turns(i, message)]
+    name = raw.get("name")
+    return Chat("claude.ai", source_id, name if isinstance(name, str) else None, iso(raw.get("created_at")), turns)
 
 
 def _turns(index: int, message: object) -> list[Turn]:

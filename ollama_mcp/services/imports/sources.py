@@ -39,23 +39,29 @@ class _At:
 @dataclass
 class Source:
     """An opened import: its format, the chats it holds (read lazily, once), and how far through
-    its bytes the reading is (for a progress bar)."""
+    its bytes the reading is (for a progress bar). A context manager: leaving it closes the file."""
 
     format: str
     chats: Iterator[Chat | Skipped]
     size: int
     position: Callable[[], int]
     document: object = None  # an ollama-mcp export, read whole (its own format, bounded by export)
+    close: Callable[[], None] = lambda: None
+
+    def __enter__(self) -> Source:
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        self.close()
 
 
 def open_source(path: Path, fmt: str | None = None, *, field: str = FIELD, shown: str | None = None) -> Source:
     """The import ``path`` names (a file or a Claude Code projects folder), in ``fmt`` or the
     format its content shows. Errors name ``field`` and call the file ``shown`` (default: its name)."""
-    at = _At(field, shown or path.name or str(path))
     if fmt is not None and fmt not in FORMATS:
         raise InvalidInputError("--format", f"is {fmt!r}", f"pass one of {', '.join(FORMATS)}")
+    at = _At(field, shown or (str(path) if path.is_dir() else path.name))
     if path.is_dir():
-        at = _At(field, shown or str(path))
         if fmt not in (None, "claude-code"):
             raise refusal(at, "is a folder", "pass a file, or a Claude Code projects folder")
         return _claude_code_folder(path, at)
@@ -63,22 +69,29 @@ def open_source(path: Path, fmt: str | None = None, *, field: str = FIELD, shown
         handle = path.open("rb", buffering=1 << 20)
     except OSError as exc:
         raise refusal(at, f"cannot be read ({exc.strerror})") from None
+    try:
+        source = _opened(path, handle, fmt, at)
+    except BaseException:
+        handle.close()  # refused: nothing stays open
+        raise
+    source.close = handle.close
+    return source
+
+
+def _opened(path: Path, handle: IO[bytes], fmt: str | None, at: _At) -> Source:
     size = path.stat().st_size
     head = handle.read(4096)
     handle.seek(0)
     if not head.strip():
-        handle.close()
         raise refusal(at, "is empty")
     is_zip = head.startswith(b"PK")
     suffix = path.suffix.lower()
     if suffix == ".zip" and not is_zip:
-        handle.close()
         raise refusal(at, "ends in .zip but is not a zip archive", "pass the export as downloaded")
     if suffix in (".json", ".jsonl") and is_zip:
-        handle.close()
         raise refusal(at, f"ends in {suffix} but is a zip archive", "rename it to .zip")
     if is_zip:
-        return _zip(path, handle, size, fmt, at)
+        return _zip(handle, size, fmt, at)
     return _stream(at, handle, size, handle.tell, fmt, suffix)
 
 
@@ -167,26 +180,22 @@ def _guarded(at: _At, chats: Iterator[Chat | Skipped]) -> Iterator[Chat | Skippe
     try:
         yield from chats
     except ijson.JSONError as exc:
-        raise refusal(at, f"breaks off or is not valid JSON ({exc})", "download the export again and import it again"
+        raise refusal(
+            at, f"breaks off or is not valid JSON ({exc})", "download the export again and import it again"
         ) from None
 
 
-def _zip(path: Path, handle: IO[bytes], size: int, fmt: str | None, at: _At) -> Source:
+def _zip(handle: IO[bytes], size: int, fmt: str | None, at: _At) -> Source:
     try:
         archive = zipfile.ZipFile(handle)
         names = archive.namelist()
     except (zipfile.BadZipFile, OSError) as exc:
-        handle.close()
-        raise refusal(at, f"is not a complete zip archive ({exc})", "download the export again"
-        ) from None
+        raise refusal(at, f"is not a complete zip archive ({exc})", "download the export again") from None
     escaping = [n for n in names if PurePosixPath(n).is_absolute() or ".." in PurePosixPath(n).parts or "\\" in n]
     if escaping:
-        handle.close()
-        raise refusal(at, f"holds paths outside its own folder ({escaping[0]!r})", "import only an export as downloaded"
-        )
+        raise refusal(at, f"holds paths outside its own folder ({escaping[0]!r})", "import an export as downloaded")
     member = next((n for n in names if PurePosixPath(n).name == "conversations.json"), None)
     if member is None:
-        handle.close()
         raise refusal(at, "holds no conversations.json")
     info = archive.getinfo(member)
     try:
