@@ -128,6 +128,7 @@ class SearchRequest:
     filters: SearchFilters = SearchFilters()
     related_to: str | None = None  # search this conversation and those related to it (everywhere else)
     reference_time: str | None = None  # "last week" in the query is before this (None: now)
+    project: str | None = None  # only conversations filed under this project (a path or its folder's name)
 
 
 @dataclass(frozen=True)
@@ -147,6 +148,7 @@ class SearchHit:
     score: float  # the fused ranking score (inf for exact phrase matches): only its order means anything
     similarity: float | None  # cosine similarity to the query, when the memory has a vector
     matched: tuple[MatchReason, ...] = ()  # why it is a hit (ranking.reasons); () for a listing
+    project: str | None = None  # its conversation's project (metadata.project), when it has one
 
 
 @dataclass(frozen=True)
@@ -244,6 +246,7 @@ class ConversationQuery:
     order: Literal["activity", "created"] = "activity"  # latest activity first, or newest first
     limit: int = 20
     ids: tuple[str, ...] | None = None  # only these conversations (those shared with a caller)
+    project: str | None = None  # only those filed under this project (inputs.project)
 
 
 @dataclass(frozen=True)

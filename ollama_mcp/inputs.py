@@ -28,6 +28,7 @@ MAX_METADATA_BYTES = 64 * 1024
 MAX_METADATA_DEPTH = 16
 MAX_TOP_K = 100
 MAX_LIST_LIMIT = 500
+MAX_PROJECT_CHARS = 4096  # a path
 
 
 def text(field: str, value: object, limit: int, *, what: str = "text", stored: bool = True) -> str:
@@ -327,8 +328,23 @@ def facts_wanted(metadata: dict[str, Any], default: bool) -> bool:
     return default if given is None else given
 
 
+def project(field: str, value: object) -> str | None:
+    """A project as a filter: the folder a conversation's ``metadata.project`` names (a path, as
+    hooks and Claude Code imports file it), or just that folder's name. A trailing separator is
+    dropped, so ``/work/app/`` and ``/work/app`` are one project."""
+    if value is None:
+        return None
+    if not isinstance(value, str) or not value.strip() or len(value) > MAX_PROJECT_CHARS:
+        raise InvalidInputError(
+            field, f"must be a non-empty text of at most {MAX_PROJECT_CHARS} characters",
+            "pass the project's folder name (e.g. \"ollama-mcp\") or its path, or omit it",
+        )
+    stripped = value.strip()
+    return stripped.rstrip("/\\") or stripped
+
+
 def conversation_query(
-    status: object, limit: object, name: object, metadata: object, order: object
+    status: object, limit: object, name: object, metadata: object, order: object, in_project: object = None
 ) -> ConversationQuery:
     """list_conversations' filters and order, each checked."""
     if status not in (None, "active", "completed"):
@@ -352,7 +368,7 @@ def conversation_query(
             pairs.append((str(key), json.dumps(value) if isinstance(value, bool) else str(value)))
     return ConversationQuery(
         status=status, name_contains=fragment, metadata=tuple(pairs), order=order,
-        limit=integer("limit", limit, 1, MAX_LIST_LIMIT),
+        limit=integer("limit", limit, 1, MAX_LIST_LIMIT), project=project("project", in_project),
     )
 
 
@@ -410,7 +426,7 @@ def occurred_at(field: str, value: object) -> str:
 
 
 # search_request's parameters are named like the tools' (and so like these checks).
-_tags, _threshold, _conversation_id, _actor = tags, threshold, conversation_id, actor
+_tags, _threshold, _conversation_id, _actor, _project = tags, threshold, conversation_id, actor, project
 
 
 def search_request(
@@ -428,6 +444,7 @@ def search_request(
     everywhere: bool = False,
     related_to: object = None,
     reference_time: object = None,
+    project: object = None,
 ) -> SearchRequest:
     """A search request with every field checked; the first bad field raises. ``actor`` keeps
     the turns of one participant only (so it searches messages, which alone have one)."""
@@ -450,6 +467,7 @@ def search_request(
         filters=filters,
         related_to=_conversation_id("related_to", related_to),
         reference_time=timestamp("reference_time", reference_time),
+        project=_project("project", project),
     )
 
 

@@ -23,7 +23,8 @@ ROOT = Path(__file__).resolve().parent.parent
 # 28 (shared/notes/users.md); ours (13 tools with add_messages, init_conversation's follows and
 # search_all_conversations' related_to: about 6.6 KB; store_memory's occurred_at and
 # search_memories' reference_time: 6.8 KB; read_memory, which reads whole what a search shows by
-# passages: 7.3 KB) must stay well under the 8 KB target.
+# passages: 7.3 KB; a project on both searches and the listing, paid for by shorter descriptions:
+# 7.3 KB) must stay well under the 8 KB target.
 TOOLS_LIST_BUDGET = 7_350
 
 

@@ -239,7 +239,7 @@ async def _session_conversation(app: App, call: HookCall, *, create: bool) -> Co
 async def earlier_sessions(app: App, project: str, current_id: str) -> str:
     """What the project's latest other sessions said, newest first, within CONTEXT_CHARS: each
     one's summary when it has one, and its last messages."""
-    query = ConversationQuery(metadata=(("project", project),), order="activity", limit=EARLIER_SESSIONS + 1)
+    query = ConversationQuery(project=project, order="activity", limit=EARLIER_SESSIONS + 1)
     earlier = [c for c in await app.service.conversations(query) if c.id != current_id][:EARLIER_SESSIONS]
     blocks = []
     share = CONTEXT_CHARS // max(1, len(earlier))

@@ -148,6 +148,7 @@ class Hit(BaseModel):
     occurred_at: str | None = None  # when it happened, if not when it was stored
     matched: list[MatchReason] | None = None  # why it is a hit (none for a listing)
     length: int | None = None  # the whole memory's characters, when content shows passages of it
+    project: str | None = None  # its conversation's project, when it has one
 
 
 class SearchResults(BaseModel):
@@ -170,6 +171,7 @@ class SearchResults(BaseModel):
                 kind=h.memory.kind,
                 occurred_at=None if h.memory.occurred_at == h.memory.created_at else h.memory.occurred_at,
                 matched=list(h.matched) or None, length=shown.length if shown.clipped else None,
+                project=h.project,
             ))
         said = [outcome.notice] if outcome.notice else []
         if any(r.length is not None for r in results):

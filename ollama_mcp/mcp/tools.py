@@ -51,13 +51,14 @@ _IDEMPOTENT_WRITE = ToolAnnotations(destructive_hint=False, idempotent_hint=True
 _DELETE = ToolAnnotations(idempotent_hint=True, open_world_hint=False)
 _AGENT = ToolAnnotations(open_world_hint=False)  # may delete, but only after the human confirms
 
-ConversationId = Annotated[str | None, Field(description="Default: the current conversation.")]
-Tags = Annotated[list[str] | None, Field(description="Memories must have all of these tags.")]
-TopK = Annotated[int, Field(description="1-100.")]
-Threshold = Annotated[float | None, Field(description="Minimum cosine similarity, -1 to 1.")]
+ConversationId = Annotated[str | None, Field(description="Default: current one.")]
+Tags = Annotated[list[str] | None, Field(description="Must have all.")]
+TopK = int  # 1-100: a bad one is refused saying so
+Threshold = Annotated[float | None, Field(description="Min cosine similarity.")]
 Messages = Annotated[bool, Field(description="Also transcript messages.")]
 Superseded = Annotated[bool, Field(description="Also replaced versions.")]
 Query = Annotated[str, Field(description='"*" lists them newest first.')]
+Project = Annotated[str | None, Field(description="Folder name or path.")]
 
 
 async def init_conversation(
@@ -100,7 +101,7 @@ async def update_memory(
     tags: list[str] | None = None,
     metadata: dict[str, Any] | None = None,
 ) -> Annotated[CallToolResult, MemoryUpdated]:
-    """Correct a memory: saves a new version (omitted fields kept) and keeps the old one as history."""
+    """Correct a memory: saves a new version (omitted fields kept), the old one kept as history."""
     async with tool_call(ctx) as app:
         old, new = await app.service.update_memory(memory_id, content, tags, metadata)
         return reply(MemoryUpdated.of(old, new))
@@ -135,13 +136,14 @@ async def search_memories(
     include_superseded: Superseded = False,
     actor: Annotated[str | None, Field(description="Only this participant's turns.")] = None,
     reference_time: Annotated[str | None, Field(description="Read 'last week' etc. from; default now.")] = None,
+    project: Project = None,
 ) -> Annotated[CallToolResult, SearchResults]:
     """Find this conversation's memories by meaning and keywords, best first; other chats: search_all_conversations."""
     begin_search(ctx, query)
     async with tool_call(ctx, conversation_id) as app:
         request = search_request(
             query, conversation_id, top_k, threshold, tags, since, until, include_messages, include_superseded,
-            actor, reference_time=reference_time,
+            actor, reference_time=reference_time, project=project,
         )
         return reply(SearchResults.of(await app.service.search(request), request.query, app.settings.response_chars))
 
@@ -150,13 +152,14 @@ async def search_all_conversations(
     ctx: Context, query: Query, top_k: TopK = 5, threshold: Threshold = None, tags: Tags = None,
     include_messages: Messages = False,
     related_to: Annotated[str | None, Field(description="Only this id and related conversations.")] = None,
+    project: Project = None,
 ) -> Annotated[CallToolResult, SearchResults]:
     """Like search_memories, across every conversation, including ended ones and their summaries."""
     begin_search(ctx, query)
     async with tool_call(ctx, related_to) as app:
         request = search_request(
             query, top_k=top_k, threshold=threshold, tags=tags, include_messages=include_messages, everywhere=True,
-            related_to=related_to,
+            related_to=related_to, project=project,
         )
         sharing, principal = sharing_of(ctx)
         outcome = await sharing.search_all(principal, app, request)
@@ -190,10 +193,11 @@ async def list_conversations(
     name: Annotated[str | None, Field(description="Part of the name.")] = None,
     metadata: Annotated[dict[str, Any] | None, Field(description="Values it must hold.")] = None,
     order: Literal["activity", "created"] = "activity",
+    project: Project = None,
 ) -> Annotated[CallToolResult, ConversationList]:
     """Conversations, latest activity first, with ids, counts and metadata."""
     async with tool_call(ctx) as app:
-        query = conversation_query(status, limit, name, metadata, order)
+        query = conversation_query(status, limit, name, metadata, order, project)
         sharing, principal = sharing_of(ctx)
         found = await sharing.listed(principal, app, query)
         return reply(ConversationList(conversations=[ListedConversation.of(c, share) for c, share in found]))

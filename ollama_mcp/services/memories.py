@@ -33,6 +33,7 @@ from ollama_mcp.domain import (
     SearchRequest,
     StoredMemory,
     WriteRecord,
+    counted,
     format_timestamp,
     utc_now,
 )
@@ -359,6 +360,8 @@ class MemoryService:
         conversations out says so, with the tool that recalls them.
         """
         started = time.perf_counter()
+        if request.project is not None:
+            return await self._search_project(request, started)
         if request.related_to is not None:
             return await self._search_related(request, started)
         target = None if request.everywhere else request.conversation_id or await self.current_conversation_id()
@@ -372,6 +375,36 @@ class MemoryService:
                 notice, "Only this conversation was searched; search_all_conversations recalls the others."
             )
         return _outcome(hits, mode, notice, started, "all" if conversation is None else "conversation")
+
+    async def _search_project(self, request: SearchRequest, started: float) -> SearchOutcome:
+        """A search of the conversations filed under ``request.project`` (every one of them, not
+        only the current), within what else the request asks: the conversation given, those
+        related to one, those shared with a caller."""
+        assert request.project is not None
+        scope = await self._store.project_conversations(request.project)
+        if request.conversation_id is not None and not request.everywhere:
+            scope = [c for c in scope if c == request.conversation_id]
+        if request.filters.conversation_ids is not None:
+            allowed = set(request.filters.conversation_ids)
+            scope = [c for c in scope if c in allowed]
+        narrowed = replace(
+            request, project=None, conversation_id=None, everywhere=True,
+            filters=replace(request.filters, conversation_ids=tuple(scope)),
+        )
+        if request.related_to is not None:
+            outcome = await self._search_related(narrowed, started)
+        else:
+            hits, mode, notice = await self._find(narrowed, narrowed.filters, None)
+            outcome = _outcome(hits, mode, notice, started, "all")
+        if not scope:
+            said = (
+                f"No conversation is filed under project {request.project!r}: list_conversations shows each"
+                " one's project in its metadata; leave project out to search them all."
+            )
+        else:
+            searched = counted(len(scope), "conversation", "conversations")
+            said = f"Searched the {searched} of project {request.project!r}."
+        return replace(outcome, notice=_joined(outcome.notice, said))
 
     async def _search_related(self, request: SearchRequest, started: float) -> SearchOutcome:
         """A search of one conversation and those related to it (``relations.related_scope``),
@@ -401,11 +434,18 @@ class MemoryService:
         (``""`` or ``"*"``), what the filters allow, newest first: "everything tagged decision"."""
         if not request.query:
             listed = await self._store.listed_memories(filters, request.top_k)
-            return [SearchHit(m, 0.0, None) for m in listed], "list", None
+            return await self._with_projects([SearchHit(m, 0.0, None) for m in listed]), "list", None
         hits, by_meaning, notice = await self._indexer.search(
             request.query, filters, conversation_key, request.top_k, request.threshold, _window(request)
         )
-        return hits, "hybrid" if by_meaning else "keyword", notice
+        return await self._with_projects(hits), "hybrid" if by_meaning else "keyword", notice
+
+    async def _with_projects(self, hits: list[SearchHit]) -> list[SearchHit]:
+        """The hits, each with its conversation's project (one read for them all)."""
+        projects = await self._store.projects_of(sorted({h.memory.conversation_id for h in hits}))
+        if not projects:
+            return hits
+        return [replace(h, project=projects.get(h.memory.conversation_id)) for h in hits]
 
     async def _others_exist(self, conversation_id: str) -> bool:
         """Whether any conversation besides this one exists (remembered once true: deleting every

@@ -76,6 +76,12 @@ class ConversationStorage(Protocol):
 
     async def conversation_ids(self) -> list[str]: ...
 
+    async def project_conversations(self, project: str) -> list[str]:
+        """The ids of the conversations filed under ``project`` (a path, or its folder's name)."""
+
+    async def projects_of(self, conversation_ids: Sequence[str]) -> dict[str, str]:
+        """The project of each of these conversations that has one."""
+
     async def has_other_conversations(self, conversation_id: str) -> bool:
         """Whether any conversation besides this one exists (one index probe)."""
 

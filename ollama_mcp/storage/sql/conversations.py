@@ -33,6 +33,20 @@ def opening(d: Dialect) -> str:
     )
 
 
+def in_project(d: Dialect, project: str) -> tuple[str, list[Any]]:
+    """A condition on a conversation ``c`` and its parameters: it is filed under ``project``
+    (``inputs.project``): its ``metadata.project`` is that text, or, for a bare folder name,
+    a path ending in that folder (either separator; case as the name search, ``name_like``)."""
+    filed = d.json_text("c.metadata", "project")
+    if "/" in project or "\\" in project:
+        return f"{filed} = ?", [project]
+    folder = like_escape(project)
+    return (
+        f"({filed} = ? OR {d.name_like(filed)} OR {d.name_like(filed)})",
+        [project, f"%/{folder}", f"%{like_escape(chr(92))}{folder}"],
+    )
+
+
 class ConversationStore(SqlParts):
     """Conversations: create, read, list, end, and delete (retention)."""
 
@@ -97,6 +111,10 @@ class ConversationStore(SqlParts):
         if query.ids is not None:
             where.append(d.in_list("c.id"))
             params.append(d.listed(query.ids))
+        if query.project is not None:
+            condition, values = in_project(d, query.project)
+            where.append(condition)
+            params += values
         first = "last_activity" if query.order == "activity" else "created_at"
         key = d.conversation_key
         rows = await self._fetchall(
@@ -153,6 +171,26 @@ class ConversationStore(SqlParts):
             )
         ended = conversation_from_row(d, row)
         return ended, ended.memory_count
+
+    async def project_conversations(self, project: str) -> list[str]:
+        """The ids of the conversations filed under ``project`` (``in_project``)."""
+        condition, values = in_project(self._dialect, project)
+        rows = await self._fetchall(
+            self._dialect.sql(f"SELECT c.id FROM conversations c WHERE {condition}"), values, "find the project",
+        )
+        return [row[0] for row in rows]
+
+    async def projects_of(self, conversation_ids: Sequence[str]) -> dict[str, str]:
+        """The project of each of these conversations that has one (``metadata.project``)."""
+        if not conversation_ids:
+            return {}
+        d = self._dialect
+        filed = d.json_text("c.metadata", "project")
+        rows = await self._fetchall(
+            d.sql(f"SELECT c.id, {filed} FROM conversations c WHERE {d.in_list('c.id')} AND {filed} IS NOT NULL"),
+            (d.listed(conversation_ids),), "read the conversations' projects",
+        )
+        return {row[0]: str(row[1]) for row in rows}
 
     async def conversation_ids(self) -> list[str]:
         rows = await self._fetchall(
