@@ -19,6 +19,7 @@ from ollama_mcp.head_start import HeadStart
 from ollama_mcp.ollama.client import OllamaClient
 from ollama_mcp.ollama.embeddings import Embedder
 from ollama_mcp.services.agent import Agent
+from ollama_mcp.services.chat_budget import BudgetedChat, ChatBudget
 from ollama_mcp.services.facts import ConversationFacts, FactExtractor
 from ollama_mcp.services.indexer import CATCH_UP_IDLE_SECONDS, Indexer
 from ollama_mcp.services.jobs import JobRunner
@@ -82,13 +83,19 @@ async def open_app(
         indexer = Indexer(store, Embedder(
             client, settings.embed_model, wait_timeout=settings.wait_timeout, head_start=head_start,
         ), ranker)
-        jobs = JobRunner(store, lease=settings.job_lease, max_delay=settings.job_max_delay)
+        budget = ChatBudget(store, settings.chat_calls_per_hour)
+        jobs = JobRunner(store, lease=settings.job_lease, max_delay=settings.job_max_delay, budget=budget)
         service = MemoryService(
             store, indexer, jobs, max_content_chars=settings.max_content_chars,
             summaries=settings.chat_model is not None, facts=settings.facts,
         )
-        summarizer = None if settings.chat_model is None else Summarizer(chat_client, settings.chat_model)
-        extractor = None if settings.chat_model is None else FactExtractor(chat_client, settings.chat_model)
+        # Background work's chat calls go through the hourly budget; ask_agent's (a person asking) do not.
+        summarizer = None if settings.chat_model is None else Summarizer(
+            BudgetedChat(chat_client, budget, "summary"), settings.chat_model
+        )
+        extractor = None if settings.chat_model is None else FactExtractor(
+            BudgetedChat(chat_client, budget, "facts"), settings.chat_model
+        )
         facts = ConversationFacts(store, indexer, jobs, extractor, default=settings.facts)
         lifecycle = ConversationLifecycle(
             store, service, indexer, jobs, summarizer, compact_messages=settings.compact_messages,

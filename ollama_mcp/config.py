@@ -42,7 +42,7 @@ SETTINGS_READ = frozenset({
     "OLLAMA_MCP_DUPLICATE_THRESHOLD", "OLLAMA_MCP_CHAT_TIMEOUT", "OLLAMA_MCP_AGENT_SYSTEM_PROMPT",
     "OLLAMA_MCP_AGENT_MAX_STEPS", "OLLAMA_MCP_AGENT_DEADLINE", "OLLAMA_MCP_COMPACT_TOKENS",
     "OLLAMA_MCP_COMPACT_MESSAGES", "OLLAMA_MCP_AGENT_CONTEXT_MESSAGES", "OLLAMA_MCP_AGENT_CONFIRM_TIMEOUT",
-    "OLLAMA_MCP_RESPONSE_CHARS",
+    "OLLAMA_MCP_RESPONSE_CHARS", "OLLAMA_MCP_CHAT_CALLS_PER_HOUR",
 })
 
 
@@ -100,6 +100,9 @@ class Settings:
     # compact_after_tokens).
     compact_messages: int = 50
     compact_tokens: int = 8000
+    # The chat-model calls background work (summaries, compaction, facts) may make in any hour,
+    # across every process on the store; 0 pauses it (services/chat_budget.py).
+    chat_calls_per_hour: int = 60
     # Conversations whose end summaries are at least this alike (cosine similarity of their
     # vectors) are linked as related, and past the second as duplicates (bench/README.md).
     related_threshold: float = RELATED_THRESHOLD
@@ -168,6 +171,7 @@ class Settings:
             retention_days=_number(env, "OLLAMA_MCP_RETENTION_DAYS", 0, 0, 365_000) or None,
             compact_messages=int(_number(env, "OLLAMA_MCP_COMPACT_MESSAGES", 50, 4, 100_000)),
             compact_tokens=int(_number(env, "OLLAMA_MCP_COMPACT_TOKENS", 8000, 500, 10_000_000)),
+            chat_calls_per_hour=_whole(env, "OLLAMA_MCP_CHAT_CALLS_PER_HOUR", 60, 0, 100_000),
             related_threshold=related,
             duplicate_threshold=duplicate,
             agent_model=env.get("OLLAMA_MCP_AGENT_MODEL", "").strip() or None,
@@ -332,6 +336,16 @@ def _number(env: Mapping[str, str], name: str, default: float, low: float, high:
     if not low <= value <= high:
         raise ConfigError(f"{name} must be between {low:g} and {high:g}, got {raw!r}.")
     return value
+
+
+def _whole(env: Mapping[str, str], name: str, default: int, low: int, high: int) -> int:
+    """A whole number setting: 2.5 calls an hour is refused, not read as 2."""
+    raw = env.get(name, "").strip()
+    if not raw:
+        return default
+    if not re.fullmatch(r"\d+", raw) or not low <= int(raw) <= high:
+        raise ConfigError(f"{name} must be a whole number from {low:,} to {high:,}, got {raw!r}.")
+    return int(raw)
 
 
 _DURATION = re.compile(r"-?\d+(\.\d+)?(ms|s|m|h)?")

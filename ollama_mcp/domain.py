@@ -352,6 +352,8 @@ class StoreSummary:
     pending: int  # memories without a content vector of the model asked about
     jobs: dict[str, int]  # background jobs by state
     job_problems: list[tuple[str, str, str]]  # (kind, state, last error) of jobs waiting or failed
+    chat_calls: tuple[int, str | None] = (0, None)  # background chat calls in the last hour, and the oldest's time
+    chat_jobs_open: int = 0  # jobs that call the chat model, queued or running (services/chat_budget.py)
 
 
 @dataclass(frozen=True)

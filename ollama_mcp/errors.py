@@ -15,8 +15,10 @@ summaries (the SDK logs tool errors at INFO, and users' words must stay out of l
     ├── StorageError
     │   ├── DatabaseBusyError
     │   └── SchemaError
+    ├── ChatBudgetSpent                (background work used its chat-model calls for this hour)
     ├── OllamaError
     │   ├── OllamaUnavailableError      (not reachable, timed out, malformed reply)
+    │   │   └── OllamaUnreachableError  (no connection: nothing reached the model)
     │   ├── OllamaModelError            (model not pulled, or not an embedding model)
     │   │   └── InputTooLongError       (one text exceeds the model's context: split, retry)
     │   └── ChatOutputError             (a chat model's reply is not the JSON asked for)
@@ -105,12 +107,25 @@ class SchemaError(StorageError):
     """The database file's schema cannot be used by this version."""
 
 
+class ChatBudgetSpent(OllamaMcpError):
+    """Background work made as many chat-model calls this hour as OLLAMA_MCP_CHAT_CALLS_PER_HOUR
+    allows (or the setting is 0): the job waits until ``resume_at``, nothing is dropped."""
+
+    def __init__(self, message: str, resume_at: str) -> None:
+        super().__init__(message)
+        self.resume_at = resume_at
+
+
 class OllamaError(OllamaMcpError):
     """Ollama could not compute what was asked."""
 
 
 class OllamaUnavailableError(OllamaError):
     """Ollama is not reachable, too slow, or answered with something unusable."""
+
+
+class OllamaUnreachableError(OllamaUnavailableError):
+    """Nothing answered at Ollama's address: no request reached a model."""
 
 
 class OllamaModelError(OllamaError):

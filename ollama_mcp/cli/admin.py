@@ -21,7 +21,7 @@ from typing import TextIO
 from ollama_mcp import audit, inputs
 from ollama_mcp.app import open_app
 from ollama_mcp.config import LOCAL_PRINCIPAL, Settings
-from ollama_mcp.domain import AccessToken, WriteRecord, format_timestamp
+from ollama_mcp.domain import AccessToken, WriteRecord, counted, format_timestamp
 from ollama_mcp.errors import InvalidInputError, OllamaMcpError, StorageError
 from ollama_mcp.services import export, tokens
 from ollama_mcp.services.archive import ImportReport
@@ -69,7 +69,8 @@ async def export_store(settings: Settings, conversation_id: str | None, fmt: str
 
 
 async def import_file(
-    settings: Settings, path: str, fmt: str | None = None, since: str | None = None, dry_run: bool = False
+    settings: Settings, path: str, fmt: str | None = None, since: str | None = None, dry_run: bool = False,
+    summarize: bool = False,
 ) -> ImportReport:
     """Import a file ('-': standard input) or a Claude Code projects folder, in the format its
     content shows (``fmt`` overrides): another tool's history, or an ollama-mcp export."""
@@ -80,12 +81,14 @@ async def import_file(
             with spooled.open("wb") as out:
                 shutil.copyfileobj(sys.stdin.buffer, out)
             with open_source(spooled, fmt) as source:
-                return await _import(settings, source, since_at, dry_run)
+                return await _import(settings, source, since_at, dry_run, summarize)
     with open_source(Path(path), fmt) as source:
-        return await _import(settings, source, since_at, dry_run)
+        return await _import(settings, source, since_at, dry_run, summarize)
 
 
-async def _import(settings: Settings, source: Source, since: str | None, dry_run: bool) -> ImportReport:
+async def _import(
+    settings: Settings, source: Source, since: str | None, dry_run: bool, summarize: bool
+) -> ImportReport:
     if source.format == "ollama-mcp":
         export.read_document(source.document)  # checked whole before the store is even opened
     progress = ProgressLine(f"importing {source.format}", source.size)
@@ -93,15 +96,16 @@ async def _import(settings: Settings, source: Source, since: str | None, dry_run
         async with open_app(settings, background=False) as app:
             with audit.through("import"):
                 return await app.lifecycle.import_source(
-                    source, since=since, dry_run=dry_run,
+                    source, since=since, dry_run=dry_run, summarize=summarize,
                     progress=lambda: progress.update(min(source.position(), source.size)),
                 )
     finally:
         progress.close()
 
 
-def import_summary(report: ImportReport) -> str:
-    """What ``ollama-mcp import`` prints: what was (or would be) added, and what was skipped, why."""
+def import_summary(report: ImportReport, calls_per_hour: int | None = None) -> str:
+    """What ``ollama-mcp import`` prints: what was (or would be) added, what was skipped and why,
+    and the summaries queued with how long the chat-model budget (``calls_per_hour``) takes for them."""
     verb = "would import" if report.dry_run else "imported"
     line = (f"{report.format}: {verb} {report.new_conversations:,} new conversation(s) and {report.new_turns:,} new "
             f"turns ({report.turns - report.new_turns:,} of {report.turns:,} were already present)")
@@ -109,6 +113,15 @@ def import_summary(report: ImportReport) -> str:
         shown = "; ".join(f"{s.where}: {s.reason}" for s in report.skipped[:SKIPS_SHOWN])
         more = f"; and {len(report.skipped) - SKIPS_SHOWN:,} more" if len(report.skipped) > SKIPS_SHOWN else ""
         line += f"\nskipped {len(report.skipped):,}: {shown}{more}"
+    if report.summaries_queued:
+        line += f"\nqueued {counted(report.summaries_queued, 'summary', 'summaries')}: the server writes them in the " \
+                "background"
+        if calls_per_hour:
+            hours = report.summaries_queued / calls_per_hour
+            calls = counted(calls_per_hour, "chat-model call")
+            line += f", at most {calls} an hour (OLLAMA_MCP_CHAT_CALLS_PER_HOUR): about {hours:,.1f} hour(s) or more"
+        elif calls_per_hour == 0:
+            line += ", but OLLAMA_MCP_CHAT_CALLS_PER_HOUR=0 pauses them until it is raised"
     return line
 
 

@@ -99,6 +99,11 @@ def _parser() -> argparse.ArgumentParser:
     importer.add_argument("--format", choices=FORMATS, help="the format, when telling it from the content is wrong")
     importer.add_argument("--dry-run", action="store_true", help="count what would be added; write nothing")
     importer.add_argument("--since", metavar="DATE", help="leave out turns before DATE (such as 2024-01-31)")
+    importer.add_argument(
+        "--summarize", action="store_true",
+        help="have the chat model summarize each imported conversation, in the background and within "
+        "OLLAMA_MCP_CHAT_CALLS_PER_HOUR (default: no summaries; the turns are searchable without them)",
+    )
     reembedder = commands.add_parser(
         "reembed",
         help="compute vectors for every memory with the configured (or given) model, with progress",
@@ -385,8 +390,10 @@ def _maintenance(settings: Settings, args: argparse.Namespace) -> int:
             files.write_private(target, text)
             print(f"exported {count:,} conversation(s) to {target}", file=sys.stderr)
     elif args.command == "import":
-        imported = anyio.run(admin.import_file, settings, args.file, args.format, args.since, args.dry_run)
-        print(admin.import_summary(imported))
+        imported = anyio.run(
+            admin.import_file, settings, args.file, args.format, args.since, args.dry_run, args.summarize
+        )
+        print(admin.import_summary(imported, settings.chat_calls_per_hour))
     elif args.command == "reembed":
         done, model = anyio.run(admin.reembed, settings, args.model, args.force)
         print(f"embedded {done:,} memories with {model}; every memory now has a vector of it")

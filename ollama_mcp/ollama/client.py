@@ -14,7 +14,13 @@ from typing import TYPE_CHECKING, Any
 import anyio
 from pydantic import ValidationError
 
-from ollama_mcp.errors import InputTooLongError, OllamaError, OllamaModelError, OllamaUnavailableError
+from ollama_mcp.errors import (
+    InputTooLongError,
+    OllamaError,
+    OllamaModelError,
+    OllamaUnavailableError,
+    OllamaUnreachableError,
+)
 from ollama_mcp.ollama.json_http import BrokenReply, JsonHttp, StatusError, parse_host, usable_for
 
 if TYPE_CHECKING:
@@ -249,7 +255,7 @@ class OllamaClient:
         if status is not None:
             return await self._status_error(*status, model, action)
         if isinstance(exc, ConnectionError) or (httpx is not None and isinstance(exc, httpx.ConnectError)):
-            return OllamaUnavailableError(
+            return OllamaUnreachableError(
                 f"Ollama is not reachable at {self.host}; start it (`ollama serve` or the Ollama app) "
                 "or set OLLAMA_HOST to where it listens."
             )

@@ -19,6 +19,7 @@ from ollama_mcp.services.imports.chats import Chat, Skipped, record_of
 from ollama_mcp.services.imports.sources import Source
 from ollama_mcp.services.indexer import Indexer
 from ollama_mcp.services.passages import MIN_SHARE, page_bounds
+from ollama_mcp.services.summaries import Summarizer
 from ollama_mcp.storage.protocols import Storage
 
 IMPORT_BATCH = 50  # chats parsed per hop to a worker thread (a large export's parsing never blocks the loop)
@@ -34,6 +35,7 @@ class ImportReport:
     new_conversations: int = 0
     new_turns: int = 0
     skipped: list[Skipped] = field(default_factory=list)
+    summaries_queued: int = 0  # conversations whose summary was asked for (--summarize)
 
 
 class Archive:
@@ -42,6 +44,7 @@ class Archive:
     _store: Storage
     _indexer: Indexer
     _page_chars: int  # about how many characters a page of an export holds
+    _summarizer: Summarizer | None  # None: no chat model, so no summaries
 
     async def export_conversation(
         self, conversation_id: object, format: object = "markdown", page: object = 1
@@ -108,13 +111,20 @@ class Archive:
 
     async def import_source(
         self, source: Source, *, since: str | None = None, dry_run: bool = False,
-        progress: Callable[[], None] | None = None,
+        progress: Callable[[], None] | None = None, summarize: bool = False,
     ) -> ImportReport:
         """Import what ``sources.open_source`` opened: an export of ours (ids kept, checked whole
-        first) or another tool's chats (``import_chats``)."""
+        first) or another tool's chats (``import_chats``). ``summarize``: queue a summary of each
+        conversation that gained turns (another tool's chats only; written in the background,
+        within the chat-model budget)."""
         if source.format != "ollama-mcp":
             return await self.import_chats(source.format, source.chats, since=since, dry_run=dry_run,
-                                           progress=progress)
+                                           progress=progress, summarize=summarize)
+        if summarize:
+            raise InvalidInputError(
+                "--summarize", "applies to other tools' histories only",
+                "leave it out: an ollama-mcp export carries its summaries",
+            )
         records = export.read_document(source.document)
         report = ImportReport("ollama-mcp", dry_run, sum(len(r.memories) for r in records))
         if dry_run:
@@ -126,13 +136,19 @@ class Archive:
 
     async def import_chats(
         self, fmt: str, chats: Iterator[Chat | Skipped], *, since: str | None = None, dry_run: bool = False,
-        progress: Callable[[], None] | None = None,
+        progress: Callable[[], None] | None = None, summarize: bool = False,
     ) -> ImportReport:
         """Import the chats another tool exported (``services.imports``), each in one transaction:
         ids derived from the source's, so a second import adds nothing and a newer export only its
         new turns. A chat that cannot be read is skipped with its reason; the others are imported.
         ``since``: turns before it are left out. ``dry_run``: count what would be added, write
-        nothing. Embeddings and summaries are left to the background."""
+        nothing. Embeddings are left to the background, and so are summaries: none unless
+        ``summarize`` asks, and then within the chat-model budget (``chat_budget``)."""
+        if summarize and self._summarizer is None:
+            raise InvalidInputError(
+                "--summarize", "needs a chat model, and OLLAMA_MCP_CHAT_MODEL is none",
+                "set OLLAMA_MCP_CHAT_MODEL to a chat model such as qwen2.5:3b, or leave --summarize out",
+            )
         report = ImportReport(fmt, dry_run=dry_run)
         now = utc_now()
         broken: OllamaMcpError | None = None
@@ -160,6 +176,8 @@ class Archive:
                     created, added = await self._store.import_conversation(record.conversation, record.memories, None)
                 report.new_conversations += created
                 report.new_turns += added
+                if summarize and added and await self._store.enqueue_job("summarize", record.conversation.id, now):
+                    report.summaries_queued += 1
             if progress is not None:
                 progress()
         if report.new_turns:

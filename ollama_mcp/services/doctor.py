@@ -7,11 +7,14 @@ its folder is checked), and ``doctor`` asks Ollama to describe the model and emb
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
+
 from ollama_mcp.config import Settings
-from ollama_mcp.domain import Check, StoreSummary
+from ollama_mcp.domain import Check, StoreSummary, format_timestamp
 from ollama_mcp.errors import OllamaError, OllamaModelError
 from ollama_mcp.ollama.client import OllamaClient
 from ollama_mcp.ollama.embeddings import Embedder
+from ollama_mcp.services.chat_budget import WINDOW, BudgetState
 from ollama_mcp.storage import backends
 
 MIN_FREE_BYTES = 50 * 2**20  # below this a new store (and its WAL) soon fills the disk
@@ -21,7 +24,27 @@ async def run_checks(settings: Settings) -> list[Check]:
     """The store's checks (its backend's), then Ollama's and the chat models'."""
     database, summary = backends.health(settings)
     unread = [Check("settings", False, said, blocking=False) for said in settings.unread]
-    return [*unread, *database, *await _ollama(settings, summary)]
+    budget = [] if summary is None or settings.chat_model is None else [_budget(settings, summary)]
+    return [*unread, *database, *budget, *await _ollama(settings, summary)]
+
+
+def budget_state(settings: Settings, summary: StoreSummary) -> BudgetState:
+    """The chat-model budget of background work as the store records it (``chat_budget``)."""
+    used, oldest = summary.chat_calls
+    per_hour = settings.chat_calls_per_hour
+    next_at = None
+    if per_hour == 0 or (used >= per_hour and oldest is not None):
+        start = datetime.now(UTC) if per_hour == 0 or oldest is None else datetime.fromisoformat(oldest)
+        next_at = format_timestamp(start + WINDOW)
+    return BudgetState(per_hour, used, next_at)
+
+
+def _budget(settings: Settings, summary: StoreSummary) -> Check:
+    """How much of the hour's chat-model calls background work used, and what waits for them: a
+    warning only when work waits on a paused budget (it would wait forever)."""
+    state = budget_state(settings, summary)
+    stuck = state.paused and summary.chat_jobs_open > 0
+    return Check("budget", not stuck, state.describe(summary.chat_jobs_open), blocking=False)
 
 
 async def _ollama(settings: Settings, summary: StoreSummary | None) -> list[Check]:
@@ -103,10 +126,10 @@ async def _chat_models(settings: Settings, client: OllamaClient) -> list[Check]:
 def stats(settings: Settings) -> list[tuple[str, str]]:
     """What the store holds, as (label, value) lines; read-only."""
     before, summary, after = backends.holdings(settings)
-    return [*before, *([] if summary is None else _holdings(summary, settings.embed_model)), *after]
+    return [*before, *([] if summary is None else _holdings(summary, settings)), *after]
 
 
-def _holdings(summary: StoreSummary, model: str) -> list[tuple[str, str]]:
+def _holdings(summary: StoreSummary, settings: Settings) -> list[tuple[str, str]]:
     """What a store holds, the same lines on every backend."""
     conversations, kinds = summary.conversations, summary.memories
     lines = [
@@ -115,8 +138,9 @@ def _holdings(summary: StoreSummary, model: str) -> list[tuple[str, str]]:
         ("memories", f"{kinds.get('note', 0):,} notes, {kinds.get('summary', 0):,} summaries, "
                      f"{kinds.get('message', 0):,} messages"
                      + (f", {kinds['fact']:,} facts" if kinds.get("fact") else "")),
-        ("pending", f"{summary.pending:,} without a vector of {model!r} (the configured model)"),
+        ("pending", f"{summary.pending:,} without a vector of {settings.embed_model!r} (the configured model)"),
         ("jobs", ", ".join(f"{count:,} {state}" for state, count in sorted(summary.jobs.items())) or "none"),
+        ("chat budget", budget_state(settings, summary).describe(summary.chat_jobs_open)),
     ]
-    lines += [("vectors", f"{model}: {count:,} memories, {dim} dimensions") for model, dim, count in summary.vectors]
+    lines += [("vectors", f"{m}: {count:,} memories, {dim} dimensions") for m, dim, count in summary.vectors]
     return lines

@@ -29,7 +29,7 @@ from dataclasses import dataclass
 from ollama_mcp import inputs
 from ollama_mcp.domain import Conversation, Job, Memory, utc_now
 from ollama_mcp.errors import ChatOutputError, ConversationNotFoundError, OllamaMcpError
-from ollama_mcp.ollama.client import OllamaClient
+from ollama_mcp.services.chat_budget import BudgetedChat
 from ollama_mcp.services.indexer import Indexer
 from ollama_mcp.services.jobs import JobRunner
 from ollama_mcp.services.summaries import CONTEXT_TOKENS, describe, groups
@@ -92,7 +92,7 @@ class ExtractedFact:
 class FactExtractor:
     """Facts in a conversation's memories, by one chat model."""
 
-    def __init__(self, client: OllamaClient, model: str) -> None:
+    def __init__(self, client: BudgetedChat, model: str) -> None:
         self.client = client
         self.model = model
 

@@ -10,6 +10,9 @@ Failures are retried with exponential backoff:
   is retried for as long as it takes; the user may start Ollama or pull the model next week.
 - Anything else (a chat model that keeps answering malformed JSON, a bug): after
   ``max_attempts`` the job is marked ``failed`` with the reason. Nothing is dropped silently.
+- The chat-model budget spent (``chat_budget``): jobs that call the chat model are not claimed
+  until a call frees up, and one that runs out midway is put back to wait for it; neither uses
+  up an attempt.
 
 Pending embeddings are not rows here: a memory without a vector of the configured model *is*
 the pending state (see ``service``), which survives everything a job row would, and also a
@@ -20,13 +23,15 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Awaitable, Callable
+from contextlib import nullcontext
 from datetime import UTC, datetime, timedelta
 
 import anyio
 
 from ollama_mcp.background import Wakeup, beside
 from ollama_mcp.domain import Job, JobKind, format_timestamp
-from ollama_mcp.errors import OllamaMcpError, OllamaModelError, OllamaUnavailableError
+from ollama_mcp.errors import ChatBudgetSpent, OllamaMcpError, OllamaModelError, OllamaUnavailableError
+from ollama_mcp.services.chat_budget import CHAT_JOBS, ChatBudget
 from ollama_mcp.storage.protocols import JobStorage
 
 log = logging.getLogger(__name__)
@@ -42,9 +47,11 @@ class JobRunner:
     """Runs due jobs one at a time (``step``, run by ``background.supervise``)."""
 
     def __init__(
-        self, store: JobStorage, *, lease: float = 30.0, max_delay: float = 300.0, max_attempts: int = MAX_ATTEMPTS
+        self, store: JobStorage, *, lease: float = 30.0, max_delay: float = 300.0, max_attempts: int = MAX_ATTEMPTS,
+        budget: ChatBudget | None = None,
     ) -> None:
         self._store = store
+        self.budget = budget  # the chat-model calls jobs may make (None: no ceiling)
         self._handlers: dict[str, Handler] = {}
         self._lease = lease
         self._max_delay = max_delay
@@ -59,9 +66,12 @@ class JobRunner:
         return 0.0 if await self.run_once() else await self._until_due()
 
     async def run_once(self) -> bool:
-        """Run the next due job, if any; returns whether one ran."""
+        """Run the next due job, if any; returns whether one ran (or was put back to wait)."""
         now = datetime.now(UTC)
-        job = await self._store.claim_job(format_timestamp(now), format_timestamp(now + timedelta(seconds=self._lease)))
+        paused, _ = await self._paused(now)
+        job = await self._store.claim_job(
+            format_timestamp(now), format_timestamp(now + timedelta(seconds=self._lease)), paused
+        )
         if job is None:
             return False
         handler = self._handlers.get(job.kind)
@@ -69,6 +79,9 @@ class JobRunner:
             if handler is None:
                 raise OllamaMcpError(f"No handler for background job kind {job.kind!r}; this version cannot run it.")
             await self._run_leased(handler, job)
+        except ChatBudgetSpent as exc:  # another process took the last call, or a job needed more
+            log.info("background job %d (%s) waits for the chat-model budget until %s", job.id, job.kind, exc.resume_at)
+            await self._store.defer_job(job.id, exc.resume_at, str(exc))
         except (OllamaUnavailableError, OllamaModelError) as exc:
             # Waiting for Ollama or for a model: not the job's fault, so no attempt is used up.
             await self._retry(job, str(exc), count=False)
@@ -80,10 +93,13 @@ class JobRunner:
         return True
 
     async def _run_leased(self, handler: Handler, job: Job) -> None:
-        """Run the handler while renewing the job's lease; its exception comes out unwrapped."""
+        """Run the handler while renewing the job's lease, admitted by the chat-model budget if it
+        calls the chat model (``ChatBudgetSpent`` if none is free); its exception comes out unwrapped."""
+        admitted = self.budget.admitted(job.kind) if self.budget and job.kind in CHAT_JOBS else nullcontext()
         async with beside() as tasks:
             tasks.start_soon(self._keep_lease, job)
-            await handler(job)
+            async with admitted:
+                await handler(job)
 
     async def _keep_lease(self, job: Job) -> None:
         while True:
@@ -104,10 +120,20 @@ class JobRunner:
             job.id, format_timestamp(datetime.now(UTC) + timedelta(seconds=delay)), error
         )
 
+    async def _paused(self, now: datetime) -> tuple[tuple[JobKind, ...], str | None]:
+        """The kinds of job not to claim now (those that call the chat model, while its budget is
+        spent), and when that ends."""
+        if self.budget is None:
+            return (), None
+        state = await self.budget.state(now)
+        return (CHAT_JOBS, state.next_at) if state.next_at is not None else ((), None)
+
     async def _until_due(self) -> float:
+        now = datetime.now(UTC)
+        paused, resumes = await self._paused(now)
         seconds = IDLE_POLL_SECONDS
-        due = await self._store.next_job_time()
-        if due is not None:
-            wait = (datetime.strptime(due, "%Y-%m-%dT%H:%M:%S.%fZ").replace(tzinfo=UTC) - datetime.now(UTC))
-            seconds = min(seconds, max(0.01, wait.total_seconds()))
+        for due in (await self._store.next_job_time(paused), resumes):
+            if due is not None:
+                wait = datetime.strptime(due, "%Y-%m-%dT%H:%M:%S.%fZ").replace(tzinfo=UTC) - now
+                seconds = min(seconds, max(0.01, wait.total_seconds()))
         return seconds

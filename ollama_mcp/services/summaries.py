@@ -12,7 +12,7 @@ from collections.abc import Sequence
 
 from ollama_mcp.domain import Memory
 from ollama_mcp.errors import ChatOutputError
-from ollama_mcp.ollama.client import OllamaClient
+from ollama_mcp.services.chat_budget import BudgetedChat
 
 # Characters of conversation sent per request: about 5,000 tokens, which leaves room for the
 # instructions and the reply in an 8,192-token context (requested as num_ctx below). Longer
@@ -43,7 +43,7 @@ _INSTRUCTIONS = (
 class Summarizer:
     """Summaries of conversations and of transcript segments by one chat model."""
 
-    def __init__(self, client: OllamaClient, model: str) -> None:
+    def __init__(self, client: BudgetedChat, model: str) -> None:
         self.client = client
         self.model = model
 

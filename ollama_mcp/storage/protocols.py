@@ -243,15 +243,23 @@ class JobStorage(Protocol):
     async def enqueue_job(self, kind: JobKind, conversation_id: str, now: str) -> bool:
         """Queue a job unless one of that kind is already open for the conversation."""
 
-    async def claim_job(self, now: str, lease_until: str) -> Job | None:
-        """Take the next due job (or one whose worker's lease lapsed: it died) under a lease."""
+    async def claim_job(self, now: str, lease_until: str, paused: Sequence[JobKind] = ()) -> Job | None:
+        """Take the next due job (or one whose worker's lease lapsed: it died) under a lease, of
+        a kind not ``paused``."""
 
     async def renew_job(self, job_id: int, lease_until: str) -> None: ...
 
-    async def next_job_time(self) -> str | None:
-        """When the next job falls due (a queued job's run_after or a running job's lease end)."""
+    async def next_job_time(self, paused: Sequence[JobKind] = ()) -> str | None:
+        """When the next job not ``paused`` falls due (a queued job's run_after or a running job's
+        lease end)."""
 
     async def retry_job(self, job_id: int, run_after: str, error: str) -> None: ...
+
+    async def defer_job(self, job_id: int, run_after: str, reason: str) -> None:
+        """Put a claimed job back to wait until ``run_after``, the claim not counted as an attempt."""
+
+    async def open_jobs(self, kinds: Sequence[JobKind]) -> int:
+        """How many jobs of these kinds are queued or running."""
 
     async def fail_job(self, job: Job, error: str, now: str) -> None:
         """Give up on a job, keeping the reason; a summary that will not come is marked failed."""
@@ -266,6 +274,21 @@ class JobStorage(Protocol):
         ephemeral, and the seq the summary covers turns through) the covered turns are redacted or
         deleted with it. Returns the seqs of the memories that went (or lost their text and
         vectors) and those of the memories whose context was rewritten."""
+
+
+class ChatCallStorage(Protocol):
+    """The chat-model calls background work made, counted against an hourly budget by every
+    process on the store."""
+
+    async def take_chat_call(self, kind: str, now: str, since: str, limit: int) -> tuple[int | None, str | None]:
+        """Record a call at ``now`` if fewer than ``limit`` were made after ``since``: its id, else
+        None and the time of the oldest call counted."""
+
+    async def give_back_chat_call(self, call_id: int) -> None:
+        """Forget a call that never reached the model."""
+
+    async def chat_calls_since(self, since: str) -> tuple[int, str | None]:
+        """How many calls were made after ``since``, and the time of the oldest of them."""
 
 
 class AuditStorage(Protocol):
@@ -393,6 +416,7 @@ class Storage(
     FactStorage,
     TranscriptStorage,
     JobStorage,
+    ChatCallStorage,
     AuditStorage,
     TransferStorage,
     VectorStorage,

@@ -275,3 +275,25 @@ def test_bad_files_are_refused_naming_what_was_expected_and_nothing_is_written(
     assert "imported 1 new conversation(s)" in done.stdout
     assert "skipped 2: conversation 1 (id c-9): its current_node is not one of its messages; " \
            "conversation 2: is not an object" in done.stdout
+
+
+def test_summarize_queues_a_summary_per_conversation_that_gained_turns_and_says_how_long_the_budget_takes(
+    tmp_path: Path, db: Database, fake_ollama: FakeOllama
+) -> None:
+    export = tmp_path / "conversations.json"
+    export.write_text(json.dumps([chatgpt_conversation(), chatgpt_conversation("c-2", "Old", 0)]))
+    refused = run(db, fake_ollama, "import", "--summarize", str(export), OLLAMA_MCP_CHAT_MODEL="none")
+    assert refused.returncode != 0 and "--summarize" in refused.stderr and "OLLAMA_MCP_CHAT_MODEL" in refused.stderr
+    assert rows(db, "SELECT count(*) FROM memories") == [(0,)]
+
+    plain = run(db, fake_ollama, "import", str(export))
+    assert "queued" not in plain.stdout and rows(db, "SELECT count(*) FROM jobs WHERE kind = 'summarize'") == [(0,)]
+    export.write_text(json.dumps([chatgpt_conversation(extra=1), chatgpt_conversation("c-2", "Old", 0),
+                                  chatgpt_conversation("c-3", "New", 0)]))
+    asked = run(db, fake_ollama, "import", "--summarize", str(export), OLLAMA_MCP_CHAT_CALLS_PER_HOUR="1")
+    assert asked.returncode == 0, asked.stderr
+    assert ("queued 2 summaries: the server writes them in the background, at most 1 chat-model call an hour"
+            " (OLLAMA_MCP_CHAT_CALLS_PER_HOUR): about 2.0 hour(s) or more") in asked.stdout
+    queued = rows(db, "SELECT c.name FROM jobs j JOIN conversations c ON c.id = j.conversation_id"
+                      " WHERE j.kind = 'summarize' AND j.state = 'queued' ORDER BY c.name")
+    assert queued == [("Lisbon trip",), ("New",)]  # "Old" gained nothing

@@ -386,6 +386,17 @@ async def test_the_health_page_names_a_background_job_that_gave_up_with_its_reas
     )
 
 
+async def test_the_health_page_shows_the_chat_model_budget_and_the_jobs_waiting_for_it(app: App, db: Database) -> None:
+    conversation = await app.service.init_conversation("Garden")
+    await app.service.store_memory("Tomatoes need water every second day")
+    await app.service.end_conversation(conversation.id)  # queues the chat model's summary
+    async with view(app) as client:
+        page = (await client.get("/health")).text
+    line = "0 of 60 chat-model calls used in the last hour; 1 job (summaries, compaction, facts) waiting"
+    assert f"<tr><th>chat budget</th><td>{line}</td></tr>" in page
+    assert f"<td>ok</td><td>budget</td><td>{line}</td>" in page
+
+
 async def test_a_long_conversation_pages_its_memories_and_shows_the_end_of_its_transcript(
     app: App, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -26,6 +26,7 @@ class PostgresDialect(Dialect):
     # different ones run side by side, all in one lock order.
     for_update = " FOR UPDATE"
     for_key_share = " FOR KEY SHARE"
+    serialize_chat_calls = "SELECT pg_advisory_xact_lock(31362935161708802)"  # 0x6F6C6C616D6102: "ollama" + 2
 
     JSON_TEXT = "{column} ->> '{key}'"
     JSON_TRUE = "{column} ->> '{key}' = 'true'"

@@ -6,7 +6,9 @@ so two instances never take the same one, and neither waits for the other.
 
 from __future__ import annotations
 
-from ollama_mcp.domain import Job
+from collections.abc import Sequence
+
+from ollama_mcp.domain import Job, JobKind
 from ollama_mcp.storage.postgres.base import PgStoreBase
 from ollama_mcp.storage.sql import jobs
 
@@ -14,16 +16,17 @@ from ollama_mcp.storage.sql import jobs
 class JobStore(jobs.JobStore, PgStoreBase):
     """The jobs table (``storage/sql/jobs.py``), claimed by SKIP LOCKED across instances."""
 
-    async def claim_job(self, now: str, lease_until: str) -> Job | None:
-        """Take the next due job (or one whose worker's lease lapsed: it died) under a lease."""
+    async def claim_job(self, now: str, lease_until: str, paused: Sequence[JobKind] = ()) -> Job | None:
+        """Take the next due job (or one whose worker's lease lapsed: it died) under a lease, of
+        a kind not ``paused``."""
         async with self._transaction("claim background work") as conn:
             cursor = await conn.execute(
                 "UPDATE jobs SET state = 'running', attempts = attempts + 1, lease_until = %(lease)s"
-                " WHERE id = (SELECT id FROM jobs WHERE (state = 'queued' AND run_after <= %(now)s)"
-                " OR (state = 'running' AND lease_until <= %(now)s) ORDER BY run_after, id LIMIT 1"
-                " FOR UPDATE SKIP LOCKED)"
+                " WHERE id = (SELECT id FROM jobs WHERE ((state = 'queued' AND run_after <= %(now)s)"
+                " OR (state = 'running' AND lease_until <= %(now)s)) AND NOT kind = ANY(%(paused)s)"
+                " ORDER BY run_after, id LIMIT 1 FOR UPDATE SKIP LOCKED)"
                 " RETURNING id, kind, conversation_id, attempts, last_error",
-                {"now": now, "lease": lease_until},
+                {"now": now, "lease": lease_until, "paused": list(paused)},
             )
             row = await cursor.fetchone()
         return None if row is None else Job(int(row[0]), row[1], row[2], int(row[3]), row[4])

@@ -13,6 +13,7 @@ from psycopg import sql
 from ollama_mcp.domain import StoreSummary
 from ollama_mcp.storage.postgres.db import CONNECT_TIMEOUT_S, as_server, role_of, schema_of, translate
 from ollama_mcp.storage.postgres.dialect import POSTGRES
+from ollama_mcp.storage.sql.chat_calls import CALLS_SINCE, CHAT_JOBS_OPEN, hour_ago
 from ollama_mcp.storage.sql.vectors import missing_vector
 
 
@@ -75,6 +76,9 @@ def summarize(url: str, model: str) -> PgSummary:
                         " ORDER BY id DESC LIMIT 3"
                     ).fetchall()
                 ],
+                chat_calls=(0, None) if _one(conn, "SELECT to_regclass('chat_calls') IS NULL")
+                else tuple(conn.execute(POSTGRES.sql(CALLS_SINCE), (hour_ago(),)).fetchone() or (0, None)),
+                chat_jobs_open=int(_one(conn, CHAT_JOBS_OPEN)),
             )
             indexes = conn.execute(
                 "SELECT replace(substring(pg_get_expr(i.indpred, i.indrelid) FROM 'model = ''(.*?)''::text'), '''''',"

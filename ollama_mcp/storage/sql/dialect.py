@@ -27,6 +27,10 @@ class Dialect(ABC):
     # the row; SQLite's write transaction (BEGIN IMMEDIATE) already holds the whole file.
     for_update: str
     for_key_share: str
+    # Run first in a transaction that counts the chat-model calls and takes one (``chat_calls``):
+    # PostgreSQL takes an advisory lock, so two instances cannot both take the last call; SQLite's
+    # write transaction already holds the file ("" runs nothing).
+    serialize_chat_calls: str
     # Templates of ``{column}`` and ``{key}``; what each means is said by the method that fills it.
     JSON_TEXT: str
     JSON_TRUE: str

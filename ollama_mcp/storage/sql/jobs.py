@@ -38,13 +38,39 @@ class JobStore(SqlParts):
                 (lease_until, job_id),
             )
 
-    async def next_job_time(self) -> str | None:
-        """When the next job falls due (a queued job's run_after or a running job's lease end)."""
+    async def next_job_time(self, paused: Sequence[JobKind] = ()) -> str | None:
+        """When the next job not ``paused`` falls due (a queued job's run_after or a running
+        job's lease end)."""
+        d = self._dialect
+        skip = f" AND NOT {d.in_list('kind')}" if paused else ""
         rows = await self._fetchall(
-            "SELECT min(CASE state WHEN 'queued' THEN run_after ELSE lease_until END) FROM jobs"
-            " WHERE state IN ('queued', 'running')", (), "read background work",
+            d.sql(
+                "SELECT min(CASE state WHEN 'queued' THEN run_after ELSE lease_until END) FROM jobs"
+                f" WHERE state IN ('queued', 'running'){skip}"
+            ),
+            (d.listed(paused),) if paused else (), "read background work",
         )
         return rows[0][0] if rows else None
+
+    async def defer_job(self, job_id: int, run_after: str, reason: str) -> None:
+        """Put a claimed job back to wait until ``run_after``, its claim not counted as an attempt
+        (it waited for something outside it, such as the chat-model budget)."""
+        async with self._transaction("reschedule background work") as conn:
+            await execute(
+                conn, self._dialect,
+                "UPDATE jobs SET state = 'queued', run_after = ?, lease_until = NULL, last_error = ?,"
+                " attempts = attempts - 1 WHERE id = ? AND state = 'running'",
+                (run_after, reason, job_id),
+            )
+
+    async def open_jobs(self, kinds: Sequence[JobKind]) -> int:
+        """How many jobs of these kinds are queued or running."""
+        d = self._dialect
+        rows = await self._fetchall(
+            d.sql(f"SELECT count(*) FROM jobs WHERE state IN ('queued', 'running') AND {d.in_list('kind')}"),
+            (d.listed(kinds),), "read background work",
+        )
+        return int(rows[0][0])
 
     async def retry_job(self, job_id: int, run_after: str, error: str) -> None:
         async with self._transaction("reschedule background work") as conn:

@@ -1,6 +1,7 @@
 """The store parts written once, composed once: each backend's store is ``SqlStore`` plus the
 parts that are its own (``sqlite/store.py``, ``postgres/store.py``)."""
 
+from ollama_mcp.storage.sql.chat_calls import ChatCallStore
 from ollama_mcp.storage.sql.clients import ClientStore
 from ollama_mcp.storage.sql.conversations import ConversationStore
 from ollama_mcp.storage.sql.facts import FactStore
@@ -9,5 +10,6 @@ from ollama_mcp.storage.sql.tokens import TokenStore
 from ollama_mcp.storage.sql.transcript import TranscriptStore
 
 
-class SqlStore(ClientStore, ConversationStore, FactStore, TranscriptStore, TokenStore, ShareStore):
-    """Clients, conversations, facts, transcripts, access tokens and shares, on either backend."""
+class SqlStore(ClientStore, ConversationStore, FactStore, TranscriptStore, TokenStore, ShareStore, ChatCallStore):
+    """Clients, conversations, facts, transcripts, access tokens, shares and the chat-model calls
+    of background work, on either backend."""

@@ -18,6 +18,7 @@ class SqliteDialect(Dialect):
     greatest = "max"
     for_update = ""
     for_key_share = ""
+    serialize_chat_calls = ""
     JSON_TEXT = "json_extract({column}, '$.{key}')"
     JSON_TRUE = "json_extract({column}, '$.{key}') = 1"
     JSON_WITH = "json_set({column}, '$.{key}', ?)"

@@ -7,6 +7,7 @@ from pathlib import Path
 
 from ollama_mcp.domain import StoreSummary
 from ollama_mcp.errors import StorageError
+from ollama_mcp.storage.sql.chat_calls import CALLS_SINCE, CHAT_JOBS_OPEN, hour_ago
 from ollama_mcp.storage.sql.vectors import missing_vector
 from ollama_mcp.storage.sqlite import db
 from ollama_mcp.storage.sqlite.dialect import SQLITE
@@ -34,6 +35,8 @@ def summarize(path: Path, model: str) -> StoreSummary:
                     "SELECT kind, state, last_error FROM jobs WHERE last_error IS NOT NULL AND state != 'done'"
                     " ORDER BY id DESC LIMIT 3"
                 ).fetchall() if version >= 2 else [],
+                chat_calls=tuple(conn.execute(CALLS_SINCE, (hour_ago(),)).fetchone()) if version >= 14 else (0, None),
+                chat_jobs_open=conn.execute(CHAT_JOBS_OPEN).fetchone()[0] if version >= 9 else 0,
             )
     except sqlite3.Error as exc:
         raise _unreadable(path, exc, "read the database") from exc
