@@ -17,8 +17,8 @@ class JobStore(jobs.JobStore, PgStoreBase):
     """The jobs table (``storage/sql/jobs.py``), claimed by SKIP LOCKED across instances."""
 
     async def claim_job(self, now: str, lease_until: str, paused: Sequence[JobKind] = ()) -> Job | None:
-        """Take the next due job (or one whose worker's lease lapsed: it died) under a lease, of
-        a kind not ``paused``."""
+        """The next due job not ``paused`` (or one whose worker's lease lapsed), claimed under a
+        lease; another instance's claim in progress is skipped, not waited for."""
         async with self._transaction("claim background work") as conn:
             cursor = await conn.execute(
                 "UPDATE jobs SET state = 'running', attempts = attempts + 1, lease_until = %(lease)s"
