@@ -241,5 +241,5 @@ def test_an_outage_while_the_ollama_package_is_still_importing_is_reported_as_ol
     done = subprocess.run([sys.executable, "-c", _HALF_IMPORTED], capture_output=True, text=True, timeout=60)
     assert done.returncode == 0, done.stderr
     lines = done.stdout.splitlines()
-    assert lines[0].startswith("embed: OllamaUnavailableError Ollama is not reachable at http://127.0.0.1:"), lines
-    assert lines[1].startswith("chat: OllamaUnavailableError Ollama is not reachable at http://127.0.0.1:"), lines
+    assert lines[0].startswith("embed: OllamaUnreachableError Ollama is not reachable at http://127.0.0.1:"), lines
+    assert lines[1].startswith("chat: OllamaUnreachableError Ollama is not reachable at http://127.0.0.1:"), lines
