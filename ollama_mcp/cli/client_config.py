@@ -23,7 +23,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from ollama_mcp.cli.client_files import Written, config_file, merge_hooks, merge_server
-from ollama_mcp.cli.hooks import EVENTS as HOOK_EVENTS
+from ollama_mcp.cli.hook_payload import EVENTS as HOOK_EVENTS
 from ollama_mcp.config import Settings
 from ollama_mcp.errors import ConfigError
 from ollama_mcp.services import tokens

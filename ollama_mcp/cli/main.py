@@ -265,16 +265,11 @@ def _config(settings: Settings, args: argparse.Namespace) -> None:
 
 
 def _hook(event: str | None) -> int:
-    from ollama_mcp.cli import hooks  # noqa: PLC0415  (kept off the serve path)
+    """``hook`` as the full command line parsed it (``__main__`` usually routes it sooner)."""
+    from ollama_mcp.cli.hook_command import command  # noqa: PLC0415  (kept off the serve path)
 
-    # Errors only: the editor's stderr is not a log.
-    logging.basicConfig(level=logging.ERROR, stream=sys.stderr, format="ollama-mcp: %(message)s")
-    settings: Settings | OllamaMcpError
-    try:
-        settings = Settings.from_env()
-    except OllamaMcpError as exc:  # said by the hook, which exits 0: a hook must not block the editor
-        settings = exc
-    return hooks.main(event, settings, sys.stdin.buffer.read())
+    status = command([] if event is None else [event])
+    return 1 if status is None else status
 
 
 def _settings_for_serving() -> Settings | ConfigError:

@@ -54,6 +54,14 @@ def fire(command: str, sent: object) -> subprocess.CompletedProcess[str]:
                           capture_output=True, text=True, timeout=60)
 
 
+def drained(settings: Settings) -> None:
+    """Wait until the spooled prompts and replies are recorded: the drainer's own command, which
+    waits for any drainer at work and records what is left."""
+    done = subprocess.run([str(SERVER), "hook", "--drain"], env=environment(settings), capture_output=True,
+                          text=True, timeout=60, cwd="/")
+    assert (done.returncode, done.stdout, done.stderr) == (0, "", "")
+
+
 def quiet(done: subprocess.CompletedProcess[str]) -> None:
     assert (done.returncode, done.stdout, done.stderr) == (0, "", ""), done.stderr
 
@@ -125,6 +133,7 @@ async def test_a_resumed_session_whose_conversation_ended_continues_in_a_new_one
     resumed = fire(hooks["SessionStart"], payload("SessionStart", source="resume"))
     assert "because 8443 clashed" in json.loads(resumed.stdout)["hookSpecificOutput"]["additionalContext"]
     quiet(fire(hooks["UserPromptSubmit"], payload("UserPromptSubmit")))
+    drained(settings)
     assert db.rows("SELECT c.status, count(m.id) FROM conversations c LEFT JOIN memories m ON m.conversation_id = c.id"
                    " GROUP BY c.id, c.status, c.created_at ORDER BY c.created_at") == [("completed", 2), ("active", 1)]
     [(ended, _)] = db.rows("SELECT id, 0 FROM conversations WHERE status = 'completed'")
@@ -136,6 +145,9 @@ async def test_a_resumed_session_whose_conversation_ended_continues_in_a_new_one
 async def test_a_store_that_cannot_be_opened_records_nothing_and_the_hook_still_exits_0_with_one_line(
     settings: Settings, backend: str, tmp_path: Path
 ) -> None:
+    """SessionStart and SessionEnd say so at once. A prompt or a reply is kept in the store's spool
+    when there can be one (a PostgreSQL server that is down), and said at once when not (a SQLite
+    path under a file: neither the store nor its spool can be there)."""
     if backend == "sqlite":
         (tmp_path / "a-file").write_text("")
         broken = f"OLLAMA_MCP_DB={tmp_path / 'a-file' / 'memory.db'}"
@@ -143,9 +155,42 @@ async def test_a_store_that_cannot_be_opened_records_nothing_and_the_hook_still_
         broken = "OLLAMA_MCP_DB=postgresql://memory@127.0.0.1:1/memory"
     for event in ("SessionStart", "UserPromptSubmit", "Stop", "SessionEnd"):
         command = hook_commands(settings)[event]
-        done = fire(f"{broken} {command.split(' ', 1)[1]}", payload(event if event != "Stop" else "Stop2"))
+        done = fire(f"HOME={tmp_path} {broken} {command.split(' ', 1)[1]}",
+                    payload(event if event != "Stop" else "Stop2"))
         assert done.returncode == 0 and done.stdout == ""
+        if backend == "postgres" and event in ("UserPromptSubmit", "Stop"):
+            assert done.stderr == ""
+            continue
         assert done.stderr.count("\n") == 1 and done.stderr.startswith(f"ollama-mcp hook {event}: nothing recorded: ")
+    if backend == "postgres":  # the prompt and the reply wait for the server, in its spool
+        [spool] = (tmp_path / ".local" / "share" / "ollama-mcp" / "hook-spool").iterdir()
+        assert len(list(spool.glob("*.json"))) == 2
+
+
+@pytest.mark.sqlite_only  # (a store path that cannot be opened until it is mended)
+async def test_turns_spooled_while_the_store_cannot_be_opened_are_recorded_in_order_by_the_next_session_start(
+    settings: Settings, db: Database
+) -> None:
+    hooks = hook_commands(settings)
+    settings.db_path.parent.mkdir(parents=True, exist_ok=True)
+    settings.db_path.write_bytes(b"not a database " * 100)  # no store can be opened
+    for name in ("UserPromptSubmit", "Stop", "UserPromptSubmit2", "Stop2"):
+        quiet(fire(hooks[name.rstrip("2")], payload(name)))  # handed to the spool: the editor waits for nothing
+    drained(settings)  # the drainers could not open the store; the turns stay
+    spool = settings.db_path.with_name(settings.db_path.name + ".hook-spool")
+    assert len(list(spool.glob("*.json"))) == 4
+
+    settings.db_path.unlink()  # mended
+    started = fire(hooks["SessionStart"], payload("SessionStart", session_id="a-later-session"))
+    assert started.returncode == 0 and started.stderr == "" and list(spool.glob("*.json")) == []
+    # Recorded before the new session looked back: it starts knowing what they said.
+    context = json.loads(started.stdout)["hookSpecificOutput"]["additionalContext"]
+    assert payload("Stop2")["last_assistant_message"][:40] in context
+    assert db.rows("SELECT role, content FROM memories WHERE kind = 'message' ORDER BY seq") == [
+        ("user", payload("UserPromptSubmit")["prompt"]), ("assistant", REPLY_FROM_TRANSCRIPT),
+        ("user", payload("UserPromptSubmit2")["prompt"]), ("assistant", payload("Stop2")["last_assistant_message"])]
+    sessions = db.rows("SELECT json_extract(metadata, '$.session_id') FROM conversations ORDER BY created_at")
+    assert sessions == [(SESSION,), ("a-later-session",)]
 
 
 @pytest.mark.parametrize(("sent", "said"), [
@@ -162,6 +207,7 @@ async def test_a_payload_that_is_not_a_hooks_records_nothing_and_says_which_fiel
     quiet(fire(hooks["SessionStart"], payload("SessionStart")))
     done = fire(hooks["UserPromptSubmit"], sent)
     assert done.returncode == 0 and done.stdout == "" and said in done.stderr, done.stderr
+    drained(settings)
     assert db.count("SELECT count(*) FROM memories") == 0
 
 
@@ -199,6 +245,7 @@ async def test_the_event_may_come_from_the_payload_and_in_any_spelling(settings:
     command = hook_commands(settings)["Stop"].rsplit(" ", 1)[0]  # `... ollama-mcp hook`, no event
     quiet(fire(command, payload("UserPromptSubmit")))
     quiet(fire(command + " stop", payload("Stop2")))
+    drained(settings)
     assert [role for (role,) in db.rows("SELECT role FROM memories ORDER BY seq")] == ["user", "assistant"]
 
 
@@ -207,6 +254,7 @@ async def test_a_prompt_longer_than_a_memory_may_be_is_recorded_cut_and_says_so(
 ) -> None:
     long = "word " * 30_000
     quiet(fire(hook_commands(settings)["UserPromptSubmit"], payload("UserPromptSubmit", prompt=long)))
+    drained(settings)
     [(content,)] = db.rows("SELECT content FROM memories")
     assert len(content) == settings.max_content_chars and content.startswith("word word")
     assert content.endswith("more characters not recorded]")
