@@ -16,7 +16,7 @@ from typing import Literal
 from ollama_mcp import caller
 from ollama_mcp.domain import WriteRecord, utc_now
 
-Door = Literal["tool", "agent", "cli", "import", "retention", "ui", "hook"]  # + who: ``caller.actor()``
+Door = Literal["tool", "agent", "cli", "import", "retention", "ui", "hook", "rest"]  # + who: ``caller.actor()``
 
 _door: ContextVar[Door] = ContextVar("ollama_mcp_door", default="cli")
 _pending: ContextVar[WriteRecord | None] = ContextVar("ollama_mcp_pending_record", default=None)

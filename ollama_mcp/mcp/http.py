@@ -39,6 +39,7 @@ DEFAULT_HOST = "127.0.0.1"
 DEFAULT_PORT = 8765
 PATH = "/mcp"
 VIEW_PATH = "/ui"  # the browser view (ollama_mcp.ui), behind the same tokens
+REST_PATH = "/api/v1"  # the REST API (ollama_mcp.rest), behind the same tokens
 MAX_BODY_BYTES = 4 * 2**20  # a memory is at most OLLAMA_MCP_MAX_CONTENT_CHARS (100k) characters
 IDLE_SESSION_S = 30 * 60.0
 
@@ -122,6 +123,7 @@ def http_app(settings: Settings, served: Plan, *, stateless: bool = False, view_
     with the plan's checks. With tokens, a person signs in to the view with their MCP token and
     sees their principal's memory only; without, ``view_token`` opens it (as ``ollama-mcp ui``'s
     link does), and no view_token: a random one nobody knows."""
+    from ollama_mcp.rest.api import rest_app  # noqa: PLC0415 - off the handshake path
     from ollama_mcp.ui.guard import Site, shared_site  # noqa: PLC0415 - jinja2 after the handshake path
     from ollama_mcp.ui.web import shared_ui  # noqa: PLC0415
 
@@ -151,4 +153,15 @@ def http_app(settings: Settings, served: Plan, *, stateless: bool = False, view_
 
         site = Site(served.allowed_hosts, served.allowed_origins, shared=False)
     app.router.routes.append(Mount(VIEW_PATH, app=shared_ui(admit, site)))
+
+    async def admit_rest(secret: str | None) -> tuple[App, str | None] | None:
+        """A token opens its principal's memory; without tokens (loopback only) every request is
+        the local user's, as on the MCP endpoint."""
+        if not served.tokens:
+            return await apps.own(), None
+        token = None if secret is None else await apps.token(secret)
+        return None if token is None else (await apps.of(token.principal), token.name)
+
+    rest = rest_app(admit_rest, served.allowed_hosts, served.allowed_origins, bool(served.tokens))
+    app.router.routes.append(Mount(REST_PATH, app=rest))
     return app

@@ -40,7 +40,7 @@ from ollama_mcp.services.indexer import Indexer
 from ollama_mcp.services.jobs import JobRunner
 from ollama_mcp.services.memories import MemoryService
 from ollama_mcp.services.summaries import Summarizer
-from ollama_mcp.services.turns import RETRY_WINDOW, message_of, parse_turn, parse_turns
+from ollama_mcp.services.turns import RETRY_WINDOW, Turn, message_of, parse_turn, parse_turns
 from ollama_mcp.storage.protocols import Storage
 
 log = logging.getLogger(__name__)
@@ -123,7 +123,17 @@ class ConversationLifecycle(Archive):
         """Record a client's turns, in order and in one transaction, in the given conversation
         (default: the current one, else a new one made current); returns (the messages, was_retry).
         The same turns sent again within RETRY_WINDOW are a retry and are not added twice."""
-        turns = parse_turns("messages", messages, self.service.max_content_chars)
+        return await self._record(conversation_id, parse_turns("messages", messages, self.service.max_content_chars))
+
+    async def add_turn(self, conversation_id: str, turn: object) -> tuple[Memory, bool]:
+        """One turn into a given conversation (the REST API's), its fields named as they are
+        (``content``, not ``messages[0].content``); returns (the message, was_retry)."""
+        if not isinstance(turn, dict):
+            raise InvalidInputError("turn", "must be an object with role and content", "pass the turn as an object")
+        stored, retry = await self._record(conversation_id, [parse_turn("", turn, self.service.max_content_chars)])
+        return stored[0], retry
+
+    async def _record(self, conversation_id: object, turns: list[Turn]) -> tuple[list[Memory], bool]:
         conversation = await self.service.resolve_conversation(conversation_id, create=True)
         assert conversation is not None, "create=True makes one"
         now = utc_now()  # one created_at for the batch: how a retry is told from the end of a longer one

@@ -12,7 +12,7 @@ import time
 import uuid
 from collections import OrderedDict
 from collections.abc import Sequence
-from contextlib import nullcontext
+from contextlib import nullcontext, suppress
 from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from typing import Any, Literal
@@ -42,6 +42,7 @@ from ollama_mcp.errors import (
     ConversationNotFoundError,
     InvalidInputError,
     MemoryNotFoundError,
+    StorageError,
 )
 from ollama_mcp.ollama.embeddings import given_vector, to_blob
 from ollama_mcp.services.indexer import Indexer
@@ -109,6 +110,20 @@ class MemoryService:
         self, name: object = None, metadata: object = None, follows: object = None
     ) -> Conversation:
         """A new conversation, made current; ``follows``: the id of the conversation it continues."""
+        conversation, _ = await self.create_conversation(name, metadata, follows)
+        await self._make_current(conversation.id)
+        return conversation
+
+    async def create_conversation(
+        self, name: object = None, metadata: object = None, follows: object = None, conversation_id: object = None
+    ) -> tuple[Conversation, bool]:
+        """A new conversation, not made current (a REST client names its conversation on every
+        call), and True. ``conversation_id``: an id the client minted; if a conversation of this
+        store has it already, that one unchanged, and False: creating it again is a retry."""
+        minted = inputs.conversation_id("id", conversation_id)
+        if minted is not None:
+            with suppress(ConversationNotFoundError):
+                return await self._store.get_conversation(minted, count_memories=True), False
         meta = inputs.conversation_metadata("metadata", metadata)
         earlier = inputs.conversation_id("follows", follows)
         if (inputs.ConversationSettings.of(meta).retention or "full") != "full" and not self._summaries:
@@ -127,7 +142,7 @@ class MemoryService:
         now = datetime.now(UTC)
         ttl = inputs.ttl_hours("metadata.ttl_hours", meta.get("ttl_hours"))
         expires_at = None if ttl is None else format_timestamp(now + timedelta(hours=ttl))
-        new_id = str(uuid.uuid4())
+        new_id = minted or str(uuid.uuid4())
         try:
             arguments = [name, metadata] if follows is None else [name, metadata, follows]
             with audit.recording("init_conversation", new_id, arguments=arguments):
@@ -142,8 +157,12 @@ class MemoryService:
                 "follows", f"names no conversation ({earlier})",
                 "pass the id of the conversation this one continues (list_conversations shows them), or leave it out",
             ) from None
-        await self._make_current(conversation.id)
-        return conversation
+        except StorageError:
+            if minted is None:
+                raise
+            # Two creates of one minted id at once: the other made it.
+            return await self._store.get_conversation(minted, count_memories=True), False
+        return conversation, True
 
     async def resolve_conversation(self, conversation_id: object, *, create: bool = False) -> Conversation | None:
         """The given conversation (which must be active), else the current one, else (with

@@ -17,7 +17,11 @@ MAX_TURNS = 100  # per add_messages call
 MAX_TOOL_CALLS = 32
 MAX_TOOL_CALL_ID_CHARS = 200
 RETRY_WINDOW = timedelta(minutes=10)  # the same turns again within this are a client's retry
-_TURN_KEYS = frozenset({"role", "content", "actor", "to", "tool_calls", "tool_call_id", "occurred_at"})
+_TURN_KEYS = frozenset({
+    "role", "content", "actor", "to", "tool_calls", "tool_call_id", "occurred_at", "tokens", "model", "adapter",
+})
+MAX_TOKENS = 10**9
+MAX_LABEL_CHARS = 200  # a model's or an adapter's name
 
 
 @dataclass(frozen=True)
@@ -31,6 +35,9 @@ class Turn:
     tool_call_id: str | None
     to: tuple[str, ...] = ()  # addressed to these participants only; () is to everyone
     occurred_at: str = ""  # when it was said, if not now (a transcript recorded late)
+    # What wrote it, kept in the message's metadata: {"tokens": {"prompt": n, "completion": n},
+    # "model": ..., "adapter": ...}, each only when given.
+    produced: tuple[tuple[str, Any], ...] = ()
 
 
 def parse_turns(field: str, value: object, max_chars: int) -> list[Turn]:
@@ -82,13 +89,43 @@ def parse_turn(at: str, item: dict[str, Any], max_chars: int) -> Turn:
             "pass the id of the call it answers",
         )
     happened = inputs.occurred_at(f"{at}occurred_at", item.get("occurred_at"))
-    return Turn(role, content, actor, tuple(calls), call_id, to, happened)
+    return Turn(role, content, actor, tuple(calls), call_id, to, happened, _produced(at, item))
+
+
+def _produced(at: str, item: dict[str, Any]) -> tuple[tuple[str, Any], ...]:
+    """The turn's tokens, model and adapter, each checked."""
+    produced: list[tuple[str, Any]] = []
+    tokens = item.get("tokens")
+    if tokens is not None:
+        shape = '{"prompt": 812, "completion": 95}'
+        if not isinstance(tokens, dict) or not tokens or set(tokens) - {"prompt", "completion"}:
+            raise InvalidInputError(
+                f"{at}tokens", "must be an object of prompt and/or completion", f"pass e.g. {shape}"
+            )
+        for key, count in tokens.items():
+            if isinstance(count, bool) or not isinstance(count, int) or not 0 <= count <= MAX_TOKENS:
+                raise InvalidInputError(
+                    f"{at}tokens.{key}", f"must be a whole number from 0 to {MAX_TOKENS:,}", f"pass e.g. {shape}"
+                )
+        produced.append(("tokens", dict(tokens)))
+    for key in ("model", "adapter"):
+        value = item.get(key)
+        if value is None:
+            continue
+        if not isinstance(value, str) or not value.strip() or len(value) > MAX_LABEL_CHARS:
+            raise InvalidInputError(
+                f"{at}{key}", f"must be a text of 1-{MAX_LABEL_CHARS} characters",
+                'pass its name, e.g. "qwen2.5:7b"' if key == "model" else 'pass its name, e.g. "openai-chat"',
+            )
+        produced.append((key, value.strip()))
+    return tuple(produced)
 
 
 def message_of(conversation_id: str, turn: Turn, created_at: str) -> Memory:
     """A transcript message of ``turn``, ready to insert."""
     return Memory(
         id=str(uuid.uuid4()), seq=0, conversation_id=conversation_id, kind="message", content=turn.content, tags=(),
-        metadata={"to": list(turn.to)} if turn.to else {}, created_at=created_at, role=turn.role, actor=turn.actor,
+        metadata={**({"to": list(turn.to)} if turn.to else {}), **dict(turn.produced)}, created_at=created_at,
+        role=turn.role, actor=turn.actor,
         tool_calls=turn.tool_calls, tool_call_id=turn.tool_call_id, occurred_at=turn.occurred_at,
     )

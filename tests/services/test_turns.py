@@ -11,7 +11,9 @@ import anyio
 import pytest
 from mcp.shared.exceptions import MCPError
 
+from ollama_mcp.app import App
 from ollama_mcp.config import Settings
+from ollama_mcp.errors import InvalidInputError
 from tests.conftest import Database, connect
 from tests.mcp.test_tools import call, error
 
@@ -238,3 +240,21 @@ async def test_a_view_of_a_transcript_with_private_turns_leaves_out_the_rolling_
         assert not any("5k euros, private" in text for text in prompt_texts(
             await mcp.get_prompt("build_context", {**asked, "participants": "lee"})))
         assert any("5k euros, private" in text for text in prompt_texts(await mcp.get_prompt("build_context", asked)))
+
+
+async def test_a_turns_tokens_model_and_adapter_are_kept_and_bad_ones_are_refused_naming_them(app: App) -> None:
+    conv = await app.service.init_conversation("usage")
+    [stored], _ = await app.lifecycle.add_messages(conv.id, [{
+        "role": "assistant", "content": "Done.", "tokens": {"prompt": 10, "completion": 2}, "model": "qwen2.5:7b",
+        "adapter": "ollama",
+    }])
+    assert stored.metadata == {"tokens": {"prompt": 10, "completion": 2}, "model": "qwen2.5:7b", "adapter": "ollama"}
+    for turn, field in [
+        ({"tokens": {"prompt": 1.5}}, "messages[0].tokens.prompt"), ({"tokens": {"cached": 1}}, "messages[0].tokens"),
+        ({"tokens": {}}, "messages[0].tokens"), ({"model": " "}, "messages[0].model"),
+        ({"adapter": "x" * 201}, "messages[0].adapter"),
+    ]:
+        with pytest.raises(InvalidInputError) as refused:
+            await app.lifecycle.add_messages(conv.id, [{"role": "assistant", "content": "again", **turn}])
+        assert refused.value.field == field
+    assert len(await app.lifecycle.history(conv.id)) == 1

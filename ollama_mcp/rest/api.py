@@ -1,0 +1,397 @@
+"""The REST API for chat apps and agent frameworks, under ``/api/v1`` on the HTTP server
+(``serve --http``), behind the same tokens and per-person memory as MCP: a token opens its
+principal's store only, so another person's conversation is a 404, the same answer as a random id.
+
+Each endpoint is a row of ``ENDPOINTS``: its method and path, the body it takes and the answer it
+gives (``models``), and a thin handler over the services. The Starlette routes and the OpenAPI
+document (``GET /api/v1/openapi.json``) are both made from those rows, so they cannot disagree.
+Every request passes the same checks first (``RestGuard``): the Host names this server, an Origin
+if sent is this server's, the token (when the server has tokens), a JSON body within
+``MAX_BODY_BYTES``. Our errors are translated once (``_answer``): bad input 400 naming the field,
+not found 404, an ended conversation 409, the store or Ollama unavailable 503, anything else 500
+without details (they are in the server log).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from pydantic import BaseModel, ValidationError
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+from starlette.routing import Route
+
+from ollama_mcp import audit, caller, inputs
+from ollama_mcp.errors import (
+    ConversationClosedError,
+    InvalidInputError,
+    NotFoundError,
+    OllamaError,
+    OllamaMcpError,
+    StorageError,
+)
+from ollama_mcp.rest.models import (
+    ContextIn,
+    ContextMessage,
+    ContextOut,
+    ConversationCreated,
+    ConversationDeleted,
+    ConversationIn,
+    ConversationList,
+    ConversationOut,
+    EndIn,
+    ErrorOut,
+    Recalled,
+    RecallHit,
+    RecallIn,
+    TurnAdded,
+    TurnIn,
+    TurnOut,
+    TurnPage,
+)
+
+if TYPE_CHECKING:
+    from ollama_mcp.app import App
+
+log = logging.getLogger(__name__)
+
+PREFIX = "/api/v1"
+MAX_BODY_BYTES = 4 * 2**20  # as the MCP endpoint: a turn is at most OLLAMA_MCP_MAX_CONTENT_CHARS characters
+TOKEN_HELP = ("send your token as `Authorization: Bearer <token>`; the server's operator makes one with "
+              "`ollama-mcp token create NAME`")
+
+Admit = Callable[[str | None], Awaitable[tuple["App", str | None] | None]]
+"""The bearer secret sent (None: none) -> the app it opens and the name its writes are audited
+under, or None (refused). Made by the HTTP server from its plan (``mcp.http``)."""
+
+
+class Refused(Exception):
+    """A request answered before any handler: its status and what to do."""
+
+    def __init__(self, status: int, message: str, field: str | None = None) -> None:
+        super().__init__(message)
+        self.status, self.field = status, field
+
+
+@dataclass(frozen=True)
+class Call:
+    """What a handler gets: the app of the caller's principal, the path's ids, the query string
+    and the checked body."""
+
+    app: App
+    path: dict[str, str]
+    query: dict[str, str]
+    body: Any
+
+
+Handler = Callable[[Call], Awaitable[tuple[int, BaseModel]]]
+
+
+@dataclass(frozen=True)
+class Endpoint:
+    method: str
+    path: str  # below PREFIX, with {names} for the path's ids
+    name: str  # the OpenAPI operationId
+    summary: str
+    body: type[BaseModel] | None
+    answer: type[BaseModel]
+    status: int  # what success answers (created: 201)
+    handler: Handler
+    query: tuple[tuple[str, str], ...] = ()  # (name, description) of the query parameters
+
+
+# -- handlers: one service call each --------------------------------------------------------------
+
+
+async def list_conversations(call: Call) -> tuple[int, BaseModel]:
+    q = call.query
+    query = inputs.conversation_query(
+        q.get("status"), _whole(q, "limit", 20), q.get("name"), None, q.get("order", "activity"), q.get("project")
+    )
+    found = await call.app.service.conversations(query)
+    return 200, ConversationList(conversations=[ConversationOut.of(c) for c in found])
+
+
+async def create_conversation(call: Call) -> tuple[int, BaseModel]:
+    body: ConversationIn = call.body
+    conversation, created = await call.app.service.create_conversation(body.name, body.metadata, body.follows, body.id)
+    return (201 if created else 200), ConversationCreated(**ConversationOut.of(conversation).model_dump(),
+                                                          created=created)
+
+
+async def get_conversation(call: Call) -> tuple[int, BaseModel]:
+    return 200, ConversationOut.of(await call.app.service.conversation(_id(call)))
+
+
+async def delete_conversation(call: Call) -> tuple[int, BaseModel]:
+    deleted = await call.app.service.delete_conversation(_id(call))
+    return 200, ConversationDeleted(id=deleted.conversation.id, memories_deleted=deleted.memories)
+
+
+async def end_conversation(call: Call) -> tuple[int, BaseModel]:
+    body: EndIn = call.body
+    ended = await call.app.service.end_conversation(_id(call), body.summary)
+    return 200, ConversationOut.of(ended.conversation)
+
+
+async def add_turn(call: Call) -> tuple[int, BaseModel]:
+    body: TurnIn = call.body
+    if body.status is not None:
+        raise InvalidInputError(
+            "status", "is 'open', but streamed turns (open, append, commit) are not available in this version",
+            "send the whole turn once it is complete, without status",
+        )
+    added, retry = await call.app.lifecycle.add_turn(_id(call), body.model_dump(exclude_none=True))
+    return (200 if retry else 201), TurnAdded(**TurnOut.of(added).model_dump(), duplicate=retry)
+
+
+async def list_turns(call: Call) -> tuple[int, BaseModel]:
+    q = call.query
+    _, turns, earlier = await call.app.lifecycle.history_page(_id(call), _whole(q, "limit", 20), q.get("before"))
+    return 200, TurnPage(turns=[TurnOut.of(m) for m in turns], earlier=earlier)
+
+
+async def recall(call: Call) -> tuple[int, BaseModel]:
+    body: RecallIn = call.body
+    target = _id(call)
+    await call.app.service.conversation(target)  # a conversation that is not the caller's: 404
+    request = inputs.search_request(
+        body.query, target, body.k, body.threshold, include_messages=True, everywhere=body.scope == "all",
+    )
+    outcome = await call.app.service.search(request)
+    return 200, Recalled(hits=[RecallHit.of(h) for h in outcome.hits], mode=outcome.mode, notice=outcome.notice)
+
+
+async def build_context(call: Call) -> tuple[int, BaseModel]:
+    body: ContextIn = call.body
+    recall_k = 5 if body.semantic_recall is None else body.semantic_recall.k
+    built = await call.app.lifecycle.build_context(
+        _id(call), body.token_budget, body.recent_turns, recall_k, body.query, body.participants,
+        body.include_facts,
+    )
+    return 200, ContextOut(
+        messages=[ContextMessage(**m) for m in built.messages], tokens=built.tokens,
+        summary_included=built.summary_included, recalled=[m.id for m in built.recalled],
+    )
+
+
+def _whole(query: dict[str, str], name: str, default: int) -> object:
+    """A query parameter that is a whole number, as a number; anything else as sent, for the
+    services' own check to refuse naming it."""
+    value = query.get(name)
+    if value is None:
+        return default
+    return int(value) if value.strip().lstrip("-").isdigit() else value
+
+
+def _id(call: Call) -> str:
+    """The path's conversation id, checked (a malformed one is a 404, as an unknown one)."""
+    try:
+        found = inputs.conversation_id("conversation_id", call.path["conversation_id"])
+    except InvalidInputError:
+        found = None
+    if found is None:
+        raise Refused(404, f"no conversation {call.path['conversation_id']!r} here; list yours at "
+                           f"GET {PREFIX}/conversations", "conversation_id")
+    return found
+
+
+CONVERSATION = "/conversations/{conversation_id}"
+ENDPOINTS: tuple[Endpoint, ...] = (
+    Endpoint("GET", "/conversations", "listConversations", "Your conversations, latest activity first.", None,
+             ConversationList, 200, list_conversations, (
+                 ("status", "active or completed"), ("limit", "1-500, default 20"), ("name", "part of the name"),
+                 ("order", "activity (default) or created"), ("project", "a project's folder name or path"))),
+    Endpoint("POST", "/conversations", "createConversation", "Start a conversation (201), or return the one "
+             "with the id you minted (200).", ConversationIn, ConversationCreated, 201, create_conversation),
+    Endpoint("GET", CONVERSATION, "getConversation", "One conversation.", None, ConversationOut, 200,
+             get_conversation),
+    Endpoint("DELETE", CONVERSATION, "deleteConversation", "Delete a conversation with everything in it.", None,
+             ConversationDeleted, 200, delete_conversation),
+    Endpoint("POST", CONVERSATION + "/end", "endConversation", "End it; it stays searchable.", EndIn,
+             ConversationOut, 200, end_conversation),
+    Endpoint("POST", CONVERSATION + "/turns", "addTurn", "Record one turn (201); the same turn sent again at once "
+             "is a retry (200, duplicate).", TurnIn, TurnAdded, 201, add_turn),
+    Endpoint("GET", CONVERSATION + "/turns", "listTurns", "The latest turns, oldest first.", None, TurnPage, 200,
+             list_turns, (("limit", "1-200, default 20"), ("before", "a turn id: the turns before it"))),
+    Endpoint("POST", CONVERSATION + "/recall", "recall", "Memories and turns found for a query, best first.",
+             RecallIn, Recalled, 200, recall),
+    Endpoint("POST", CONVERSATION + "/context", "buildContext", "The model-ready messages: summary, recent turns "
+             "and recalled memories within a token budget.", ContextIn, ContextOut, 200, build_context),
+)
+
+
+# -- the edge: checks, the one error translation, the routes and their document -----------------
+
+
+def rest_app(admit: Admit, hosts: tuple[str, ...], origins: tuple[str, ...], tokens_required: bool) -> Starlette:
+    """The API as an ASGI app to mount at ``PREFIX``: ``hosts``/``origins`` as the MCP endpoint's
+    (``name:*`` is any port), ``admit`` deciding who a request is for."""
+    routes = [Route(e.path, _route(e, admit, hosts, origins), methods=[e.method]) for e in ENDPOINTS]
+    document = openapi(tokens_required)
+
+    async def spec(request: Request) -> Response:
+        try:
+            _check_site(request, hosts, origins)
+        except Refused as refused:
+            return _error(refused.status, str(refused), refused.field)
+        return JSONResponse(document)
+
+    routes.append(Route("/openapi.json", spec, methods=["GET"]))
+    return Starlette(routes=routes)
+
+
+def _route(endpoint: Endpoint, admit: Admit, hosts: tuple[str, ...], origins: tuple[str, ...]) -> Any:
+    async def handle(request: Request) -> Response:
+        try:
+            _check_site(request, hosts, origins)
+            opened = await admit(_bearer(request))
+            if opened is None:
+                raise Refused(401, f"a valid token is required: {TOKEN_HELP}")
+            app, actor = opened
+            body = await _body(request, endpoint.body)
+            call = Call(app, dict(request.path_params), dict(request.query_params), body)
+            with audit.through("rest"), caller.acting(f"{caller.TOKEN}{actor or 'local'}", actor):
+                status, answer = await endpoint.handler(call)
+        except Exception as exc:  # noqa: BLE001 - the one translation of this edge
+            return _answer(exc)
+        return JSONResponse(answer.model_dump(mode="json", exclude_none=True), status_code=status)
+
+    return handle
+
+
+def _answer(exc: Exception) -> Response:
+    """An error as the API says it: our own with its status and words, anything else a 500
+    that names only its type (the stack goes to the server log)."""
+    if isinstance(exc, Refused):
+        response = _error(exc.status, str(exc), exc.field)
+        if exc.status == 401:
+            response.headers["www-authenticate"] = 'Bearer realm="ollama-mcp"'
+        return response
+    if isinstance(exc, InvalidInputError):
+        return _error(400, str(exc), exc.field)
+    if isinstance(exc, NotFoundError):
+        return _error(404, str(exc))
+    if isinstance(exc, ConversationClosedError):
+        return _error(409, str(exc))
+    if isinstance(exc, StorageError | OllamaError):
+        return _error(503, str(exc))
+    if isinstance(exc, OllamaMcpError):
+        return _error(500, str(exc))
+    log.exception("internal error in a REST call", exc_info=exc)
+    return _error(500, f"internal error ({type(exc).__name__}); details are in the server log")
+
+
+def _error(status: int, message: str, field: str | None = None) -> JSONResponse:
+    return JSONResponse(ErrorOut(error=message, field=field).model_dump(exclude_none=True), status_code=status)
+
+
+def _check_site(request: Request, hosts: tuple[str, ...], origins: tuple[str, ...]) -> None:
+    """Host must name this server (a DNS-rebinding page is refused before anything is read), and
+    an Origin, when a browser sends one, must be this server's."""
+    if not _matches(request.headers.get("host", ""), hosts):
+        raise Refused(421, "the Host header does not name this server")
+    origin = request.headers.get("origin")
+    if origin is not None and not _matches(origin, origins):
+        raise Refused(403, f"requests from {origin} are not accepted; call the API from a server, not a web page")
+
+
+def _matches(value: str, allowed: tuple[str, ...]) -> bool:
+    for pattern in allowed:
+        if pattern.endswith(":*"):
+            if value == pattern[:-2] or (value.startswith(pattern[:-1]) and value[len(pattern) - 1:].isdigit()):
+                return True
+        elif value == pattern:
+            return True
+    return False
+
+
+def _bearer(request: Request) -> str | None:
+    header = request.headers.get("authorization", "")
+    scheme, _, secret = header.partition(" ")
+    return secret.strip() or None if scheme.lower() == "bearer" else None
+
+
+async def _body(request: Request, model: type[BaseModel] | None) -> Any:
+    """The request's JSON body checked against ``model``; None for a request that takes none."""
+    if model is None:
+        return None
+    declared = request.headers.get("content-length")
+    if declared is not None and declared.isdigit() and int(declared) > MAX_BODY_BYTES:
+        raise Refused(413, f"the body is larger than {MAX_BODY_BYTES // 2**20} MiB")
+    if request.headers.get("content-type", "").split(";")[0].strip().lower() != "application/json":
+        raise Refused(415, "send the body as JSON, with Content-Type: application/json")
+    data = b""
+    async for chunk in request.stream():
+        data += chunk
+        if len(data) > MAX_BODY_BYTES:
+            raise Refused(413, f"the body is larger than {MAX_BODY_BYTES // 2**20} MiB")
+    try:
+        parsed = json.loads(data or b"null")
+    except ValueError as exc:
+        raise Refused(400, f"the body is not JSON ({exc}); send a JSON object") from None
+    if not isinstance(parsed, dict):
+        raise Refused(400, "the body must be a JSON object")
+    try:
+        return model.model_validate(parsed)
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        field = ".".join(str(part) for part in first["loc"]) or None
+        said = "is not a field of this request" if first["type"] == "extra_forbidden" else first["msg"].lower()
+        raise Refused(400, f"{field}: {said}; see GET {PREFIX}/openapi.json for this request's fields", field) from None
+
+
+def openapi(tokens_required: bool) -> dict[str, Any]:
+    """The OpenAPI 3.1 document of ``ENDPOINTS``, their bodies' schemas from the same models."""
+    models: dict[str, type[BaseModel]] = {"Error": ErrorOut}
+    for endpoint in ENDPOINTS:
+        models[endpoint.answer.__name__] = endpoint.answer
+        if endpoint.body is not None:
+            models[endpoint.body.__name__] = endpoint.body
+    schemas: dict[str, Any] = {}
+    for model in models.values():
+        schema = model.model_json_schema(ref_template="#/components/schemas/{model}")
+        schemas.update(schema.pop("$defs", {}))
+        schemas[model.__name__] = schema
+    schemas["Error"] = schemas.pop("ErrorOut")
+    error = {"description": "What is wrong and how to fix it",
+             "content": {"application/json": {"schema": {"$ref": "#/components/schemas/Error"}}}}
+    paths: dict[str, dict[str, Any]] = {}
+    for e in ENDPOINTS:
+        operation: dict[str, Any] = {
+            "operationId": e.name, "summary": e.summary,
+            "responses": {
+                str(e.status): {"description": "Done", "content": {"application/json": {
+                    "schema": {"$ref": f"#/components/schemas/{e.answer.__name__}"}}}},
+                "400": error, "401": error, "404": error, "503": error,
+            },
+        }
+        if e.status == 201:
+            operation["responses"]["200"] = {"description": "Already there: returned unchanged",
+                                             "content": operation["responses"]["201"]["content"]}
+        parameters = [{"name": "conversation_id", "in": "path", "required": True, "schema": {"type": "string"}}] \
+            if "{conversation_id}" in e.path else []
+        parameters += [{"name": n, "in": "query", "required": False, "description": d, "schema": {"type": "string"}}
+                       for n, d in e.query]
+        if parameters:
+            operation["parameters"] = parameters
+        if e.body is not None:
+            operation["requestBody"] = {"required": True, "content": {"application/json": {
+                "schema": {"$ref": f"#/components/schemas/{e.body.__name__}"}}}}
+        paths.setdefault(PREFIX + e.path, {})[e.method.lower()] = operation
+    document: dict[str, Any] = {
+        "openapi": "3.1.0",
+        "info": {"title": "ollama-mcp REST API", "version": "1",
+                 "description": "Conversations, turns, recall and context of one person's local memory."},
+        "paths": paths,
+        "components": {"schemas": schemas},
+    }
+    if tokens_required:
+        document["components"]["securitySchemes"] = {"bearer": {"type": "http", "scheme": "bearer"}}
+        document["security"] = [{"bearer": []}]
+    return document

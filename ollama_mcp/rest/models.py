@@ -1,0 +1,186 @@
+"""The REST API's bodies: what a request may send (strict: an unknown field or a wrong type is
+refused, naming it) and what each answer holds. The OpenAPI document is generated from these
+(``api.openapi``), so the shapes are written once. Values are checked again by the services'
+own rules (``inputs``, ``turns``), the same ones the MCP tools go through.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from ollama_mcp.domain import Conversation, Memory, SearchHit
+
+
+class Body(BaseModel):
+    """A request body: only the fields below, each of its type (no "5" for 5)."""
+
+    model_config = ConfigDict(extra="forbid", strict=True)
+
+
+class ConversationIn(Body):
+    name: str | None = None
+    metadata: dict[str, Any] | None = Field(default=None, description="Yours; a few keys are settings (README).")
+    id: str | None = Field(default=None, description="A UUID you minted: creating it again returns it (200).")
+    follows: str | None = Field(default=None, description="The id of the conversation this one continues.")
+
+
+class EndIn(Body):
+    summary: str | None = Field(default=None, description="Without one, the local model writes it (pending).")
+
+
+class TokensIn(Body):
+    prompt: int | None = None
+    completion: int | None = None
+
+
+class TurnIn(Body):
+    role: Literal["user", "assistant", "system", "tool"]
+    content: str
+    actor: str | None = Field(default=None, description="Who spoke, when several share the conversation.")
+    to: list[str] | None = Field(default=None, description="Addressed to these participants only.")
+    tool_calls: list[dict[str, Any]] | None = None
+    tool_call_id: str | None = None
+    occurred_at: str | None = Field(default=None, description="ISO 8601, when it was said if not now.")
+    tokens: TokensIn | None = None
+    model: str | None = None
+    adapter: str | None = None
+    status: Literal["open"] | None = Field(default=None, description="Streamed turns are not available yet.")
+
+
+class RecallIn(Body):
+    query: str
+    k: int = Field(default=5, description="1-100.")
+    threshold: float | None = Field(default=None, description="Minimum cosine similarity, -1 to 1.")
+    scope: Literal["conversation", "all"] = "conversation"
+
+
+class SemanticRecallIn(Body):
+    k: int = 5
+    threshold: float | None = None
+
+
+class ContextIn(Body):
+    token_budget: int
+    recent_turns: int = 20
+    semantic_recall: SemanticRecallIn | None = None
+    include_facts: bool = False
+    participants: list[str] | None = None
+    query: str | None = Field(default=None, description="Recall for this instead of the latest user turn.")
+
+
+class ConversationOut(BaseModel):
+    """A conversation; a field with no value (an unnamed one's name) is left out."""
+
+    id: str
+    name: str | None = None
+    title: str | None = None
+    status: Literal["active", "completed"]
+    created_at: str
+    ended_at: str | None = None
+    metadata: dict[str, Any]
+    summary: str | None = None
+    summary_status: str
+
+    @classmethod
+    def of(cls, c: Conversation) -> ConversationOut:
+        return cls(
+            id=c.id, name=c.name, title=c.title, status=c.status, created_at=c.created_at, ended_at=c.ended_at,
+            metadata=c.metadata, summary=c.summary, summary_status=c.summary_status,
+        )
+
+
+class ConversationCreated(ConversationOut):
+    created: bool = Field(description="False: a conversation with this id existed, and is returned unchanged.")
+
+
+class ConversationList(BaseModel):
+    conversations: list[ConversationOut]
+
+
+class ConversationDeleted(BaseModel):
+    id: str
+    memories_deleted: int
+
+
+class TurnTokens(BaseModel):
+    prompt: int | None = None
+    completion: int | None = None
+
+
+class TurnOut(BaseModel):
+    id: str
+    conversation_id: str
+    role: str | None = None
+    content: str
+    actor: str | None = None
+    to: list[str] | None = None
+    tool_calls: list[dict[str, Any]] | None = None
+    tool_call_id: str | None = None
+    created_at: str
+    occurred_at: str
+    tokens: TurnTokens | None = None
+    model: str | None = None
+    adapter: str | None = None
+
+    @classmethod
+    def of(cls, m: Memory) -> TurnOut:
+        meta = m.metadata or {}
+        return cls(
+            id=m.id, conversation_id=m.conversation_id, role=m.role, content=m.content, actor=m.actor,
+            to=meta.get("to"), tool_calls=list(m.tool_calls) or None, tool_call_id=m.tool_call_id,
+            created_at=m.created_at, occurred_at=m.occurred_at,
+            tokens=TurnTokens(**meta["tokens"]) if isinstance(meta.get("tokens"), dict) else None,
+            model=meta.get("model"), adapter=meta.get("adapter"),
+        )
+
+
+class TurnAdded(TurnOut):
+    duplicate: bool = Field(description="True: the same turn was just sent; it was kept once.")
+
+
+class TurnPage(BaseModel):
+    turns: list[TurnOut]
+    earlier: bool = Field(description="Whether older turns exist: pass the first one's id as before.")
+
+
+class RecallHit(BaseModel):
+    memory_id: str
+    conversation_id: str
+    kind: str
+    content: str
+    similarity: float | None = None  # none for a memory without a vector yet (found by its words)
+    occurred_at: str
+    project: str | None = None
+
+    @classmethod
+    def of(cls, h: SearchHit) -> RecallHit:
+        m = h.memory
+        return cls(
+            memory_id=m.id, conversation_id=m.conversation_id, kind=m.kind, content=m.content,
+            similarity=h.similarity, occurred_at=m.occurred_at, project=h.project,
+        )
+
+
+class Recalled(BaseModel):
+    hits: list[RecallHit]
+    mode: Literal["hybrid", "keyword", "list"]
+    notice: str | None = None
+
+
+class ContextMessage(BaseModel):
+    role: str
+    content: str
+
+
+class ContextOut(BaseModel):
+    messages: list[ContextMessage] = Field(description="In order, ready to hand to a chat model.")
+    tokens: int = Field(description="Their estimated tokens, within token_budget.")
+    summary_included: bool
+    recalled: list[str] = Field(description="The ids of the memories recalled into it.")
+
+
+class ErrorOut(BaseModel):
+    error: str = Field(description="What is wrong and how to fix it.")
+    field: str | None = Field(default=None, description="The field at fault, when one is.")

@@ -1,0 +1,237 @@
+"""The REST API through real HTTP: the server as ``serve --http`` builds it, real tokens, both
+backends. Every answer is also checked against the schema the OpenAPI document gives for it."""
+
+from __future__ import annotations
+
+import json
+import uuid
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from typing import Any
+
+import httpx2
+import jsonschema
+import pytest
+from openapi_spec_validator import validate
+
+from ollama_mcp.cli import admin
+from ollama_mcp.config import Settings
+from ollama_mcp.rest.api import ENDPOINTS, PREFIX
+from tests.conftest import Database
+from tests.mcp.test_http import serving
+
+pytestmark = pytest.mark.anyio
+
+
+class Api:
+    """One person's client of the API, checking every answer against the document's schema."""
+
+    def __init__(self, http: httpx2.AsyncClient, base: str, document: dict[str, Any] | None = None) -> None:
+        self.http, self.base, self.document = http, base, document
+
+    async def call(self, method: str, path: str, body: Any = None, expect: int = 200, **options: Any) -> Any:
+        if body is not None:
+            options["content"] = body if isinstance(body, bytes | str) else json.dumps(body)
+            options.setdefault("headers", {})["content-type"] = "application/json"
+        response = await self.http.request(method, self.base + path, **options)
+        assert response.status_code == expect, (response.status_code, response.text)
+        data = response.json()
+        if self.document is not None:
+            self._conforms(method, path, response.status_code, data)
+        return data
+
+    def _conforms(self, method: str, path: str, status: int, data: Any) -> None:
+        template = next(
+            p for p in self.document["paths"]  # type: ignore[index]
+            if _same_route(p.removeprefix(PREFIX), path.split("?")[0])
+        )
+        responses = self.document["paths"][template][method.lower()]["responses"]  # type: ignore[index]
+        schema = responses.get(str(status), responses.get("400"))["content"]["application/json"]["schema"]
+        jsonschema.validate(data, {**schema, "components": self.document["components"]})  # type: ignore[index]
+
+
+def _same_route(template: str, path: str) -> bool:
+    left, right = template.strip("/").split("/"), path.strip("/").split("/")
+    return len(left) == len(right) and all(a == b or a.startswith("{") for a, b in zip(left, right, strict=True))
+
+
+@asynccontextmanager
+async def people(settings: Settings) -> AsyncIterator[tuple[Api, Api, Api]]:
+    """Alice's and Bob's clients (a token each) and an anonymous one, on one server."""
+    _, alice = await admin.create_token(settings, "alice-laptop", "alice")
+    _, bob = await admin.create_token(settings, "bob-phone", "bob")
+    async with serving(settings) as url, httpx2.AsyncClient(timeout=30) as plain:
+        base = url.removesuffix("/mcp") + PREFIX
+        document = (await plain.get(base + "/openapi.json")).json()
+        async with httpx2.AsyncClient(headers={"Authorization": f"Bearer {alice}"}, timeout=30) as a, \
+                httpx2.AsyncClient(headers={"Authorization": f"Bearer {bob}"}, timeout=30) as b:
+            yield Api(a, base, document), Api(b, base, document), Api(plain, base, document)
+
+
+async def test_a_chat_app_creates_a_conversation_records_turns_recalls_builds_context_and_ends_it(
+    settings: Settings, db: Database
+) -> None:
+    async with people(settings) as (alice, _, _):
+        minted = str(uuid.uuid4())
+        created = await alice.call(
+            "POST", "/conversations", {"id": minted, "name": "Trip", "metadata": {"app": "x"}}, expect=201
+        )
+        assert (created["id"], created["name"], created["status"], created["created"]) == (
+            minted, "Trip", "active", True)
+        again = await alice.call("POST", "/conversations", {"id": minted, "name": "Other"}, expect=200)
+        assert (again["id"], again["name"], again["created"]) == (minted, "Trip", False)  # the same one, unchanged
+
+        conv = f"/conversations/{minted}"
+        asked = await alice.call(
+            "POST", conv + "/turns", {"role": "user", "content": "Book the Lisbon flight for May 4"}, expect=201
+        )
+        answered = await alice.call("POST", conv + "/turns", {
+            "role": "assistant", "content": "Booked: TAP 1345 to Lisbon on May 4, seat 12A.",
+            "tokens": {"prompt": 812, "completion": 95}, "model": "qwen2.5:7b", "adapter": "openai-chat",
+        }, expect=201)
+        assert (answered["tokens"], answered["model"], answered["adapter"]) == (
+            {"prompt": 812, "completion": 95}, "qwen2.5:7b", "openai-chat")
+        retried = await alice.call("POST", conv + "/turns", {
+            "role": "assistant", "content": "Booked: TAP 1345 to Lisbon on May 4, seat 12A.",
+            "tokens": {"prompt": 812, "completion": 95}, "model": "qwen2.5:7b", "adapter": "openai-chat",
+        }, expect=200)
+        assert retried["duplicate"] is True and retried["id"] == answered["id"]
+
+        page = await alice.call("GET", conv + "/turns?limit=1")
+        assert [t["id"] for t in page["turns"]] == [answered["id"]] and page["earlier"] is True
+        older = await alice.call("GET", conv + f"/turns?before={answered['id']}")
+        assert [t["content"] for t in older["turns"]] == ["Book the Lisbon flight for May 4"]
+        assert older["earlier"] is False and asked["id"] == older["turns"][0]["id"]
+
+        found = await alice.call("POST", conv + "/recall", {"query": "which seat on the Lisbon flight?", "k": 3})
+        assert found["hits"][0]["memory_id"] == answered["id"] and found["hits"][0]["kind"] == "message"
+
+        context = await alice.call("POST", conv + "/context", {"token_budget": 500, "recent_turns": 10})
+        assert [m["role"] for m in context["messages"]][-2:] == ["user", "assistant"]
+        assert context["messages"][-1]["content"] == "Booked: TAP 1345 to Lisbon on May 4, seat 12A."
+        assert 0 < context["tokens"] <= 500
+
+        ended = await alice.call("POST", conv + "/end", {"summary": "Flight to Lisbon booked, seat 12A."})
+        assert ended["status"] == "completed" and ended["summary_status"] == "given"
+        listed = await alice.call("GET", "/conversations?status=completed")
+        assert [c["id"] for c in listed["conversations"]] == [minted]
+        # Every write came through the REST door, under the token's name, into Alice's store only.
+        log = await admin.write_log(settings.for_principal("alice"), None, 100)
+        assert sorted({(r.door, r.principal, r.action) for r in log}) == [
+            ("rest", "alice-laptop", "add_messages"), ("rest", "alice-laptop", "end_conversation"),
+            ("rest", "alice-laptop", "init_conversation")]
+        assert db.count("SELECT count(*) FROM memories") == 0  # the local user's store is untouched
+
+        gone = await alice.call("DELETE", conv)
+        assert gone == {"id": minted, "memories_deleted": 3}
+        missing = await alice.call("GET", conv, expect=404)
+        assert minted in missing["error"]
+        assert (await alice.call("GET", "/conversations"))["conversations"] == []
+
+
+async def test_one_persons_conversations_are_a_404_to_another_the_same_as_a_random_id(settings: Settings) -> None:
+    async with people(settings) as (alice, bob, _):
+        mine = (await alice.call("POST", "/conversations", {"name": "Private"}, expect=201))["id"]
+        await alice.call("POST", f"/conversations/{mine}/turns", {"role": "user", "content": "My PIN is 4821"},
+                         expect=201)
+        random = str(uuid.uuid4())
+        for method, tail, body in [
+            ("GET", "", None), ("DELETE", "", None), ("POST", "/end", {}), ("GET", "/turns", None),
+            ("POST", "/turns", {"role": "user", "content": "hello"}), ("POST", "/recall", {"query": "PIN"}),
+            ("POST", "/context", {"token_budget": 500}),
+        ]:
+            theirs = await bob.call(method, f"/conversations/{mine}{tail}", body, expect=404)
+            unknown = await bob.call(method, f"/conversations/{random}{tail}", body, expect=404)
+            assert theirs["error"].replace(mine, "ID") == unknown["error"].replace(random, "ID"), (method, tail)
+        assert (await bob.call("GET", "/conversations"))["conversations"] == []
+        own = (await bob.call("POST", "/conversations", {}, expect=201))["id"]
+        everywhere = await bob.call("POST", f"/conversations/{own}/recall", {"query": "PIN", "scope": "all"})
+        assert everywhere["hits"] == []
+        assert len((await alice.call("GET", f"/conversations/{mine}/turns"))["turns"]) == 1
+
+
+async def test_without_a_valid_token_every_endpoint_answers_401_saying_how_to_get_one(settings: Settings) -> None:
+    async with people(settings) as (_, _, anonymous):
+        said = await anonymous.call("GET", "/conversations", expect=401)
+        assert "Authorization: Bearer" in said["error"] and "ollama-mcp token create" in said["error"]
+        wrong = await anonymous.call("GET", "/conversations", expect=401, headers={"Authorization": "Bearer nope"})
+        assert wrong == said
+        response = await anonymous.http.get(anonymous.base + "/conversations")
+        assert response.headers["www-authenticate"] == 'Bearer realm="ollama-mcp"'
+
+
+@pytest.mark.parametrize(("body", "status", "field", "said"), [
+    ("{not json", 400, None, "the body is not JSON"),
+    ("[1, 2]", 400, None, "the body must be a JSON object"),
+    ({"role": "user", "content": "hi", "colour": "red"}, 400, "colour", "is not a field of this request"),
+    ({"role": "user", "content": 5}, 400, "content", "input should be a valid string"),
+    ({"role": "boss", "content": "hi"}, 400, "role", "input should be 'user', 'assistant', 'system' or 'tool'"),
+    ({"role": "user", "content": "hi", "tokens": {"prompt": "5"}}, 400, "tokens.prompt",
+     "input should be a valid integer"),
+    ({"role": "user", "content": "hi", "tokens": {"prompt": -1}}, 400, "tokens.prompt", "must be a whole number"),
+    ({"role": "user", "content": "hi", "model": ""}, 400, "model", "must be a text of 1-200 characters"),
+    ({"role": "assistant", "content": "", "status": "open"}, 400, "status", "streamed turns"),
+    ({"role": "user", "content": "   "}, 400, "content", "message text"),
+])
+async def test_a_bad_turn_is_refused_naming_the_field_and_nothing_is_recorded(
+    settings: Settings, body: Any, status: int, field: str | None, said: str
+) -> None:
+    async with people(settings) as (alice, _, _):
+        conv = (await alice.call("POST", "/conversations", {}, expect=201))["id"]
+        refused = await alice.call("POST", f"/conversations/{conv}/turns", body, expect=status)
+        assert said in refused["error"].lower() or said in refused["error"], refused
+        assert refused.get("field") == field
+        assert (await alice.call("GET", f"/conversations/{conv}/turns"))["turns"] == []
+
+
+async def test_a_body_too_big_not_json_typed_or_on_an_ended_conversation_is_refused_and_changes_nothing(
+    settings: Settings,
+) -> None:
+    async with people(settings) as (alice, _, _):
+        conv = (await alice.call("POST", "/conversations", {}, expect=201))["id"]
+        turns = f"/conversations/{conv}/turns"
+        big = json.dumps({"role": "user", "content": "x" * (5 * 2**20)})
+        assert "larger than 4 MiB" in (await alice.call("POST", turns, big, expect=413))["error"]
+        typed = await alice.http.post(alice.base + turns, content='{"role": "user", "content": "hi"}',
+                                      headers={"content-type": "text/plain"})
+        assert typed.status_code == 415 and "Content-Type: application/json" in typed.json()["error"]
+        await alice.call("POST", f"/conversations/{conv}/end", {"summary": "done"})
+        closed = await alice.call("POST", turns, {"role": "user", "content": "late"}, expect=409)
+        assert conv in closed["error"]
+        assert (await alice.call("GET", "/conversations/not-an-id", expect=404))["field"] == "conversation_id"
+        limit = await alice.call("GET", "/conversations?limit=0", expect=400)
+        assert limit["field"] == "limit"
+        assert (await alice.call("GET", turns))["turns"] == []
+
+
+async def test_a_page_from_another_origin_or_a_rebound_host_is_refused_before_anything_is_read(
+    settings: Settings,
+) -> None:
+    async with people(settings) as (alice, _, _):
+        cross = await alice.call("GET", "/conversations", expect=403, headers={"Origin": "https://evil.example"})
+        assert "https://evil.example" in cross["error"]
+        rebound = await alice.call("GET", "/conversations", expect=421, headers={"Host": "evil.example"})
+        assert "Host" in rebound["error"]
+
+
+async def test_the_openapi_document_is_valid_and_lists_exactly_the_routes_served(settings: Settings) -> None:
+    async with people(settings) as (alice, _, _):
+        document = alice.document
+        assert document is not None
+        validate(document)  # the OpenAPI 3.1 specification's own schema
+        served = {(e.method.lower(), PREFIX + e.path) for e in ENDPOINTS}
+        listed = {(method, path) for path, operations in document["paths"].items() for method in operations}
+        assert listed == served
+        assert document["security"] == [{"bearer": []}]
+        schema = document["components"]["schemas"]["TurnIn"]
+        assert schema["additionalProperties"] is False and set(schema["required"]) == {"role", "content"}
+
+
+async def test_a_server_without_tokens_serves_the_local_user_on_loopback(settings: Settings, db: Database) -> None:
+    async with serving(settings) as url, httpx2.AsyncClient(timeout=30) as plain:
+        local = Api(plain, url.removesuffix("/mcp") + PREFIX)
+        conv = (await local.call("POST", "/conversations", {"name": "Mine"}, expect=201))["id"]
+        await local.call("POST", f"/conversations/{conv}/turns", {"role": "user", "content": "hello"}, expect=201)
+    assert db.rows("SELECT name FROM conversations") == [("Mine",)]
+    assert db.rows("SELECT door, action FROM write_audit ORDER BY id") == [
+        ("rest", "init_conversation"), ("rest", "add_messages")]
