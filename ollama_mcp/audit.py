@@ -1,8 +1,8 @@
 """The write audit's context: which door a write came through (set where each caller enters: the
-MCP tools, the agent's tool calls, retention, imports, the browser view, Claude Code's hooks; the
-CLI is the default), and the record of the write about to be made, which the store's next write
-transaction takes and inserts itself, so a write and its record commit together or not at all.
-No I/O."""
+MCP tools, the REST API, the agent's tool calls, retention, imports, the browser view, Claude
+Code's hooks, background jobs; the CLI is the default), and the record of the write about to be
+made, which the store's next write transaction takes and inserts itself, so a write and its
+record commit together or not at all. No I/O."""
 
 from __future__ import annotations
 
@@ -16,7 +16,8 @@ from typing import Literal
 from ollama_mcp import caller
 from ollama_mcp.domain import WriteRecord, utc_now
 
-Door = Literal["tool", "agent", "cli", "import", "retention", "ui", "hook", "rest"]  # + who: ``caller.actor()``
+# Who, beside the door: ``caller.actor()``.
+Door = Literal["tool", "agent", "cli", "import", "retention", "ui", "hook", "rest", "background"]
 
 _door: ContextVar[Door] = ContextVar("ollama_mcp_door", default="cli")
 _pending: ContextVar[WriteRecord | None] = ContextVar("ollama_mcp_pending_record", default=None)

@@ -26,7 +26,7 @@ from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from ollama_mcp import inputs
+from ollama_mcp import audit, inputs
 from ollama_mcp.domain import Conversation, Job, Memory, utc_now
 from ollama_mcp.errors import ChatOutputError, ConversationNotFoundError, OllamaMcpError
 from ollama_mcp.services.chat_budget import BudgetedChat
@@ -236,7 +236,8 @@ class ConversationFacts:
             through = read[-1].seq if len(segments) <= SEGMENTS_PER_BATCH else batch[-1][-1].seq
             extracted = [fact for segment in batch for fact in await extractor.extract(segment)]
             facts, dropped = self._facts(extracted, extractor.model)
-            added, superseded = await self._store.store_facts(conversation_id, facts, since=since, through=through)
+            with audit.recording("extract_facts", conversation_id):
+                added, superseded = await self._store.store_facts(conversation_id, facts, since=since, through=through)
             if added:
                 self._indexer.added()  # embedded in the background like any pending memory
             stored += len(added)

@@ -28,6 +28,7 @@ from datetime import UTC, datetime, timedelta
 
 import anyio
 
+from ollama_mcp import audit
 from ollama_mcp.background import Wakeup, beside
 from ollama_mcp.domain import Job, JobKind, format_timestamp
 from ollama_mcp.errors import ChatBudgetSpent, OllamaMcpError, OllamaModelError, OllamaUnavailableError
@@ -98,8 +99,9 @@ class JobRunner:
         admitted = self.budget.admitted(job.kind) if self.budget and job.kind in CHAT_JOBS else nullcontext()
         async with beside() as tasks:
             tasks.start_soon(self._keep_lease, job)
-            async with admitted:
-                await handler(job)
+            with audit.through("background"):
+                async with admitted:
+                    await handler(job)
 
     async def _keep_lease(self, job: Job) -> None:
         while True:

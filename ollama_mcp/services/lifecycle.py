@@ -334,9 +334,9 @@ class ConversationLifecycle(Archive):
         )
         # It covers every turn read, and the rolling summary it was given the earlier ones.
         through = max((m.seq for m in current if m.kind == "message"), default=conversation.summarized_through)
-        gone, contexts = await self._store.finish_job(
-            job, now, summary=summary, retire=self._retire(conversation, through)
-        )
+        retire = self._retire(conversation, through)
+        with audit.recording(_audited("summarize", retire), job.conversation_id, summary.id):
+            gone, contexts = await self._store.finish_job(job, now, summary=summary, retire=retire)
         await self._indexer.removed(gone, contexts=contexts)
         self._indexer.added()
 
@@ -367,7 +367,8 @@ class ConversationLifecycle(Archive):
                 metadata={"level": 1, "through_seq": through}, created_at=utc_now(),
             )
             condensed = await summarizer.condense(text)
-            await self._store.insert_memory(detailed)
+            with audit.recording("compact", conversation.id, detailed.id):
+                await self._store.insert_memory(detailed)
             text, level = condensed, 2
         # Kept as a summary memory too, so what was compacted stays searchable from any conversation.
         summary = Memory(
@@ -375,9 +376,9 @@ class ConversationLifecycle(Archive):
             metadata={"rolling": True, "through_seq": through, **({"level": level} if level > 1 else {})},
             created_at=utc_now(),
         )
-        gone, contexts = await self._store.finish_job(
-            job, utc_now(), rolling=(summary, through), retire=self._retire(conversation, through)
-        )
+        retire = self._retire(conversation, through)
+        with audit.recording(_audited("compact", retire), conversation.id, summary.id):
+            gone, contexts = await self._store.finish_job(job, utc_now(), rolling=(summary, through), retire=retire)
         await self._indexer.removed(gone, contexts=contexts)
         self._indexer.added()  # its vector is computed in the background like any pending memory
         if self._facts is not None and self._facts.wanted(conversation) and self.retention(conversation) == "full":
@@ -481,3 +482,11 @@ class ConversationLifecycle(Archive):
             return interval
 
         return step
+
+
+def _audited(action: str, retire: tuple[str, int] | None) -> str:
+    """The write audit's name for a summary that may also retire the turns it covers: an auditor
+    looks for exactly those redactions and deletions."""
+    if retire is None:
+        return action
+    return f"{action}_and_{'redact' if retire[0] == 'audit-only' else 'delete'}_turns"

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from typing import Protocol
 
+from ollama_mcp import audit
 from ollama_mcp.domain import Conversation, Job, Relation, RelationKind, utc_now
 from ollama_mcp.errors import OllamaMcpError
 from ollama_mcp.services.indexer import Indexer
@@ -54,7 +55,8 @@ class ConversationRelations:
             found = await self._store.similar_summaries(job.conversation_id, self._indexer.model, MAX_RELATED)
             if found is None:
                 raise OllamaMcpError("The conversation's summary has no vector yet; linking it waits for one.")
-            await self._store.set_similar(job.conversation_id, self.links(found), utc_now())
+            with audit.recording("relate", job.conversation_id):
+                await self._store.set_similar(job.conversation_id, self.links(found), utc_now())
         await self._store.finish_job(job, utc_now())
 
     def links(self, found: list[tuple[str, float]]) -> list[tuple[str, RelationKind, float]]:

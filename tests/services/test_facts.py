@@ -541,3 +541,13 @@ async def test_two_processes_catching_up_the_same_conversation_store_its_facts_o
                 tasks.start_soon(app.facts.catch_up, conv.id)
     assert len(fake_ollama.chat_requests()) == 2
     assert [c for c, _, _, _ in fact_rows(db)] in (["Ana plays the cello"], ["Ana plays a cello"])
+
+
+async def test_facts_extracted_in_the_background_leave_an_audit_row_naming_the_conversation(
+    app: App, db: Database, fake_ollama: FakeOllama
+) -> None:
+    conv, _ = await ended_with_facts(
+        app, fake_ollama, reply(fact("Caroline", "moved to", "Boston", 1, exclusive=True)), "I moved to Boston",
+    )
+    assert db.rows("SELECT door, action, conversation_id FROM write_audit WHERE action = 'extract_facts'") == [
+        ("background", "extract_facts", conv)]

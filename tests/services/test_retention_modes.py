@@ -252,3 +252,36 @@ async def test_audit_only_forgets_the_times_a_redacted_turn_named(app: App, db: 
     assert await app.jobs.run_once()
     assert db.rows(spoken, turns[0].seq) == [("",)]  # a search naming that day no longer lifts it
     assert db.rows(spoken, turns[4].seq)[0][0].count("/") == 1  # not covered: kept
+
+
+@pytest.mark.parametrize(("retention", "action"), [
+    ("full", "compact"), ("audit-only", "compact_and_redact_turns"), ("ephemeral", "compact_and_delete_turns"),
+])
+async def test_a_compaction_and_the_redactions_or_deletions_it_makes_leave_an_audit_row_through_the_background_door(
+    app: App, db: Database, retention: str, action: str
+) -> None:
+    conv, _, _ = await transcript(app, retention)
+    before = db.count("SELECT count(*) FROM write_audit")
+    assert await app.jobs.run_once()
+    [summary] = db.rows("SELECT id FROM memories WHERE kind = 'summary'")
+    assert db.rows("SELECT door, action, conversation_id, memory_id FROM write_audit ORDER BY id")[before:] == [
+        ("background", action, conv, summary[0])]
+
+
+async def test_an_end_summary_and_the_link_to_a_similar_conversation_leave_audit_rows_through_the_background_door(
+    app: App, db: Database
+) -> None:
+    ids = []
+    for name in ("first", "second"):
+        conversation = await app.service.init_conversation(name)
+        await app.service.store_memory("We chose PostgreSQL for billing because of row locks", conversation.id)
+        await app.service.end_conversation(conversation.id)
+        ids.append(conversation.id)
+    while await app.jobs.run_once():
+        await backfill(app)
+    rows = db.rows("SELECT action, conversation_id FROM write_audit WHERE door = 'background' ORDER BY id")
+    assert sorted(rows) == sorted([("summarize", ids[0]), ("summarize", ids[1]), ("relate", ids[0]),
+                                   ("relate", ids[1])])
+    summaries = {c: m for m, c in db.rows("SELECT id, conversation_id FROM memories WHERE kind = 'summary'")}
+    audited = db.rows("SELECT conversation_id, memory_id FROM write_audit WHERE action = 'summarize'")
+    assert set(audited) == set(summaries.items())
