@@ -186,14 +186,16 @@ def flag(field: str, value: object) -> bool:
 MAX_TTL_HOURS = 24 * 365 * 100
 
 
-def ttl_hours(field: str, value: object) -> float | None:
-    """A conversation's time to live in hours (positive), or None to keep it."""
+def ttl_hours(field: str, value: object, what: str = "the conversation") -> float | None:
+    """A time to live in hours (positive), or None to keep it: the conversation's, or (``what``)
+    each of its memories'."""
     if value is None:
         return None
     if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 < value <= MAX_TTL_HOURS:
+        start = "it starts" if what == "the conversation" else "it is stored"
         raise InvalidInputError(
             field, f"must be a number of hours above 0 and at most {MAX_TTL_HOURS}",
-            "pass e.g. 24 to delete the conversation a day after it starts, or leave it out to keep it",
+            f"pass e.g. 24 to delete {what} a day after {start}, or leave it out to keep it",
         )
     return float(value)
 
@@ -202,7 +204,7 @@ def ttl_hours(field: str, value: object) -> float | None:
 # checked as such; a key that looks like a misspelt setting is refused rather than ignored.
 CONVERSATION_SETTINGS = (
     "ttl_hours", "compact_after_messages", "compact_after_tokens", "compaction_strategy", "compact_summary_tokens",
-    "compaction", "retention", "facts",
+    "compaction", "retention", "facts", "memory_ttl_hours",
 )
 # The design's camelCase compaction block, accepted as an alias of the snake_case keys.
 COMPACTION_ALIASES = {
@@ -236,6 +238,7 @@ def conversation_metadata(field: str, value: object) -> dict[str, Any]:
                     f"{field}.{key}", "is not a setting", f"did you mean {near[0]}? (other keys are kept as your data)"
                 )
     ttl_hours(f"{field}.ttl_hours", meta.get("ttl_hours"))
+    ttl_hours(f"{field}.memory_ttl_hours", meta.get("memory_ttl_hours"), "each memory")
     block = meta.pop("compaction", None)
     given_as: dict[str, str] = {}  # a setting given in the compaction block: named as given there
     if block is not None:
@@ -303,6 +306,7 @@ class ConversationSettings:
     compact_summary_tokens: int | None = None
     retention: str | None = None
     facts: bool | None = None
+    memory_ttl_hours: float | None = None  # each memory is deleted this long after it was stored
 
     @classmethod
     def of(cls, metadata: dict[str, Any]) -> ConversationSettings:
@@ -319,7 +323,13 @@ class ConversationSettings:
             compact_summary_tokens=count("compact_summary_tokens", 50),
             retention=retention if retention in RETENTION_MODES else None,
             facts=facts if isinstance(facts, bool) else None,
+            memory_ttl_hours=_positive(metadata.get("memory_ttl_hours")),
         )
+
+
+def _positive(value: object) -> float | None:
+    ok = isinstance(value, int | float) and not isinstance(value, bool) and 0 < value <= MAX_TTL_HOURS
+    return float(value) if ok else None  # type: ignore[arg-type]
 
 
 def facts_wanted(metadata: dict[str, Any], default: bool) -> bool:

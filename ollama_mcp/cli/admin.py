@@ -214,9 +214,12 @@ _DAYS = {"d": 1, "w": 7, "m": 30, "y": 365}
 async def forget(
     settings: Settings, conversation_id: str | None, older_than: str | None, everything: bool, yes: bool,
     dry_run: bool,
-) -> tuple[list[tuple[str, str, int]], int]:
+) -> tuple[list[tuple[str, str, int]], int, int]:
     """Delete one conversation, those idle for longer than ``older_than``, or all (with ``yes``),
-    through the service's one delete path. Returns (id, name, memories) of each, and the total."""
+    through the service's one delete path; with ``older_than``, also the memories stored longer
+    ago in the conversations that are kept (a long-lived one, such as a client's anonymous
+    conversation, never goes idle). Returns (id, name, memories) of each conversation deleted,
+    their memories' total, and the older memories deleted from the others."""
     if everything and not yes and not dry_run:
         raise InvalidInputError(
             "--all", "deletes every conversation", "add --yes to confirm, or --dry-run to count first"
@@ -244,7 +247,12 @@ async def forget(
         if not dry_run:
             for target, _, _ in chosen:
                 await app.service.delete_conversation(target)
-    return chosen, sum(count for _, _, count in chosen)
+        older = 0
+        if cutoff is not None and conversation_id is None:
+            kept = set(await app.service.conversation_ids()) - {c for c, _, _ in chosen}
+            for target in sorted(kept):
+                older += await app.service.forget_older(cutoff, target, dry_run=dry_run)
+    return chosen, sum(count for _, _, count in chosen), older
 
 
 async def write_log(settings: Settings, since: str | None, limit: int) -> list[WriteRecord]:

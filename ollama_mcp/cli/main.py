@@ -136,13 +136,18 @@ def _parser() -> argparse.ArgumentParser:
         "forget",
         help="delete conversations for good: one, those idle for longer than a period, or all",
         description="Deletes conversations with every memory version, message, summary, vector, "
-        "keyword entry, job and audit row, in one transaction each: the same delete as the "
-        "delete_conversation tool and retention. --dry-run lists and counts what would go. "
+        "keyword entry and job, in one transaction each: the same delete as the "
+        "delete_conversation tool and retention. --older-than also deletes, from the conversations "
+        "still in use, every memory stored longer ago (through delete_memory's path). "
+        "--dry-run lists and counts what would go. "
         "Examples: ollama-mcp forget --older-than 90d --dry-run; ollama-mcp forget --all --yes",
     )
     which = forgetter.add_mutually_exclusive_group(required=True)
     which.add_argument("--conversation", metavar="ID", help="this conversation")
-    which.add_argument("--older-than", metavar="AGE", help="conversations with no activity for AGE: 90d, 12w, 6m or 1y")
+    which.add_argument(
+        "--older-than", metavar="AGE",
+        help="conversations with no activity for AGE (90d, 12w, 6m or 1y), and older memories in the others",
+    )
     which.add_argument("--all", action="store_true", help="every conversation (needs --yes)")
     forgetter.add_argument("--yes", action="store_true", help="confirm --all")
     forgetter.add_argument(
@@ -411,13 +416,15 @@ def _maintenance(settings: Settings, args: argparse.Namespace) -> int:
             print(f"{record.at}  {record.door:<9} {record.action:<20} {record.conversation_id or '-':<36}  "
                   f"{record.memory_id or '-'}")
     elif args.command == "forget":
-        forgotten, total = anyio.run(
+        forgotten, total, older = anyio.run(
             admin.forget, settings, args.conversation, args.older_than, args.all, args.yes, args.dry_run
         )
         verb = "would delete" if args.dry_run else "deleted"
         print(f"{verb} {len(forgotten):,} conversation(s) with {total:,} memories (versions, messages and summaries)")
         for conversation_id, name, count in forgotten:
             print(f"  {conversation_id}  {count:>7,}  {name}")
+        if args.older_than:
+            print(f"{verb} {older:,} older memories from the conversations still in use")
     elif args.command == "prune":
         found = anyio.run(admin.prune, settings, args.dry_run)
         verb = "would delete" if args.dry_run else "deleted"

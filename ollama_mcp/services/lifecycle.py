@@ -461,7 +461,8 @@ class ConversationLifecycle(Archive):
         return await self._store.expired_conversations(format_timestamp(now), cutoff)
 
     async def sweep(self) -> list[str]:
-        """Delete every conversation past its TTL or (with a retention period) idle for longer."""
+        """Delete every conversation past its TTL or (with a retention period) idle for longer,
+        then, in conversations that set ``memory_ttl_hours``, every memory stored longer ago."""
         deleted = []
         for conversation_id in await self._expired_ids():
             try:
@@ -472,6 +473,17 @@ class ConversationLifecycle(Archive):
             deleted.append(conversation_id)
         if deleted:
             log.info("retention: deleted %d expired conversations", len(deleted))
+        forgotten = 0
+        now = datetime.now(UTC)
+        for conversation_id, metadata in await self._store.conversations_with_setting("memory_ttl_hours"):
+            hours = inputs.ConversationSettings.of(metadata).memory_ttl_hours
+            if hours is not None:
+                with audit.through("retention"):
+                    forgotten += await self.service.forget_older(
+                        format_timestamp(now - timedelta(hours=hours)), conversation_id
+                    )
+        if forgotten:
+            log.info("retention: deleted %d memories past their conversation's memory_ttl_hours", forgotten)
         return deleted
 
     def retention_step(self, interval: float) -> Step:

@@ -492,6 +492,21 @@ class MemoryService:
         """A conversation with every memory (all versions, messages and summaries) and their count."""
         return await self._store.conversation_snapshot(conversation_id)
 
+    async def forget_older(self, cutoff: str, conversation_id: str | None = None, *, dry_run: bool = False) -> int:
+        """Delete the memories stored before ``cutoff`` (in one conversation, or every one), each
+        through ``delete_memory``, the one delete path (its versions, vectors, keyword entries, the
+        context of its neighbours); returns how many were (or, ``dry_run``, would be) deleted. A
+        memory another process deleted meanwhile is not counted."""
+        ids = await self._store.memories_stored_before(cutoff, conversation_id)
+        if dry_run:
+            return len(ids)
+        deleted = 0
+        for memory_id in ids:
+            with suppress(MemoryNotFoundError):
+                await self.delete_memory(memory_id)
+                deleted += 1
+        return deleted
+
     async def memory_total(self, conversation_id: str) -> int:
         """What deleting the conversation removes: every memory, versions and messages too."""
         return await self._store.memory_total(conversation_id)

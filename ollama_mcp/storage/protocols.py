@@ -76,6 +76,13 @@ class ConversationStorage(Protocol):
 
     async def conversation_ids(self) -> list[str]: ...
 
+    async def memories_stored_before(self, cutoff: str, conversation_id: str | None = None) -> list[str]:
+        """The ids of the memories (current versions, every kind) stored before ``cutoff``, in one
+        conversation or all, oldest first."""
+
+    async def conversations_with_setting(self, key: str) -> list[tuple[str, dict[str, Any]]]:
+        """The conversations whose metadata holds the setting ``key``, with their metadata."""
+
     async def project_conversations(self, project: str) -> list[str]:
         """The ids of the conversations filed under ``project`` (a path, or its folder's name)."""
 

@@ -325,12 +325,39 @@ def test_forget_older_than_counts_first_then_deletes_only_the_idle_conversations
     assert counted.returncode == 0, counted.stderr
     assert counted.stdout.splitlines() == [
         "would delete 1 conversation(s) with 2 memories (versions, messages and summaries)",
-        f"  {old_id}        2  2020 trip"]
+        f"  {old_id}        2  2020 trip",
+        "would delete 0 older memories from the conversations still in use"]
     assert rows(db, "SELECT count(*) FROM conversations") == [(2,)]
     done = run(db, fake_ollama, "forget", "--older-than", "90d")
     assert done.stdout.startswith("deleted 1 conversation(s) with 2 memories")
     assert_no_trace(db, old_id)
     assert rows(db, "SELECT id FROM conversations") == [(recent,)]
+
+
+def test_forget_older_than_also_deletes_old_memories_of_a_conversation_still_in_use_leaving_no_trace(
+    db: Database, fake_ollama: FakeOllama
+) -> None:
+    recent = fill(db, fake_ollama)  # a conversation in use, with recent memories
+    old = {"format": "ollama-mcp-export", "version": 1, "conversations": [{
+        "id": recent, "name": "ignored: it exists", "status": "active", "created_at": "2020-01-01T00:00:00Z",
+        "memories": [{"id": "44444444-4444-4444-8444-444444444444", "content": "the quokka password is ancient",
+                      "created_at": "2020-01-01T00:00:00Z"}]}]}
+    assert run(db, fake_ollama, "import", "-", stdin=json.dumps(old)).returncode == 0
+    before = rows(db, "SELECT count(*) FROM memories")[0][0]
+    assert db.keyword_matches("content", "quokka") == 1
+    counted = run(db, fake_ollama, "forget", "--older-than", "90d", "--dry-run")
+    assert counted.stdout.splitlines()[-1] == "would delete 1 older memories from the conversations still in use"
+    done = run(db, fake_ollama, "forget", "--older-than", "90d")
+    assert done.returncode == 0 and done.stdout.splitlines()[-1] == (
+        "deleted 1 older memories from the conversations still in use")
+    assert rows(db, "SELECT count(*) FROM memories") == [(before - 1,)]
+    assert rows(db, "SELECT count(*) FROM memories WHERE id = '44444444-4444-4444-8444-444444444444'") == [(0,)]
+    assert db.keyword_matches("content", "quokka") == 0 and db.keyword_matches("context", "quokka") == 0
+    assert rows(db, "SELECT count(*) FROM memory_embeddings WHERE memory_seq NOT IN (SELECT seq FROM memories)") == [
+        (0,)]
+    assert rows(db, "SELECT id FROM conversations") == [(recent,)]
+    assert rows(db, "SELECT door, action, memory_id FROM write_audit WHERE action = 'delete_memory'") == [
+        ("cli", "delete_memory", "44444444-4444-4444-8444-444444444444")]
 
 
 @pytest.mark.parametrize(

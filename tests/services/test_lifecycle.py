@@ -20,7 +20,7 @@ from ollama_mcp.domain import AuditRow
 from ollama_mcp.errors import ConversationNotFoundError, InvalidInputError, MemorySupersededError
 from ollama_mcp.inputs import search_request
 from ollama_mcp.services.context import estimate_tokens
-from tests.conftest import Database, connect, eventually
+from tests.conftest import Database, backfill, connect, eventually
 from tests.fake_ollama import FakeOllama
 from tests.mcp.test_tools import call
 
@@ -553,6 +553,33 @@ async def test_the_ttl_sweep_deletes_expired_conversations_without_leaving_orpha
     found = await app.service.search(search_request("secret plan", include_messages=True, everywhere=True))
     assert {h.memory.conversation_id for h in found.hits} == {kept.id}
     assert await app.lifecycle.sweep() == []
+
+
+async def test_memory_ttl_hours_deletes_a_long_lived_conversations_old_memories_and_keeps_the_conversation(
+    app: App, db: Database
+) -> None:
+    lasting = await app.service.init_conversation("assistant", {"memory_ttl_hours": 24})
+    other = await app.service.init_conversation("other")
+    old = (await app.service.store_memory("the old locker code is walrus", lasting.id)).memory
+    new = (await app.service.store_memory("the new locker code is heron", lasting.id)).memory
+    elsewhere = (await app.service.store_memory("the gym locker code is walrus too", other.id)).memory
+    await backfill(app)
+    rows(db, "UPDATE memories SET created_at = '2020-01-01T00:00:00.000000Z' WHERE id IN (?, ?)", old.id, elsewhere.id)
+    assert await app.lifecycle.sweep() == []  # no conversation goes
+    assert [r[0] for r in rows(db, "SELECT id FROM memories ORDER BY seq")] == [new.id, elsewhere.id]
+    found = await app.service.search(search_request("walrus locker code", everywhere=True))
+    assert old.id not in [h.memory.id for h in found.hits] and elsewhere.id in [h.memory.id for h in found.hits]
+    assert db.keyword_matches("content", "walrus") == 1  # the other conversation's, which sets no TTL
+    assert rows(db, "SELECT door, action, memory_id FROM write_audit WHERE action = 'delete_memory'") == [
+        ("retention", "delete_memory", old.id)]
+
+
+@pytest.mark.parametrize("bad", [0, -1, "24", True])
+async def test_a_memory_ttl_that_is_not_a_positive_number_of_hours_is_refused(app: App, bad: object) -> None:
+    with pytest.raises(InvalidInputError) as refused:
+        await app.service.init_conversation("x", {"memory_ttl_hours": bad})
+    assert refused.value.field == "metadata.memory_ttl_hours"
+    assert "delete each memory a day after it is stored" in str(refused.value)
 
 
 async def test_global_retention_deletes_conversations_idle_for_longer_and_keeps_recent_ones(

@@ -245,6 +245,27 @@ class ConversationStore(SqlParts):
         )
         return [row[0] for row in rows]
 
+    async def memories_stored_before(self, cutoff: str, conversation_id: str | None = None) -> list[str]:
+        """The ids of the memories (current versions, of every kind) stored before ``cutoff``, in
+        one conversation or in all, oldest first: what forgetting by age deletes."""
+        where = "m.superseded_by IS NULL AND m.created_at < ?"
+        if conversation_id:
+            where += " AND m.conversation_id = ?"
+        rows = await self._fetchall(
+            self._dialect.sql(f"SELECT m.id FROM memories m WHERE {where} ORDER BY m.seq"),
+            (cutoff, conversation_id) if conversation_id else (cutoff,), "find old memories",
+        )
+        return [row[0] for row in rows]
+
+    async def conversations_with_setting(self, key: str) -> list[tuple[str, dict[str, Any]]]:
+        """The conversations whose metadata holds ``key`` (a setting), with their metadata."""
+        d = self._dialect
+        rows = await self._fetchall(
+            d.sql(f"SELECT c.id, c.metadata FROM conversations c WHERE {d.json_text('c.metadata', key)} IS NOT NULL"),
+            (), "find conversations by setting",
+        )
+        return [(row[0], d.from_json(row[1])) for row in rows]
+
     async def memory_total(self, conversation_id: str) -> int:
         rows = await self._fetchall(
             self._dialect.sql("SELECT count(*) FROM memories WHERE conversation_id = ?"), (conversation_id,),
