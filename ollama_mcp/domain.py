@@ -288,6 +288,20 @@ class Job:
 
 
 @dataclass(frozen=True)
+class JobStatus:
+    """A background job as its requester follows it: queued, running, done or failed (with why)."""
+
+    id: int
+    kind: JobKind
+    conversation_id: str
+    state: str
+    attempts: int
+    last_error: str | None
+    created_at: str
+    finished_at: str | None
+
+
+@dataclass(frozen=True)
 class JobRecord:
     """A jobs row as it is, for copying a store between backends."""
 

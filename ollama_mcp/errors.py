@@ -9,6 +9,7 @@ summaries (the SDK logs tool errors at INFO, and users' words must stay out of l
     ├── InvalidInputError
     ├── NotFoundError
     │   ├── ConversationNotFoundError
+    │   ├── JobNotFoundError
     │   └── MemoryNotFoundError
     ├── MemorySupersededError          (update_memory on a version that was replaced)
     ├── ConversationClosedError
@@ -66,6 +67,12 @@ class ConversationNotFoundError(NotFoundError):
             f"conversation_id: no conversation {conversation_id} exists; call list_conversations "
             "to see the ids, or init_conversation to start one."
         )
+
+
+class JobNotFoundError(NotFoundError):
+    def __init__(self, job_id: str) -> None:
+        super().__init__(f"job_id: no job {job_id} exists here; a request for a summary, compaction or facts "
+                         "returns the id of its job.")
 
 
 class MemoryNotFoundError(NotFoundError):

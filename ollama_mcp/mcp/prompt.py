@@ -18,22 +18,27 @@ def register_prompt(server: MCPServer) -> None:
     @server.prompt(description=(
         "Summary, recent messages and recalled memories of a conversation, within a token budget; "
         "participants (comma-separated names) gives their view of a shared transcript; facts=true adds "
-        "extracted facts."
+        "extracted facts; recent_turns, recall_k and recall_threshold size the parts."
     ))
     async def build_context(
         conversation_id: str, ctx: Context, token_budget: str = "4000", query: str = "", participants: str = "",
-        facts: str = "",
+        facts: str = "", recent_turns: str = "20", recall_k: str = "5", recall_threshold: str = "",
     ) -> list[Message]:
-        if not token_budget.strip().isdigit():
-            raise MCPError(INVALID_PARAMS, "token_budget: must be a whole number of tokens; pass e.g. 4000")
+        for name, value in (("token_budget", token_budget), ("recent_turns", recent_turns), ("recall_k", recall_k)):
+            if not value.strip().isdigit():
+                raise MCPError(INVALID_PARAMS, f"{name}: must be a whole number; pass e.g. 4000, 20 or 5")
+        try:
+            threshold = float(recall_threshold) if recall_threshold.strip() else None
+        except ValueError:
+            raise MCPError(INVALID_PARAMS, "recall_threshold: must be a number from -1 to 1; pass e.g. 0.3") from None
         if facts.strip().lower() not in ("", "true", "false", "yes", "no"):
             raise MCPError(INVALID_PARAMS, "facts: must be true or false; pass true to add the facts extracted")
         names = [name.strip() for name in participants.split(",") if name.strip()] or None
         with prompt_errors():
             app = await opened(ctx, conversation_id)
             built = await app.lifecycle.build_context(
-                conversation_id, int(token_budget), query=query or None, participants=names,
-                facts=facts.strip().lower() in ("true", "yes"),
+                conversation_id, int(token_budget), int(recent_turns), int(recall_k), query=query or None,
+                participants=names, facts=facts.strip().lower() in ("true", "yes"), recall_threshold=threshold,
             )
         return [
             AssistantMessage(m["content"]) if m["role"] == "assistant"

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import json
 import logging
+import re
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -28,6 +29,7 @@ from starlette.routing import Route
 
 from ollama_mcp import audit, caller, inputs
 from ollama_mcp.errors import (
+    ConfigError,
     ConversationClosedError,
     InvalidInputError,
     NotFoundError,
@@ -36,6 +38,7 @@ from ollama_mcp.errors import (
     StorageError,
 )
 from ollama_mcp.rest.models import (
+    CompactIn,
     ContextIn,
     ContextMessage,
     ContextOut,
@@ -46,9 +49,12 @@ from ollama_mcp.rest.models import (
     ConversationOut,
     EndIn,
     ErrorOut,
+    FactsIn,
+    JobOut,
     Recalled,
     RecallHit,
     RecallIn,
+    SummarizeIn,
     TurnAdded,
     TurnIn,
     TurnOut,
@@ -169,15 +175,40 @@ async def recall(call: Call) -> tuple[int, BaseModel]:
 
 async def build_context(call: Call) -> tuple[int, BaseModel]:
     body: ContextIn = call.body
-    recall_k = 5 if body.semantic_recall is None else body.semantic_recall.k
+    recall = body.semantic_recall
     built = await call.app.lifecycle.build_context(
-        _id(call), body.token_budget, body.recent_turns, recall_k, body.query, body.participants,
-        body.include_facts,
+        _id(call), body.token_budget, body.recent_turns, 5 if recall is None else recall.k, body.query,
+        body.participants, body.include_facts, recall_threshold=None if recall is None else recall.threshold,
     )
     return 200, ContextOut(
         messages=[ContextMessage(**m) for m in built.messages], tokens=built.tokens,
         summary_included=built.summary_included, recalled=[m.id for m in built.recalled],
     )
+
+
+async def summarize(call: Call) -> tuple[int, BaseModel]:
+    _not_yet(call.body, "through", "summarizing through a given turn")
+    return 202, JobOut.of(await call.app.lifecycle.request(_id(call), "summarize"))
+
+
+async def compact(call: Call) -> tuple[int, BaseModel]:
+    _not_yet(call.body, "strategy", "choosing the strategy per request (set compaction_strategy on the conversation)")
+    return 202, JobOut.of(await call.app.lifecycle.request(_id(call), "compact"))
+
+
+async def extract_facts(call: Call) -> tuple[int, BaseModel]:
+    _not_yet(call.body, "through", "extracting facts through a given turn")
+    return 202, JobOut.of(await call.app.lifecycle.request(_id(call), "facts"))
+
+
+async def get_job(call: Call) -> tuple[int, BaseModel]:
+    raw = call.path["job_id"]
+    return 200, JobOut.of(await call.app.lifecycle.job(int(raw) if raw.isdigit() else raw))
+
+
+def _not_yet(body: BaseModel, field: str, what: str) -> None:
+    if getattr(body, field) is not None:
+        raise InvalidInputError(field, f"asks for {what}, which is not available in this version", "leave it out")
 
 
 def _whole(query: dict[str, str], name: str, default: int) -> object:
@@ -223,6 +254,14 @@ ENDPOINTS: tuple[Endpoint, ...] = (
              RecallIn, Recalled, 200, recall),
     Endpoint("POST", CONVERSATION + "/context", "buildContext", "The model-ready messages: summary, recent turns "
              "and recalled memories within a token budget.", ContextIn, ContextOut, 200, build_context),
+    Endpoint("POST", CONVERSATION + "/summarize", "summarize", "Summarize it now, in the background (202): "
+             "its job; one already queued is returned.", SummarizeIn, JobOut, 202, summarize),
+    Endpoint("POST", CONVERSATION + "/compact", "compact", "Compact its transcript now, in the background (202).",
+             CompactIn, JobOut, 202, compact),
+    Endpoint("POST", CONVERSATION + "/facts", "extractFacts", "Extract its facts now, in the background (202).",
+             FactsIn, JobOut, 202, extract_facts),
+    Endpoint("GET", "/jobs/{job_id}", "getJob", "A job: queued, running, done or failed, and why.", None, JobOut,
+             200, get_job),
 )
 
 
@@ -279,7 +318,7 @@ def _answer(exc: Exception) -> Response:
         return _error(404, str(exc))
     if isinstance(exc, ConversationClosedError):
         return _error(409, str(exc))
-    if isinstance(exc, StorageError | OllamaError):
+    if isinstance(exc, StorageError | OllamaError | ConfigError):
         return _error(503, str(exc))
     if isinstance(exc, OllamaMcpError):
         return _error(500, str(exc))
@@ -373,9 +412,12 @@ def openapi(tokens_required: bool) -> dict[str, Any]:
         }
         if e.status == 201:
             operation["responses"]["200"] = {"description": "Already there: returned unchanged",
-                                             "content": operation["responses"]["201"]["content"]}
-        parameters = [{"name": "conversation_id", "in": "path", "required": True, "schema": {"type": "string"}}] \
-            if "{conversation_id}" in e.path else []
+                                             "content": operation["responses"][str(e.status)]["content"]}
+        parameters: list[dict[str, Any]] = [
+            {"name": name, "in": "path", "required": True,
+             "schema": {"type": "integer"} if name == "job_id" else {"type": "string"}}
+            for name in re.findall(r"{(\w+)}", e.path)
+        ]
         parameters += [{"name": n, "in": "query", "required": False, "description": d, "schema": {"type": "string"}}
                        for n, d in e.query]
         if parameters:

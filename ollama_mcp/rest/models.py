@@ -10,7 +10,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from ollama_mcp.domain import Conversation, Memory, SearchHit
+from ollama_mcp.domain import Conversation, JobStatus, Memory, SearchHit
 
 
 class Body(BaseModel):
@@ -68,6 +68,37 @@ class ContextIn(Body):
     include_facts: bool = False
     participants: list[str] | None = None
     query: str | None = Field(default=None, description="Recall for this instead of the latest user turn.")
+
+
+class SummarizeIn(Body):
+    through: str | None = Field(default=None, description="Not available yet: everything so far is summarized.")
+
+
+class CompactIn(Body):
+    strategy: Literal["rolling", "hierarchical"] | None = Field(
+        default=None, description="Not available per request yet: the conversation's own setting is used.")
+
+
+class FactsIn(Body):
+    through: str | None = Field(default=None, description="Not available yet: every turn so far is read.")
+
+
+class JobOut(BaseModel):
+    """A background job: queued, running, done, or failed with why (last_error also says why it waits)."""
+
+    id: int
+    kind: Literal["summarize", "compact", "facts", "relate"]
+    conversation_id: str
+    state: Literal["queued", "running", "done", "failed"]
+    attempts: int
+    last_error: str | None = None
+    created_at: str
+    finished_at: str | None = None
+
+    @classmethod
+    def of(cls, j: JobStatus) -> JobOut:
+        return cls(id=j.id, kind=j.kind, conversation_id=j.conversation_id, state=j.state,  # type: ignore[arg-type]
+                   attempts=j.attempts, last_error=j.last_error, created_at=j.created_at, finished_at=j.finished_at)
 
 
 class ConversationOut(BaseModel):

@@ -19,8 +19,14 @@ from typing import Any
 
 from ollama_mcp import audit, inputs
 from ollama_mcp.background import Step
-from ollama_mcp.domain import Conversation, Job, Memory, Participant, format_timestamp, utc_now
-from ollama_mcp.errors import ConversationNotFoundError, InvalidInputError, OllamaMcpError
+from ollama_mcp.domain import Conversation, Job, JobStatus, Memory, Participant, format_timestamp, utc_now
+from ollama_mcp.errors import (
+    ConfigError,
+    ConversationNotFoundError,
+    InvalidInputError,
+    JobNotFoundError,
+    OllamaMcpError,
+)
 from ollama_mcp.services.archive import Archive
 from ollama_mcp.services.context import (
     CHARS_PER_TOKEN,
@@ -178,6 +184,37 @@ class ConversationLifecycle(Archive):
 
     # -- context --------------------------------------------------------------------------------
 
+    async def request(self, conversation_id: object, kind: object) -> JobStatus:
+        """Queue, now, the summary, compaction or fact extraction that would otherwise wait for
+        its trigger (the end, a threshold): its job, to follow (``job``). Asking while one is
+        queued or running returns that one. It runs in the background, within the chat-model
+        budget, like any other."""
+        target = inputs.conversation_id("conversation_id", conversation_id)
+        if target is None:
+            raise InvalidInputError("conversation_id", "is required", "pass the conversation to work on")
+        if kind not in ("summarize", "compact", "facts"):
+            raise InvalidInputError("kind", "must be summarize, compact or facts", "pass one of them")
+        conversation = await self._store.get_conversation(target)
+        if self._summarizer is None:
+            raise ConfigError(
+                "No chat model is configured (OLLAMA_MCP_CHAT_MODEL=none), so nothing can be summarized or "
+                "extracted; set OLLAMA_MCP_CHAT_MODEL to a chat model such as qwen2.5:3b."
+            )
+        if kind == "facts" and (self._facts is None or not self._facts.wanted(conversation)):
+            raise InvalidInputError(
+                "facts", "are not extracted from this conversation",
+                'start it with metadata {"facts": true}, or set OLLAMA_MCP_FACTS=on for every conversation',
+            )
+        status = await self._store.request_job(kind, target, utc_now())
+        self._jobs.wakeup.set()
+        return status
+
+    async def job(self, job_id: object) -> JobStatus:
+        """A job requested with ``request``: its state, attempts and why it waits or failed."""
+        if isinstance(job_id, bool) or not isinstance(job_id, int) or job_id < 1:
+            raise JobNotFoundError(str(job_id))
+        return await self._store.job_status(job_id)
+
     async def build_context(
         self,
         conversation_id: object,
@@ -189,6 +226,7 @@ class ConversationLifecycle(Archive):
         facts: object = False,
         *,
         recall_everywhere: bool = True,
+        recall_threshold: object = None,
     ) -> BuiltContext:
         """The rolling summary, the recent messages verbatim and the memories recalled for the
         latest user message (or ``query``), never over ``token_budget`` (estimated tokens).
@@ -215,6 +253,7 @@ class ConversationLifecycle(Archive):
         budget = inputs.integer("token_budget", token_budget, 1, MAX_TOKEN_BUDGET)
         window = inputs.integer("recent_messages", recent_messages, 0, MAX_HISTORY)
         k = inputs.integer("recall_k", recall_k, 0, inputs.MAX_TOP_K)
+        floor = inputs.threshold("recall_threshold", recall_threshold)
         ask = None if query is None else inputs.text("query", query, inputs.MAX_QUERY_CHARS, what="search text")
         names = frozenset(inputs.actors("participants", participants))
         with_facts = inputs.flag("facts", facts)
@@ -255,7 +294,7 @@ class ConversationLifecycle(Archive):
             known, used = fit(candidates, FACTS_NOTICE, used, budget)
         recalled: list[Memory] = []
         if ask and k:
-            request = inputs.search_request(ask, target, top_k=k, everywhere=recall_everywhere)
+            request = inputs.search_request(ask, target, top_k=k, threshold=floor, everywhere=recall_everywhere)
             if private or with_facts:
                 kinds = ("note",) if private else tuple(kind for kind in request.filters.kinds if kind != "fact")
                 request = replace(request, filters=replace(request.filters, kinds=kinds))

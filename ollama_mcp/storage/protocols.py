@@ -32,6 +32,7 @@ from ollama_mcp.domain import (
     Job,
     JobKind,
     JobRecord,
+    JobStatus,
     Memory,
     MemoryKind,
     Participant,
@@ -261,6 +262,12 @@ class JobStorage(Protocol):
         lease end)."""
 
     async def retry_job(self, job_id: int, run_after: str, error: str) -> None: ...
+
+    async def request_job(self, kind: JobKind, conversation_id: str, now: str) -> JobStatus:
+        """Queue a job unless one of that kind is open for the conversation; the open one."""
+
+    async def job_status(self, job_id: int) -> JobStatus:
+        """A job as its requester follows it (``JobNotFoundError`` when there is none)."""
 
     async def defer_job(self, job_id: int, run_after: str, reason: str) -> None:
         """Put a claimed job back to wait until ``run_after``, the claim not counted as an attempt."""

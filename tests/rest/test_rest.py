@@ -17,7 +17,7 @@ from openapi_spec_validator import validate
 from ollama_mcp.cli import admin
 from ollama_mcp.config import Settings
 from ollama_mcp.rest.api import ENDPOINTS, PREFIX
-from tests.conftest import Database
+from tests.conftest import Database, eventually
 from tests.mcp.test_http import serving
 
 pytestmark = pytest.mark.anyio
@@ -103,7 +103,7 @@ async def test_a_chat_app_creates_a_conversation_records_turns_recalls_builds_co
         assert [t["content"] for t in older["turns"]] == ["Book the Lisbon flight for May 4"]
         assert older["earlier"] is False and asked["id"] == older["turns"][0]["id"]
 
-        found = await alice.call("POST", conv + "/recall", {"query": "which seat on the Lisbon flight?", "k": 3})
+        found = await alice.call("POST", conv + "/recall", {"query": "seat 12A", "k": 3})
         assert found["hits"][0]["memory_id"] == answered["id"] and found["hits"][0]["kind"] == "message"
 
         context = await alice.call("POST", conv + "/context", {"token_budget": 500, "recent_turns": 10})
@@ -117,9 +117,10 @@ async def test_a_chat_app_creates_a_conversation_records_turns_recalls_builds_co
         assert [c["id"] for c in listed["conversations"]] == [minted]
         # Every write came through the REST door, under the token's name, into Alice's store only.
         log = await admin.write_log(settings.for_principal("alice"), None, 100)
-        assert sorted({(r.door, r.principal, r.action) for r in log}) == [
+        assert sorted({(r.door, r.principal, r.action) for r in log if r.door != "background"}) == [
             ("rest", "alice-laptop", "add_messages"), ("rest", "alice-laptop", "end_conversation"),
             ("rest", "alice-laptop", "init_conversation")]
+        assert {r.action for r in log if r.door == "background"} <= {"relate"}  # the server's own work after it
         assert db.count("SELECT count(*) FROM memories") == 0  # the local user's store is untouched
 
         gone = await alice.call("DELETE", conv)
@@ -235,3 +236,37 @@ async def test_a_server_without_tokens_serves_the_local_user_on_loopback(setting
     assert db.rows("SELECT name FROM conversations") == [("Mine",)]
     assert db.rows("SELECT door, action FROM write_audit ORDER BY id") == [
         ("rest", "init_conversation"), ("rest", "add_messages")]
+
+
+async def test_a_summary_compaction_or_facts_asked_for_now_is_queued_once_and_followed_to_done(
+    settings: Settings,
+) -> None:
+    async with people(settings) as (alice, bob, _):
+        conv = (await alice.call("POST", "/conversations", {"name": "Plan", "metadata": {"facts": True}},
+                                 expect=201))["id"]
+        for text in ("We move to Boston in May", "The movers come on the 3rd"):
+            await alice.call("POST", f"/conversations/{conv}/turns", {"role": "user", "content": text}, expect=201)
+        job = await alice.call("POST", f"/conversations/{conv}/summarize", {}, expect=202)
+        assert (job["kind"], job["state"], job["conversation_id"], job["attempts"]) == ("summarize", "queued", conv, 0)
+        again = await alice.call("POST", f"/conversations/{conv}/summarize", {}, expect=202)
+        assert again["id"] == job["id"]  # asked twice while queued: one job
+        facts = await alice.call("POST", f"/conversations/{conv}/facts", {}, expect=202)
+        compacting = await alice.call("POST", f"/conversations/{conv}/compact", {}, expect=202)
+        assert len({job["id"], facts["id"], compacting["id"]}) == 3
+
+        async def done() -> bool:
+            state = await alice.call("GET", f"/jobs/{job['id']}")
+            return state["state"] == "done"
+
+        await eventually(done)
+        listed = await alice.call("POST", f"/conversations/{conv}/recall", {"query": "*", "k": 20})
+        assert "summary" in [hit["kind"] for hit in listed["hits"]]  # what the job wrote
+        assert (await bob.call("GET", f"/jobs/{job['id']}", expect=404))["error"].startswith("job_id: no job")
+        assert (await alice.call("GET", "/jobs/999999", expect=404))["error"].startswith("job_id: no job")
+        assert (await alice.call("GET", "/jobs/abc", expect=404))["error"].startswith("job_id: no job")
+
+        plain = (await alice.call("POST", "/conversations", {}, expect=201))["id"]
+        refused = await alice.call("POST", f"/conversations/{plain}/facts", {}, expect=400)
+        assert refused["field"] == "facts" and '{"facts": true}' in refused["error"]
+        later = await alice.call("POST", f"/conversations/{conv}/summarize", {"through": "x"}, expect=400)
+        assert later["field"] == "through" and "not available in this version" in later["error"]

@@ -642,6 +642,31 @@ async def test_the_build_context_prompt_returns_recalled_memories_as_data(settin
         assert message.content.text.startswith("[system] Memories recalled")
 
 
+async def test_the_build_context_prompt_sizes_its_parts_by_recent_turns_recall_k_and_recall_threshold(
+    settings: Settings,
+) -> None:
+    async with connect(settings) as client:
+        conv = (await call(client, "init_conversation"))["conversation_id"]
+        await call(client, "store_memory", content="The release train leaves every second Friday")
+        await call(client, "add_messages", messages=[
+            {"role": "user", "content": f"turn {n} about the release train"} for n in range(6)])
+
+        async def roles(**args: str) -> list[str]:
+            prompt = await client.get_prompt("build_context", {"conversation_id": conv, "token_budget": "2000", **args})
+            return [m.content.text.split(" ", 1)[0] if m.content.text.startswith("[") else m.content.text
+                    for m in prompt.messages]
+
+        assert await roles(recent_turns="2", recall_k="0") == ["turn 4 about the release train",
+                                                               "turn 5 about the release train"]
+        recalled = await roles(recent_turns="1", recall_k="5")
+        assert recalled[0] == "[system]" and recalled[-1] == "turn 5 about the release train"
+        assert await roles(recent_turns="1", recall_k="5", recall_threshold="1") == ["turn 5 about the release train"]
+        for bad, said in ((("recent_turns", "many")), ("recall_k", "-1"), ("recall_threshold", "high")):
+            with pytest.raises(MCPError) as refused:
+                await client.get_prompt("build_context", {"conversation_id": conv, bad: said})
+            assert str(refused.value).startswith(bad)
+
+
 async def test_update_and_export_through_the_tools(settings: Settings) -> None:
     async with connect(settings, "legacy") as client:
         conv = (await call(client, "init_conversation", name="tools"))["conversation_id"]

@@ -5,8 +5,10 @@ SQLite looks before it takes the file's write lock)."""
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
-from ollama_mcp.domain import AuditRow, Job, JobKind, JobRecord, Memory, WriteRecord
+from ollama_mcp.domain import AuditRow, Job, JobKind, JobRecord, JobStatus, Memory, WriteRecord
+from ollama_mcp.errors import JobNotFoundError
 from ollama_mcp.storage.sql.parts import SqlParts
 from ollama_mcp.storage.sql.rows import (
     enqueue_job_row,
@@ -21,6 +23,12 @@ AUDIT_COLUMNS = (
     "request_id, conversation_id, step, tool, arguments_digest, risk, decision, outcome, duration_ms, created_at"
 )
 JOB_COLUMNS = "kind, state, attempts, run_after, lease_until, last_error, created_at, finished_at"
+STATUS_COLUMNS = "id, kind, conversation_id, state, attempts, last_error, created_at, finished_at"
+
+
+def _status(row: Sequence[Any]) -> JobStatus:
+    """A JobStatus from STATUS_COLUMNS."""
+    return JobStatus(int(row[0]), row[1], str(row[2]), str(row[3]), int(row[4]), row[5], str(row[6]), row[7])
 
 
 class JobStore(SqlParts):
@@ -30,6 +38,26 @@ class JobStore(SqlParts):
         """Queue a job unless one of that kind is already open for the conversation."""
         async with self._transaction("queue background work") as conn:
             return await enqueue_job_row(conn, self._dialect, kind, conversation_id, now)
+
+    async def request_job(self, kind: JobKind, conversation_id: str, now: str) -> JobStatus:
+        """Queue a job of ``kind`` for the conversation unless one is open already; the open one,
+        in one transaction (asking twice does not run it twice)."""
+        d = self._dialect
+        async with self._transaction("queue background work") as conn:
+            await enqueue_job_row(conn, d, kind, conversation_id, now)
+            row = await fetchone(
+                conn, d, f"SELECT {STATUS_COLUMNS} FROM jobs WHERE kind = ? AND conversation_id = ?"
+                " AND state IN ('queued', 'running') ORDER BY id DESC LIMIT 1", (kind, conversation_id),
+            )
+        return _status(row)
+
+    async def job_status(self, job_id: int) -> JobStatus:
+        rows = await self._fetchall(
+            self._dialect.sql(f"SELECT {STATUS_COLUMNS} FROM jobs WHERE id = ?"), (job_id,), "read background work"
+        )
+        if not rows:
+            raise JobNotFoundError(str(job_id))
+        return _status(rows[0])
 
     async def renew_job(self, job_id: int, lease_until: str) -> None:
         async with self._transaction("renew background work") as conn:
