@@ -24,9 +24,12 @@ def register_prompt(server: MCPServer) -> None:
         conversation_id: str, ctx: Context, token_budget: str = "4000", query: str = "", participants: str = "",
         facts: str = "", recent_turns: str = "20", recall_k: str = "5", recall_threshold: str = "",
     ) -> list[Message]:
-        for name, value in (("token_budget", token_budget), ("recent_turns", recent_turns), ("recall_k", recall_k)):
+        for name, value, unit, example in (
+            ("token_budget", token_budget, "tokens", 4000), ("recent_turns", recent_turns, "turns", 20),
+            ("recall_k", recall_k, "memories", 5),
+        ):
             if not value.strip().isdigit():
-                raise MCPError(INVALID_PARAMS, f"{name}: must be a whole number; pass e.g. 4000, 20 or 5")
+                raise MCPError(INVALID_PARAMS, f"{name}: must be a whole number of {unit}; pass e.g. {example}")
         try:
             threshold = float(recall_threshold) if recall_threshold.strip() else None
         except ValueError:
