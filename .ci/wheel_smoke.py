@@ -1,6 +1,6 @@
 """The built wheel, installed alone into a fresh venv, works as a user runs it: stdio from working
 directory / with a minimal environment (initialize, tools, store, search, a resource), ``doctor``,
-and ``serve --http`` with its browser view (templates and stylesheet from the wheel). Ollama is
+and ``serve --http`` with its browser view (templates and stylesheet from the wheel) and REST API. Ollama is
 left unreachable on purpose: memories are stored as pending and found by keywords, as promised.
 Standard library only: it runs with any Python.
 
@@ -35,7 +35,7 @@ def main(venv: Path) -> None:
         assert "database" in doctor.stdout and "ollama" in doctor.stdout.lower(), doctor.stdout + doctor.stderr
         print(f"doctor: ran (exit {doctor.returncode}; Ollama is unreachable on purpose)")
         http(script, env)
-        print("serve --http: MCP endpoint and browser view (templates, stylesheet) ok")
+        print("serve --http: MCP endpoint, browser view (templates, stylesheet) and REST API ok")
 
 
 def stdio(script: Path, env: dict[str, str]) -> None:
@@ -80,6 +80,16 @@ def http(script: Path, env: dict[str, str]) -> None:
         base = view.group(1).split("/ui/")[0]
         with browser.open(base + css.group(1), timeout=30) as sheet:
             assert sheet.status == 200 and b"{" in sheet.read()
+        # The REST API from the wheel: its document, and a conversation created and read back.
+        with urllib.request.urlopen(base + "/api/v1/openapi.json", timeout=30) as spec:
+            assert json.load(spec)["openapi"] == "3.1.0"
+        create = urllib.request.Request(base + "/api/v1/conversations", data=b'{"name": "wheel"}', method="POST",
+                                        headers={"Content-Type": "application/json"})
+        with urllib.request.urlopen(create, timeout=30) as created:
+            conversation = json.load(created)
+        assert created.status == 201 and conversation["name"] == "wheel", conversation
+        with urllib.request.urlopen(f"{base}/api/v1/conversations/{conversation['id']}", timeout=30) as read:
+            assert json.load(read)["id"] == conversation["id"]
     finally:
         proc.send_signal(signal.SIGINT)
         proc.wait(timeout=30)
