@@ -288,6 +288,20 @@ class Job:
 
 
 @dataclass(frozen=True)
+class OpenTurn:
+    """A turn being streamed: what it was opened with (``fields``: role, actor, to, model,
+    adapter) and its text so far; ``state`` open, or aborted (kept, never a message)."""
+
+    id: str
+    conversation_id: str
+    fields: dict[str, Any]
+    content: str
+    state: str
+    created_at: str
+    updated_at: str
+
+
+@dataclass(frozen=True)
 class JobStatus:
     """A background job as its requester follows it: queued, running, done or failed (with why)."""
 

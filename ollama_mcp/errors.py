@@ -10,9 +10,11 @@ summaries (the SDK logs tool errors at INFO, and users' words must stay out of l
     ├── NotFoundError
     │   ├── ConversationNotFoundError
     │   ├── JobNotFoundError
+    │   ├── TurnNotFoundError          (no streamed turn of that id)
     │   └── MemoryNotFoundError
     ├── MemorySupersededError          (update_memory on a version that was replaced)
     ├── ConversationClosedError
+    ├── TurnClosedError                (a streamed turn committed or aborted already)
     ├── StorageError
     │   ├── DatabaseBusyError
     │   └── SchemaError
@@ -73,6 +75,26 @@ class JobNotFoundError(NotFoundError):
     def __init__(self, job_id: str) -> None:
         super().__init__(f"job_id: no job {job_id} exists here; a request for a summary, compaction or facts "
                          "returns the id of its job.")
+
+
+class TurnNotFoundError(NotFoundError):
+    def __init__(self, turn_id: str) -> None:
+        super().__init__(f"turn_id: no turn {turn_id} is being written here; open one by sending a turn with "
+                         'status "open".')
+
+
+class TurnClosedError(OllamaMcpError):
+    """A chunk, commit or abort for a streamed turn that was committed or aborted already."""
+
+    def __init__(self, turn_id: str, state: str) -> None:
+        self.state = state
+        super().__init__(f"turn_id: turn {turn_id} was {state} already, so nothing more can be added to it or done "
+                         "with it; open a new turn for another reply.")
+
+
+def not_open(turn_id: str, state: str | None) -> OllamaMcpError:
+    """Why a streamed turn cannot take a chunk, a commit or an abort: it never was, or it ended."""
+    return TurnNotFoundError(turn_id) if state is None else TurnClosedError(turn_id, state)
 
 
 class MemoryNotFoundError(NotFoundError):

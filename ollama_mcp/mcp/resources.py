@@ -9,7 +9,7 @@ from mcp.server import MCPServer
 from mcp.server.mcpserver import Context
 from mcp.server.mcpserver.exceptions import ResourceNotFoundError
 
-from ollama_mcp.domain import Memory, counted
+from ollama_mcp.domain import Memory, OpenTurn, counted
 from ollama_mcp.inputs import conversation_id as checked_conversation_id
 from ollama_mcp.mcp.apps import RunningApps
 from ollama_mcp.mcp.calls import opened, resource_errors, sharing_of
@@ -86,15 +86,24 @@ async def _history_page(ctx: Context, conversation_id: str, before: str | None) 
         app = await opened(ctx, conversation_id)
         target, messages, earlier = await app.lifecycle.history_page(conversation_id, HISTORY_PAGE, before)
         participants = await app.lifecycle.participants(target)
+        writing = [] if before is not None else await app.lifecycle.open_turns(target)
     seen = ", ".join(f"{p.name} ({p.role}, {p.messages})" if p.name != p.role else f"{p.name} ({p.messages})"
                      for p in participants)
     lines = [f"# Transcript of {target}", "", f"Participants: {seen or 'none yet'}", ""] + [
         f"- {m.created_at} · {m.role}{f' ({m.actor})' if m.actor else ''}{_addressed(m)} · {m.id}: {m.content}"
         for m in messages
     ]
+    lines += [_being_written(t) for t in writing]  # streamed turns: their text so far, growing
     if earlier:
         lines += ["", f"Earlier: memory://conversations/{target}/history/before/{messages[0].id}"]
     return "\n".join(lines) + "\n"
+
+
+def _being_written(turn: OpenTurn) -> str:
+    """A streamed turn as a transcript line, marked as still being written."""
+    actor = turn.fields.get("actor")
+    return f"- {turn.created_at} · {turn.fields.get('role')}{f' ({actor})' if actor else ''} · {turn.id} (being " \
+           f"written): {turn.content}"
 
 
 async def _relations_page(ctx: Context, conversation_id: str) -> str:

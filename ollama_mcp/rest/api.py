@@ -36,8 +36,11 @@ from ollama_mcp.errors import (
     OllamaError,
     OllamaMcpError,
     StorageError,
+    TurnClosedError,
 )
 from ollama_mcp.rest.models import (
+    AppendIn,
+    CommitIn,
     CompactIn,
     ContextIn,
     ContextMessage,
@@ -51,6 +54,7 @@ from ollama_mcp.rest.models import (
     ErrorOut,
     FactsIn,
     JobOut,
+    OpenTurnOut,
     Recalled,
     RecallHit,
     RecallIn,
@@ -109,6 +113,7 @@ class Endpoint:
     status: int  # what success answers (created: 201)
     handler: Handler
     query: tuple[tuple[str, str], ...] = ()  # (name, description) of the query parameters
+    also: type[BaseModel] | None = None  # another answer the same success status may carry
 
 
 # -- handlers: one service call each --------------------------------------------------------------
@@ -147,13 +152,26 @@ async def end_conversation(call: Call) -> tuple[int, BaseModel]:
 
 async def add_turn(call: Call) -> tuple[int, BaseModel]:
     body: TurnIn = call.body
-    if body.status is not None:
-        raise InvalidInputError(
-            "status", "is 'open', but streamed turns (open, append, commit) are not available in this version",
-            "send the whole turn once it is complete, without status",
-        )
+    if body.status == "open":
+        opened = await call.app.lifecycle.open_turn(_id(call), body.model_dump(exclude_none=True, exclude={"status"}))
+        return 201, OpenTurnOut.of(opened)
     added, retry = await call.app.lifecycle.add_turn(_id(call), body.model_dump(exclude_none=True))
     return (200 if retry else 201), TurnAdded(**TurnOut.of(added).model_dump(), duplicate=retry)
+
+
+async def append_to_turn(call: Call) -> tuple[int, BaseModel]:
+    body: AppendIn = call.body
+    return 200, OpenTurnOut.of(await call.app.lifecycle.append(call.path["turn_id"], body.append))
+
+
+async def commit_turn(call: Call) -> tuple[int, BaseModel]:
+    body: CommitIn = call.body
+    committed = await call.app.lifecycle.commit(call.path["turn_id"], body.model_dump(exclude_none=True))
+    return 200, TurnOut.of(committed)
+
+
+async def abort_turn(call: Call) -> tuple[int, BaseModel]:
+    return 200, OpenTurnOut.of(await call.app.lifecycle.abort(call.path["turn_id"]))
 
 
 async def list_turns(call: Call) -> tuple[int, BaseModel]:
@@ -247,7 +265,14 @@ ENDPOINTS: tuple[Endpoint, ...] = (
     Endpoint("POST", CONVERSATION + "/end", "endConversation", "End it; it stays searchable.", EndIn,
              ConversationOut, 200, end_conversation),
     Endpoint("POST", CONVERSATION + "/turns", "addTurn", "Record one turn (201); the same turn sent again at once "
-             "is a retry (200, duplicate).", TurnIn, TurnAdded, 201, add_turn),
+             'is a retry (200, duplicate). With status "open", start a streamed turn (an OpenTurnOut).', TurnIn,
+             TurnAdded, 201, add_turn, also=OpenTurnOut),
+    Endpoint("PATCH", "/turns/{turn_id}", "appendToTurn", "Add the next part of a streamed turn's text.", AppendIn,
+             OpenTurnOut, 200, append_to_turn),
+    Endpoint("POST", "/turns/{turn_id}/commit", "commitTurn", "End a streamed turn: it becomes a message with its id.",
+             CommitIn, TurnOut, 200, commit_turn),
+    Endpoint("POST", "/turns/{turn_id}/abort", "abortTurn", "Stop a streamed turn: kept, marked aborted.", None,
+             OpenTurnOut, 200, abort_turn),
     Endpoint("GET", CONVERSATION + "/turns", "listTurns", "The latest turns, oldest first.", None, TurnPage, 200,
              list_turns, (("limit", "1-200, default 20"), ("before", "a turn id: the turns before it"))),
     Endpoint("POST", CONVERSATION + "/recall", "recall", "Memories and turns found for a query, best first.",
@@ -316,7 +341,7 @@ def _answer(exc: Exception) -> Response:
         return _error(400, str(exc), exc.field)
     if isinstance(exc, NotFoundError):
         return _error(404, str(exc))
-    if isinstance(exc, ConversationClosedError):
+    if isinstance(exc, ConversationClosedError | TurnClosedError):
         return _error(409, str(exc))
     if isinstance(exc, StorageError | OllamaError | ConfigError):
         return _error(503, str(exc))
@@ -390,6 +415,8 @@ def openapi(tokens_required: bool) -> dict[str, Any]:
     models: dict[str, type[BaseModel]] = {"Error": ErrorOut}
     for endpoint in ENDPOINTS:
         models[endpoint.answer.__name__] = endpoint.answer
+        if endpoint.also is not None:
+            models[endpoint.also.__name__] = endpoint.also
         if endpoint.body is not None:
             models[endpoint.body.__name__] = endpoint.body
     schemas: dict[str, Any] = {}
@@ -402,11 +429,13 @@ def openapi(tokens_required: bool) -> dict[str, Any]:
              "content": {"application/json": {"schema": {"$ref": "#/components/schemas/Error"}}}}
     paths: dict[str, dict[str, Any]] = {}
     for e in ENDPOINTS:
+        answer: dict[str, Any] = {"$ref": f"#/components/schemas/{e.answer.__name__}"}
+        if e.also is not None:
+            answer = {"anyOf": [answer, {"$ref": f"#/components/schemas/{e.also.__name__}"}]}
         operation: dict[str, Any] = {
             "operationId": e.name, "summary": e.summary,
             "responses": {
-                str(e.status): {"description": "Done", "content": {"application/json": {
-                    "schema": {"$ref": f"#/components/schemas/{e.answer.__name__}"}}}},
+                str(e.status): {"description": "Done", "content": {"application/json": {"schema": answer}}},
                 "400": error, "401": error, "404": error, "503": error,
             },
         }

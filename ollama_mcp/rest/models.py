@@ -10,7 +10,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from ollama_mcp.domain import Conversation, JobStatus, Memory, SearchHit
+from ollama_mcp.domain import Conversation, JobStatus, Memory, OpenTurn, SearchHit
 
 
 class Body(BaseModel):
@@ -46,7 +46,34 @@ class TurnIn(Body):
     tokens: TokensIn | None = None
     model: str | None = None
     adapter: str | None = None
-    status: Literal["open"] | None = Field(default=None, description="Streamed turns are not available yet.")
+    status: Literal["open"] | None = Field(
+        default=None, description='"open": stream it (empty content; PATCH /turns/{id} adds, POST .../commit ends).')
+
+
+class AppendIn(Body):
+    append: str = Field(description="The next part of the turn's text.")
+
+
+class CommitIn(Body):
+    tokens: TokensIn | None = None
+    model: str | None = None
+
+
+class OpenTurnOut(BaseModel):
+    """A turn being streamed, or aborted (kept, never a message)."""
+
+    id: str
+    conversation_id: str
+    role: str
+    content: str = Field(description="The text so far.")
+    status: Literal["open", "aborted"]
+    created_at: str
+    updated_at: str
+
+    @classmethod
+    def of(cls, t: OpenTurn) -> OpenTurnOut:
+        return cls(id=t.id, conversation_id=t.conversation_id, role=str(t.fields.get("role")), content=t.content,
+                   status=t.state, created_at=t.created_at, updated_at=t.updated_at)  # type: ignore[arg-type]
 
 
 class RecallIn(Body):

@@ -19,13 +19,23 @@ from typing import Any
 
 from ollama_mcp import audit, inputs
 from ollama_mcp.background import Step
-from ollama_mcp.domain import Conversation, Job, JobStatus, Memory, Participant, format_timestamp, utc_now
+from ollama_mcp.domain import (
+    Conversation,
+    Job,
+    JobStatus,
+    Memory,
+    OpenTurn,
+    Participant,
+    format_timestamp,
+    utc_now,
+)
 from ollama_mcp.errors import (
     ConfigError,
     ConversationNotFoundError,
     InvalidInputError,
     JobNotFoundError,
     OllamaMcpError,
+    TurnClosedError,
 )
 from ollama_mcp.services.archive import Archive
 from ollama_mcp.services.context import (
@@ -152,6 +162,65 @@ class ConversationLifecycle(Archive):
             self._indexer.added()
             await self._maybe_compact(await self._store.get_conversation(conversation.id))
         return stored, retry
+
+    # -- streamed turns ----------------------------------------------------------------------------
+
+    async def open_turn(self, conversation_id: str, turn: object) -> OpenTurn:
+        """Start a turn whose text will come in chunks (``append``), committed as a message of the
+        same id (``commit``) or aborted. Checked as any turn, with empty text allowed."""
+        if not isinstance(turn, dict):
+            raise InvalidInputError("turn", "must be an object with role", "pass the turn as an object")
+        fields = {k: v for k, v in turn.items() if k not in ("content", "tokens", "occurred_at")}
+        if turn.get("content"):
+            raise InvalidInputError("content", "must be empty when the turn is opened", "send the text with append")
+        parse_turn("", {**fields, "content": "."}, self.service.max_content_chars)  # role, actor, to, model...
+        await self._store.get_conversation(conversation_id)
+        with audit.recording("open_turn", conversation_id):
+            return await self._store.open_turn(str(uuid.uuid4()), conversation_id, fields, utc_now())
+
+    async def append(self, turn_id: object, chunk: object) -> OpenTurn:
+        """Add ``chunk`` to a turn being written: live to the conversation's subscribers."""
+        target = inputs.memory_id("turn_id", turn_id)
+        if not isinstance(chunk, str) or not chunk:
+            raise InvalidInputError("append", "must be a non-empty text", "send the next part of the reply")
+        current = await self._store.get_open_turn(target)
+        if len(current.content) + len(chunk) > self.service.max_content_chars:
+            raise InvalidInputError(
+                "append", f"would make the turn longer than {self.service.max_content_chars:,} characters",
+                "commit it and continue in a new turn",
+            )
+        return await self._store.append_to_turn(target, chunk.replace("\x00", " "), utc_now())
+
+    async def commit(self, turn_id: object, extra: dict[str, object]) -> Memory:
+        """The turn's text as a transcript message with the turn's id (``extra``: tokens, model
+        given at the end), in one transaction with removing the open turn; a commit sent twice
+        returns the message."""
+        target = inputs.memory_id("turn_id", turn_id)
+        try:
+            opened = await self._store.get_open_turn(target)
+        except TurnClosedError as closed:
+            if closed.state != "committed":
+                raise
+            return await self._store.get_memory(target)  # committed before: this is a retry
+        if opened.state != "open":
+            raise TurnClosedError(target, opened.state)
+        turn = parse_turn("", {**opened.fields, **extra, "content": opened.content}, self.service.max_content_chars)
+        message = replace(message_of(opened.conversation_id, turn, utc_now()), id=target)
+        with audit.recording("commit_turn", opened.conversation_id, target):
+            stored = await self._store.commit_turn(target, message)
+        self._indexer.added()
+        await self._maybe_compact(await self._store.get_conversation(opened.conversation_id))
+        return stored
+
+    async def abort(self, turn_id: object) -> OpenTurn:
+        """Stop a turn being written: it is kept, marked aborted, and never becomes a message."""
+        target = inputs.memory_id("turn_id", turn_id)
+        opened = await self._store.get_open_turn(target)
+        with audit.recording("abort_turn", opened.conversation_id, target):
+            return await self._store.abort_turn(target, utc_now())
+
+    async def open_turns(self, conversation_id: str) -> list[OpenTurn]:
+        return await self._store.open_turns(conversation_id)
 
     async def history(self, conversation_id: object, limit: object = 20, before: object = None) -> list[Memory]:
         """The latest ``limit`` messages (before the message ``before``, to page back), oldest

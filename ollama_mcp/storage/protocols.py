@@ -35,6 +35,7 @@ from ollama_mcp.domain import (
     JobStatus,
     Memory,
     MemoryKind,
+    OpenTurn,
     Participant,
     Relation,
     RelationKind,
@@ -290,6 +291,22 @@ class JobStorage(Protocol):
         vectors) and those of the memories whose context was rewritten."""
 
 
+class OpenTurnStorage(Protocol):
+    """Turns being streamed: open, append, read, commit (into a message of the same id), abort."""
+
+    async def open_turn(self, turn_id: str, conversation_id: str, fields: dict[str, Any], now: str) -> OpenTurn: ...
+
+    async def append_to_turn(self, turn_id: str, chunk: str, now: str) -> OpenTurn: ...
+
+    async def get_open_turn(self, turn_id: str) -> OpenTurn: ...
+
+    async def open_turns(self, conversation_id: str) -> list[OpenTurn]: ...
+
+    async def commit_turn(self, turn_id: str, message: Memory) -> Memory: ...
+
+    async def abort_turn(self, turn_id: str, now: str) -> OpenTurn: ...
+
+
 class ChatCallStorage(Protocol):
     """The chat-model calls background work made, counted against an hourly budget by every
     process on the store."""
@@ -430,6 +447,7 @@ class Storage(
     FactStorage,
     TranscriptStorage,
     JobStorage,
+    OpenTurnStorage,
     ChatCallStorage,
     AuditStorage,
     TransferStorage,

@@ -171,7 +171,6 @@ async def test_without_a_valid_token_every_endpoint_answers_401_saying_how_to_ge
      "input should be a valid integer"),
     ({"role": "user", "content": "hi", "tokens": {"prompt": -1}}, 400, "tokens.prompt", "must be a whole number"),
     ({"role": "user", "content": "hi", "model": ""}, 400, "model", "must be a text of 1-200 characters"),
-    ({"role": "assistant", "content": "", "status": "open"}, 400, "status", "streamed turns"),
     ({"role": "user", "content": "   "}, 400, "content", "message text"),
 ])
 async def test_a_bad_turn_is_refused_naming_the_field_and_nothing_is_recorded(
@@ -270,3 +269,91 @@ async def test_a_summary_compaction_or_facts_asked_for_now_is_queued_once_and_fo
         assert refused["field"] == "facts" and '{"facts": true}' in refused["error"]
         later = await alice.call("POST", f"/conversations/{conv}/summarize", {"through": "x"}, expect=400)
         assert later["field"] == "through" and "not available in this version" in later["error"]
+
+
+async def test_a_streamed_turn_grows_chunk_by_chunk_and_commits_into_a_message_of_its_id(settings: Settings) -> None:
+    async with people(settings) as (alice, bob, _):
+        conv = (await alice.call("POST", "/conversations", {}, expect=201))["id"]
+        await alice.call("POST", f"/conversations/{conv}/turns", {"role": "user", "content": "Plan my Porto day"},
+                         expect=201)
+        opened = await alice.call("POST", f"/conversations/{conv}/turns",
+                                  {"role": "assistant", "content": "", "status": "open", "model": "qwen2.5:7b"},
+                                  expect=201)
+        assert (opened["status"], opened["content"], opened["role"]) == ("open", "", "assistant")
+        turn = f"/turns/{opened['id']}"
+        for chunk in ("Morning: ", "the Livraria Lello; ", "afternoon: a port cellar."):
+            grown = await alice.call("PATCH", turn, {"append": chunk})
+        assert grown["content"] == "Morning: the Livraria Lello; afternoon: a port cellar."
+        listed = await alice.call("GET", f"/conversations/{conv}/turns")
+        assert [t["role"] for t in listed["turns"]] == ["user"]  # an open turn is not a message yet
+        stolen = await bob.call("PATCH", turn, {"append": "mine now"}, expect=404)
+        assert stolen["error"].startswith("turn_id: no turn")
+
+        committed = await alice.call("POST", turn + "/commit", {"tokens": {"prompt": 40, "completion": 12}})
+        assert committed["id"] == opened["id"] and committed["content"] == grown["content"]
+        assert (committed["model"], committed["tokens"]) == ("qwen2.5:7b", {"prompt": 40, "completion": 12})
+        assert (await alice.call("POST", turn + "/commit", {}))["id"] == opened["id"]  # a retried commit
+        late = await alice.call("PATCH", turn, {"append": "more"}, expect=409)
+        assert "was committed already" in late["error"]
+        assert "was committed already" in (await alice.call("POST", turn + "/abort", expect=409))["error"]
+        listed = await alice.call("GET", f"/conversations/{conv}/turns")
+        assert [t["id"] for t in listed["turns"]][-1] == opened["id"]
+        found = await alice.call("POST", f"/conversations/{conv}/recall", {"query": "Livraria Lello"})
+        assert found["hits"][0]["memory_id"] == opened["id"]
+
+
+async def test_an_aborted_turn_is_kept_marked_never_becomes_a_message_and_takes_nothing_more(
+    settings: Settings,
+) -> None:
+    async with people(settings) as (alice, _, _):
+        conv = (await alice.call("POST", "/conversations", {}, expect=201))["id"]
+        opened = await alice.call("POST", f"/conversations/{conv}/turns",
+                                  {"role": "assistant", "content": "", "status": "open"}, expect=201)
+        turn = f"/turns/{opened['id']}"
+        await alice.call("PATCH", turn, {"append": "Half a tho"})
+        aborted = await alice.call("POST", turn + "/abort")
+        assert (aborted["status"], aborted["content"]) == ("aborted", "Half a tho")
+        for method, path, body in (("PATCH", turn, {"append": "ught"}), ("POST", turn + "/commit", {}),
+                                   ("POST", turn + "/abort", None)):
+            said = await alice.call(method, path, body, expect=409)
+            assert "was aborted already" in said["error"], said
+        assert (await alice.call("GET", f"/conversations/{conv}/turns"))["turns"] == []
+        missing = await alice.call("PATCH", f"/turns/{uuid.uuid4()}", {"append": "x"}, expect=404)
+        assert missing["error"].startswith("turn_id: no turn")
+        refused = await alice.call("POST", f"/conversations/{conv}/turns",
+                                   {"role": "assistant", "content": "already", "status": "open"}, expect=400)
+        assert refused["field"] == "content"
+        empty = await alice.call("PATCH", f"/turns/{uuid.uuid4()}", {"append": ""}, expect=400)
+        assert empty["field"] == "append"
+        await alice.call("POST", f"/conversations/{conv}/end", {"summary": "done"})
+        closed = await alice.call("POST", f"/conversations/{conv}/turns", {"role": "assistant", "content": "",
+                                                                           "status": "open"}, expect=409)
+        assert conv in closed["error"]
+
+
+async def test_an_mcp_subscriber_sees_a_streamed_turn_grow_in_the_transcript(settings: Settings) -> None:
+    from mcp.client.subscriptions import ResourceUpdated  # noqa: PLC0415
+
+    from tests.mcp.test_http import client  # noqa: PLC0415
+    from tests.mcp.test_live_updates import next_event  # noqa: PLC0415
+
+    async with serving(settings) as url, httpx2.AsyncClient(timeout=30) as plain:
+        api = Api(plain, url.removesuffix("/mcp") + PREFIX)
+        conv = (await api.call("POST", "/conversations", {"name": "live"}, expect=201))["id"]
+        history = f"memory://conversations/{conv}/history"
+        async with client(url, mode="auto") as watcher, watcher.listen(resource_subscriptions=[history]) as sub:
+            opened = await api.call("POST", f"/conversations/{conv}/turns",
+                                    {"role": "assistant", "content": "", "status": "open"}, expect=201)
+            for chunk in ("The ferry ", "leaves at 9."):
+                await api.call("PATCH", f"/turns/{opened['id']}", {"append": chunk})
+                while (await next_event(sub)) != ResourceUpdated(uri=history):
+                    pass
+                page = (await watcher.read_resource(history)).contents[0].text  # type: ignore[union-attr]
+                line = next(line for line in page.splitlines() if opened["id"] in line)
+                assert line.endswith("(being written): " + ("The ferry " if chunk == "The ferry " else
+                                                            "The ferry leaves at 9."))
+            await api.call("POST", f"/turns/{opened['id']}/commit", {})
+            while (await next_event(sub)) != ResourceUpdated(uri=history):
+                pass
+            page = (await watcher.read_resource(history)).contents[0].text  # type: ignore[union-attr]
+            assert "(being written)" not in page and f"{opened['id']}: The ferry leaves at 9." in page

@@ -202,13 +202,15 @@ class ConversationStore(SqlParts):
     async def change_marks(self, conversation_ids: Sequence[str]) -> dict[str, tuple[Any, ...]]:
         """For each of the conversations that exists, a mark that changes whenever it or its
         memories change, whoever writes: status, summary state, how far it is summarized, its
-        memories' count and newest seq (a redaction comes with a new summary), and its links to
-        other conversations."""
+        memories' count and newest seq (a redaction comes with a new summary), its links to
+        other conversations, and its turns being streamed (each chunk)."""
         rows = await self._fetchall(
             self._dialect.sql(
                 "SELECT c.id, c.status, c.summary_status, c.summarized_through, count(m.seq), max(m.seq),"
                 " (SELECT count(*) + coalesce(sum(r.score), 0) FROM conversation_relations r"
-                "  WHERE r.conversation_id = c.id OR r.related_id = c.id)"
+                "  WHERE r.conversation_id = c.id OR r.related_id = c.id),"
+                " (SELECT max(o.updated_at) FROM open_turns o WHERE o.conversation_id = c.id),"
+                " (SELECT coalesce(sum(length(o.content)), 0) FROM open_turns o WHERE o.conversation_id = c.id)"
                 " FROM conversations c LEFT JOIN memories m ON m.conversation_id = c.id"
                 f" WHERE {self._dialect.in_list('c.id')} GROUP BY c.id"
             ),
