@@ -357,3 +357,25 @@ async def test_an_mcp_subscriber_sees_a_streamed_turn_grow_in_the_transcript(set
                 pass
             page = (await watcher.read_resource(history)).contents[0].text  # type: ignore[union-attr]
             assert "(being written)" not in page and f"{opened['id']}: The ferry leaves at 9." in page
+
+
+async def test_two_agents_in_one_conversation_each_get_their_own_view_of_it(settings: Settings) -> None:
+    async with people(settings) as (alice, _, _):
+        conv = f"/conversations/{(await alice.call('POST', '/conversations', {'name': 'Offsite'}, expect=201))['id']}"
+        for turn in (
+            {"role": "user", "actor": "dana", "content": "Find a venue in Lisbon for 20 people"},
+            {"role": "assistant", "actor": "planner", "to": ["researcher"], "content": "Shortlist three venues"},
+            {"role": "assistant", "actor": "researcher", "content": "LX Factory, Village Underground"},
+        ):
+            await alice.call("POST", conv + "/turns", turn, expect=201)
+
+        async def view(who: str) -> list[str]:
+            built = await alice.call("POST", conv + "/context", {"token_budget": 2000, "participants": [who]})
+            return [m["content"] for m in built["messages"] if m["role"] != "system"]
+
+        assert "Shortlist three venues" in " ".join(await view("researcher"))
+        assert "Shortlist three venues" not in " ".join(await view("dana"))
+        assert "LX Factory, Village Underground" in " ".join(await view("dana"))
+        unknown = await alice.call("POST", conv + "/context", {"token_budget": 2000, "participants": ["zed"]},
+                                   expect=400)
+        assert unknown["field"] == "participants"
