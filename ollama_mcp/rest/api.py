@@ -50,6 +50,7 @@ from ollama_mcp.rest.models import (
     ConversationIn,
     ConversationList,
     ConversationOut,
+    EditIn,
     EndIn,
     ErrorOut,
     FactsIn,
@@ -58,6 +59,7 @@ from ollama_mcp.rest.models import (
     Recalled,
     RecallHit,
     RecallIn,
+    RegenerateIn,
     SummarizeIn,
     TurnAdded,
     TurnIn,
@@ -170,6 +172,18 @@ async def commit_turn(call: Call) -> tuple[int, BaseModel]:
     return 200, TurnOut.of(committed)
 
 
+async def edit_turn(call: Call) -> tuple[int, BaseModel]:
+    body: EditIn = call.body
+    return 200, TurnOut.of(await call.app.lifecycle.revise_turn(call.path["turn_id"], body.content))
+
+
+async def regenerate_turn(call: Call) -> tuple[int, BaseModel]:
+    body: RegenerateIn = call.body
+    revised = await call.app.lifecycle.revise_turn(call.path["turn_id"], body.content, regenerated=True,
+                                                   model=body.model)
+    return 200, TurnOut.of(revised)
+
+
 async def abort_turn(call: Call) -> tuple[int, BaseModel]:
     return 200, OpenTurnOut.of(await call.app.lifecycle.abort(call.path["turn_id"]))
 
@@ -273,6 +287,10 @@ ENDPOINTS: tuple[Endpoint, ...] = (
              CommitIn, TurnOut, 200, commit_turn),
     Endpoint("POST", "/turns/{turn_id}/abort", "abortTurn", "Stop a streamed turn: kept, marked aborted.", None,
              OpenTurnOut, 200, abort_turn),
+    Endpoint("PUT", "/turns/{turn_id}", "editTurn", "Edit a turn: it keeps its id and place; what it said before "
+             "is kept in earlier_versions.", EditIn, TurnOut, 200, edit_turn),
+    Endpoint("POST", "/turns/{turn_id}/regenerate", "regenerateTurn", "A new answer for an assistant turn, the "
+             "earlier one kept in earlier_versions.", RegenerateIn, TurnOut, 200, regenerate_turn),
     Endpoint("GET", CONVERSATION + "/turns", "listTurns", "The latest turns, oldest first.", None, TurnPage, 200,
              list_turns, (("limit", "1-200, default 20"), ("before", "a turn id: the turns before it"))),
     Endpoint("POST", CONVERSATION + "/recall", "recall", "Memories and turns found for a query, best first.",

@@ -54,6 +54,15 @@ class AppendIn(Body):
     append: str = Field(description="The next part of the turn's text.")
 
 
+class EditIn(Body):
+    content: str
+
+
+class RegenerateIn(Body):
+    content: str = Field(description="The new answer.")
+    model: str | None = Field(default=None, description="The model that wrote it.")
+
+
 class CommitIn(Body):
     tokens: TokensIn | None = None
     model: str | None = None
@@ -181,6 +190,9 @@ class TurnOut(BaseModel):
     tokens: TurnTokens | None = None
     model: str | None = None
     adapter: str | None = None
+    revised: Literal["edited", "regenerated"] | None = Field(default=None, description="How its text last changed.")
+    earlier_versions: list[dict[str, Any]] | None = Field(
+        default=None, description="What it said before, oldest first (content, or content_sha256 when long).")
 
     @classmethod
     def of(cls, m: Memory) -> TurnOut:
@@ -190,7 +202,8 @@ class TurnOut(BaseModel):
             to=meta.get("to"), tool_calls=list(m.tool_calls) or None, tool_call_id=m.tool_call_id,
             created_at=m.created_at, occurred_at=m.occurred_at,
             tokens=TurnTokens(**meta["tokens"]) if isinstance(meta.get("tokens"), dict) else None,
-            model=meta.get("model"), adapter=meta.get("adapter"),
+            model=meta.get("model"), adapter=meta.get("adapter"), revised=meta.get("revised"),
+            earlier_versions=meta.get("earlier_versions"),
         )
 
 

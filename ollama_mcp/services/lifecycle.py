@@ -56,7 +56,7 @@ from ollama_mcp.services.indexer import Indexer
 from ollama_mcp.services.jobs import JobRunner
 from ollama_mcp.services.memories import MemoryService
 from ollama_mcp.services.summaries import Summarizer
-from ollama_mcp.services.turns import RETRY_WINDOW, Turn, message_of, parse_turn, parse_turns
+from ollama_mcp.services.turns import RETRY_WINDOW, Turn, message_of, parse_turn, parse_turns, produced_of
 from ollama_mcp.storage.protocols import Storage
 
 log = logging.getLogger(__name__)
@@ -218,6 +218,29 @@ class ConversationLifecycle(Archive):
         opened = await self._store.get_open_turn(target)
         with audit.recording("abort_turn", opened.conversation_id, target):
             return await self._store.abort_turn(target, utc_now())
+
+    async def revise_turn(
+        self, turn_id: object, content: object, *, regenerated: bool = False, model: object = None
+    ) -> Memory:
+        """A turn said again: edited (``content`` replaces what was said) or, for an assistant
+        turn, regenerated (a new answer, by ``model``). The turn keeps its id and place; what it
+        said before is kept in its metadata's ``earlier_versions`` (the export's chain); searches
+        and history show the latest."""
+        target = inputs.memory_id("turn_id", turn_id)
+        text = inputs.text("content", content, self.service.max_content_chars, what="message text")
+        produced = dict(produced_of("", {"model": model} if model is not None else {}))
+        if regenerated:
+            turn = await self._store.get_memory(target)
+            if turn.kind != "message" or turn.role != "assistant":
+                raise InvalidInputError("turn_id", "names a turn that is not the assistant's",
+                                        "regenerate an assistant turn; edit any turn with PUT")
+        with audit.recording("regenerate_turn" if regenerated else "edit_turn", None, target):
+            revised, gone, contexts = await self._store.revise_turn(
+                target, text, "regenerated" if regenerated else "edited", utc_now(), produced
+            )
+        await self._indexer.removed(gone, contexts=contexts)
+        self._indexer.added()  # its new text is embedded in the background like any pending memory
+        return revised
 
     async def open_turns(self, conversation_id: str) -> list[OpenTurn]:
         return await self._store.open_turns(conversation_id)

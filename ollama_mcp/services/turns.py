@@ -89,10 +89,10 @@ def parse_turn(at: str, item: dict[str, Any], max_chars: int) -> Turn:
             "pass the id of the call it answers",
         )
     happened = inputs.occurred_at(f"{at}occurred_at", item.get("occurred_at"))
-    return Turn(role, content, actor, tuple(calls), call_id, to, happened, _produced(at, item))
+    return Turn(role, content, actor, tuple(calls), call_id, to, happened, produced_of(at, item))
 
 
-def _produced(at: str, item: dict[str, Any]) -> tuple[tuple[str, Any], ...]:
+def produced_of(at: str, item: dict[str, Any]) -> tuple[tuple[str, Any], ...]:
     """The turn's tokens, model and adapter, each checked."""
     produced: list[tuple[str, Any]] = []
     tokens = item.get("tokens")

@@ -306,6 +306,12 @@ class OpenTurnStorage(Protocol):
 
     async def abort_turn(self, turn_id: str, now: str) -> OpenTurn: ...
 
+    async def revise_turn(
+        self, turn_id: str, content: str, how: str, now: str, produced: dict[str, Any]
+    ) -> tuple[Memory, list[int], list[int]]:
+        """A message's new text in place, its old text kept in ``earlier_versions``; returns it,
+        the seqs whose vectors went and those whose context changed."""
+
 
 class ChatCallStorage(Protocol):
     """The chat-model calls background work made, counted against an hourly budget by every

@@ -379,3 +379,44 @@ async def test_two_agents_in_one_conversation_each_get_their_own_view_of_it(sett
         unknown = await alice.call("POST", conv + "/context", {"token_budget": 2000, "participants": ["zed"]},
                                    expect=400)
         assert unknown["field"] == "participants"
+
+
+async def test_an_edited_or_regenerated_turn_keeps_its_id_and_place_and_its_earlier_text_in_the_chain(
+    settings: Settings,
+) -> None:
+    async with people(settings) as (alice, bob, _):
+        conv = (await alice.call("POST", "/conversations", {}, expect=201))["id"]
+        turns = f"/conversations/{conv}/turns"
+        asked = await alice.call("POST", turns, {"role": "user", "content": "Book a table for four at eight"},
+                                 expect=201)
+        answer = await alice.call("POST", turns, {"role": "assistant", "content": "Booked Taberna da Rua for 8pm.",
+                                                  "model": "qwen2.5:3b"}, expect=201)
+        after = await alice.call("POST", turns, {"role": "user", "content": "Thanks"}, expect=201)
+
+        edited = await alice.call("PUT", f"/turns/{asked['id']}", {"content": "Book a table for six at nine"})
+        assert (edited["id"], edited["content"], edited["revised"]) == (
+            asked["id"], "Book a table for six at nine", "edited")
+        assert [v["content"] for v in edited["earlier_versions"]] == ["Book a table for four at eight"]
+        again = await alice.call("POST", f"/turns/{answer['id']}/regenerate",
+                                 {"content": "Booked Cervejaria Ramiro for 9pm, six people.", "model": "qwen2.5:7b"})
+        assert (again["revised"], again["model"]) == ("regenerated", "qwen2.5:7b")
+        assert again["earlier_versions"] == [{"content": "Booked Taberna da Rua for 8pm.", "model": "qwen2.5:3b",
+                                              "written_at": answer["created_at"]}]
+
+        history = await alice.call("GET", f"{turns}?limit=10")
+        assert [t["id"] for t in history["turns"]] == [asked["id"], answer["id"], after["id"]]  # in place
+        assert [t["content"] for t in history["turns"]][:2] == [
+            "Book a table for six at nine", "Booked Cervejaria Ramiro for 9pm, six people."]
+        found = await alice.call("POST", f"/conversations/{conv}/recall", {"query": "Taberna"})
+        assert answer["id"] not in [h["memory_id"] for h in found["hits"]]  # the old text is not searched
+        found = await alice.call("POST", f"/conversations/{conv}/recall", {"query": "Cervejaria Ramiro"})
+        assert found["hits"][0]["memory_id"] == answer["id"]
+
+        refused = await alice.call("POST", f"/turns/{asked['id']}/regenerate", {"content": "x"}, expect=400)
+        assert refused["field"] == "turn_id" and "not the assistant's" in refused["error"]
+        assert (await bob.call("PUT", f"/turns/{asked['id']}", {"content": "mine"}, expect=404))["error"]
+        blank = await alice.call("PUT", f"/turns/{asked['id']}", {"content": "  "}, expect=400)
+        assert blank["field"] == "content"
+        await alice.call("POST", f"/conversations/{conv}/end", {"summary": "booked"})
+        closed = await alice.call("PUT", f"/turns/{asked['id']}", {"content": "too late"}, expect=409)
+        assert conv in closed["error"]
