@@ -11,10 +11,11 @@ import anyio
 import pytest
 from mcp.shared.exceptions import MCPError
 
+from ollama_mcp import inputs
 from ollama_mcp.app import App
 from ollama_mcp.config import Settings
 from ollama_mcp.errors import InvalidInputError
-from tests.conftest import Database, connect
+from tests.conftest import Database, backfill, connect
 from tests.mcp.test_tools import call, error
 
 pytestmark = pytest.mark.anyio
@@ -258,3 +259,23 @@ async def test_a_turns_tokens_model_and_adapter_are_kept_and_bad_ones_are_refuse
             await app.lifecycle.add_messages(conv.id, [{"role": "assistant", "content": "again", **turn}])
         assert refused.value.field == field
     assert len(await app.lifecycle.history(conv.id)) == 1
+
+
+async def test_an_edited_turn_leaves_no_trace_of_its_old_text_in_the_keyword_index_or_the_next_turns_context(
+    app: App, db: Database
+) -> None:
+    conv = await app.service.init_conversation("edits")
+    [first, second], _ = await app.lifecycle.add_messages(conv.id, [
+        {"role": "user", "content": "The code word is pelican"}, {"role": "assistant", "content": "Noted."}])
+    await backfill(app)
+    assert db.keyword_matches("content", "pelican") == 1 and db.keyword_matches("context", "pelican") == 2
+    revised = await app.lifecycle.revise_turn(first.id, "The code word is heron")
+    assert (revised.id, revised.seq, revised.content) == (first.id, first.seq, "The code word is heron")
+    assert db.keyword_matches("content", "pelican") == 0 and db.keyword_matches("context", "pelican") == 0
+    assert db.keyword_matches("context", "heron") == 2  # its own, and the reply's
+    assert db.count("SELECT count(*) FROM memory_embeddings WHERE memory_seq = ?", first.seq) == 0  # re-embedded later
+    assert revised.metadata["earlier_versions"] == [{"content": "The code word is pelican",
+                                                      "written_at": first.created_at}]
+    await backfill(app)
+    found = await app.service.search(inputs.search_request("code word heron", include_messages=True))
+    assert first.id in [h.memory.id for h in found.hits]  # by its new text (the reply's context holds it too)
