@@ -1,5 +1,6 @@
 """The listening socket of the HTTP servers (``serve --http`` and ``ui``), bound before the app is
-opened so that a port in use is reported at once, with the fix."""
+opened so that a port in use is reported at once, with the fix; and which Host and Origin
+headers name such a server (``names_this_server``), for each web edge's checks."""
 
 from __future__ import annotations
 
@@ -7,6 +8,19 @@ import errno
 import socket
 
 from ollama_mcp.errors import InvalidInputError
+
+
+def names_this_server(value: str, patterns: tuple[str, ...]) -> bool:
+    """``value`` (a Host or Origin header) is one of ``patterns``, where ``name:*`` is that name
+    with any port (or none)."""
+    for pattern in patterns:
+        if pattern.endswith(":*"):
+            base = pattern[:-2]
+            if value == base or value.startswith(base + ":"):
+                return True
+        elif value == pattern:
+            return True
+    return False
 
 
 def bind(host: str, port: int) -> socket.socket:

@@ -92,7 +92,7 @@ def handed_on(settings: Settings, call: HookCall) -> bool:
 
 def drain() -> int:
     """The detached drainer: record what waits in the spool. It has no one to tell of a failure;
-    what it could not record stays in the spool for the next hook, and doctor counts it."""
+    what it could not record stays in the spool for the next SessionStart or SessionEnd."""
     try:
         from ollama_mcp.cli import hooks  # noqa: PLC0415
 

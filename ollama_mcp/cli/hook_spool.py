@@ -100,17 +100,14 @@ def load(path: Path) -> HookCall:
 
 
 @asynccontextmanager
-async def draining(folder: Path, deadline: float) -> AsyncIterator[None]:
-    """Hold the spool's lock (one drainer at a time, so turns are stored in order), waiting at
-    most until ``deadline`` (``time.monotonic``); TimeoutError after that."""
+async def draining(folder: Path) -> AsyncIterator[None]:
+    """Hold the lock of the spool ``folder`` (which exists): one drainer at a time, so turns are
+    stored in order. It waits for a drainer at work for as long as the caller's deadline allows."""
     import anyio  # noqa: PLC0415 - the per-prompt path never drains
 
-    folder.mkdir(parents=True, exist_ok=True, mode=0o700)
     descriptor = os.open(folder / ".lock", os.O_RDWR | os.O_CREAT, 0o600)
     try:
         while not _try_lock(descriptor):
-            if time.monotonic() > deadline:
-                raise TimeoutError
             await anyio.sleep(LOCK_POLL_S)
         yield
     finally:

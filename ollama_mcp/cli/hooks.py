@@ -25,7 +25,6 @@ which does not block either; exit 2 would).
 from __future__ import annotations
 
 import json
-import time
 from contextlib import nullcontext
 from dataclasses import replace
 from pathlib import Path
@@ -70,19 +69,24 @@ def record(settings: Settings, call: HookCall | None) -> str:
 async def _record(settings: Settings, call: HookCall | None) -> str:
     from ollama_mcp.app import open_app  # noqa: PLC0415  (`config --client claude-code-hooks` needs only EVENTS)
 
-    deadline = time.monotonic() + DEADLINE_S
-    spool: Path | None = folder_for(settings)
-    try:
-        folder_for(settings).mkdir(parents=True, exist_ok=True, mode=0o700)
-    except OSError:
-        spool = None  # no spool can be kept there: nothing was spooled either
-    with anyio.fail_after(DEADLINE_S):
-        async with draining(spool, deadline) if spool is not None else nullcontext():
+    spool = _usable(folder_for(settings))
+    with anyio.fail_after(DEADLINE_S):  # the lock's wait included
+        async with draining(spool) if spool is not None else nullcontext():
             async with open_app(settings, background=False) as app:
                 with audit.through("hook"):
                     if spool is not None:
                         await _drain(app, spool)
                     return "" if call is None else await _dispatch(app, call)
+
+
+def _usable(spool: Path) -> Path | None:
+    """The spool folder, made if need be; None when none can be kept there (nothing was spooled
+    there either)."""
+    try:
+        spool.mkdir(parents=True, exist_ok=True, mode=0o700)
+    except OSError:
+        return None
+    return spool
 
 
 async def _drain(app: App, spool: Path) -> None:

@@ -38,6 +38,7 @@ from ollama_mcp.errors import (
     StorageError,
     TurnClosedError,
 )
+from ollama_mcp.listen import names_this_server
 from ollama_mcp.rest.models import (
     AppendIn,
     CommitIn,
@@ -376,21 +377,11 @@ def _error(status: int, message: str, field: str | None = None) -> JSONResponse:
 def _check_site(request: Request, hosts: tuple[str, ...], origins: tuple[str, ...]) -> None:
     """Host must name this server (a DNS-rebinding page is refused before anything is read), and
     an Origin, when a browser sends one, must be this server's."""
-    if not _matches(request.headers.get("host", ""), hosts):
+    if not names_this_server(request.headers.get("host", "").lower(), hosts):
         raise Refused(421, "the Host header does not name this server")
     origin = request.headers.get("origin")
-    if origin is not None and not _matches(origin, origins):
+    if origin is not None and not names_this_server(origin.lower(), origins):
         raise Refused(403, f"requests from {origin} are not accepted; call the API from a server, not a web page")
-
-
-def _matches(value: str, allowed: tuple[str, ...]) -> bool:
-    for pattern in allowed:
-        if pattern.endswith(":*"):
-            if value == pattern[:-2] or (value.startswith(pattern[:-1]) and value[len(pattern) - 1:].isdigit()):
-                return True
-        elif value == pattern:
-            return True
-    return False
 
 
 def _bearer(request: Request) -> str | None:

@@ -28,7 +28,6 @@ from ollama_mcp.ollama.client import ChatReply, OllamaClient
 from ollama_mcp.storage.protocols import ChatCallStorage
 
 WINDOW = timedelta(hours=1)
-DEFAULT_CALLS_PER_HOUR = 60
 SETTING = "OLLAMA_MCP_CHAT_CALLS_PER_HOUR"
 # The jobs that call the chat model: paused together when the budget is spent.
 CHAT_JOBS: tuple[JobKind, ...] = ("summarize", "compact", "facts")
@@ -53,6 +52,17 @@ class BudgetState:
     per_hour: int
     used: int
     next_at: str | None
+
+    @classmethod
+    def of(cls, per_hour: int, used: int, oldest: str | None, now: datetime) -> BudgetState:
+        """The state from the calls counted in the last hour (``used``, the ``oldest`` one's time):
+        the next call may be made now, an hour after the oldest once the budget is used, or (0:
+        paused) not before the setting changes, looked at again in an hour."""
+        if per_hour == 0:
+            return cls(per_hour, used, format_timestamp(now + WINDOW))
+        if used < per_hour or oldest is None:
+            return cls(per_hour, used, None)
+        return cls(per_hour, used, format_timestamp(datetime.fromisoformat(oldest) + WINDOW))
 
     @property
     def paused(self) -> bool:
@@ -79,7 +89,7 @@ class ChatBudget:
     async def state(self, now: datetime | None = None) -> BudgetState:
         now = now or datetime.now(UTC)
         used, oldest = await self._store.chat_calls_since(format_timestamp(now - WINDOW))
-        return BudgetState(self.per_hour, used, self._next_at(used, oldest, now))
+        return BudgetState.of(self.per_hour, used, oldest, now)
 
     @asynccontextmanager
     async def admitted(self, kind: str) -> AsyncIterator[None]:
@@ -115,19 +125,13 @@ class ChatBudget:
         taken, oldest = await self._store.take_chat_call(
             kind, format_timestamp(now), format_timestamp(now - WINDOW), limit or self.per_hour
         )
-        if taken is None:
-            raise self._spent(self._next_at(self.per_hour, oldest, now) or format_timestamp(now))
+        if taken is None:  # the hour's calls are all used: the next frees an hour after the oldest
+            frees = BudgetState.of(self.per_hour, self.per_hour, oldest, now).next_at
+            raise self._spent(frees or format_timestamp(now))
         return taken
 
     async def give_back(self, call_id: int) -> None:
         await self._store.give_back_chat_call(call_id)
-
-    def _next_at(self, used: int, oldest: str | None, now: datetime) -> str | None:
-        if self.per_hour == 0:
-            return format_timestamp(now + WINDOW)
-        if used < self.per_hour or oldest is None:
-            return None
-        return format_timestamp(datetime.fromisoformat(oldest) + WINDOW)
 
     def _spent(self, resume_at: str) -> ChatBudgetSpent:
         if self.per_hour == 0:

@@ -10,11 +10,11 @@ from __future__ import annotations
 from datetime import UTC, datetime
 
 from ollama_mcp.config import Settings
-from ollama_mcp.domain import Check, StoreSummary, format_timestamp
+from ollama_mcp.domain import Check, StoreSummary
 from ollama_mcp.errors import OllamaError, OllamaModelError
 from ollama_mcp.ollama.client import OllamaClient
 from ollama_mcp.ollama.embeddings import Embedder
-from ollama_mcp.services.chat_budget import WINDOW, BudgetState
+from ollama_mcp.services.chat_budget import BudgetState
 from ollama_mcp.storage import backends
 
 MIN_FREE_BYTES = 50 * 2**20  # below this a new store (and its WAL) soon fills the disk
@@ -31,12 +31,7 @@ async def run_checks(settings: Settings) -> list[Check]:
 def budget_state(settings: Settings, summary: StoreSummary) -> BudgetState:
     """The chat-model budget of background work as the store records it (``chat_budget``)."""
     used, oldest = summary.chat_calls
-    per_hour = settings.chat_calls_per_hour
-    next_at = None
-    if per_hour == 0 or (used >= per_hour and oldest is not None):
-        start = datetime.now(UTC) if per_hour == 0 or oldest is None else datetime.fromisoformat(oldest)
-        next_at = format_timestamp(start + WINDOW)
-    return BudgetState(per_hour, used, next_at)
+    return BudgetState.of(settings.chat_calls_per_hour, used, oldest, datetime.now(UTC))
 
 
 def _budget(settings: Settings, summary: StoreSummary) -> Check:

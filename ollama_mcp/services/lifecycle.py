@@ -174,7 +174,6 @@ class ConversationLifecycle(Archive):
         if turn.get("content"):
             raise InvalidInputError("content", "must be empty when the turn is opened", "send the text with append")
         parse_turn("", {**fields, "content": "."}, self.service.max_content_chars)  # role, actor, to, model...
-        await self._store.get_conversation(conversation_id)
         with audit.recording("open_turn", conversation_id):
             return await self._store.open_turn(str(uuid.uuid4()), conversation_id, fields, utc_now())
 
@@ -274,7 +273,7 @@ class ConversationLifecycle(Archive):
         found = await self._store.messages(target, count + 1, before_seq)
         return target, found[-count:], len(found) > count
 
-    # -- context --------------------------------------------------------------------------------
+    # -- work on demand -------------------------------------------------------------------------
 
     async def request(self, conversation_id: object, kind: object) -> JobStatus:
         """Queue, now, the summary, compaction or fact extraction that would otherwise wait for
@@ -306,6 +305,8 @@ class ConversationLifecycle(Archive):
         if isinstance(job_id, bool) or not isinstance(job_id, int) or job_id < 1:
             raise JobNotFoundError(str(job_id))
         return await self._store.job_status(job_id)
+
+    # -- context --------------------------------------------------------------------------------
 
     async def build_context(
         self,

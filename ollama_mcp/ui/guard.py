@@ -34,6 +34,7 @@ from starlette.datastructures import FormData
 from starlette.requests import Request
 
 from ollama_mcp.errors import OllamaMcpError
+from ollama_mcp.listen import names_this_server
 
 if TYPE_CHECKING:
     from ollama_mcp.app import App
@@ -174,7 +175,7 @@ class Guard:
             raise Refused(503, f"The memory store cannot be reached right now: {exc}") from exc
 
     def _checked_host(self, host: str) -> str:
-        if not _matches(host.lower(), self.site.hosts):
+        if not names_this_server(host.lower(), self.site.hosts):
             raise Refused(403, "This server answers only to the names it serves (DNS rebinding protection)."
                           if self.site.shared else
                           "This server answers only to 127.0.0.1 or localhost (DNS rebinding protection).")
@@ -185,7 +186,7 @@ class Guard:
         if self.site.origins is None:
             allowed = origin is not None and urlsplit(origin).netloc == host and urlsplit(origin).scheme == "http"
         else:
-            allowed = origin is not None and _matches(origin.lower(), self.site.origins)
+            allowed = origin is not None and names_this_server(origin.lower(), self.site.origins)
         if not allowed:
             raise Refused(403, "A change must come from this page itself; cross-site requests are refused.")
 
@@ -220,18 +221,6 @@ def _route_path(scope: Scope) -> str:
     path: str = scope["path"]
     root: str = scope.get("root_path", "")
     return path[len(root):] or "/" if root and path.startswith(root) else path
-
-
-def _matches(value: str, patterns: tuple[str, ...]) -> bool:
-    """``value`` is one of ``patterns``, where ``name:*`` is that name with any port (or none)."""
-    for pattern in patterns:
-        if pattern.endswith(":*"):
-            base = pattern[:-2]
-            if value == base or value.startswith(base + ":"):
-                return True
-        elif value == pattern:
-            return True
-    return False
 
 
 def _cookie_value(header: str) -> str | None:

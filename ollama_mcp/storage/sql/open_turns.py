@@ -106,5 +106,4 @@ class OpenTurnStore(SqlParts):
         return "committed" if done else None
 
     def _open_turn(self, row: Any) -> OpenTurn:
-        fields = self._dialect.from_json(row[2]) if isinstance(row[2], str) else dict(row[2])
-        return OpenTurn(row[0], row[1], fields, row[3], row[4], row[5], row[6])
+        return OpenTurn(row[0], row[1], self._dialect.from_json(row[2]), row[3], row[4], row[5], row[6])

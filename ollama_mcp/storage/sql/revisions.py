@@ -10,7 +10,7 @@ from typing import Any
 
 from ollama_mcp.domain import Memory
 from ollama_mcp.errors import ConversationClosedError, InvalidInputError
-from ollama_mcp.storage.memory_rules import compose_context, content_hash
+from ollama_mcp.storage.memory_rules import compose_context, content_hash, is_redacted
 from ollama_mcp.storage.sql.parts import SqlParts
 from ollama_mcp.storage.sql.rows import (
     earlier_contents,
@@ -45,7 +45,7 @@ class RevisionStore(SqlParts):
                                         "use update_memory for a note; pass the id of a transcript turn")
             if await lock_conversation(conn, d, old.conversation_id) != "active":
                 raise ConversationClosedError(old.conversation_id)
-            if old.metadata.get("redacted"):
+            if is_redacted(old):
                 raise InvalidInputError("turn_id", "names a turn whose text a retention mode removed",
                                         "it can no longer be edited")
             facts = await facts_from(conn, d, [old.seq])
