@@ -26,7 +26,7 @@ DUPLICATE_THRESHOLD = 0.97
 _PRINCIPAL_NAME = re.compile(r"[a-z][a-z0-9_]{0,31}")
 AGENT_TOOLS = (
     "search_memories", "search_all_conversations", "store_memory", "list_conversations", "get_current_time",
-    "delete_memory", "end_conversation", "delete_conversation",
+    "delete_memory", "end_conversation", "delete_conversation", "summarize_conversation",
 )
 # The agent's tools that change the store: by default each runs only after the user says yes.
 AGENT_WRITING_TOOLS = ("store_memory", "delete_memory", "end_conversation", "delete_conversation")

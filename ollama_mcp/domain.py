@@ -285,6 +285,8 @@ class Job:
     conversation_id: str
     attempts: int  # including the current one
     last_error: str | None = None
+    # What it was asked beyond its kind (on demand): through (a turn's id) and through_seq, strategy.
+    options: dict[str, Any] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -313,6 +315,7 @@ class JobStatus:
     last_error: str | None
     created_at: str
     finished_at: str | None
+    options: dict[str, Any] = field(default_factory=dict)  # as Job.options
 
 
 @dataclass(frozen=True)

@@ -15,6 +15,7 @@ summaries (the SDK logs tool errors at INFO, and users' words must stay out of l
     ├── MemorySupersededError          (update_memory on a version that was replaced)
     ├── ConversationClosedError
     ├── TurnClosedError                (a streamed turn committed or aborted already)
+    ├── JobBusyError                   (a job asked for with options while one of its kind runs)
     ├── StorageError
     │   ├── DatabaseBusyError
     │   └── SchemaError
@@ -90,6 +91,16 @@ class TurnClosedError(OllamaMcpError):
         self.state = state
         super().__init__(f"turn_id: turn {turn_id} was {state} already, so nothing more can be added to it or done "
                          "with it; open a new turn for another reply.")
+
+
+class JobBusyError(OllamaMcpError):
+    """A summary, compaction or facts job asked for with options (through, strategy) while one of
+    its kind runs for the conversation with others: a running job cannot be changed."""
+
+    def __init__(self, job_id: int, kind: str) -> None:
+        self.job_id = job_id
+        super().__init__(f"job {job_id} ({kind}) is running for this conversation with other options, and a running "
+                         "job cannot be changed; ask again once it is done (follow it with its id).")
 
 
 def not_open(turn_id: str, state: str | None) -> OllamaMcpError:

@@ -32,6 +32,7 @@ from ollama_mcp.errors import (
     ConfigError,
     ConversationClosedError,
     InvalidInputError,
+    JobBusyError,
     NotFoundError,
     OllamaError,
     OllamaMcpError,
@@ -220,28 +221,24 @@ async def build_context(call: Call) -> tuple[int, BaseModel]:
 
 
 async def summarize(call: Call) -> tuple[int, BaseModel]:
-    _not_yet(call.body, "through", "summarizing through a given turn")
-    return 202, JobOut.of(await call.app.lifecycle.request(_id(call), "summarize"))
+    body: SummarizeIn = call.body
+    return 202, JobOut.of(await call.app.lifecycle.request(_id(call), "summarize", through=body.through))
 
 
 async def compact(call: Call) -> tuple[int, BaseModel]:
-    _not_yet(call.body, "strategy", "choosing the strategy per request (set compaction_strategy on the conversation)")
-    return 202, JobOut.of(await call.app.lifecycle.request(_id(call), "compact"))
+    body: CompactIn = call.body
+    job = await call.app.lifecycle.request(_id(call), "compact", through=body.through, strategy=body.strategy)
+    return 202, JobOut.of(job)
 
 
 async def extract_facts(call: Call) -> tuple[int, BaseModel]:
-    _not_yet(call.body, "through", "extracting facts through a given turn")
-    return 202, JobOut.of(await call.app.lifecycle.request(_id(call), "facts"))
+    body: FactsIn = call.body
+    return 202, JobOut.of(await call.app.lifecycle.request(_id(call), "facts", through=body.through))
 
 
 async def get_job(call: Call) -> tuple[int, BaseModel]:
     raw = call.path["job_id"]
     return 200, JobOut.of(await call.app.lifecycle.job(int(raw) if raw.isdigit() else raw))
-
-
-def _not_yet(body: BaseModel, field: str, what: str) -> None:
-    if getattr(body, field) is not None:
-        raise InvalidInputError(field, f"asks for {what}, which is not available in this version", "leave it out")
 
 
 def _whole(query: dict[str, str], name: str, default: int) -> object:
@@ -299,7 +296,8 @@ ENDPOINTS: tuple[Endpoint, ...] = (
     Endpoint("POST", CONVERSATION + "/context", "buildContext", "The model-ready messages: summary, recent turns "
              "and recalled memories within a token budget.", ContextIn, ContextOut, 200, build_context),
     Endpoint("POST", CONVERSATION + "/summarize", "summarize", "Summarize it now, in the background (202): "
-             "its job; one already queued is returned.", SummarizeIn, JobOut, 202, summarize),
+             "its job. One already queued is returned, taking this request's options; one running with other "
+             "options is a 409.", SummarizeIn, JobOut, 202, summarize),
     Endpoint("POST", CONVERSATION + "/compact", "compact", "Compact its transcript now, in the background (202).",
              CompactIn, JobOut, 202, compact),
     Endpoint("POST", CONVERSATION + "/facts", "extractFacts", "Extract its facts now, in the background (202).",
@@ -360,7 +358,7 @@ def _answer(exc: Exception) -> Response:
         return _error(400, str(exc), exc.field)
     if isinstance(exc, NotFoundError):
         return _error(404, str(exc))
-    if isinstance(exc, ConversationClosedError | TurnClosedError):
+    if isinstance(exc, ConversationClosedError | TurnClosedError | JobBusyError):
         return _error(409, str(exc))
     if isinstance(exc, StorageError | OllamaError | ConfigError):
         return _error(503, str(exc))

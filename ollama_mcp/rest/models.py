@@ -106,17 +106,28 @@ class ContextIn(Body):
     query: str | None = Field(default=None, description="Recall for this instead of the latest user turn.")
 
 
+THROUGH = "A turn's id: read the turns up to it only (default: every turn so far)."
+
+
 class SummarizeIn(Body):
-    through: str | None = Field(default=None, description="Not available yet: everything so far is summarized.")
+    through: str | None = Field(default=None, description=THROUGH)
 
 
 class CompactIn(Body):
     strategy: Literal["rolling", "hierarchical"] | None = Field(
-        default=None, description="Not available per request yet: the conversation's own setting is used.")
+        default=None, description="This compaction only (default: the conversation's compaction_strategy).")
+    through: str | None = Field(
+        default=None, description="A turn's id: fold the turns up to it into the rolling summary (default: the "
+                                  "older half of what is not yet compacted).")
 
 
 class FactsIn(Body):
-    through: str | None = Field(default=None, description="Not available yet: every turn so far is read.")
+    through: str | None = Field(default=None, description=THROUGH)
+
+
+class JobOptions(BaseModel):
+    through: str | None = None
+    strategy: str | None = None
 
 
 class JobOut(BaseModel):
@@ -130,11 +141,14 @@ class JobOut(BaseModel):
     last_error: str | None = None
     created_at: str
     finished_at: str | None = None
+    options: JobOptions | None = Field(default=None, description="What it was asked beyond its kind.")
 
     @classmethod
     def of(cls, j: JobStatus) -> JobOut:
         return cls(id=j.id, kind=j.kind, conversation_id=j.conversation_id, state=j.state,  # type: ignore[arg-type]
-                   attempts=j.attempts, last_error=j.last_error, created_at=j.created_at, finished_at=j.finished_at)
+                   attempts=j.attempts, last_error=j.last_error, created_at=j.created_at, finished_at=j.finished_at,
+                   options=JobOptions(through=j.options.get("through"), strategy=j.options.get("strategy"))
+                   if j.options else None)
 
 
 class ConversationOut(BaseModel):

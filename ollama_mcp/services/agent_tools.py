@@ -116,6 +116,14 @@ async def _end_conversation(agent: Agent, args: Mapping[str, Any], run: Run) -> 
     return json.dumps({"ended": ended.conversation.id, "summary_status": ended.conversation.summary_status})
 
 
+async def _summarize_conversation(agent: Agent, args: Mapping[str, Any], run: Run) -> str:
+    """The lifecycle's work on demand (what REST's /summarize, /compact and /facts queue), for
+    the run's conversation: the job, which runs in the background like any other."""
+    work = args.get("work") or "summarize"
+    job = await agent.lifecycle.request(await agent.conversation(run), work)
+    return json.dumps({"job": job.id, "work": job.kind, "state": job.state})
+
+
 TOOLS: dict[str, AgentTool] = {t.name: t for t in (
     AgentTool("search_memories", "Search the memories of the current conversation.",
               _params(["query"], query=("string", "What to look for."), top_k=("integer", "How many, 1-20.")),
@@ -139,6 +147,12 @@ TOOLS: dict[str, AgentTool] = {t.name: t for t in (
               _params(["conversation_id"], conversation_id=("string", "The id of the conversation.")),
               _delete_conversation,
               "The local agent wants to delete the conversation {target} with all its memories. Allow it?"),
+    # Not confirmed by default: it is the work the server does on its own at the end or past a
+    # threshold, asked for sooner (OLLAMA_MCP_AGENT_CONFIRM may add it).
+    AgentTool("summarize_conversation",
+              "Summarize the current conversation now, or compact its transcript, or extract its facts; "
+              "runs in the background.",
+              _params(work=("string", "summarize, compact or facts; summarize if left out.")), _summarize_conversation),
 )}
 
 

@@ -214,9 +214,10 @@ class ConversationFacts:
         """Whether the conversation has facts extracted (its metadata, else the server's default)."""
         return self._extractor is not None and inputs.facts_wanted(conversation.metadata, self._default)
 
-    async def catch_up(self, conversation_id: str) -> int:
+    async def catch_up(self, conversation_id: str, through_seq: int | None = None) -> int:
         """Extract and store the facts of every note and turn the conversation gained since the
-        last run, a batch of segments per transaction; returns how many facts were stored."""
+        last run (up to seq ``through_seq``, if given), a batch of segments per transaction;
+        returns how many facts were stored."""
         extractor = self._extractor
         if extractor is None:
             raise OllamaMcpError(
@@ -227,6 +228,8 @@ class ConversationFacts:
         while True:
             since = await self._store.facts_through(conversation_id)
             read = await self._store.conversation_memories(conversation_id, after_seq=since, kinds=("note", "message"))
+            if through_seq is not None:
+                read = [m for m in read if m.seq <= through_seq]
             if not read:
                 return stored
             segments = groups([m for m in read if m.superseded_by is None and not is_redacted(m)], SEGMENT_CHARS)
@@ -277,7 +280,7 @@ class ConversationFacts:
         try:
             conversation = await self._store.get_conversation(job.conversation_id)
             if self.wanted(conversation):
-                await self.catch_up(conversation.id)
+                await self.catch_up(conversation.id, job.options.get("through_seq"))
         except ConversationNotFoundError:
             pass  # deleted meanwhile: nothing to do
         await self._store.finish_job(job, utc_now())

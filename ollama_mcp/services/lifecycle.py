@@ -34,6 +34,7 @@ from ollama_mcp.errors import (
     ConversationNotFoundError,
     InvalidInputError,
     JobNotFoundError,
+    MemoryNotFoundError,
     OllamaMcpError,
     TurnClosedError,
 )
@@ -275,16 +276,29 @@ class ConversationLifecycle(Archive):
 
     # -- work on demand -------------------------------------------------------------------------
 
-    async def request(self, conversation_id: object, kind: object) -> JobStatus:
+    async def request(
+        self, conversation_id: object, kind: object, *, through: object = None, strategy: object = None
+    ) -> JobStatus:
         """Queue, now, the summary, compaction or fact extraction that would otherwise wait for
         its trigger (the end, a threshold): its job, to follow (``job``). Asking while one is
-        queued or running returns that one. It runs in the background, within the chat-model
-        budget, like any other."""
+        queued returns that one (taking this request's options); while one runs, that one, or
+        ``JobBusyError`` if this request's options differ. It runs in the background, within the
+        chat-model budget, like any other.
+
+        ``through`` (a turn's id) ends what is read at that turn: the summary covers the turns up
+        to it, a compaction folds them (not the oldest half) into the rolling summary, facts are
+        extracted from them. ``strategy`` (rolling or hierarchical) compacts this once so,
+        whatever the conversation's own setting."""
         target = inputs.conversation_id("conversation_id", conversation_id)
         if target is None:
             raise InvalidInputError("conversation_id", "is required", "pass the conversation to work on")
         if kind not in ("summarize", "compact", "facts"):
             raise InvalidInputError("kind", "must be summarize, compact or facts", "pass one of them")
+        if strategy is not None and (kind != "compact" or strategy not in ("rolling", "hierarchical")):
+            raise InvalidInputError(
+                "strategy", "applies to a compaction only, and is rolling or hierarchical",
+                "pass one of them to compact, or leave it out",
+            )
         conversation = await self._store.get_conversation(target)
         if self._summarizer is None:
             raise ConfigError(
@@ -296,9 +310,31 @@ class ConversationLifecycle(Archive):
                 "facts", "are not extracted from this conversation",
                 'start it with metadata {"facts": true}, or set OLLAMA_MCP_FACTS=on for every conversation',
             )
-        status = await self._store.request_job(kind, target, utc_now())
+        options: dict[str, Any] = {"strategy": strategy} if strategy is not None else {}
+        if through is not None:
+            options |= {"through": str(through), "through_seq": await self._through_seq(conversation, kind, through)}
+        status = await self._store.request_job(kind, target, utc_now(), options)
         self._jobs.wakeup.set()
         return status
+
+    async def _through_seq(self, conversation: Conversation, kind: object, through: object) -> int:
+        """The seq of the turn ``through`` names, checked: a current turn of this conversation,
+        past what the rolling summary (or the facts extracted so far) already covers."""
+        try:
+            turn = await self._store.get_memory(inputs.memory_id("through", through))
+        except MemoryNotFoundError:
+            turn = None
+        if turn is None or turn.conversation_id != conversation.id or turn.kind != "message" or turn.superseded_by is not None:
+            raise InvalidInputError("through", "is not a turn of this conversation", "pass the id of one of its turns")
+        covered = (
+            await self._store.facts_through(conversation.id) if kind == "facts" else conversation.summarized_through
+        )
+        if turn.seq <= covered:
+            what = "its facts were extracted" if kind == "facts" else "its rolling summary covers it"
+            raise InvalidInputError(
+                "through", f"names a turn whose work is done ({what})", "pass a later turn, or leave through out"
+            )
+        return turn.seq
 
     async def job(self, job_id: object) -> JobStatus:
         """A job requested with ``request``: its state, attempts and why it waits or failed."""
@@ -451,9 +487,12 @@ class ConversationLifecycle(Archive):
         await self._facts_before_retiring(conversation)
         items = await self._store.conversation_memories(job.conversation_id, kinds=("note", "message"))
         # Messages the rolling summary covers are read through it; every note is read itself.
+        # Asked to summarize through a turn (options), nothing after it is read.
+        last = job.options.get("through_seq", math.inf)
         current = [
             m for m in items
             if m.superseded_by is None and (m.kind == "note" or m.seq > conversation.summarized_through)
+            and m.seq <= last
         ]
         if not current and not conversation.rolling_summary:
             await self._store.finish_job(job, utc_now())
@@ -483,14 +522,18 @@ class ConversationLifecycle(Archive):
         pending = await self._store.conversation_memories(
             job.conversation_id, after_seq=conversation.summarized_through, kinds=("message",)
         )
-        if len(pending) < 2:
+        if "through_seq" in job.options:  # asked for: the turns up to that one, however many
+            oldest_half = [m for m in pending if m.seq <= job.options["through_seq"]]
+        else:  # a threshold crossed: the older half, the newer kept verbatim
+            oldest_half = pending[: len(pending) // 2] if len(pending) >= 2 else []
+        if not oldest_half:
             await self._store.finish_job(job, utc_now())
             return
-        oldest_half = pending[: len(pending) // 2]
         through = oldest_half[-1].seq
         text = await summarizer.summarize(oldest_half, conversation.rolling_summary)
         level = 1
-        if (self.compaction_strategy(conversation) == "hierarchical"
+        strategy = job.options.get("strategy") or self.compaction_strategy(conversation)
+        if (strategy == "hierarchical"
                 and estimate_tokens(text) > self.summary_budget(conversation)):
             # A summary of summaries: the long one is kept (searchable, its detail not lost), and
             # the rolling summary that build_context sends becomes a condensed one.

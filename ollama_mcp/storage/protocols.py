@@ -264,8 +264,11 @@ class JobStorage(Protocol):
 
     async def retry_job(self, job_id: int, run_after: str, error: str) -> None: ...
 
-    async def request_job(self, kind: JobKind, conversation_id: str, now: str) -> JobStatus:
-        """Queue a job unless one of that kind is open for the conversation; the open one."""
+    async def request_job(
+        self, kind: JobKind, conversation_id: str, now: str, options: dict[str, Any] | None = None
+    ) -> JobStatus:
+        """Queue a job unless one of that kind is open for the conversation; the open one. With
+        ``options``, a queued one takes them and a running one with others is ``JobBusyError``."""
 
     async def job_status(self, job_id: int) -> JobStatus:
         """A job as its requester follows it (``JobNotFoundError`` when there is none)."""

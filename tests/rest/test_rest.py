@@ -7,6 +7,7 @@ import json
 import uuid
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from dataclasses import replace
 from typing import Any
 
 import httpx2
@@ -18,6 +19,7 @@ from ollama_mcp.cli import admin
 from ollama_mcp.config import Settings
 from ollama_mcp.rest.api import ENDPOINTS, PREFIX
 from tests.conftest import Database, eventually
+from tests.fake_ollama import FakeOllama
 from tests.mcp.test_http import serving
 
 pytestmark = pytest.mark.anyio
@@ -267,8 +269,118 @@ async def test_a_summary_compaction_or_facts_asked_for_now_is_queued_once_and_fo
         plain = (await alice.call("POST", "/conversations", {}, expect=201))["id"]
         refused = await alice.call("POST", f"/conversations/{plain}/facts", {}, expect=400)
         assert refused["field"] == "facts" and '{"facts": true}' in refused["error"]
-        later = await alice.call("POST", f"/conversations/{conv}/summarize", {"through": "x"}, expect=400)
-        assert later["field"] == "through" and "not available in this version" in later["error"]
+        nowhere = await alice.call("POST", f"/conversations/{conv}/summarize", {"through": "x"}, expect=400)
+        assert nowhere["field"] == "through" and nowhere["error"].startswith("through: is not a valid id")
+
+
+LONG_TURNS = [  # long enough that a summary of them passes compact_summary_tokens (50)
+    " ".join(f"{word}{i}" for i in range(40)) for word in ("alpha", "bravo", "charlie", "delta")
+]
+
+
+async def _turns(api: Api, conv: str) -> list[str]:
+    return [
+        (await api.call("POST", f"/conversations/{conv}/turns", {"role": "user", "content": text}, expect=201))["id"]
+        for text in LONG_TURNS
+    ]
+
+
+async def _finished(api: Api, job: dict[str, Any]) -> dict[str, Any]:
+    state: dict[str, Any] = {}
+
+    async def done() -> bool:
+        state.update(await api.call("GET", f"/jobs/{job['id']}"))
+        return state["state"] in ("done", "failed")
+
+    await eventually(done)
+    assert state["state"] == "done", state
+    return state
+
+
+def store_of(settings: Settings, backend: str, principal: str) -> Database:
+    """The store a person's token writes to."""
+    theirs = settings.for_principal(principal)
+    return Database(backend, str(theirs.store_path) if backend == "sqlite" else str(theirs.store_url))
+
+
+async def test_work_asked_for_through_a_turn_reads_the_turns_up_to_it_and_a_strategy_applies_once(
+    settings: Settings, fake_ollama: FakeOllama, backend: str
+) -> None:
+    async with people(settings) as (alice, bob, _):
+        db = store_of(settings, backend, "alice")
+        conv = (await alice.call("POST", "/conversations", {"metadata": {"facts": True, "compact_summary_tokens": 50}},
+                                 expect=201))["id"]
+        ids = await _turns(alice, conv)
+        seqs = [db.count("SELECT seq FROM memories WHERE id = ?", turn) for turn in ids]
+
+        before = len(fake_ollama.chat_requests())
+        job = await alice.call("POST", f"/conversations/{conv}/facts", {"through": ids[0]}, expect=202)
+        assert job["options"] == {"through": ids[0]}
+        await _finished(alice, job)
+        read = [r.body["messages"][-1]["content"] for r in fake_ollama.chat_requests()[before:]]
+        assert len(read) == 1 and "alpha0" in read[0] and "bravo0" not in read[0]
+        assert db.count("SELECT facts_through FROM conversations WHERE id = ?", conv) == seqs[0]
+
+        before = len(fake_ollama.chat_requests())
+        job = await alice.call("POST", f"/conversations/{conv}/summarize", {"through": ids[1]}, expect=202)
+        await _finished(alice, job)
+        read = [r.body["messages"][-1]["content"] for r in fake_ollama.chat_requests()[before:]]
+        assert len(read) == 1 and "bravo0" in read[0] and "charlie0" not in read[0]
+
+        # Compacted through the third turn, hierarchically this once (the conversation's own
+        # strategy is rolling): a long summary kept and a condensed rolling one, two model calls.
+        summaries = db.count("SELECT count(*) FROM memories WHERE kind = 'summary'")
+        before = len(fake_ollama.chat_requests())
+        job = await alice.call("POST", f"/conversations/{conv}/compact", {"through": ids[2], "strategy": "hierarchical"},
+                               expect=202)
+        assert job["options"] == {"through": ids[2], "strategy": "hierarchical"}
+        await _finished(alice, job)
+        read = [r.body["messages"][-1]["content"] for r in fake_ollama.chat_requests()[before:]]
+        assert "charlie0" in read[0] and "delta0" not in read[0] and len(read) >= 2  # then condensed
+        assert db.count("SELECT summarized_through FROM conversations WHERE id = ?", conv) == seqs[2]
+        assert db.count("SELECT count(*) FROM memories WHERE kind = 'summary'") == summaries + 2
+
+        done = await alice.call("POST", f"/conversations/{conv}/compact", {"through": ids[1]}, expect=400)
+        assert done["field"] == "through" and "its rolling summary covers it" in done["error"]
+        other = (await bob.call("POST", "/conversations", {}, expect=201))["id"]
+        theirs = await _turns(bob, other)
+        for through in (theirs[0], str(uuid.uuid4())):  # someone else's turn reads as no turn at all
+            refused = await alice.call("POST", f"/conversations/{conv}/summarize", {"through": through}, expect=400)
+            assert refused["field"] == "through" and "is not a turn of this conversation" in refused["error"]
+        never = await alice.call("POST", f"/conversations/{conv}/compact", {"strategy": "never"}, expect=400)
+        assert never["field"] == "strategy"
+        assert db.count("SELECT count(*) FROM jobs WHERE state = 'queued'") == 0  # the refusals queued nothing
+
+
+async def test_a_queued_job_takes_the_latest_options(settings: Settings) -> None:
+    async with people(replace(settings, chat_calls_per_hour=0)) as (alice, _, _):  # nothing is claimed
+        conv = (await alice.call("POST", "/conversations", {}, expect=201))["id"]
+        ids = await _turns(alice, conv)
+        first = await alice.call("POST", f"/conversations/{conv}/summarize", {"through": ids[1]}, expect=202)
+        second = await alice.call("POST", f"/conversations/{conv}/summarize", {"through": ids[2]}, expect=202)
+        assert (second["id"], second["state"], second["options"]) == (first["id"], "queued", {"through": ids[2]})
+        assert (await alice.call("GET", f"/jobs/{first['id']}"))["options"] == {"through": ids[2]}
+
+
+async def test_a_running_job_refuses_other_options_and_is_the_answer_to_the_same_ones(
+    settings: Settings, fake_ollama: FakeOllama
+) -> None:
+    fake_ollama.chat_delay = 3
+    async with people(settings) as (alice, _, _):
+        conv = (await alice.call("POST", "/conversations", {}, expect=201))["id"]
+        ids = await _turns(alice, conv)
+        job = await alice.call("POST", f"/conversations/{conv}/summarize", {"through": ids[1]}, expect=202)
+
+        async def running() -> bool:
+            return (await alice.call("GET", f"/jobs/{job['id']}"))["state"] == "running"
+
+        await eventually(running)
+        busy = await alice.call("POST", f"/conversations/{conv}/summarize", {"through": ids[3]}, expect=409)
+        assert f"job {job['id']} (summarize) is running" in busy["error"]
+        same = await alice.call("POST", f"/conversations/{conv}/summarize", {"through": ids[1]}, expect=202)
+        assert same["id"] == job["id"]  # the same request again is that job
+        fake_ollama.chat_delay = 0
+        await _finished(alice, job)
 
 
 async def test_a_streamed_turn_grows_chunk_by_chunk_and_commits_into_a_message_of_its_id(settings: Settings) -> None:

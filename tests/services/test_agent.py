@@ -15,7 +15,7 @@ from mcp import Client, types
 
 from ollama_mcp.config import Settings
 from ollama_mcp.mcp.server import build_server
-from tests.conftest import Database
+from tests.conftest import Database, eventually
 from tests.fake_ollama import FakeOllama
 from tests.mcp.test_tools import call, error
 
@@ -99,10 +99,38 @@ async def test_the_tool_schemas_given_to_the_model_are_flat(settings: Settings, 
     tools = fake_ollama.chat_requests()[0].body["tools"]
     assert {t["function"]["name"] for t in tools} == {
         "search_memories", "search_all_conversations", "store_memory", "list_conversations", "get_current_time",
-        "delete_memory", "end_conversation", "delete_conversation",
+        "delete_memory", "end_conversation", "delete_conversation", "summarize_conversation",
     }
     text = str(tools)
     assert "anyOf" not in text and "$ref" not in text and "default" not in text
+
+
+async def test_asked_to_summarize_now_the_agent_queues_the_summary_which_the_background_writes(
+    settings: Settings, db: Database, fake_ollama: FakeOllama
+) -> None:
+    async with human(settings, None) as (client, _):
+        conv = (await call(client, "init_conversation", name="trip"))["conversation_id"]
+        await call(client, "add_messages", messages=[
+            {"role": "user", "content": "We fly to Lisbon on May 4"}, {"role": "assistant", "content": "Noted."}])
+        fake_ollama.enqueue_chat(tool_call("summarize_conversation"), "The summary is on its way.")
+        answer = await call(client, "ask_agent", query="summarize this conversation now", conversation_id=conv)
+        assert answer["tools_used"] == ["summarize_conversation"]
+        fed_back = json.loads(fake_ollama.chat_requests()[1].body["messages"][-1]["content"])
+        assert (fed_back["work"], fed_back["state"]) == ("summarize", "queued")
+
+        async def summarized() -> bool:
+            return rows(db, "SELECT state FROM jobs WHERE id = ?", fed_back["job"]) == [("done",)]
+
+        await eventually(summarized)
+        summary = rows(db, "SELECT content FROM memories WHERE kind = 'summary' AND conversation_id = ?", conv)
+        assert len(summary) == 1 and "Lisbon" in summary[0][0]  # the fake summarizer repeats the transcript
+        # Work the conversation does not take is the tool's error, fed back to the model.
+        fake_ollama.enqueue_chat(tool_call("summarize_conversation", work="facts"), "It does not keep facts.")
+        await call(client, "ask_agent", query="extract the facts", conversation_id=conv)
+        assert "facts: are not extracted from this conversation" in fake_ollama.chat_requests()[-1].body[
+            "messages"][-1]["content"]
+    assert [row[1:] for row in audit(db) if row[1] == "summarize_conversation"] == [
+        ("summarize_conversation", "low", "ran"), ("summarize_conversation", "low", "invalid_arguments")]
 
 
 async def test_the_step_limit_holds_against_endless_tool_calling(
@@ -222,7 +250,7 @@ async def test_an_agent_asked_about_one_conversation_never_reads_or_writes_beyon
         assert "8265" not in json.dumps(body) and "finances" not in json.dumps(body)
     assert [t["function"]["name"] for t in requests[0]["tools"]] == [
         "search_memories", "store_memory", "get_current_time", "delete_memory", "end_conversation",
-        "delete_conversation"]
+        "delete_conversation", "summarize_conversation"]  # each on the conversation asked about only
     assert "limited to the conversation" in requests[1]["messages"][-1]["content"]
     assert audit(db)[:5] == [
         (1, "search_all_conversations", "low", "not_allowed"), (1, "list_conversations", "low", "not_allowed"),

@@ -25,8 +25,8 @@ class JobStore(jobs.JobStore, PgStoreBase):
                 " WHERE id = (SELECT id FROM jobs WHERE ((state = 'queued' AND run_after <= %(now)s)"
                 " OR (state = 'running' AND lease_until <= %(now)s)) AND NOT kind = ANY(%(paused)s)"
                 " ORDER BY run_after, id LIMIT 1 FOR UPDATE SKIP LOCKED)"
-                " RETURNING id, kind, conversation_id, attempts, last_error",
+                f" RETURNING {jobs.CLAIMED_COLUMNS}",
                 {"now": now, "lease": lease_until, "paused": list(paused)},
             )
             row = await cursor.fetchone()
-        return None if row is None else Job(int(row[0]), row[1], row[2], int(row[3]), row[4])
+        return jobs.claimed(row)

@@ -4,11 +4,13 @@ SQLite looks before it takes the file's write lock)."""
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
+from dataclasses import replace
 from typing import Any
 
 from ollama_mcp.domain import AuditRow, Job, JobKind, JobRecord, JobStatus, Memory, WriteRecord
-from ollama_mcp.errors import JobNotFoundError
+from ollama_mcp.errors import JobBusyError, JobNotFoundError
 from ollama_mcp.storage.sql.parts import SqlParts
 from ollama_mcp.storage.sql.rows import (
     enqueue_job_row,
@@ -23,12 +25,28 @@ AUDIT_COLUMNS = (
     "request_id, conversation_id, step, tool, arguments_digest, risk, decision, outcome, duration_ms, created_at"
 )
 JOB_COLUMNS = "kind, state, attempts, run_after, lease_until, last_error, created_at, finished_at"
-STATUS_COLUMNS = "id, kind, conversation_id, state, attempts, last_error, created_at, finished_at"
+STATUS_COLUMNS = "id, kind, conversation_id, state, attempts, last_error, created_at, finished_at, options"
+# What a claim returns, for ``claimed``.
+CLAIMED_COLUMNS = "id, kind, conversation_id, attempts, last_error, options"
 
 
 def _status(row: Sequence[Any]) -> JobStatus:
     """A JobStatus from STATUS_COLUMNS."""
-    return JobStatus(int(row[0]), row[1], str(row[2]), str(row[3]), int(row[4]), row[5], str(row[6]), row[7])
+    return JobStatus(
+        int(row[0]), row[1], str(row[2]), str(row[3]), int(row[4]), row[5], str(row[6]), row[7], _options(row[8])
+    )
+
+
+def claimed(row: Sequence[Any] | None) -> Job | None:
+    """The Job a claim's CLAIMED_COLUMNS row describes (None: nothing was due)."""
+    if row is None:
+        return None
+    return Job(int(row[0]), row[1], str(row[2]), int(row[3]), row[4], _options(row[5]))
+
+
+def _options(cell: str | None) -> dict[str, Any]:
+    """The options column (JSON text in both backends) as a dict; NULL is none."""
+    return dict(json.loads(cell)) if cell else {}
 
 
 class JobStore(SqlParts):
@@ -39,17 +57,30 @@ class JobStore(SqlParts):
         async with self._transaction("queue background work") as conn:
             return await enqueue_job_row(conn, self._dialect, kind, conversation_id, now)
 
-    async def request_job(self, kind: JobKind, conversation_id: str, now: str) -> JobStatus:
+    async def request_job(
+        self, kind: JobKind, conversation_id: str, now: str, options: dict[str, Any] | None = None
+    ) -> JobStatus:
         """Queue a job of ``kind`` for the conversation unless one is open already; the open one,
-        in one transaction (asking twice does not run it twice)."""
+        in one transaction (asking twice does not run it twice).
+
+        ``options`` given, a queued one takes them (the latest request is what runs); a running
+        one with other options is refused (``JobBusyError``): it cannot be changed, and returning
+        it would look as if the request had been taken."""
         d = self._dialect
+        wanted = json.dumps(options, sort_keys=True) if options else None
         async with self._transaction("queue background work") as conn:
-            await enqueue_job_row(conn, d, kind, conversation_id, now)
+            await enqueue_job_row(conn, d, kind, conversation_id, now, wanted)
             row = await fetchone(
                 conn, d, f"SELECT {STATUS_COLUMNS} FROM jobs WHERE kind = ? AND conversation_id = ?"
                 " AND state IN ('queued', 'running') ORDER BY id DESC LIMIT 1", (kind, conversation_id),
             )
-        return _status(row)
+            status = _status(row)
+            if options and status.options != options:
+                if status.state == "running":
+                    raise JobBusyError(status.id, status.kind)
+                await execute(conn, d, "UPDATE jobs SET options = ? WHERE id = ?", (wanted, status.id))
+                status = replace(status, options=dict(options))
+        return status
 
     async def job_status(self, job_id: int) -> JobStatus:
         rows = await self._fetchall(

@@ -151,13 +151,16 @@ async def latest_version(conn: Any, d: Dialect, memory_id: str) -> str:
     return str(row[0]) if row else memory_id
 
 
-async def enqueue_job_row(conn: Any, d: Dialect, kind: JobKind, conversation_id: str, now: str) -> bool:
-    """Queue a job unless one of that kind is already open for the conversation."""
+async def enqueue_job_row(
+    conn: Any, d: Dialect, kind: JobKind, conversation_id: str, now: str, options: str | None = None
+) -> bool:
+    """Queue a job unless one of that kind is already open for the conversation; ``options``:
+    the jobs.options JSON text, if any."""
     changed = await execute(
         conn, d,
-        "INSERT INTO jobs (kind, conversation_id, run_after, created_at) VALUES (?, ?, ?, ?)"
+        "INSERT INTO jobs (kind, conversation_id, run_after, created_at, options) VALUES (?, ?, ?, ?, ?)"
         " ON CONFLICT (kind, conversation_id) WHERE state IN ('queued', 'running') DO NOTHING",
-        (kind, conversation_id, now, now),
+        (kind, conversation_id, now, now, options),
     )
     return changed > 0
 

@@ -31,7 +31,7 @@ class JobStore(jobs.JobStore, StoreBase):
             rows = list(await (await conn.execute(
                 "UPDATE jobs SET state = 'running', attempts = attempts + 1, lease_until = ?2"
                 f" WHERE id = (SELECT id FROM jobs WHERE {due} ORDER BY run_after, id LIMIT 1)"
-                " RETURNING id, kind, conversation_id, attempts, last_error",
+                f" RETURNING {jobs.CLAIMED_COLUMNS}",
                 (now, lease_until, listed) if paused else (now, lease_until),
             )).fetchall())
-        return None if not rows else Job(int(rows[0][0]), rows[0][1], rows[0][2], int(rows[0][3]), rows[0][4])
+        return jobs.claimed(rows[0] if rows else None)
