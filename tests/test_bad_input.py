@@ -70,7 +70,6 @@ CASES: list[tuple[str, dict[str, Any], str]] = [
     ("read_memory", {"memory_id": "abc"}, "memory_id: is not a valid id"),
     ("read_memory", {"memory_id": MISSING}, MISSING),
     ("read_memory", {"memory_id": MISSING, "page": 0}, "page: is 0, outside 1..1000000"),
-    ("read_memory", {"memory_id": MISSING, "conversation_id": "x"}, "conversation_id: is not a valid id"),
     ("search_all_conversations", {"query": "q", "top_k": 1000}, "top_k"),
     ("search_all_conversations", {"query": "q", "threshold": 3}, "threshold"),
     ("init_conversation", {"name": ""}, "name: is empty"),

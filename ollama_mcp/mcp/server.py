@@ -32,7 +32,9 @@ from ollama_mcp.mcp.tools import register_tools
 INSTRUCTIONS = (
     "Long-term memory kept on this machine. Call init_conversation at the start of a chat, "
     "store_memory for facts worth keeping, search_memories before answering from memory, "
-    "search_all_conversations to recall earlier chats, end_conversation when done."
+    "search_all_conversations to recall earlier chats, end_conversation when done. A tool's "
+    "conversation_id, left out, is the current conversation's. ask_agent can also summarize, compact "
+    "or extract the facts of a conversation now."
 )
 
 

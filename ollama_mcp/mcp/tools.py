@@ -51,11 +51,11 @@ _IDEMPOTENT_WRITE = ToolAnnotations(destructive_hint=False, idempotent_hint=True
 _DELETE = ToolAnnotations(idempotent_hint=True, open_world_hint=False)
 _AGENT = ToolAnnotations(open_world_hint=False)  # may delete, but only after the human confirms
 
-ConversationId = Annotated[str | None, Field(description="Default: current one.")]
+ConversationId = str | None  # default: the current conversation (init_conversation says so)
 Tags = Annotated[list[str] | None, Field(description="Must have all.")]
 TopK = int  # 1-100: a bad one is refused saying so
-Threshold = Annotated[float | None, Field(description="Min cosine similarity.")]
-Messages = Annotated[bool, Field(description="Also transcript messages.")]
+Threshold = float | None  # minimum cosine similarity, 0-1: a bad one is refused saying so
+Messages = Annotated[bool, Field(description="Also transcript turns.")]
 Superseded = Annotated[bool, Field(description="Also replaced versions.")]
 Query = Annotated[str, Field(description='"*" lists them newest first.')]
 Project = Annotated[str | None, Field(description="Folder name or path.")]
@@ -65,16 +65,16 @@ async def init_conversation(
     ctx: Context,
     name: str | None = None,
     metadata: Annotated[dict[str, Any] | None, Field(description="ttl_hours: delete after.")] = None,
-    follows: Annotated[str | None, Field(description="Id of the conversation it continues.")] = None,
+    follows: Annotated[str | None, Field(description="Conversation it continues.")] = None,
 ) -> Annotated[CallToolResult, ConversationCreated]:
-    """Start a conversation and make it current: later memories go into it. Returns its id."""
+    """Start a conversation and make it current; returns its id."""
     async with tool_call(ctx) as app:
         created = await app.service.init_conversation(name, metadata, follows)
         return reply(ConversationCreated.of(created, checked_conversation_id("follows", follows)))
 
 
 async def get_conversation_id(ctx: Context) -> Annotated[CallToolResult, CurrentConversation]:
-    """The current conversation (null if none) with its name, status and count."""
+    """The current conversation, or null."""
     async with tool_call(ctx) as app:
         return reply(CurrentConversation.of(await app.service.get_conversation_id()))
 
@@ -85,10 +85,10 @@ async def store_memory(
     conversation_id: ConversationId = None,
     tags: list[str] | None = None,
     metadata: dict[str, Any] | None = None,
-    embedding: Annotated[list[float] | None, Field(description="Only a vector from the server's model.")] = None,
-    occurred_at: Annotated[str | None, Field(description="ISO 8601; default now.")] = None,
+    embedding: Annotated[list[float] | None, Field(description="From the server's model.")] = None,
+    occurred_at: Annotated[str | None, Field(description="ISO 8601.")] = None,
 ) -> Annotated[CallToolResult, MemoryStored]:
-    """Save a fact, decision or preference. The same text stored again returns the existing memory."""
+    """Save a fact, decision or preference; the same text again returns the existing memory."""
     async with tool_call(ctx, conversation_id, "write") as app:
         stored = await app.service.store_memory(content, conversation_id, tags, metadata, embedding, occurred_at)
         return reply(MemoryStored.of(stored))
@@ -101,7 +101,7 @@ async def update_memory(
     tags: list[str] | None = None,
     metadata: dict[str, Any] | None = None,
 ) -> Annotated[CallToolResult, MemoryUpdated]:
-    """Correct a memory: saves a new version (omitted fields kept), the old one kept as history."""
+    """Correct a memory: a new version, omitted fields kept, the old one as history."""
     async with tool_call(ctx) as app:
         old, new = await app.service.update_memory(memory_id, content, tags, metadata)
         return reply(MemoryUpdated.of(old, new))
@@ -110,8 +110,7 @@ async def update_memory(
 async def add_messages(
     ctx: Context,
     messages: Annotated[list[dict[str, Any]], Field(description=(
-        "[{role: user|assistant|system|tool, content, actor?, to?: [actors], tool_calls?, tool_call_id?,"
-        " occurred_at?}]"
+        "[{role, content, actor?, to?: [actors], tool_calls?, tool_call_id?, occurred_at?}]"
     ))],
     conversation_id: ConversationId = None,
 ) -> Annotated[CallToolResult, MessagesAdded]:
@@ -124,21 +123,19 @@ async def add_messages(
 async def search_memories(
     ctx: Context,
     query: Query,
-    conversation_id: Annotated[
-        str | None, Field(description="Default: the one init_conversation started, else all.")
-    ] = None,
+    conversation_id: Annotated[str | None, Field(description="Default: current, else all.")] = None,
     top_k: TopK = 5,
     threshold: Threshold = None,
     tags: Tags = None,
-    since: Annotated[str | None, Field(description="ISO 8601 date or time.")] = None,
+    since: str | None = None,  # ISO 8601, like until: a bad one is refused saying so
     until: str | None = None,
     include_messages: Messages = False,
     include_superseded: Superseded = False,
-    actor: Annotated[str | None, Field(description="Only this participant's turns.")] = None,
-    reference_time: Annotated[str | None, Field(description="Read 'last week' etc. from; default now.")] = None,
+    actor: Annotated[str | None, Field(description="Only this participant's.")] = None,
+    reference_time: Annotated[str | None, Field(description="Now, for 'last week' etc.")] = None,
     project: Project = None,
 ) -> Annotated[CallToolResult, SearchResults]:
-    """Find this conversation's memories by meaning and keywords, best first; other chats: search_all_conversations."""
+    """This conversation's memories by meaning and keywords, best first."""
     begin_search(ctx, query)
     async with tool_call(ctx, conversation_id) as app:
         request = search_request(
@@ -151,10 +148,10 @@ async def search_memories(
 async def search_all_conversations(
     ctx: Context, query: Query, top_k: TopK = 5, threshold: Threshold = None, tags: Tags = None,
     include_messages: Messages = False,
-    related_to: Annotated[str | None, Field(description="Only this id and related conversations.")] = None,
+    related_to: Annotated[str | None, Field(description="This conversation and related ones.")] = None,
     project: Project = None,
 ) -> Annotated[CallToolResult, SearchResults]:
-    """Like search_memories, across every conversation, including ended ones and their summaries."""
+    """search_memories across every conversation, ended ones and summaries too."""
     begin_search(ctx, query)
     async with tool_call(ctx, related_to) as app:
         request = search_request(
@@ -166,13 +163,24 @@ async def search_all_conversations(
         return reply(SearchResults.of(outcome, request.query, app.settings.response_chars))
 
 
-async def read_memory(
+async def read_memory(ctx: Context, memory_id: str, page: int = 1) -> Annotated[CallToolResult, MemoryRead]:
+    """A memory's whole text, paged; searches show long ones by their passages."""
+    return await _read_memory(ctx, memory_id, None, page)
+
+
+async def read_shared_memory(
     ctx: Context,
     memory_id: str,
     conversation_id: Annotated[str | None, Field(description="Needed if shared with you.")] = None,
     page: int = 1,
 ) -> Annotated[CallToolResult, MemoryRead]:
     """A memory's whole text, paged; searches show long ones by their passages."""
+    return await _read_memory(ctx, memory_id, conversation_id, page)
+
+
+async def _read_memory(ctx: Context, memory_id: str, conversation_id: str | None, page: int) -> CallToolResult:
+    """read_memory on any server; ``conversation_id`` names a conversation shared with the caller
+    (only a server with tokens has shares, so only its read_memory takes one)."""
     async with tool_call(ctx, conversation_id) as app:
         read = await app.service.read_memory(memory_id, conversation_id, page, page_chars=app.settings.response_chars)
         return reply(MemoryRead.of(read))
@@ -190,12 +198,12 @@ async def list_conversations(
     ctx: Context,
     status: Annotated[str | None, Field(description="active or completed.")] = None,
     limit: int = 20,
-    name: Annotated[str | None, Field(description="Part of the name.")] = None,
-    metadata: Annotated[dict[str, Any] | None, Field(description="Values it must hold.")] = None,
+    name: str | None = None,  # a part of the name
+    metadata: dict[str, Any] | None = None,  # values it must hold
     order: Literal["activity", "created"] = "activity",
     project: Project = None,
 ) -> Annotated[CallToolResult, ConversationList]:
-    """Conversations, latest activity first, with ids, counts and metadata."""
+    """Conversations, latest activity first, with counts and metadata."""
     async with tool_call(ctx) as app:
         query = conversation_query(status, limit, name, metadata, order, project)
         sharing, principal = sharing_of(ctx)
@@ -207,16 +215,16 @@ async def export_conversation(
     ctx: Context,
     conversation_id: ConversationId = None,
     format: Literal["markdown", "json"] = "markdown",
-    page: Annotated[int, Field(description="From 1; the result says how many.")] = 1,
+    page: int = 1,
 ) -> Annotated[CallToolResult, ConversationExport]:
-    """A conversation with its summary, memories (every version) and messages."""
+    """A conversation: summary, memories (every version) and messages."""
     async with tool_call(ctx, conversation_id) as app:
         target = conversation_id or await app.service.current_conversation_id()
         return reply(ConversationExport.of(await app.lifecycle.export_conversation(target, format, page)))
 
 
 async def delete_conversation(ctx: Context, conversation_id: str) -> Annotated[CallToolResult, ConversationDeleted]:
-    """Permanently delete a conversation with all its memories, messages and summaries."""
+    """Permanently delete a conversation and everything in it."""
     async with tool_call(ctx, conversation_id, "own", "delete it") as app:
         deleted = await app.service.delete_conversation(conversation_id)
         await sharing_of(ctx)[0].forget(deleted.conversation.id)
@@ -234,7 +242,7 @@ async def ask_agent(
     query: str,
     conversation_id: ConversationId = None,
     scope: Annotated[
-        Literal["conversation", "all"] | None, Field(description="Default: conversation if its id is given.")
+        Literal["conversation", "all"] | None, Field(description="Default: conversation if one is given.")
     ] = None,
 ) -> Annotated[CallToolResult, AgentReply]:
     """Hand a question to the local model: it searches memory itself and returns one answer."""
@@ -308,10 +316,13 @@ TOOLS = (
 
 
 def register_tools(server: MCPServer, *, sharing: bool, agent: bool) -> None:
-    """Every tool on ``server``; ``share_conversation`` only where several people are served
-    (``sharing``: a server with tokens), ``ask_agent`` only where a chat model may answer."""
+    """Every tool on ``server``; ``share_conversation`` (and read_memory's ``conversation_id``)
+    only where several people are served (``sharing``: a server with tokens), ``ask_agent`` only
+    where a chat model may answer."""
     for tool, hints in TOOLS:
-        if agent or tool is not ask_agent:
+        if tool is read_memory and sharing:  # the same tool, taking the conversation shared with the caller
+            server.tool(name="read_memory", annotations=hints)(read_shared_memory)
+        elif agent or tool is not ask_agent:
             server.tool(annotations=hints)(tool)
     if sharing:
         server.tool(annotations=_IDEMPOTENT_WRITE)(share_conversation)

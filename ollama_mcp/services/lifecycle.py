@@ -324,7 +324,8 @@ class ConversationLifecycle(Archive):
             turn = await self._store.get_memory(inputs.memory_id("through", through))
         except MemoryNotFoundError:
             turn = None
-        if turn is None or turn.conversation_id != conversation.id or turn.kind != "message" or turn.superseded_by is not None:
+        if (turn is None or turn.conversation_id != conversation.id or turn.kind != "message"
+                or turn.superseded_by is not None):
             raise InvalidInputError("through", "is not a turn of this conversation", "pass the id of one of its turns")
         covered = (
             await self._store.facts_through(conversation.id) if kind == "facts" else conversation.summarized_through

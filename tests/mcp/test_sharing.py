@@ -57,6 +57,12 @@ async def test_a_conversation_shared_to_read_is_readable_by_its_grantee_alone_an
             in (await call(bob, "export_conversation", conversation_id=conversation))["markdown"]
         )
         assert "freeze starts on the 14th" in _text(await bob.read_resource(f"memory://conversations/{conversation}"))
+        read = await call(bob, "read_memory", memory_id=memory, conversation_id=conversation)
+        assert read["content"] == "The release freeze starts on the 14th"
+        for asked in (own, None):  # read through the share only: not as his own conversation's, nor his own
+            arguments = {"conversation_id": asked} if asked else {}
+            assert f"memory_id: no memory {memory} exists" in await error(bob, "read_memory", memory_id=memory,
+                                                                          **arguments)
         prompt = await bob.get_prompt("build_context", {"conversation_id": conversation, "query": "release freeze"})
         assert any("freeze starts on the 14th" in m.content.text for m in prompt.messages)  # type: ignore[union-attr]
 
@@ -82,6 +88,8 @@ async def test_a_conversation_shared_to_read_is_readable_by_its_grantee_alone_an
                                 ("store_memory", {"content": "slipped in"}), ("end_conversation", {})):
             assert f"no conversation {conversation} exists" in await error(
                 carol, tool, conversation_id=conversation, **arguments), tool
+        assert f"memory_id: no memory {memory} exists" in await error(
+            carol, "read_memory", memory_id=memory, conversation_id=conversation)
         assert conversation not in {
             c["conversation_id"] for c in (await call(carol, "list_conversations"))["conversations"]
         }

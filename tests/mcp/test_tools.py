@@ -460,7 +460,7 @@ async def test_list_conversations_orders_by_last_activity_and_filters_by_status_
     assert "metadata.project: must be a text, number or true/false" in bad
 
 
-async def test_read_memory_reads_a_memory_whole_and_refuses_a_page_past_its_end_or_another_conversation(
+async def test_read_memory_reads_any_of_ones_memories_whole_and_refuses_a_page_past_its_end(
     settings: Settings, db: Database
 ) -> None:
     async with connect(settings) as client:
@@ -469,13 +469,10 @@ async def test_read_memory_reads_a_memory_whole_and_refuses_a_page_past_its_end_
         other = await call(client, "init_conversation", name="second")
         read = await call(client, "read_memory", memory_id=stored["memory_id"])
         past = await error(client, "read_memory", memory_id=stored["memory_id"], page=2)
-        elsewhere = await error(
-            client, "read_memory", memory_id=stored["memory_id"], conversation_id=other["conversation_id"]
-        )
     assert (read["page"], read["pages"], read["content"]) == (1, 1, "The deploy key rotates every 90 days")
-    assert read["conversation_id"] == stored["conversation_id"] and read["kind"] == "note"
+    assert read["conversation_id"] == stored["conversation_id"] != other["conversation_id"]  # any of one's own
+    assert read["kind"] == "note"
     assert "page: is 2, but the memory has 1 page(s); pass 1 to 1" in past
-    assert f"memory_id: no memory {stored['memory_id']} exists" in elsewhere
 
 
 async def test_conversations_nobody_named_are_listed_by_their_summary_or_first_memory_or_turn(

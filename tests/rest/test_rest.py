@@ -21,6 +21,7 @@ from ollama_mcp.rest.api import ENDPOINTS, PREFIX
 from tests.conftest import Database, eventually
 from tests.fake_ollama import FakeOllama
 from tests.mcp.test_http import serving
+from tests.ui.test_ui import store_of
 
 pytestmark = pytest.mark.anyio
 
@@ -297,12 +298,6 @@ async def _finished(api: Api, job: dict[str, Any]) -> dict[str, Any]:
     return state
 
 
-def store_of(settings: Settings, backend: str, principal: str) -> Database:
-    """The store a person's token writes to."""
-    theirs = settings.for_principal(principal)
-    return Database(backend, str(theirs.store_path) if backend == "sqlite" else str(theirs.store_url))
-
-
 async def test_work_asked_for_through_a_turn_reads_the_turns_up_to_it_and_a_strategy_applies_once(
     settings: Settings, fake_ollama: FakeOllama, backend: str
 ) -> None:
@@ -331,8 +326,8 @@ async def test_work_asked_for_through_a_turn_reads_the_turns_up_to_it_and_a_stra
         # strategy is rolling): a long summary kept and a condensed rolling one, two model calls.
         summaries = db.count("SELECT count(*) FROM memories WHERE kind = 'summary'")
         before = len(fake_ollama.chat_requests())
-        job = await alice.call("POST", f"/conversations/{conv}/compact", {"through": ids[2], "strategy": "hierarchical"},
-                               expect=202)
+        asked = {"through": ids[2], "strategy": "hierarchical"}
+        job = await alice.call("POST", f"/conversations/{conv}/compact", asked, expect=202)
         assert job["options"] == {"through": ids[2], "strategy": "hierarchical"}
         await _finished(alice, job)
         read = [r.body["messages"][-1]["content"] for r in fake_ollama.chat_requests()[before:]]
