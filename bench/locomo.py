@@ -414,9 +414,11 @@ async def amain(args: argparse.Namespace) -> dict[str, Any]:  # noqa: PLR0915
     server = None
     host = args.ollama_host
     if host is None:
-        from bench.embed_server import DEFAULT_CACHE, EmbedServer, MiniLM  # noqa: PLC0415
+        from bench.embed_server import MODELS, EmbedServer, MiniLM  # noqa: PLC0415
 
-        server = EmbedServer(MiniLM(None if args.no_cache else DEFAULT_CACHE)).start()
+        if args.model not in MODELS:
+            raise SystemExit(f"--model: the bench serves {', '.join(MODELS)}; for another, pass --ollama-host")
+        server = EmbedServer(MiniLM(None if args.no_cache else MODELS[args.model][2], args.model)).start()
         host = server.url
     try:
         with tempfile.TemporaryDirectory() as tmp:
@@ -475,7 +477,8 @@ def main() -> None:
         "--postgres", action="store_true", help="the PostgreSQL backend (a private pgserver) instead of SQLite"
     )
     parser.add_argument("--ollama-host", help="use this Ollama-compatible server instead of starting one")
-    parser.add_argument("--model", default="all-minilm", help="embedding model name (default all-minilm)")
+    parser.add_argument("--model", default="all-minilm",
+                        help="embedding model name: all-minilm (default) or all-mpnet (all-mpnet-base-v2)")
     parser.add_argument(
         "--tune", action="append", default=[], metavar="KEY=VALUE", help="override a SearchTuning field"
     )
