@@ -7,6 +7,7 @@ concurrency, not the model: bench/latency.py has the MiniLM figures).
     .venv/bin/python bench/http_load.py --backend sqlite
     .venv/bin/python bench/http_load.py --backend postgres
     .venv/bin/python bench/http_load.py --backend postgres --instances 2
+    .venv/bin/python bench/http_load.py --bare        # the floor: the SDK's server, tools that do nothing
 
 With two instances each client holds a connection to both and alternates its calls between them,
 on one conversation: what one instance acknowledged, the other must find. The instances run
@@ -43,6 +44,60 @@ from ollama_mcp.config import Settings  # noqa: E402
 SERVER = Path(sys.executable).parent / "ollama-mcp"
 PRINCIPALS = ("alice", "bob", "carol", "dave", "erin")
 WORDS = ("deploy", "invoice", "garden", "vacation", "database", "budget", "python", "meeting", "doctor", "piano")
+
+
+# The floor: the SDK's own streamable HTTP server with the same four tool names, each answering at
+# once with a small JSON object and touching nothing (``--bare``): what 50 clients cost any Python
+# MCP server on this machine before it does any work.
+BARE = """import socket, sys, uuid
+import uvicorn
+from pydantic import BaseModel
+from mcp.server import MCPServer
+server = MCPServer("bare")
+class Started(BaseModel):
+    conversation_id: str
+class Stored(BaseModel):
+    memory_id: str
+    conversation_id: str | None
+class Found(BaseModel):
+    results: list[dict]
+    mode: str
+class Listed(BaseModel):
+    conversations: list[dict]
+@server.tool()
+async def init_conversation(name: str | None = None) -> Started:
+    "start"
+    return Started(conversation_id=str(uuid.uuid4()))
+@server.tool()
+async def store_memory(content: str, conversation_id: str | None = None) -> Stored:
+    "store"
+    return Stored(memory_id=str(uuid.uuid4()), conversation_id=conversation_id)
+@server.tool()
+async def search_memories(query: str, conversation_id: str | None = None) -> Found:
+    "search"
+    return Found(results=[], mode="hybrid")
+@server.tool()
+async def list_conversations() -> Listed:
+    "list"
+    return Listed(conversations=[])
+sock = socket.socket()
+sock.bind(("127.0.0.1", 0))
+print(f"serves MCP at http://127.0.0.1:{sock.getsockname()[1]}/mcp", file=sys.stderr, flush=True)
+app = server.streamable_http_app(stateless_http="--stateless" in sys.argv)
+uvicorn.Server(uvicorn.Config(app, log_level="warning", access_log=False)).run(sockets=[sock])
+"""
+
+
+def start_bare(folder: str, stateless: bool) -> tuple[subprocess.Popen[str], str]:
+    script = Path(folder) / "bare_http.py"
+    script.write_text(BARE)
+    args = [sys.executable, str(script), *(["--stateless"] if stateless else [])]
+    process = subprocess.Popen(args, stderr=subprocess.PIPE, text=True, cwd="/")
+    assert process.stderr is not None
+    for line in process.stderr:
+        if "serves MCP at" in line:
+            return process, line.split("serves MCP at ", 1)[1].strip()
+    raise SystemExit(f"the bare server did not start: {process.wait()}")
 
 
 def start_server(env: dict[str, str], stateless: bool) -> tuple[subprocess.Popen[str], str]:
@@ -97,14 +152,20 @@ async def run_client(
                 await connected.__aexit__(None, None, None)
 
 
-async def measure(database: str, embed_url: str, clients: int, calls: int, instances: int) -> dict[str, Any]:
+async def measure(
+    database: str, embed_url: str, clients: int, calls: int, instances: int, bare: bool = False
+) -> dict[str, Any]:
     env = {"PATH": os.environ["PATH"], "HOME": os.environ.get("HOME", "/tmp"), "OLLAMA_MCP_DB": database,
            "OLLAMA_HOST": embed_url, "OLLAMA_MCP_EMBED_MODEL": "all-minilm", "OLLAMA_MCP_CHAT_MODEL": "none",
            "OLLAMA_MCP_LOG_LEVEL": "WARNING"}
     settings = Settings.from_env(env)
-    tokens = [(await admin.create_token(settings, f"client-{i}", PRINCIPALS[i % len(PRINCIPALS)]))[1]
-              for i in range(clients)]
-    servers = [start_server(env, stateless=instances > 1) for _ in range(instances)]
+    if bare:
+        tokens = ["none"] * clients
+        servers = [start_bare(str(Path(database).parent), stateless=instances > 1) for _ in range(instances)]
+    else:
+        tokens = [(await admin.create_token(settings, f"client-{i}", PRINCIPALS[i % len(PRINCIPALS)]))[1]
+                  for i in range(clients)]
+        servers = [start_server(env, stateless=instances > 1) for _ in range(instances)]
     timings: dict[str, list[float]] = defaultdict(list)
     acked: list[tuple[str, str]] = []
     errors: list[str] = []
@@ -120,8 +181,8 @@ async def measure(database: str, embed_url: str, clients: int, calls: int, insta
             process.terminate()
             process.wait(timeout=30)
     wall = time.perf_counter() - started
-    present: set[str] = set()
-    for principal in PRINCIPALS:
+    present: set[str] = {memory for _, memory in acked} if bare else set()  # the floor keeps nothing
+    for principal in () if bare else PRINCIPALS:
         text, _ = await admin.export_store(settings.for_principal(principal), None, "json")
         present |= {m["id"] for c in json.loads(text)["conversations"] for m in c["memories"]}
     missing = [memory for _, memory in acked if memory not in present]
@@ -141,6 +202,7 @@ async def measure(database: str, embed_url: str, clients: int, calls: int, insta
             f"{kind}_p99_ms": round(statistics.quantiles(values, n=100)[98], 1)
             for kind, values in sorted(timings.items())
         },
+        "calls_per_s": round(len(every) / wall, 1),
         "all_p50_ms": round(statistics.median(every), 1),
         "all_p99_ms": round(statistics.quantiles(every, n=100)[98], 1),
     }
@@ -152,6 +214,8 @@ def main() -> None:
     parser.add_argument("--clients", type=int, default=50)
     parser.add_argument("--calls", type=int, default=100)
     parser.add_argument("--instances", type=int, default=1)
+    parser.add_argument("--bare", action="store_true",
+                        help="the floor: a bare SDK server with the same tool names that does nothing")
     args = parser.parse_args()
     embedder = EmbedServer(Synthetic(dim=384)).start()
     with tempfile.TemporaryDirectory(prefix="ollama-mcp-load-") as tmp:
@@ -166,12 +230,12 @@ def main() -> None:
                 raise SystemExit("--instances > 1 needs --backend postgres")
             database = str(Path(tmp) / "memory.db")
         try:
-            report = anyio.run(measure, database, embedder.url, args.clients, args.calls, args.instances)
+            report = anyio.run(measure, database, embedder.url, args.clients, args.calls, args.instances, args.bare)
         finally:
             if pg is not None:
                 pg.cleanup()
             embedder.stop()
-    print(json.dumps({"backend": args.backend, **report}, indent=1))
+    print(json.dumps({"backend": "bare SDK server" if args.bare else args.backend, **report}, indent=1))
 
 
 if __name__ == "__main__":
