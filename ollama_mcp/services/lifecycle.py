@@ -524,14 +524,14 @@ class ConversationLifecycle(Archive):
             job.conversation_id, after_seq=conversation.summarized_through, kinds=("message",)
         )
         if "through_seq" in job.options:  # asked for: the turns up to that one, however many
-            oldest_half = [m for m in pending if m.seq <= job.options["through_seq"]]
+            folded = [m for m in pending if m.seq <= job.options["through_seq"]]
         else:  # a threshold crossed: the older half, the newer kept verbatim
-            oldest_half = pending[: len(pending) // 2] if len(pending) >= 2 else []
-        if not oldest_half:
+            folded = pending[: len(pending) // 2] if len(pending) >= 2 else []
+        if not folded:
             await self._store.finish_job(job, utc_now())
             return
-        through = oldest_half[-1].seq
-        text = await summarizer.summarize(oldest_half, conversation.rolling_summary)
+        through = folded[-1].seq
+        text = await summarizer.summarize(folded, conversation.rolling_summary)
         level = 1
         strategy = job.options.get("strategy") or self.compaction_strategy(conversation)
         if (strategy == "hierarchical"

@@ -255,12 +255,7 @@ async def test_a_summary_compaction_or_facts_asked_for_now_is_queued_once_and_fo
         facts = await alice.call("POST", f"/conversations/{conv}/facts", {}, expect=202)
         compacting = await alice.call("POST", f"/conversations/{conv}/compact", {}, expect=202)
         assert len({job["id"], facts["id"], compacting["id"]}) == 3
-
-        async def done() -> bool:
-            state = await alice.call("GET", f"/jobs/{job['id']}")
-            return state["state"] == "done"
-
-        await eventually(done)
+        await _finished(alice, job)
         listed = await alice.call("POST", f"/conversations/{conv}/recall", {"query": "*", "k": 20})
         assert "summary" in [hit["kind"] for hit in listed["hits"]]  # what the job wrote
         assert (await bob.call("GET", f"/jobs/{job['id']}", expect=404))["error"].startswith("job_id: no job")
