@@ -283,7 +283,9 @@ class Stored:
     turns_of: dict[str, set[str]]  # memory id -> the turn it records
 
 
-async def store_all(driver: Driver, samples: Iterable[Sample], progress: bool) -> tuple[list[Stored], list[float]]:
+async def store_all(
+    driver: Driver, samples: Iterable[Sample], progress: bool, wait: bool = True
+) -> tuple[list[Stored], list[float]]:
     stored, timings = [], []
     from ollama_mcp.services.turns import MAX_TURNS  # noqa: PLC0415 - add_messages' limit per call
     for sample in samples:
@@ -301,7 +303,8 @@ async def store_all(driver: Driver, samples: Iterable[Sample], progress: bool) -
             print(
                 f"  {sample.sample_id}: {len(sample.turns)} turns, {len(sample.questions)} questions", file=sys.stderr
             )
-    await settle(driver)
+    if wait:
+        await settle(driver)
     return stored, timings
 
 
@@ -438,7 +441,9 @@ async def amain(args: argparse.Namespace) -> dict[str, Any]:  # noqa: PLR0915
             by_date: dict[str, dict[str, Scores]] = {}
             search_ms: list[tuple[float, bool]] = []
             async with driver(env, _tuning(args.tune)) as d:
-                stored, store_ms = await store_all(d, samples, progress=not args.quiet)
+                stored, store_ms = await store_all(d, samples, progress=not args.quiet, wait=not args.no_wait)
+                stored_at = time.perf_counter()
+                pending_before = await d.pending()
                 for config in _grid(args.grid):
                     d.tune(config)
                     name = ",".join(f"{k}={v}" for k, v in config.items()) or "defaults"
@@ -449,6 +454,12 @@ async def amain(args: argparse.Namespace) -> dict[str, Any]:  # noqa: PLR0915
                         dated = {k: v.row()["R@10"] for k, v in sorted(by_date[name].items())}
                         print(f"  {name}: {rows['headline (1-4)']} R@10 by category "
                               f"{[r['R@10'] for r in rows.values()]} dated {dated}", file=sys.stderr)
+                pending_after = await d.pending()
+                asked_in = time.perf_counter() - stored_at
+                drained_in = None
+                if args.no_wait:  # how long the rest of the backlog takes, nobody asking
+                    await settle(d)
+                    drained_in = round(time.perf_counter() - stored_at, 1)
             elapsed = time.perf_counter() - started
     finally:
         if server is not None:
@@ -465,6 +476,9 @@ async def amain(args: argparse.Namespace) -> dict[str, Any]:  # noqa: PLR0915
             "dated_search_ms": round(statistics.median(ms for ms, dated in search_ms if dated), 2),
         },
         "seconds": round(elapsed, 1), "skipped_questions": sum(s.skipped for s in samples),
+        "backlog": {"waited": not args.no_wait, "pending_when_asked": pending_before,
+                    "pending_after_questions": pending_after, "questions_seconds": round(asked_in, 1),
+                    "drained_seconds_after_storing": drained_in},
     }
     if len(results) > 1 and len(ids) > 1:
         out["rotated"], out["folds"] = rotated(results, ids)
@@ -487,6 +501,9 @@ def main() -> None:
     parser.add_argument("--grid", action="append", default=[], metavar="KEY=V1,V2",
                         help="rotated held-out figures over every combination of these SearchTuning values")
     parser.add_argument("--limit", type=int, help="only the first N conversations")
+    parser.add_argument("--no-wait", action="store_true",
+                        help="ask at once after storing, while the in-context vectors are still being computed "
+                        "(#56 item 4), then time the rest of the drain")
     parser.add_argument("--no-cache", action="store_true", help="do not use the embedding cache")
     parser.add_argument("--json", type=Path, help="also write the results here")
     parser.add_argument("--quiet", action="store_true")
@@ -504,6 +521,7 @@ def main() -> None:
           f"search {result['median_ms'].get('search_ms')} ms (including the embedding call; naming a date "
           f"{result['median_ms'].get('dated_search_ms')} ms), {result['seconds']} s, "
           f"{result['skipped_questions']} questions without usable evidence skipped")
+    print(f"backlog: {result['backlog']}")
     if args.json:
         args.json.write_text(json.dumps(result, indent=2))
 

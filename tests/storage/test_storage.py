@@ -173,7 +173,7 @@ def _axis(axis: int, dim: int = 8) -> np.ndarray:
     return vector
 
 
-async def test_search_ranks_by_context_vectors_and_by_own_vectors_only_where_no_context_vector_exists(
+async def test_search_ranks_by_context_vectors_and_where_none_exists_yet_by_a_stand_in_mixed_from_own_vectors(
     db_path: Path,
 ) -> None:
     store = await Store.open(db_path)
@@ -190,10 +190,14 @@ async def test_search_ranks_by_context_vectors_and_by_own_vectors_only_where_no_
         by_context = await _ranked(index, _axis(1), 5, Scope())
         assert by_context.ranked[0] == (both.seq, pytest.approx(1.0))
         assert by_context.similarity[both.seq] == pytest.approx(0.0)  # its own text is about something else
-        assert (await _ranked(index, _axis(2), 5, Scope())).ranked[0] == (own_only.seq, pytest.approx(1.0))
+        # "own only" waits for its context vector: its context is "both" then itself, so it ranks by
+        # its own vector and the one of "both", weighted by their characters (8 and 4)
+        stand_in = (await _ranked(index, _axis(2), 5, Scope())).ranked
+        assert stand_in[0] == (own_only.seq, pytest.approx(8 / 80**0.5))
+        assert dict((await _ranked(index, _axis(0), 5, Scope())).ranked)[own_only.seq] == pytest.approx(4 / 80**0.5)
         # its own vector never competes while it has a context vector, but still gives its similarity
         by_own = await _ranked(index, _axis(0), 5, Scope(), candidates=[both.seq])
-        assert by_own.ranked[0][1] == pytest.approx(0.0) and by_own.similarity[both.seq] == pytest.approx(1.0)
+        assert dict(by_own.ranked)[both.seq] == pytest.approx(0.0) and by_own.similarity[both.seq] == pytest.approx(1.0)
 
         await index.remove([both.seq], facet="context")  # its context was rewritten: falls back to its own
         assert index.ranked_rows == 2
@@ -226,7 +230,7 @@ async def test_vector_index_notices_inserts_and_deletes_made_by_another_connecti
         query = np.zeros(8, dtype=np.float32)
         query[1] = 1.0
         ranked = (await _ranked(index, query, 5, Scope())).ranked
-        assert ranked[0] == (other.seq, pytest.approx(1.0))
+        assert ranked[0][0] == other.seq  # (by a stand-in for its context vector: "first" then "other")
 
         await theirs.delete_memory(other.id)  # and its delete
         await index.refresh()
@@ -312,8 +316,11 @@ async def test_vector_index_spanning_several_blocks_ranks_and_compacts_correctly
     old = vectors.BLOCK_ROWS
     vectors.BLOCK_ROWS = 4  # small blocks: the same code paths as 8192-row blocks, on 10 rows
     try:
-        conv = await store.create_conversation("33333333-3333-4333-8333-333333333333", None, {}, False, utc_now())
-        seqs = [(await _memory(store, conv.id, f"m{i}")).seq for i in range(10)]
+        seqs = []
+        for i in range(10):  # one conversation each: each is its own context, ranked by its own vector alone
+            conv_id = f"33333333-3333-4333-8333-33333333333{i}"
+            conv = await store.create_conversation(conv_id, None, {}, False, utc_now())
+            seqs.append((await _memory(store, conv.id, f"m{i}")).seq)
         await store.insert_embeddings([_row(seq, i % 8) for i, seq in enumerate(seqs)])
         index = VectorIndex(store, "m")
         await index.refresh()

@@ -2,7 +2,7 @@
 
 The matrices mirror ``memory_embeddings`` for one model, one matrix per facet (a memory's own
 text, and its context). A search multiplies the query with the context matrix only, plus the
-own vectors of the few memories that have no context vector yet; own (content) vectors are
+stand-ins of the few memories that have no context vector yet (``_guess_contexts``); own vectors are
 looked up per candidate, for the similarity a hit reports and for re-ranking the candidates, and
 are held as float16 (``_HELD``): half the memory, similarities within 1e-4.
 Ranking by context alone is what bench/locomo.py measured as good as ranking by both (and it
@@ -147,8 +147,25 @@ class VectorIndex:
                 self._reset()
                 self.loaded_from = "database"
                 await self._store.vector_snapshot(self.model, 0, self._append)
+            await self._learn_context_parts()
             self._loaded = True
             self._data_version = version
+
+    async def _learn_context_parts(self) -> None:
+        """Read what the contexts of the memories still waiting for a context vector are made of
+        (``_guess_contexts``), once each; a stand-in built before that is built again."""
+        for seq in self._parts.keys() - self._uncovered:
+            del self._parts[seq]
+        missing = self._uncovered - self._parts.keys()
+        if not missing:
+            return
+        found = await self._store.context_parts(sorted(missing))
+        for seq in missing:
+            self._parts[seq] = found.get(seq, [])
+        stale = missing & self._bare_held
+        if stale:
+            self._bare.remove(np.fromiter(stale, dtype=np.int64))
+            self._bare_held -= stale
 
     async def save(self) -> bool:
         """Write the matrices to the vector file when there is none yet or they grew by a tenth
@@ -224,7 +241,9 @@ class VectorIndex:
         self._skipped: int = 0
         self._max_id: int = 0
         self._uncovered: set[int] = set()  # memories with an own vector but no context vector yet
-        # ... and their own rows again, as float32, as of the last search (``_bare_rows``).
+        # ... what each one's context is made of: (seq, characters) of its texts, itself last ...
+        self._parts: dict[int, list[tuple[int, int]]] = {}
+        # ... and their stand-in rows, as float32, as of the last search (``_bare_rows``).
         self._bare = Matrix(0, _HELD[_CONTEXT])
         self._bare_held: set[int] = set()
 
@@ -289,12 +308,39 @@ class VectorIndex:
         bare, held = self._bare, self._bare_held
         if held != self._uncovered:
             bare.remove(np.fromiter(held - self._uncovered, dtype=np.int64))
-            rows, _ = content.rows_of.lookup(np.fromiter(self._uncovered - held, dtype=np.int64))
+            rows, owners = content.rows_of.lookup(np.fromiter(self._uncovered - held, dtype=np.int64))
             if rows.size:
                 bare.extend(content.ids[rows], content.seqs[rows], content.convs[rows], content.kinds[rows],
-                            content.gather(rows))
+                            self._guess_contexts(content, owners, content.gather(rows).astype(np.float32)))
             self._bare_held = set(self._uncovered)
         return bare
+
+    def _guess_contexts(self, content: Matrix, owners: np.ndarray, own: np.ndarray) -> np.ndarray:
+        """Stand-ins for context vectors not computed yet: each row's own vector mixed with the
+        own vectors of the memories its context holds, weighted by their characters, as a model
+        that averages over tokens would weigh them. Right after a burst of stores (an import, a
+        transcript recorded at once) most memories wait for their context vectors, and their own
+        vectors alone rank them worse than no vectors at all; the stand-ins rank almost as well as
+        the real ones (dev R@10 0.792 against 0.799 with MiniLM, 0.804 against 0.811 with
+        all-mpnet-base-v2: bench/README.md, #56). A part whose own vector is not here yet is left
+        out."""
+        for i, seq in enumerate(owners.tolist()):
+            parts = self._parts.get(seq, [])
+            earlier = [(part, chars) for part, chars in parts if part != seq]
+            if not earlier:
+                continue
+            rows, whose = content.rows_of.lookup(np.array([part for part, _ in earlier], dtype=np.int64))
+            first: dict[int, int] = {}
+            for row, part in zip(rows.tolist(), whose.tolist(), strict=True):
+                first.setdefault(part, row)
+            mixed = own[i] * max(1, parts[-1][1])
+            for part, chars in earlier:
+                if part in first:
+                    mixed = mixed + content.gather(np.array([first[part]]))[0].astype(np.float32) * max(1, chars)
+            norm = float(np.linalg.norm(mixed))
+            if norm > 0:
+                own[i] = mixed / norm
+        return own
 
     def _forget_file(self) -> None:
         if self._file is not None:

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from ollama_mcp.domain import Facet, Memory
-from ollama_mcp.storage.sql.rows import MEMORY_COLUMNS
+from ollama_mcp.storage.memory_rules import CONTEXT_NEIGHBOUR_CHARS, CONTEXT_NEIGHBOURS
+from ollama_mcp.storage.sql.rows import MEMORY_COLUMNS, text_kept
 from ollama_mcp.storage.sql.vectors import VectorRows, missing_vector, pending_from_rows
 from ollama_mcp.storage.sqlite.base import StoreBase
 from ollama_mcp.storage.sqlite.dialect import SQLITE
@@ -48,6 +50,30 @@ class VectorStore(VectorRows, StoreBase):
             "find memories awaiting embeddings",
         )
         return pending_from_rows(SQLITE, rows)
+
+    async def context_parts(self, memory_seqs: Sequence[int]) -> dict[int, list[tuple[int, int]]]:
+        """What each of ``memory_seqs``' context is made of, as (seq, characters) of the memories
+        whose text it holds, oldest first, itself last: the rule ``earlier_contents`` writes
+        contexts by (summaries, facts and redacted turns are their own context and no one
+        else's), each earlier text clipped as ``compose_context`` clips it."""
+        if not memory_seqs:
+            return {}
+        rows = await self._fetchall(
+            "SELECT u.seq, u.seq, length(u.content), 1 FROM memories u WHERE u.seq IN (SELECT value FROM json_each(?1))"
+            " UNION ALL"
+            f" SELECT u.seq, p.seq, min(length(p.content), {CONTEXT_NEIGHBOUR_CHARS}), 0"
+            " FROM memories u JOIN memories p ON p.seq IN ("
+            "  SELECT q.seq FROM memories q WHERE q.conversation_id = u.conversation_id AND q.seq < u.seq"
+            f"  AND q.kind NOT IN ('summary', 'fact') AND {text_kept(SQLITE, 'q.')} ORDER BY q.seq DESC LIMIT ?2)"
+            " WHERE u.seq IN (SELECT value FROM json_each(?1)) AND u.kind NOT IN ('summary', 'fact')"
+            f" AND {text_kept(SQLITE, 'u.')}"
+            " ORDER BY 1, 4, 2",
+            (json.dumps(list(memory_seqs)), CONTEXT_NEIGHBOURS), "read what contexts are made of",
+        )
+        parts: dict[int, list[tuple[int, int]]] = {}
+        for seq, part, chars, _ in rows:
+            parts.setdefault(int(seq), []).append((int(part), int(chars)))
+        return parts
 
     async def vector_samples(
         self, model: str, max_id: int, ids: Sequence[int]
