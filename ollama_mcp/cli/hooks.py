@@ -121,7 +121,8 @@ async def _dispatch(app: App, call: HookCall) -> str:
     text = _within(text, app.service.max_content_chars)
     conversation = await _session_conversation(app, call, create=True)
     assert conversation is not None
-    await app.lifecycle.add_messages(conversation.id, [{"role": role, "content": text}])
+    # embed=False: a hook returns at once; the server's background embeds the turn
+    await app.lifecycle.add_messages(conversation.id, [{"role": role, "content": text}], embed=False)
     return ""
 
 

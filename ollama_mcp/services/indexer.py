@@ -177,6 +177,20 @@ class Indexer:
             "when Ollama answers; keyword search finds it meanwhile.",
         )
 
+    async def embed_turns(self, turns: Sequence[Memory]) -> None:
+        """Embed just-recorded turns' own texts now, in one request (the first turn of a
+        conversation, its own context, gives both vectors): asked about at once, they rank by
+        meaning from the start, their in-context vectors standing in by those own vectors until
+        the background computes them. While Ollama is known to fail nothing waits: they stay
+        pending, keyword search finds them, and the backfill embeds them when Ollama answers."""
+        if self._failure is not None or not turns:
+            return
+        work = [(turn, ("content", "context") if turn.context == turn.content else ("content",)) for turn in turns]
+        try:
+            await self._embed_and_store(work, waited=True)
+        except (OllamaError, EmbeddingMismatchError) as exc:
+            self._fail(exc)
+
     async def embed_now(self, memory: Memory) -> None:
         """Embed a stored memory's own text now, for work that needs its vector and cannot wait
         for the backfill (the relate job); Ollama's errors are the caller's to handle."""

@@ -136,11 +136,16 @@ class ConversationLifecycle(Archive):
         await self._maybe_compact(await self._store.get_conversation(target))
         return stored
 
-    async def add_messages(self, conversation_id: object, messages: object) -> tuple[list[Memory], bool]:
+    async def add_messages(
+        self, conversation_id: object, messages: object, *, embed: bool = True
+    ) -> tuple[list[Memory], bool]:
         """Record a client's turns, in order and in one transaction, in the given conversation
         (default: the current one, else a new one made current); returns (the messages, was_retry).
-        The same turns sent again within RETRY_WINDOW are a retry and are not added twice."""
-        return await self._record(conversation_id, parse_turns("messages", messages, self.service.max_content_chars))
+        The same turns sent again within RETRY_WINDOW are a retry and are not added twice.
+        ``embed``: wait for their own vectors, as a store does (``Indexer.embed_turns``); else
+        the background embeds them (a hook, which must return at once)."""
+        turns = parse_turns("messages", messages, self.service.max_content_chars)
+        return await self._record(conversation_id, turns, embed=embed)
 
     async def add_turn(self, conversation_id: str, turn: object) -> tuple[Memory, bool]:
         """One turn into a given conversation (the REST API's), its fields named as they are
@@ -150,7 +155,9 @@ class ConversationLifecycle(Archive):
         stored, retry = await self._record(conversation_id, [parse_turn("", turn, self.service.max_content_chars)])
         return stored[0], retry
 
-    async def _record(self, conversation_id: object, turns: list[Turn]) -> tuple[list[Memory], bool]:
+    async def _record(
+        self, conversation_id: object, turns: list[Turn], *, embed: bool = True
+    ) -> tuple[list[Memory], bool]:
         conversation = await self.service.resolve_conversation(conversation_id, create=True)
         assert conversation is not None, "create=True makes one"
         now = utc_now()  # one created_at for the batch: how a retry is told from the end of a longer one
@@ -160,6 +167,8 @@ class ConversationLifecycle(Archive):
         with audit.recording("add_messages", conversation.id, batch[0].id, arguments=arguments):
             stored, retry = await self._store.insert_messages(batch, retry_since)
         if not retry:
+            if embed:
+                await self._indexer.embed_turns(stored)
             self._indexer.added()
             await self._maybe_compact(await self._store.get_conversation(conversation.id))
         return stored, retry

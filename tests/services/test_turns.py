@@ -16,6 +16,7 @@ from ollama_mcp.app import App
 from ollama_mcp.config import Settings
 from ollama_mcp.errors import InvalidInputError
 from tests.conftest import Database, backfill, connect
+from tests.fake_ollama import FakeOllama
 from tests.mcp.test_tools import call, error
 
 pytestmark = pytest.mark.anyio
@@ -279,3 +280,48 @@ async def test_an_edited_turn_leaves_no_trace_of_its_old_text_in_the_keyword_ind
     await backfill(app)
     found = await app.service.search(inputs.search_request("code word heron", include_messages=True))
     assert first.id in [h.memory.id for h in found.hits]  # by its new text (the reply's context holds it too)
+
+
+async def test_recorded_turns_have_their_own_vectors_when_add_messages_returns_and_their_contexts_follow(
+    app: App, db: Database, fake_ollama: FakeOllama
+) -> None:
+    first = [{"role": "user", "content": "The staging proxy listens on port 8443."}]
+    added, _ = await app.lifecycle.add_messages(None, first)
+    before = len(fake_ollama.embed_requests())
+    more = [{"role": "assistant", "content": "Noted."}, {"role": "user", "content": "And the database on 5432."}]
+    await app.lifecycle.add_messages(added[0].conversation_id, more)
+
+    # one request for the two turns' own texts; no background ran (the app has none here)
+    requests = fake_ollama.embed_requests()[before:]
+    assert [len(r.body["input"]) for r in requests] == [2]
+    assert all("5432" in text or "Noted" in text for text in requests[0].body["input"])
+    facets = db.rows(
+        "SELECT m.content, e.facet FROM memories m LEFT JOIN memory_embeddings e ON e.memory_seq = m.seq"
+        " ORDER BY m.seq, e.facet"
+    )
+    assert facets == [
+        (first[0]["content"], "content"), (first[0]["content"], "context"),  # its own context: both at once
+        ("Noted.", "content"), ("And the database on 5432.", "content"),
+    ]
+    assert await app.indexer.pending_count() == 2  # the in-context vectors of the two: the background's
+    await backfill(app)
+    assert await app.indexer.pending_count() == 0
+
+
+async def test_turns_recorded_while_ollama_fails_are_kept_and_pending_and_embedded_once_it_answers(
+    app: App, db: Database, fake_ollama: FakeOllama
+) -> None:
+    fake_ollama.fail = (503, "server busy")
+    added, retry = await app.lifecycle.add_messages(None, [{"role": "user", "content": "The proxy is on 8443."}])
+    assert not retry and [m.content for m in added] == ["The proxy is on 8443."]
+    assert db.rows("SELECT count(*) FROM memory_embeddings") == [(0,)]
+    outcome = await app.service.search(inputs.search_request("proxy", added[0].conversation_id, include_messages=True))
+    assert [hit.memory.id for hit in outcome.hits] == [added[0].id]
+    assert outcome.mode == "keyword" and "503" in (outcome.notice or "")
+    # while it is known to fail, the next turns do not wait for it
+    before = len(fake_ollama.embed_requests())
+    await app.lifecycle.add_messages(added[0].conversation_id, [{"role": "assistant", "content": "Noted."}])
+    assert len(fake_ollama.embed_requests()) == before
+    fake_ollama.fail = None
+    await backfill(app)
+    assert await app.indexer.pending_count() == 0
