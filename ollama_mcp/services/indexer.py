@@ -185,7 +185,8 @@ class Indexer:
         pending, keyword search finds them, and the backfill embeds them when Ollama answers."""
         if self._failure is not None or not turns:
             return
-        work = [(turn, ("content", "context") if turn.context == turn.content else ("content",)) for turn in turns]
+        both: tuple[Facet, ...] = ("content", "context")
+        work = [(turn, both if turn.context == turn.content else both[:1]) for turn in turns]
         try:
             await self._embed_and_store(work, waited=True)
         except (OllamaError, EmbeddingMismatchError) as exc:
