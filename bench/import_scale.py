@@ -7,6 +7,13 @@ answer, so the current-branch walk is exercised; turns of about 200 characters),
 installed ``ollama-mcp import`` on it into a new store with no Ollama listening, as a user would,
 and reports the wall time and the process's peak RSS (from ``wait4``'s rusage). The target
 (#54): 10,000 conversations and 200,000 turns in at most 2 minutes, peak RSS under 300 MB.
+
+``--drain`` then starts the installed server over MCP stdio with a real embedding model behind
+the Ollama API (``bench/embed_server.py``, pinned to one thread) and times how long its
+background takes to embed everything the import left pending (both vectors of every turn),
+nobody asking meanwhile (#56 item 4: "how long the backlog of a 5,000-turn import takes"):
+
+    python bench/import_scale.py --conversations 250 --turns 20 --drain
 """
 
 from __future__ import annotations
@@ -15,6 +22,7 @@ import argparse
 import json
 import os
 import random
+import sqlite3
 import subprocess
 import sys
 import tempfile
@@ -59,11 +67,51 @@ def generate(path: Path, conversations: int, turns: int) -> None:
         out.write("]")
 
 
+async def drain(db: str, home: str, model: str) -> tuple[int, float, float]:
+    """How many memories were pending when the server started, the seconds until none is, and
+    the floor: the seconds the model itself takes for the same texts (a sample of 500 memories'
+    two texts, encoded in-process in batches of 32 with nothing cached, scaled to all)."""
+    import anyio  # noqa: PLC0415
+    from mcp import Client, StdioServerParameters  # noqa: PLC0415
+
+    from bench.embed_server import EmbedServer, MiniLM  # noqa: PLC0415
+    from ollama_mcp.config import Settings  # noqa: PLC0415
+    from ollama_mcp.storage.backends import open_backend  # noqa: PLC0415
+
+    minilm = MiniLM(None, model)  # nothing cached: the drain pays for every text, as a user's does
+    embedder = EmbedServer(minilm).start()
+    env = {"PATH": os.environ["PATH"], "HOME": home, "OLLAMA_MCP_DB": db, "OLLAMA_HOST": embedder.url,
+           "OLLAMA_MCP_EMBED_MODEL": model, "OLLAMA_MCP_CHAT_MODEL": "none", "OLLAMA_MCP_LOG_LEVEL": "WARNING"}
+    store, _ = await open_backend(Settings.from_env(env))
+    try:
+        pending = await store.pending_count(model)
+        server = StdioServerParameters(command=str(Path(sys.executable).parent / "ollama-mcp"), env=env, cwd="/")
+        started = time.monotonic()
+        async with Client(server, mode="legacy"):
+            while await store.pending_count(model):
+                await anyio.sleep(0.5)
+            seconds = time.monotonic() - started
+        embedder.stop()
+        texts = [text for row in sqlite3.connect(db).execute(
+            "SELECT content, context FROM memories WHERE seq % (SELECT max(1, count(*) / 500) FROM memories) = 0"
+        ) for text in row]
+        began = time.perf_counter()
+        minilm.model.encode(texts, batch_size=32, normalize_embeddings=True)
+        floor = (time.perf_counter() - began) * pending * 2 / len(texts)
+        return pending, seconds, floor
+    finally:
+        await store.aclose()
+        embedder.stop()
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--conversations", type=int, default=10_000)
     parser.add_argument("--turns", type=int, default=20)
     parser.add_argument("--postgres-url", help="import into this PostgreSQL database instead of a new SQLite file")
+    parser.add_argument("--drain", action="store_true",
+                        help="then time the server's background embedding of what the import left pending")
+    parser.add_argument("--model", default="all-minilm", help="the embedding model --drain serves")
     args = parser.parse_args()
     script = Path(sys.executable).parent / "ollama-mcp"
     with tempfile.TemporaryDirectory(prefix="import-scale-") as folder:
@@ -84,8 +132,19 @@ def main() -> int:
         print(out.strip())
         print(f"{args.conversations:,} conversations, {args.conversations * args.turns:,} turns, file "
               f"{size / 1e6:.0f} MB: {elapsed:.1f} s, peak RSS {usage.ru_maxrss / 1024:.0f} MB")
+        if args.drain:
+            import anyio  # noqa: PLC0415
+
+            if args.postgres_url:
+                raise SystemExit("--drain measures a SQLite store")
+            pending, seconds, floor = anyio.run(drain, db, folder, args.model)
+            print(f"drain ({args.model}, one thread, nobody asking): {pending:,} memories pending, "
+                  f"all embedded in {seconds:.1f} s from the server's start ({pending / seconds:.1f} memories/s); "
+                  f"the model alone on the same texts (in process, batches of 32): {floor:.1f} s, "
+                  f"ratio {seconds / floor:.2f}")
     return 0
 
 
 if __name__ == "__main__":
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
     sys.exit(main())

@@ -480,6 +480,11 @@ async def amain(args: argparse.Namespace) -> dict[str, Any]:  # noqa: PLR0915
                     "pending_after_questions": pending_after, "questions_seconds": round(asked_in, 1),
                     "drained_seconds_after_storing": drained_in},
     }
+    out["per_conversation"] = {
+        sample: {"R@5": rows["headline (1-4)"]["R@5"], "R@10": rows["headline (1-4)"]["R@10"],
+                 "adversarial R@10": rows.get("5 adversarial", {}).get("R@10")}
+        for sample in ids for rows in [table(per_category(results[best], [sample]))]
+    }
     if len(results) > 1 and len(ids) > 1:
         out["rotated"], out["folds"] = rotated(results, ids)
     return out
@@ -522,6 +527,8 @@ def main() -> None:
           f"{result['median_ms'].get('dated_search_ms')} ms), {result['seconds']} s, "
           f"{result['skipped_questions']} questions without usable evidence skipped")
     print(f"backlog: {result['backlog']}")
+    print("per conversation (headline R@5, R@10; adversarial R@10): " + "; ".join(
+        f"{k} {v['R@5']:.3f} {v['R@10']:.3f} {v['adversarial R@10']}" for k, v in result["per_conversation"].items()))
     if args.json:
         args.json.write_text(json.dumps(result, indent=2))
 
