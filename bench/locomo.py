@@ -4,7 +4,8 @@ Drives the product through the same service API the MCP tools call (default), or
 real ``ollama-mcp`` process over MCP stdio (``--mcp``), against an Ollama-compatible server with
 a real embedding model (``bench/embed_server.py``, started here unless ``--ollama-host`` is
 given). Scoring follows ../shared/bench-data/README.md: recall@1/5/10 and MRR of the turns named
-in ``evidence``, per category; the headline is over the questions of categories 1-4.
+in ``evidence``, per category; the headline is over the questions of categories 1-4. S@10 is
+session-level recall: a question hits when a top-10 turn is in one of its evidence sessions.
 
     python bench/locomo.py                       # service API, prints the table
     python bench/locomo.py --mcp                 # the same through MCP stdio
@@ -126,14 +127,20 @@ def _normal_id(raw: str) -> str:
 class Driver(Protocol):
     async def init(self, name: str) -> str: ...
     async def record(self, conversation_id: str, turns: list[Turn]) -> list[str]: ...
-    async def search(self, conversation_id: str, query: str, k: int, reference_time: str) -> list[str]: ...
+    async def search(self, conversation_id: str, query: str, k: int, reference_time: str | None) -> list[str]: ...
     async def pending(self) -> int: ...
     def tune(self, tuning: dict[str, Any]) -> None: ...
 
 
+# --no-dates: the client passes no occurred_at and no reference_time (every turn happened when it was
+# stored, questions are asked "now"), as a client that knows nothing of time does (#56 item 5).
+DATED = True
+
+
 def messages(turns: list[Turn]) -> list[dict[str, str]]:
     """A session's turns as add_messages' turns: two people talking, each a user with a name."""
-    return [{"role": "user", "content": t.text, "actor": t.speaker, "occurred_at": t.occurred_at} for t in turns]
+    return [{"role": "user", "content": t.text, "actor": t.speaker,
+             **({"occurred_at": t.occurred_at} if DATED else {})} for t in turns]
 
 
 async def settle(driver: Driver) -> None:
@@ -167,7 +174,7 @@ async def service_driver(env: dict[str, str], tuning: dict[str, Any]) -> AsyncIt
             added, _ = await self.lifecycle.add_messages(conversation_id, messages(turns))
             return [m.id for m in added]
 
-        async def search(self, conversation_id: str, query: str, k: int, reference_time: str) -> list[str]:
+        async def search(self, conversation_id: str, query: str, k: int, reference_time: str | None) -> list[str]:
             request = search_request(
                 query, conversation_id, top_k=k, include_messages=True, reference_time=reference_time
             )
@@ -216,10 +223,10 @@ async def mcp_driver(env: dict[str, str], tuning: dict[str, Any]) -> AsyncIterat
             added = await self._call("add_messages", messages=messages(turns), conversation_id=conversation_id)
             return list(added["message_ids"])
 
-        async def search(self, conversation_id: str, query: str, k: int, reference_time: str) -> list[str]:
+        async def search(self, conversation_id: str, query: str, k: int, reference_time: str | None) -> list[str]:
             found = await self._call(
                 "search_memories", query=query, conversation_id=conversation_id, top_k=k, include_messages=True,
-                reference_time=reference_time,
+                **({"reference_time": reference_time} if reference_time else {}),
             )
             if found["mode"] != "hybrid":
                 raise SystemExit(f"search fell back to {found['mode']}: {found.get('notice')}")
@@ -250,6 +257,7 @@ class Scores:
     r5: list[float] = field(default_factory=list)
     r10: list[float] = field(default_factory=list)
     rr: list[float] = field(default_factory=list)
+    s10: list[float] = field(default_factory=list)  # session level: a top-10 turn is in an evidence session
 
     def add(self, ranked: list[set[str]], gold: set[str]) -> None:
         for k, bucket in ((1, self.r1), (5, self.r5), (10, self.r10)):
@@ -257,6 +265,8 @@ class Scores:
             bucket.append(len(hit) / len(gold))
         first = next((i for i, ids in enumerate(ranked, 1) if ids & gold), None)
         self.rr.append(1 / first if first else 0.0)
+        sessions = {turn.split(":")[0] for ids in ranked[:10] for turn in ids}
+        self.s10.append(1.0 if sessions & {turn.split(":")[0] for turn in gold} else 0.0)
 
     def extend(self, other: Scores) -> None:
         for f in fields(self):
@@ -270,6 +280,7 @@ class Scores:
             "R@5": mean(self.r5),
             "R@10": mean(self.r10),
             "MRR": mean(self.rr),
+            "S@10": mean(self.s10),
         }
 
 
@@ -323,7 +334,9 @@ async def ask_all(
         reference = datetime.fromisoformat(item.sample.reference_time)
         for question in item.sample.questions:
             started = time.perf_counter()
-            ranked = await driver.search(item.conversation, question.text, 10, item.sample.reference_time)
+            ranked = await driver.search(
+                item.conversation, question.text, 10, item.sample.reference_time if DATED else None
+            )
             dated = query_window(question.text, reference) is not None
             timings.append(((time.perf_counter() - started) * 1000, dated))
             turns = [item.turns_of[m] for m in ranked]
@@ -383,10 +396,12 @@ def table(per_category: dict[int, Scores]) -> dict[str, dict[str, float]]:
 
 
 def render(rows: dict[str, dict[str, float]]) -> str:
-    lines = [f"| {'category':<16} | {'n':>4} | R@1   | R@5   | R@10  | MRR   |", "|---|---:|---:|---:|---:|---:|"]
+    lines = [f"| {'category':<16} | {'n':>4} | R@1   | R@5   | R@10  | MRR   | S@10  |",
+             "|---|---:|---:|---:|---:|---:|---:|"]
     for name, r in rows.items():
         lines.append(
-            f"| {name:<16} | {r['n']:>4} | {r['R@1']:.3f} | {r['R@5']:.3f} | {r['R@10']:.3f} | {r['MRR']:.3f} |"
+            f"| {name:<16} | {r['n']:>4} | {r['R@1']:.3f} | {r['R@5']:.3f} | {r['R@10']:.3f} | {r['MRR']:.3f} "
+            f"| {r.get('S@10', 0.0):.3f} |"
         )
     return "\n".join(lines)
 
@@ -413,6 +428,8 @@ def _grid(specs: list[str]) -> list[dict[str, Any]]:
 
 
 async def amain(args: argparse.Namespace) -> dict[str, Any]:  # noqa: PLR0915
+    global DATED  # noqa: PLW0603 - one run, one setting
+    DATED = not args.no_dates
     samples = load(args.data)
     if args.limit:
         samples = samples[: args.limit]
@@ -506,6 +523,8 @@ def main() -> None:
     parser.add_argument("--grid", action="append", default=[], metavar="KEY=V1,V2",
                         help="rotated held-out figures over every combination of these SearchTuning values")
     parser.add_argument("--limit", type=int, help="only the first N conversations")
+    parser.add_argument("--no-dates", action="store_true",
+                        help="pass no occurred_at and no reference_time: every turn stored now (#56 item 5)")
     parser.add_argument("--no-wait", action="store_true",
                         help="ask at once after storing, while the in-context vectors are still being computed "
                         "(#56 item 4), then time the rest of the drain")
