@@ -9,10 +9,13 @@ import re
 from collections.abc import Callable, Collection, Iterable, Sequence
 from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
 from ollama_mcp.domain import MatchReason, Memory, SearchHit, format_timestamp
 from ollama_mcp.when import TimeWindow, in_window
+
+if TYPE_CHECKING:  # numpy is not imported on the way to the MCP handshake (tests/test_packaging.py)
+    import numpy as np
 
 WORD = re.compile(r"\w+", re.UNICODE)
 MAX_QUERY_TERMS = 64
@@ -95,6 +98,23 @@ def query_terms(text: str) -> list[str]:
     nothing else is left)."""
     words = list(dict.fromkeys(word.lower() for word in WORD.findall(text)))
     return ([w for w in words if w not in STOP_WORDS] or words)[:MAX_QUERY_TERMS]
+
+
+def stand_in(own: np.ndarray, own_chars: int, earlier: Sequence[tuple[np.ndarray, int]]) -> np.ndarray:
+    """A stand-in for a context vector not computed yet: the memory's own vector mixed with the own
+    vectors of the memories its context holds (``earlier``: each with its characters as the
+    context holds them), weighted by characters, as a model that averages over tokens weighs the
+    joined text; unit length. Right after a burst of stores most memories wait for their context
+    vectors, and their own vectors alone rank them no better than keywords alone; stand-ins rank
+    almost as well as the real ones (dev R@10 0.792 against 0.799 with MiniLM, 0.804 against
+    0.811 with all-mpnet-base-v2, asked at once: bench/README.md, #56). Both backends rank by it."""
+    import numpy as np  # noqa: PLC0415 - see TYPE_CHECKING above
+
+    mixed = own.astype(np.float32) * max(1, own_chars)
+    for vector, chars in earlier:
+        mixed = mixed + vector.astype(np.float32) * max(1, chars)
+    norm = float(np.linalg.norm(mixed))
+    return mixed / norm if norm > 0 else own.astype(np.float32)
 
 
 def fuse(ranked_lists: Sequence[tuple[float, Sequence[int]]], *, k: int) -> list[tuple[int, float]]:
