@@ -69,6 +69,34 @@ async def test_a_memory_is_found_by_meaning_without_sharing_a_word(app: App, fak
     assert outcome.hits[0].similarity and outcome.hits[0].similarity > 0.3
 
 
+async def test_a_turn_waiting_for_its_context_vector_ranks_by_its_neighbours_meaning_as_well_as_its_own(
+    settings: Settings,
+) -> None:
+    # Only the list of meaning in context counts here (keywords, own-vector re-ranking, sessions
+    # and exchanges off). The two "Noted" turns wait for their context vectors (no background);
+    # by their own vectors alone the second would come first (it also says "deploy": 0.67 against
+    # 0.41), but the first follows a turn about the deploy credentials, which its stand-in mixes
+    # in (0.51 against 0.47: ranking.stand_in, weighted by characters).
+    tuning = SearchTuning(keyword_weight=0, keyword_context_weight=0, vector_weight=0, session_weight=0,
+                          exchange_weight=0)
+    async with open_app(settings, background=False, tuning=tuning) as app:
+        first, second = (await app.service.init_conversation("a")).id, (await app.service.init_conversation("b")).id
+        lunch, _ = await app.lifecycle.add_messages(first, [
+            {"role": "user", "content": "Lunch is at noon today."},
+            {"role": "assistant", "content": "Noted, tomorrow deploy."},
+        ])
+        deploy, _ = await app.lifecycle.add_messages(second, [
+            {"role": "user", "content": "The deploy credentials live in the vault."},
+            {"role": "assistant", "content": "Noted, tomorrow."},
+        ])
+        assert await app.indexer.pending_count() == 2  # the two "Noted" turns' context vectors
+        outcome = await app.service.search(
+            search_request("deploy credentials tomorrow", everywhere=True, include_messages=True)
+        )
+        ranked = [hit.memory.id for hit in outcome.hits]
+        assert ranked.index(deploy[1].id) < ranked.index(lunch[1].id)
+
+
 async def test_a_query_vector_of_another_dimension_is_refused_by_the_ranker_as_one_clear_error(app: App) -> None:
     await app.service.store_memory("stored at the first dimension")
     with pytest.raises(EmbeddingMismatchError, match="now returns 32-dimensional vectors"):

@@ -8,7 +8,8 @@ The lists are those of the SQLite ranker, fused by the same code (``ranking.choo
 - keywords over content and over context: full-text search (GIN indexes over generated
   ``tsvector`` columns) finds the matches, BM25 from term statistics ranks them;
 - meaning in context: nearest context vectors by the (model, dimension)'s HNSW index (a memory
-  without a context vector yet is ranked by its own vector), filtered after the index scan; when
+  without a context vector yet is ranked by a stand-in for it, ``ranking.stand_in``, held in
+  this process while it waits), filtered after the index scan; when
   the filters leave fewer than wanted, an exact scan of the filtered memories takes over;
 - told of later: for a short window, the memories of the days after it whose words name a time in
   it (``ranking.told_range``; by ``memories_conversation_occurred``);
@@ -28,6 +29,8 @@ from psycopg import sql
 
 from ollama_mcp.domain import SearchFilters, SearchHit
 from ollama_mcp.errors import EmbeddingMismatchError
+from ollama_mcp.storage.memory_rules import CONTEXT_NEIGHBOUR_CHARS, CONTEXT_NEIGHBOURS
+from ollama_mcp.storage.postgres.dialect import POSTGRES
 from ollama_mcp.storage.postgres.memories import moments_between
 from ollama_mcp.storage.postgres.rows import filter_sql, stored_dimension
 from ollama_mcp.storage.postgres.store import PgStore
@@ -39,10 +42,11 @@ from ollama_mcp.storage.ranking import (
     candidate_depth,
     choose,
     query_terms,
+    stand_in,
     timely,
     told_range,
 )
-from ollama_mcp.storage.sql.rows import ALL_KINDS
+from ollama_mcp.storage.sql.rows import ALL_KINDS, text_kept
 from ollama_mcp.when import TimeWindow
 
 # HNSW neighbours fetched per wanted memory before filtering (a memory of several chunks has
@@ -68,9 +72,11 @@ KEYWORD_ROWS = 1_000
 # query sets fall below 0.95, at 250 none did. 250 costs about 0.6 ms a search more than 200
 # (bench/README.md, bench/postgres_1m.py).
 MIN_EF_SEARCH = 250
-# Memories without a context vector yet that a search ranks by their own vectors one by one; past
-# this many (a large import the backfill has not reached), by the content facet's HNSW index.
-GAPS_RANKED_EXACTLY = 1_000
+# Memories without a context vector yet that a search ranks one by one, by stand-ins for their
+# context vectors (``ranking.stand_in``, built once each in this process and held until the
+# context vector arrives: 5,000 x 768 dimensions, 15 MB); past this many (a large import the
+# backfill has not reached), by their own vectors, through the content facet's HNSW index.
+GAPS_RANKED_EXACTLY = 5_000
 
 
 class PgRanker:
@@ -90,6 +96,8 @@ class PgRanker:
         self._cached_for_size = 0
         self._common_shares: dict[str, dict[str, float]] = {}  # column -> lexeme -> share (planner's)
         self._frequencies: dict[tuple[str, str], int] = {}  # (column, lexeme) -> memories holding it
+        # Stand-ins for the context vectors of memories still waiting for theirs (``_stand_ins``).
+        self._stand_ins: dict[int, np.ndarray] = {}
 
     async def search(
         self,
@@ -360,11 +368,18 @@ class PgRanker:
         if not gaps:
             near = sql.SQL("({context})").format(context=context)
         elif len(gaps) <= GAPS_RANKED_EXACTLY:
+            stand_ins = await self._stand_ins_of(conn, gaps, dim)
+            seqs = list(stand_ins)
+            distances: list[float] = []
+            if seqs:  # cosine distances, as ``<=>`` gives them (every vector is unit length)
+                distances = (1.0 - np.stack([stand_ins[seq] for seq in seqs]) @ vector.astype(np.float32)).tolist()
+            nearest_gaps = sorted(range(len(seqs)), key=distances.__getitem__)[:limit]
+            params = {**params, "gap_seqs": [seqs[i] for i in nearest_gaps],
+                      "gap_distances": [distances[i] for i in nearest_gaps]}
             near = sql.SQL(
-                "({context}) UNION ALL (SELECT u.memory_seq, u.vector::vector({dim}) <=> %(q)s FROM memory_embeddings u"
-                " WHERE u.memory_seq = ANY(%(gaps)s) AND u.model = {model} AND u.dim = {dim} AND u.facet = 'content'"
-                " AND {no_context})"
-            ).format(context=context, dim=dim_sql, model=model_sql, no_context=no_context)
+                "({context}) UNION ALL"
+                " SELECT * FROM unnest(%(gap_seqs)s::bigint[], %(gap_distances)s::float8[]) AS g(memory_seq, distance)"
+            ).format(context=context)
         else:  # a large import still waiting for the backfill
             near = sql.SQL(
                 "({context}) UNION ALL (SELECT u.memory_seq, u.distance FROM ({content}) u WHERE {no_context})"
@@ -392,6 +407,43 @@ class PgRanker:
         ).format(dim=dim_sql, model=model_sql, covered=covered, filters=sql.SQL(filters))
         cursor = await conn.execute(exact_scan, values)
         return [int(row[0]) for row in await cursor.fetchall()]
+
+    async def _stand_ins_of(self, conn: psycopg.AsyncConnection, gaps: list[int], dim: int) -> dict[int, np.ndarray]:
+        """The stand-in of each of ``gaps`` (memories without a context vector, as context_gaps
+        lists them) that has its own vector: built once, from the own vectors of the memories its
+        context holds, by the rule contexts are written by (``rows.earlier_contents``); those
+        no longer waiting are dropped."""
+        waiting = set(gaps)
+        for seq in self._stand_ins.keys() - waiting:
+            del self._stand_ins[seq]
+        missing = [seq for seq in gaps if seq not in self._stand_ins]
+        if missing:
+            flows = f"u.kind NOT IN ('summary', 'fact') AND {text_kept(POSTGRES, 'u.')}"
+            cursor = await conn.execute(
+                "SELECT u.seq, p.seq, CASE WHEN p.seq = u.seq THEN length(p.content)"
+                " ELSE least(length(p.content), %(clip)s) END, e.vector FROM memories u"
+                " CROSS JOIN LATERAL (SELECT u.seq, u.content UNION ALL (SELECT q.seq, q.content FROM memories q"
+                f"  WHERE {flows} AND q.conversation_id = u.conversation_id AND q.seq < u.seq"
+                f"  AND q.kind NOT IN ('summary', 'fact') AND {text_kept(POSTGRES, 'q.')}"
+                "  ORDER BY q.seq DESC LIMIT %(neighbours)s)) AS p(seq, content)"
+                " JOIN memory_embeddings e ON e.memory_seq = p.seq AND e.model = %(model)s AND e.dim = %(dim)s"
+                " AND e.facet = 'content' AND e.chunk_index = 0"
+                " WHERE u.seq = ANY(%(seqs)s) AND NOT EXISTS (SELECT 1 FROM memory_embeddings c"
+                " WHERE c.memory_seq = u.seq AND c.model = %(model)s AND c.facet = 'context')",
+                {"clip": CONTEXT_NEIGHBOUR_CHARS, "neighbours": CONTEXT_NEIGHBOURS, "model": self.model, "dim": dim,
+                 "seqs": missing},
+            )
+            own: dict[int, tuple[np.ndarray, int]] = {}
+            earlier: dict[int, list[tuple[np.ndarray, int]]] = {}
+            for seq, part, chars, cell in await cursor.fetchall():
+                vector = np.asarray(cell.to_numpy(), dtype=np.float32)
+                if part == seq:
+                    own[seq] = (vector, int(chars))
+                else:
+                    earlier.setdefault(seq, []).append((vector, int(chars)))
+            for seq, (vector, chars) in own.items():
+                self._stand_ins[seq] = stand_in(vector, chars, earlier.get(seq, []))
+        return {seq: self._stand_ins[seq] for seq in gaps if seq in self._stand_ins}
 
     async def _similarities(
         self, conn: psycopg.AsyncConnection, vector: np.ndarray, dim: int, seqs: list[int]
