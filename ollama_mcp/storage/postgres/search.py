@@ -98,6 +98,7 @@ class PgRanker:
         self._frequencies: dict[tuple[str, str], int] = {}  # (column, lexeme) -> memories holding it
         # Stand-ins for the context vectors of memories still waiting for theirs (``_stand_ins``).
         self._stand_ins: dict[int, np.ndarray] = {}
+        self._stacked: tuple[list[int], np.ndarray] = ([], np.zeros((0, 0), dtype=np.float32))
 
     async def search(
         self,
@@ -372,7 +373,9 @@ class PgRanker:
             seqs = list(stand_ins)
             distances: list[float] = []
             if seqs:  # cosine distances, as ``<=>`` gives them (every vector is unit length)
-                distances = (1.0 - np.stack([stand_ins[seq] for seq in seqs]) @ vector.astype(np.float32)).tolist()
+                if self._stacked[0] != seqs:  # (stacked again only when the waiting memories change)
+                    self._stacked = (seqs, np.stack([stand_ins[seq] for seq in seqs]))
+                distances = (1.0 - self._stacked[1] @ vector.astype(np.float32)).tolist()
             nearest_gaps = sorted(range(len(seqs)), key=distances.__getitem__)[:limit]
             params = {**params, "gap_seqs": [seqs[i] for i in nearest_gaps],
                       "gap_distances": [distances[i] for i in nearest_gaps]}
