@@ -58,11 +58,12 @@ async def nearest_context(conn: Any, q: Any, *, exact: bool) -> list[int]:
 
 
 async def load(svc: Any, store: Any, conversation_id: str, n: int, dim: int, rng: random.Random,
-               vectors_rng: Any) -> tuple[Any, Any, dict[str, float]]:
+               vectors_rng: Any, waiting: int = 0) -> tuple[Any, Any, dict[str, float]]:
     """``n`` memories of Zipf text with clustered content vectors, and their context vectors (near
     their own, as the backfill would write them), loaded as `ollama-mcp migrate` loads: inside
     ``bulk_load``, HNSW indexes built once at the end. Returns both matrices and the seconds each
-    step took."""
+    step took. ``waiting``: the newest this many get no context vector (the backfill has not
+    reached them: searches rank them by stand-ins)."""
     import numpy as np  # noqa: PLC0415
 
     from ollama_mcp.domain import EmbeddingRow  # noqa: PLC0415
@@ -78,7 +79,7 @@ async def load(svc: Any, store: Any, conversation_id: str, n: int, dim: int, rng
                 conversation_id, [sentence(rng) for _ in range(count)], list(content[start : start + count])
             )
         memories = time.perf_counter()
-        seqs = [m.seq for m in (await store.conversation_snapshot(conversation_id))[1]]
+        seqs = [m.seq for m in (await store.conversation_snapshot(conversation_id))[1]][: n - waiting]
         for start in range(0, n, 5000):
             await store.insert_embeddings([
                 EmbeddingRow(seq, "context", 0, "all-minilm", context[i].astype("<f4").tobytes(), dim)
@@ -90,7 +91,7 @@ async def load(svc: Any, store: Any, conversation_id: str, n: int, dim: int, rng
                               "index_build_s": indexed - contexts, "total_s": indexed - started}
 
 
-async def measure(n: int, dim: int, queries: int) -> dict[str, Any]:
+async def measure(n: int, dim: int, queries: int, waiting: int = 0) -> dict[str, Any]:
     import numpy as np  # noqa: PLC0415
     import pgserver  # noqa: PLC0415
 
@@ -103,7 +104,7 @@ async def measure(n: int, dim: int, queries: int) -> dict[str, Any]:
 
     rng, vectors_rng = random.Random(7), np.random.default_rng(1)
     server = EmbedServer(Synthetic(dim)).start()
-    result: dict[str, Any] = {"memories": n, "dim": dim}
+    result: dict[str, Any] = {"memories": n, "dim": dim, "waiting_for_context": waiting}
     with tempfile.TemporaryDirectory() as tmp:
         pg = pgserver.get_server(Path(tmp) / "pg", cleanup_mode="stop")
         env = {"OLLAMA_HOST": server.url, "OLLAMA_MCP_DB": pg.get_uri(), "OLLAMA_MCP_EMBED_MODEL": "all-minilm",
@@ -115,7 +116,7 @@ async def measure(n: int, dim: int, queries: int) -> dict[str, Any]:
                 # server setting; the bench sets what a team would for a store this size).
                 pg.psql("ALTER SYSTEM SET maintenance_work_mem = '2GB'; SELECT pg_reload_conf();")
                 conv = await svc.init_conversation("scale")
-                content, context, timings = await load(svc, store, conv.id, n, dim, rng, vectors_rng)
+                content, context, timings = await load(svc, store, conv.id, n, dim, rng, vectors_rng, waiting)
                 result["index_build_s"] = round(timings["index_build_s"], 1)
                 result["bulk_import_per_s"] = round(n / timings["total_s"])  # both vectors, indexes built
                 pg.psql("VACUUM ANALYZE;")
@@ -184,12 +185,14 @@ def main() -> None:
     parser.add_argument("--dim", type=int, default=384)
     parser.add_argument("--queries", type=int, default=100)
     parser.add_argument("--json", type=Path)
+    parser.add_argument("--waiting", type=int, default=0,
+                        help="the newest this many memories have no context vector yet (ranked by stand-ins)")
     args = parser.parse_args()
     import anyio  # noqa: PLC0415
 
     results = []
     for n in args.sizes:
-        results.append(anyio.run(measure, n, args.dim, args.queries))
+        results.append(anyio.run(measure, n, args.dim, args.queries, args.waiting))
         print(json.dumps(results[-1]), flush=True)
     if args.json:
         args.json.write_text(json.dumps(results, indent=2))

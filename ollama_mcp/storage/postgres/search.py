@@ -77,6 +77,7 @@ MIN_EF_SEARCH = 250
 # context vector arrives: 5,000 x 768 dimensions, 15 MB); past this many (a large import the
 # backfill has not reached), by their own vectors, through the content facet's HNSW index.
 GAPS_RANKED_EXACTLY = 5_000
+STAND_INS_READ = 256  # waiting memories whose stand-ins one statement reads (with their parts: ~770 vectors)
 
 
 class PgRanker:
@@ -371,14 +372,15 @@ class PgRanker:
         elif len(gaps) <= GAPS_RANKED_EXACTLY:
             stand_ins = await self._stand_ins_of(conn, gaps, dim)
             seqs = list(stand_ins)
-            distances: list[float] = []
+            gap_seqs: list[int] = []
+            gap_distances: list[float] = []
             if seqs:  # cosine distances, as ``<=>`` gives them (every vector is unit length)
                 if self._stacked[0] != seqs:  # (stacked again only when the waiting memories change)
                     self._stacked = (seqs, np.stack([stand_ins[seq] for seq in seqs]))
-                distances = (1.0 - self._stacked[1] @ vector.astype(np.float32)).tolist()
-            nearest_gaps = sorted(range(len(seqs)), key=distances.__getitem__)[:limit]
-            params = {**params, "gap_seqs": [seqs[i] for i in nearest_gaps],
-                      "gap_distances": [distances[i] for i in nearest_gaps]}
+                distances = 1.0 - self._stacked[1] @ vector.astype(np.float32)
+                nearest_gaps = np.argsort(distances, kind="stable")[:limit]
+                gap_seqs, gap_distances = [seqs[i] for i in nearest_gaps.tolist()], distances[nearest_gaps].tolist()
+            params = {**params, "gap_seqs": gap_seqs, "gap_distances": gap_distances}
             near = sql.SQL(
                 "({context}) UNION ALL"
                 " SELECT * FROM unnest(%(gap_seqs)s::bigint[], %(gap_distances)s::float8[]) AS g(memory_seq, distance)"
@@ -420,6 +422,11 @@ class PgRanker:
         for seq in self._stand_ins.keys() - waiting:
             del self._stand_ins[seq]
         missing = [seq for seq in gaps if seq not in self._stand_ins]
+        for start in range(0, len(missing), STAND_INS_READ):  # (a few rows at a time: flat memory)
+            await self._read_stand_ins(conn, missing[start:start + STAND_INS_READ], dim)
+        return {seq: self._stand_ins[seq] for seq in gaps if seq in self._stand_ins}
+
+    async def _read_stand_ins(self, conn: psycopg.AsyncConnection, missing: list[int], dim: int) -> None:
         if missing:
             flows = f"u.kind NOT IN ('summary', 'fact') AND {text_kept(POSTGRES, 'u.')}"
             cursor = await conn.execute(
@@ -446,7 +453,6 @@ class PgRanker:
                     earlier.setdefault(seq, []).append((vector, int(chars)))
             for seq, (vector, chars) in own.items():
                 self._stand_ins[seq] = stand_in(vector, chars, earlier.get(seq, []))
-        return {seq: self._stand_ins[seq] for seq in gaps if seq in self._stand_ins}
 
     async def _similarities(
         self, conn: psycopg.AsyncConnection, vector: np.ndarray, dim: int, seqs: list[int]
