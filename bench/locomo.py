@@ -490,6 +490,8 @@ async def amain(args: argparse.Namespace) -> dict[str, Any]:  # noqa: PLR0915
         "median_ms": {
             "store_ms": round(statistics.median(store_ms), 2),
             "search_ms": round(statistics.median(ms for ms, _ in search_ms), 2),
+            "search_ms_p95": round(sorted(ms for ms, _ in search_ms)[int(0.95 * (len(search_ms) - 1))], 2),
+            "search_ms_max": round(max(ms for ms, _ in search_ms), 2),
             "dated_search_ms": round(statistics.median(ms for ms, dated in search_ms if dated), 2),
         },
         "seconds": round(elapsed, 1), "skipped_questions": sum(s.skipped for s in samples),
@@ -543,7 +545,8 @@ def main() -> None:
     print(render(result["dated"]))
     print(f"\npath={result['path']} tuning={result['tuning']} median store {result['median_ms'].get('store_ms')} ms, "
           f"search {result['median_ms'].get('search_ms')} ms (including the embedding call; naming a date "
-          f"{result['median_ms'].get('dated_search_ms')} ms), {result['seconds']} s, "
+          f"{result['median_ms'].get('dated_search_ms')} ms; p95 {result['median_ms']['search_ms_p95']} ms, "
+          f"max {result['median_ms']['search_ms_max']} ms), {result['seconds']} s, "
           f"{result['skipped_questions']} questions without usable evidence skipped")
     print(f"backlog: {result['backlog']}")
     print("per conversation (headline R@5, R@10; adversarial R@10): " + "; ".join(
