@@ -108,10 +108,12 @@ class Indexer:
 
     # -- the door -------------------------------------------------------------------------------
 
-    def added(self, *, vectors: bool = False) -> None:
-        """Memories were stored; with ``vectors``, some of their vectors too."""
+    def added(self, *, vectors: bool = False, seqs: Sequence[int] = ()) -> None:
+        """Memories were stored; with ``vectors``, some of their vectors too. ``seqs``, where the
+        caller has them: the memories left waiting for vectors (``_look_back``)."""
         if vectors:
             self.ranker.vectors_added()
+        self._look_back(seqs)
         self.wakeup.set()
         self.written.set()
 
@@ -166,11 +168,11 @@ class Indexer:
                 else:
                     await self._embed_and_store([(memory, facets)], waited=True)
                 if not both:
-                    self.wakeup.set()
+                    self._look_back([memory.seq])
                 return StoredMemory(memory, duplicate, "embedded", self._model_dim)
             except (OllamaError, EmbeddingMismatchError) as exc:
                 self._fail(exc)
-        self.wakeup.set()
+        self._look_back([memory.seq])
         return StoredMemory(
             memory, duplicate, "pending", None,
             f"Stored, but not embedded yet: {self._failure} It will be embedded automatically "
@@ -202,8 +204,14 @@ class Indexer:
         """Memories ``seqs`` were deleted; ``contexts``: memories whose context was rewritten
         (the deleted text was in it), embedded again in the background."""
         await self.ranker.removed(seqs, contexts)
-        if contexts:
-            self._backfill_cursor = min(self._backfill_cursor, min(contexts) - 1)  # they wait behind it
+        self._look_back(contexts)
+
+    def _look_back(self, seqs: Sequence[int]) -> None:
+        """Memories ``seqs`` wait for vectors: the backfill's next look starts before them and
+        wakes now. They may lie behind its cursor: an edited memory keeps its seq, and on
+        PostgreSQL a store can commit after one that took a later seq."""
+        if seqs:
+            self._backfill_cursor = min(self._backfill_cursor, min(seqs) - 1)
             self.wakeup.set()
 
     def invalidate(self) -> None:
@@ -341,13 +349,15 @@ class Indexer:
         statement. Past the newest memory the pass starts over from the first, if the current one
         started ``BACKFILL_POLL_SECONDS`` ago: new memories come after the cursor, and only what
         another process did can leave one pending behind it."""
-        newest: int | None = None
+        # The newest seq is read before the look, never after: a memory committed between the
+        # two would lie at or below a newest read afterwards and the cursor would pass it unseen
+        # (a store right after start waited out the whole pass so; a test timed out on it).
+        newest = await self._store.newest_seq()
         while True:
             start = self._backfill_cursor
             pending = await self._store.pending_memories(self.model, BACKFILL_BATCH, start, start + SCAN_SEQS)
             if pending:
                 return pending
-            newest = await self._store.newest_seq() if newest is None else newest
             if start + SCAN_SEQS < newest:
                 self._backfill_cursor = start + SCAN_SEQS
             elif time.monotonic() - self._pass_started >= BACKFILL_POLL_SECONDS:

@@ -132,7 +132,7 @@ class ConversationLifecycle(Archive):
         message = replace(message_of(target, turn, utc_now()), tool_calls=tuple(tool_calls), tool_call_id=tool_call_id)
         with audit.recording("add_message", target, message.id, arguments=[turn.role, turn.content, turn.actor]):
             stored, _ = await self._store.insert_memory(message)
-        self._indexer.added()
+        self._indexer.added(seqs=[stored.seq])
         await self._maybe_compact(await self._store.get_conversation(target))
         return stored
 
@@ -169,7 +169,7 @@ class ConversationLifecycle(Archive):
         if not retry:
             if embed:
                 await self._indexer.embed_turns(stored)
-            self._indexer.added()
+            self._indexer.added(seqs=[turn.seq for turn in stored])
             await self._maybe_compact(await self._store.get_conversation(conversation.id))
         return stored, retry
 
@@ -217,7 +217,7 @@ class ConversationLifecycle(Archive):
         message = replace(message_of(opened.conversation_id, turn, utc_now()), id=target)
         with audit.recording("commit_turn", opened.conversation_id, target):
             stored = await self._store.commit_turn(target, message)
-        self._indexer.added()
+        self._indexer.added(seqs=[stored.seq])
         await self._maybe_compact(await self._store.get_conversation(opened.conversation_id))
         return stored
 
