@@ -8,6 +8,13 @@ concurrency, not the model: bench/latency.py has the MiniLM figures).
     .venv/bin/python bench/http_load.py --backend postgres
     .venv/bin/python bench/http_load.py --backend postgres --instances 2
     .venv/bin/python bench/http_load.py --bare        # the floor: the SDK's server, tools that do nothing
+    .venv/bin/python bench/http_load.py --profile /tmp/http   # and where the server's CPU goes (py-spy)
+
+``--profile PREFIX`` samples each server process with py-spy (from PyPI; it reads the process
+from outside, so the server runs unchanged) at 250 Hz, only while a thread runs (not waiting in
+``epoll``), writes the collapsed stacks to ``PREFIX-N.txt`` and prints the share of the server's
+CPU samples by where they were: what part of the stack a sample is in, the innermost frame first
+matched to one of ``GROUPS``.
 
 With two instances each client holds a connection to both and alternates its calls between them,
 on one conversation: what one instance acknowledged, the other must find. The instances run
@@ -88,6 +95,61 @@ uvicorn.Server(uvicorn.Config(app, log_level="warning", access_log=False)).run(s
 """
 
 
+# Where a sample of the server's stack is, by its innermost frame that matches (first match wins):
+# the group names the work, not the module (the ranker's numpy is "our search", numpy alone not).
+GROUPS = (
+    ("sqlite: statements (aiosqlite's thread)", ("aiosqlite/core.py",)),
+    ("postgres: psycopg", ("psycopg/", "psycopg_pool/")),
+    ("ollama client + httpx (the embedding call)", ("ollama/_client.py", "httpx/", "httpcore/", "h11/")),
+    ("our search and ranking", ("ollama_mcp/storage/ranking", "ollama_mcp/storage/sqlite/vector", "ollama_mcp/search",
+                                "ollama_mcp/storage/postgres/rank")),
+    ("our storage (SQL built, rows read)", ("ollama_mcp/storage/",)),
+    ("our services", ("ollama_mcp/services/",)),
+    ("our MCP tools and HTTP edge (auth, tokens)", ("ollama_mcp/mcp/", "ollama_mcp/http", "ollama_mcp/transport")),
+    ("pydantic (validation, serialisation)", ("pydantic/", "pydantic_core/")),
+    ("json", ("json/",)),
+    ("MCP SDK (sessions, streams, messages)", ("mcp/",)),
+    ("starlette + uvicorn + sse (HTTP)", ("starlette/", "uvicorn/", "sse_starlette/", "h11/", "httptools/")),
+    ("anyio + asyncio (scheduling, streams)", ("anyio/", "asyncio/")),
+)
+
+
+def profile_summary(paths: list[Path]) -> dict[str, float]:
+    """Share of the samples in ``paths`` (py-spy's raw collapsed stacks) per group of ``GROUPS``."""
+    counts: dict[str, int] = defaultdict(int)
+    total = 0
+    for path in paths:
+        for line in path.read_text().splitlines():
+            stack, _, number = line.rpartition(" ")
+            if not stack:
+                continue
+            samples = int(number)
+            total += samples
+            frames = stack.split(";")[::-1]  # innermost first
+            counts[next((name for frame in frames for name, marks in GROUPS if any(m in frame for m in marks)),
+                        "other")] += samples
+    ranked = sorted(counts.items(), key=lambda kv: -kv[1])
+    return {name: round(100 * n / total, 1) for name, n in ranked} if total else {}
+
+
+GIL: list[str] = []  # ["--gil"] with --profile-gil: only the thread holding the GIL, Python's own CPU
+
+
+def start_profiler(pid: int, output: Path) -> subprocess.Popen[bytes]:
+    spy = Path(sys.executable).parent / "py-spy"
+    if not spy.exists():
+        raise SystemExit("--profile needs py-spy: .venv/bin/pip install py-spy")
+    args = [str(spy), "record", "--pid", str(pid), "--rate", "250", *GIL, "--format", "raw", "--output", str(output),
+            "--nonblocking"]
+    return subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+
+
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU seconds of process ``pid`` so far (Linux: /proc/PID/stat)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 def start_bare(folder: str, stateless: bool) -> tuple[subprocess.Popen[str], str]:
     script = Path(folder) / "bare_http.py"
     script.write_text(BARE)
@@ -153,7 +215,8 @@ async def run_client(
 
 
 async def measure(
-    database: str, embed_url: str, clients: int, calls: int, instances: int, bare: bool = False
+    database: str, embed_url: str, clients: int, calls: int, instances: int, bare: bool = False,
+    profile: str | None = None,
 ) -> dict[str, Any]:
     env = {"PATH": os.environ["PATH"], "HOME": os.environ.get("HOME", "/tmp"), "OLLAMA_MCP_DB": database,
            "OLLAMA_HOST": embed_url, "OLLAMA_MCP_EMBED_MODEL": "all-minilm", "OLLAMA_MCP_CHAT_MODEL": "none",
@@ -166,6 +229,8 @@ async def measure(
         tokens = [(await admin.create_token(settings, f"client-{i}", PRINCIPALS[i % len(PRINCIPALS)]))[1]
                   for i in range(clients)]
         servers = [start_server(env, stateless=instances > 1) for _ in range(instances)]
+    outputs = [Path(f"{profile}-{n}.txt") for n in range(len(servers))] if profile else []
+    profilers = [start_profiler(process.pid, out) for (process, _), out in zip(servers, outputs, strict=False)]
     timings: dict[str, list[float]] = defaultdict(list)
     acked: list[tuple[str, str]] = []
     errors: list[str] = []
@@ -177,9 +242,12 @@ async def measure(
                 tasks.start_soon(run_client, i, urls[i % instances:] + urls[:i % instances], tokens[i], calls,
                                  timings, acked, errors)
     finally:
+        cpu = [cpu_seconds(process.pid) for process, _ in servers]
         for process, _ in servers:
             process.terminate()
             process.wait(timeout=30)
+        for profiler in profilers:  # py-spy writes its file when the process it samples is gone
+            profiler.wait(timeout=60)
     wall = time.perf_counter() - started
     present: set[str] = {memory for _, memory in acked} if bare else set()  # the floor keeps nothing
     for principal in () if bare else PRINCIPALS:
@@ -205,6 +273,11 @@ async def measure(
         "calls_per_s": round(len(every) / wall, 1),
         "all_p50_ms": round(statistics.median(every), 1),
         "all_p99_ms": round(statistics.quantiles(every, n=100)[98], 1),
+        # CPU the server processes used over the run (user + system, every thread), per call: at one
+        # core's worth per second, 1 / this is the most calls a second one process can answer.
+        "server_cpu_s": round(sum(cpu), 1),
+        "server_cpu_ms_per_call": round(1000 * sum(cpu) / max(len(every), 1), 2),
+        **({"server_cpu_by_group_pct": profile_summary(outputs)} if profile else {}),
     }
 
 
@@ -216,7 +289,13 @@ def main() -> None:
     parser.add_argument("--instances", type=int, default=1)
     parser.add_argument("--bare", action="store_true",
                         help="the floor: a bare SDK server with the same tool names that does nothing")
+    parser.add_argument("--profile", metavar="PREFIX",
+                        help="sample each server with py-spy into PREFIX-N.txt and print where its CPU went")
+    parser.add_argument("--profile-gil", action="store_true",
+                        help="with --profile: sample only the thread holding the GIL (py-spy --gil)")
     args = parser.parse_args()
+    if args.profile_gil:
+        GIL.append("--gil")
     embedder = EmbedServer(Synthetic(dim=384)).start()
     with tempfile.TemporaryDirectory(prefix="ollama-mcp-load-") as tmp:
         pg = None
@@ -230,7 +309,9 @@ def main() -> None:
                 raise SystemExit("--instances > 1 needs --backend postgres")
             database = str(Path(tmp) / "memory.db")
         try:
-            report = anyio.run(measure, database, embedder.url, args.clients, args.calls, args.instances, args.bare)
+            report = anyio.run(
+                measure, database, embedder.url, args.clients, args.calls, args.instances, args.bare, args.profile
+            )
         finally:
             if pg is not None:
                 pg.cleanup()
