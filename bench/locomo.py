@@ -506,6 +506,13 @@ async def amain(args: argparse.Namespace) -> dict[str, Any]:  # noqa: PLR0915
     }
     if len(results) > 1 and len(ids) > 1:
         out["rotated"], out["folds"] = rotated(results, ids)
+        # each configuration's headline and adversarial R@10 on each conversation: a change ships
+        # only if it holds on every one of them (and on the second model)
+        out["by_config"] = {
+            name: {sample: [rows["headline (1-4)"]["R@10"], rows.get("5 adversarial", {}).get("R@10")]
+                   for sample in ids for rows in [table(per_category(results[name], [sample]))]}
+            for name in results
+        }
     return out
 
 

@@ -88,6 +88,13 @@ class Ahead:
         return self.vectors
 
 
+def own_facets(memory: Memory) -> tuple[Facet, ...]:
+    """The vectors a fresh memory's own text gives: its content vector, and its in-context one
+    too when its context is its text alone (the first memory of a conversation); the in-context
+    vector of any other is three memories' text, left to the background."""
+    return ("content", "context") if memory.context == memory.content else ("content",)
+
+
 class Indexer:
     """The vector and keyword indexes of one process, the embedding health, and their upkeep."""
 
@@ -159,15 +166,14 @@ class Indexer:
         """
         if self._failure is None or ahead is not None:
             try:
-                both = memory.context == memory.content
-                facets: tuple[Facet, ...] = ("content", "context") if both else ("content",)
+                facets = own_facets(memory)
                 if ahead is not None and ahead.text_of(memory):
                     await self._store_vectors(
                         [(memory, facet) for facet in facets], (await ahead.result())[: len(facets)]
                     )
                 else:
                     await self._embed_and_store([(memory, facets)], waited=True)
-                if not both:
+                if "context" not in facets:
                     self._look_back([memory.seq])
                 return StoredMemory(memory, duplicate, "embedded", self._model_dim)
             except (OllamaError, EmbeddingMismatchError) as exc:
@@ -187,8 +193,7 @@ class Indexer:
         pending, keyword search finds them, and the backfill embeds them when Ollama answers."""
         if self._failure is not None or not turns:
             return
-        both: tuple[Facet, ...] = ("content", "context")
-        work = [(turn, both if turn.context == turn.content else both[:1]) for turn in turns]
+        work = [(turn, own_facets(turn)) for turn in turns]
         try:
             await self._embed_and_store(work, waited=True)
         except (OllamaError, EmbeddingMismatchError) as exc:
@@ -197,8 +202,7 @@ class Indexer:
     async def embed_now(self, memory: Memory) -> None:
         """Embed a stored memory's own text now, for work that needs its vector and cannot wait
         for the backfill (the relate job); Ollama's errors are the caller's to handle."""
-        both = memory.context == memory.content
-        await self._embed_and_store([(memory, ("content", "context") if both else ("content",))])
+        await self._embed_and_store([(memory, own_facets(memory))])
 
     async def removed(self, seqs: Iterable[int], *, contexts: Sequence[int] = ()) -> None:
         """Memories ``seqs`` were deleted; ``contexts``: memories whose context was rewritten
