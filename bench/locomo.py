@@ -285,6 +285,7 @@ class Scores:
 
 
 Key = tuple[str, int]  # (sample id, category)
+TRACE: list[dict[str, Any]] | None = None  # --questions FILE: every question's outcome, written there
 
 
 @dataclass
@@ -341,6 +342,10 @@ async def ask_all(
             timings.append(((time.perf_counter() - started) * 1000, dated))
             turns = [item.turns_of[m] for m in ranked]
             scores[(item.sample.sample_id, question.category)].add(turns, question.evidence)
+            if TRACE is not None:  # --questions: each question's outcome, to compare two runs one by one
+                found = [i for i, t in enumerate(turns) if t & question.evidence]
+                TRACE.append({"sample": item.sample.sample_id, "category": question.category, "question": question.text,
+                              "dated": dated, "first_evidence_rank": found[0] + 1 if found else None})
             if question.category in HEADLINE:
                 group = f"{'dated' if dated else 'undated'}{' temporal' if question.category == 2 else ''}"
                 by_date[group].add(turns, question.evidence)
@@ -532,6 +537,8 @@ def main() -> None:
     parser.add_argument("--grid", action="append", default=[], metavar="KEY=V1,V2",
                         help="rotated held-out figures over every combination of these SearchTuning values")
     parser.add_argument("--limit", type=int, help="only the first N conversations")
+    parser.add_argument("--questions", type=Path, metavar="FILE",
+                        help="write each question's first evidence rank (of the last configuration run) to FILE")
     parser.add_argument("--no-dates", action="store_true",
                         help="pass no occurred_at and no reference_time: every turn stored now (#56 item 5)")
     parser.add_argument("--no-wait", action="store_true",
@@ -541,7 +548,11 @@ def main() -> None:
     parser.add_argument("--json", type=Path, help="also write the results here")
     parser.add_argument("--quiet", action="store_true")
     args = parser.parse_args()
+    global TRACE  # noqa: PLW0603 - one run, one trace
+    TRACE = [] if args.questions else None
     result = anyio.run(amain, args)
+    if args.questions:
+        args.questions.write_text(json.dumps(TRACE, indent=0))
     if "rotated" in result:
         print("rotated (mean of the five held-out folds; each fold's configuration chosen on the other four):")
         print(render(result["rotated"]))

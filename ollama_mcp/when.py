@@ -1,12 +1,15 @@
 """Time named in text (no I/O): the dates a query asks about, and the dates a memory speaks of.
 
 A query that names a time ("on 4 December 2023", "in August", "early June", "the second week of
-November", "2022", "last week", "two months ago", "recently", "as of September 2023") gets a
-``TimeWindow``: ranking lifts the memories that
-happened in it, or speak of a time in it, above the others (a soft window, never a filter: a
-user's date is often a little off). Absolute dates stop competing as keywords, since a memory's
-time is in its ``occurred_at``, not in its words; relative words ("last weekend") stay keywords,
-as memories often say them too.
+November", "2022", "last week", "two months ago", "recently", "as of September 2023", "last
+summer", "between May and July 2023", "Q3 2022", "early 2021", "the week before last", "a
+fortnight ago") gets a ``TimeWindow``: ranking lifts the memories that happened in it, or speak
+of a time in it, above the others (a soft window, never a filter: a user's date is often a
+little off). Absolute dates stop competing as keywords, since a memory's
+time is in its ``occurred_at``, not in its words; relative words ("last weekend") and seasons
+("summer 2021") stay keywords, as memories often say them too (a memory of 9 November 2022 saying
+"last summer" is what a LoCoMo question calls "summer 2021": the words find it where the window,
+reading it as the summer of 2022, does not).
 
 A memory's own words are read against its ``occurred_at``: a turn of 5 December saying
 "yesterday" speaks of 4 December. English only; anything not understood, or impossible
@@ -54,11 +57,12 @@ _FULL_MONTH = "january|february|march|april|may|june|july|august|september|octob
 _ANY_MONTH = _FULL_MONTH + "|jan|feb|mar|apr|jun|jul|aug|sept|sep|oct|nov|dec"
 _DAY = r"(?P<day>[0-3]?\d)(?:st|nd|rd|th)?"
 _YEAR = r"(?P<year>(?:1[89]|2[01])\d\d)"
+_SEASON = r"(?P<season>spring|summer|fall|autumn|winter)"
 _NUMBER = (
     r"(?P<n>\d{1,3}|a couple of|a couple|couple of|a few|an?|one|two|three|four|five|six|seven|eight|nine|ten"
     r"|eleven|twelve|few|several)"
 )
-_UNIT = r"(?P<unit>day|week|month|year)s?"
+_UNIT = r"(?P<unit>day|week|fortnight|month|year)s?"
 # Words that make a bare month or year a time ("in May", "since 2022"), and those that make it
 # one end of a window ("as of", "before", "since").
 _LEAD = (
@@ -66,12 +70,27 @@ _LEAD = (
 )
 
 _ABSOLUTE_GRAMMAR = [
+    # "between June and July 2023", "from May to June": the months and those between
+    ("months", rf"\b(?:between|from)\s+(?:the\s+)?(?P<month>{_FULL_MONTH})(?:,?\s+(?P<year>(?:1[89]|2[01])\d\d))?"
+               rf"\s+(?:and|to|until|till|through)\s+(?:the\s+)?(?P<month2>{_FULL_MONTH})(?:,?\s+(?P<year2>(?:1[89]|2[01])\d\d))?\b",
+     re.I),
+    ("years", r"\b(?:between|from)\s+(?:the\s+year\s+)?(?P<year>(?:1[89]|2[01])\d\d)\s+(?:and|to|until|till|through)\s+"
+              r"(?P<year2>(?:1[89]|2[01])\d\d)\b", re.I),
     ("day", r"\b(?P<year>\d{4})-(?P<month>\d\d)-(?P<day>\d\d)\b", 0),
     ("day", rf"\b{_DAY}(?:\s+of)?\s+(?P<month>{_ANY_MONTH})\.?(?:,?\s+{_YEAR})?\b", re.I),
     ("day", rf"\b(?P<month>{_ANY_MONTH})\.?\s+{_DAY}\b(?!:)(?:,?\s+{_YEAR})?\b", re.I),
     ("month", rf"\b(?P<month>{_ANY_MONTH})\.?,?\s+(?:of\s+)?{_YEAR}\b", re.I),
     ("month", r"\b(?P<year>\d{4})-(?P<month>\d\d)\b(?!-)", 0),
-    ("month", rf"(?<!\w){_LEAD}(?:the\s+)?(?:month\s+of\s+)?(?P<month>{_FULL_MONTH})\b", re.I),
+    ("month", rf"(?<!\w)(?:{_LEAD}|mid-)(?:the\s+)?(?:month\s+of\s+)?(?P<month>{_FULL_MONTH})\b", re.I),
+    # "the summer of 2023", "winter 2022", "in fall 2021"
+    ("season", rf"\b(?:the\s+)?{_SEASON}\s+(?:of\s+)?{_YEAR}\b", re.I),
+    # "Q3 2023", "the second quarter of 2022"
+    ("quarter", rf"\b(?:q(?P<quarter>[1-4])|(?:the\s+)?(?P<nth>first|second|third|fourth|1st|2nd|3rd|4th)\s+quarter"
+                rf"\s+of)\s+{_YEAR}\b", re.I),
+    # "early 2023", "mid-2022", "the end of 2021": a third of the year
+    ("part_of_year", rf"\b(?:(?P<early>early(?:\s+in)?|(?:the\s+)?(?:beginning|start)\s+of)"
+                     rf"|(?P<mid>mid-?|(?:the\s+)?middle\s+of)|(?P<late>late(?:\s+in)?|(?:the\s+)?end\s+of))"
+                     rf"\s*(?:the\s+year\s+)?{_YEAR}\b", re.I),
     ("year", rf"(?<!\w){_LEAD}(?:the\s+year\s+)?{_YEAR}\b", re.I),
 ]
 _RELATIVE_GRAMMAR = [
@@ -80,8 +99,11 @@ _RELATIVE_GRAMMAR = [
     ("today", r"\b(?:today|tonight|this (?:morning|afternoon|evening))\b", re.I),
     ("ago", rf"\b{_NUMBER}\s+{_UNIT}\s+ago\b", re.I),
     ("past", rf"\b(?:in\s+)?(?:the\s+)?(?:last|past)\s+{_NUMBER}\s+{_UNIT}\b", re.I),
+    ("before_last", r"\bthe\s+(?P<unit>week|weekend|month|year)\s+before\s+last\b", re.I),
     ("weekend", r"\b(?P<which>last|this|past)\s+weekend\b", re.I),
-    ("period", r"\b(?P<which>last|this|past|previous)\s+(?P<unit>week|month|year)\b", re.I),
+    ("period", r"\b(?P<which>last|this|past|previous|prior)\s+(?P<unit>week|month|year)\b", re.I),
+    # "last summer", "this winter", "in the fall" (without a year: the latest one begun)
+    ("season", rf"\b(?:(?P<which>last|this|past)|in|during)\s+(?:the\s+)?{_SEASON}\b", re.I),
     ("weekday", r"\blast\s+(?P<weekday>monday|tuesday|wednesday|thursday|friday|saturday|sunday)\b", re.I),
     ("recently", r"\b(?:recently|lately|these days)\b", re.I),
     # "on the 15th" (with a month after it, it is an absolute date, read first)
@@ -90,7 +112,7 @@ _RELATIVE_GRAMMAR = [
 # A cheap first look: text without any of these words or a 4-digit number names no time.
 _MAYBE_TIME = re.compile(
     rf"\b(?:{_ANY_MONTH}|\d{{4}}|\d\d?(?:st|nd|rd|th)|yesterday|today|tonight|night|morning|ago|last|past|this|recently"
-    r"|lately|days)\b", re.I
+    r"|lately|days|previous|prior|spring|summer|fall|autumn|winter)\b", re.I
 )
 # A window word just before an absolute date ("as of 4 May", "before April 10, 2023").
 _LEAD_BEFORE = r"\b(?P<lead>as of|up to|until|till|before|by|since|after|from|through)\s+(?:the\s+)?$"
@@ -146,6 +168,7 @@ class Mention:
     at: tuple[int, int]
     relative: bool
     lead: str = ""  # "as of", "since"...: the word that made it one end of a window
+    worded: bool = False  # its words stay keywords though it is absolute: "summer" is said, "June 2023" rarely
 
 
 @dataclass(frozen=True)
@@ -191,7 +214,7 @@ def mentions(text: str, reference: datetime) -> list[Mention]:
                     back = grammar.counted_back.search(text, max(0, at[0] - 30), at[0]) if lead == "before" else None
                     if back is not None and (counted := _counted_back(back, span[0])) is not None:
                         span, at, lead = counted, (back.start(), at[1]), ""
-                found.append(Mention(span[0], span[1], at, False, " ".join(lead.split())))
+                found.append(Mention(span[0], span[1], at, False, " ".join(lead.split()), kind == "season"))
     for kind, pattern in grammar.relative:
         for match in pattern.finditer(text):
             if not free(*match.span()):
@@ -227,7 +250,7 @@ def query_window(query: str, reference: datetime) -> TimeWindow | None:
     elif lead in _AFTER:
         start, end = chosen[-1].end, None
     keyword_text = query
-    for m in sorted(absolute, key=lambda m: -m.at[0]):
+    for m in sorted((m for m in absolute if not m.worded), key=lambda m: -m.at[0]):
         keyword_text = keyword_text[: m.at[0]] + " " + keyword_text[m.at[1]:]
     return TimeWindow(
         None if start is None else format_timestamp(start), None if end is None else format_timestamp(end),
@@ -271,6 +294,18 @@ def _absolute(kind: str, match: re.Match[str], reference: datetime) -> tuple[dat
     year = int(groups["year"]) if groups.get("year") else None
     if year is not None and not 1900 <= year <= 2199:
         return None
+    if kind == "months":
+        return _months(match, reference)
+    if kind == "years":
+        assert year is not None
+        end_year = int(match["year2"])
+        if not year < end_year <= 2199:
+            return None
+        return datetime(year, 1, 1, tzinfo=UTC), datetime(end_year + 1, 1, 1, tzinfo=UTC)
+    if year is not None and kind in _PARTS_OF_YEAR:
+        first, months = _part_of_year(kind, match)
+        start = _add_months(datetime(year, 1, 1, tzinfo=UTC), first)
+        return start, _add_months(start, months)
     if kind == "year":
         assert year is not None
         return datetime(year, 1, 1, tzinfo=UTC), datetime(year + 1, 1, 1, tzinfo=UTC)
@@ -292,6 +327,57 @@ def _absolute(kind: str, match: re.Match[str], reference: datetime) -> tuple[dat
         return None  # "31 February": no such day, so no window
     start = datetime(year, month, day, tzinfo=UTC)
     return start, start + timedelta(days=1)
+
+
+# Seasons as the northern hemisphere's meteorologists count them, as months from January 1 of
+# the year that names them, and how long: a winter is named by the year of its January ("winter
+# 2023" is December 2022 to February 2023), the part most of it falls in.
+SEASONS = {"spring": 2, "summer": 5, "fall": 8, "autumn": 8, "winter": -1}
+_QUARTERS = {"first": 1, "1st": 1, "second": 2, "2nd": 2, "third": 3, "3rd": 3, "fourth": 4, "4th": 4}
+
+
+_PARTS_OF_YEAR = ("season", "quarter", "part_of_year")
+
+
+def _part_of_year(kind: str, match: re.Match[str]) -> tuple[int, int]:
+    """The part of a named year ``match`` names: its first month (from January, 0), how many."""
+    if kind == "season":
+        return SEASONS[match["season"].lower()], 3
+    if kind == "quarter":
+        return 3 * (int(match["quarter"]) if match["quarter"] else _QUARTERS[match["nth"].lower()]) - 3, 3
+    return (0 if match["early"] else 4 if match["mid"] else 8), 4  # early, mid- or late in the year
+
+
+def _months(match: re.Match[str], reference: datetime) -> tuple[datetime, datetime] | None:
+    """"between June and July 2023", "from May to June": the first month's start to the end of
+    the second. A year given to one is the other's too (the first falls in the year before when
+    it comes later in the calendar); without a year, the latest such span begun by the reference."""
+    first, last = MONTHS[match["month"].lower()], MONTHS[match["month2"].lower()]
+    wrap = 1 if first > last else 0  # "from November to February": across a new year
+    if match["year2"]:
+        end_year = int(match["year2"])
+        start_year = int(match["year"]) if match["year"] else end_year - wrap
+    elif match["year"]:
+        start_year = int(match["year"])
+        end_year = start_year + wrap
+    else:
+        start_year = reference.year if first <= reference.month else reference.year - 1
+        end_year = start_year + wrap
+    start = datetime(start_year, first, 1, tzinfo=UTC)
+    end = _add_months(datetime(end_year, last, 1, tzinfo=UTC), 1)
+    return (start, end) if start < end and end_year - start_year <= 1 else None
+
+
+def _season(season: str, which: str | None, today: datetime) -> tuple[datetime, datetime]:
+    """A season named without a year: "last" is the latest one over, "this" (or none: "in the
+    summer") the latest one begun."""
+    first = SEASONS[season]
+    for year in range(today.year + 1, today.year - 2, -1):
+        start = _add_months(datetime(year, 1, 1, tzinfo=UTC), first)
+        end = _add_months(start, 3)
+        if (end <= today) if which == "last" else (start <= today):
+            return start, end
+    raise AssertionError("a season began within the last two years")  # pragma: no cover
 
 
 def _part_of_month(match: re.Match[str], first: datetime) -> tuple[datetime, datetime]:
@@ -332,7 +418,20 @@ def _relative(kind: str, match: re.Match[str], reference: datetime) -> tuple[dat
     if kind == "weekday":
         start = _last(today, groups["weekday"])
         return start, start + timedelta(days=1)
+    if kind == "season":
+        return _season(groups["season"].lower(), (groups["which"] or "").lower().replace("past", "last") or None, today)
     unit = groups["unit"].lower()
+    if kind == "before_last":  # the whole week, weekend, month or year before the last one
+        if unit == "weekend":
+            saturday = monday - timedelta(days=9)
+            return saturday, saturday + timedelta(days=2)
+        if unit == "week":
+            return monday - timedelta(days=14), monday - timedelta(days=7)
+        if unit == "month":
+            start = _add_months(today.replace(day=1), -2)
+            return start, _add_months(start, 1)
+        start = today.replace(year=today.year - 2, month=1, day=1)
+        return start, start.replace(year=start.year + 1)
     if kind == "period":
         this = groups["which"].lower() == "this"
         if unit == "week":
@@ -380,7 +479,8 @@ def _about(at: datetime, unit: str) -> tuple[datetime, datetime]:
     """A window around ``at``: its day, or give or take half a ``unit``."""
     if unit == "day":
         return at, at + timedelta(days=1)
-    half = {"week": timedelta(days=4), "month": timedelta(days=16), "year": timedelta(days=183)}[unit]
+    half = {"week": timedelta(days=4), "fortnight": timedelta(days=4), "month": timedelta(days=16),
+            "year": timedelta(days=183)}[unit]
     return at - half, at + half + timedelta(days=1)
 
 
@@ -394,8 +494,8 @@ def _number(word: str) -> int | None:
 def _back(today: datetime, n: int, unit: str) -> datetime:
     if unit == "day":
         return today - timedelta(days=n)
-    if unit == "week":
-        return today - timedelta(weeks=n)
+    if unit in ("week", "fortnight"):
+        return today - timedelta(weeks=n * (2 if unit == "fortnight" else 1))
     if unit == "month":
         return _add_months(today, -n)
     return _add_months(today, -12 * n)

@@ -97,6 +97,55 @@ def test_a_query_naming_no_possible_time_gets_no_window(query: str) -> None:
     assert query_window(query, REFERENCE) is None
 
 
+# Ways people name a time that the dev conversations the ranking was tuned on never use (#56
+# item 5: dated questions must not lean on that half's phrasing). REFERENCE is Wednesday 20
+# December 2023.
+@pytest.mark.parametrize(("query", "start", "end"), [
+    # seasons, as meteorologists count them in the northern hemisphere
+    ("what did we do last summer", day("2023-06-01"), day("2023-09-01")),  # the latest one over
+    ("the hikes this fall", day("2023-09-01"), day("2023-12-01")),
+    ("the trip in the summer of 2022", day("2022-06-01"), day("2022-09-01")),
+    ("skiing in winter 2023", day("2022-12-01"), day("2023-03-01")),  # named by the year of its January
+    ("what did I plant in the spring", day("2023-03-01"), day("2023-06-01")),  # the latest one begun
+    # quarters and thirds of a year
+    ("our revenue in Q3 2023", day("2023-07-01"), day("2023-10-01")),
+    ("the second quarter of 2022", day("2022-04-01"), day("2022-07-01")),
+    ("what did I read in early 2023", day("2023-01-01"), day("2023-05-01")),
+    ("the move in mid-2022", day("2022-05-01"), day("2022-09-01")),
+    ("plans for the end of 2022", day("2022-09-01"), day("2023-01-01")),
+    ("my job by the end of 2022", None, day("2023-01-01")),
+    # ranges: from the first one's start to the end of the last
+    ("what happened between June and July 2023", day("2023-06-01"), day("2023-08-01")),
+    ("from November 2022 to February", day("2022-11-01"), day("2023-03-01")),
+    ("the classes from May to June", day("2023-05-01"), day("2023-07-01")),
+    ("the house we rented between 2019 and 2021", day("2019-01-01"), day("2022-01-01")),
+    # counted back from now
+    ("what did we decide the week before last", day("2023-12-04"), day("2023-12-11")),
+    ("the weekend before last", day("2023-12-09"), day("2023-12-11")),
+    ("the month before last", day("2023-10-01"), day("2023-11-01")),
+    ("what did she say a fortnight ago", day("2023-12-02"), day("2023-12-11")),
+    ("what did I buy the previous month", day("2023-11-01"), day("2023-12-01")),
+    ("the prior week", day("2023-12-11"), day("2023-12-18")),
+    ("the race in mid-July", day("2023-07-11"), day("2023-07-21")),
+])
+def test_a_query_naming_a_time_in_words_the_tuning_never_saw_gets_that_window(
+    query: str, start: str | None, end: str | None
+) -> None:
+    window = query_window(query, REFERENCE)
+    assert window is not None
+    assert (window.start, window.end) == (start, end)
+
+
+@pytest.mark.parametrize("query", [
+    "between 2022 and 2019",  # a range that ends before it starts is no time at all
+    "the fall of the Roman empire",
+    "we were down 10 in the 4th quarter",
+    "between the summer and winter courses",
+])
+def test_words_of_those_forms_that_name_no_time_get_no_window(query: str) -> None:
+    assert query_window(query, REFERENCE) is None
+
+
 def test_absolute_dates_leave_the_keywords_and_relative_words_stay() -> None:
     dated = query_window("what did Sam cook on 4 December 2023?", REFERENCE)
     assert dated is not None and dated.keyword_text.split() == ["what", "did", "Sam", "cook", "on", "?"]
@@ -108,6 +157,10 @@ def test_absolute_dates_leave_the_keywords_and_relative_words_stay() -> None:
     assert before is not None and before.keyword_text.split() == ["status"]
     counted = query_window("what did John do the week before August 3, 2023 with his kids", REFERENCE)
     assert counted is not None and counted.keyword_text.split() == ["what", "did", "John", "do", "with", "his", "kids"]
+    season = query_window("What state did Joanna visit in summer 2021?", REFERENCE)  # memories say "last summer"
+    assert season is not None and season.keyword_text == "What state did Joanna visit in summer 2021?"
+    quarter = query_window("our revenue in Q3 2023", REFERENCE)
+    assert quarter is not None and quarter.keyword_text.split() == ["our", "revenue", "in"]
 
 
 def speaks_of(window: TimeWindow, occurred_at: str, text: str) -> bool:
@@ -143,6 +196,33 @@ def test_the_times_a_memory_names_are_kept_as_spans_read_against_when_it_was_sai
     )
     assert times_named("Sam: I went hiking with the dog", said) == ""
     assert times_named("Sam: on 31 February 2023", said) == ""
+    assert times_named("Ana: we went skiing last winter", "2023-05-01T09:00:00.000000Z") == (
+        "2022-12-01T00:00:00.000000Z/2023-03-01T00:00:00.000000Z"
+    )
+
+
+async def test_an_upgraded_store_reads_again_the_times_its_memories_name_by_the_wider_grammar(
+    db_path: Path, fake_ollama: FakeOllama
+) -> None:
+    sqlite_store_at(db_path, 16)
+    conv, said = str(uuid.uuid4()), "2023-05-01T09:00:00.000000Z"
+    with sqlite3.connect(db_path, isolation_level=None) as conn:
+        conn.execute("INSERT INTO conversations (id, created_at) VALUES (?, '2023-05-01')", (conv,))
+        for seq, text, spoken in [(1, "Ana: we went skiing last winter", ""),  # what the narrower grammar kept
+                                  (2, "Ana: we went skiing yesterday", f"{day('2023-04-30')}/{day('2023-05-01')}")]:
+            conn.execute(
+                "INSERT INTO memories (seq, id, conversation_id, kind, content, content_hash, context, created_at,"
+                " occurred_at, spoken_of) VALUES (?, ?, ?, 'note', ?, ?, ?, ?, ?, ?)",
+                (seq, str(uuid.uuid4()), conv, text, f"h{seq}", text, said, said, spoken),
+            )
+    settings = Settings.from_env({"OLLAMA_MCP_DB": str(db_path), "OLLAMA_HOST": fake_ollama.url})
+    async with open_app(settings, background=False) as app:
+        unread = "SELECT count(*) FROM memories WHERE spoken_of IS NULL"
+        assert sqlite3.connect(db_path).execute(unread).fetchone() == (2,)
+        assert await app.indexer.times_step() is None
+    assert sqlite3.connect(db_path).execute("SELECT spoken_of FROM memories ORDER BY seq").fetchall() == [
+        (f"{day('2022-12-01')}/{day('2023-03-01')}",), (f"{day('2023-04-30')}/{day('2023-05-01')}",),
+    ]
 
 
 # -- occurred_at: stored, checked, filtered, carried ---------------------------------------------------
