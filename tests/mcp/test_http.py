@@ -470,12 +470,21 @@ async def test_token_names_and_principals_are_checked_before_anything_is_kept(se
 # -- the real command ------------------------------------------------------------------------------
 
 
+# Started through this, the server meets Ctrl-C as a terminal's foreground command does, however
+# the test run itself was started: a background job of a non-interactive shell ignores SIGINT, the
+# server would inherit that and never stop (four tests failed so in a run started with nohup ... &).
+INTERRUPTIBLE = [
+    sys.executable, "-c",
+    "import os, signal, sys; signal.signal(signal.SIGINT, signal.SIG_DFL); os.execv(sys.argv[1], sys.argv[1:])",
+]
+
+
 class ServeProcess:
     """``ollama-mcp serve --http --port 0`` as a user starts it; its URL from the line it prints."""
 
     def __init__(self, env: dict[str, str], *args: str) -> None:
         self.process = subprocess.Popen(
-            [str(SERVER), "serve", "--http", "--port", "0", *args], env=env, cwd="/",
+            [*INTERRUPTIBLE, str(SERVER), "serve", "--http", "--port", "0", *args], env=env, cwd="/",
             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
         )
         assert self.process.stderr is not None
