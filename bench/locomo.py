@@ -10,7 +10,8 @@ session-level recall: a question hits when a top-10 turn is in one of its eviden
     python bench/locomo.py                       # service API, prints the table
     python bench/locomo.py --mcp                 # the same through MCP stdio
     python bench/locomo.py --tune keyword_weight=1.5 --json out.json
-    python bench/locomo.py --grid time_weight=0,0.5,1,2   # rotated held-out figures over a grid
+    python bench/locomo.py --grid time_weight=0,0.5,1,2   # rotated folds of dev over a grid
+    python bench/locomo.py --questions q.json    # each question's first evidence rank, to compare runs
 
 Each session's turns are recorded in order (``add_messages``), each turn with its speaker as
 ``actor`` and its session's date as ``occurred_at`` (the date and the speaker also stay in its
@@ -21,8 +22,9 @@ conversation's end, not before today).
 The rotated protocol (``--grid``): every configuration of the grid ranks every question once;
 then for each of the five conversations, the configuration best on the other four (headline
 R@10, then MRR, among those keeping adversarial R@10 at 0.85 there) is scored on it. The
-headline figure is the mean over the five held-out folds (per category), beside the figure of
-the configuration best on all five.
+headline figure is the mean over the five folds (per category), beside the figure of the
+configuration best on all five. These are "rotated folds of dev", not held-out figures: the rules
+were written against these five conversations (bench/README.md).
 """
 
 from __future__ import annotations
@@ -365,7 +367,8 @@ def per_category(scores: dict[Key, Scores], samples: Iterable[str]) -> dict[int,
 def rotated(
     results: dict[str, dict[Key, Scores]], sample_ids: list[str]
 ) -> tuple[dict[str, dict[str, float]], list[str]]:
-    """The mean over held-out folds of each category's figures, and each fold's chosen config."""
+    """The mean over the rotated folds (each conversation left out in turn) of each category's
+    figures, and each fold's chosen config."""
     folds: list[dict[str, dict[str, float]]] = []
     chosen = []
     for held_out in sample_ids:
@@ -535,7 +538,7 @@ def main() -> None:
         "--tune", action="append", default=[], metavar="KEY=VALUE", help="override a SearchTuning field"
     )
     parser.add_argument("--grid", action="append", default=[], metavar="KEY=V1,V2",
-                        help="rotated held-out figures over every combination of these SearchTuning values")
+                        help="rotated folds of dev over every combination of these SearchTuning values")
     parser.add_argument("--limit", type=int, help="only the first N conversations")
     parser.add_argument("--questions", type=Path, metavar="FILE",
                         help="write each question's first evidence rank (of the last configuration run) to FILE")
@@ -554,7 +557,8 @@ def main() -> None:
     if args.questions:
         args.questions.write_text(json.dumps(TRACE, indent=0))
     if "rotated" in result:
-        print("rotated (mean of the five held-out folds; each fold's configuration chosen on the other four):")
+        print("rotated folds of dev, not held-out (the mean of five; each fold's configuration chosen on the"
+              " other four):")
         print(render(result["rotated"]))
         print("\n".join(result["folds"]))
         print(f"\ntuned on all five ({result['best_on_all']}):")
