@@ -346,3 +346,32 @@ async def _ranked(
 ) -> Ranking:
     await index.refresh()
     return await index.rank(query, k, scope, candidates or [])
+
+
+async def test_a_read_while_another_task_writes_sees_only_what_is_committed(db_path: Path) -> None:
+    # One connection serves every task: a read issued while another task's transaction is open must
+    # not run inside it (it would see that transaction's uncommitted rows, here a summary that is
+    # then rolled back, or an old snapshot). The transaction is opened directly: no public call
+    # holds one open across an await a test can pause in.
+    store = await Store.open(db_path)
+    try:
+        await store.create_conversation("c1", None, {}, False, utc_now())
+        read: list[str | None] = []
+        drafted = anyio.Event()
+
+        async def reader() -> None:
+            await drafted.wait()
+            read.append((await store.get_conversation("c1")).rolling_summary)
+
+        async with anyio.create_task_group() as tasks:
+            tasks.start_soon(reader)
+            with pytest.raises(RuntimeError):
+                async with store._transaction("draft a summary") as conn:
+                    await conn.execute("UPDATE conversations SET rolling_summary = 'draft' WHERE id = 'c1'")
+                    drafted.set()
+                    await anyio.sleep(0.2)  # the reader runs meanwhile
+                    assert read == []  # it waits for the transaction
+                    raise RuntimeError("the write fails: rolled back")
+        assert read == [None]
+    finally:
+        await store.aclose()

@@ -5,6 +5,7 @@ from __future__ import annotations
 import sqlite3
 from collections.abc import AsyncIterator, Sequence
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
+from contextvars import ContextVar
 from pathlib import Path
 from typing import Any, Self
 
@@ -32,6 +33,11 @@ def identity(path: Path) -> tuple[int, int] | None:
     return (stat.st_dev, stat.st_ino)
 
 
+# Set inside ``_transaction`` for the task that holds it and the tasks it starts (they copy it): a
+# read there belongs to that transaction. Any other task's read waits for the transaction to end.
+_IN_TRANSACTION: ContextVar[bool] = ContextVar("ollama_mcp_sqlite_in_transaction", default=False)
+
+
 class StoreBase(SqlParts):
     """The connection a store's parts share; open with ``await Store.open(path)``, close with ``aclose``."""
 
@@ -57,6 +63,7 @@ class StoreBase(SqlParts):
     @asynccontextmanager
     async def _transaction(self, action: str, *, write: bool = True) -> AsyncIterator[aiosqlite.Connection]:
         async with self._lock:
+            holding = _IN_TRANSACTION.set(True)
             try:
                 await self._conn.execute("BEGIN IMMEDIATE" if write else "BEGIN")
                 try:
@@ -80,6 +87,8 @@ class StoreBase(SqlParts):
                 if self._conn.in_transaction:
                     await self._conn.execute("ROLLBACK")
                 raise db.translate(exc, action, self.path) from exc
+            finally:
+                _IN_TRANSACTION.reset(holding)
 
     def _snapshot(self, action: str) -> AbstractAsyncContextManager[aiosqlite.Connection]:
         """Reads that see one state of the file (a read transaction)."""
@@ -94,8 +103,15 @@ class StoreBase(SqlParts):
         )
 
     async def _fetchall(self, sql: str, params: Sequence[Any], action: str) -> list[sqlite3.Row | tuple[Any, ...]]:
+        """One statement on its own. The connection is shared: issued while another task's
+        transaction is open, it would run inside it and read that transaction's snapshot (a
+        conversation's rolling summary written by another process a moment before was not seen)
+        or its uncommitted rows, so it waits for that transaction to end."""
         try:
-            return list(await self._conn.execute_fetchall(sql, params))
+            if _IN_TRANSACTION.get():
+                return list(await self._conn.execute_fetchall(sql, params))
+            async with self._lock:
+                return list(await self._conn.execute_fetchall(sql, params))
         except sqlite3.Error as exc:
             raise db.translate(exc, action, self.path) from exc
 
