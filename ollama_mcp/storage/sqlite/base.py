@@ -33,9 +33,10 @@ def identity(path: Path) -> tuple[int, int] | None:
     return (stat.st_dev, stat.st_ino)
 
 
-# Set inside ``_transaction`` for the task that holds it and the tasks it starts (they copy it): a
-# read there belongs to that transaction. Any other task's read waits for the transaction to end.
-_IN_TRANSACTION: ContextVar[bool] = ContextVar("ollama_mcp_sqlite_in_transaction", default=False)
+# The stores (by id) whose transaction the current task holds, seen by the tasks it starts too (they
+# copy it): a read of such a store belongs to that transaction. Any other task's read of it waits
+# for the transaction to end. Per store: one process holds a store per principal.
+_HOLDING: ContextVar[frozenset[int]] = ContextVar("ollama_mcp_sqlite_holding", default=frozenset())
 
 
 class StoreBase(SqlParts):
@@ -63,7 +64,7 @@ class StoreBase(SqlParts):
     @asynccontextmanager
     async def _transaction(self, action: str, *, write: bool = True) -> AsyncIterator[aiosqlite.Connection]:
         async with self._lock:
-            holding = _IN_TRANSACTION.set(True)
+            holding = _HOLDING.set(_HOLDING.get() | {id(self)})
             try:
                 await self._conn.execute("BEGIN IMMEDIATE" if write else "BEGIN")
                 try:
@@ -88,7 +89,7 @@ class StoreBase(SqlParts):
                     await self._conn.execute("ROLLBACK")
                 raise db.translate(exc, action, self.path) from exc
             finally:
-                _IN_TRANSACTION.reset(holding)
+                _HOLDING.reset(holding)
 
     def _snapshot(self, action: str) -> AbstractAsyncContextManager[aiosqlite.Connection]:
         """Reads that see one state of the file (a read transaction)."""
@@ -108,7 +109,7 @@ class StoreBase(SqlParts):
         conversation's rolling summary written by another process a moment before was not seen)
         or its uncommitted rows, so it waits for that transaction to end."""
         try:
-            if _IN_TRANSACTION.get():
+            if id(self) in _HOLDING.get():
                 return list(await self._conn.execute_fetchall(sql, params))
             async with self._lock:
                 return list(await self._conn.execute_fetchall(sql, params))
