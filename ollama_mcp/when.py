@@ -56,7 +56,9 @@ RECENT_DAYS = 30  # "recently", "lately"
 _FULL_MONTH = "january|february|march|april|may|june|july|august|september|october|november|december"
 _ANY_MONTH = _FULL_MONTH + "|jan|feb|mar|apr|jun|jul|aug|sept|sep|oct|nov|dec"
 _DAY = r"(?P<day>[0-3]?\d)(?:st|nd|rd|th)?"
-_YEAR = r"(?P<year>(?:1[89]|2[01])\d\d)"
+_NAMED_YEAR = r"(?P<{}>(?:1[89]|2[01])\d\d)"  # a year's group, named (a range has two)
+_YEAR = _NAMED_YEAR.format("year")
+_YEAR2 = _NAMED_YEAR.format("year2")
 _SEASON = r"(?P<season>spring|summer|fall|autumn|winter)"
 _NUMBER = (
     r"(?P<n>\d{1,3}|a couple of|a couple|couple of|a few|an?|one|two|three|four|five|six|seven|eight|nine|ten"
@@ -71,11 +73,9 @@ _LEAD = (
 
 _ABSOLUTE_GRAMMAR = [
     # "between June and July 2023", "from May to June": the months and those between
-    ("months", rf"\b(?:between|from)\s+(?:the\s+)?(?P<month>{_FULL_MONTH})(?:,?\s+(?P<year>(?:1[89]|2[01])\d\d))?"
-               rf"\s+(?:and|to|until|till|through)\s+(?:the\s+)?(?P<month2>{_FULL_MONTH})(?:,?\s+(?P<year2>(?:1[89]|2[01])\d\d))?\b",
-     re.I),
-    ("years", r"\b(?:between|from)\s+(?:the\s+year\s+)?(?P<year>(?:1[89]|2[01])\d\d)\s+(?:and|to|until|till|through)\s+"
-              r"(?P<year2>(?:1[89]|2[01])\d\d)\b", re.I),
+    ("months", rf"\b(?:between|from)\s+(?:the\s+)?(?P<month>{_FULL_MONTH})(?:,?\s+{_YEAR})?"
+               rf"\s+(?:and|to|until|till|through)\s+(?:the\s+)?(?P<month2>{_FULL_MONTH})(?:,?\s+{_YEAR2})?\b", re.I),
+    ("years", rf"\b(?:between|from)\s+(?:the\s+year\s+)?{_YEAR}\s+(?:and|to|until|till|through)\s+{_YEAR2}\b", re.I),
     ("day", r"\b(?P<year>\d{4})-(?P<month>\d\d)-(?P<day>\d\d)\b", 0),
     ("day", rf"\b{_DAY}(?:\s+of)?\s+(?P<month>{_ANY_MONTH})\.?(?:,?\s+{_YEAR})?\b", re.I),
     ("day", rf"\b(?P<month>{_ANY_MONTH})\.?\s+{_DAY}\b(?!:)(?:,?\s+{_YEAR})?\b", re.I),
