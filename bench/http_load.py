@@ -132,15 +132,13 @@ def profile_summary(paths: list[Path]) -> dict[str, float]:
     return {name: round(100 * n / total, 1) for name, n in ranked} if total else {}
 
 
-GIL: list[str] = []  # ["--gil"] with --profile-gil: only the thread holding the GIL, Python's own CPU
-
-
-def start_profiler(pid: int, output: Path) -> subprocess.Popen[bytes]:
+def start_profiler(pid: int, output: Path, gil: bool) -> subprocess.Popen[bytes]:
+    """py-spy sampling ``pid`` into ``output``; ``gil``: only the thread holding the GIL (Python's own CPU)."""
     spy = Path(sys.executable).parent / "py-spy"
     if not spy.exists():
         raise SystemExit("--profile needs py-spy: .venv/bin/pip install py-spy")
-    args = [str(spy), "record", "--pid", str(pid), "--rate", "250", *GIL, "--format", "raw", "--output", str(output),
-            "--nonblocking"]
+    args = [str(spy), "record", "--pid", str(pid), "--rate", "250", *(["--gil"] if gil else []), "--format", "raw",
+            "--output", str(output), "--nonblocking"]
     return subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
 
 
@@ -216,7 +214,7 @@ async def run_client(
 
 async def measure(
     database: str, embed_url: str, clients: int, calls: int, instances: int, bare: bool = False,
-    profile: str | None = None,
+    profile: str | None = None, profile_gil: bool = False,
 ) -> dict[str, Any]:
     env = {"PATH": os.environ["PATH"], "HOME": os.environ.get("HOME", "/tmp"), "OLLAMA_MCP_DB": database,
            "OLLAMA_HOST": embed_url, "OLLAMA_MCP_EMBED_MODEL": "all-minilm", "OLLAMA_MCP_CHAT_MODEL": "none",
@@ -230,7 +228,8 @@ async def measure(
                   for i in range(clients)]
         servers = [start_server(env, stateless=instances > 1) for _ in range(instances)]
     outputs = [Path(f"{profile}-{n}.txt") for n in range(len(servers))] if profile else []
-    profilers = [start_profiler(process.pid, out) for (process, _), out in zip(servers, outputs, strict=False)]
+    profilers = [start_profiler(process.pid, out, profile_gil)
+                 for (process, _), out in zip(servers, outputs, strict=False)]
     timings: dict[str, list[float]] = defaultdict(list)
     acked: list[tuple[str, str]] = []
     errors: list[str] = []
@@ -294,8 +293,6 @@ def main() -> None:
     parser.add_argument("--profile-gil", action="store_true",
                         help="with --profile: sample only the thread holding the GIL (py-spy --gil)")
     args = parser.parse_args()
-    if args.profile_gil:
-        GIL.append("--gil")
     embedder = EmbedServer(Synthetic(dim=384)).start()
     with tempfile.TemporaryDirectory(prefix="ollama-mcp-load-") as tmp:
         pg = None
@@ -310,7 +307,8 @@ def main() -> None:
             database = str(Path(tmp) / "memory.db")
         try:
             report = anyio.run(
-                measure, database, embedder.url, args.clients, args.calls, args.instances, args.bare, args.profile
+                measure, database, embedder.url, args.clients, args.calls, args.instances, args.bare, args.profile,
+                args.profile_gil,
             )
         finally:
             if pg is not None:
