@@ -22,6 +22,7 @@ from ollama_mcp.storage.sqlite import keywords as store_keywords
 from ollama_mcp.storage.sqlite.db import migrations
 from ollama_mcp.storage.sqlite.keyword_index import KeywordIndex
 from ollama_mcp.storage.sqlite.store import FACET_CODES, KEYWORD_TABLES, TOKENIZER
+from tests.fake_ollama import FakeOllama
 
 pytestmark = [pytest.mark.anyio, pytest.mark.sqlite_only]  # the SQLite backend's in-memory keyword index
 
@@ -209,6 +210,64 @@ async def test_a_search_while_the_keyword_index_is_rebuilt_ranks_from_fts5_inste
             with anyio.fail_after(5):
                 busy = await ranked()
     assert busy == settled and all(len(hits) == 10 for hits in settled[:3]) and settled[3][0] == texts[7]
+
+
+async def test_a_keyword_index_load_waits_for_a_running_search_to_finish(
+    app: App, db_path: Path, fake_ollama: FakeOllama, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(store_keywords, "_SNAPSHOT_TERMS", 3)  # dozens of parts, each a chance to give way
+    rng = random.Random(12)
+    conv = await app.service.init_conversation("one")
+    await app.service.import_memories(conv.id, [sentence(rng) for _ in range(120)])
+    keywords = app.ranker.keywords
+    fake_ollama.delay = 0.4  # the search's query embedding: the search runs that long
+    done: list[str] = []
+
+    async def search() -> None:
+        await app.service.search(search_request("harbour crane", conv.id))
+        done.append("search")
+
+    async def load() -> None:
+        await keywords.refresh()  # on its own a few milliseconds here
+        done.append("load")
+
+    with anyio.fail_after(10):
+        async with anyio.create_task_group() as tasks:
+            tasks.start_soon(search)
+            await anyio.sleep(0.1)  # the search waits for its query's vector
+            tasks.start_soon(load)
+    with sqlite3.connect(db_path) as conn:
+        stored = conn.execute("SELECT count(*) FROM memories").fetchone()[0]
+    assert done == ["search", "load"] and keywords.size == stored
+
+
+async def test_a_keyword_index_load_finishes_while_searches_overlap_without_a_pause(
+    app: App, fake_ollama: FakeOllama, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(store_keywords, "_SNAPSHOT_TERMS", 20)
+    rng = random.Random(13)
+    conv = await app.service.init_conversation("one")
+    await app.service.import_memories(conv.id, [sentence(rng) for _ in range(120)])
+    keywords = app.ranker.keywords
+    fake_ollama.delay = 0.2
+    loaded = anyio.Event()
+    searches = 0
+
+    async def keep_searching() -> None:
+        nonlocal searches
+        while not loaded.is_set():  # a new query each time: a repeated one's vector is not asked for again
+            await app.service.search(search_request(f"harbour crane {searches}", conv.id))
+            searches += 1
+
+    with anyio.fail_after(10):
+        async with anyio.create_task_group() as tasks:
+            tasks.start_soon(keep_searching)
+            await anyio.sleep(0.1)
+            tasks.start_soon(keep_searching)  # from here on one search or the other always runs
+            await anyio.sleep(0.1)
+            await keywords.refresh()
+            loaded.set()
+    assert keywords.loaded and keywords.size > 100 and searches >= 2
 
 
 async def test_keyword_filters_hold_in_the_in_memory_index(settings: Settings) -> None:

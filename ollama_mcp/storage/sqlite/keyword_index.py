@@ -9,7 +9,8 @@ scores what FTS5's ``rank`` says, up to float rounding (tests check both).
 
 A process holds the index only in a large store (``SearchTuning.keyword_index_min_memories``; below
 that FTS5 is as fast). It loads in the background (``HybridSearch.warm_up`` and ``upkeep``;
-searches use FTS5 until then) and then follows the database like the vector index does:
+searches use FTS5 until then, and the load waits between its parts while a search runs) and then
+follows the database like the vector index does:
 each search's statement also reads the highest memory seq and the newest ``memory_changes`` id;
 when either moved (this process or another one wrote), the new and changed memories are read
 and tokenized. Each memory text is a document with an internal number; a memory deleted or
@@ -20,7 +21,7 @@ stay in the postings, masked, until they are a quarter of all; then the index is
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from contextlib import aclosing
 from typing import cast
 
@@ -220,10 +221,15 @@ class _Index:
 
 
 class KeywordIndex:
-    """BM25 ranking of memories by query words, over both keyword facets (content and context)."""
+    """BM25 ranking of memories by query words, over both keyword facets (content and context).
 
-    def __init__(self, store: Store) -> None:
+    ``give_way``: awaited before each part of a full load; a search in progress holds it up
+    (``HybridSearch``), so that the load, seconds of CPU at 100k memories, does not run beside it.
+    """
+
+    def __init__(self, store: Store, give_way: Callable[[], Awaitable[None]] | None = None) -> None:
         self._store = store
+        self._give_way = give_way
         self._lock = anyio.Lock()
         self._index = _Index()
         self._state: KeywordState | None = None
@@ -282,6 +288,8 @@ class KeywordIndex:
                 fresh, loaded = _Index(), None
                 async with aclosing(self._store.keyword_snapshot()) as parts:
                     async for part in parts:
+                        if self._give_way is not None:
+                            await self._give_way()
                         await anyio.to_thread.run_sync(fresh.load, part)
                         loaded = part.state
                 assert loaded is not None  # (the first part always comes)
