@@ -107,14 +107,9 @@ class StoreBase(SqlParts):
         """One statement on its own. The connection is shared: issued while another task's
         transaction is open, it would run inside it and read that transaction's snapshot (a
         conversation's rolling summary written by another process a moment before was not seen)
-        or its uncommitted rows, so it waits for that transaction to end.
-
-        When the lock is free no transaction is open, and the statement goes straight to the
-        connection's queue: aiosqlite queues it before this coroutine first yields, so any BEGIN
-        queued later runs after it. Taking the free lock would cost a trip round the event loop
-        per statement (HTTP load, 50 clients: p50 about 20% lower without it, bench/README.md)."""
+        or its uncommitted rows, so it waits for that transaction to end."""
         try:
-            if id(self) in _HOLDING.get() or not self._lock.locked():
+            if id(self) in _HOLDING.get():
                 return list(await self._conn.execute_fetchall(sql, params))
             async with self._lock:
                 return list(await self._conn.execute_fetchall(sql, params))
