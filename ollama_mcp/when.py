@@ -329,20 +329,18 @@ def _absolute(kind: str, match: re.Match[str], reference: datetime) -> tuple[dat
     return start, start + timedelta(days=1)
 
 
-# Seasons as the northern hemisphere's meteorologists count them, as months from January 1 of
-# the year that names them, and how long: a winter is named by the year of its January ("winter
-# 2023" is December 2022 to February 2023), the part most of it falls in.
-SEASONS = {"spring": 2, "summer": 5, "fall": 8, "autumn": 8, "winter": -1}
+# Seasons as the northern hemisphere's meteorologists count them: each one's first month, counted
+# from January of the year that names it (0), three months long. A winter is named by the year of
+# its January ("winter 2023" is December 2022 to February 2023), the part most of it falls in.
+_SEASONS = {"spring": 2, "summer": 5, "fall": 8, "autumn": 8, "winter": -1}
 _QUARTERS = {"first": 1, "1st": 1, "second": 2, "2nd": 2, "third": 3, "3rd": 3, "fourth": 4, "4th": 4}
-
-
 _PARTS_OF_YEAR = ("season", "quarter", "part_of_year")
 
 
 def _part_of_year(kind: str, match: re.Match[str]) -> tuple[int, int]:
     """The part of a named year ``match`` names: its first month (from January, 0), how many."""
     if kind == "season":
-        return SEASONS[match["season"].lower()], 3
+        return _SEASONS[match["season"].lower()], 3
     if kind == "quarter":
         return 3 * (int(match["quarter"]) if match["quarter"] else _QUARTERS[match["nth"].lower()]) - 3, 3
     return (0 if match["early"] else 4 if match["mid"] else 8), 4  # early, mid- or late in the year
@@ -371,7 +369,7 @@ def _months(match: re.Match[str], reference: datetime) -> tuple[datetime, dateti
 def _season(season: str, which: str | None, today: datetime) -> tuple[datetime, datetime]:
     """A season named without a year: "last" is the latest one over, "this" (or none: "in the
     summer") the latest one begun."""
-    first = SEASONS[season]
+    first = _SEASONS[season]
     for year in range(today.year + 1, today.year - 2, -1):
         start = _add_months(datetime(year, 1, 1, tzinfo=UTC), first)
         end = _add_months(start, 3)

@@ -135,75 +135,65 @@ class HybridSearch:
         threshold: float | None,
         window: TimeWindow | None = None,
     ) -> list[SearchHit]:
-        with self._searching.running():
-            return await self._search(query, query_vector, filters, conversation_key, top_k, threshold, window)
+        with self._searching.running():  # a keyword load meanwhile waits (_InFlight)
+            tuning = self.tuning
+            depth = candidate_depth(tuning, top_k, window)
+            if window is not None:
+                query = window.keyword_text  # the query vector is of the whole text; the keywords are not its dates
 
-    async def _search(
-        self,
-        query: str,
-        query_vector: np.ndarray | QueryVector | None,
-        filters: SearchFilters,
-        conversation_key: int | None,
-        top_k: int,
-        threshold: float | None,
-        window: TimeWindow | None,
-    ) -> list[SearchHit]:
-        tuning = self.tuning
-        depth = candidate_depth(tuning, top_k, window)
-        if window is not None:
-            query = window.keyword_text  # the query vector is of the whole text; the keywords are not its dates
-
-        words = query_terms(query)
-        word_tokens = dict(zip(words, await self.keywords.tokens(words), strict=True))
-        in_memory = all(len(tokens) <= 1 for tokens in word_tokens.values())
-        if self.keywords.busy or not self.keywords.loaded:
-            in_memory = False  # not held, or being loaded or rebuilt: FTS5 ranks the same, no waiting
-        terms = await self._informative_terms(words, word_tokens if in_memory else None)
-        needs_sql_filter = bool(
-            filters.tags or filters.since or filters.until or filters.actors or filters.conversation_ids is not None
-        )
-        memory_seqs = frozenset(await self._store.filtered_seqs(filters)) if needs_sql_filter else None
-        exclude_versions = (in_memory or query_vector is not None) and not filters.include_superseded
-        reads = await self._reads(query, terms, filters, top_k, depth, fts=not in_memory, superseded=exclude_versions)
-        exact, keyword, keyword_context = reads.keyword_lists
-        scope = Scope(
-            conversation_key=conversation_key,
-            kind_codes=tuple(KIND_CODES[kind] for kind in filters.kinds),
-            memory_seqs=memory_seqs,
-            excluded_seqs=reads.superseded,
-        )
-        if in_memory and terms and self.keywords.behind(reads.keyword_state) > CATCH_UP_IN_SEARCH:
-            # Another process wrote many memories: catching up would hold this search (100
-            # memories: 30 ms). FTS5 ranks the same; the upkeep brings the index up to date.
-            in_memory = False
-            reads = await self._reads(query, terms, filters, top_k, depth, fts=True, superseded=exclude_versions)
-            exact, keyword, keyword_context = reads.keyword_lists
-        if in_memory and terms:
-            await self.keywords.refresh(reads.keyword_state)
-            tokens = [token for term in terms for token in word_tokens[term]]
-            keyword = self.keywords.rank(FACET_CODES["content"], tokens, depth, scope)
-            if tuning.keyword_context_weight:
-                keyword_context = self.keywords.rank(FACET_CODES["context"], tokens, depth, scope)
-        told_later: frozenset[int] = frozenset()
-        if window is not None and (span := told_range(tuning, window)) is not None:
-            told_later = timely(window, await self._store.moments_between(filters, *span, tuning.told_rows))
-        by_meaning: list[int] = []
-        similarity: dict[int, float] = {}
-        vector = await resolve(query_vector)  # Ollama computed it while the keyword work above ran
-        if vector is not None:
-            # After the keyword queries, not beside them: both are CPU-bound and BLAS already uses
-            # both cores (measured: no gain, bench/README.md).
-            await self.vectors.refresh(reads.data_version)
-            ranking = await self.vectors.rank(
-                vector, depth, scope, candidates=[*exact, *keyword, *keyword_context, *told_later]
+            words = query_terms(query)
+            word_tokens = dict(zip(words, await self.keywords.tokens(words), strict=True))
+            in_memory = all(len(tokens) <= 1 for tokens in word_tokens.values())
+            if self.keywords.busy or not self.keywords.loaded:
+                in_memory = False  # not held, or being loaded or rebuilt: FTS5 ranks the same, no waiting
+            terms = await self._informative_terms(words, word_tokens if in_memory else None)
+            needs_sql_filter = bool(
+                filters.tags or filters.since or filters.until or filters.actors or filters.conversation_ids is not None
             )
-            by_meaning = [seq for seq, _ in ranking.ranked]
-            similarity = ranking.similarity
-        return await choose(
-            tuning, exact=exact, keyword=keyword, keyword_context=keyword_context, by_meaning=by_meaning,
-            similarity=similarity, top_k=top_k, depth=depth, threshold=threshold, window=window,
-            rows=self._store, words=words, told=told_later,
-        )
+            memory_seqs = frozenset(await self._store.filtered_seqs(filters)) if needs_sql_filter else None
+            exclude_versions = (in_memory or query_vector is not None) and not filters.include_superseded
+            reads = await self._reads(
+                query, terms, filters, top_k, depth, fts=not in_memory, superseded=exclude_versions
+            )
+            exact, keyword, keyword_context = reads.keyword_lists
+            scope = Scope(
+                conversation_key=conversation_key,
+                kind_codes=tuple(KIND_CODES[kind] for kind in filters.kinds),
+                memory_seqs=memory_seqs,
+                excluded_seqs=reads.superseded,
+            )
+            if in_memory and terms and self.keywords.behind(reads.keyword_state) > CATCH_UP_IN_SEARCH:
+                # Another process wrote many memories: catching up would hold this search (100
+                # memories: 30 ms). FTS5 ranks the same; the upkeep brings the index up to date.
+                in_memory = False
+                reads = await self._reads(query, terms, filters, top_k, depth, fts=True, superseded=exclude_versions)
+                exact, keyword, keyword_context = reads.keyword_lists
+            if in_memory and terms:
+                await self.keywords.refresh(reads.keyword_state)
+                tokens = [token for term in terms for token in word_tokens[term]]
+                keyword = self.keywords.rank(FACET_CODES["content"], tokens, depth, scope)
+                if tuning.keyword_context_weight:
+                    keyword_context = self.keywords.rank(FACET_CODES["context"], tokens, depth, scope)
+            told_later: frozenset[int] = frozenset()
+            if window is not None and (span := told_range(tuning, window)) is not None:
+                told_later = timely(window, await self._store.moments_between(filters, *span, tuning.told_rows))
+            by_meaning: list[int] = []
+            similarity: dict[int, float] = {}
+            vector = await resolve(query_vector)  # Ollama computed it while the keyword work above ran
+            if vector is not None:
+                # After the keyword queries, not beside them: both are CPU-bound and BLAS already uses
+                # both cores (measured: no gain, bench/README.md).
+                await self.vectors.refresh(reads.data_version)
+                ranking = await self.vectors.rank(
+                    vector, depth, scope, candidates=[*exact, *keyword, *keyword_context, *told_later]
+                )
+                by_meaning = [seq for seq, _ in ranking.ranked]
+                similarity = ranking.similarity
+            return await choose(
+                tuning, exact=exact, keyword=keyword, keyword_context=keyword_context, by_meaning=by_meaning,
+                similarity=similarity, top_k=top_k, depth=depth, threshold=threshold, window=window,
+                rows=self._store, words=words, told=told_later,
+            )
 
     # -- keeping the indexes current (the Ranker protocol) ----------------------------------------
 
