@@ -99,7 +99,8 @@ async def measure(n: int, dim: int, queries: int, waiting: int = 0) -> dict[str,
     from ollama_mcp.app import open_app  # noqa: PLC0415
     from ollama_mcp.config import Settings  # noqa: PLC0415
     from ollama_mcp.domain import SearchFilters  # noqa: PLC0415
-    from ollama_mcp.storage.postgres.search import MIN_EF_SEARCH  # noqa: PLC0415
+    from ollama_mcp.storage.postgres.search import OVERFETCH, ef_search  # noqa: PLC0415
+    from ollama_mcp.storage.ranking import SearchTuning, candidate_depth  # noqa: PLC0415
     from ollama_mcp.when import query_window  # noqa: PLC0415
 
     rng, vectors_rng = random.Random(7), np.random.default_rng(1)
@@ -133,7 +134,8 @@ async def measure(n: int, dim: int, queries: int, waiting: int = 0) -> dict[str,
                     exact_ms, index_ms = [], []
                     for _ in range(queries):
                         q = near_stored(context, rng, vectors_rng)
-                        await conn.execute(f"SET LOCAL hnsw.ef_search = {MIN_EF_SEARCH}")  # what a top 10 uses
+                        top_10 = ef_search(n, OVERFETCH * candidate_depth(SearchTuning(), 10, None))
+                        await conn.execute(f"SET LOCAL hnsw.ef_search = {top_10}")  # what a top 10 uses
                         started = time.perf_counter()
                         approx = await nearest_context(conn, q, exact=False)
                         index_ms.append((time.perf_counter() - started) * 1000)

@@ -14,13 +14,6 @@ from ollama_mcp.storage.postgres.dialect import POSTGRES
 from ollama_mcp.storage.sql import rows
 
 
-async def stored_dimension(conn: psycopg.AsyncConnection, model: str) -> int | None:
-    """The dimension the stored vectors of ``model`` use (None: it has none)."""
-    cursor = await conn.execute("SELECT dim FROM memory_embeddings WHERE model = %s LIMIT 1", (model,))
-    row = await cursor.fetchone()
-    return None if row is None else int(row[0])
-
-
 def vector_of(row: EmbeddingRow) -> np.ndarray:
     return np.frombuffer(row.vector, dtype="<f4")
 

@@ -32,7 +32,7 @@ from ollama_mcp.errors import EmbeddingMismatchError
 from ollama_mcp.storage.memory_rules import CONTEXT_NEIGHBOUR_CHARS, CONTEXT_NEIGHBOURS
 from ollama_mcp.storage.postgres.dialect import POSTGRES
 from ollama_mcp.storage.postgres.memories import moments_between
-from ollama_mcp.storage.postgres.rows import filter_sql, stored_dimension
+from ollama_mcp.storage.postgres.rows import filter_sql
 from ollama_mcp.storage.postgres.store import PgStore
 from ollama_mcp.storage.protocols import QueryVector, resolve
 from ollama_mcp.storage.ranking import (
@@ -67,11 +67,17 @@ SIZE_EVERY = 64
 # store (the rarest words carry most of BM25's weight). Each costs a heap fetch: at 1M memories,
 # 1,000 rows instead of 2,000 took 3 ms off a search (bench/README.md).
 KEYWORD_ROWS = 1_000
-# pgvector's ef_search at least (more when more neighbours are fetched). At 1M memories, recall@10
-# against exact search over 480 queries: 0.948 at 200, 0.960 at 250, 0.969 at 300; at 200 some
-# query sets fall below 0.95, at 250 none did. 250 costs about 0.6 ms a search more than 200
-# (bench/README.md, bench/postgres_1m.py).
-MIN_EF_SEARCH = 250
+# pgvector's ef_search, by the store's size (and never below the neighbours fetched): an HNSW
+# graph's recall at one ef_search falls as the graph grows, and the scan's cost rises with it.
+# Each size's value keeps recall@10 against exact search at 0.97 or more for queries far from
+# every memory, the hard case (synthetic, bench/pg_ef_search.py): at ef_search 100, 0.9985 at 10k
+# memories and 0.9915 at 20k (0.974 at 40k, 0.889 at 100k); at 160, 0.997 at 40k (0.946 at
+# 100k). Past 40k, 250: at 1M memories, recall@10 over 480 queries near stored ones was 0.948 at
+# 200, 0.960 at 250, 0.969 at 300, and at 200 some query sets fell below 0.95
+# (bench/postgres_1m.py). At 10k, 100 instead of 250 takes the scan from 3.6 to 1.4 ms, and
+# LoCoMo's recall on PostgreSQL is the same to the last question with either model.
+EF_SEARCH_BY_SIZE = ((20_000, 100), (40_000, 160))  # (memories at most, ef_search)
+MIN_EF_SEARCH = 250  # beyond the sizes above
 # Memories without a context vector yet that a search ranks one by one, by stand-ins for their
 # context vectors (``ranking.stand_in``, built once each in this process and held until the
 # context vector arrives: 5,000 x 768 dimensions, 15 MB); past this many (a large import the
@@ -129,9 +135,12 @@ class PgRanker:
             if vector is not None:  # (a stored dimension other than the query's matches no row)
                 similarity.update(await self._similarities(conn, vector, vector.size, found))
 
+        # Both keyword lists score the query's informative lexemes: the first to ask reads them.
+        informative = _ReadOnce(lambda conn: self._informative_lexemes(conn, words))
+
         async def by_content_words(conn: psycopg.AsyncConnection) -> None:
+            lexemes = await informative.read(conn)
             lists["exact"] = await self._exact(conn, query, where, params, top_k)
-            lexemes = await self._informative_lexemes(conn, words)
             lists["keyword"] = await self._keywords(conn, "content_words", lexemes, where, params, depth)
             await similarities(conn, list(dict.fromkeys([*lists["exact"], *lists["keyword"]])))
             if window is not None and span is not None:
@@ -142,20 +151,13 @@ class PgRanker:
                 await similarities(conn, lists["told"])
 
         async def by_context_words(conn: psycopg.AsyncConnection) -> None:
-            lexemes = await self._informative_lexemes(conn, words)
+            lexemes = await informative.read(conn)
             lists["keyword_context"] = await self._keywords(conn, "context_words", lexemes, where, params, depth)
             await similarities(conn, lists["keyword_context"])
 
         async def by_meaning(conn: psycopg.AsyncConnection) -> None:
             assert vector is not None
-            dim = await stored_dimension(conn, self.model)
-            if dim is None:
-                return
-            if vector.size != dim:
-                raise EmbeddingMismatchError.model_changed(self.model, vector.size, dim)
-            lists["by_meaning"] = await self._by_meaning(
-                conn, vector, dim, where, params, depth, narrow=narrows(filters)
-            )
+            lists["by_meaning"] = await self._by_meaning(conn, vector, where, params, depth, narrow=narrows(filters))
             await similarities(conn, lists["by_meaning"])
 
         self._searches += 1
@@ -337,26 +339,32 @@ class PgRanker:
         return [lexeme for lexeme, df in zip(lexemes, frequencies, strict=True) if df <= cap] or lexemes
 
     async def _by_meaning(
-        self, conn: psycopg.AsyncConnection, vector: np.ndarray, dim: int, where: list[str],
+        self, conn: psycopg.AsyncConnection, vector: np.ndarray, where: list[str],
         params: dict[str, Any], depth: int, *, narrow: bool,
     ) -> list[int]:
         """The ``depth`` memories nearest in meaning (context vectors; own vectors where no context
         vector exists yet) that pass the filters."""
         filters = " AND ".join(where) or "true"
         limit = depth * OVERFETCH
-        dim_sql, model_sql = sql.Literal(dim), sql.Literal(self.model)
         # The nearest context vectors, by the facet's HNSW index (used only when its predicate
         # appears literally in the query); and the memories with no context vector yet, by their own
         # vector: exactly, when few (the usual state: the backfill is seconds behind), else by the
         # content facet's index. context_gaps lists them (schema_postgres/0013); each is checked
         # against memory_embeddings, so a stale row of it costs a probe, never a wrong rank.
-        cursor = await conn.execute(  # one round trip: the index scans' ef_search, and the gaps
-            "SELECT set_config('hnsw.ef_search', %s, true),"
-            " array(SELECT memory_seq FROM context_gaps WHERE model = %s LIMIT %s)",
-            (str(max(MIN_EF_SEARCH, limit)), self.model, GAPS_RANKED_EXACTLY + 1),
+        cursor = await conn.execute(  # one round trip: the stored dimension, the scans' ef_search, the gaps
+            "SELECT (SELECT dim FROM memory_embeddings WHERE model = %(model)s LIMIT 1),"
+            " set_config('hnsw.ef_search', %(ef)s, true),"
+            " array(SELECT memory_seq FROM context_gaps WHERE model = %(model)s LIMIT %(gaps)s)",
+            {"model": self.model, "ef": str(ef_search(self._memory_count, limit)), "gaps": GAPS_RANKED_EXACTLY + 1},
         )
         row = await cursor.fetchone()
-        gaps: list[int] = list(row[1]) if row else []
+        if row is None or row[0] is None:  # no vector of this model is stored yet
+            return []
+        dim = int(row[0])
+        if vector.size != dim:
+            raise EmbeddingMismatchError.model_changed(self.model, vector.size, dim)
+        gaps: list[int] = list(row[2])
+        dim_sql, model_sql = sql.Literal(dim), sql.Literal(self.model)
 
         def nearest(facet: str) -> sql.Composed:
             return sql.SQL(
@@ -500,6 +508,43 @@ class PgRanker:
     async def upkeep(self, min_new: int = 0) -> bool:
         """PostgreSQL's autovacuum keeps the GIN and HNSW indexes; nothing runs here."""
         return False
+
+
+class _ReadOnce:
+    """A read the concurrent lists of one search need alike: the first list to ask makes it on its
+    own connection; the others wait for that result (or its failure) instead of repeating it."""
+
+    def __init__(self, read: Callable[[psycopg.AsyncConnection], Awaitable[list[str]]]) -> None:
+        self._read = read
+        self._done: anyio.Event | None = None
+        self._value: list[str] = []
+        self._failure: BaseException | None = None
+
+    async def read(self, conn: psycopg.AsyncConnection) -> list[str]:
+        if self._done is not None:
+            await self._done.wait()
+            if self._failure is not None:
+                raise self._failure
+            return self._value
+        self._done = anyio.Event()
+        try:
+            self._value = await self._read(conn)
+        except BaseException as exc:  # the waiting lists raise it too, never reading an empty result
+            self._failure = exc
+            raise
+        finally:
+            self._done.set()
+        return self._value
+
+
+def ef_search(memories: int, neighbours: int) -> int:
+    """pgvector's ``hnsw.ef_search`` for a scan of ``neighbours`` on a store of ``memories``: by
+    EF_SEARCH_BY_SIZE, and never fewer than the neighbours (an HNSW scan yields at most
+    ef_search rows)."""
+    for most, ef in EF_SEARCH_BY_SIZE:
+        if memories <= most:
+            return max(ef, neighbours)
+    return max(MIN_EF_SEARCH, neighbours)
 
 
 def narrows(filters: SearchFilters) -> bool:
