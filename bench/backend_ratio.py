@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import random
 import statistics
 import sys
@@ -29,6 +30,12 @@ from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
+
+# In process, as the server's entry point runs (ollama_mcp/__main__.py): OpenBLAS's threads
+# sleep after a matrix product instead of spinning ~0.1 s on a core. Without it, each SQLite
+# search here left a core busy for the PostgreSQL search after it (10.5 against 8.3 ms p50 at
+# 10k, bench/README.md). Set before numpy is first imported.
+os.environ.setdefault("OPENBLAS_THREAD_TIMEOUT", "4")
 
 from bench.latency import percentile, through_mcp, words  # noqa: E402
 from bench.postgres_scale import load, near_stored  # noqa: E402

@@ -29,6 +29,11 @@ from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
+# In process, as the server's entry point runs (ollama_mcp/__main__.py): OpenBLAS's threads
+# sleep after a matrix product instead of spinning ~0.1 s on a core, which an in-process search
+# here would otherwise leave busy (bench/README.md). Set before numpy is first imported.
+os.environ.setdefault("OPENBLAS_THREAD_TIMEOUT", "4")
+
 # A Zipf-distributed vocabulary, like English text: a few words are everywhere, most are rare,
 # and the most frequent ones are function words (the search leaves those out of keyword queries,
 # as it would for real text).
