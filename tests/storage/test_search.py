@@ -14,9 +14,9 @@ import pytest
 from ollama_mcp.app import App, open_app
 from ollama_mcp.config import Settings
 from ollama_mcp.domain import SearchFilters
-from ollama_mcp.errors import EmbeddingMismatchError
+from ollama_mcp.errors import EmbeddingMismatchError, StorageError
 from ollama_mcp.inputs import search_request
-from ollama_mcp.storage.postgres.search import ef_search
+from ollama_mcp.storage.postgres.search import _ReadOnce, ef_search
 from ollama_mcp.storage.ranking import SearchTuning, fuse, names, query_terms
 from ollama_mcp.storage.sqlite.search import fts_any, fts_phrase
 from tests.conftest import Database, eventually
@@ -104,12 +104,46 @@ async def test_a_query_vector_of_another_dimension_is_refused_by_the_ranker_as_o
         await app.ranker.search("first dimension", np.ones(32, dtype=np.float32), SearchFilters(), None, 5, None)
 
 
-def test_a_larger_postgres_store_never_scans_narrower_and_a_scan_is_never_narrower_than_the_rows_it_must_yield() -> None:
+def test_a_larger_postgres_store_never_scans_narrower_nor_a_scan_narrower_than_the_rows_it_must_yield() -> None:
     sizes = [0, 1_000, 10_000, 20_000, 20_001, 40_000, 40_001, 100_000, 1_000_000]
     widths = [ef_search(size, 100) for size in sizes]
     assert widths == sorted(widths)
     assert widths[0] == 100 and widths[-1] == 250  # 250: what keeps recall@10 at 0.96 at 1M memories
     assert ef_search(1_000, 400) == 400 and ef_search(1_000_000, 400) == 400  # a deep search gets every neighbour
+
+
+async def test_postgres_keyword_lists_share_one_lexeme_read_and_both_fail_when_it_fails() -> None:
+    reads: list[object] = []
+
+    async def read(conn: object) -> list[str]:
+        reads.append(conn)
+        await anyio.sleep(0.01)
+        if conn == "broken":
+            raise StorageError("the connection broke")
+        return ["lexem"]
+
+    shared, got = _ReadOnce(read), []
+
+    async def ask(conn: str) -> None:
+        got.append(await shared.read(conn))  # type: ignore[arg-type]
+
+    async with anyio.create_task_group() as tasks:
+        tasks.start_soon(ask, "first")
+        tasks.start_soon(ask, "second")
+    assert reads == ["first"] and got == [["lexem"], ["lexem"]]
+
+    failing, failures = _ReadOnce(read), []
+
+    async def ask_failing(conn: str) -> None:
+        try:
+            await failing.read(conn)  # type: ignore[arg-type]
+        except StorageError as exc:
+            failures.append(str(exc))
+
+    async with anyio.create_task_group() as tasks:
+        tasks.start_soon(ask_failing, "broken")
+        tasks.start_soon(ask_failing, "second")
+    assert failures == ["the connection broke", "the connection broke"]  # the waiter never reads [] as a result
 
 
 async def test_a_store_with_no_vector_of_the_model_is_searched_by_keywords_alone(
