@@ -45,26 +45,6 @@ async def test_opening_twice_applies_each_migration_once(db_path: Path) -> None:
     assert {"memories", "memories_fts", "memory_embeddings", "memories_ai", "memories_ad"} <= tables(db_path)
 
 
-async def test_a_new_store_is_written_in_8_kb_pages_and_a_store_of_4_kb_pages_keeps_them_when_opened(
-    db_path: Path,
-) -> None:
-    store = await Store.open(db_path)
-    await store.aclose()
-    with sqlite3.connect(db_path) as conn:
-        assert conn.execute("PRAGMA page_size").fetchone() == (8192,)
-        # As a store made before 8 KB pages: rewritten in 4 KB pages (out of WAL mode to do so).
-        conn.execute("PRAGMA journal_mode = DELETE")
-        conn.execute("PRAGMA page_size = 4096")
-        conn.execute("VACUUM")
-        conn.execute("INSERT INTO conversations (id, name, created_at) VALUES ('c', 'kept', '2026-01-01T00:00:00Z')")
-    store = await Store.open(db_path)
-    await store.aclose()
-    with sqlite3.connect(db_path) as conn:
-        assert conn.execute("PRAGMA page_size").fetchone() == (4096,)
-        assert conn.execute("PRAGMA journal_mode").fetchone() == ("wal",)
-        assert conn.execute("SELECT name FROM conversations WHERE id = 'c'").fetchall() == [("kept",)]
-
-
 async def test_a_new_file_another_connection_is_writing_is_opened_in_wal_once_the_writer_is_done(
     db_path: Path,
 ) -> None:

@@ -21,7 +21,6 @@ from ollama_mcp.storage.migrations import Migration, newest, report, shipped, to
 log = logging.getLogger(__name__)
 
 BUSY_TIMEOUT_MS = 10_000
-PAGE_SIZE = 8192  # bytes, for a new file (see _connect)
 
 
 def migrations() -> list[Migration]:
@@ -71,11 +70,6 @@ async def _connect(path: Path) -> aiosqlite.Connection:
         # anyway. 32 MB bought 0.07 ms a search at 10k memories, 8 MB nothing measurable over 2 MB
         # for 6 MB more of peak memory, 2 MB nothing over 1 MB (bench/README.md, #15).
         await conn.execute("PRAGMA cache_size = -1024")
-        # 8 KB pages for a new file (a no-op on one that has content: it keeps its size). A vector
-        # row (1.6 KB of float32 at 384 dimensions) fits two to a 4 KB page, wasting a fifth of
-        # it, and five to an 8 KB one: a 10k store's file is 46 MB instead of 54 (bench/README.md).
-        # Before WAL mode, whose file cannot change its page size.
-        await conn.execute(f"PRAGMA page_size = {PAGE_SIZE}")
         mode = await _use_wal(conn)
         if mode != "wal":
             log.warning("SQLite refused WAL mode (journal_mode=%s); concurrent processes will wait longer", mode)
