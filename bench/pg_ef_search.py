@@ -4,9 +4,10 @@ behind ``EF_SEARCH_BY_SIZE`` in ``ollama_mcp/storage/postgres/search.py``.
     python bench/pg_ef_search.py --sizes 10000 20000 40000 100000 --ef 100 160 250
 
 For each size, a private PostgreSQL (pgserver) gets ``bench/postgres_scale.py``'s memories
-(Zipf text, clustered 384-d vectors). Then two query sets of 200 run against the context facet's
-index as a search scans it (100 neighbours: a top 10's depth of 50, over-fetched 2x), each ``ef``
-in turn, alternated over two rounds, and are checked against an exact scan:
+(Zipf text, clustered vectors of ``--dim`` dimensions, 384 by default). Then two query sets of
+200 run against the context facet's index as a search scans it (100 neighbours: a top 10's
+depth of 50, over-fetched 2x), each ``ef`` in turn, alternated over two rounds, and are checked
+against an exact scan:
 - near: a stored vector plus a little noise (``postgres_scale.near_stored``, an easy query);
 - far: a stored vector under three times its length of noise (cosine about 0.3 to it), the
   hard case for a graph search, as a question worded unlike anything stored is.
@@ -53,7 +54,7 @@ async def nearest(conn: Any, q: Any, *, exact: bool) -> list[int]:
     return [int(row[0]) for row in await cursor.fetchall()]
 
 
-async def measure(n: int, efs: list[int]) -> dict[str, Any]:
+async def measure(n: int, efs: list[int], dim: int) -> dict[str, Any]:
     import numpy as np  # noqa: PLC0415
     import pgserver  # noqa: PLC0415
 
@@ -62,8 +63,8 @@ async def measure(n: int, efs: list[int]) -> dict[str, Any]:
     from ollama_mcp.config import Settings  # noqa: PLC0415
     from ollama_mcp.storage.postgres.search import ef_search  # noqa: PLC0415
 
-    server = EmbedServer(Synthetic(384)).start()
-    result: dict[str, Any] = {"memories": n, "shipped_ef_search": ef_search(n, NEIGHBOURS)}
+    server = EmbedServer(Synthetic(dim)).start()
+    result: dict[str, Any] = {"memories": n, "dim": dim, "shipped_ef_search": ef_search(n, NEIGHBOURS)}
     with tempfile.TemporaryDirectory() as tmp:
         pg = pgserver.get_server(Path(tmp) / "pg", cleanup_mode="stop")
         env = {"OLLAMA_HOST": server.url, "OLLAMA_MCP_DB": pg.get_uri(), "OLLAMA_MCP_EMBED_MODEL": "all-minilm",
@@ -73,7 +74,7 @@ async def measure(n: int, efs: list[int]) -> dict[str, Any]:
                 pg.psql("ALTER SYSTEM SET maintenance_work_mem = '2GB'; SELECT pg_reload_conf();")
                 conv = await app.service.init_conversation("ef_search")
                 rng, vectors_rng = random.Random(7), np.random.default_rng(1)
-                _, context, _ = await load(app.service, app.store, conv.id, n, 384, rng, vectors_rng)
+                _, context, _ = await load(app.service, app.store, conv.id, n, dim, rng, vectors_rng)
                 pg.psql("VACUUM ANALYZE;")
                 sets = {"near": [near_stored(context, rng, vectors_rng) for _ in range(QUERIES)],
                         "far": far_from_stored(context, vectors_rng, QUERIES)}
@@ -107,13 +108,14 @@ def main() -> None:
     parser = argparse.ArgumentParser(description="HNSW recall and scan time against ef_search, by store size")
     parser.add_argument("--sizes", type=int, nargs="+", default=[10_000, 20_000, 40_000, 100_000])
     parser.add_argument("--ef", type=int, nargs="+", default=[100, 160, 250])
+    parser.add_argument("--dim", type=int, default=384, help="384: all-minilm; 768: nomic-embed-text, all-mpnet")
     parser.add_argument("--json", type=Path)
     args = parser.parse_args()
     import anyio  # noqa: PLC0415
 
     results = []
     for n in args.sizes:
-        results.append(anyio.run(measure, n, args.ef))
+        results.append(anyio.run(measure, n, args.ef, args.dim))
         print(json.dumps(results[-1]), flush=True)
     if args.json:
         args.json.write_text(json.dumps(results, indent=2))
