@@ -62,11 +62,11 @@ def must_keep(db: str, pages: dict[str, int]) -> dict[str, int]:
     return {"text": int(text), "vectors_as_searched": int(vectors), "keyword_index": keywords}
 
 
-def measure(n: int, conversations: int, stores: int, rng: random.Random) -> dict[str, Any]:
+def measure(n: int, conversations: int, stores: int, rng: random.Random, dim: int) -> dict[str, Any]:
     with tempfile.TemporaryDirectory() as tmp:
         folder = Path(tmp)
         db = str(folder / "bench.db")
-        build_store(db, n, rng, conversations=conversations)
+        build_store(db, n, rng, conversations=conversations, dim=dim)
         env = {"PATH": os.environ.get("PATH", ""), "HOME": tmp, "OLLAMA_MCP_DB": db,
                "OLLAMA_HOST": "127.0.0.1:9",  # nothing answers: stores are kept, their vectors pending
                "OLLAMA_MCP_EMBED_MODEL": "all-minilm", "OLLAMA_MCP_LOG_LEVEL": "WARNING"}
@@ -101,14 +101,15 @@ def main() -> None:
     parser.add_argument("--sizes", type=int, nargs="+", default=[10_000])
     parser.add_argument("--conversations", type=int, default=200)
     parser.add_argument("--stores", type=int, default=200, help="memories stored one by one through the server")
+    parser.add_argument("--dim", type=int, default=DIM, help="384: all-minilm; 768: nomic-embed-text; 1024: mxbai")
     parser.add_argument("--json", type=Path)
     args = parser.parse_args()
     rng = random.Random(11)
-    results = [measure(n, args.conversations, args.stores, rng) for n in args.sizes]
+    results = [measure(n, args.conversations, args.stores, rng, args.dim) for n in args.sizes]
     for result in results:
         print(json.dumps(result, indent=1), flush=True)
     if args.json:
-        args.json.write_text(json.dumps({"dim": DIM, "sizes": results}, indent=2))
+        args.json.write_text(json.dumps({"dim": args.dim, "sizes": results}, indent=2))
 
 
 if __name__ == "__main__":

@@ -95,7 +95,8 @@ def embed_floor(host: str, rng: random.Random, calls: int) -> float:
 
 
 def build_store(
-    path: str, n: int, rng: random.Random, text: Callable[[random.Random], str] = sentence, conversations: int = 1
+    path: str, n: int, rng: random.Random, text: Callable[[random.Random], str] = sentence, conversations: int = 1,
+    dim: int = DIM,
 ) -> str:
     """A store of ``n`` memories (``text``: each one's, Zipf words by default) in ``conversations``
     conversations of equal size, with synthetic vectors for both facets; returns the id of the
@@ -107,13 +108,13 @@ def build_store(
     from ollama_mcp.app import open_app  # noqa: PLC0415
     from ollama_mcp.config import Settings  # noqa: PLC0415
 
-    synthetic = EmbedServer(Synthetic(DIM)).start()
+    synthetic = EmbedServer(Synthetic(dim)).start()
 
     async def build() -> str:
         env = {"OLLAMA_HOST": synthetic.url, "OLLAMA_MCP_DB": path, "OLLAMA_MCP_EMBED_MODEL": "all-minilm",
                "HOME": str(Path(path).parent), "OLLAMA_MCP_LOG_LEVEL": "WARNING"}
         async with open_app(Settings.from_env(env), background=False) as app:
-            vectors = np.random.default_rng(1).standard_normal((5000, DIM)).astype(np.float32)
+            vectors = np.random.default_rng(1).standard_normal((5000, dim)).astype(np.float32)
             each = -(-n // conversations)
             for index in range(conversations):
                 conv = await app.service.init_conversation(f"bench {index}")
