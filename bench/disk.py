@@ -2,9 +2,10 @@
 
     python bench/disk.py                          # 10k memories in 200 conversations, about 30 s
     python bench/disk.py --sizes 10000 100000 --json out.json
+    python bench/disk.py --dim 768                # nomic-embed-text's vectors instead of MiniLM's
 
 For each size, a store is built as ``bench/mcp_stdio.py`` builds one (Zipf words, synthetic
-384-d vectors for both facets, the shape of all-MiniLM-L6-v2's), then the real server is started
+vectors for both facets, 384-d by default, the shape of all-MiniLM-L6-v2's), then the real server is started
 on it over stdio and given ``--stores`` more memories one by one (as a client stores them), and
 the files are measured while it runs (the WAL is at its largest then) and after it exits.
 

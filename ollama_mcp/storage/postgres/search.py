@@ -75,7 +75,7 @@ KEYWORD_ROWS = 1_000
 # 100k). Past 40k, 250: at 1M memories, recall@10 over 480 queries near stored ones was 0.948 at
 # 200, 0.960 at 250, 0.969 at 300, and at 200 some query sets fell below 0.95
 # (bench/postgres_1m.py). At 10k, 100 instead of 250 takes the scan from 3.6 to 1.4 ms, and
-# LoCoMo's recall on PostgreSQL is the same to the last question with either model.
+# LoCoMo dev's results on PostgreSQL are the same to the last question with either model.
 EF_SEARCH_BY_SIZE = ((20_000, 100), (40_000, 160))  # (memories at most, ef_search)
 MIN_EF_SEARCH = 250  # beyond the sizes above
 # Memories without a context vector yet that a search ranks one by one, by stand-ins for their
