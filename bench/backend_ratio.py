@@ -13,6 +13,10 @@ conversation) runs on both backends in process, the order alternating query by q
 embedding call excluded: the medians and their ratio. Then the real ``ollama-mcp`` over stdio
 on each backend in turn, PostgreSQL, SQLite, PostgreSQL, SQLite (a synthetic embedder, so the
 MCP figures hold the embedding call's few hundred microseconds).
+
+``--new-words``: before each PostgreSQL search in process, the ranker forgets the words' counts it
+has cached, as a new process (a new Claude Desktop session) has none; the bench's Zipf vocabulary
+is small, so without it most of a query's words were counted by an earlier query.
 """
 
 from __future__ import annotations
@@ -41,7 +45,7 @@ from bench.latency import percentile, through_mcp, words  # noqa: E402
 from bench.postgres_scale import load, near_stored  # noqa: E402
 
 
-async def measure(n: int, dim: int, queries: int, mcp_rounds: int) -> dict[str, Any]:
+async def measure(n: int, dim: int, queries: int, mcp_rounds: int, new_words: bool = False) -> dict[str, Any]:
     import numpy as np  # noqa: PLC0415
     import pgserver  # noqa: PLC0415
 
@@ -51,7 +55,7 @@ async def measure(n: int, dim: int, queries: int, mcp_rounds: int) -> dict[str, 
     from ollama_mcp.domain import SearchFilters  # noqa: PLC0415
 
     server = EmbedServer(Synthetic(dim)).start()
-    result: dict[str, Any] = {"memories": n, "dim": dim, "queries": queries}
+    result: dict[str, Any] = {"memories": n, "dim": dim, "queries": queries, "new_words": new_words}
     with tempfile.TemporaryDirectory() as tmp:
         pg = pgserver.get_server(Path(tmp) / "pg", cleanup_mode="stop")
         base = {"OLLAMA_HOST": server.url, "OLLAMA_MCP_EMBED_MODEL": "all-minilm", "HOME": tmp,
@@ -86,6 +90,8 @@ async def measure(n: int, dim: int, queries: int, mcp_rounds: int) -> dict[str, 
                     text, q = " ".join(words(rng, 5)), near_stored(contexts["sqlite"], rng, vectors_rng)
                     order = ("postgres", "sqlite") if i % 2 == 0 else ("sqlite", "postgres")
                     for name in order:
+                        if new_words and name == "postgres":
+                            on_pg.ranker._frequencies.clear()  # type: ignore[attr-defined]  # (see the docstring)
                         started = time.perf_counter()
                         found = await apps[name].ranker.search(text, q, SearchFilters(), convs[name].key, 10, None)
                         times[name].append((time.perf_counter() - started) * 1000)
@@ -116,13 +122,15 @@ def main() -> None:
     parser.add_argument("--dim", type=int, default=384)
     parser.add_argument("--queries", type=int, default=200)
     parser.add_argument("--mcp-rounds", type=int, default=2, help="MCP runs per backend, alternated (0: none)")
+    parser.add_argument("--new-words", action="store_true",
+                        help="PostgreSQL counts every query's words afresh, as a new process does")
     parser.add_argument("--json", type=Path)
     args = parser.parse_args()
     import anyio  # noqa: PLC0415
 
     results = []
     for n in args.sizes:
-        results.append(anyio.run(measure, n, args.dim, args.queries, args.mcp_rounds))
+        results.append(anyio.run(measure, n, args.dim, args.queries, args.mcp_rounds, args.new_words))
         print(json.dumps(results[-1]), flush=True)
     if args.json:
         args.json.write_text(json.dumps(results, indent=2))

@@ -112,7 +112,7 @@ def test_a_larger_postgres_store_never_scans_narrower_nor_a_scan_narrower_than_t
     assert ef_search(1_000, 400) == 400 and ef_search(1_000_000, 400) == 400  # a deep search gets every neighbour
 
 
-async def test_postgres_keyword_lists_share_one_lexeme_read_and_both_fail_when_it_fails() -> None:
+async def test_postgres_keyword_lists_share_one_read_of_the_query_words_and_both_fail_when_it_fails() -> None:
     reads: list[object] = []
 
     async def read(conn: object) -> list[str]:

@@ -20,7 +20,8 @@ from __future__ import annotations
 
 import math
 from collections.abc import Awaitable, Callable, Iterable, Sequence
-from typing import Any
+from dataclasses import dataclass
+from typing import Any, Generic, TypeVar
 
 import anyio
 import numpy as np
@@ -83,6 +84,7 @@ MIN_EF_SEARCH = 250  # beyond the sizes above
 # context vector arrives: 5,000 x 768 dimensions, 15 MB); past this many (a large import the
 # backfill has not reached), by their own vectors, through the content facet's HNSW index.
 GAPS_RANKED_EXACTLY = 5_000
+T = TypeVar("T")
 STAND_INS_READ = 256  # waiting memories whose stand-ins one statement reads (with their parts: ~770 vectors)
 
 
@@ -135,8 +137,10 @@ class PgRanker:
             if vector is not None:  # (a stored dimension other than the query's matches no row)
                 similarity.update(await self._similarities(conn, vector, vector.size, found))
 
-        # Both keyword lists score the query's informative lexemes: the first to ask reads them.
-        informative = _ReadOnce(lambda conn: self._informative_lexemes(conn, words))
+        # Both keyword lists score the query's informative lexemes, by their document frequencies
+        # in each keyword column: the first list to ask reads them all.
+        columns = ("content_words", "context_words") if tuning.keyword_context_weight else ("content_words",)
+        informative = _ReadOnce(lambda conn: self._query_lexemes(conn, words, columns))
 
         async def by_content_words(conn: psycopg.AsyncConnection) -> None:
             lexemes = await informative.read(conn)
@@ -219,19 +223,19 @@ class PgRanker:
         return [int(row[0]) for row in await cursor.fetchall()]
 
     async def _keywords(
-        self, conn: psycopg.AsyncConnection, column: str, lexemes: Sequence[str], where: list[str],
+        self, conn: psycopg.AsyncConnection, column: str, words: QueryLexemes, where: list[str],
         params: dict[str, Any], depth: int,
     ) -> list[int]:
-        """Memories holding any of ``lexemes`` in ``column``, best first by BM25.
+        """Memories holding any of the query's lexemes (``words``) in ``column``, best first by BM25.
 
         PostgreSQL finds the matches (GIN index); BM25 scores them from the lexemes each match
         holds (each counted once), its length and each word's document frequency. ``ts_rank_cd`` alone has no inverse
         document frequency, and ranked LoCoMo 0.03 lower (bench/README.md). The memories scored
         are bounded by KEYWORD_ROWS (see there).
         """
+        lexemes, frequencies = words.lexemes, words.frequencies[column]
         if not lexemes:
             return []
-        frequencies = await self._document_frequencies(conn, column, lexemes)
         count = self._memory_count
         idf = [math.log(1 + (count - df + 0.5) / (df + 0.5)) for df in frequencies]
         finding: list[str] = []
@@ -294,49 +298,68 @@ class PgRanker:
             self._cached_for_size = max(count, 1)
 
     async def _document_frequencies(
-        self, conn: psycopg.AsyncConnection, column: str, lexemes: Sequence[str]
-    ) -> list[int]:
-        """How many memories hold each of ``lexemes`` in ``column``: estimated from the planner's
-        statistics for common words of a large store, counted for the others (cached, see
-        ``__init__``)."""
-        common = self._common_shares.get(column, {})
+        self, conn: psycopg.AsyncConnection, columns: Sequence[str], lexemes: Sequence[str]
+    ) -> dict[str, list[int]]:
+        """How many memories hold each of ``lexemes`` in each of ``columns``: estimated from the
+        planner's statistics for common words of a large store, counted for the others (cached,
+        see ``__init__``). Every count is made by one statement: a query brings several new words,
+        and a statement each was a round trip each (bench/README.md)."""
         # Read into a dict of this call's own: the cache is shared by concurrent searches, and one
-        # of them may clear it (the store grew by a fifth) while this one waits on a count.
-        known: dict[str, int] = {}
-        for lexeme in lexemes:
-            cached = self._frequencies.get((column, lexeme))
-            if cached is not None:
-                known[lexeme] = cached
-                continue
-            if lexeme in common:
-                found = round(common[lexeme] * self._memory_count)
-            else:
-                cursor = await conn.execute(
-                    f"SELECT count(*) FROM memories WHERE {column} @@ %s::tsquery", (tsquery_any([lexeme]),)
+        # of them may clear it (the store grew by a fifth) while this one waits on the counts.
+        known: dict[tuple[str, str], int] = {}
+        counting: dict[str, list[str]] = {}
+        for column in columns:
+            common = self._common_shares.get(column, {})
+            for lexeme in lexemes:
+                cached = self._frequencies.get((column, lexeme))
+                if cached is not None:
+                    known[column, lexeme] = cached
+                elif lexeme in common:
+                    known[column, lexeme] = round(common[lexeme] * self._memory_count)
+                else:
+                    counting.setdefault(column, []).append(lexeme)
+        if counting:
+            # One SELECT per column, each counting its lexemes by the column's GIN index (a
+            # correlated count per row: a bitmap scan for that one lexeme).
+            parts: list[str] = []
+            values: dict[str, Any] = {}
+            for i, (column, wanted) in enumerate(counting.items()):
+                parts.append(
+                    f"SELECT %(column{i})s::text, l.lexeme, (SELECT count(*) FROM memories"
+                    f" WHERE {column} @@ l.query::tsquery) FROM unnest(%(lexemes{i})s::text[],"
+                    f" %(queries{i})s::text[]) AS l(lexeme, query)"
                 )
-                row = await cursor.fetchone()
-                found = int(row[0]) if row else 0
+                values |= {f"column{i}": column, f"lexemes{i}": wanted,
+                           f"queries{i}": [tsquery_any([lexeme]) for lexeme in wanted]}
+            cursor = await conn.execute(" UNION ALL ".join(parts), values)
+            for column, lexeme, found in await cursor.fetchall():
+                known[column, lexeme] = int(found)
             if len(self._frequencies) > 20_000:
                 self._frequencies.clear()
-            self._frequencies[(column, lexeme)] = known[lexeme] = found
-        return [known[lexeme] for lexeme in lexemes]
+            self._frequencies.update({key: known[key] for key in
+                                      ((column, lexeme) for column, wanted in counting.items() for lexeme in wanted)})
+        return {column: [known[column, lexeme] for lexeme in lexemes] for column in columns}
 
-    async def _informative_lexemes(self, conn: psycopg.AsyncConnection, terms: list[str]) -> list[str]:
+    async def _query_lexemes(
+        self, conn: psycopg.AsyncConnection, terms: list[str], columns: Sequence[str]
+    ) -> QueryLexemes:
         """The distinct lexemes of ``terms``, without those found in a large share of all memories
         (if any rarer remain): they barely move the ranking, yet scoring every memory they match
-        is what is slow."""
+        is what is slow; with their document frequencies in each of ``columns``."""
         if not terms:
-            return []
+            return QueryLexemes([], {column: [] for column in columns})
         cursor = await conn.execute(
             "SELECT DISTINCT lexeme FROM unnest(tsvector_to_array(to_tsvector('english', %(text)s))) AS lexeme",
             {"text": " ".join(terms)},
         )
         lexemes = sorted(row[0] for row in await cursor.fetchall())
+        frequencies = await self._document_frequencies(conn, columns, lexemes)  # (no statement if none)
         if len(lexemes) < 2:
-            return lexemes
+            return QueryLexemes(lexemes, frequencies)
         cap = max(self.tuning.common_min_docs, int(self._memory_count * self.tuning.common_share))
-        frequencies = await self._document_frequencies(conn, "content_words", lexemes)
-        return [lexeme for lexeme, df in zip(lexemes, frequencies, strict=True) if df <= cap] or lexemes
+        kept = [i for i, df in enumerate(frequencies["content_words"]) if df <= cap] or list(range(len(lexemes)))
+        return QueryLexemes([lexemes[i] for i in kept],
+                            {column: [frequencies[column][i] for i in kept] for column in columns})
 
     async def _by_meaning(
         self, conn: psycopg.AsyncConnection, vector: np.ndarray, where: list[str],
@@ -510,31 +533,40 @@ class PgRanker:
         return False
 
 
-class _ReadOnce:
+@dataclass(frozen=True)
+class QueryLexemes:
+    """The query's informative lexemes, and the memories holding each, per keyword column."""
+
+    lexemes: list[str]
+    frequencies: dict[str, list[int]]  # column -> document frequency of each lexeme, in order
+
+
+class _ReadOnce(Generic[T]):
     """A read the concurrent lists of one search need alike: the first list to ask makes it on its
     own connection; the others wait for that result (or its failure) instead of repeating it."""
 
-    def __init__(self, read: Callable[[psycopg.AsyncConnection], Awaitable[list[str]]]) -> None:
+    def __init__(self, read: Callable[[psycopg.AsyncConnection], Awaitable[T]]) -> None:
         self._read = read
         self._done: anyio.Event | None = None
-        self._value: list[str] = []
+        self._value: T | None = None
         self._failure: BaseException | None = None
 
-    async def read(self, conn: psycopg.AsyncConnection) -> list[str]:
+    async def read(self, conn: psycopg.AsyncConnection) -> T:
         if self._done is not None:
             await self._done.wait()
             if self._failure is not None:
                 raise self._failure
+            assert self._value is not None
             return self._value
         self._done = anyio.Event()
         try:
-            self._value = await self._read(conn)
+            self._value = value = await self._read(conn)
         except BaseException as exc:  # the waiting lists raise it too, never reading an empty result
             self._failure = exc
             raise
         finally:
             self._done.set()
-        return self._value
+        return value
 
 
 def ef_search(memories: int, neighbours: int) -> int:
