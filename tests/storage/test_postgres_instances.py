@@ -79,6 +79,26 @@ async def test_an_instance_sees_at_once_what_another_stored_and_deleted(settings
         assert (await one.service.search(search_request("crane", everywhere=True))).hits == []
 
 
+async def test_connections_the_server_ended_while_idle_are_never_lent_even_a_moment_after_their_last_use(
+    settings: Settings, db: Database
+) -> None:
+    """The pool skips its round-trip check for a connection given back a moment ago, unless the
+    server has said something on it since: ended sessions must still be found and replaced."""
+    from ollama_mcp.storage.postgres.base import APPLICATION_PREFIX  # noqa: PLC0415
+
+    async with open_app(settings, background=False) as app:
+        first = await app.service.store_memory("the ferry leaves at noon")
+        name = APPLICATION_PREFIX + app.store.holder  # type: ignore[attr-defined]
+        ended = db.rows("SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = ?", name)
+        assert ended and all(row[0] for row in ended)
+        with anyio.fail_after(5):  # well inside the pool's idle time, so only the socket tells
+            while db.count("SELECT count(*) FROM pg_stat_activity WHERE application_name = ?", name):
+                await anyio.sleep(0.02)
+            second = await app.service.store_memory("the ferry returns at six")
+            found = await app.service.search(search_request("ferry", everywhere=True, top_k=5))
+    assert {h.memory.id for h in found.hits} == {first.memory.id, second.memory.id}
+
+
 async def test_an_unreachable_server_still_answers_initialize_and_each_call_names_the_host(
     settings: Settings,
 ) -> None:
