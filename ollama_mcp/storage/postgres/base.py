@@ -100,12 +100,19 @@ class _Liveness:
 
 
 def _has_input(conn: psycopg.AsyncConnection) -> bool:
-    """The idle connection's socket is readable (a message, or the end of the stream), or gone."""
+    """The idle connection's socket is readable (a message, or the end of the stream), or gone.
+    By ``poll`` where there is one: ``select`` refuses a descriptor past 1,023, which a busy HTTP
+    server's sockets reach (it is Windows's only way, where that limit does not apply)."""
     try:
-        readable, _, _ = select.select([conn.fileno()], [], [], 0)
+        fd = conn.fileno()
+        if hasattr(select, "poll"):
+            poller = select.poll()
+            poller.register(fd, select.POLLIN | select.POLLPRI)  # (errors and hang-ups are always reported)
+            return bool(poller.poll(0))
+        readable, _, _ = select.select([fd], [], [], 0)
+        return bool(readable)
     except (OSError, ValueError, psycopg.Error):
         return True
-    return bool(readable)
 
 
 class PgStoreBase(SqlParts):
