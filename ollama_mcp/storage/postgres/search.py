@@ -84,7 +84,6 @@ MIN_EF_SEARCH = 250  # beyond the sizes above
 # context vector arrives: 5,000 x 768 dimensions, 15 MB); past this many (a large import the
 # backfill has not reached), by their own vectors, through the content facet's HNSW index.
 GAPS_RANKED_EXACTLY = 5_000
-T = TypeVar("T")
 STAND_INS_READ = 256  # waiting memories whose stand-ins one statement reads (with their parts: ~770 vectors)
 
 
@@ -531,6 +530,9 @@ class PgRanker:
     async def upkeep(self, min_new: int = 0) -> bool:
         """PostgreSQL's autovacuum keeps the GIN and HNSW indexes; nothing runs here."""
         return False
+
+
+T = TypeVar("T")
 
 
 @dataclass(frozen=True)
