@@ -12,6 +12,7 @@ from pathlib import Path
 
 import anyio
 import numpy as np
+import psycopg
 import pytest
 
 from ollama_mcp.app import open_app
@@ -97,6 +98,31 @@ async def test_connections_the_server_ended_while_idle_are_never_lent_even_a_mom
             second = await app.service.store_memory("the ferry returns at six")
             found = await app.service.search(search_request("ferry", everywhere=True, top_k=5))
     assert {h.memory.id for h in found.hits} == {first.memory.id, second.memory.id}
+
+
+async def test_the_pool_checks_by_a_round_trip_a_connection_never_seen_or_idle_for_a_while_and_no_other(
+    db: Database,
+) -> None:
+    from ollama_mcp.storage.postgres.base import _Liveness  # noqa: PLC0415
+
+    liveness = _Liveness(idle_check_s=0.2)
+    async with await psycopg.AsyncConnection.connect(db.url, autocommit=True) as conn:
+        pid = conn.info.backend_pid
+
+        def last_round_trip() -> object:  # the server stamps each statement's start and end
+            return db.rows("SELECT state_change FROM pg_stat_activity WHERE pid = ?", pid)[0][0]
+
+        before = last_round_trip()
+        await liveness.check(conn)  # never given back through it: checked
+        assert last_round_trip() != before
+        before = last_round_trip()
+        liveness.returned(conn)
+        await liveness.check(conn)  # given back a moment ago, nothing to read: lent as it is
+        assert last_round_trip() == before
+        liveness.returned(conn)
+        await anyio.sleep(0.3)
+        await liveness.check(conn)  # idle longer than the bound: checked
+        assert last_round_trip() != before
 
 
 async def test_an_unreachable_server_still_answers_initialize_and_each_call_names_the_host(

@@ -86,7 +86,8 @@ class _Liveness:
     connection five to seven times, and those round trips were 1.1 ms of an 11 ms search at 10k
     memories (bench/README.md)."""
 
-    def __init__(self) -> None:
+    def __init__(self, idle_check_s: float = IDLE_CHECK_S) -> None:
+        self._idle_check_s = idle_check_s
         self._returned: weakref.WeakKeyDictionary[psycopg.AsyncConnection, float] = weakref.WeakKeyDictionary()
 
     def returned(self, conn: psycopg.AsyncConnection) -> None:
@@ -95,7 +96,7 @@ class _Liveness:
 
     async def check(self, conn: psycopg.AsyncConnection) -> None:
         returned = self._returned.pop(conn, None)
-        if returned is None or time.monotonic() - returned > IDLE_CHECK_S or _has_input(conn):
+        if returned is None or time.monotonic() - returned > self._idle_check_s or _has_input(conn):
             await psycopg_pool.AsyncConnectionPool.check_connection(conn)
 
 
