@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import anyio
 
@@ -15,12 +15,15 @@ from ollama_mcp import audit, inputs
 from ollama_mcp.domain import Conversation, Export, Memory, counted, utc_now
 from ollama_mcp.errors import ConversationNotFoundError, ImportBrokeOff, InvalidInputError, OllamaMcpError
 from ollama_mcp.services import export
-from ollama_mcp.services.imports.chats import Chat, Skipped, record_of
-from ollama_mcp.services.imports.sources import Source
 from ollama_mcp.services.indexer import Indexer
 from ollama_mcp.services.passages import MIN_SHARE, page_bounds
 from ollama_mcp.services.summaries import Summarizer
 from ollama_mcp.storage.protocols import Storage
+
+if TYPE_CHECKING:  # the readers of other tools' histories load when something is imported, not with
+    # the app: they were 3.5 ms of its import, on the way to a new process's first search
+    from ollama_mcp.services.imports.chats import Chat, Skipped
+    from ollama_mcp.services.imports.sources import Source
 
 IMPORT_BATCH = 50  # chats parsed per hop to a worker thread (a large export's parsing never blocks the loop)
 
@@ -144,6 +147,8 @@ class Archive:
         ``since``: turns before it are left out. ``dry_run``: count what would be added, write
         nothing. Embeddings are left to the background, and so are summaries: none unless
         ``summarize`` asks, and then within the chat-model budget (``chat_budget``)."""
+        from ollama_mcp.services.imports.chats import Skipped, record_of  # noqa: PLC0415  (see the imports)
+
         if summarize and self._summarizer is None:
             raise InvalidInputError(
                 "--summarize", "needs a chat model, and OLLAMA_MCP_CHAT_MODEL is none",
@@ -226,6 +231,8 @@ def _take(chats: Iterator[Chat | Skipped]) -> tuple[list[Chat | Skipped], Ollama
 
 def _since(chat: Chat, since: str | None) -> Chat:
     """``chat`` without its turns before ``since`` (a turn of unknown time goes with its chat's start)."""
+    from ollama_mcp.services.imports.chats import Chat  # noqa: PLC0415  (see the imports)
+
     if since is None:
         return chat
     kept = [t for t in chat.turns if (t.at or chat.created_at or since) >= since]
