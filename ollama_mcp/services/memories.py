@@ -11,11 +11,13 @@ from __future__ import annotations
 import time
 import uuid
 from collections import OrderedDict
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from contextlib import nullcontext, suppress
 from dataclasses import replace
 from datetime import UTC, datetime, timedelta
-from typing import Any, Literal
+from typing import Any, Literal, TypeVar
+
+import anyio
 
 from ollama_mcp import audit, caller, inputs
 from ollama_mcp.domain import (
@@ -52,6 +54,9 @@ from ollama_mcp.services.relations import related_scope
 from ollama_mcp.storage.protocols import Storage
 from ollama_mcp.when import TimeWindow, query_window
 
+A = TypeVar("A")
+B = TypeVar("B")
+
 MAX_CLIENTS = 10_000  # current conversations remembered (each a few hundred bytes)
 
 
@@ -71,7 +76,9 @@ class MemoryService:
         # Each client's current conversation (``caller.client()``): a stdio server has one client;
         # an HTTP server one per MCP session (or token). The least recently used are forgotten first.
         self._current: OrderedDict[str, str] = OrderedDict()
-        self._others_seen = False  # a search scoped to one conversation found others exist
+        # A search scoped to one conversation found others exist (remembered once true: deleting
+        # every other conversation while a server runs is rare, and the notice then only over-informs).
+        self._others_seen = False
 
     async def current_conversation_id(self) -> str | None:
         """The calling client's current conversation: kept in this process for a client bound to
@@ -387,13 +394,23 @@ class MemoryService:
         conversation = None if target is None else await self._store.get_conversation(target)
         if conversation is not None and conversation.anonymous and request.conversation_id is None:
             conversation = None  # the server's own current conversation: search them all
-        filters = replace(request.filters, conversation_id=None if conversation is None else conversation.id)
-        hits, mode, notice = await self._find(request, filters, None if conversation is None else conversation.key)
-        if conversation is not None and await self._others_exist(conversation.id):
+        if conversation is None:
+            hits, mode, notice = await self._find(request, replace(request.filters, conversation_id=None), None)
+            return _outcome(hits, mode, notice, started, "all")
+        filters = replace(request.filters, conversation_id=conversation.id)
+        scoped = conversation
+        if self._others_seen:
+            hits, mode, notice = await self._find(request, filters, scoped)
+        else:  # read beside the search, not after it: a store of one conversation asks every time
+            (hits, mode, notice), self._others_seen = await _together(
+                lambda: self._find(request, filters, scoped),
+                lambda: self._store.has_other_conversations(scoped.id),
+            )
+        if self._others_seen:
             notice = _joined(
                 notice, "Only this conversation was searched; search_all_conversations recalls the others."
             )
-        return _outcome(hits, mode, notice, started, "all" if conversation is None else "conversation")
+        return _outcome(hits, mode, notice, started, "conversation")
 
     async def _search_project(self, request: SearchRequest, started: float) -> SearchOutcome:
         """A search of the conversations filed under ``request.project`` (every one of them, not
@@ -447,31 +464,33 @@ class MemoryService:
         return _outcome(hits, mode, _joined(notice, covered), started, "related")
 
     async def _find(
-        self, request: SearchRequest, filters: SearchFilters, conversation_key: int | None
+        self, request: SearchRequest, filters: SearchFilters, conversation: Conversation | None
     ) -> tuple[list[SearchHit], SearchMode, str | None]:
-        """The hits of a search in ``filters``, its mode and its notice. With no query words
-        (``""`` or ``"*"``), what the filters allow, newest first: "everything tagged decision"."""
+        """The hits of a search in ``filters`` (within ``conversation``, when one is given), its
+        mode and its notice. With no query words (``""`` or ``"*"``), what the filters allow,
+        newest first: "everything tagged decision"."""
         if not request.query:
             listed = await self._store.listed_memories(filters, request.top_k)
-            return await self._with_projects([SearchHit(m, 0.0, None) for m in listed]), "list", None
+            return await self._with_projects([SearchHit(m, 0.0, None) for m in listed], conversation), "list", None
         hits, by_meaning, notice = await self._indexer.search(
-            request.query, filters, conversation_key, request.top_k, request.threshold, _window(request)
+            request.query, filters, None if conversation is None else conversation.key, request.top_k,
+            request.threshold, _window(request),
         )
-        return await self._with_projects(hits), "hybrid" if by_meaning else "keyword", notice
+        return await self._with_projects(hits, conversation), "hybrid" if by_meaning else "keyword", notice
 
-    async def _with_projects(self, hits: list[SearchHit]) -> list[SearchHit]:
-        """The hits, each with its conversation's project (one read for them all)."""
+    async def _with_projects(self, hits: list[SearchHit], conversation: Conversation | None) -> list[SearchHit]:
+        """The hits, each with its conversation's project: one read for them all, or none when they
+        are all of ``conversation``, which was read already and names its project in text (or
+        none). Another value (a number, an object) is read as the store renders it."""
+        filed = None if conversation is None else conversation.metadata.get("project")
+        if conversation is not None and (filed is None or isinstance(filed, str)):
+            if filed is None:
+                return hits
+            return [replace(h, project=filed) for h in hits]
         projects = await self._store.projects_of(sorted({h.memory.conversation_id for h in hits}))
         if not projects:
             return hits
         return [replace(h, project=projects.get(h.memory.conversation_id)) for h in hits]
-
-    async def _others_exist(self, conversation_id: str) -> bool:
-        """Whether any conversation besides this one exists (remembered once true: deleting every
-        other conversation while a server runs is rare, and the notice then only over-informs)."""
-        if not self._others_seen:
-            self._others_seen = await self._store.has_other_conversations(conversation_id)
-        return self._others_seen
 
     async def forget_vectors(self) -> None:
         """Drop every vector of the configured model: everything becomes pending (reembed --force)."""
@@ -562,6 +581,27 @@ def _window(request: SearchRequest) -> TimeWindow | None:
     """The time the query names, "last week" read against the request's reference time (or now)."""
     reference = datetime.now(UTC) if request.reference_time is None else datetime.fromisoformat(request.reference_time)
     return query_window(request.query, reference)
+
+
+async def _together(first: Callable[[], Awaitable[A]], second: Callable[[], Awaitable[B]]) -> tuple[A, B]:
+    """Both at once; the first failure is raised as itself (not in an exception group), once the
+    other has stopped."""
+    results: dict[int, Any] = {}
+    failures: list[Exception] = []
+
+    async def run(slot: int, step: Callable[[], Awaitable[Any]]) -> None:
+        try:
+            results[slot] = await step()
+        except Exception as exc:  # re-raised below
+            failures.append(exc)
+            tasks.cancel_scope.cancel()
+
+    async with anyio.create_task_group() as tasks:
+        tasks.start_soon(run, 0, first)
+        tasks.start_soon(run, 1, second)
+    if failures:
+        raise failures[0]
+    return results[0], results[1]
 
 
 def _outcome(

@@ -90,6 +90,27 @@ async def test_every_hit_says_its_project_and_a_hit_of_an_unfiled_conversation_s
         assert said == {**FILED, "unfiled": None}
 
 
+async def test_a_search_of_one_conversation_says_its_project_on_every_hit_as_a_search_of_them_all_does(
+    settings: Settings,
+) -> None:
+    async with connect(settings) as client:
+        ids = await filed(client)
+        numbered = await call(client, "init_conversation", name="numbered", metadata={"project": 7})
+        ids["numbered"] = numbered["conversation_id"]
+        await call(client, "store_memory", content="The numbered deploy runs on Fridays after the tests")
+        everywhere = await call(client, "search_all_conversations", query="deploy Fridays", top_k=20)
+        by_id = {v: k for k, v in ids.items()}
+        said_everywhere = {by_id[hit["conversation_id"]]: hit.get("project") for hit in everywhere["results"]}
+        for name in ("shop backend", "blog", "unfiled", "numbered"):
+            found = await call(client, "search_memories", query="deploy Fridays", conversation_id=ids[name])
+            assert names_of(found, ids) == [name]
+            assert [hit.get("project") for hit in found["results"]] == [said_everywhere[name]], name
+            listed = await call(client, "search_memories", query="*", conversation_id=ids[name])
+            assert [hit.get("project") for hit in listed["results"]] == [said_everywhere[name]], name
+    assert said_everywhere["shop backend"] == "/work/shop" and said_everywhere["blog"] == "C:\\Users\\ann\\blog"
+    assert said_everywhere["unfiled"] is None and said_everywhere["numbered"] == "7"
+
+
 async def test_list_conversations_by_project_lists_only_that_projects_conversations(settings: Settings) -> None:
     async with connect(settings) as client:
         await filed(client)
