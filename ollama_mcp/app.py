@@ -1,8 +1,8 @@
 """The composition root: builds the backend's store and ranker (``backends``) → Ollama clients →
-embedder → indexer → jobs → service → facts → lifecycle → relations → agent, runs the background
-work (loading the search indexes and the embedding model, embedding backfill, jobs, retention
-sweep, keyword index upkeep, the times earlier memories name), and closes everything in reverse
-order."""
+embedder → indexer → jobs → service → relations, and on first use (``LaterServices``) facts →
+lifecycle → agent; runs the background work (loading the search indexes and the embedding model,
+embedding backfill, jobs, retention sweep, keyword index upkeep, the times earlier memories
+name), and closes everything in reverse order."""
 
 from __future__ import annotations
 
@@ -10,27 +10,29 @@ import logging
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import anyio
 
-from ollama_mcp.background import beside, supervise
+from ollama_mcp.background import Step, beside, supervise
 from ollama_mcp.config import Settings
 from ollama_mcp.head_start import HeadStart
 from ollama_mcp.ollama.client import OllamaClient
 from ollama_mcp.ollama.embeddings import Embedder
-from ollama_mcp.services.agent import Agent
-from ollama_mcp.services.chat_budget import BudgetedChat, ChatBudget
-from ollama_mcp.services.facts import ConversationFacts, FactExtractor
+from ollama_mcp.services.chat_budget import ChatBudget
 from ollama_mcp.services.indexer import CATCH_UP_IDLE_SECONDS, Indexer
 from ollama_mcp.services.jobs import JobRunner
-from ollama_mcp.services.lifecycle import ConversationLifecycle
 from ollama_mcp.services.memories import MemoryService
 from ollama_mcp.services.relations import ConversationRelations
 from ollama_mcp.services.shares import ShareRegistry
-from ollama_mcp.services.summaries import Summarizer
 from ollama_mcp.storage.backends import open_backend
 from ollama_mcp.storage.protocols import Ranker, Storage
 from ollama_mcp.storage.ranking import SearchTuning
+
+if TYPE_CHECKING:  # built on first use, their modules imported then (``LaterServices``)
+    from ollama_mcp.services.agent import Agent
+    from ollama_mcp.services.facts import ConversationFacts
+    from ollama_mcp.services.lifecycle import ConversationLifecycle
 
 # The first moments after a start belong to the client's calls: the background's first rounds
 # (a scan for pending memories, due jobs, the retention sweep; 20 ms together at 10k memories on
@@ -42,6 +44,70 @@ log = logging.getLogger(__name__)
 CLOSE_SECONDS = 10.0  # what closing the clients and the store may take at shutdown, at most
 
 
+class LaterServices:
+    """The services a search does not use: facts, the conversation lifecycle (ending, summaries,
+    compaction, retention) and the agent. Built on first use (``get``), so that importing their
+    modules (about 9 ms, bench/README.md) is not on the way to a new process's first search. The
+    job runner has them built before it claims its first job: their handlers must be registered
+    by then."""
+
+    def __init__(
+        self, settings: Settings, store: Storage, service: MemoryService, indexer: Indexer, jobs: JobRunner,
+        chat_client: OllamaClient, budget: ChatBudget,
+    ) -> None:
+        self._settings = settings
+        self._store = store
+        self._service = service
+        self._indexer = indexer
+        self._jobs = jobs
+        self._chat_client = chat_client
+        self._budget = budget
+        self._built: tuple[ConversationFacts, ConversationLifecycle, Agent] | None = None
+        jobs.before_first_job(self.get)
+
+    def get(self) -> tuple[ConversationFacts, ConversationLifecycle, Agent]:
+        if self._built is None:
+            self._built = self._build()
+        return self._built
+
+    def retention_step(self, interval: float) -> Step:
+        """The lifecycle's retention sweep, for ``background.supervise``, building it when it first runs."""
+
+        async def step() -> float | None:
+            return await self.get()[1].retention_step(interval)()
+
+        return step
+
+    def _build(self) -> tuple[ConversationFacts, ConversationLifecycle, Agent]:
+        # Imported here, not with the app: see the class.
+        from ollama_mcp.services.agent import Agent  # noqa: PLC0415
+        from ollama_mcp.services.chat_budget import BudgetedChat  # noqa: PLC0415
+        from ollama_mcp.services.facts import ConversationFacts, FactExtractor  # noqa: PLC0415
+        from ollama_mcp.services.lifecycle import ConversationLifecycle  # noqa: PLC0415
+        from ollama_mcp.services.summaries import Summarizer  # noqa: PLC0415
+
+        settings, store, chat_client, budget = self._settings, self._store, self._chat_client, self._budget
+        # Background work's chat calls go through the hourly budget; ask_agent's (a person asking) do not.
+        summarizer = None if settings.chat_model is None else Summarizer(
+            BudgetedChat(chat_client, budget, "summary"), settings.chat_model
+        )
+        extractor = None if settings.chat_model is None else FactExtractor(
+            BudgetedChat(chat_client, budget, "facts"), settings.chat_model
+        )
+        facts = ConversationFacts(store, self._indexer, self._jobs, extractor, default=settings.facts)
+        lifecycle = ConversationLifecycle(
+            store, self._service, self._indexer, self._jobs, summarizer, compact_messages=settings.compact_messages,
+            compact_tokens=settings.compact_tokens, retention_days=settings.retention_days, facts=facts,
+            page_chars=settings.response_chars,
+        )
+        agent = Agent(
+            store, self._service, lifecycle, chat_client, settings.agent_chat_model, allowed=settings.agent_tools,
+            confirm=settings.agent_confirm, max_steps=settings.agent_max_steps, deadline=settings.agent_deadline,
+            context_messages=settings.agent_context_messages, instructions=settings.agent_system_prompt,
+        )
+        return facts, lifecycle, agent
+
+
 @dataclass(frozen=True)
 class App:
     settings: Settings
@@ -50,11 +116,21 @@ class App:
     indexer: Indexer
     jobs: JobRunner
     service: MemoryService
-    lifecycle: ConversationLifecycle
-    agent: Agent
     relations: ConversationRelations
-    facts: ConversationFacts
     shares: ShareRegistry  # shares and tokens; only the local principal's app's are the server's
+    later: LaterServices
+
+    @property
+    def facts(self) -> ConversationFacts:
+        return self.later.get()[0]
+
+    @property
+    def lifecycle(self) -> ConversationLifecycle:
+        return self.later.get()[1]
+
+    @property
+    def agent(self) -> Agent:
+        return self.later.get()[2]
 
 
 @asynccontextmanager
@@ -89,27 +165,10 @@ async def open_app(
             store, indexer, jobs, max_content_chars=settings.max_content_chars,
             summaries=settings.chat_model is not None, facts=settings.facts,
         )
-        # Background work's chat calls go through the hourly budget; ask_agent's (a person asking) do not.
-        summarizer = None if settings.chat_model is None else Summarizer(
-            BudgetedChat(chat_client, budget, "summary"), settings.chat_model
-        )
-        extractor = None if settings.chat_model is None else FactExtractor(
-            BudgetedChat(chat_client, budget, "facts"), settings.chat_model
-        )
-        facts = ConversationFacts(store, indexer, jobs, extractor, default=settings.facts)
-        lifecycle = ConversationLifecycle(
-            store, service, indexer, jobs, summarizer, compact_messages=settings.compact_messages,
-            compact_tokens=settings.compact_tokens, retention_days=settings.retention_days, facts=facts,
-            page_chars=settings.response_chars,
-        )
         relations = ConversationRelations(
             store, indexer, jobs, related=settings.related_threshold, duplicate=settings.duplicate_threshold
         )
-        agent = Agent(
-            store, service, lifecycle, chat_client, settings.agent_chat_model, allowed=settings.agent_tools,
-            confirm=settings.agent_confirm, max_steps=settings.agent_max_steps, deadline=settings.agent_deadline,
-            context_messages=settings.agent_context_messages, instructions=settings.agent_system_prompt,
-        )
+        later = LaterServices(settings, store, service, indexer, jobs, chat_client, budget)
         async with beside() as tasks:
             if background:
                 interval = settings.upkeep_interval
@@ -124,7 +183,7 @@ async def open_app(
                     initial_delay=START_GRACE_SECONDS,
                 ))
                 tasks.start_soon(lambda: supervise(
-                    "retention sweep", lifecycle.retention_step(settings.retention_interval),
+                    "retention sweep", later.retention_step(settings.retention_interval),
                     max_delay=settings.retention_interval, initial_delay=START_GRACE_SECONDS,
                 ))
                 tasks.start_soon(lambda: supervise(
@@ -140,7 +199,7 @@ async def open_app(
                     max_delay=interval, initial_delay=interval,
                 ))
             shares = ShareRegistry(store)
-            yield App(settings, store, ranker, indexer, jobs, service, lifecycle, agent, relations, facts, shares)
+            yield App(settings, store, ranker, indexer, jobs, service, relations, shares, later)
     finally:
         # Shielded: at shutdown this runs inside a cancelled scope, and an unawaited close
         # would leave the database thread running after the event loop is gone. Bounded: a

@@ -93,6 +93,36 @@ def test_a_server_that_stores_and_searches_never_imports_the_ollama_client_or_nu
     assert out.stdout.split() == ["embedded", "hybrid", "False", "False", "False"], out.stderr[-2000:]
 
 
+@pytest.mark.sqlite_only  # (the subprocess opens the file path it is given)
+def test_an_app_that_stores_and_searches_imports_the_agent_lifecycle_and_facts_only_when_first_used(
+    settings: Settings,
+) -> None:
+    """Their modules are about 9 ms of imports that a new process's first search would otherwise
+    wait for (app.LaterServices, bench/README.md)."""
+    later = ("ollama_mcp.services.agent", "ollama_mcp.services.lifecycle", "ollama_mcp.services.facts")
+    code = (
+        "import sys, anyio\n"
+        "from ollama_mcp.app import open_app\n"
+        "from ollama_mcp.config import Settings\n"
+        "from ollama_mcp.domain import SearchRequest\n"
+        f"LATER = {later!r}\n"
+        "async def main():\n"
+        f"    settings = Settings.from_env({{'HOME': '/tmp', 'OLLAMA_MCP_DB': {str(settings.db_path)!r},"
+        f" 'OLLAMA_HOST': {settings.ollama_host!r}}})\n"
+        "    async with open_app(settings, background=False) as app:\n"
+        "        conv = await app.service.init_conversation('boats', None)\n"
+        "        await app.service.store_memory('the boat is blue', conv.id)\n"
+        "        found = await app.service.search(SearchRequest('boat colour', top_k=5))\n"
+        "        before = [m in sys.modules for m in LATER]\n"
+        "        await app.service.end_conversation(conv.id)\n"  # (queues a job: relate it to others)
+        "        ran = await app.jobs.run_once()\n"  # (the runner has them built before it claims a job)
+        "        print(len(found.hits), before, [m in sys.modules for m in LATER], ran)\n"
+        "anyio.run(main)\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, timeout=60, text=True)
+    assert out.stdout.split("\n")[0] == "1 [False, False, False] [True, True, True] True", out.stderr[-2000:]
+
+
 def test_cli_help_and_version_work_without_a_database(tmp_path: Path) -> None:
     script = Path(sys.executable).parent / "ollama-mcp"
     help_text = subprocess.run([str(script), "--help"], capture_output=True, text=True, timeout=60, check=True).stdout

@@ -58,9 +58,16 @@ class JobRunner:
         self._max_delay = max_delay
         self._max_attempts = max_attempts
         self.wakeup = Wakeup()  # set it after queuing a job to start it at once
+        self._before_first: Callable[[], object] | None = None
 
     def register(self, kind: JobKind, handler: Handler) -> None:
         self._handlers[kind] = handler
+
+    def before_first_job(self, prepare: Callable[[], object]) -> None:
+        """Have ``prepare`` run once (until it succeeds) before this runner claims its first job:
+        what registers handlers late (the services the app builds on first use) does so by then,
+        and no job is claimed by a runner that would not know its kind."""
+        self._before_first = prepare
 
     async def step(self) -> float:
         """One round for ``background.supervise``: run a due job, or say how long until one is due."""
@@ -68,6 +75,9 @@ class JobRunner:
 
     async def run_once(self) -> bool:
         """Run the next due job, if any; returns whether one ran (or was put back to wait)."""
+        if self._before_first is not None:
+            self._before_first()
+            self._before_first = None
         now = datetime.now(UTC)
         paused, _ = await self._paused(now)
         job = await self._store.claim_job(
