@@ -249,3 +249,27 @@ def test_the_row_index_finds_the_rows_of_memories_with_one_chunk_and_with_severa
     assert sorted(zip(owners.tolist(), rows.tolist(), strict=True)) == [(2, 1), (2, 6), (5, 0), (7, 3), (7, 4), (7, 5)]
     assert index.holds(np.array([9, 4, 7, -1, 10**6])).tolist() == [True, False, True, False, False]
     assert index.seqs() == {2, 5, 7, 9} and 9 in index and 4 not in index
+    index.add(np.array([11, 12]), 7)  # (a load hands over arrays)
+    assert index.lookup(np.array([12]))[0].tolist() == [8]
+
+
+def test_a_row_index_tells_the_memories_it_holds_that_another_lacks_whatever_their_lengths() -> None:
+    content, context = vectors._RowIndex(), vectors._RowIndex()
+    content.add(np.array([1, 2, 3, 40, 41]), 0)
+    content.add([3], 5)  # memory 3 in two chunks: still one memory
+    context.add(np.array([2, 3]), 0)
+    assert content.without(context) == {1, 40, 41}
+    context.add(np.array([1, 500]), 2)  # context's array now the longer one
+    assert content.without(context) == {40, 41}
+    assert context.without(content) == {500}
+    assert vectors._RowIndex().without(content) == set() and content.without(vectors._RowIndex()) == {1, 2, 3, 40, 41}
+
+
+def test_a_matrix_counts_its_rows_per_conversation_and_kind_as_they_come_and_go() -> None:
+    matrix = vectors.Matrix(2, np.dtype(np.float32))
+    convs, kinds = np.array([3, 3, 7, 0, 3]), np.array([0, 2, 0, 0, 1])
+    matrix.extend(np.arange(1, 6), np.arange(10, 15), convs, kinds, np.ones((5, 2), dtype=np.float32))
+    assert dict(matrix.per_conversation) == {3: 3, 7: 1, 0: 1} and dict(matrix.per_kind) == {0: 3, 2: 1, 1: 1}
+    matrix.extend(np.array([6]), np.array([15]), np.array([7]), np.array([2]), np.ones((1, 2), dtype=np.float32))
+    matrix.remove(np.array([10, 11]))  # two of conversation 3's rows
+    assert +matrix.per_conversation == {3: 1, 7: 2, 0: 1} and +matrix.per_kind == {0: 2, 1: 1, 2: 1}

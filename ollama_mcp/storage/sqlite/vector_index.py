@@ -273,7 +273,7 @@ class VectorIndex:
                 self._matrices[code] = Matrix.adopt(found.dim, rows)
         content, context = self._matrices.get(_CONTENT), self._matrices.get(_CONTEXT, _NO_ROWS)
         if content is not None:
-            self._uncovered = content.rows_of.seqs() - context.rows_of.seqs()
+            self._uncovered = content.rows_of.without(context.rows_of)
         self._saved_rows = found.rows
         await self._store.vector_snapshot(self.model, found.max_id, self._append, count=False)
         return True
