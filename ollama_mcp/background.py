@@ -11,6 +11,7 @@ from __future__ import annotations
 import logging
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
+from typing import Any
 
 import anyio
 from anyio.abc import TaskGroup
@@ -38,6 +39,28 @@ async def beside() -> AsyncIterator[TaskGroup]:
             tasks.cancel_scope.cancel()
     if failure is not None:
         raise failure
+
+
+async def at_once(*steps: Callable[[], Awaitable[Any]]) -> list[Any]:
+    """Run ``steps`` at once and return their results in order; the first failure is raised as
+    itself (not in an ExceptionGroup: callers translate our errors by type), once the other
+    steps have stopped."""
+    results: list[Any] = [None] * len(steps)
+    failures: list[Exception] = []
+
+    async def run(slot: int, step: Callable[[], Awaitable[Any]]) -> None:
+        try:
+            results[slot] = await step()
+        except Exception as exc:  # re-raised below, once every step has stopped
+            failures.append(exc)
+            tasks.cancel_scope.cancel()
+
+    async with anyio.create_task_group() as tasks:
+        for slot, step in enumerate(steps):
+            tasks.start_soon(run, slot, step)
+    if failures:
+        raise failures[0]
+    return results
 
 
 class Wakeup:

@@ -7,7 +7,7 @@ import logging
 import anyio
 import pytest
 
-from ollama_mcp.background import Wakeup, supervise
+from ollama_mcp.background import Wakeup, at_once, supervise
 from ollama_mcp.errors import DatabaseBusyError
 
 pytestmark = pytest.mark.anyio
@@ -78,3 +78,30 @@ async def test_a_wakeup_cuts_the_wait_short_and_one_set_before_the_wait_is_not_l
     started = anyio.current_time()
     await wakeup.wait(0.05)  # used up by the wait it ended: this one waits its full time
     assert anyio.current_time() - started >= 0.05
+
+
+async def test_steps_at_once_give_their_results_in_order_and_the_first_failure_as_itself() -> None:
+    async def slow() -> str:
+        await anyio.sleep(0.05)
+        return "slow"
+
+    async def fast() -> int:
+        return 7
+
+    with anyio.fail_after(5):
+        assert await at_once(slow, fast) == ["slow", 7]
+    stopped: list[str] = []
+
+    async def waits() -> None:
+        try:
+            await anyio.sleep(30)
+        finally:
+            stopped.append("waits")
+
+    async def fails() -> None:
+        await anyio.sleep(0.01)
+        raise DatabaseBusyError("the database is busy")
+
+    with anyio.fail_after(5), pytest.raises(DatabaseBusyError, match="the database is busy"):
+        await at_once(waits, fails)  # not an ExceptionGroup, and not after the 30 s
+    assert stopped == ["waits"]

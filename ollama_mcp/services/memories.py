@@ -11,15 +11,15 @@ from __future__ import annotations
 import time
 import uuid
 from collections import OrderedDict
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Sequence
 from contextlib import nullcontext, suppress
 from dataclasses import replace
 from datetime import UTC, datetime, timedelta
-from typing import Any, Literal, TypeVar
-
-import anyio
+from functools import partial
+from typing import Any, Literal
 
 from ollama_mcp import audit, caller, inputs
+from ollama_mcp.background import at_once
 from ollama_mcp.domain import (
     Conversation,
     ConversationQuery,
@@ -53,9 +53,6 @@ from ollama_mcp.services.passages import page_of
 from ollama_mcp.services.relations import related_scope
 from ollama_mcp.storage.protocols import Storage
 from ollama_mcp.when import TimeWindow, query_window
-
-A = TypeVar("A")
-B = TypeVar("B")
 
 MAX_CLIENTS = 10_000  # current conversations remembered (each a few hundred bytes)
 
@@ -398,13 +395,12 @@ class MemoryService:
             hits, mode, notice = await self._find(request, replace(request.filters, conversation_id=None), None)
             return _outcome(hits, mode, notice, started, "all")
         filters = replace(request.filters, conversation_id=conversation.id)
-        scoped = conversation
         if self._others_seen:
-            hits, mode, notice = await self._find(request, filters, scoped)
+            hits, mode, notice = await self._find(request, filters, conversation)
         else:  # read beside the search, not after it: a store of one conversation asks every time
-            (hits, mode, notice), self._others_seen = await _together(
-                lambda: self._find(request, filters, scoped),
-                lambda: self._store.has_other_conversations(scoped.id),
+            (hits, mode, notice), self._others_seen = await at_once(
+                partial(self._find, request, filters, conversation),
+                partial(self._store.has_other_conversations, conversation.id),
             )
         if self._others_seen:
             notice = _joined(
@@ -581,27 +577,6 @@ def _window(request: SearchRequest) -> TimeWindow | None:
     """The time the query names, "last week" read against the request's reference time (or now)."""
     reference = datetime.now(UTC) if request.reference_time is None else datetime.fromisoformat(request.reference_time)
     return query_window(request.query, reference)
-
-
-async def _together(first: Callable[[], Awaitable[A]], second: Callable[[], Awaitable[B]]) -> tuple[A, B]:
-    """Both at once; the first failure is raised as itself (not in an exception group), once the
-    other has stopped."""
-    results: dict[int, Any] = {}
-    failures: list[Exception] = []
-
-    async def run(slot: int, step: Callable[[], Awaitable[Any]]) -> None:
-        try:
-            results[slot] = await step()
-        except Exception as exc:  # re-raised below
-            failures.append(exc)
-            tasks.cancel_scope.cancel()
-
-    async with anyio.create_task_group() as tasks:
-        tasks.start_soon(run, 0, first)
-        tasks.start_soon(run, 1, second)
-    if failures:
-        raise failures[0]
-    return results[0], results[1]
 
 
 def _outcome(

@@ -248,7 +248,7 @@ def test_the_row_index_finds_the_rows_of_memories_with_one_chunk_and_with_severa
     rows, owners = index.lookup(np.array([2, 7, 5, 4, 10**6]))
     assert sorted(zip(owners.tolist(), rows.tolist(), strict=True)) == [(2, 1), (2, 6), (5, 0), (7, 3), (7, 4), (7, 5)]
     assert index.holds(np.array([9, 4, 7, -1, 10**6])).tolist() == [True, False, True, False, False]
-    assert index.seqs() == {2, 5, 7, 9} and 9 in index and 4 not in index
+    assert index.without(vectors._RowIndex()) == {2, 5, 7, 9} and 9 in index and 4 not in index
     index.add(np.array([11, 12]), 7)  # (a load hands over arrays)
     assert index.lookup(np.array([12]))[0].tolist() == [8]
 

@@ -21,6 +21,7 @@ from __future__ import annotations
 import math
 from collections.abc import Awaitable, Callable, Iterable, Sequence
 from dataclasses import dataclass
+from functools import partial
 from typing import Any, Generic, TypeVar
 
 import anyio
@@ -28,6 +29,7 @@ import numpy as np
 import psycopg
 from psycopg import sql
 
+from ollama_mcp.background import at_once
 from ollama_mcp.domain import SearchFilters, SearchHit
 from ollama_mcp.errors import EmbeddingMismatchError
 from ollama_mcp.storage.memory_rules import CONTEXT_NEIGHBOUR_CHARS, CONTEXT_NEIGHBOURS
@@ -182,23 +184,14 @@ class PgRanker:
         )
 
     async def _concurrently(self, parts: Sequence[Callable[[psycopg.AsyncConnection], Awaitable[None]]]) -> None:
-        """Runs each part on its own pooled connection, all at once; the first failure is raised as
-        itself (not as an exception group), after the other parts have stopped."""
-        failures: list[Exception] = []
+        """Runs each part on its own pooled connection, all at once (``at_once``: the first failure
+        is raised as itself, after the other parts have stopped)."""
 
-        async def run(part: Callable[[psycopg.AsyncConnection], Awaitable[None]]) -> None:
-            try:
-                async with self._store.reading("search memories") as conn:
-                    await part(conn)
-            except Exception as exc:  # re-raised below, once every part has stopped
-                failures.append(exc)
-                group.cancel_scope.cancel()
+        async def on_a_connection(part: Callable[[psycopg.AsyncConnection], Awaitable[None]]) -> None:
+            async with self._store.reading("search memories") as conn:
+                await part(conn)
 
-        async with anyio.create_task_group() as group:
-            for part in parts:
-                group.start_soon(run, part)
-        if failures:
-            raise failures[0]
+        await at_once(*(partial(on_a_connection, part) for part in parts))
 
     async def _exact(
         self, conn: psycopg.AsyncConnection, query: str, where: list[str], params: dict[str, Any], top_k: int

@@ -56,9 +56,6 @@ class _RowIndex:
         held[inside] = self._row[seqs[inside]] != _MISSING
         return held
 
-    def seqs(self) -> set[int]:
-        return set(np.flatnonzero(self._row != _MISSING).tolist())
-
     def without(self, other: _RowIndex) -> set[int]:
         """The seqs with rows here and none in ``other`` (compared as arrays: two sets of every
         seq cost a new process's first search about 1 ms at 10k memories, 10 at 100k)."""
