@@ -19,7 +19,7 @@ from ollama_mcp.domain import Scope
 from ollama_mcp.inputs import search_request
 from ollama_mcp.storage.ranking import SearchTuning, query_terms
 from ollama_mcp.storage.sqlite import keywords as store_keywords
-from ollama_mcp.storage.sqlite.db import migrations
+from ollama_mcp.storage.sqlite.db import connect_reader, migrations
 from ollama_mcp.storage.sqlite.keyword_index import KeywordIndex
 from ollama_mcp.storage.sqlite.store import FACET_CODES, KEYWORD_TABLES, TOKENIZER
 from tests.fake_ollama import FakeOllama
@@ -90,22 +90,92 @@ async def test_a_load_read_a_few_tokens_at_a_time_ranks_as_fts5_and_leaves_the_s
     await app.service.import_memories(conv.id, [sentence(rng) for _ in range(120)])
     with sqlite3.connect(db_path) as conn:
         stored = conn.execute("SELECT count(*) FROM memories").fetchone()[0]  # (a repeated sentence is one)
-    parts = app.store.keyword_snapshot()
-    first = await anext(parts)
-    assert len(first.memories) == stored > 100 and not first.postings
-    # The snapshot's read is open on a connection of its own: the store still writes and reads.
-    with anyio.fail_after(5):
-        late = await app.service.store_memory("the zeppelin crane arrived late", conv.id)
-        assert late.memory.id in [
-            h.memory.id for h in (await app.service.search(search_request("zeppelin late", conv.id))).hits
-        ]
-    rest = [part async for part in parts]
-    assert len(rest) > 10 and all(not part.memories and part.state == first.state for part in rest)
+    async with app.store.keyword_snapshot() as snapshot:
+        first = snapshot.memories
+        assert len(first.memories) == stored > 100 and not first.postings
+        # The snapshot's reads are open on connections of their own: the store still writes and reads.
+        with anyio.fail_after(5):
+            late = await app.service.store_memory("the zeppelin crane arrived late", conv.id)
+            assert late.memory.id in [
+                h.memory.id for h in (await app.service.search(search_request("zeppelin late", conv.id))).hits
+            ]
+        facets = []
+        for postings in snapshot.postings:
+            parts = [part async for part in postings]
+            assert len(parts) > 5 and all(not part.memories and part.state == first.state for part in parts)
+            facets.append({facet for part in parts for facet in part.postings})
+    assert facets == [{code} for code in KEYWORD_TABLES]  # one index each
     assert late.memory.seq not in {seq for seq, _, _ in first.memories}  # as of the snapshot's start
     index = KeywordIndex(app.store)
     queries = [rng.sample(VOCABULARY, rng.randint(1, 4)) for _ in range(30)]
     await assert_ranks_as_fts5(index, db_path, [*queries, ["zeppelin", "late"]])  # the load, then the catch-up
     assert index.size == stored + 1
+
+
+def wal_pinned(db_path: Path) -> bool:
+    """Whether a read transaction left open (by any connection) on an older state keeps part of
+    the WAL from being copied into the database."""
+    with sqlite3.connect(db_path) as conn:
+        _, frames, copied = conn.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchone()
+    return bool(copied < frames)
+
+
+async def test_a_load_that_fails_midway_raises_its_own_error_keeps_no_reader_open_and_loads_next_time(
+    app: App, db_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(store_keywords, "_SNAPSHOT_TERMS", 3)  # dozens of parts, not one
+    rng = random.Random(9)
+    conv = await app.service.init_conversation("one")
+    await app.service.import_memories(conv.id, [sentence(rng) for _ in range(120)])
+    built = 0
+
+    class Stop(Exception):
+        pass
+
+    async def give_way() -> None:  # asked before each part is built
+        nonlocal built
+        built += 1
+        if built == 8:
+            raise Stop
+
+    index = KeywordIndex(app.store, give_way)
+    with pytest.raises(Stop):  # itself, not in an exception group
+        await index.refresh()
+    assert not index.loaded
+    await app.service.store_memory("written after the failed load", conv.id)
+    assert not wal_pinned(db_path)  # the load's readers closed: none holds its read transaction
+    await assert_ranks_as_fts5(index, db_path, [rng.sample(VOCABULARY, 2) for _ in range(10)])
+    assert built > 8 and index.loaded
+
+
+async def test_a_snapshot_whose_second_reader_began_after_a_write_reads_both_indexes_as_of_the_first(
+    app: App, db_path: Path
+) -> None:
+    conv = await app.service.init_conversation("one")
+    await app.service.import_memories(conv.id, ["the harbour crane", "a blue zeppelin over the harbour"])
+    readers = [await connect_reader(db_path) for _ in KEYWORD_TABLES]
+    try:
+        for reader in readers:
+            assert reader is not None
+            for statement in store_keywords._POSTINGS_VIEWS:
+                await reader.execute(statement)
+            await reader.execute("BEGIN")
+        await readers[0].execute("SELECT count(*) FROM memories")  # its read transaction starts here
+        late = await app.service.store_memory("the zeppelin came to the harbour late", conv.id)
+        snapshot = await store_keywords._snapshot(readers, db_path, begin=False)  # type: ignore[arg-type]
+        postings = {}
+        for parts in snapshot.postings:
+            async for part in parts:
+                for facet, found in part.postings.items():
+                    postings.setdefault(facet, {}).update(found)
+    finally:
+        for reader in readers:
+            if reader is not None:
+                await reader.close()
+    assert late.memory.seq not in {seq for seq, _, _ in snapshot.memories.memories}
+    assert set(postings) == set(KEYWORD_TABLES)
+    for found in postings.values():  # neither index has the memory stored after the first began
+        assert str(late.memory.seq) not in found["zeppelin"].split() and "late" not in found
 
 
 async def test_a_load_after_the_file_was_moved_away_reads_the_open_file_and_creates_no_other(

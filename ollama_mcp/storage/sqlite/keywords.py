@@ -3,9 +3,12 @@ log, filters, FTS5 upkeep."""
 
 from __future__ import annotations
 
+import logging
 import sqlite3
-from collections.abc import AsyncGenerator, Sequence
+from collections.abc import AsyncGenerator, AsyncIterator, Sequence
+from contextlib import asynccontextmanager
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import aiosqlite
@@ -24,6 +27,8 @@ from ollama_mcp.storage.sqlite.rows import (
     TOKENIZER,
     filter_sql,
 )
+
+log = logging.getLogger(__name__)
 
 # A memory's keyword-index columns: its seq, its conversation's key and its kind (plus, formatted
 # in, any other columns wanted).
@@ -176,33 +181,61 @@ class KeywordStore(StoreBase):
         texts = [(seq, content, context) for seq, _, _, content, context in found]
         return KeywordRows(state, memories, await self._tokenize_memories(texts), changed)
 
-    async def keyword_snapshot(self) -> AsyncGenerator[KeywordRows, None]:
-        """Every memory for a new in-memory keyword index, as of one read transaction: first the
-        memories (without postings), then their postings, straight out of the FTS5 indexes,
-        ``_SNAPSHOT_TERMS`` tokens at a time, so that they are never all held as text at once
-        (at 100k memories, 47 MB of it). Read on a connection of its own, closed at the end: the
-        store's stays free for searches and stores meanwhile (the read takes seconds at 100k).
-        When the path no longer names the file the store has open (moved, replaced), on the
-        store's own connection instead, as every read then is. Close the iterator
-        (``contextlib.aclosing``) if it is not read to the end."""
-        reader = await db.connect_reader(self.path) if identity(self.path) == self._identity else None
-        if reader is None:
+    @asynccontextmanager
+    async def keyword_snapshot(self) -> AsyncIterator[KeywordSnapshot]:
+        """Every memory for a new in-memory keyword index, as of one state: the memories (without
+        postings), then each FTS5 index's postings, ``_SNAPSHOT_TERMS`` tokens a part, so that
+        they are never all held as text at once (at 100k memories, 47 MB of it).
+
+        Each index is read on a connection of its own, so that the two reads can run at once
+        (FTS5 hands postings over in SQLite's code, which runs beside Python: 0.9 s of a 1.4 s
+        load at 100k memories; bench/README.md), and the store's own connection stays free for
+        searches and stores meanwhile. Both read transactions must see one state
+        (``KeywordState``): when a write lands between their starts, the second index is read on
+        the first's connection instead, after it. When the path no longer names the file the
+        store has open (moved, replaced), everything is read on the store's own connection, as
+        every read then is. The parts may be read only inside the ``async with``."""
+        readers = await self._snapshot_readers()
+        if not readers:
             await self._ensure_keyword_scratch()
             async with self._transaction("read the keyword index", write=False) as conn:
-                async for part in _snapshot_parts(conn):
-                    yield part
+                yield await _snapshot([conn] * len(KEYWORD_TABLES), self.path, begin=False)
             return
         try:
-            for statement in _POSTINGS_VIEWS:
-                await reader.execute(statement)
-            await reader.execute("BEGIN")
-            async for part in _snapshot_parts(reader):
-                yield part
+            try:
+                snapshot = await _snapshot(readers, self.path, begin=True)
+            except sqlite3.Error as exc:
+                raise db.translate(exc, "read the keyword index", self.path) from exc
+            yield snapshot
+        finally:
+            with anyio.CancelScope(shield=True):
+                for reader in readers:
+                    await reader.close()  # (ends its read transaction)
+
+    async def _snapshot_readers(self) -> list[aiosqlite.Connection]:
+        """A connection per FTS5 index, each with the postings views; none when the path no longer
+        names the store's file or it cannot be opened again."""
+        readers: list[aiosqlite.Connection] = []
+        if identity(self.path) != self._identity:
+            return readers
+        opened = False
+        try:
+            for _ in KEYWORD_TABLES:
+                reader = await db.connect_reader(self.path)
+                if reader is None:
+                    return []
+                readers.append(reader)
+                for statement in _POSTINGS_VIEWS:
+                    await reader.execute(statement)
+            opened = True
+            return readers
         except sqlite3.Error as exc:
             raise db.translate(exc, "read the keyword index", self.path) from exc
         finally:
-            with anyio.CancelScope(shield=True):
-                await reader.close()  # (ends the read transaction)
+            if not opened:
+                with anyio.CancelScope(shield=True):
+                    for reader in readers:
+                        await reader.close()
 
     async def tokenize(self, words: Sequence[str]) -> list[list[str]]:
         """Each of ``words`` as the keyword index's tokenizer splits and stems it."""
@@ -281,16 +314,57 @@ class KeywordStore(StoreBase):
         return [int(row[0]) for row in rows]
 
 
-async def _snapshot_parts(conn: aiosqlite.Connection) -> AsyncGenerator[KeywordRows, None]:
-    """``KeywordStore.keyword_snapshot``'s parts, read in ``conn``'s open transaction (which has
-    the FTS5 indexes' ``_instance`` views)."""
-    cursor = await conn.execute(f"SELECT {NEWEST_SEQ}, {NEWEST_CHANGE}")
-    state = KeywordState(*(await cursor.fetchone() or (0, 0)))
-    cursor = await conn.execute(_MEMORY_COLUMNS.format("") + " ORDER BY m.seq")
-    yield KeywordRows(
-        state, [(int(seq), int(conv), KIND_CODES[kind]) for seq, conv, kind in await cursor.fetchall()], {}, []
+class KeywordSnapshot:
+    """``KeywordStore.keyword_snapshot``: the memories, then per FTS5 index its postings' parts;
+    the postings of different indexes may be read at once."""
+
+    def __init__(self, memories: KeywordRows, postings: list[AsyncGenerator[KeywordRows, None]]) -> None:
+        self.memories = memories  # the state, and every memory (seq, conversation key, kind)
+        self.postings = postings  # one iterator of parts per FTS5 index (facet)
+
+
+async def _snapshot(readers: list[aiosqlite.Connection], path: Path, *, begin: bool) -> KeywordSnapshot:
+    """Read the memories on ``readers[0]`` (one per FTS5 index, or one connection given for all)
+    after beginning each one's read transaction (``begin``; else they are in one), the first's
+    first. A reader that does not see the first's state (a write landed between) is not used:
+    its index is read on the first, after the first's own."""
+    first, states = readers[0], []
+    for reader in dict.fromkeys(readers):
+        if begin:
+            await reader.execute("BEGIN")
+        states.append(await _state(reader))
+    if any(state != states[0] for state in states):
+        log.debug("a write landed while the keyword index's readers began: one reads both indexes")
+        readers = [first] * len(readers)
+    cursor = await first.execute(_MEMORY_COLUMNS.format("") + " ORDER BY m.seq")
+    memories = KeywordRows(
+        states[0], [(int(seq), int(conv), KIND_CODES[kind]) for seq, conv, kind in await cursor.fetchall()], {}, []
     )
-    for facet, table in KEYWORD_TABLES.items():
+    return KeywordSnapshot(memories, [
+        _postings(reader, facet, table, states[0], path)
+        for reader, (facet, table) in zip(readers, KEYWORD_TABLES.items(), strict=True)
+    ])
+
+
+async def _state(conn: aiosqlite.Connection) -> KeywordState:
+    cursor = await conn.execute(f"SELECT {NEWEST_SEQ}, {NEWEST_CHANGE}")
+    return KeywordState(*(await cursor.fetchone() or (0, 0)))
+
+
+async def _postings(
+    conn: aiosqlite.Connection, facet: int, table: str, state: KeywordState, path: Path
+) -> AsyncGenerator[KeywordRows, None]:
+    """One FTS5 index's postings, a part at a time, read in ``conn``'s open transaction (which
+    has the index's ``_instance`` view)."""
+    try:
         cursor = await conn.execute(f"SELECT term, group_concat(doc, ' ') FROM temp.{table}_instance GROUP BY term")
-        while batch := await cursor.fetchmany(_SNAPSHOT_TERMS):
-            yield KeywordRows(state, [], {facet: [(str(term), str(docs)) for term, docs in batch]}, [])
+        try:
+            while batch := await cursor.fetchmany(_SNAPSHOT_TERMS):
+                yield KeywordRows(state, [], {facet: [(str(term), str(docs)) for term, docs in batch]}, [])
+        finally:
+            # A statement left unfinished (the load stopped midway) would keep its read
+            # transaction, and so the WAL, after its connection is closed, until collected.
+            with anyio.CancelScope(shield=True):
+                await cursor.close()
+    except sqlite3.Error as exc:
+        raise db.translate(exc, "read the keyword index", path) from exc

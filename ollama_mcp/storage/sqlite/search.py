@@ -72,10 +72,11 @@ _GIVE_WAY_S = 0.05
 class _InFlight:
     """The searches running now, and a way for background work to wait until none is.
 
-    At 100k memories, loading the keyword index takes about 1.1 s after a restart (0.7 s reading
-    FTS5's postings, 0.4 s building arrays). The searches of that second take their keywords from
-    FTS5; beside the load, on a 2-core machine shared with the embedding server, the second of
-    them took 26 ms over an embedding call, 15 ms when the load waits for it (bench/README.md).
+    At 100k memories, loading the keyword index takes about 1 s after a restart (FTS5's postings
+    read on two connections while the arrays are built: 0.9 s and 0.45 s of work). The searches
+    of that second take their keywords from FTS5; beside the load, on a 2-core machine shared
+    with the embedding server, the second of them took 26 ms over an embedding call, 15 ms when
+    the load waits for it (bench/README.md).
     """
 
     def __init__(self) -> None:
