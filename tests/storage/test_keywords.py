@@ -153,16 +153,18 @@ async def test_a_snapshot_whose_second_reader_began_after_a_write_reads_both_ind
 ) -> None:
     conv = await app.service.init_conversation("one")
     await app.service.import_memories(conv.id, ["the harbour crane", "a blue zeppelin over the harbour"])
-    readers = [await connect_reader(db_path) for _ in KEYWORD_TABLES]
+    readers = []
     try:
-        for reader in readers:
+        for _ in KEYWORD_TABLES:
+            reader = await connect_reader(db_path)
             assert reader is not None
+            readers.append(reader)
             for statement in store_keywords._POSTINGS_VIEWS:
                 await reader.execute(statement)
             await reader.execute("BEGIN")
         await readers[0].execute("SELECT count(*) FROM memories")  # its read transaction starts here
         late = await app.service.store_memory("the zeppelin came to the harbour late", conv.id)
-        snapshot = await store_keywords._snapshot(readers, db_path, begin=False)  # type: ignore[arg-type]
+        snapshot = await store_keywords._snapshot(readers, db_path, begin=False)
         postings = {}
         for parts in snapshot.postings:
             async for part in parts:
@@ -170,8 +172,7 @@ async def test_a_snapshot_whose_second_reader_began_after_a_write_reads_both_ind
                     postings.setdefault(facet, {}).update(found)
     finally:
         for reader in readers:
-            if reader is not None:
-                await reader.close()
+            await reader.close()
     assert late.memory.seq not in {seq for seq, _, _ in snapshot.memories.memories}
     assert set(postings) == set(KEYWORD_TABLES)
     for found in postings.values():  # neither index has the memory stored after the first began

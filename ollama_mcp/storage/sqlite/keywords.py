@@ -30,6 +30,8 @@ from ollama_mcp.storage.sqlite.rows import (
 
 log = logging.getLogger(__name__)
 
+# How far the memories had come (``KeywordState``): read in the transaction it describes.
+_STATE = f"SELECT {NEWEST_SEQ}, {NEWEST_CHANGE}"
 # A memory's keyword-index columns: its seq, its conversation's key and its kind (plus, formatted
 # in, any other columns wanted).
 _MEMORY_COLUMNS = "SELECT m.seq, c.rowid, m.kind{} FROM memories m JOIN conversations c ON c.id = m.conversation_id"
@@ -152,14 +154,13 @@ class KeywordStore(StoreBase):
         as the FTS5 indexes, so a catch-up gives exactly the tokens FTS5 matches.
         """
         await self._ensure_keyword_scratch()
-        state_sql = f"SELECT {NEWEST_SEQ}, {NEWEST_CHANGE}"
         # A catch-up runs on every search after a store: one statement (one snapshot, one trip to
         # the database thread) reads the state, the change log since ``since``, and the memories
         # new or changed since. Two lookups by rowid for the memories: with "seq > ? OR seq IN
         # (...)" SQLite scans the whole table (23 ms at 100k memories).
         select = _MEMORY_COLUMNS.format(", m.content, m.context")
         rows = await self._fetchall(
-            f"SELECT 0, s.*, NULL, NULL, NULL FROM ({state_sql}) s"
+            f"SELECT 0, s.*, NULL, NULL, NULL FROM ({_STATE}) s"
             " UNION ALL SELECT 1, id, memory_seq, NULL, NULL, NULL FROM memory_changes WHERE id > ?2"
             f" UNION ALL SELECT 2, * FROM ({select} WHERE m.seq > ?1)"
             f" UNION ALL SELECT 2, * FROM ({select} WHERE m.seq <= ?1"
@@ -192,7 +193,7 @@ class KeywordStore(StoreBase):
         load at 100k memories; bench/README.md), and the store's own connection stays free for
         searches and stores meanwhile. Both read transactions must see one state
         (``KeywordState``): when a write lands between their starts, the second index is read on
-        the first's connection instead, after it. When the path no longer names the file the
+        the first's connection instead (its two statements then take turns). When the path no longer names the file the
         store has open (moved, replaced), everything is read on the store's own connection, as
         every read then is. The parts may be read only inside the ``async with``."""
         readers = await self._snapshot_readers()
@@ -327,7 +328,7 @@ async def _snapshot(readers: list[aiosqlite.Connection], path: Path, *, begin: b
     """Read the memories on ``readers[0]`` (one per FTS5 index, or one connection given for all)
     after beginning each one's read transaction (``begin``; else they are in one), the first's
     first. A reader that does not see the first's state (a write landed between) is not used:
-    its index is read on the first, after the first's own."""
+    its index is read on the first's connection too."""
     first, states = readers[0], []
     for reader in dict.fromkeys(readers):
         if begin:
@@ -347,7 +348,7 @@ async def _snapshot(readers: list[aiosqlite.Connection], path: Path, *, begin: b
 
 
 async def _state(conn: aiosqlite.Connection) -> KeywordState:
-    cursor = await conn.execute(f"SELECT {NEWEST_SEQ}, {NEWEST_CHANGE}")
+    cursor = await conn.execute(_STATE)
     return KeywordState(*(await cursor.fetchone() or (0, 0)))
 
 
