@@ -13,8 +13,9 @@ The bytes a store must keep: the memories' text (content, UTF-8), one copy of ea
 ranks at the precision search holds it in (own vectors float16, in-context vectors float32: 2 and
 4 bytes a number), and the keyword index's own pages (``memories_fts`` and
 ``memory_contexts_fts``, their data and index tables). Everything else (the ``context`` column,
-ids, hashes, metadata, B-tree indexes, the float32 vectors in SQLite beside the vector file, the
-WAL) is reported by ``dbstat`` name, so the ratio says where the rest goes.
+ids, hashes, metadata, B-tree indexes, the float32 vectors still in rows until a block's worth
+is folded, the WAL) is reported by ``dbstat`` name, with the free pages, so the ratio says where
+the rest goes.
 """
 
 from __future__ import annotations
@@ -41,7 +42,8 @@ KEYWORD_TABLES = ("memories_fts", "memory_contexts_fts")
 
 
 def files(folder: Path) -> dict[str, int]:
-    """Every file of the store (the database, its WAL and shared memory, the vector files)."""
+    """Every file of the store (the database, its WAL and shared memory; vector files of versions
+    before schema 18)."""
     return {p.name: p.stat().st_size for p in sorted(folder.iterdir()) if p.name.startswith("bench.db")}
 
 
@@ -50,6 +52,19 @@ def by_name(db: str) -> dict[str, int]:
     with sqlite3.connect(db) as conn:
         rows = conn.execute("SELECT name, sum(pgsize) FROM dbstat GROUP BY name ORDER BY 2 DESC").fetchall()
     return {name: int(size) for name, size in rows}
+
+
+def free_and_folded(db: str) -> dict[str, int]:
+    """Bytes of free pages, and vectors in rows and in blocks (how far the fold has come)."""
+    with sqlite3.connect(db) as conn:
+        page = conn.execute("PRAGMA page_size").fetchone()[0]
+        free = conn.execute("PRAGMA freelist_count").fetchone()[0] * page
+        rows = conn.execute("SELECT count(*) FROM memory_embeddings WHERE vector IS NOT NULL").fetchone()[0]
+        try:
+            folded = conn.execute("SELECT coalesce(sum(n - dead), 0) FROM vector_blocks").fetchone()[0]
+        except sqlite3.OperationalError:  # a store before schema 18
+            folded = 0
+    return {"free_pages_bytes": int(free), "vectors_in_rows": int(rows), "vectors_in_blocks": int(folded)}
 
 
 def must_keep(db: str, pages: dict[str, int]) -> dict[str, int]:
@@ -94,6 +109,7 @@ def measure(n: int, conversations: int, stores: int, rng: random.Random, dim: in
             "ratio_after_exit": round(total / sum(keep.values()), 2),
             "ratio_while_running": round(sum(running.values()) / sum(keep.values()), 2),
             "pages_mb": {k: round(v / MB, 2) for k, v in pages.items() if v >= 0.01 * MB},
+            **free_and_folded(db),
         }
 
 

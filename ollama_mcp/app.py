@@ -145,7 +145,7 @@ async def open_app(
     """
     for said in settings.unread:  # a mistyped setting is ignored: say so where an operator looks
         log.warning("%s", said)
-    store, ranker = await open_backend(settings, tuning, head_start.vector_file if head_start else None)
+    store, ranker = await open_backend(settings, tuning, head_start.vectors if head_start else None)
     client = OllamaClient(
         settings.ollama_host, timeout=settings.embed_timeout, connect_timeout=settings.connect_timeout,
         keep_alive=settings.keep_alive,

@@ -4,16 +4,17 @@ imported and opened.
 Claude Desktop starts a process per chat, and a client may search right after ``initialize``.
 Importing the app (numpy, the store, the ranking) and opening the store take about 150 ms, in
 which Ollama and the disk would sit idle. So the app's holder (``mcp.apps.AppHolder``) starts,
-as soon as it starts: Ollama's description of the embedding model; on SQLite, the read and check
-of the vector file (``vector_file.read``, in a worker thread: the checksum runs beside the
-imports); and, for a search that arrives before the app is open, its query's embedding. The app
+as soon as it starts: Ollama's description of the embedding model; on SQLite, the read of the
+model's vectors (in a worker thread: ``block_read.take`` hands over the read ``serve`` began
+before its imports, and ``vector_blocks.assemble`` makes arrays of it); and, for a search that
+arrives before the app is open, its query's embedding. The app
 takes these answers instead of asking again (``embeddings.Embedder``, ``vectors.VectorIndex``).
 
-Plain Python, no numpy here (the worker thread imports ``vector_file``, numpy and the standard
-library only: importing modules of ours in two threads at once could deadlock on their import
+Plain Python, no numpy here (the worker thread imports ``block_read``, ``vector_blocks``, numpy and
+the standard library only: importing modules of ours in two threads at once could deadlock on their import
 locks). Nothing here decides anything: Ollama's failure is handed to the app as the error its
-own call would have raised (it reports it as it always does, and asks again later), and a file
-that is missing or unusable is None (the index then loads from the database).
+own call would have raised (it reports it as it always does, and asks again later), and vectors
+that could not be read so are None (the index then loads them itself).
 """
 
 from __future__ import annotations
@@ -36,7 +37,7 @@ from ollama_mcp.ollama.embedding_text import MIN_CHUNK_CHARS, query_text
 from ollama_mcp.storage import backends
 
 if TYPE_CHECKING:
-    from ollama_mcp.storage.sqlite.vector_file import VectorFile
+    from ollama_mcp.storage.sqlite.vector_blocks import Loaded
 
 log = logging.getLogger(__name__)
 
@@ -74,7 +75,7 @@ class _Answer(Generic[T]):
 
 
 class HeadStart:
-    """What a first search needs, begun before the app opened (Ollama's answers, the vector file);
+    """What a first search needs, begun before the app opened (Ollama's answers, the vectors);
     see the module's docstring."""
 
     def __init__(self, client: OllamaClient, model: str, tasks: TaskGroup, db_path: Path | None = None) -> None:
@@ -84,12 +85,12 @@ class HeadStart:
         info: _Answer[ModelInfo] = _Answer()
         self._info: _Answer[ModelInfo] | None = info
         self._queries: dict[str, _Answer[list[list[float]]]] = {}
-        self._file: _Answer[tuple[Path, VectorFile | None]] | None = None
+        self._vectors: _Answer[tuple[Path, Loaded | None]] | None = None
         self.queried = False  # a search's query was sent (the model is being loaded by it)
         tasks.start_soon(info.run, lambda: client.show(model))
         if db_path is not None:
-            file = self._file = _Answer()
-            tasks.start_soon(file.run, lambda: anyio.to_thread.run_sync(_read_vector_file, db_path, model))
+            vectors = self._vectors = _Answer()
+            tasks.start_soon(vectors.run, lambda: anyio.to_thread.run_sync(_load_vectors, db_path, model))
 
     @classmethod
     @asynccontextmanager
@@ -132,11 +133,11 @@ class HeadStart:
             self._info = None
             raise
 
-    async def vector_file(self, path: Path, model: str) -> VectorFile | None:
-        """The vector file at ``path`` of ``model``, read and checked, if this head start read it
-        (taken once); None if it did not, or found none usable there."""
-        file, self._file = self._file, None
-        found = None if file is None or model != self._model else await file.get()
+    async def vectors(self, path: Path, model: str) -> Loaded | None:
+        """The vectors of ``model`` in the database at ``path``, if this head start read them
+        (taken once); None if it did not, or could not."""
+        vectors, self._vectors = self._vectors, None
+        found = None if vectors is None or model != self._model else await vectors.get()
         return found[1] if found is not None and found[0] == path else None
 
     async def query_vector(self, text: str) -> list[float] | None:
@@ -147,8 +148,13 @@ class HeadStart:
         return found[0] if found else None
 
 
-def _read_vector_file(db_path: Path, model: str) -> tuple[Path, VectorFile | None]:
-    """For a worker thread: the database's vector file of ``model``, read (``vector_file.read``)."""
-    vector_file = importlib.import_module("ollama_mcp.storage.sqlite.vector_file")
-    path = vector_file.path_for(db_path, model)
-    return path, vector_file.read(path, model)
+def _load_vectors(db_path: Path, model: str) -> tuple[Path, Loaded | None]:
+    """For a worker thread: the database's vectors of ``model``; None when there is no database
+    yet (nothing is created here). They are read before numpy is imported (``serve`` began the read
+    before its own imports: ``block_read.take``), then made arrays of."""
+    if not db_path.exists():
+        return db_path, None
+    found = importlib.import_module("ollama_mcp.storage.sqlite.block_read").take(db_path, model)
+    if found is None:
+        return db_path, None
+    return db_path, importlib.import_module("ollama_mcp.storage.sqlite.vector_blocks").assemble(found)

@@ -18,20 +18,20 @@ from ollama_mcp.errors import ConfigError
 if TYPE_CHECKING:  # head_start asks where the store lives before numpy is imported: keep this module light
     from ollama_mcp.storage.protocols import Ranker, Storage
     from ollama_mcp.storage.ranking import SearchTuning
-    from ollama_mcp.storage.sqlite.vector_index import EarlyFile
+    from ollama_mcp.storage.sqlite.vector_index import EarlyLoad
 
 
 async def open_backend(
-    settings: Settings, tuning: SearchTuning | None = None, early_file: EarlyFile | None = None,
+    settings: Settings, tuning: SearchTuning | None = None, early_load: EarlyLoad | None = None,
 ) -> tuple[Storage, Ranker]:
-    """The store and ranker ``settings`` name, opened (migrated, connected). ``early_file``: where
-    SQLite's ranker may find its vector file already read (``head_start``)."""
+    """The store and ranker ``settings`` name, opened (migrated, connected). ``early_load``: where
+    SQLite's ranker may find its vectors already read (``head_start``)."""
     if settings.postgres_url is None:
         from ollama_mcp.storage.sqlite.search import HybridSearch  # noqa: PLC0415 - each backend loads only its own modules
         from ollama_mcp.storage.sqlite.store import Store  # noqa: PLC0415
 
         store = await Store.open(settings.store_path)
-        return store, HybridSearch(store, settings.embed_model, tuning, early_file)
+        return store, HybridSearch(store, settings.embed_model, tuning, early_load)
     try:
         from ollama_mcp.storage.postgres.search import PgRanker  # noqa: PLC0415 - the optional extra's modules
         from ollama_mcp.storage.postgres.store import PgStore  # noqa: PLC0415

@@ -33,6 +33,9 @@ def identity(path: Path) -> tuple[int, int] | None:
     return (stat.st_dev, stat.st_ino)
 
 
+# Free pages a store keeps for its next writes before giving them back (4 MB of 4 KB pages).
+FREE_PAGES_KEPT = 1024
+
 # The stores (by id) whose transaction the current task holds, seen by the tasks it starts too (they
 # copy it): a read of such a store belongs to that transaction. Any other task's read of it waits
 # for the transaction to end. Per store: one process holds a store per principal.
@@ -124,10 +127,29 @@ class StoreBase(SqlParts):
         return await insert_embedding_rows(conn, rows)
 
     async def _vectors_stored(self, rows: Sequence[EmbeddingRow]) -> None:
-        """Nothing to prepare: vectors are ranked in memory, from the table."""
+        """Nothing to prepare: vectors are ranked in memory, from the table (and its blocks)."""
 
     async def _vectors_dropped(self, conn: aiosqlite.Connection, model: str) -> None:
-        """Nothing else refers to a model's vectors."""
+        """The model's rows are gone: so are the blocks their vectors were folded into."""
+        await conn.execute("DELETE FROM vector_blocks WHERE model = ?", (model,))
+
+    async def give_back_free_pages(self, at_least: int = FREE_PAGES_KEPT) -> int:
+        """Truncate the file by its free pages when there are more than ``at_least`` and the store
+        was created to allow it (``auto_vacuum = INCREMENTAL``, every store schema 18 created);
+        returns the pages given back. An older store reuses its free pages for new rows."""
+        async with self._lock:
+            try:
+                mode = await (await self._conn.execute("PRAGMA auto_vacuum")).fetchone()
+                free = await (await self._conn.execute("PRAGMA freelist_count")).fetchone()
+                if mode is None or free is None or mode[0] != 2 or free[0] <= at_least:
+                    return 0
+                # As a script: Python's execute steps a statement without result columns once,
+                # and each step of this one frees a single page.
+                await self._conn.executescript("PRAGMA incremental_vacuum;")
+                left = await (await self._conn.execute("PRAGMA freelist_count")).fetchone()
+            except sqlite3.Error as exc:
+                raise db.translate(exc, "give free pages back to the file system", self.path) from exc
+        return int(free[0]) - int(left[0] if left else 0)
 
     async def data_version(self) -> int:
         """Changes whenever another connection commits: lets caches notice other processes."""

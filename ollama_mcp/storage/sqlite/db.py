@@ -7,6 +7,7 @@ waits for the lock instead of failing on a stale read snapshot.
 
 from __future__ import annotations
 
+import glob
 import logging
 import os
 import sqlite3
@@ -70,10 +71,16 @@ async def _connect(path: Path) -> aiosqlite.Connection:
         # anyway. 32 MB bought 0.07 ms a search at 10k memories, 8 MB nothing measurable over 2 MB
         # for 6 MB more of peak memory, 2 MB nothing over 1 MB (bench/README.md, #15).
         await conn.execute("PRAGMA cache_size = -1024")
+        if (await (await conn.execute("PRAGMA page_count")).fetchone() or (0,))[0] == 0:
+            # A new file: pages freed (a fold empties a block's worth of rows) can be given back to
+            # the file system a few at a time (``StoreBase.give_back_free_pages``). Only settable
+            # before the first table; an older store keeps reusing its free pages instead.
+            await conn.execute("PRAGMA auto_vacuum = INCREMENTAL")
         mode = await _use_wal(conn)
         if mode != "wal":
             log.warning("SQLite refused WAL mode (journal_mode=%s); concurrent processes will wait longer", mode)
         await migrate(conn, path)
+        _remove_vector_files(path)
     except sqlite3.DatabaseError as exc:
         await conn.close()
         if not is_damage(exc):
@@ -152,6 +159,17 @@ async def migrate(conn: aiosqlite.Connection, path: Path | None = None) -> int:
     except sqlite3.Error as exc:
         raise translate(exc, "apply the schema migrations") from exc
     return newest(known)
+
+
+def _remove_vector_files(path: Path) -> None:
+    """Delete the vector files versions before schema 18 kept beside the database
+    (``<name>-vectors-<model>``): the vectors are in the database now, once."""
+    for leftover in path.parent.glob(f"{glob.escape(path.name)}-vectors-*"):
+        try:
+            leftover.unlink()
+            log.info("removed %s: the vectors it cached are kept in the database now", leftover)
+        except OSError as exc:
+            log.warning("could not remove the old vector file %s: %s", leftover, exc)
 
 
 def fts5_missing() -> str | None:

@@ -11,14 +11,16 @@ from collections.abc import Iterable
 import numpy as np
 
 from ollama_mcp.domain import Scope
-from ollama_mcp.storage.sqlite import vector_file
+from ollama_mcp.storage.sqlite import vector_blocks
 from ollama_mcp.storage.sqlite.rows import KIND_CODES
 
 # How many chunk rows to rank per wanted memory: memories split into several chunks would
 # otherwise crowd the top-k with duplicates of themselves.
 _OVERFETCH = 4
 _MISSING, _SEVERAL = -1, -2  # a memory seq without a row, or with several (one per chunk)
-BLOCK_ROWS = 8192
+# Rows a block of the matrix holds: a block of ``vector_blocks`` (so that a load holds each block
+# it read as it was read, without a copy).
+BLOCK_ROWS = vector_blocks.BLOCK_ROWS
 # Up to this many rows a search ranks on the event loop (about 1.5 ms of numpy at 768
 # dimensions); beyond it, in a worker thread.
 INLINE_ROWS = 25_000
@@ -120,16 +122,17 @@ class Matrix:
         self.rows_of = _RowIndex()  # memory seq -> its rows (one per chunk)
 
     @classmethod
-    def adopt(cls, dim: int, rows: vector_file.FacetRows) -> Matrix:
-        """A matrix holding ``rows`` (from a vector file): its full blocks stay memory-mapped."""
-        assert isinstance(rows.vectors, np.ndarray)
-        matrix, n = cls(dim, rows.vectors.dtype), len(rows.ids)
-        full = n // BLOCK_ROWS * BLOCK_ROWS
-        matrix.blocks = [rows.vectors[start:start + BLOCK_ROWS] for start in range(0, full, BLOCK_ROWS)]
-        matrix._place(full, rows.vectors[full:])  # the last, partly filled block takes new rows: a copy
-        matrix._add_rows(rows.ids, rows.seqs, rows.convs, rows.kinds)  # copies too
-        for copied, first in ((rows.vectors, full), (rows.ids, 0), (rows.seqs, 0), (rows.convs, 0), (rows.kinds, 0)):
-            vector_file.release_rows(copied, first)  # (so that they are not held twice)
+    def adopt(cls, dim: int, dtype: np.dtype, rows: vector_blocks.FacetRows) -> Matrix:
+        """A matrix holding ``rows`` (a load's): a whole block of them becomes a block here as it
+        is (read-only, never written: ``remove`` replaces it), the others are copied in."""
+        matrix, placed = cls(dim, dtype), 0
+        for part in rows.vectors:
+            if len(part) == BLOCK_ROWS and placed % BLOCK_ROWS == 0 and part.dtype == dtype:
+                matrix.blocks.append(part)
+            else:
+                matrix._place(placed, part)
+            placed += len(part)
+        matrix._add_rows(rows.ids, rows.seqs, rows.convs, rows.kinds)
         return matrix
 
     def extend(
@@ -181,7 +184,10 @@ class Matrix:
         # block's sources are gathered before that block is written.
         for start in range(0, len(keep), BLOCK_ROWS):
             sources = keep[start:start + BLOCK_ROWS]
-            self.blocks[start // BLOCK_ROWS][: len(sources)] = self.gather(sources)
+            moved, block = self.gather(sources), self.blocks[start // BLOCK_ROWS]
+            if not block.flags.writeable:  # a block as a load read it: replaced, not written
+                block = self.blocks[start // BLOCK_ROWS] = np.empty((BLOCK_ROWS, self.dim), dtype=self.dtype)
+            block[: len(sources)] = moved
         for name in ("ids", "seqs", "convs", "kinds"):
             array = getattr(self, name)
             array[: len(keep)] = array[keep]

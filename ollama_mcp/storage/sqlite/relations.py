@@ -9,9 +9,11 @@ from ollama_mcp.storage.sql import relations
 from ollama_mcp.storage.sql.relations import end_summary
 from ollama_mcp.storage.sqlite.base import StoreBase
 from ollama_mcp.storage.sqlite.dialect import SQLITE
+from ollama_mcp.storage.sqlite.vectors import vectors_of
 
 _SUMMARY_VECTORS = (
-    "SELECT m.conversation_id, e.vector, e.dim FROM memories m JOIN memory_embeddings e ON e.memory_seq = m.seq"
+    "SELECT m.conversation_id, e.vector, e.dim, e.block_id, e.slot FROM memories m"
+    " JOIN memory_embeddings e ON e.memory_seq = m.seq"
     f" WHERE {end_summary(SQLITE)} AND e.model = ? AND e.facet = 'content' AND e.chunk_index = 0"
 )
 
@@ -23,21 +25,21 @@ class RelationStore(relations.RelationStore, StoreBase):
         """Compared here in one pass: a conversation has one end summary, so this reads one
         vector per ended conversation (a few thousand in a large store). Stored vectors are unit
         length (``embeddings``), so a dot product is their cosine, as in the vector index."""
-        mine = await self._fetchall(
-            f"{_SUMMARY_VECTORS} AND m.conversation_id = ? ORDER BY m.seq DESC LIMIT 1",
-            (model, conversation_id), "read the summary's vector",
-        )
-        if not mine:
-            return None
-        dim = int(mine[0][2])
-        rows = await self._fetchall(
-            f"{_SUMMARY_VECTORS} AND m.conversation_id != ? AND e.dim = ?",
-            (model, conversation_id, dim), "read the vectors of the other summaries",
-        )
+        async with self._snapshot("read the summaries' vectors") as conn:
+            mine = list(await conn.execute_fetchall(
+                f"{_SUMMARY_VECTORS} AND m.conversation_id = ? ORDER BY m.seq DESC LIMIT 1", (model, conversation_id),
+            ))
+            if not mine:
+                return None
+            dim = int(mine[0][2])
+            rows = list(await conn.execute_fetchall(
+                f"{_SUMMARY_VECTORS} AND m.conversation_id != ? AND e.dim = ?", (model, conversation_id, dim),
+            ))
+            vectors = await vectors_of(conn, [(row[1], row[3], row[4]) for row in [*mine, *rows]])
         if not rows:
             return []
-        query = np.frombuffer(mine[0][1], dtype="<f4")
-        scores = np.frombuffer(b"".join(row[1] for row in rows), dtype="<f4").reshape(len(rows), dim) @ query
+        query = np.frombuffer(vectors[0], dtype="<f4")
+        scores = np.frombuffer(b"".join(vectors[1:]), dtype="<f4").reshape(len(rows), dim) @ query
         best: dict[str, float] = {}
         for row, score in zip(rows, scores.tolist(), strict=True):
             best[row[0]] = max(score, best.get(row[0], -1.0))

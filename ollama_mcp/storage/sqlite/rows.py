@@ -10,10 +10,12 @@ import aiosqlite
 
 from ollama_mcp.domain import EmbeddingRow, SearchFilters
 from ollama_mcp.storage.sql import rows
+
+# (defined where a worker thread reads the vector blocks, which imports nothing of ours)
+from ollama_mcp.storage.sqlite.block_read import FACET_CODES as FACET_CODES
+from ollama_mcp.storage.sqlite.block_read import KIND_CODES as KIND_CODES
 from ollama_mcp.storage.sqlite.dialect import SQLITE
 
-KIND_CODES: dict[str, int] = {"note": 0, "message": 1, "summary": 2, "fact": 3}
-FACET_CODES: dict[str, int] = {"content": 0, "context": 1}
 # Rows per batch of a vector load from SQLite: a batch is held twice while it is taken in (its
 # blobs, then joined), so 4096 rows of 768 dimensions cost a first start 37 MB more at its peak
 # than 1024, for no faster a load (100k memories: about 1 s either way).

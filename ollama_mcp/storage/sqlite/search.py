@@ -26,10 +26,9 @@ from ollama_mcp.storage.ranking import (
     timely,
     told_range,
 )
-from ollama_mcp.storage.sqlite import vector_file
 from ollama_mcp.storage.sqlite.keyword_index import KeywordIndex
 from ollama_mcp.storage.sqlite.store import FACET_CODES, KIND_CODES, SearchReads, Store
-from ollama_mcp.storage.sqlite.vector_index import EarlyFile, VectorIndex
+from ollama_mcp.storage.sqlite.vector_index import EarlyLoad, VectorIndex
 from ollama_mcp.when import TimeWindow
 
 
@@ -113,10 +112,10 @@ class HybridSearch:
     """
 
     def __init__(
-        self, store: Store, model: str, tuning: SearchTuning | None = None, early_file: EarlyFile | None = None,
+        self, store: Store, model: str, tuning: SearchTuning | None = None, early_load: EarlyLoad | None = None,
     ) -> None:
         self._store = store
-        self.vectors = VectorIndex(store, model, vector_file.path_for(store.path, model), early_file)
+        self.vectors = VectorIndex(store, model, early_load)
         self._searching = _InFlight()
         self.keywords = KeywordIndex(store, self._searching.quiet)
         self.tuning = tuning or SearchTuning()
@@ -222,14 +221,14 @@ class HybridSearch:
         """Load the vectors (a search meanwhile waits for them, which only they give), then, in a
         large store, the keyword index (a search meanwhile takes its keyword lists from FTS5)."""
         await self.vectors.refresh()
-        await self.vectors.save()  # the next process starts from it
+        await self._fold()  # the next process reads blocks, not rows
         await self._hold_keywords(await self._store.approximate_memory_count())
 
     async def upkeep(self, min_new: int = 0) -> bool:
-        """Write the vector file if the vectors grew by a tenth since; load the keyword index once
+        """Fold the vectors waiting in rows into blocks (``vector_blocks``); load the keyword index once
         the store is large; merge FTS5's keyword index into one segment if ``min_new`` memories
         (stored by any process) arrived since this process last did. Returns whether it merged."""
-        await self.vectors.save()
+        await self._fold()
         count = await self._store.approximate_memory_count()
         if self.keywords.loaded:
             await self.keywords.refresh()  # what searches left to it (a large catch-up)
@@ -240,6 +239,14 @@ class HybridSearch:
         await self._store.merge_keyword_indexes()
         self._merged_at = count
         return True
+
+    async def _fold(self) -> None:
+        """Keep each vector once: empty the blocks that lost a quarter of their slots, then fold
+        the rows waiting into blocks, a block's worth at a time (``VectorStore.fold_vectors``),
+        and give the pages the rows left back to the file system."""
+        await self._store.compact_vector_blocks(self.vectors.model)
+        if await self._store.fold_vectors(self.vectors.model):
+            await self._store.give_back_free_pages()  # the rows' pages the fold emptied
 
     async def _hold_keywords(self, memory_count: int) -> None:
         """Load the in-memory keyword index once the store is large enough to need it. Below that

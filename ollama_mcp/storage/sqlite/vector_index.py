@@ -1,13 +1,15 @@
 """The in-memory matrices of one model's vectors: lazy load, incremental refresh, top-k.
 
-The matrices mirror ``memory_embeddings`` for one model, one matrix per facet (a memory's own
+The matrices mirror a model's vectors (``memory_embeddings``' rows and the blocks they are folded
+into, ``vector_blocks``), one matrix per facet (a memory's own
 text, and its context). A search multiplies the query with the context matrix only, plus the
 stand-ins of the few memories that have no context vector yet (``_guess_contexts``); own vectors are
 looked up per candidate, for the similarity a hit reports and for re-ranking the candidates, and
 are held as float16 (``_HELD``): half the memory, similarities within 1e-4.
 Ranking by context alone is what bench/locomo.py measured as good as ranking by both (and it
-halves the work of every search: bench/README.md). The matrices are loaded on the first search
-and then kept current cheaply:
+halves the work of every search: bench/README.md). The matrices are loaded on the first search,
+from the blocks (``vector_blocks.load``: a few large blobs, in a worker thread), and then kept
+current cheaply:
 rows this process writes are fetched by id (ids only grow; the rows it deletes it removes
 itself), and ``PRAGMA data_version`` reveals commits by other processes (Claude Desktop often
 runs two copies of a server on one file). After another process committed, the row count is
@@ -31,23 +33,19 @@ import numpy as np
 from ollama_mcp.domain import Scope
 from ollama_mcp.errors import EmbeddingMismatchError
 from ollama_mcp.storage.ranking import stand_in
-from ollama_mcp.storage.sqlite import vector_file
+from ollama_mcp.storage.sqlite import vector_blocks
 from ollama_mcp.storage.sqlite.matrix import INLINE_ROWS, Matrix, top
 from ollama_mcp.storage.sqlite.store import FACET_CODES, Store, VectorBatch
 
 _CONTENT, _CONTEXT = FACET_CODES["content"], FACET_CODES["context"]
-# How each facet's vectors are held. Every search multiplies the in-context vectors whole: float32,
-# for BLAS. The own vectors are only looked up per candidate (a few hundred rows a search), so
-# they are held at half the size: float16 moves a similarity by at most ~5e-5 (bench/README.md),
-# and halves what a large store holds of them (100k x 768: 293 MB -> 147 MB).
-_HELD: dict[int, np.dtype] = {_CONTENT: np.dtype(np.float16), _CONTEXT: np.dtype(np.float32)}
-_FILE_SAMPLES = 8  # rows per facet a vector file must share with the database (as held: ``_matches``)
+# How each facet's vectors are held (``vector_blocks.HELD``: float32 in context, float16 own).
+_HELD: dict[int, np.dtype] = {FACET_CODES[facet]: np.dtype(held) for facet, held in vector_blocks.HELD.items()}
 
 log = logging.getLogger(__name__)
 
-# A vector file already read (checked, and its scanned facets mapped in) for a path and model, or
-# None: what a new process read while it was importing the app (``head_start.HeadStart``).
-EarlyFile = Callable[[Path, str], Awaitable["vector_file.VectorFile | None"]]
+# A model's vectors already read from a database's blocks, or None: what a new process read while
+# it was importing the app (``head_start.HeadStart``).
+EarlyLoad = Callable[[Path, str], Awaitable["vector_blocks.Loaded | None"]]
 
 
 @dataclass(frozen=True)
@@ -71,18 +69,15 @@ _EMPTY = Ranking([], {})
 class VectorIndex:
     """All vectors of one model, ranked by cosine similarity (the vectors are unit length)."""
 
-    def __init__(self, store: Store, model: str, file: Path | None = None, early: EarlyFile | None = None) -> None:
+    def __init__(self, store: Store, model: str, early: EarlyLoad | None = None) -> None:
         self._store = store
         self.model = model
-        self._file = file  # the vector file a new process starts from (vector_file.py); None: none
-        self._early = early  # where the first load may find that file already read (head_start.py)
+        self._early = early  # where the first load may find the blocks already read (head_start.py)
         self._lock = anyio.Lock()
         self._loaded = False
         self._dirty = False
         self._data_version: int | None = None
-        self._generation = 0  # moves whenever rows are removed or the matrices rebuilt
-        self.loaded_from: str | None = None  # "file" or "database": where the last full load read from
-        self._saved_rows: int = 0  # rows in the vector file as last read or written (0: none usable)
+        self.loaded_from: str | None = None  # "blocks" or "rows": how the last full load read
         self._reset()
 
     @property
@@ -103,14 +98,12 @@ class VectorIndex:
     def invalidate(self) -> None:
         """This process deleted vectors without saying which: rebuild before the next search."""
         self._loaded = False
-        self._forget_file()
 
     async def remove(self, memory_seqs: Iterable[int], facet: str | None = None) -> None:
         """Drop rows of memories this process deleted (or, with ``facet``, only that facet's rows)."""
         async with self._lock:
             seqs = np.fromiter(memory_seqs, dtype=np.int64)
             if seqs.size:
-                self._forget_file()  # it holds the deleted memories' vectors: written anew later
                 for code, matrix in self._matrices.items():
                     if facet is None or code == FACET_CODES[facet]:
                         matrix.remove(seqs)
@@ -133,10 +126,8 @@ class VectorIndex:
             self._dirty = False
             if not self._loaded:
                 self._reset()
-                if await self._load_file():
-                    self.loaded_from = "file"
-                else:
-                    self.loaded_from = "database"
+                if not await self._load_blocks():
+                    self.loaded_from = "rows"
                     await self._store.vector_snapshot(self.model, 0, self._append, count=False)
             elif version == self._data_version:
                 # Only this process wrote since the last look, and its deletes went through
@@ -146,8 +137,9 @@ class VectorIndex:
             elif await self._store.vector_snapshot(self.model, self._max_id, self._append) != self.size + self._skipped:
                 # Rows vanished under us (another process deleted memories): rebuild from scratch.
                 self._reset()
-                self.loaded_from = "database"
-                await self._store.vector_snapshot(self.model, 0, self._append)
+                if not await self._load_blocks():
+                    self.loaded_from = "rows"
+                    await self._store.vector_snapshot(self.model, 0, self._append)
             await self._learn_context_parts()
             self._loaded = True
             self._data_version = version
@@ -167,34 +159,6 @@ class VectorIndex:
         if stale:
             self._bare.remove(np.fromiter(stale, dtype=np.int64))
             self._bare_held -= stale
-
-    async def save(self) -> bool:
-        """Write the matrices to the vector file when there is none yet or they grew by a tenth
-        since it was written; returns whether it wrote. The rows are written outside the lock
-        (a search does not wait for the disk); rows removed meanwhile void the file."""
-        rows = self.size + self._skipped
-        if self._file is None or not self._loaded or self.dim is None or rows < vector_file.MIN_ROWS:
-            return False
-        if self._saved_rows and rows - self._saved_rows < max(1024, self._saved_rows // 10):
-            return False
-        async with self._lock:
-            generation, rows = self._generation, self.size + self._skipped
-            snapshot = vector_file.VectorFile(self.model, self.dim, self._max_id, self._skipped, {
-                code: vector_file.FacetRows(
-                    m.ids[: m.n].copy(), m.seqs[: m.n].copy(), m.convs[: m.n].copy(), m.kinds[: m.n].copy(),
-                    list(m.blocks),
-                ) for code, m in self._matrices.items()
-            }, scanned=(_CONTEXT,))
-        try:
-            await anyio.to_thread.run_sync(vector_file.write, self._file, snapshot)
-        except OSError as exc:
-            log.warning("could not write the vector file %s: %s", self._file, exc)
-            return False
-        if generation != self._generation:  # rows were compacted while it was written
-            self._forget_file()
-            return False
-        self._saved_rows = rows
-        return True
 
     async def rank(self, query: np.ndarray, k: int, scope: Scope, candidates: Iterable[int] = ()) -> Ranking:
         """The ``k`` best memories in ``scope`` by meaning, with the content similarity of those and
@@ -235,8 +199,6 @@ class VectorIndex:
         return Ranking(ranked, similarity)
 
     def _reset(self) -> None:
-        self._generation += 1
-        self._saved_rows = 0
         self.dim: int | None = None
         self._matrices: dict[int, Matrix] = {}
         self._skipped: int = 0
@@ -248,55 +210,38 @@ class VectorIndex:
         self._bare = Matrix(0, _HELD[_CONTEXT])
         self._bare_held: set[int] = set()
 
-    async def _load_file(self) -> bool:
-        """Start from the vector file if it is whole and this database's, then fetch the rows
-        written after it; False when there is no usable file (it is then removed)."""
-        if self._file is None:
-            return False
+    async def _load_blocks(self) -> bool:
+        """Load every vector from the blocks and the rows not folded yet (``vector_blocks.load``,
+        one read transaction on a connection of its own), then fetch the rows written since, with
+        a count that tells whether rows were deleted since; False when the load could not read
+        them so (the caller then reads the rows through the store)."""
         early, self._early = self._early, None  # a read begun before the index existed serves the first load only
-        found = await early(self._file, self.model) if early is not None else None
+        found = await early(self._store.path, self.model) if early is not None else None
+        if found is not None and not await self._take(found):
+            self._reset()  # rows it read were deleted before this process opened the store: read anew
+            found = None
         if found is None:
-            found = await anyio.to_thread.run_sync(vector_file.read, self._file, self.model)
-        if found is None:
-            return False
-        if any(len(rows.ids) and _held_as(rows) != _HELD.get(code) for code, rows in found.facets.items()):
-            log.info("the vector file %s holds its vectors in another form; loading from the database", self._file)
-            self._forget_file()
-            return False
-        if not await self._matches(found):
-            log.info("the vector file %s is not this database's current state; loading from the database", self._file)
-            self._forget_file()
-            return False
-        self.dim, self._skipped, self._max_id = found.dim, found.skipped, found.max_id
+            found = await anyio.to_thread.run_sync(vector_blocks.load, self._store.path, self.model)
+            if found is None or not await self._take(found):
+                self._reset()
+                return False
+        self.loaded_from = "blocks"
+        return True
+
+    async def _take(self, found: vector_blocks.Loaded) -> bool:
+        """Hold what a load read, then fetch the rows written since; False when rows it read were
+        deleted since (the count of rows tells), and what it read must not be kept."""
+        if found.dim is not None:
+            self.dim, self._skipped, self._max_id = found.dim, found.skipped, found.max_id
         for code, rows in found.facets.items():
-            if len(rows.ids):
-                self._matrices[code] = Matrix.adopt(found.dim, rows)
+            self._matrices[code] = Matrix.adopt(self.dim or 0, _HELD[code], rows)
         content, context = self._matrices.get(_CONTENT), self._matrices.get(_CONTEXT, _NO_ROWS)
         if content is not None:
             self._uncovered = content.rows_of.without(context.rows_of)
-        self._saved_rows = found.rows
-        await self._store.vector_snapshot(self.model, found.max_id, self._append, count=False)
-        return True
-
-    async def _matches(self, found: vector_file.VectorFile) -> bool:
-        """Whether the database holds exactly the file's rows up to its last id, judged by their
-        count and a sample of rows per facet that must equal the database's, as held here."""
-        samples = {
-            int(rows.ids[i]): (int(rows.seqs[i]), rows.vectors[i])
-            for rows in found.facets.values() if len(rows.ids)
-            for i in np.linspace(0, len(rows.ids) - 1, _FILE_SAMPLES).astype(int).tolist()
-        }
-        count, stored = await self._store.vector_samples(self.model, found.max_id, list(samples))
-        if count != found.rows or stored.keys() != samples.keys():
-            return False
-        for row_id, (seq, held) in samples.items():
-            assert isinstance(held, np.ndarray)
-            stored_seq, blob = stored[row_id]
-            if stored_seq != seq or len(blob) != held.size * 4:
-                return False
-            if np.frombuffer(blob, dtype="<f4").astype(held.dtype).tobytes() != held.tobytes():
-                return False
-        return True
+        # Rows written since (the load may have begun before this process opened the store), and
+        # whether any it read were deleted since: then nothing of it is kept.
+        total = await self._store.vector_snapshot(self.model, self._max_id, self._append)
+        return total == self.size + self._skipped
 
     def _bare_rows(self, content: Matrix) -> Matrix:
         """The own rows of the memories with no context vector yet, as float32, brought up to date
@@ -333,12 +278,6 @@ class VectorIndex:
             own[i] = stand_in(own[i], parts[-1][1], held)
         return own
 
-    def _forget_file(self) -> None:
-        if self._file is not None:
-            vector_file.remove(self._file)
-        self._saved_rows = 0
-        self._generation += 1
-
     def _append(self, batch: VectorBatch) -> None:
         """Take in a batch of rows, a facet at a time (a load of 10k memories: 20 ms, not 200)."""
         if not batch.ids:
@@ -370,11 +309,3 @@ class VectorIndex:
 
 
 _NO_ROWS = Matrix(0, _HELD[_CONTEXT])
-
-
-def _held_as(rows: vector_file.FacetRows) -> np.dtype | None:
-    return rows.vectors.dtype if isinstance(rows.vectors, np.ndarray) else None
-
-
-
-

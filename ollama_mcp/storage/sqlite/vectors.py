@@ -3,13 +3,17 @@
 from __future__ import annotations
 
 import json
+import sqlite3
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from ollama_mcp.domain import Facet, Memory
+import aiosqlite
+
+from ollama_mcp.domain import EmbeddingRow, Facet, Memory
 from ollama_mcp.storage.memory_rules import CONTEXT_NEIGHBOUR_CHARS, CONTEXT_NEIGHBOURS
 from ollama_mcp.storage.sql.rows import MEMORY_COLUMNS, text_kept
 from ollama_mcp.storage.sql.vectors import VectorRows, missing_vector, pending_from_rows
+from ollama_mcp.storage.sqlite import vector_blocks
 from ollama_mcp.storage.sqlite.base import StoreBase
 from ollama_mcp.storage.sqlite.dialect import SQLITE
 from ollama_mcp.storage.sqlite.rows import (
@@ -17,6 +21,7 @@ from ollama_mcp.storage.sqlite.rows import (
     KIND_CODES,
     VECTOR_BATCH_ROWS,
 )
+from ollama_mcp.storage.sqlite.vector_blocks import HELD, encode_slots, encode_vectors, slot_vector
 
 
 @dataclass(frozen=True)
@@ -75,26 +80,6 @@ class VectorStore(VectorRows, StoreBase):
             parts.setdefault(int(seq), []).append((int(part), int(chars)))
         return parts
 
-    async def vector_samples(
-        self, model: str, max_id: int, ids: Sequence[int]
-    ) -> tuple[int, dict[int, tuple[int, bytes]]]:
-        """How many vectors of ``model`` have id <= ``max_id``, and the (memory seq, vector) of each
-        of ``ids`` that exists: what tells whether a vector file is this database's."""
-        async with self._transaction("check the vector file", write=False) as conn:
-            counted = await (await conn.execute(
-                "SELECT count(*) FROM memory_embeddings WHERE model = ? AND id <= ?", (model, max_id)
-            )).fetchone()
-            found: dict[int, tuple[int, bytes]] = {}
-            wanted = sorted(set(ids))
-            if wanted:  # one trip, not one per sample: this is on the way to a new process's first search
-                marks = ",".join("?" * len(wanted))
-                cursor = await conn.execute(
-                    f"SELECT id, memory_seq, vector FROM memory_embeddings WHERE model = ? AND id IN ({marks})",
-                    (model, *wanted),
-                )
-                found = {row[0]: (row[1], bytes(row[2])) for row in await cursor.fetchall()}
-        return (int(counted[0]) if counted else 0), found
-
     async def vector_snapshot(
         self, model: str, after_id: int, sink: Callable[[VectorBatch], None], *, count: bool = True
     ) -> int | None:
@@ -103,7 +88,8 @@ class VectorStore(VectorRows, StoreBase):
 
         Everything comes from one read transaction, so comparing the returned count with what the
         caller holds afterwards tells whether rows were deleted meanwhile. The count reads the
-        whole model index (6-9 ms at 100k memories).
+        whole model index (6-9 ms at 100k memories). A row another process folded already has its
+        vector read from its block.
         """
         async with self._transaction("load vectors", write=False) as conn:
             total = None
@@ -113,15 +99,139 @@ class VectorStore(VectorRows, StoreBase):
                 )).fetchone()
                 total = int(counts[0]) if counts else 0
             cursor = await conn.execute(
-                "SELECT e.id, e.memory_seq, c.rowid, m.kind, e.facet, e.dim, e.vector FROM memory_embeddings e"
+                "SELECT e.id, e.memory_seq, c.rowid, m.kind, e.facet, e.dim, e.vector, e.block_id, e.slot"
+                " FROM memory_embeddings e"
                 " JOIN memories m ON m.seq = e.memory_seq JOIN conversations c ON c.id = m.conversation_id"
                 " WHERE e.model = ? AND e.id > ? ORDER BY e.id",
                 (model, after_id),
             )
             while rows := await cursor.fetchmany(VECTOR_BATCH_ROWS):
+                vectors = await vectors_of(conn, [(r[6], r[7], r[8]) for r in rows])
                 sink(VectorBatch(
                     ids=[r[0] for r in rows], memory_seqs=[r[1] for r in rows],
                     conversation_keys=[r[2] for r in rows], kinds=[KIND_CODES[r[3]] for r in rows],
-                    facets=[FACET_CODES[r[4]] for r in rows], dims=[r[5] for r in rows], vectors=[r[6] for r in rows],
+                    facets=[FACET_CODES[r[4]] for r in rows], dims=[r[5] for r in rows], vectors=vectors,
                 ))
         return total
+
+    async def conversation_vectors(self, conversation_id: str) -> list[tuple[str, EmbeddingRow]]:
+        """Every vector of the conversation's memories, with the id of the memory it belongs to
+        (a folded one as its block holds it: an own vector at float16's precision)."""
+        async with self._snapshot("read the conversation's vectors") as conn:
+            rows = list(await conn.execute_fetchall(
+                "SELECT m.id, e.memory_seq, e.facet, e.chunk_index, e.model, e.vector, e.dim, e.block_id, e.slot"
+                " FROM memories m JOIN memory_embeddings e ON e.memory_seq = m.seq"
+                " WHERE m.conversation_id = ? ORDER BY e.id",
+                (conversation_id,),
+            ))
+            vectors = await vectors_of(conn, [(r[5], r[7], r[8]) for r in rows])
+        return [
+            (row[0], EmbeddingRow(row[1], row[2], row[3], row[4], vector, row[6]))
+            for row, vector in zip(rows, vectors, strict=True)
+        ]
+
+    async def fold_vectors(self, model: str, block_rows: int | None = None) -> int:
+        """Fold ``model``'s rows that hold their vector into blocks, ``block_rows`` of one facet and
+        dimension to a block, oldest first, while a whole block's worth waits; returns the rows
+        folded. Each block is one transaction (the block, and its rows emptied), so a crash or
+        another process folding at once leaves every vector exactly once, in a row or a slot."""
+        block_rows = block_rows or vector_blocks.BLOCK_ROWS
+        waiting = await self._fetchall(
+            "SELECT facet, dim, count(*) FROM memory_embeddings WHERE model = ? AND block_id IS NULL"
+            " GROUP BY facet, dim", (model,), "count the vectors to fold",
+        )
+        folded = 0
+        for facet, dim, count in waiting:
+            for _ in range(int(count) // block_rows):
+                done = await self._fold_block(model, facet, int(dim), block_rows)
+                if not done:
+                    break  # another process folded them meanwhile
+                folded += done
+        return folded
+
+    async def _fold_block(self, model: str, facet: str, dim: int, block_rows: int) -> int:
+        dtype = HELD[facet]
+        async with self._transaction("fold vectors into a block") as conn:
+            rows = list(await conn.execute_fetchall(
+                "SELECT e.id, e.memory_seq, c.rowid, m.kind, e.vector, e.chunk_index, e.created_at"
+                " FROM memory_embeddings e"
+                " JOIN memories m ON m.seq = e.memory_seq JOIN conversations c ON c.id = m.conversation_id"
+                " WHERE e.model = ? AND e.facet = ? AND e.dim = ? AND e.block_id IS NULL ORDER BY e.id LIMIT ?",
+                (model, facet, dim, block_rows),
+            ))
+            if len(rows) < block_rows:
+                return 0
+            cursor = await conn.execute(
+                "INSERT INTO vector_blocks (model, facet, dim, dtype, n, slots, vectors) VALUES (?, ?, ?, ?, ?, ?, ?)",
+                (model, facet, dim, dtype, len(rows),
+                 encode_slots([r[0] for r in rows], [r[1] for r in rows], [r[2] for r in rows],
+                              [KIND_CODES[r[3]] for r in rows]),
+                 encode_vectors([r[4] for r in rows], dtype)),
+            )
+            block = cursor.lastrowid
+            # Deleted and written again slim, not updated: SQLite merges the pages a delete leaves
+            # under-full, never those an update shrinks (the rows' pages would stay, nearly empty).
+            # The ids stay; the trigger on deletes ignores rows that were not folded.
+            await conn.execute(
+                "DELETE FROM memory_embeddings WHERE id IN (SELECT value FROM json_each(?))",
+                (json.dumps([row[0] for row in rows]),),
+            )
+            await conn.executemany(
+                "INSERT INTO memory_embeddings (id, memory_seq, model, facet, chunk_index, dim, vector, created_at,"
+                " block_id, slot) VALUES (?, ?, ?, ?, ?, ?, NULL, ?, ?, ?)",
+                [(row[0], row[1], model, facet, row[5], dim, row[6], block, slot) for slot, row in enumerate(rows)],
+            )
+        return len(rows)
+
+    async def compact_vector_blocks(self, model: str) -> int:
+        """Empty the blocks of ``model`` that lost more than a quarter of their slots (deleted
+        memories, rewritten contexts): their live vectors go back into their rows, at the
+        block's precision, for the next fold to pack anew, and the block is dropped; returns
+        the blocks emptied. One transaction a block, as a fold."""
+        blocks = await self._fetchall(
+            "SELECT id FROM vector_blocks WHERE model = ? AND dead * 4 > n ORDER BY id", (model,),
+            "find blocks to compact",
+        )
+        for (block,) in blocks:
+            async with self._transaction("compact a vector block") as conn:
+                found = await (await conn.execute(
+                    "SELECT dtype, dim, vectors FROM vector_blocks WHERE id = ?", (block,)
+                )).fetchone()
+                if found is None:
+                    continue  # another process compacted it meanwhile
+                dtype, dim, vectors = found
+                live = await conn.execute_fetchall(
+                    "SELECT id, slot FROM memory_embeddings WHERE block_id = ?", (block,)
+                )
+                await conn.executemany(
+                    "UPDATE memory_embeddings SET vector = ?, block_id = NULL, slot = NULL WHERE id = ?",
+                    [(slot_vector(vectors, dtype, dim, slot), row_id) for row_id, slot in live],
+                )
+                await conn.execute("DELETE FROM vector_blocks WHERE id = ?", (block,))
+        return len(blocks)
+
+
+Cell = tuple[bytes | None, int | None, int | None]  # a row's (vector, block_id, slot)
+
+
+async def vectors_of(conn: aiosqlite.Connection, cells: Sequence[Cell]) -> list[bytes]:
+    """Each cell's float32 vector: its row's, or its slot's (each block read once, in the caller's
+    transaction)."""
+    blocks: dict[int, tuple[str, int, bytes]] = {}
+    out: list[bytes] = []
+    for vector, block, slot in cells:
+        if vector is not None:
+            out.append(vector)
+            continue
+        if block is None or slot is None:
+            raise sqlite3.DatabaseError("a vector row holds neither a vector nor a slot: the database is damaged")
+        if block not in blocks:
+            found = await (await conn.execute(
+                "SELECT dtype, dim, vectors FROM vector_blocks WHERE id = ?", (block,)
+            )).fetchone()
+            if found is None:
+                raise sqlite3.DatabaseError(f"vector block {block} is missing: the database is damaged")
+            blocks[block] = (str(found[0]), int(found[1]), bytes(found[2]))
+        dtype, dim, blob = blocks[block]
+        out.append(slot_vector(blob, dtype, dim, slot))
+    return out

@@ -1,0 +1,486 @@
+"""Each vector is kept once: written as a row, folded by the upkeep into a block, read back by a new
+process from its blocks. Nothing is lost or kept twice by a crash mid-fold, two processes folding at
+once, deletions (here or in another process), compaction or an upgrade; rankings do not change."""
+
+from __future__ import annotations
+
+import os
+import signal
+import sqlite3
+import subprocess
+import sys
+import time
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from dataclasses import replace
+from pathlib import Path
+
+import anyio
+import numpy as np
+import pytest
+
+from ollama_mcp.app import App, open_app
+from ollama_mcp.config import Settings
+from ollama_mcp.domain import SearchFilters
+from ollama_mcp.head_start import HeadStart
+from ollama_mcp.storage.sqlite import block_read, vector_blocks
+from ollama_mcp.storage.sqlite import matrix as vectors
+from ollama_mcp.storage.sqlite.store import FACET_CODES, Store
+from tests.conftest import Database
+
+pytestmark = [pytest.mark.anyio, pytest.mark.sqlite_only]  # the SQLite backend's vector blocks
+
+DIM = 256  # the fake Ollama's nomic-embed-text
+BLOCK = 64  # rows a block holds in these tests
+
+
+def unit_vectors(seed: int, count: int) -> list[np.ndarray]:
+    vectors = np.random.default_rng(seed).standard_normal((count, DIM)).astype(np.float32)
+    return list(vectors / np.linalg.norm(vectors, axis=1, keepdims=True))
+
+
+def store_of(app: App) -> Store:
+    assert isinstance(app.store, Store)
+    return app.store
+
+
+async def fill(app: App, count: int, seed: int) -> str:
+    conversation = await app.service.init_conversation(f"batch {seed}")
+    texts = [f"memory {seed}-{i}" for i in range(count)]
+    await app.service.import_memories(conversation.id, texts, unit_vectors(seed, count))
+    while await app.indexer.backfill_once():  # the context vectors, from the fake Ollama
+        pass
+    return conversation.id
+
+
+async def fold(app: App) -> int:
+    return await store_of(app).fold_vectors(app.settings.embed_model, BLOCK)
+
+
+async def ranking(app: App) -> list[list[tuple[str, float]]]:
+    await app.ranker.vectors.refresh()
+    out = []
+    for query in unit_vectors(99, 5):
+        hits = await app.ranker.search("", query, SearchFilters(), None, 10, None)
+        out.append([(hit.memory.id, round(hit.similarity or 0.0, 6)) for hit in hits])
+    return out
+
+
+@asynccontextmanager
+async def opened(settings: Settings, head_start: bool) -> AsyncIterator[App]:
+    """The app, opened as a server opens it (``head_start``: with the vectors read meanwhile) or not."""
+    if not head_start:
+        async with open_app(settings, background=False) as app:
+            yield app
+        return
+    async with HeadStart.running(settings) as head, open_app(settings, background=False, head_start=head) as app:
+        yield app
+
+
+def layout(db: Database) -> tuple[int, int, int, int]:
+    """(rows holding their vector, rows folded, live slots by the blocks' counts, blocks)."""
+    unfolded = db.count("SELECT count(*) FROM memory_embeddings WHERE vector IS NOT NULL AND block_id IS NULL")
+    folded = db.count("SELECT count(*) FROM memory_embeddings WHERE vector IS NULL AND block_id IS NOT NULL")
+    live = db.count("SELECT coalesce(sum(n - dead), 0) FROM vector_blocks")
+    return unfolded, folded, live, db.count("SELECT count(*) FROM vector_blocks")
+
+
+def assert_each_vector_once(db: Database) -> None:
+    """Every row holds its vector or points at a slot of an existing block (never both, never
+    neither), no two rows share a slot, and each block's count of dead slots is exact."""
+    assert db.count("SELECT count(*) FROM memory_embeddings WHERE (vector IS NULL) = (block_id IS NULL)") == 0
+    assert db.count(
+        "SELECT count(*) FROM memory_embeddings e WHERE e.block_id IS NOT NULL"
+        " AND NOT EXISTS (SELECT 1 FROM vector_blocks b WHERE b.id = e.block_id AND e.slot BETWEEN 0 AND b.n - 1)"
+    ) == 0
+    assert db.count(
+        "SELECT count(*) FROM (SELECT block_id, slot FROM memory_embeddings WHERE block_id IS NOT NULL"
+        " GROUP BY block_id, slot HAVING count(*) > 1)"
+    ) == 0
+    assert db.rows(
+        "SELECT b.id FROM vector_blocks b WHERE b.n - b.dead"
+        " != (SELECT count(*) FROM memory_embeddings e WHERE e.block_id = b.id)"
+    ) == []
+
+
+@pytest.mark.parametrize("head_start", [False, True], ids=["read by the index", "read by the head start"])
+@pytest.mark.parametrize(
+    "block_rows", [None, BLOCK, 96], ids=["copied into one block", "held as read", "copied across blocks"]
+)
+async def test_a_new_process_ranks_from_the_blocks_as_the_writer_ranked_from_rows_and_catches_up_after_them(
+    settings: Settings, db: Database, monkeypatch: pytest.MonkeyPatch, head_start: bool, block_rows: int | None
+) -> None:
+    if block_rows is not None:
+        monkeypatch.setattr(vectors, "BLOCK_ROWS", block_rows)
+    async with open_app(settings, background=False) as first:
+        await fill(first, 300, 1)
+        assert await fold(first) == 2 * 256  # 300 rows a facet: four blocks each, 44 left in rows
+        await fill(first, 40, 2)  # after the fold
+        expected = await ranking(first)  # from the matrices it read out of rows, before the fold
+        size = first.ranker.vectors.size
+    assert layout(db) == (2 * 44 + 2 * 40, 2 * 256, 2 * 256, 8)
+    assert_each_vector_once(db)
+    async with opened(settings, head_start) as second:
+        assert await ranking(second) == expected
+        assert second.ranker.vectors.loaded_from == "blocks" and second.ranker.vectors.size == size
+
+
+async def test_a_fold_keeps_the_in_context_vectors_exact_and_the_own_vectors_at_the_precision_search_holds(
+    settings: Settings, db: Database
+) -> None:
+    async with open_app(settings, background=False) as app:
+        conversation = await fill(app, 128, 3)
+        before = {(seq, facet): vector for seq, facet, vector in db.rows(
+            "SELECT memory_seq, facet, vector FROM memory_embeddings")}
+        assert await fold(app) == 256
+        exported = await store_of(app).conversation_vectors(conversation)
+    assert db.count("SELECT count(*) FROM memory_embeddings WHERE vector IS NOT NULL") == 0
+    held = dict(db.rows("SELECT facet, dtype FROM vector_blocks GROUP BY facet"))
+    assert held == {"content": "<f2", "context": "<f4"}
+    assert len(exported) == 256
+    for _, row in exported:
+        stored = np.frombuffer(before[(row.memory_seq, row.facet)], dtype="<f4")
+        read = np.frombuffer(row.vector, dtype="<f4")
+        if row.facet == "context":
+            assert read.tobytes() == stored.tobytes()
+        else:
+            assert read.tobytes() == stored.astype(np.float16).astype(np.float32).tobytes()
+            assert np.abs(read - stored).max() < 1e-3
+
+
+async def test_only_whole_blocks_are_folded_and_a_second_fold_finds_nothing(settings: Settings, db: Database) -> None:
+    async with open_app(settings, background=False) as app:
+        await fill(app, 100, 4)
+        assert await fold(app) == 2 * 64
+        assert await fold(app) == 0
+    assert layout(db) == (2 * 36, 2 * 64, 2 * 64, 2)
+
+
+async def test_memories_deleted_after_a_fold_leave_dead_slots_that_are_never_ranked_here_or_in_a_new_process(
+    settings: Settings, db: Database
+) -> None:
+    async with open_app(settings, background=False) as app:
+        keep = await fill(app, 64, 5)
+        gone = await fill(app, 64, 6)
+        assert await fold(app) == 256
+        await app.service.delete_conversation(gone)
+        assert sorted(db.rows("SELECT facet, n, dead FROM vector_blocks")) == [
+            ("content", 64, 0), ("content", 64, 64), ("context", 64, 0), ("context", 64, 64),
+        ]
+        assert_each_vector_once(db)
+        here = [hit.memory.conversation_id for q in unit_vectors(99, 5)
+                for hit in await app.ranker.search("", q, SearchFilters(), None, 10, None)]
+    async with open_app(settings, background=False) as fresh:
+        await fresh.ranker.vectors.refresh()
+        assert fresh.ranker.vectors.loaded_from == "blocks" and fresh.ranker.vectors.size == 128
+        there = [hit.memory.conversation_id for q in unit_vectors(99, 5)
+                 for hit in await fresh.ranker.search("", q, SearchFilters(), None, 10, None)]
+    assert here and set(here) == set(there) == {keep}
+
+
+async def test_memories_deleted_by_a_process_that_holds_its_blocks_as_read_are_dropped_and_the_rest_ranked_alike(
+    settings: Settings, db: Database, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(vectors, "BLOCK_ROWS", BLOCK)  # each block read is held as it was read
+    async with open_app(settings, background=False) as app:
+        keep = await fill(app, 128, 50)
+        gone = await fill(app, 64, 51)
+        assert await fold(app) == 2 * 192
+    async with open_app(settings, background=False) as app:
+        await ranking(app)
+        context = app.ranker.vectors._matrices[FACET_CODES["context"]]
+        assert app.ranker.vectors.loaded_from == "blocks" and not context.blocks[0].flags.writeable
+        await app.service.delete_conversation(gone)
+        assert app.ranker.vectors.size == 2 * 128
+        expected = await ranking(app)
+        hits = [hit.memory.conversation_id for q in unit_vectors(99, 5)
+                for hit in await app.ranker.search("", q, SearchFilters(), None, 10, None)]
+    assert hits and set(hits) == {keep}
+    async with open_app(settings, background=False) as fresh:
+        assert await ranking(fresh) == expected
+
+
+async def test_a_new_process_never_ranks_a_memory_another_process_deleted_after_it_loaded(
+    settings: Settings, db: Database
+) -> None:
+    async with open_app(settings, background=False) as mine, open_app(settings, background=False) as theirs:
+        keep = await fill(mine, 64, 7)
+        gone = await fill(mine, 64, 8)
+        assert await fold(mine) == 256
+        await ranking(mine)  # loaded, from the blocks
+        await theirs.service.delete_conversation(gone)
+        hits = [hit.memory.conversation_id for q in unit_vectors(99, 5)
+                for hit in await mine.ranker.search("", q, SearchFilters(), None, 10, None)]
+    assert hits and set(hits) == {keep}
+
+
+async def test_a_block_that_lost_a_quarter_of_its_slots_is_compacted_and_folded_anew_without_changing_rankings(
+    settings: Settings, db: Database
+) -> None:
+    async with open_app(settings, background=False) as app:
+        await fill(app, 64, 9)
+        doomed = await fill(app, 40, 10)
+        await fill(app, 24, 11)
+        assert await fold(app) == 256  # two blocks a facet, the second holding 40 doomed of 64
+        await app.service.delete_conversation(doomed)
+        store = store_of(app)
+        assert await store.compact_vector_blocks(app.settings.embed_model) == 2  # the second of each facet
+        assert layout(db) == (2 * 24, 2 * 64, 2 * 64, 2)
+        assert_each_vector_once(db)
+        assert await fold(app) == 0  # 24 rows a facet: not a block's worth
+        await fill(app, 40, 12)
+        assert await fold(app) == 2 * 64
+        assert_each_vector_once(db)
+        expected_after = await ranking(app)
+    assert db.count("SELECT count(*) FROM vector_blocks WHERE dead > 0") == 0
+    async with open_app(settings, background=False) as fresh:
+        assert await ranking(fresh) == expected_after
+
+
+async def test_a_process_that_folded_meanwhile_leaves_the_new_rows_readable_from_their_blocks(
+    settings: Settings, db: Database
+) -> None:
+    async with open_app(settings, background=False) as mine, open_app(settings, background=False) as theirs:
+        await fill(mine, 64, 13)
+        await ranking(mine)
+        await fill(theirs, 64, 14)  # written and folded by the other process before this one looked
+        assert await fold(theirs) == 256
+        assert db.count("SELECT count(*) FROM memory_embeddings WHERE vector IS NOT NULL") == 0
+        assert await ranking(mine) == await ranking(theirs)
+        assert mine.ranker.vectors.size == 256
+
+
+async def test_two_processes_folding_at_once_fold_each_row_once(settings: Settings, db: Database) -> None:
+    async with open_app(settings, background=False) as one, open_app(settings, background=False) as two:
+        await fill(one, 640, 15)
+        folded: list[int] = []
+
+        async def run(app: App) -> None:
+            folded.append(await fold(app))
+
+        async with anyio.create_task_group() as group:
+            group.start_soon(run, one)
+            group.start_soon(run, two)
+        assert sum(folded) == 2 * 640
+        assert layout(db) == (0, 1280, 1280, 20)
+        assert_each_vector_once(db)
+        expected = await ranking(one)
+    async with open_app(settings, background=False) as fresh:
+        assert await ranking(fresh) == expected
+
+
+_FOLDER = """
+import sys, anyio
+from pathlib import Path
+from ollama_mcp.storage.sqlite.store import Store
+
+async def main():
+    store = await Store.open(Path(sys.argv[1]))
+    print("open", flush=True)
+    while True:
+        await store.fold_vectors(sys.argv[2], 8)
+        await store.compact_vector_blocks(sys.argv[2])
+
+anyio.run(main)
+"""
+
+
+async def test_a_process_killed_mid_fold_leaves_every_vector_once_and_rankings_unchanged(
+    settings: Settings, db: Database
+) -> None:
+    async with open_app(settings, background=False) as app:
+        await fill(app, 400, 16)
+        expected = await ranking(app)
+    for attempt in range(4):
+        folder = subprocess.Popen(  # folds 8 rows a block, over and over, until killed
+            [sys.executable, "-c", _FOLDER, str(settings.db_path), settings.embed_model],
+            stdout=subprocess.PIPE, env={**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2])},
+        )
+        assert folder.stdout is not None and folder.stdout.readline() == b"open\n"
+        time.sleep(0.05 + 0.07 * attempt)
+        folder.send_signal(signal.SIGKILL)
+        folder.wait(timeout=10)
+        assert_each_vector_once(db)
+        if attempt == 1:  # deletions between crashes leave dead slots for compaction to meet
+            db.rows("DELETE FROM memories WHERE seq IN (SELECT seq FROM memories ORDER BY seq LIMIT 3 OFFSET 40)")
+            expected = None
+    assert db.count("SELECT count(*) FROM vector_blocks") > 0  # it did fold before it was killed
+    async with open_app(settings, background=False) as fresh:
+        got = await ranking(fresh)
+        assert fresh.ranker.vectors.size == db.count("SELECT count(*) FROM memory_embeddings")
+    if expected is not None:
+        assert got == expected
+
+
+async def test_reembedding_from_scratch_drops_the_blocks_with_the_rows(settings: Settings, db: Database) -> None:
+    async with open_app(settings, background=False) as app:
+        await fill(app, 64, 17)
+        assert await fold(app) == 128
+        assert await store_of(app).delete_vectors(app.settings.embed_model) == 128
+    assert layout(db) == (0, 0, 0, 0)
+
+
+async def test_ended_conversations_are_compared_by_their_summaries_vectors_once_folded(
+    settings: Settings, db: Database
+) -> None:
+    async with open_app(settings, background=False) as app:
+        store, model = store_of(app), app.settings.embed_model
+        ids = []
+        for seed in range(3):
+            conversation = await fill(app, 30, 20 + seed)
+            ids.append(conversation)
+            await app.service.end_conversation(conversation, summary=f"summary of batch {seed} about walruses")
+        while await app.indexer.backfill_once():
+            pass
+        before = await store.similar_summaries(ids[0], model, 5)
+        assert await store.fold_vectors(model, 8) > 0
+        assert db.count(
+            "SELECT count(*) FROM memory_embeddings e JOIN memories m ON m.seq = e.memory_seq"
+            " WHERE m.kind = 'summary' AND e.vector IS NULL"
+        ) > 0
+        after = await store.similar_summaries(ids[0], model, 5)
+    assert before is not None and after is not None and [c for c, _ in after] == [c for c, _ in before]
+    for (_, was), (_, now) in zip(before, after, strict=True):
+        assert now == pytest.approx(was, abs=1e-3)
+
+
+async def test_a_store_upgraded_with_a_vector_file_beside_it_loses_the_file_and_keeps_every_vector(
+    settings: Settings, db: Database
+) -> None:
+    leftover = settings.db_path.with_name(f"{settings.db_path.name}-vectors-{settings.embed_model}")
+    async with open_app(settings, background=False) as app:
+        await fill(app, 64, 30)
+        expected = await ranking(app)
+    leftover.write_bytes(b"OMCPVEC1 as an older version wrote it")
+    async with open_app(settings, background=False) as app:
+        assert not leftover.exists()
+        assert await ranking(app) == expected
+
+
+def test_the_codes_the_blocks_keep_are_the_stores_codes() -> None:
+    assert FACET_CODES == vector_blocks.FACET_CODES
+    assert set(vector_blocks.HELD) == set(FACET_CODES)
+
+
+def test_the_row_index_finds_the_rows_of_memories_with_one_chunk_and_with_several() -> None:
+    index = vectors._RowIndex()
+    index.add([5, 2, 9], 0)  # one row each, in one array
+    index.add([7, 7, 7], 3)  # a memory in three chunks
+    index.add([2], 6)  # a second row for memory 2
+    rows_of = [sorted(index.lookup(np.array([seq]))[0].tolist()) for seq in (5, 7, 2, 4, 10**6)]
+    assert rows_of == [[0], [3, 4, 5], [1, 6], [], []]
+    rows, owners = index.lookup(np.array([2, 7, 5, 4, 10**6]))
+    assert sorted(zip(owners.tolist(), rows.tolist(), strict=True)) == [(2, 1), (2, 6), (5, 0), (7, 3), (7, 4), (7, 5)]
+    assert index.holds(np.array([9, 4, 7, -1, 10**6])).tolist() == [True, False, True, False, False]
+    assert index.without(vectors._RowIndex()) == {2, 5, 7, 9} and 9 in index and 4 not in index
+    index.add(np.array([11, 12]), 7)  # (a load hands over arrays)
+    assert index.lookup(np.array([12]))[0].tolist() == [8]
+
+
+def test_a_row_index_tells_the_memories_it_holds_that_another_lacks_whatever_their_lengths() -> None:
+    content, context = vectors._RowIndex(), vectors._RowIndex()
+    content.add(np.array([1, 2, 3, 40, 41]), 0)
+    content.add([3], 5)  # memory 3 in two chunks: still one memory
+    context.add(np.array([2, 3]), 0)
+    assert content.without(context) == {1, 40, 41}
+    context.add(np.array([1, 500]), 2)  # context's array now the longer one
+    assert content.without(context) == {40, 41}
+    assert context.without(content) == {500}
+    assert vectors._RowIndex().without(content) == set() and content.without(vectors._RowIndex()) == {1, 2, 3, 40, 41}
+
+
+def test_a_matrix_counts_its_rows_per_conversation_and_kind_as_they_come_and_go() -> None:
+    matrix = vectors.Matrix(2, np.dtype(np.float32))
+    convs, kinds = np.array([3, 3, 7, 0, 3]), np.array([0, 2, 0, 0, 1])
+    matrix.extend(np.arange(1, 6), np.arange(10, 15), convs, kinds, np.ones((5, 2), dtype=np.float32))
+    assert dict(matrix.per_conversation) == {3: 3, 7: 1, 0: 1} and dict(matrix.per_kind) == {0: 3, 2: 1, 1: 1}
+    matrix.extend(np.array([6]), np.array([15]), np.array([7]), np.array([2]), np.ones((1, 2), dtype=np.float32))
+    matrix.remove(np.array([10, 11]))  # two of conversation 3's rows
+    assert +matrix.per_conversation == {3: 1, 7: 2, 0: 1} and +matrix.per_kind == {0: 2, 1: 1, 2: 1}
+
+
+async def test_a_store_of_the_schema_before_blocks_upgrades_in_place_and_folds_its_vectors_ranking_as_before(
+    settings: Settings, tmp_path: Path
+) -> None:
+    path = tmp_path / "upgraded.db"
+    path.write_bytes((Path(__file__).parents[1] / "fixtures" / "schema_0017.db").read_bytes())
+    upgraded = replace(settings, db_path=path)
+    async with open_app(upgraded, background=False) as app:
+        store, model = store_of(app), upgraded.embed_model
+        expected = await ranking(app)
+        assert any(expected)  # (its vectors are the model's and the query's size)
+        rows = await store._fetchall("SELECT count(*) FROM memory_embeddings WHERE model = ?", (model,), "count")
+        assert rows[0][0] == 8
+        assert await store.fold_vectors(model, 2) == 8
+    async with open_app(upgraded, background=False) as app:
+        assert await ranking(app) == expected and app.ranker.vectors.loaded_from == "blocks"
+    with sqlite3.connect(path) as conn:
+        assert conn.execute("PRAGMA integrity_check").fetchall() == [("ok",)]
+        assert conn.execute("SELECT count(*) FROM memory_embeddings WHERE vector IS NULL").fetchone() == (8,)
+
+
+async def test_a_new_store_gives_the_pages_a_fold_emptied_back_to_the_file_system_and_an_older_one_keeps_them(
+    settings: Settings, db: Database, tmp_path: Path
+) -> None:
+    async with open_app(settings, background=False) as app:
+        await fill(app, 640, 40)
+        store = store_of(app)
+        assert await fold(app) == 1280
+        await store.give_back_free_pages(at_least=10**9)  # (nothing: fewer free pages than that)
+        free = db.count("PRAGMA freelist_count")
+        assert free > 100  # what 1,280 rows of 1 KB left, less the pages the blocks took of it
+        before = db.count("PRAGMA page_count")
+        assert await store.give_back_free_pages(at_least=0) == free
+        assert db.count("PRAGMA freelist_count") == 0 and db.count("PRAGMA page_count") == before - free
+        await ranking(app)
+    db.rows("PRAGMA wal_checkpoint(TRUNCATE)")  # (whenever the last connection closes, SQLite does this)
+    assert settings.db_path.stat().st_size == (before - free) * db.count("PRAGMA page_size")
+    async with open_app(settings, background=False) as app:
+        await ranking(app)
+        assert app.ranker.vectors.size == 1280
+    older = tmp_path / "older.db"
+    older.write_bytes((Path(__file__).parents[1] / "fixtures" / "schema_0017.db").read_bytes())
+    async with open_app(replace(settings, db_path=older), background=False) as app:
+        assert await store_of(app).fold_vectors(app.settings.embed_model, 2) == 8
+        assert await store_of(app).give_back_free_pages(at_least=0) == 0  # auto_vacuum is off there
+
+
+async def test_a_head_start_reads_the_blocks_while_the_app_imports_once_for_its_model_and_never_creates_a_store(
+    settings: Settings, db: Database, tmp_path: Path
+) -> None:
+    async with open_app(settings, background=False) as first:
+        await fill(first, 100, 41)
+        assert await fold(first) == 128
+        await ranking(first)
+        size = first.ranker.vectors.size
+    async with HeadStart.running(settings) as head:
+        early = await head.vectors(settings.db_path, settings.embed_model)
+        assert early is not None and early.rows == size == 200
+        assert {code: len(rows.ids) for code, rows in early.facets.items()} == {0: 100, 1: 100}
+        assert {part.dtype for part in early.facets[FACET_CODES["content"]].vectors} == {np.dtype(np.float16)}
+        assert await head.vectors(settings.db_path, settings.embed_model) is None  # taken once
+    async with HeadStart.running(settings) as head:
+        assert await head.vectors(settings.db_path, "another-model") is None
+    nowhere = replace(settings, db_path=tmp_path / "not-yet.db")
+    async with HeadStart.running(nowhere) as head:
+        assert await head.vectors(nowhere.db_path, nowhere.embed_model) is None
+    assert not nowhere.db_path.exists()
+
+
+async def test_a_read_begun_at_process_start_is_taken_once_and_a_later_take_reads_anew(
+    settings: Settings, db: Database, tmp_path: Path
+) -> None:
+    async with open_app(settings, background=False) as app:
+        await fill(app, 64, 60)
+        assert await fold(app) == 128
+    block_read.begin(settings.db_path, settings.embed_model)
+    block_read.begin(settings.db_path, settings.embed_model)  # (once per file and model)
+    async with open_app(settings, background=False) as app:
+        await fill(app, 10, 61)  # written after the read began
+    begun = block_read.take(settings.db_path, settings.embed_model)
+    assert begun is not None and len(begun.blocks) == 2 and begun.rows == []  # as at the start
+    now = block_read.take(settings.db_path, settings.embed_model)
+    assert now is not None and len(now.rows) == 20
+    missing = tmp_path / "no-store-here.db"
+    block_read.begin(missing, settings.embed_model)
+    assert block_read.take(missing, settings.embed_model) is None and not missing.exists()
