@@ -66,6 +66,12 @@ async def ranking(app: App) -> list[list[tuple[str, float]]]:
     return out
 
 
+async def conversations_found(app: App) -> list[str]:
+    """The conversations of the hits of five searches by meaning."""
+    return [hit.memory.conversation_id for query in unit_vectors(99, 5)
+            for hit in await app.ranker.search("", query, SearchFilters(), None, 10, None)]
+
+
 @asynccontextmanager
 async def opened(settings: Settings, head_start: bool) -> AsyncIterator[App]:
     """The app, opened as a server opens it (``head_start``: with the vectors read meanwhile) or not."""
@@ -168,13 +174,11 @@ async def test_memories_deleted_after_a_fold_leave_dead_slots_that_are_never_ran
             ("content", 64, 0), ("content", 64, 64), ("context", 64, 0), ("context", 64, 64),
         ]
         assert_each_vector_once(db)
-        here = [hit.memory.conversation_id for q in unit_vectors(99, 5)
-                for hit in await app.ranker.search("", q, SearchFilters(), None, 10, None)]
+        here = await conversations_found(app)
     async with open_app(settings, background=False) as fresh:
         await fresh.ranker.vectors.refresh()
         assert fresh.ranker.vectors.loaded_from == "blocks" and fresh.ranker.vectors.size == 128
-        there = [hit.memory.conversation_id for q in unit_vectors(99, 5)
-                 for hit in await fresh.ranker.search("", q, SearchFilters(), None, 10, None)]
+        there = await conversations_found(fresh)
     assert here and set(here) == set(there) == {keep}
 
 
@@ -193,8 +197,7 @@ async def test_memories_deleted_by_a_process_that_holds_its_blocks_as_read_are_d
         await app.service.delete_conversation(gone)
         assert app.ranker.vectors.size == 2 * 128
         expected = await ranking(app)
-        hits = [hit.memory.conversation_id for q in unit_vectors(99, 5)
-                for hit in await app.ranker.search("", q, SearchFilters(), None, 10, None)]
+        hits = await conversations_found(app)
     assert hits and set(hits) == {keep}
     async with open_app(settings, background=False) as fresh:
         assert await ranking(fresh) == expected
@@ -209,8 +212,7 @@ async def test_a_new_process_never_ranks_a_memory_another_process_deleted_after_
         assert await fold(mine) == 256
         await ranking(mine)  # loaded, from the blocks
         await theirs.service.delete_conversation(gone)
-        hits = [hit.memory.conversation_id for q in unit_vectors(99, 5)
-                for hit in await mine.ranker.search("", q, SearchFilters(), None, 10, None)]
+        hits = await conversations_found(mine)
     assert hits and set(hits) == {keep}
 
 
