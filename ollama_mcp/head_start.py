@@ -5,8 +5,8 @@ Claude Desktop starts a process per chat, and a client may search right after ``
 Importing the app (numpy, the store, the ranking) and opening the store take about 150 ms, in
 which Ollama and the disk would sit idle. So the app's holder (``mcp.apps.AppHolder``) starts,
 as soon as it starts: Ollama's description of the embedding model; on SQLite, the read of the
-model's vectors (in a worker thread: ``block_read.take`` hands over the read ``serve`` began
-before its imports, and ``vector_blocks.assemble`` makes arrays of it); and, for a search that
+model's vectors (in a worker thread: ``block_read.read`` reads them beside the imports, before
+numpy is imported, then ``vector_blocks.assemble`` makes arrays of them); and, for a search that
 arrives before the app is open, its query's embedding. The app
 takes these answers instead of asking again (``embeddings.Embedder``, ``vectors.VectorIndex``).
 
@@ -150,11 +150,12 @@ class HeadStart:
 
 def _load_vectors(db_path: Path, model: str) -> tuple[Path, Loaded | None]:
     """For a worker thread: the database's vectors of ``model``; None when there is no database
-    yet (nothing is created here). They are read before numpy is imported (``serve`` began the read
-    before its own imports: ``block_read.take``), then made arrays of."""
+    yet (nothing is created here). They are read before numpy is imported (the main thread is
+    importing it meanwhile: the read overlaps the imports rather than waiting for them), then
+    made arrays of."""
     if not db_path.exists():
         return db_path, None
-    found = importlib.import_module("ollama_mcp.storage.sqlite.block_read").take(db_path, model)
+    found = importlib.import_module("ollama_mcp.storage.sqlite.block_read").read(db_path, model)
     if found is None:
         return db_path, None
     return db_path, importlib.import_module("ollama_mcp.storage.sqlite.vector_blocks").assemble(found)

@@ -295,12 +295,6 @@ def _serve(settings: Settings | ConfigError) -> None:
     # no garbage (~800 objects), yet set off the collector's passes over all of them: 30-70 ms of
     # a ~0.5 s start on two cores. ``server.imports_done`` collects again once the app is imported.
     gc.disable()
-    if isinstance(settings, Settings) and settings.postgres_url is None:
-        # The vectors a first search needs, read while the SDK is imported (~0.5 s on two cores)
-        # rather than after ``initialize`` (``block_read``; standard library only, nothing created).
-        from ollama_mcp.storage.sqlite import block_read  # noqa: PLC0415  (SQLite's, and only for serving)
-
-        block_read.begin(settings.store_path, settings.embed_model)
     from ollama_mcp.mcp.server import build_server  # noqa: PLC0415  (the CLI's other commands need no MCP)
 
     if isinstance(settings, Settings):

@@ -23,8 +23,8 @@ from ollama_mcp.app import App, open_app
 from ollama_mcp.config import Settings
 from ollama_mcp.domain import SearchFilters
 from ollama_mcp.head_start import HeadStart
-from ollama_mcp.storage.sqlite import block_read, vector_blocks
 from ollama_mcp.storage.sqlite import matrix as vectors
+from ollama_mcp.storage.sqlite import vector_blocks
 from ollama_mcp.storage.sqlite.store import FACET_CODES, Store
 from tests.conftest import Database
 
@@ -467,22 +467,3 @@ async def test_a_head_start_reads_the_blocks_while_the_app_imports_once_for_its_
     async with HeadStart.running(nowhere) as head:
         assert await head.vectors(nowhere.db_path, nowhere.embed_model) is None
     assert not nowhere.db_path.exists()
-
-
-async def test_a_read_begun_at_process_start_is_taken_once_and_a_later_take_reads_anew(
-    settings: Settings, db: Database, tmp_path: Path
-) -> None:
-    async with open_app(settings, background=False) as app:
-        await fill(app, 64, 60)
-        assert await fold(app) == 128
-    block_read.begin(settings.db_path, settings.embed_model)
-    block_read.begin(settings.db_path, settings.embed_model)  # (once per file and model)
-    async with open_app(settings, background=False) as app:
-        await fill(app, 10, 61)  # written after the read began
-    begun = block_read.take(settings.db_path, settings.embed_model)
-    assert begun is not None and len(begun.blocks) == 2 and begun.rows == []  # as at the start
-    now = block_read.take(settings.db_path, settings.embed_model)
-    assert now is not None and len(now.rows) == 20
-    missing = tmp_path / "no-store-here.db"
-    block_read.begin(missing, settings.embed_model)
-    assert block_read.take(missing, settings.embed_model) is None and not missing.exists()

@@ -2,19 +2,21 @@
 imported: the blocks' blobs and the rows not folded yet, in one read transaction on a connection of
 its own.
 
-``serve`` begins this read (``begin``) in a thread of its own before it imports the MCP SDK: the
-read then runs while the SDK is imported, half a second before ``initialize``, and the head start
-takes it (``take``) and makes arrays of it once numpy is in (``vector_blocks.assemble``). So this
-module imports the standard library only, and the codes a block keeps are defined here (``rows``
-and ``vector_blocks`` take them from here). Importing modules of ours in two threads at once could
+A new process's head start reads them in a worker thread while the main thread imports the app
+(numpy among it), then makes arrays of them (``vector_blocks.assemble``). So this module imports
+the standard library only, and the codes a block keeps are defined here (``rows`` and
+``vector_blocks`` take them from here). Importing modules of ours in two threads at once could
 deadlock on their import locks: nothing of ours is imported here.
+
+(Begun earlier, in ``serve`` before it imports the SDK, the read made the first search at once
+sooner, 97 ms instead of 117 at 10k memories and 193 instead of 328 at 100k, but ``initialize``
+7-8% later, against #57's 5%: bench/README.md.)
 """
 
 from __future__ import annotations
 
 import logging
 import sqlite3
-import threading
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -49,46 +51,6 @@ class Found:
     live: dict[int, list[int]] = field(default_factory=dict)  # live slots of blocks with dead ones
     # (id, memory seq, conversation key, kind, facet, dim, float32 vector) per row not folded yet
     rows: list[tuple[Any, ...]] = field(default_factory=list)
-
-
-class _Begun:
-    """A read running in a thread of its own, and its result once it is done."""
-
-    def __init__(self, path: Path, model: str) -> None:
-        self.found: Found | None = None
-        self.done = threading.Event()
-        threading.Thread(target=self._run, args=(path, model), name="ollama-mcp vectors", daemon=True).start()
-
-    def _run(self, path: Path, model: str) -> None:
-        try:
-            self.found = read(path, model)
-        except Exception:
-            log.exception("reading the vectors of %s from %s failed", model, path)
-        finally:
-            self.done.set()
-
-
-_BEGUN: dict[tuple[Path, str], _Begun] = {}
-_BEGUN_LOCK = threading.Lock()
-
-
-def begin(path: Path, model: str) -> None:
-    """Start reading the vectors of ``model`` at ``path`` now, in a thread of its own, for ``take``
-    (a new server process, before its imports). Nothing is created if there is no file there."""
-    with _BEGUN_LOCK:
-        if (path, model) not in _BEGUN:
-            _BEGUN[(path, model)] = _Begun(path, model)
-
-
-def take(path: Path, model: str) -> Found | None:
-    """The read ``begin`` started for ``path`` and ``model`` once it is done (taken once: it is
-    what the vectors were at the process's start), or a read made now when none was begun."""
-    with _BEGUN_LOCK:
-        begun = _BEGUN.pop((path, model), None)
-    if begun is None:
-        return read(path, model)
-    begun.done.wait()
-    return begun.found
 
 
 def read(path: Path, model: str) -> Found | None:
