@@ -7,12 +7,12 @@ which Ollama and the disk would sit idle. So the app's holder (``mcp.apps.AppHol
 as soon as it starts: Ollama's description of the embedding model; on SQLite, the read of the
 model's vectors (in a worker thread: ``block_read.read`` reads them beside the imports, before
 numpy is imported, then ``vector_blocks.assemble`` makes arrays of them); and, for a search that
-arrives before the app is open, its query's embedding. The app
-takes these answers instead of asking again (``embeddings.Embedder``, ``vectors.VectorIndex``).
+arrives before the app is open, its query's embedding. The app takes these answers instead of
+asking again (``embeddings.Embedder``, ``vectors.VectorIndex``).
 
-Plain Python, no numpy here (the worker thread imports ``block_read``, ``vector_blocks``, numpy and
-the standard library only: importing modules of ours in two threads at once could deadlock on their import
-locks). Nothing here decides anything: Ollama's failure is handed to the app as the error its
+Plain Python, no numpy here (the worker thread imports ``block_read``, ``vector_blocks``, numpy
+and the standard library only: importing modules of ours in two threads at once could deadlock on
+their import locks). Nothing here decides anything: Ollama's failure is handed to the app as the error its
 own call would have raised (it reports it as it always does, and asks again later), and vectors
 that could not be read so are None (the index then loads them itself).
 """

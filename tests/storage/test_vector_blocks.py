@@ -23,8 +23,9 @@ from ollama_mcp.app import App, open_app
 from ollama_mcp.config import Settings
 from ollama_mcp.domain import SearchFilters
 from ollama_mcp.head_start import HeadStart
+from ollama_mcp.storage.sqlite import block_read, vector_blocks
+from ollama_mcp.storage.sqlite import db as sqlite_db
 from ollama_mcp.storage.sqlite import matrix as vectors
-from ollama_mcp.storage.sqlite import vector_blocks
 from ollama_mcp.storage.sqlite.store import FACET_CODES, Store
 from tests.conftest import Database
 
@@ -359,8 +360,8 @@ async def test_a_store_upgraded_with_a_vector_file_beside_it_loses_the_file_and_
         assert await ranking(app) == expected
 
 
-def test_the_codes_the_blocks_keep_are_the_stores_codes() -> None:
-    assert FACET_CODES == vector_blocks.FACET_CODES
+def test_the_block_reader_waits_for_a_busy_store_as_the_store_does_and_holds_every_facet() -> None:
+    assert block_read.BUSY_TIMEOUT_MS == sqlite_db.BUSY_TIMEOUT_MS  # (twice: block_read imports nothing of ours)
     assert set(vector_blocks.HELD) == set(FACET_CODES)
 
 

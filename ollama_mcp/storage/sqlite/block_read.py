@@ -33,7 +33,7 @@ HELD: dict[str, str] = {"content": "<f2", "context": "<f4"}
 # Rows a block holds: a block is read whole by a load, and written whole by a fold (1,024 rows
 # of 384 dimensions: 1.5 MB of float32, one statement of a few milliseconds).
 BLOCK_ROWS = 1024
-BUSY_TIMEOUT_MS = 10_000
+BUSY_TIMEOUT_MS = 10_000  # db.BUSY_TIMEOUT_MS (not imported from there: see above)
 # A load reads the blocks' pages through a memory map: a blob's overflow pages are then copied
 # out of the OS's cache, not read one system call a page.
 MMAP_BYTES = 1 << 34
@@ -45,7 +45,6 @@ class Found:
 
     model: str
     dim: int | None  # of the model's first row; None: the model has no vector
-    capacity: dict[str, int] = field(default_factory=dict)  # per facet: rows of ``dim``
     # (id, facet, dim, dtype, n, dead, slots, vectors) per block, oldest first
     blocks: list[tuple[Any, ...]] = field(default_factory=list)
     live: dict[int, list[int]] = field(default_factory=dict)  # live slots of blocks with dead ones
@@ -80,16 +79,7 @@ def _read(conn: sqlite3.Connection, model: str) -> Found:
     first = conn.execute("SELECT dim FROM memory_embeddings WHERE model = ? ORDER BY id LIMIT 1", (model,)).fetchone()
     if first is None:
         return Found(model, None)
-    found = Found(model, int(first[0]), dict.fromkeys(FACET_CODES, 0))
-    for facet, count in conn.execute(
-        "SELECT facet, sum(n - dead) FROM vector_blocks WHERE model = ? AND dim = ? GROUP BY facet", (model, found.dim)
-    ):
-        found.capacity[facet] += int(count)
-    for facet, count in conn.execute(
-        "SELECT facet, count(*) FROM memory_embeddings WHERE model = ? AND block_id IS NULL AND dim = ?"
-        " GROUP BY facet", (model, found.dim),
-    ):
-        found.capacity[facet] += int(count)
+    found = Found(model, int(first[0]))
     for (block,) in conn.execute("SELECT id FROM vector_blocks WHERE model = ? AND dead > 0", (model,)).fetchall():
         found.live[int(block)] = [slot for (slot,) in conn.execute(
             "SELECT slot FROM memory_embeddings WHERE block_id = ? ORDER BY slot", (block,)  # (an index range)

@@ -193,9 +193,10 @@ class KeywordStore(StoreBase):
         load at 100k memories; bench/README.md), and the store's own connection stays free for
         searches and stores meanwhile. Both read transactions must see one state
         (``KeywordState``): when a write lands between their starts, the second index is read on
-        the first's connection instead (its two statements then take turns). When the path no longer names the file the
-        store has open (moved, replaced), everything is read on the store's own connection, as
-        every read then is. The parts may be read only inside the ``async with``."""
+        the first's connection instead (its two statements then take turns). When the path no
+        longer names the file the store has open (moved, replaced), everything is read on the
+        store's own connection, as every read then is. The parts may be read only inside the
+        ``async with``."""
         readers = await self._snapshot_readers()
         if not readers:
             await self._ensure_keyword_scratch()

@@ -23,9 +23,6 @@ from ollama_mcp.storage.sqlite.block_read import BLOCK_ROWS, FACET_CODES, HELD, 
 
 __all__ = ["BLOCK_ROWS", "FACET_CODES", "HELD", "KIND_CODES", "FacetRows", "Loaded", "assemble", "load"]
 
-SLOT_BYTES = 25  # per slot: id, memory seq, conversation key (int64 each), kind (int8)
-
-
 @dataclass(frozen=True)
 class FacetRows:
     """One facet's rows: per row its id, memory seq, conversation key and kind, and its vector. The
@@ -37,9 +34,6 @@ class FacetRows:
     convs: np.ndarray  # int64
     kinds: np.ndarray  # int8
     vectors: list[np.ndarray]  # (rows, dim) each, as ``HELD`` says
-
-    def __len__(self) -> int:
-        return len(self.ids)
 
 
 @dataclass(frozen=True)

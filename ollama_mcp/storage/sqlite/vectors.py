@@ -194,18 +194,14 @@ class VectorStore(VectorRows, StoreBase):
         )
         for (block,) in blocks:
             async with self._transaction("compact a vector block") as conn:
-                found = await (await conn.execute(
-                    "SELECT dtype, dim, vectors FROM vector_blocks WHERE id = ?", (block,)
-                )).fetchone()
-                if found is None:
-                    continue  # another process compacted it meanwhile
-                dtype, dim, vectors = found
-                live = await conn.execute_fetchall(
+                # (none, when another process compacted it meanwhile: then nothing is read or moved)
+                live = list(await conn.execute_fetchall(
                     "SELECT id, slot FROM memory_embeddings WHERE block_id = ?", (block,)
-                )
+                ))
+                vectors = await vectors_of(conn, [(None, block, slot) for _, slot in live])
                 await conn.executemany(
                     "UPDATE memory_embeddings SET vector = ?, block_id = NULL, slot = NULL WHERE id = ?",
-                    [(slot_vector(vectors, dtype, dim, slot), row_id) for row_id, slot in live],
+                    [(vector, row_id) for (row_id, _), vector in zip(live, vectors, strict=True)],
                 )
                 await conn.execute("DELETE FROM vector_blocks WHERE id = ?", (block,))
         return len(blocks)
