@@ -155,7 +155,9 @@ def _load_vectors(db_path: Path, model: str) -> tuple[Path, Loaded | None]:
     made arrays of."""
     if not db_path.exists():
         return db_path, None
-    found = importlib.import_module("ollama_mcp.storage.sqlite.block_read").read(db_path, model)
+    # (the own vectors of whole blocks are left on disk: a search reads its candidates' there
+    # until the warm-up reads them whole, so the first search waits for a third fewer bytes)
+    found = importlib.import_module("ollama_mcp.storage.sqlite.block_read").read(db_path, model, own=False)
     if found is None:
         return db_path, None
     return db_path, importlib.import_module("ollama_mcp.storage.sqlite.vector_blocks").assemble(found)

@@ -21,7 +21,7 @@ import pytest
 
 from ollama_mcp.app import App, open_app
 from ollama_mcp.config import Settings
-from ollama_mcp.domain import SearchFilters
+from ollama_mcp.domain import Scope, SearchFilters
 from ollama_mcp.head_start import HeadStart
 from ollama_mcp.storage.sqlite import block_read, vector_blocks
 from ollama_mcp.storage.sqlite import db as sqlite_db
@@ -202,6 +202,98 @@ async def test_memories_deleted_by_a_process_that_holds_its_blocks_as_read_are_d
     assert hits and set(hits) == {keep}
     async with open_app(settings, background=False) as fresh:
         assert await ranking(fresh) == expected
+
+
+@pytest.mark.parametrize("head_start", [False, True], ids=["read by the index", "read by the head start"])
+async def test_a_new_process_reads_its_candidates_own_vectors_from_disk_until_the_warm_up_reads_them_whole(
+    settings: Settings, db: Database, monkeypatch: pytest.MonkeyPatch, head_start: bool
+) -> None:
+    monkeypatch.setattr(vectors, "BLOCK_ROWS", BLOCK)
+    async with open_app(settings, background=False) as first:
+        await fill(first, 200, 60)
+        assert await fold(first) == 2 * 192
+        expected = await ranking(first)  # from the rows, before the fold
+    async with opened(settings, head_start) as app:
+        got = await ranking(app)
+        index = app.ranker.vectors
+        content = index._matrices[FACET_CODES["content"]]
+        assert index.loaded_from == "blocks" and content.on_disk() == [0, 1, 2]
+        # the searches read their candidates' rows, never a whole block
+        assert all(isinstance(block, vectors.DiskBlock) and block.held is None for block in content.blocks[:3])
+        assert got == expected
+        assert store_of(app).blobs._conn is not None
+        await app.ranker.warm_up()
+        assert content.on_disk() == [] and not content.blocks[0].flags.writeable  # held as read
+        assert store_of(app).blobs._conn is None  # nothing more to read from disk
+        assert await ranking(app) == expected
+    async with open_app(settings, background=False) as again:  # closed before the warm-up read them
+        assert await ranking(again) == expected
+        reading = store_of(again).blobs._conn
+        assert reading is not None
+    with pytest.raises(sqlite3.ProgrammingError, match="closed"):
+        reading.execute("SELECT 1")  # closed with the store
+
+
+async def test_a_block_another_process_compacted_between_a_refresh_and_a_ranking_is_loaded_anew_not_misread(
+    settings: Settings, db: Database, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(vectors, "BLOCK_ROWS", BLOCK)
+    async with open_app(settings, background=False) as first:
+        await fill(first, 64, 65)
+        doomed = await fill(first, 40, 66)
+        await fill(first, 24, 67)
+        assert await fold(first) == 256
+    query = unit_vectors(99, 1)[0]
+    async with open_app(settings, background=False) as mine, open_app(settings, background=False) as theirs:
+        index = mine.ranker.vectors
+        await index.refresh()
+        content = index._matrices[FACET_CODES["content"]]
+        assert content.on_disk() == [0, 1]
+        doomed_seqs = {seq for (seq,) in db.rows("SELECT seq FROM memories WHERE conversation_id = ?", doomed)}
+        # Between this process's refresh and its ranking, the other deletes a conversation and
+        # compacts the blocks it emptied a quarter of (the second of each facet), then folds anew.
+        await theirs.service.delete_conversation(doomed)
+        assert await store_of(theirs).compact_vector_blocks(theirs.settings.embed_model) == 2
+        await fill(theirs, 40, 68)
+        assert await fold(theirs) == 2 * 64
+        got = await index.rank(query, 10, Scope())
+        assert index._matrices[FACET_CODES["content"]].on_disk() == []  # loaded anew, own vectors whole
+        await theirs.ranker.vectors.refresh()
+        expected = await theirs.ranker.vectors.rank(query, 10, Scope())
+    assert len(doomed_seqs) == 40 and not doomed_seqs & {seq for seq, _ in got.ranked}
+    assert got.ranked == expected.ranked
+    assert {seq: round(value, 6) for seq, value in got.similarity.items()} == {
+        seq: round(value, 6) for seq, value in expected.similarity.items()
+    }
+
+
+def test_a_block_read_from_disk_is_refused_once_its_slots_hold_other_rows_or_it_is_gone(tmp_path: Path) -> None:
+    path = tmp_path / "blocks.db"
+    conn = sqlite3.connect(path)
+    schema = (Path(vector_blocks.__file__).parents[2] / "schema" / "0018_vector_blocks.sql").read_text()
+    conn.executescript(schema.split("-- `vector` may now be NULL")[0])  # the table alone
+    held = np.arange(8, dtype="<f2").reshape(4, 2)
+    conn.execute(
+        "INSERT INTO vector_blocks (id, model, facet, dim, dtype, n, slots, vectors)"
+        " VALUES (7, 'm', 'content', 2, '<f2', 4, ?, ?)",
+        (vector_blocks.encode_slots([10, 11, 12, 13], [1, 2, 3, 4], [1, 1, 1, 1], [0, 0, 0, 0]), held.tobytes()),
+    )
+    conn.commit()
+    disk = block_read.Blobs(path)
+    try:
+        assert disk.rows(7, [1, 3], [11, 13], 4) == held[[1, 3]].tobytes()
+        assert disk.whole(7, np.array([10, 11, 12, 13], dtype="<i8").tobytes(), 4) == held.tobytes()
+        with pytest.raises(block_read.StaleBlock):
+            disk.rows(7, [1], [99], 4)  # the slot holds another row now (the block's id reused)
+        with pytest.raises(block_read.StaleBlock):
+            disk.whole(7, np.array([10, 11, 12, 99], dtype="<i8").tobytes(), 4)
+        conn.execute("DELETE FROM vector_blocks")
+        conn.commit()
+        with pytest.raises(block_read.StaleBlock):
+            disk.rows(7, [1], [11], 4)  # compacted or dropped
+    finally:
+        disk.close()
+        conn.close()
 
 
 async def test_a_new_process_never_ranks_a_memory_another_process_deleted_after_it_loaded(

@@ -16,7 +16,7 @@ from ollama_mcp import audit
 from ollama_mcp.domain import EmbeddingRow
 from ollama_mcp.errors import StorageError
 from ollama_mcp.storage.sql.parts import SqlParts
-from ollama_mcp.storage.sqlite import db
+from ollama_mcp.storage.sqlite import block_read, db
 from ollama_mcp.storage.sqlite.dialect import SQLITE
 from ollama_mcp.storage.sqlite.rows import insert_embedding_rows
 
@@ -51,12 +51,15 @@ class StoreBase(SqlParts):
         self._identity = identity(path)  # the file this connection opened, to notice it vanish
         self._lock = anyio.Lock()
         self._keyword_scratch = False  # temp tables of this connection (keyword_rows) created
+        # Reads of vectors a load left on disk (``vector_index``), on a connection of their own.
+        self.blobs = block_read.Blobs(path)
 
     @classmethod
     async def open(cls, path: Path) -> Self:
         return cls(await db.connect(path), path)
 
     async def aclose(self) -> None:
+        self.blobs.close()
         await self._conn.close()
 
     @asynccontextmanager

@@ -17,6 +17,8 @@ from __future__ import annotations
 
 import logging
 import sqlite3
+import threading
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -46,26 +48,26 @@ class Found:
     model: str
     dim: int | None  # of the model's first row; None: the model has no vector
     # (id, facet, dim, dtype, n, dead, slots, vectors) per block, oldest first
+    # (the vectors None: an own facet's block left on disk, ``read``'s ``own``)
     blocks: list[tuple[Any, ...]] = field(default_factory=list)
     live: dict[int, list[int]] = field(default_factory=dict)  # live slots of blocks with dead ones
     # (id, memory seq, conversation key, kind, facet, dim, float32 vector) per row not folded yet
     rows: list[tuple[Any, ...]] = field(default_factory=list)
 
 
-def read(path: Path, model: str) -> Found | None:
+def read(path: Path, model: str, *, own: bool = True) -> Found | None:
     """Every vector of ``model`` in the database at ``path``; None when it cannot be read so (no
     such file, a schema without blocks: the index then reads the rows through the store).
+    ``own=False``: the own vectors of whole blocks (no dead slot) are left on disk, their slots
+    read (the index reads their vectors per candidate until it reads them whole, ``Blobs``).
     Blocking: call it from a worker thread."""
-    try:
-        conn = sqlite3.connect(f"{path.absolute().as_uri()}?mode=rw", uri=True, isolation_level=None)
-    except sqlite3.Error:
+    conn = _connect(path)
+    if conn is None:
         return None
     try:
-        conn.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
-        conn.execute(f"PRAGMA mmap_size = {MMAP_BYTES}")
         conn.execute("BEGIN")
         try:
-            return _read(conn, model)
+            return _read(conn, model, own)
         finally:
             conn.execute("COMMIT")
     except sqlite3.Error as exc:
@@ -75,7 +77,24 @@ def read(path: Path, model: str) -> Found | None:
         conn.close()
 
 
-def _read(conn: sqlite3.Connection, model: str) -> Found:
+def _connect(path: Path) -> sqlite3.Connection | None:
+    """A connection of its own to an existing database (never creating one), for reads."""
+    try:
+        conn = sqlite3.connect(
+            f"{path.absolute().as_uri()}?mode=rw", uri=True, isolation_level=None, check_same_thread=False
+        )
+    except sqlite3.Error:
+        return None
+    try:
+        conn.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
+        conn.execute(f"PRAGMA mmap_size = {MMAP_BYTES}")
+    except sqlite3.Error:
+        conn.close()
+        return None
+    return conn
+
+
+def _read(conn: sqlite3.Connection, model: str, own: bool) -> Found:
     first = conn.execute("SELECT dim FROM memory_embeddings WHERE model = ? ORDER BY id LIMIT 1", (model,)).fetchone()
     if first is None:
         return Found(model, None)
@@ -90,6 +109,9 @@ def _read(conn: sqlite3.Connection, model: str) -> Found:
     for block, facet, dim, dtype, n, dead, slots in conn.execute(
         "SELECT id, facet, dim, dtype, n, dead, slots FROM vector_blocks WHERE model = ? ORDER BY id", (model,)
     ).fetchall():
+        if not own and facet == "content" and dead == 0:
+            found.blocks.append((block, facet, dim, dtype, n, dead, slots, None))
+            continue
         with conn.blobopen("vector_blocks", "vectors", block, readonly=True) as blob:
             found.blocks.append((block, facet, dim, dtype, n, dead, slots, blob.read()))
     found.rows = conn.execute(
@@ -98,3 +120,72 @@ def _read(conn: sqlite3.Connection, model: str) -> Found:
         " WHERE e.model = ? AND e.block_id IS NULL ORDER BY e.id", (model,),
     ).fetchall()
     return found
+
+
+class StaleBlock(Exception):
+    """A block left on disk is no longer as the load read it (compacted, dropped, its id taken by
+    a new block, the file unreadable): what was loaded must be loaded anew."""
+
+
+class Blobs:
+    """Reads the vectors of blocks a load left on disk (``read``'s ``own``), on a connection of
+    its own: opened at the first read, closed by ``close`` (and opened again if asked again).
+    Each call is one read transaction, and checks first that the block still holds the rows the
+    load found in those slots (``StaleBlock`` otherwise). Blocking, thread-safe."""
+
+    def __init__(self, path: Path) -> None:
+        self._path = path
+        self._conn: sqlite3.Connection | None = None
+        self._lock = threading.Lock()
+
+    def rows(self, block: int, slots: Sequence[int], ids: Sequence[int], width: int) -> bytes:
+        """The vectors (``width`` bytes each) in ``slots`` of ``block``, which hold rows ``ids``."""
+        def take(conn: sqlite3.Connection) -> bytes:
+            parts: list[bytes] = []
+            with conn.blobopen("vector_blocks", "slots", block, readonly=True) as held:
+                for slot, expected in zip(slots, ids, strict=True):
+                    held.seek(8 * slot)
+                    if int.from_bytes(held.read(8), "little", signed=True) != expected:
+                        raise StaleBlock(f"block {block} no longer holds row {expected} in slot {slot}")
+            with conn.blobopen("vector_blocks", "vectors", block, readonly=True) as vectors:
+                for slot in slots:
+                    vectors.seek(width * slot)
+                    parts.append(vectors.read(width))
+            return b"".join(parts)
+
+        return self._in_transaction(take)
+
+    def whole(self, block: int, ids: bytes, width: int) -> bytes:
+        """Every vector of ``block``, whose slots hold the rows ``ids`` (int64, little-endian)."""
+        def take(conn: sqlite3.Connection) -> bytes:
+            with conn.blobopen("vector_blocks", "slots", block, readonly=True) as held:
+                if held.read(len(ids)) != ids:
+                    raise StaleBlock(f"block {block} no longer holds the rows it held")
+            with conn.blobopen("vector_blocks", "vectors", block, readonly=True) as vectors:
+                if len(vectors) != width * (len(ids) // 8):
+                    raise StaleBlock(f"block {block} no longer holds the rows it held")
+                return vectors.read()
+
+        return self._in_transaction(take)
+
+    def close(self) -> None:
+        with self._lock:
+            if self._conn is not None:
+                self._conn.close()
+                self._conn = None
+
+    def _in_transaction(self, take: Callable[[sqlite3.Connection], bytes]) -> bytes:
+        with self._lock:
+            if self._conn is None:
+                self._conn = _connect(self._path)
+                if self._conn is None:
+                    raise StaleBlock(f"{self._path} cannot be opened")
+            conn = self._conn
+            try:
+                conn.execute("BEGIN")
+                try:
+                    return take(conn)
+                finally:
+                    conn.execute("COMMIT")
+            except sqlite3.Error as exc:  # (no such block: it was compacted or dropped)
+                raise StaleBlock(str(exc)) from exc

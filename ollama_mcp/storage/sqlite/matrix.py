@@ -12,6 +12,7 @@ import numpy as np
 
 from ollama_mcp.domain import Scope
 from ollama_mcp.storage.sqlite import vector_blocks
+from ollama_mcp.storage.sqlite.block_read import Blobs
 from ollama_mcp.storage.sqlite.rows import KIND_CODES
 
 # How many chunk rows to rank per wanted memory: memories split into several chunks would
@@ -24,6 +25,9 @@ BLOCK_ROWS = vector_blocks.BLOCK_ROWS
 # Up to this many rows a search ranks on the event loop (about 1.5 ms of numpy at 768
 # dimensions); beyond it, in a worker thread.
 INLINE_ROWS = 25_000
+# A block left on disk gives up to this many rows a read one by one (a search's candidates: 0.2 ms
+# for 60); asked for more (a removal rewriting the matrix), it is read whole.
+FEW_ROWS = 256
 
 
 class _RowIndex:
@@ -104,6 +108,38 @@ def _count_into(counter: Counter[int], values: np.ndarray) -> None:
     counter.update(dict(zip(present.tolist(), counts[present].tolist(), strict=True)))
 
 
+class DiskBlock:
+    """A block of the matrix whose vectors are still in the database (a load left the own vectors
+    on disk, ``block_read.read``'s ``own``): rows asked for are read from there, a few by their
+    slots, more by reading the whole block, which it then keeps. Each read first checks the block
+    still holds the rows the load found (``block_read.StaleBlock`` otherwise)."""
+
+    def __init__(self, block: int, ids: np.ndarray, dim: int, dtype: np.dtype, disk: Blobs) -> None:
+        self.block, self.dim, self.dtype = block, dim, dtype
+        self._ids = np.array(ids, dtype="<i8")  # (a copy: the matrix's own ids move when it is compacted)
+        self._disk = disk
+        self.held: np.ndarray | None = None
+
+    def __len__(self) -> int:
+        return len(self._ids)
+
+    def __getitem__(self, key: np.ndarray | slice) -> np.ndarray:
+        if self.held is None and isinstance(key, np.ndarray) and key.size <= FEW_ROWS:
+            slots = np.flatnonzero(np.bincount(key, minlength=len(self._ids)))  # distinct, ascending
+            width = self.dtype.itemsize * self.dim
+            data = self._disk.rows(self.block, slots.tolist(), self._ids[slots].tolist(), width)
+            read = np.frombuffer(data, dtype=self.dtype).reshape(len(slots), self.dim)
+            return read[np.searchsorted(slots, key)]
+        return self.whole()[key]
+
+    def whole(self) -> np.ndarray:
+        """Every vector of the block, read once (read-only: the bytes as read, not copied)."""
+        if self.held is None:
+            data = self._disk.whole(self.block, self._ids.tobytes(), self.dtype.itemsize * self.dim)
+            self.held = np.frombuffer(data, dtype=self.dtype).reshape(len(self._ids), self.dim)
+        return self.held
+
+
 class Matrix:
     """The rows of one facet: vectors in blocks, and per row its id, memory, conversation, kind."""
 
@@ -111,7 +147,7 @@ class Matrix:
         self.dim = dim
         self.dtype = dtype  # of the vectors held; dot products are float32 either way
         self.n = 0
-        self.blocks: list[np.ndarray] = []
+        self.blocks: list[np.ndarray | DiskBlock] = []
         self.ids = np.zeros(0, dtype=np.int64)
         self.seqs = np.zeros(0, dtype=np.int64)
         self.convs = np.zeros(0, dtype=np.int64)
@@ -122,12 +158,22 @@ class Matrix:
         self.rows_of = _RowIndex()  # memory seq -> its rows (one per chunk)
 
     @classmethod
-    def adopt(cls, dim: int, dtype: np.dtype, rows: vector_blocks.FacetRows) -> Matrix:
+    def adopt(cls, dim: int, dtype: np.dtype, rows: vector_blocks.FacetRows, disk: Blobs | None = None) -> Matrix:
         """A matrix holding ``rows`` (a load's): a whole block of them becomes a block here as it
-        is (read-only, never written: ``remove`` replaces it), the others are copied in."""
+        is (read-only, never written: ``remove`` replaces it), a whole block left on disk a
+        ``DiskBlock`` read from ``disk``; the others are copied in."""
         matrix, placed = cls(dim, dtype), 0
         for part in rows.vectors:
-            if len(part) == BLOCK_ROWS and placed % BLOCK_ROWS == 0 and part.dtype == dtype:
+            whole = len(part) == BLOCK_ROWS and placed % BLOCK_ROWS == 0 and part.dtype == dtype
+            if isinstance(part, vector_blocks.OnDisk):
+                if disk is None:
+                    raise ValueError("a load left vectors on disk, and the matrix was given no way to read them")
+                on_disk = DiskBlock(part.block, rows.ids[placed:placed + part.n], dim, part.dtype, disk)
+                if whole:
+                    matrix.blocks.append(on_disk)
+                else:
+                    matrix._place(placed, on_disk.whole())
+            elif whole:
                 matrix.blocks.append(part)
             else:
                 matrix._place(placed, part)
@@ -150,7 +196,10 @@ class Matrix:
             if block == len(self.blocks):
                 self.blocks.append(np.empty((BLOCK_ROWS, self.dim), dtype=self.dtype))
             take = min(BLOCK_ROWS - offset, len(vectors) - done)
-            self.blocks[block][offset:offset + take] = vectors[done:done + take]
+            target = self.blocks[block]
+            if not isinstance(target, np.ndarray):  # (never: blocks left on disk are whole, placed past)
+                raise TypeError("rows placed into a block left on disk")
+            target[offset:offset + take] = vectors[done:done + take]
             done += take
 
     def _add_rows(self, ids: np.ndarray, seqs: np.ndarray, convs: np.ndarray, kinds: np.ndarray) -> None:
@@ -185,7 +234,7 @@ class Matrix:
         for start in range(0, len(keep), BLOCK_ROWS):
             sources = keep[start:start + BLOCK_ROWS]
             moved, block = self.gather(sources), self.blocks[start // BLOCK_ROWS]
-            if not block.flags.writeable:  # a block as a load read it: replaced, not written
+            if isinstance(block, DiskBlock) or not block.flags.writeable:  # as a load read it: replaced
                 block = self.blocks[start // BLOCK_ROWS] = np.empty((BLOCK_ROWS, self.dim), dtype=self.dtype)
             block[: len(sources)] = moved
         for name in ("ids", "seqs", "convs", "kinds"):
@@ -195,6 +244,16 @@ class Matrix:
         del self.blocks[-(-self.n // BLOCK_ROWS):]  # blocks past the last used row
         self.rows_of = _RowIndex()
         self.rows_of.add(self.seqs[: self.n], 0)
+
+    def on_disk(self) -> list[int]:
+        """The blocks still read from disk (``DiskBlock``), by number."""
+        return [i for i, block in enumerate(self.blocks) if isinstance(block, DiskBlock)]
+
+    def read_whole(self, number: int) -> None:
+        """Read block ``number``, left on disk, whole: it is then held like any block a load read."""
+        block = self.blocks[number]
+        if isinstance(block, DiskBlock):
+            self.blocks[number] = block.whole()
 
     def scores(self, query: np.ndarray, scope: Scope) -> np.ndarray:
         """Cosine similarity of every row to ``query``; -inf outside ``scope``."""

@@ -223,12 +223,14 @@ class HybridSearch:
         await self.vectors.refresh()
         await self._fold()  # the next process reads blocks, not rows
         await self._hold_keywords(await self._store.approximate_memory_count())
+        await self.vectors.read_own_vectors()  # those the load left on disk
 
     async def upkeep(self, min_new: int = 0) -> bool:
         """Fold the vectors waiting in rows into blocks (``vector_blocks``); load the keyword index once
         the store is large; merge FTS5's keyword index into one segment if ``min_new`` memories
         (stored by any process) arrived since this process last did. Returns whether it merged."""
         await self._fold()
+        await self.vectors.read_own_vectors()  # those a load since the warm-up left on disk
         count = await self._store.approximate_memory_count()
         if self.keywords.loaded:
             await self.keywords.refresh()  # what searches left to it (a large catch-up)

@@ -16,12 +16,27 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
 from ollama_mcp.storage.sqlite.block_read import BLOCK_ROWS, FACET_CODES, HELD, KIND_CODES, Found, read
 
-__all__ = ["BLOCK_ROWS", "FACET_CODES", "HELD", "KIND_CODES", "FacetRows", "Loaded", "assemble", "load"]
+__all__ = ["BLOCK_ROWS", "FACET_CODES", "HELD", "KIND_CODES", "FacetRows", "Loaded", "OnDisk", "assemble", "load"]
+
+
+@dataclass(frozen=True)
+class OnDisk:
+    """A whole block whose vectors a load left on disk (``block_read.read``'s ``own``): the matrix
+    reads them from there (``matrix.DiskBlock``)."""
+
+    block: int  # vector_blocks.id
+    n: int
+    dtype: np.dtype
+
+    def __len__(self) -> int:
+        return self.n
+
 
 @dataclass(frozen=True)
 class FacetRows:
@@ -33,7 +48,7 @@ class FacetRows:
     seqs: np.ndarray  # int64
     convs: np.ndarray  # int64
     kinds: np.ndarray  # int8
-    vectors: list[np.ndarray]  # (rows, dim) each, as ``HELD`` says
+    vectors: list[np.ndarray | OnDisk]  # (rows, dim) each, as ``HELD`` says
 
 
 @dataclass(frozen=True)
@@ -78,9 +93,9 @@ def slot_vector(blob: bytes, dtype: str, dim: int, slot: int) -> bytes:
     return np.frombuffer(blob, dtype=dtype, count=dim, offset=slot * width).astype("<f4").tobytes()
 
 
-def load(path: Path, model: str) -> Loaded | None:
+def load(path: Path, model: str, *, own: bool = True) -> Loaded | None:
     """``block_read.read`` and ``assemble`` in one: blocking, for a worker thread."""
-    found = read(path, model)
+    found = read(path, model, own=own)
     return None if found is None else assemble(found)
 
 
@@ -92,13 +107,16 @@ def assemble(found: Found) -> Loaded:
     if dim is None:
         return Loaded(found.model, None, 0, 0, {})
     max_id, skipped = 0, 0
-    whole: dict[str, list[tuple[np.ndarray, ...]]] = {facet: [] for facet in FACET_CODES}
+    whole: dict[str, list[tuple[Any, ...]]] = {facet: [] for facet in FACET_CODES}
     parts: dict[str, list[tuple[np.ndarray, ...]]] = {facet: [] for facet in FACET_CODES}
     for block, facet, block_dim, dtype, n, dead, slots, vectors in found.blocks:
         ids, seqs, convs, kinds = decode_slots(slots, n)
         max_id = max(max_id, int(ids[-1]))
         if block_dim != dim:
             skipped += n - dead
+            continue
+        if vectors is None:  # (whole: only those are left on disk)
+            whole[facet].append((ids, seqs, convs, kinds, OnDisk(block, n, np.dtype(dtype))))
             continue
         held = np.frombuffer(vectors, dtype=dtype).reshape(n, dim)
         if block in found.live:

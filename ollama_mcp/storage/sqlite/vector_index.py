@@ -1,20 +1,24 @@
 """The in-memory matrices of one model's vectors: lazy load, incremental refresh, top-k.
 
 The matrices mirror a model's vectors (``memory_embeddings``' rows and the blocks they are folded
-into, ``vector_blocks``), one matrix per facet (a memory's own
-text, and its context). A search multiplies the query with the context matrix only, plus the
-stand-ins of the few memories that have no context vector yet (``_guess_contexts``); own vectors are
-looked up per candidate, for the similarity a hit reports and for re-ranking the candidates, and
-are held as float16 (``_HELD``): half the memory, similarities within 1e-4.
-Ranking by context alone is what bench/locomo.py measured as good as ranking by both (and it
-halves the work of every search: bench/README.md). The matrices are loaded on the first search,
-from the blocks (``vector_blocks.load``: a few large blobs, in a worker thread), and then kept
-current cheaply:
-rows this process writes are fetched by id (ids only grow; the rows it deletes it removes
-itself), and ``PRAGMA data_version`` reveals commits by other processes (Claude Desktop often
-runs two copies of a server on one file). After another process committed, the row count is
-compared with the database's: when it disagrees, something was deleted elsewhere and the
-matrices are rebuilt.
+into, ``vector_blocks``), one matrix per facet (a memory's own text, and its context). A search
+multiplies the query with the context matrix only, plus the stand-ins of the few memories that have
+no context vector yet (``_guess_contexts``); own vectors are looked up per candidate, for the
+similarity a hit reports and for re-ranking the candidates, and are held as float16 (``_HELD``):
+half the memory, similarities within 1e-4. Ranking by context alone is what bench/locomo.py measured
+as good as ranking by both (and it halves the work of every search: bench/README.md). The matrices
+are loaded on the first search, from the blocks (``vector_blocks.load``: a few large blobs, in a
+worker thread). A load leaves the own vectors of whole blocks on disk (a third of the bytes: the
+first search after a restart need not wait for them): a search reads its candidates' own vectors
+there by their slots (``matrix.DiskBlock``) until the warm-up reads those blocks whole
+(``read_own_vectors``); a block changed meanwhile by another process is noticed by its slots
+(``StaleBlock``), and the vectors are loaded anew, whole.
+
+The matrices are then kept current cheaply: rows this process writes are fetched by id (ids only
+grow; the rows it deletes it removes itself), and ``PRAGMA data_version`` reveals commits by other
+processes (Claude Desktop often runs two copies of a server on one file). After another process
+committed, the row count is compared with the database's: when it disagrees, something was deleted
+elsewhere and the matrices are rebuilt.
 
 Each matrix is kept in fixed-size blocks, so that growing it or compacting it after a delete
 never holds two copies of it at once: peak memory stays close to the vectors' own size.
@@ -22,6 +26,7 @@ never holds two copies of it at once: peak memory stays close to the vectors' ow
 
 from __future__ import annotations
 
+import functools
 import logging
 from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass
@@ -34,6 +39,7 @@ from ollama_mcp.domain import Scope
 from ollama_mcp.errors import EmbeddingMismatchError
 from ollama_mcp.storage.ranking import stand_in
 from ollama_mcp.storage.sqlite import vector_blocks
+from ollama_mcp.storage.sqlite.block_read import StaleBlock
 from ollama_mcp.storage.sqlite.matrix import INLINE_ROWS, Matrix, top
 from ollama_mcp.storage.sqlite.store import FACET_CODES, Store, VectorBatch
 
@@ -78,6 +84,9 @@ class VectorIndex:
         self._dirty = False
         self._data_version: int | None = None
         self.loaded_from: str | None = None  # "blocks" or "rows": how the last full load read
+        # Whether a load may leave the own vectors of whole blocks on disk (read per candidate
+        # until ``read_own_vectors``): not after a block changed under this process (``StaleBlock``).
+        self._own_on_disk = True
         self._reset()
 
     @property
@@ -106,7 +115,11 @@ class VectorIndex:
             if seqs.size:
                 for code, matrix in self._matrices.items():
                     if facet is None or code == FACET_CODES[facet]:
-                        matrix.remove(seqs)
+                        try:
+                            matrix.remove(seqs)
+                        except StaleBlock as exc:
+                            self._stale(exc)
+                            return
                 content = self._matrices.get(_CONTENT)
                 for seq in seqs.tolist():
                     if facet == "context" and content is not None and seq in content.rows_of:
@@ -169,14 +182,49 @@ class VectorIndex:
         Small ones are ranked on the event loop: the hand-off to a thread and back costs more
         than the product itself (0.4 ms of a 10k-memory search, bench/README.md).
         """
-        async with self._lock:
-            if self.size == 0:
-                return _EMPTY
-            self.check_dimension(query)
-            args = (query.astype(np.float32, copy=False), k, scope, list(candidates))
-            if self.ranked_rows <= INLINE_ROWS:
-                return self._rank(*args)
-            return await anyio.to_thread.run_sync(self._rank, *args)
+        args = (query.astype(np.float32, copy=False), k, scope, list(candidates))
+        for attempt in (1, 2):
+            async with self._lock:
+                if self.size == 0:
+                    return _EMPTY
+                self.check_dimension(query)
+                try:
+                    if self.ranked_rows <= INLINE_ROWS:
+                        return self._rank(*args)
+                    return await anyio.to_thread.run_sync(self._rank, *args)
+                except StaleBlock as exc:
+                    if attempt == 2:  # (never: the load before it read every vector)
+                        raise
+                    self._stale(exc)
+            await self.refresh()  # loaded anew, the own vectors read whole this time
+        raise AssertionError("unreachable")
+
+    async def read_own_vectors(self) -> int:
+        """Read whole the blocks of own vectors a load left on disk (a new process's first search
+        then need not wait for them: a third of the bytes, 77 MB at 100k memories), one block at
+        a time, so that searches meanwhile wait for one block's read at most; returns how many.
+        The background's warm-up calls it once the indexes are loaded."""
+        read = 0
+        while True:
+            async with self._lock:
+                content = self._matrices.get(_CONTENT)
+                if content is None or not (left := content.on_disk()):
+                    break
+                try:
+                    await anyio.to_thread.run_sync(content.read_whole, left[0])
+                except StaleBlock as exc:
+                    self._stale(exc)
+                    break
+                read += 1
+        self._store.blobs.close()  # (opened again if a later load leaves blocks on disk)
+        return read
+
+    def _stale(self, exc: StaleBlock) -> None:
+        """A block a load left on disk changed since (another process compacted it, or the file
+        cannot be read): load anew at the next refresh, and read own vectors whole from now on."""
+        log.info("vectors of %s changed under this process (%s); loading them anew", self.model, exc)
+        self._loaded = False
+        self._own_on_disk = False
 
     def check_dimension(self, vector: np.ndarray) -> None:
         if self.dim is not None and vector.size != self.dim:
@@ -216,12 +264,14 @@ class VectorIndex:
         a count that tells whether rows were deleted since; False when the load could not read
         them so (the caller then reads the rows through the store)."""
         early, self._early = self._early, None  # a read begun before the index existed serves the first load only
-        found = await early(self._store.path, self.model) if early is not None else None
+        found = await early(self._store.path, self.model) if early is not None and self._own_on_disk else None
         if found is not None and not await self._take(found):
             self._reset()  # rows it read were deleted before this process opened the store: read anew
             found = None
         if found is None:
-            found = await anyio.to_thread.run_sync(vector_blocks.load, self._store.path, self.model)
+            found = await anyio.to_thread.run_sync(
+                functools.partial(vector_blocks.load, self._store.path, self.model, own=not self._own_on_disk)
+            )
             if found is None or not await self._take(found):
                 self._reset()
                 return False
@@ -234,7 +284,7 @@ class VectorIndex:
         if found.dim is not None:
             self.dim, self._skipped, self._max_id = found.dim, found.skipped, found.max_id
         for code, rows in found.facets.items():
-            self._matrices[code] = Matrix.adopt(self.dim or 0, _HELD[code], rows)
+            self._matrices[code] = Matrix.adopt(self.dim or 0, _HELD[code], rows, self._store.blobs)
         content, context = self._matrices.get(_CONTENT), self._matrices.get(_CONTEXT, _NO_ROWS)
         if content is not None:
             self._uncovered = content.rows_of.without(context.rows_of)
