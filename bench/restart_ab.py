@@ -2,6 +2,7 @@
 
     python bench/restart_ab.py --a-tree /tmp/wt-main --a-store a/bench.db --b-store b/bench.db
     python bench/restart_ab.py ... --startup --rounds 16     # spawn -> initialize only
+    python bench/restart_ab.py ... --memory --rounds 4       # resident memory, and its peak
 
 A change to what a new process reads on the way to its first search (a store format, the head
 start) can only be judged against the code before it, on the store that code wrote. Side A runs
@@ -14,7 +15,9 @@ Per round and side: one spawn, ``initialize``, a search at once (from the ``init
 the result); a second spawn, ``initialize``, a search 1 s later; each followed by one raw embedding
 call, the floor. Each side first starts once and idles 20 s, so that what a first start leaves
 (a vector file, folded blocks) is there for every timed start. ``--startup``: spawn ->
-``initialize`` answered only, Ollama unreachable.
+``initialize`` answered only, Ollama unreachable. ``--memory``: per spawn, the server's resident
+memory (``VmRSS``) and its peak (``VmHWM``) right after a first search sent at once, and again
+after a second search 12 s later, once the warm-up is done.
 """
 
 from __future__ import annotations
@@ -101,6 +104,29 @@ def first_searches(sides: dict[str, dict[str, str]], rounds: int, host: str) -> 
     return results
 
 
+def memory(sides: dict[str, dict[str, str]], rounds: int) -> dict[str, list[tuple[float, ...]]]:
+    rng = random.Random(13)
+
+    def status(pid: int) -> tuple[float, float]:
+        fields = dict(line.split(":", 1) for line in Path(f"/proc/{pid}/status").read_text().splitlines())
+        return float(fields["VmRSS"].split()[0]) / 1024, float(fields["VmHWM"].split()[0]) / 1024
+
+    results: dict[str, list[tuple[float, ...]]] = {side: [] for side in sides}
+    for r in range(rounds):
+        for side in (sorted(sides) if r % 2 == 0 else sorted(sides, reverse=True)):
+            server = Server(sides[side])
+            server.initialize()
+            server.call("search_memories", query=query(rng), top_k=10)
+            first = status(server.proc.pid)
+            time.sleep(12)
+            server.call("search_memories", query=query(rng), top_k=10)
+            later = status(server.proc.pid)
+            server.close()
+            results[side].append((*first, *later))
+            print(side, *(round(x, 1) for x in results[side][-1]), flush=True)
+    return results
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--a-tree", required=True, help="the other checkout, side A (PYTHONPATH)")
@@ -108,6 +134,7 @@ def main() -> None:
     parser.add_argument("--b-store", required=True, help="side B runs this tree")
     parser.add_argument("--rounds", type=int, default=8)
     parser.add_argument("--startup", action="store_true", help="spawn -> initialize only")
+    parser.add_argument("--memory", action="store_true", help="resident memory after a first search, and 12 s on")
     args = parser.parse_args()
     os.environ.setdefault("OMP_NUM_THREADS", "1")
     if args.startup:
@@ -120,9 +147,18 @@ def main() -> None:
     proc, host = start_minilm()
     try:
         sides = {"A": env(args.a_store, args.a_tree, host), "B": env(args.b_store, str(ROOT), host)}
-        results = first_searches(sides, args.rounds, host)
+        if args.memory:
+            held = memory(sides, args.rounds)
+        else:
+            results = first_searches(sides, args.rounds, host)
     finally:
         proc.terminate()
+    if args.memory:
+        for side, rows in held.items():
+            first_rss, first_peak, later_rss, later_peak = (statistics.median(r[i] for r in rows) for i in range(4))
+            print(f"{side}: after a first search at once RSS {first_rss:.1f} MB, peak {first_peak:.1f};"
+                  f" 12 s on RSS {later_rss:.1f} MB, peak {later_peak:.1f} (n={len(rows)})")
+        return
     for side, rows in results.items():
         print(f"{side}: first search at once p50 {statistics.median(r[0] for r in rows):.1f} ms"
               f" (max {max(r[0] for r in rows):.1f}), over the floor {statistics.median(r[1] for r in rows):.1f};"

@@ -267,7 +267,14 @@ async def test_a_block_another_process_compacted_between_a_refresh_and_a_ranking
     }
 
 
-def test_a_block_read_from_disk_is_refused_once_its_slots_hold_other_rows_or_it_is_gone(tmp_path: Path) -> None:
+def mapped(path: Path) -> bool:
+    """Whether pages of the file at ``path`` are mapped into this process."""
+    return str(path) in Path("/proc/self/maps").read_text()
+
+
+def test_the_disk_reader_refuses_a_block_whose_slots_hold_other_rows_or_that_is_gone_and_unmaps_a_whole_read(
+    tmp_path: Path,
+) -> None:
     path = tmp_path / "blocks.db"
     conn = sqlite3.connect(path)
     schema = (Path(vector_blocks.__file__).parents[2] / "schema" / "0018_vector_blocks.sql").read_text()
@@ -282,7 +289,9 @@ def test_a_block_read_from_disk_is_refused_once_its_slots_hold_other_rows_or_it_
     disk = block_read.Blobs(path)
     try:
         assert disk.rows(7, [1, 3], [11, 13], 4) == held[[1, 3]].tobytes()
+        assert mapped(path)  # (read through the memory map)
         assert disk.whole(7, np.array([10, 11, 12, 13], dtype="<i8").tobytes(), 4) == held.tobytes()
+        assert not mapped(path)  # a block read whole leaves none of its pages counted in the process
         with pytest.raises(block_read.StaleBlock):
             disk.rows(7, [1], [99], 4)  # the slot holds another row now (the block's id reused)
         with pytest.raises(block_read.StaleBlock):

@@ -39,6 +39,11 @@ BUSY_TIMEOUT_MS = 10_000  # db.BUSY_TIMEOUT_MS (not imported from there: see abo
 # A load reads the blocks' pages through a memory map: a blob's overflow pages are then copied
 # out of the OS's cache, not read one system call a page.
 MMAP_BYTES = 1 << 34
+# But the pages a read touches through the map count in the process's memory until they are
+# unmapped, on top of the bytes they were copied into (a whole load at 100k memories: 230 MB of
+# each at its peak). A load unmaps them each time it has read this much, at no cost in time
+# (bench/README.md, "The own vectors left on disk"), and a block read whole unmaps them at once.
+UNMAP_BYTES = 8 << 20
 
 
 @dataclass
@@ -106,6 +111,7 @@ def _read(conn: sqlite3.Connection, model: str, own: bool) -> Found:
     # Each block's vectors by an incremental blob read: it copies the blob's pages into the bytes
     # with the GIL released (a column read copies them twice, holding it), while a new process's
     # main thread is importing the app.
+    mapped = 0
     for block, facet, dim, dtype, n, dead, slots in conn.execute(
         "SELECT id, facet, dim, dtype, n, dead, slots FROM vector_blocks WHERE model = ? ORDER BY id", (model,)
     ).fetchall():
@@ -114,12 +120,22 @@ def _read(conn: sqlite3.Connection, model: str, own: bool) -> Found:
             continue
         with conn.blobopen("vector_blocks", "vectors", block, readonly=True) as blob:
             found.blocks.append((block, facet, dim, dtype, n, dead, slots, blob.read()))
+        mapped += len(found.blocks[-1][7])
+        if mapped >= UNMAP_BYTES:
+            _unmap(conn)
+            mapped = 0
     found.rows = conn.execute(
         "SELECT e.id, e.memory_seq, c.rowid, m.kind, e.facet, e.dim, e.vector FROM memory_embeddings e"
         " JOIN memories m ON m.seq = e.memory_seq JOIN conversations c ON c.id = m.conversation_id"
         " WHERE e.model = ? AND e.block_id IS NULL ORDER BY e.id", (model,),
     ).fetchall()
     return found
+
+
+def _unmap(conn: sqlite3.Connection) -> None:
+    """Drop the pages ``conn`` mapped (SQLite maps them again as it needs them)."""
+    conn.execute("PRAGMA mmap_size = 0")
+    conn.execute(f"PRAGMA mmap_size = {MMAP_BYTES}")
 
 
 class StaleBlock(Exception):
@@ -164,7 +180,9 @@ class Blobs:
             with conn.blobopen("vector_blocks", "vectors", block, readonly=True) as vectors:
                 if len(vectors) != width * (len(ids) // 8):
                     raise StaleBlock(f"block {block} no longer holds the rows it held")
-                return vectors.read()
+                data = vectors.read()
+            _unmap(conn)
+            return data
 
         return self._in_transaction(take)
 
