@@ -15,7 +15,7 @@ import sqlite3
 import tempfile
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
-from contextlib import asynccontextmanager
+from contextlib import asynccontextmanager, closing
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -162,7 +162,9 @@ class Database:
 
     def rows(self, query: str, *params: Any) -> list[tuple[Any, ...]]:
         if self.backend == "sqlite":
-            with sqlite3.connect(self.url) as conn:
+            # (sqlite3's own context manager commits but does not close: the connection would
+            # stay open, holding the file and its WAL, until the garbage collector ran)
+            with closing(sqlite3.connect(self.url)) as conn, conn:
                 return [tuple(row) for row in conn.execute(query, params).fetchall()]
         with psycopg.connect(self.url, autocommit=True) as conn:
             cursor = conn.execute(query.replace("?", "%s"), params)  # type: ignore[arg-type]
@@ -252,7 +254,7 @@ async def eventually(check: Callable[[], Awaitable[Any]], timeout: float = 20.0)
 def sqlite_store_at(path: Path, version: int) -> None:
     """A new SQLite store as ollama-mcp left it at schema ``version`` (to test the next migrations)."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    with sqlite3.connect(path, isolation_level=None) as conn:
+    with closing(sqlite3.connect(path, isolation_level=None)) as conn:
         conn.execute(
             "CREATE TABLE schema_migrations (version INTEGER PRIMARY KEY, name TEXT NOT NULL, applied_at TEXT NOT NULL)"
         )
