@@ -1,6 +1,7 @@
 """What a new process reads of a model's vectors (``vector_blocks``' format), before numpy is
 imported: the blocks' blobs and the rows not folded yet, in one read transaction on a connection of
-its own.
+its own (``read``); and, later, the own vectors such a read left on disk, a few slots or a whole
+block at a time (``Blobs``), each read checked against the rows the first one found.
 
 A new process's head start reads them in a worker thread while the main thread imports the app
 (numpy among it), then makes arrays of them (``vector_blocks.assemble``). So this module imports
