@@ -183,21 +183,22 @@ class VectorIndex:
         than the product itself (0.4 ms of a 10k-memory search, bench/README.md).
         """
         args = (query.astype(np.float32, copy=False), k, scope, list(candidates))
-        for attempt in (1, 2):
-            async with self._lock:
-                if self.size == 0:
-                    return _EMPTY
-                self.check_dimension(query)
-                try:
-                    if self.ranked_rows <= INLINE_ROWS:
-                        return self._rank(*args)
-                    return await anyio.to_thread.run_sync(self._rank, *args)
-                except StaleBlock as exc:
-                    if attempt == 2:  # (never: the load before it read every vector)
-                        raise
-                    self._stale(exc)
-            await self.refresh()  # loaded anew, the own vectors read whole this time
-        raise AssertionError("unreachable")
+        async with self._lock:
+            if self.size == 0:
+                return _EMPTY
+            self.check_dimension(query)
+            try:
+                return await self._ranked(args)
+            except StaleBlock as exc:
+                self._stale(exc)
+        await self.refresh()  # loaded anew, the own vectors read whole: nothing is read from disk now
+        async with self._lock:
+            return await self._ranked(args) if self.size else _EMPTY
+
+    async def _ranked(self, args: tuple[np.ndarray, int, Scope, list[int]]) -> Ranking:
+        if self.ranked_rows <= INLINE_ROWS:
+            return self._rank(*args)
+        return await anyio.to_thread.run_sync(self._rank, *args)
 
     async def read_own_vectors(self) -> int:
         """Read whole the blocks of own vectors a load left on disk (a new process's first search
@@ -264,7 +265,7 @@ class VectorIndex:
         a count that tells whether rows were deleted since; False when the load could not read
         them so (the caller then reads the rows through the store)."""
         early, self._early = self._early, None  # a read begun before the index existed serves the first load only
-        found = await early(self._store.path, self.model) if early is not None and self._own_on_disk else None
+        found = await early(self._store.path, self.model) if early is not None else None
         if found is not None and not await self._take(found):
             self._reset()  # rows it read were deleted before this process opened the store: read anew
             found = None
