@@ -12,10 +12,10 @@ the files are measured while it runs (the WAL is at its largest then) and after 
 The bytes a store must keep: the memories' text (content, UTF-8), one copy of each vector it
 ranks at the precision search holds it in (own vectors float16, in-context vectors float32: 2 and
 4 bytes a number), and the keyword index's own pages (``memories_fts`` and
-``memory_contexts_fts``, their data and index tables). Everything else (the ``context`` column,
-ids, hashes, metadata, B-tree indexes, the float32 vectors still in rows until a block's worth
-is folded, the WAL) is reported by ``dbstat`` name, with the free pages, so the ratio says where
-the rest goes.
+``memory_contexts_fts``, their data and index tables). Everything else (the ``context`` column
+before schema 19, ids, hashes, metadata, B-tree indexes, the float32 vectors still in rows until
+a block's worth is folded, the WAL) is reported by ``dbstat`` name, with the free pages, so the
+ratio says where the rest goes.
 """
 
 from __future__ import annotations

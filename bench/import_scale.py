@@ -93,7 +93,8 @@ async def drain(db: str, home: str, model: str) -> tuple[int, float, float]:
             seconds = time.monotonic() - started
         embedder.stop()
         texts = [text for row in sqlite3.connect(db).execute(
-            "SELECT content, context FROM memories WHERE seq % (SELECT max(1, count(*) / 500) FROM memories) = 0"
+            "SELECT m.content, x.context FROM memories m JOIN memory_contexts x ON x.seq = m.seq"
+            " WHERE m.seq % (SELECT max(1, count(*) / 500) FROM memories) = 0"
         ) for text in row]
         began = time.perf_counter()
         minilm.model.encode(texts, batch_size=32, normalize_embeddings=True)

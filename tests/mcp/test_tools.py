@@ -22,6 +22,8 @@ pytestmark = pytest.mark.anyio
 
 ERAS = ["legacy", "auto"]  # legacy = the initialize handshake Claude Desktop and the Inspector speak
 
+CONTEXT_OF_ID = "SELECT x.context FROM memories m JOIN memory_contexts x ON x.seq = m.seq WHERE m.id = ?"
+
 
 async def call(client: Client, tool: str, **args: Any) -> dict[str, Any]:
     result = await client.call_tool(tool, args)
@@ -220,11 +222,11 @@ async def test_deleted_text_leaves_the_context_of_the_memories_after_it(settings
         await call(client, "store_memory", content="we met on monday")
         secret = await call(client, "store_memory", content="the door code is 4512")
         after = await call(client, "store_memory", content="remember to buy milk")
-        assert rows(db, "SELECT context FROM memories WHERE id = ?", after["memory_id"]) == [
+        assert rows(db, CONTEXT_OF_ID, after["memory_id"]) == [
             ("we met on monday\nthe door code is 4512\nremember to buy milk",)
         ]
         await call(client, "delete_memory", memory_id=secret["memory_id"])
-        assert rows(db, "SELECT context FROM memories WHERE id = ?", after["memory_id"]) == [
+        assert rows(db, CONTEXT_OF_ID, after["memory_id"]) == [
             ("we met on monday\nremember to buy milk",)
         ]
         found = await call(client, "search_all_conversations", query="door code 4512", top_k=10)

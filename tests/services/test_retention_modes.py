@@ -35,6 +35,7 @@ def holders(db: Database, word: str) -> set[str]:
         tables = [t for (t,) in db.rows("SELECT name FROM sqlite_master WHERE type = 'table'")
                   if not t.startswith(SQLITE_SKIPPED)]
         columns = [(t, c[1]) for t in tables for c in db.rows(f"PRAGMA table_info({t})")]
+        columns.append(("memory_contexts", "context"))  # computed, not stored: the view is what a reader gets
     else:
         columns = db.rows(
             "SELECT table_name, column_name FROM information_schema.columns WHERE table_schema = 'public'"
@@ -45,6 +46,12 @@ def holders(db: Database, word: str) -> set[str]:
         if table == "memories":
             kinds = sorted(k for (k,) in db.rows(f"SELECT DISTINCT kind FROM memories WHERE {where}", f"%{word}%"))
             found.update(f"memories.{column}:{kind}" for kind in kinds)
+        elif table == "memory_contexts":
+            kinds = sorted(k for (k,) in db.rows(
+                "SELECT DISTINCT m.kind FROM memory_contexts x JOIN memories m ON m.seq = x.seq"
+                " WHERE x.context LIKE ?",
+                f"%{word}%"))
+            found.update(f"memories.context:{kind}" for kind in kinds)
         elif db.count(f"SELECT count(*) FROM {table} WHERE {where}", f"%{word}%"):
             found.add(f"{table}.{column}")
     if db.backend == "sqlite":
@@ -94,7 +101,8 @@ async def transcript(app: App, retention: str) -> tuple[str, list[Memory], Memor
 
 
 def memory_row(db: Database, seq: int) -> tuple[Any, ...]:
-    found = db.rows("SELECT content, context, role, actor, metadata, created_at FROM memories WHERE seq = ?", seq)
+    found = db.rows("SELECT m.content, x.context, m.role, m.actor, m.metadata, m.created_at FROM memories m"
+                    " JOIN memory_contexts x ON x.seq = m.seq WHERE m.seq = ?", seq)
     return found[0] if found else ()
 
 

@@ -302,7 +302,7 @@ async def test_bulk_import_keeps_the_rules_of_single_stores(app: App, db: Databa
     await svc.store_memory("already here", conv.id)
     added = await svc.import_memories(conv.id, ["one", "two", "already here", "three", "two"])
     assert added == 3  # duplicates of stored and of earlier imported notes are skipped
-    contexts = dict(db.rows("SELECT content, context FROM memories"))
+    contexts = dict(db.rows("SELECT m.content, x.context FROM memories m JOIN memory_contexts x ON x.seq = m.seq"))
     assert contexts["three"] == "one\ntwo\nthree" and contexts["one"] == "already here\none"
     assert db.keyword_matches("context", "three") == 1
     assert await app.indexer.backfill_once() == 3  # imported without vectors: embedded in the background

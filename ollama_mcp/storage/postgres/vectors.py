@@ -8,7 +8,7 @@ from datetime import UTC, datetime, timedelta
 from ollama_mcp.domain import Facet, Memory, format_timestamp
 from ollama_mcp.storage.postgres.base import HOLDER_ALIVE, PgStoreBase
 from ollama_mcp.storage.postgres.dialect import POSTGRES
-from ollama_mcp.storage.sql.rows import MEMORY_COLUMNS
+from ollama_mcp.storage.sql.rows import memory_columns
 from ollama_mcp.storage.sql.vectors import VectorRows, missing_vector, pending_from_rows
 
 # How long a memory handed to one instance's backfill stays reserved for it: long enough to embed
@@ -61,7 +61,7 @@ class VectorStore(VectorRows, PgStoreBase):
             )
             claimed = [row[0] for row in await cursor.fetchall()]
             cursor = await conn.execute(
-                f"SELECT {MEMORY_COLUMNS}, {content}, {context} FROM memories m"
+                f"SELECT {memory_columns(POSTGRES)}, {content}, {context} FROM memories m"
                 f" WHERE m.seq = ANY(%(claimed)s) AND ({content} OR {context}) ORDER BY m.seq",
                 {**params, "claimed": claimed},
             )

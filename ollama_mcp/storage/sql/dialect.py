@@ -44,6 +44,16 @@ class Dialect(ABC):
     MESSAGES_OF_C: str
     # Whether counting NOTES_OF_C costs a query (then 0 stands in where the count is not asked for).
     notes_cost: bool
+    # A memory's context (its content after the memories before it): PostgreSQL stores it in
+    # ``memories.context``; SQLite computes it, by the view ``memory_contexts``, and stores only
+    # ``context_before``, the place of a new version of a note (schema/0019_context_view.sql).
+    # ``CONTEXT_OF`` is the SQL of memory ``{alias}``'s context.
+    stores_context: bool
+    CONTEXT_OF: str
+
+    def context_of(self, alias: str = "m") -> str:
+        """The context of the memory ``alias`` as SQL."""
+        return self.CONTEXT_OF.format(alias=alias)
 
     def json_text(self, column: str, key: str) -> str:
         """The JSON object's ``key`` as SQL (NULL when absent)."""

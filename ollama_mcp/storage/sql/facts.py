@@ -11,13 +11,13 @@ from ollama_mcp.errors import ConversationNotFoundError
 from ollama_mcp.storage.fact_rules import FACT_KEY, fact_source, place_fact
 from ollama_mcp.storage.sql.parts import SqlParts
 from ollama_mcp.storage.sql.rows import (
-    MEMORY_COLUMNS,
     execute,
     fetchall,
     fetchone,
     insert_memory_row,
     lock_conversation,
     memory_by_seq,
+    memory_columns,
     memory_from_row,
 )
 
@@ -64,7 +64,7 @@ class FactStore(SqlParts):
                     continue  # deleted while the chat model read it: its facts go with it
                 rows = await fetchall(
                     conn, d,
-                    f"SELECT {MEMORY_COLUMNS} FROM memories m WHERE {CURRENT_FACT}"
+                    f"SELECT {memory_columns(self._dialect)} FROM memories m WHERE {CURRENT_FACT}"
                     f" AND {d.json_text('m.metadata', FACT_KEY)} = ?",
                     (fact.metadata[FACT_KEY],),
                 )
@@ -85,7 +85,7 @@ class FactStore(SqlParts):
     async def current_facts(self, conversation_id: str, limit: int) -> list[Memory]:
         rows = await self._fetchall(
             self._dialect.sql(
-                f"SELECT {MEMORY_COLUMNS} FROM memories m WHERE m.conversation_id = ? AND {CURRENT_FACT}"
+                f"SELECT {memory_columns(self._dialect)} FROM memories m WHERE m.conversation_id = ? AND {CURRENT_FACT}"
                 " ORDER BY m.seq DESC LIMIT ?"
             ),
             (conversation_id, limit), "read the conversation's facts",

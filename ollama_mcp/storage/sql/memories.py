@@ -14,7 +14,8 @@ from ollama_mcp.storage.memory_rules import CONTEXT_NEIGHBOURS, compose_context,
 from ollama_mcp.storage.sql.fragments import MOMENT_COLUMNS, NEIGHBOUR_COLUMNS, moment_from_row
 from ollama_mcp.storage.sql.parts import SqlParts
 from ollama_mcp.storage.sql.rows import (
-    MEMORY_COLUMNS,
+    context_column,
+    context_followers,
     earlier_contents,
     execute,
     facts_from,
@@ -25,6 +26,7 @@ from ollama_mcp.storage.sql.rows import (
     lock_conversation,
     memory_by_id,
     memory_by_seq,
+    memory_columns,
     memory_from_row,
     memory_where,
     rewrite_followers,
@@ -100,10 +102,12 @@ class MemoryStore(SqlParts):
             await d.execute_many(
                 conn,
                 d.sql(
-                    "INSERT INTO memories (id, conversation_id, kind, content, content_hash, context, tags, metadata,"
-                    " created_at, occurred_at, spoken_of) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
+                    "INSERT INTO memories (id, conversation_id, kind, content, content_hash,"
+                    f" {context_column(d)}, tags, metadata, created_at, occurred_at, spoken_of)"
+                    " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
                 ),
-                [(m.id, m.conversation_id, m.kind, m.content, digest, context, d.tags(m.tags), d.json(m.metadata),
+                [(m.id, m.conversation_id, m.kind, m.content, digest, context if d.stores_context else None,
+                  d.tags(m.tags), d.json(m.metadata),
                   m.created_at, m.occurred_at, times_named(m.content, m.occurred_at)) for m, digest, context in rows],
             )
             ids = d.listed([m.id for m, _, _ in rows])
@@ -144,7 +148,7 @@ class MemoryStore(SqlParts):
         )
 
     async def memories_by_seq(self, seqs: Iterable[int]) -> dict[int, Memory]:
-        rows = await self._rows_of(MEMORY_COLUMNS, seqs, "read memories")
+        rows = await self._rows_of(memory_columns(self._dialect), seqs, "read memories")
         return {int(row[0]): memory_from_row(self._dialect, row) for row in rows}
 
     async def moments_by_seq(self, seqs: Iterable[int]) -> dict[int, tuple[str, str]]:
@@ -157,7 +161,7 @@ class MemoryStore(SqlParts):
 
     async def get_memory(self, memory_id: str) -> Memory:
         rows = await self._fetchall(
-            self._dialect.sql(f"SELECT {MEMORY_COLUMNS} FROM memories m WHERE m.id = ?"), (memory_id,),
+            self._dialect.sql(f"SELECT {memory_columns(self._dialect)} FROM memories m WHERE m.id = ?"), (memory_id,),
             "read the memory",
         )
         if not rows:
@@ -172,7 +176,7 @@ class MemoryStore(SqlParts):
         where = " AND ".join([*conditions, text_kept(d, "m.")])
         newest = "ORDER BY m.occurred_at DESC, m.seq DESC"
         rows = await self._fetchall(
-            d.sql(f"SELECT {MEMORY_COLUMNS} FROM memories m WHERE {where} {newest} LIMIT ?"), (*params, limit),
+            d.sql(f"SELECT {memory_columns(d)} FROM memories m WHERE {where} {newest} LIMIT ?"), (*params, limit),
             "list the memories",
         )
         return [memory_from_row(d, row) for row in rows]
@@ -234,6 +238,7 @@ class MemoryStore(SqlParts):
             )
             versions = [int(row[0]) for row in rows]
             deleted = sorted(versions + await facts_from(conn, d, versions))  # its facts go with it (cascade)
+            followers = {} if own_context(named) else await context_followers(conn, d, named.conversation_id, deleted)
             await execute(conn, d, f"DELETE FROM memories WHERE {d.in_list('seq')}", (d.listed(versions),))
-            changed = [] if own_context(named) else await rewrite_followers(conn, d, named.conversation_id, deleted)
+            changed = await rewrite_followers(conn, d, followers)
         return named, deleted, changed

@@ -10,7 +10,7 @@ from ollama_mcp.domain import Memory, Relation, RelationKind
 from ollama_mcp.storage.relation_rules import merge_relations
 from ollama_mcp.storage.sql.dialect import Dialect
 from ollama_mcp.storage.sql.parts import SqlParts
-from ollama_mcp.storage.sql.rows import MEMORY_COLUMNS, execute, memory_from_row
+from ollama_mcp.storage.sql.rows import execute, memory_columns, memory_from_row
 
 
 def end_summary(d: Dialect) -> str:
@@ -42,7 +42,8 @@ class RelationStore(SqlParts):
     async def end_summary(self, conversation_id: str) -> Memory | None:
         rows = await self._fetchall(
             self._dialect.sql(
-                f"SELECT {MEMORY_COLUMNS} FROM memories m WHERE m.conversation_id = ? AND {end_summary(self._dialect)}"
+                f"SELECT {memory_columns(self._dialect)} FROM memories m"
+                f" WHERE m.conversation_id = ? AND {end_summary(self._dialect)}"
                 " ORDER BY m.seq DESC LIMIT 1"
             ),
             (conversation_id,), "read the conversation's summary",

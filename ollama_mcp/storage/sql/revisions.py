@@ -13,6 +13,8 @@ from ollama_mcp.errors import ConversationClosedError, InvalidInputError
 from ollama_mcp.storage.memory_rules import compose_context, content_hash, is_redacted
 from ollama_mcp.storage.sql.parts import SqlParts
 from ollama_mcp.storage.sql.rows import (
+    context_assignment,
+    context_followers,
     earlier_contents,
     execute,
     facts_from,
@@ -58,14 +60,16 @@ class RevisionStore(SqlParts):
             }])
             metadata.update({**produced, "revised": how, "revised_at": now})
             context = compose_context(await earlier_contents(conn, d, old.conversation_id, old.seq), content)
+            followers = await context_followers(conn, d, old.conversation_id, [old.seq])
+            set_context, context_param = context_assignment(d, context)
             await execute(
-                conn, d, "UPDATE memories SET content = ?, content_hash = ?, context = ?, spoken_of = ?, metadata = ?"
+                conn, d, f"UPDATE memories SET content = ?, content_hash = ?{set_context}, spoken_of = ?, metadata = ?"
                 " WHERE seq = ?",
-                (content, content_hash(content), context, times_named(content, old.occurred_at), d.json(metadata),
-                 old.seq),
+                (content, content_hash(content), *context_param, times_named(content, old.occurred_at),
+                 d.json(metadata), old.seq),
             )
             await execute(conn, d, "DELETE FROM memory_embeddings WHERE memory_seq = ?", (old.seq,))
-            changed = await rewrite_followers(conn, d, old.conversation_id, [old.seq])
+            changed = await rewrite_followers(conn, d, followers)
             revised = await memory_by_seq(conn, d, old.seq)
         return revised, [old.seq, *facts], changed
 

@@ -21,11 +21,16 @@ from ollama_mcp.storage.memory_rules import (
 from ollama_mcp.storage.sql.dialect import Dialect
 from ollama_mcp.when import times_named
 
-MEMORY_COLUMNS = (
-    "m.seq, m.id, m.conversation_id, m.kind, m.content, m.tags, m.metadata, m.created_at, m.context,"
-    " m.role, m.actor, m.tool_calls, m.tool_call_id, m.superseded_by, m.occurred_at"
-)
-MEMORY_WIDTH = 15  # columns in MEMORY_COLUMNS: what a query selects after them starts here
+
+def memory_columns(d: Dialect) -> str:
+    """A memory's (``m``) columns as ``memory_from_row`` reads them."""
+    return (
+        "m.seq, m.id, m.conversation_id, m.kind, m.content, m.tags, m.metadata, m.created_at,"
+        f" {d.context_of('m')}, m.role, m.actor, m.tool_calls, m.tool_call_id, m.superseded_by, m.occurred_at"
+    )
+
+
+MEMORY_WIDTH = 15  # columns in memory_columns: what a query selects after them starts here
 # The seq of a fact's source, from the source's id (a parameter; NULL for other kinds).
 SOURCE_SEQ = "(SELECT s.seq FROM memories s WHERE s.id = ?)"
 ALL_KINDS = frozenset({"note", "message", "summary", "fact"})
@@ -109,15 +114,17 @@ async def insert_memory_row(conn: Any, d: Dialect, memory: Memory, *, context_be
     """Insert the row (with its context: the memories before it, or before seq ``context_before``)
     and its tags; None when an identical current note already exists (the unique index decides,
     so concurrent retries cannot both insert)."""
-    context = memory.content
-    if not own_context(memory):
-        earlier = await earlier_contents(conn, d, memory.conversation_id, context_before)
-        context = compose_context(earlier, memory.content)
+    context: str | int | None = context_before
+    if d.stores_context:
+        context = memory.content
+        if not own_context(memory):
+            earlier = await earlier_contents(conn, d, memory.conversation_id, context_before)
+            context = compose_context(earlier, memory.content)
     rows = await fetchall(
         conn, d,
         "INSERT INTO memories (id, conversation_id, kind, role, actor, tool_calls, tool_call_id, content,"
-        " content_hash, context, tags, metadata, created_at, superseded_by, occurred_at, spoken_of, source_seq)"
-        f" VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, {SOURCE_SEQ})"
+        f" content_hash, {context_column(d)}, tags, metadata, created_at, superseded_by, occurred_at, spoken_of,"
+        f" source_seq) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, {SOURCE_SEQ})"
         " ON CONFLICT (conversation_id, content_hash) WHERE kind = 'note' AND superseded_by IS NULL DO NOTHING"
         " RETURNING seq",
         memory_params(d, memory, context),
@@ -129,8 +136,21 @@ async def insert_memory_row(conn: Any, d: Dialect, memory: Memory, *, context_be
     return seq
 
 
-def memory_params(d: Dialect, memory: Memory, context: str) -> tuple[Any, ...]:
-    """A memory's values in the order of the INSERT above."""
+def context_column(d: Dialect) -> str:
+    """The column an INSERT gives a memory's context in: PostgreSQL's ``context``, the text;
+    SQLite's ``context_before``, the place a new version of a note takes (NULL for any other
+    memory: the view ``memory_contexts`` computes the text)."""
+    return "context" if d.stores_context else "context_before"
+
+
+def context_assignment(d: Dialect, context: str) -> tuple[str, tuple[str, ...]]:
+    """``, context = ?`` and its value for an UPDATE that rewrites a memory's context, where the
+    backend stores it (PostgreSQL); nothing where it computes it (SQLite)."""
+    return (", context = ?", (context,)) if d.stores_context else ("", ())
+
+
+def memory_params(d: Dialect, memory: Memory, context: str | int | None) -> tuple[Any, ...]:
+    """A memory's values in the order of the INSERT above (``context``: ``context_column``'s)."""
     return (
         memory.id, memory.conversation_id, memory.kind, memory.role, memory.actor,
         d.json(list(memory.tool_calls)) if memory.tool_calls else None, memory.tool_call_id,
@@ -177,29 +197,50 @@ async def earlier_contents(conn: Any, d: Dialect, conversation_id: str, before_s
     return [row[0] for row in reversed(rows)]
 
 
-async def rewrite_followers(conn: Any, d: Dialect, conversation_id: str, gone: Sequence[int]) -> list[int]:
-    """The memories that had one of the memories ``gone`` (just deleted or redacted) among their
-    context's neighbours get a context without it, and lose their context vectors (the backfill
-    computes new ones). Returns their seqs."""
-    changed: list[int] = []
-    for seq in sorted(gone):
-        followers = await fetchall(
+async def context_followers(conn: Any, d: Dialect, conversation_id: str, seqs: Sequence[int]) -> dict[int, str]:
+    """The memories that have one of ``seqs`` (about to be deleted, redacted or rewritten) among
+    their context's neighbours, with that context as it is now: what ``rewrite_followers``
+    compares with once the change is made. (``seqs`` themselves are the caller's to rewrite.)"""
+    if not d.stores_context:
+        rows = await fetchall(
             conn, d,
-            "SELECT seq, content, context FROM memories WHERE conversation_id = ? AND kind NOT IN ('summary',"
-            f" 'fact') AND seq > ? AND {text_kept(d)} ORDER BY seq LIMIT ?",
+            "SELECT f.follower, v.context FROM memory_context_followers f JOIN memory_contexts v ON v.seq = f.follower"
+            f" WHERE {d.in_list('f.seq')} AND NOT {d.in_list('f.follower')}",
+            (d.listed(seqs), d.listed(seqs)),
+        )
+        return {int(seq): str(context) for seq, context in rows}
+    found: dict[int, str] = {}
+    for seq in sorted(seqs):
+        rows = await fetchall(
+            conn, d,
+            "SELECT seq, context FROM memories WHERE conversation_id = ? AND kind NOT IN ('summary', 'fact')"
+            f" AND seq > ? AND {text_kept(d)} ORDER BY seq LIMIT ?",
             (conversation_id, seq, CONTEXT_NEIGHBOURS),
         )
-        for follower, content, old in followers:
-            if follower in changed:
-                continue
-            context = compose_context(await earlier_contents(conn, d, conversation_id, follower), content)
-            if context == old:
-                continue
-            await execute(conn, d, "UPDATE memories SET context = ? WHERE seq = ?", (context, follower))
-            await execute(
-                conn, d, "DELETE FROM memory_embeddings WHERE memory_seq = ? AND facet = 'context'", (follower,)
-            )
-            changed.append(int(follower))
+        found.update((int(follower), str(context)) for follower, context in rows if follower not in seqs)
+    return found
+
+
+async def rewrite_followers(conn: Any, d: Dialect, before: dict[int, str]) -> list[int]:
+    """The memories ``context_followers`` found before a change whose context the change changed
+    lose their context vectors (the backfill computes new ones); PostgreSQL, which stores
+    contexts, gets the new text (SQLite's view gives it already). Returns their seqs."""
+    changed: list[int] = []
+    for seq, old in sorted(before.items()):
+        row = await fetchone(
+            conn, d, f"SELECT m.conversation_id, m.content, {d.context_of('m')} FROM memories m WHERE m.seq = ?", (seq,)
+        )
+        if row is None:
+            continue  # deleted by the same change
+        conversation_id, content, context = row
+        if d.stores_context:
+            context = compose_context(await earlier_contents(conn, d, conversation_id, seq), content)
+        if context == old:
+            continue
+        if d.stores_context:
+            await execute(conn, d, "UPDATE memories SET context = ? WHERE seq = ?", (context, seq))
+        await execute(conn, d, "DELETE FROM memory_embeddings WHERE memory_seq = ? AND facet = 'context'", (seq,))
+        changed.append(seq)
     return changed
 
 
@@ -228,6 +269,7 @@ async def retire_turns(
     if not seqs:
         return [], []
     chosen = d.listed(seqs)
+    followers = await context_followers(conn, d, conversation_id, seqs)
     facts: list[int] = []
     if retention == "ephemeral":
         facts = await facts_from(conn, d, seqs)  # deleted with their sources
@@ -241,17 +283,22 @@ async def retire_turns(
     else:
         await execute(
             conn, d,
-            f"UPDATE memories SET content = '{REDACTED_PREFIX}' || content_hash, context = '{REDACTED_PREFIX}' ||"
-            f" content_hash, spoken_of = '', tool_calls = NULL, metadata = {d.json_with('metadata', REDACTED)}"
+            f"UPDATE memories SET content = '{REDACTED_PREFIX}' || content_hash{redacted_context(d)},"
+            f" spoken_of = '', tool_calls = NULL, metadata = {d.json_with('metadata', REDACTED)}"
             f" WHERE {d.in_list('seq')}",
             (retention, chosen),
         )
         await execute(conn, d, f"DELETE FROM memory_embeddings WHERE {d.in_list('memory_seq')}", (chosen,))
-    return seqs + facts, await rewrite_followers(conn, d, conversation_id, seqs)
+    return seqs + facts, await rewrite_followers(conn, d, followers)
+
+
+def redacted_context(d: Dialect) -> str:
+    """The SET of a redacted memory's context, where the backend stores it: the digest, as its content."""
+    return f", context = '{REDACTED_PREFIX}' || content_hash" if d.stores_context else ""
 
 
 async def memory_where(conn: Any, d: Dialect, condition: str, params: Sequence[Any]) -> Memory | None:
-    row = await fetchone(conn, d, f"SELECT {MEMORY_COLUMNS} FROM memories m WHERE {condition}", params)
+    row = await fetchone(conn, d, f"SELECT {memory_columns(d)} FROM memories m WHERE {condition}", params)
     return None if row is None else memory_from_row(d, row)
 
 

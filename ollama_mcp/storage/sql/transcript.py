@@ -12,8 +12,8 @@ from ollama_mcp.storage.fact_rules import fact_source
 from ollama_mcp.storage.memory_rules import CONTEXT_NEIGHBOURS, compose_context, content_hash, is_retry, own_context
 from ollama_mcp.storage.sql.parts import SqlParts
 from ollama_mcp.storage.sql.rows import (
-    MEMORY_COLUMNS,
     SOURCE_SEQ,
+    context_column,
     conversation_columns,
     conversation_from_row,
     earlier_contents,
@@ -23,6 +23,7 @@ from ollama_mcp.storage.sql.rows import (
     insert_memory_row,
     lock_conversation,
     memory_by_seq,
+    memory_columns,
     memory_from_row,
 )
 
@@ -34,8 +35,8 @@ class TranscriptStore(SqlParts):
         """The latest ``limit`` messages before ``before_seq`` (default: all), oldest first."""
         rows = await self._fetchall(
             self._dialect.sql(
-                f"SELECT {MEMORY_COLUMNS} FROM memories m WHERE m.conversation_id = ? AND m.kind = 'message'"
-                " AND m.seq < ? ORDER BY m.seq DESC LIMIT ?"
+                f"SELECT {memory_columns(self._dialect)} FROM memories m"
+                " WHERE m.conversation_id = ? AND m.kind = 'message' AND m.seq < ? ORDER BY m.seq DESC LIMIT ?"
             ),
             (conversation_id, before_seq if before_seq is not None else 2**62, limit),
             "read the conversation's messages",
@@ -69,7 +70,7 @@ class TranscriptStore(SqlParts):
                 raise ConversationClosedError(conversation_id)
             latest = await fetchall(
                 conn, d,
-                f"SELECT {MEMORY_COLUMNS} FROM memories m WHERE m.conversation_id = ? AND m.kind = 'message'"
+                f"SELECT {memory_columns(d)} FROM memories m WHERE m.conversation_id = ? AND m.kind = 'message'"
                 " ORDER BY m.seq DESC LIMIT ?", (conversation_id, len(messages) + 1),
             )
             recent = [memory_from_row(d, row) for row in reversed(latest)]
@@ -93,7 +94,7 @@ class TranscriptStore(SqlParts):
             where += f" AND {d.in_list('m.kind')}"
             params.append(d.listed(kinds))
         rows = await self._fetchall(
-            d.sql(f"SELECT {MEMORY_COLUMNS} FROM memories m WHERE {where} ORDER BY m.seq LIMIT ?"),
+            d.sql(f"SELECT {memory_columns(self._dialect)} FROM memories m WHERE {where} ORDER BY m.seq LIMIT ?"),
             [*params, d.limit(limit)],
             "read the conversation",
         )
@@ -138,7 +139,8 @@ class TranscriptStore(SqlParts):
             )
             rows = await fetchall(
                 conn, d,
-                f"SELECT {MEMORY_COLUMNS} FROM memories m WHERE m.conversation_id = ? ORDER BY m.seq LIMIT ? OFFSET ?",
+                f"SELECT {memory_columns(d)} FROM memories m WHERE m.conversation_id = ? ORDER BY m.seq"
+                " LIMIT ? OFFSET ?",
                 (conversation_id, d.limit(limit), offset),
             )
         memories = [memory_from_row(d, r) for r in rows]
@@ -184,15 +186,16 @@ class TranscriptStore(SqlParts):
                     recent = [*recent, m.content][-CONTEXT_NEIGHBOURS:]
                 rows.append((
                     m.id, c.id, m.kind, m.role, m.actor, d.json(list(m.tool_calls)) if m.tool_calls else None,
-                    m.tool_call_id, m.content, content_hash(m.content), context, d.tags(m.tags), d.json(m.metadata),
+                    m.tool_call_id, m.content, content_hash(m.content), context if d.stores_context else None,
+                    d.tags(m.tags), d.json(m.metadata),
                     m.created_at, m.superseded_by, m.occurred_at, fact_source(m),
                 ))
             added = await d.execute_many(
                 conn,
                 d.sql(
                     "INSERT INTO memories (id, conversation_id, kind, role, actor, tool_calls, tool_call_id,"
-                    " content, content_hash, context, tags, metadata, created_at, superseded_by, occurred_at,"
-                    f" source_seq) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, {SOURCE_SEQ})"
+                    f" content, content_hash, {context_column(d)}, tags, metadata, created_at, superseded_by,"
+                    f" occurred_at, source_seq) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, {SOURCE_SEQ})"
                     " ON CONFLICT DO NOTHING"
                 ),
                 rows,

@@ -35,6 +35,8 @@ class SqliteDialect(Dialect):
     )
     MESSAGES_OF_C = "(SELECT count(*) FROM memories m WHERE m.conversation_id = c.id AND m.kind = 'message')"
     notes_cost = True
+    stores_context = False
+    CONTEXT_OF = "(SELECT x.context FROM memory_contexts x WHERE x.seq = {alias}.seq)"
 
     def tags_all(self, tags: Sequence[str], bind: Callable[[Any], str]) -> str:
         return (

@@ -17,6 +17,7 @@ import anyio
 from ollama_mcp.domain import Facet, SearchFilters
 from ollama_mcp.storage.sqlite import db
 from ollama_mcp.storage.sqlite.base import StoreBase, identity
+from ollama_mcp.storage.sqlite.dialect import SQLITE
 from ollama_mcp.storage.sqlite.rows import (
     FACET_CODES,
     KEPT_CHANGES,
@@ -158,7 +159,7 @@ class KeywordStore(StoreBase):
         # the database thread) reads the state, the change log since ``since``, and the memories
         # new or changed since. Two lookups by rowid for the memories: with "seq > ? OR seq IN
         # (...)" SQLite scans the whole table (23 ms at 100k memories).
-        select = _MEMORY_COLUMNS.format(", m.content, m.context")
+        select = _MEMORY_COLUMNS.format(f", m.content, {SQLITE.context_of('m')}")
         rows = await self._fetchall(
             f"SELECT 0, s.*, NULL, NULL, NULL FROM ({_STATE}) s"
             " UNION ALL SELECT 1, id, memory_seq, NULL, NULL, NULL FROM memory_changes WHERE id > ?2"

@@ -11,7 +11,7 @@ import aiosqlite
 
 from ollama_mcp.domain import EmbeddingRow, Facet, Memory
 from ollama_mcp.storage.memory_rules import CONTEXT_NEIGHBOUR_CHARS, CONTEXT_NEIGHBOURS
-from ollama_mcp.storage.sql.rows import MEMORY_COLUMNS, text_kept
+from ollama_mcp.storage.sql.rows import memory_columns, text_kept
 from ollama_mcp.storage.sql.vectors import VectorRows, missing_vector, pending_from_rows
 from ollama_mcp.storage.sqlite import vector_blocks
 from ollama_mcp.storage.sqlite.base import StoreBase
@@ -49,7 +49,7 @@ class VectorStore(VectorRows, StoreBase):
         content, context = (missing_vector(SQLITE, facet, "?1") for facet in ("content", "context"))
         through = "" if through_seq is None else " AND m.seq <= ?4"  # (a rowid range: "?4 IS NULL OR" would scan on)
         rows = await self._fetchall(
-            f"SELECT {MEMORY_COLUMNS}, {content}, {context} FROM memories m"
+            f"SELECT {memory_columns(SQLITE)}, {content}, {context} FROM memories m"
             f" WHERE m.seq > ?3{through} AND ({content} OR {context}) ORDER BY m.seq LIMIT ?2",
             (model, limit, after_seq) if through_seq is None else (model, limit, after_seq, through_seq),
             "find memories awaiting embeddings",
