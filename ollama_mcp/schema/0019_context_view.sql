@@ -163,7 +163,17 @@ BEGIN
     SELECT RAISE(ABORT, 'a memory stays in its conversation, at its place');
 END;
 
-CREATE TRIGGER memories_bd BEFORE DELETE ON memories BEGIN
+-- A conversation deleted: every context of it leaves the index at once, before the cascade deletes
+-- its memories one by one (each delete would otherwise take its followers out and put them back).
+CREATE TRIGGER conversations_contexts_bd BEFORE DELETE ON conversations BEGIN
+    INSERT INTO memory_contexts_fts (memory_contexts_fts, rowid, context)
+        SELECT 'delete', v.seq, v.context FROM memories m JOIN memory_contexts v ON v.seq = m.seq
+         WHERE m.conversation_id = old.id AND m.seq NOT IN (SELECT seq FROM memory_contexts_pending);
+END;
+
+-- (The memory's conversation is gone while a conversation's delete cascades: nothing of it is in
+-- the index any more.)
+CREATE TRIGGER memories_bd BEFORE DELETE ON memories WHEN EXISTS (SELECT 1 FROM conversations c WHERE c.id = old.conversation_id) BEGIN
     INSERT INTO memory_contexts_fts (memory_contexts_fts, rowid, context)
         SELECT 'delete', v.seq, v.context FROM memory_contexts v
          WHERE (v.seq = old.seq OR v.seq IN (SELECT follower FROM memory_context_followers WHERE seq = old.seq))
@@ -173,17 +183,19 @@ CREATE TRIGGER memories_bd BEFORE DELETE ON memories BEGIN
 END;
 CREATE TRIGGER memories_ad AFTER DELETE ON memories BEGIN
     INSERT INTO memories_fts (memories_fts, rowid, content) VALUES ('delete', old.seq, old.content);
-    INSERT INTO memory_changes (memory_seq) SELECT seq FROM memory_contexts_pending WHERE seq <> old.seq;
+    DELETE FROM memory_contexts_pending WHERE seq = old.seq;
+    INSERT INTO memory_changes (memory_seq) SELECT seq FROM memory_contexts_pending;
     INSERT INTO memory_contexts_fts (rowid, context)
-        SELECT v.seq, v.context FROM memory_contexts v JOIN memory_contexts_pending p ON p.seq = v.seq;
+        SELECT seq, context FROM memory_contexts WHERE seq IN (SELECT seq FROM memory_contexts_pending);
     DELETE FROM memory_contexts_pending;
 END;
 
 -- What a context is made of: a memory's content, its kind, and whether a retention mode redacted
 -- it (its metadata). Other updates (superseded_by, spoken_of, other metadata) change no context.
 CREATE TRIGGER memories_bu BEFORE UPDATE OF content, kind, metadata ON memories
-WHEN old.content IS NOT new.content OR old.kind IS NOT new.kind
-  OR (json_extract(old.metadata, '$.redacted') IS NULL) <> (json_extract(new.metadata, '$.redacted') IS NULL)
+WHEN (old.content IS NOT new.content OR old.kind IS NOT new.kind
+       OR (json_extract(old.metadata, '$.redacted') IS NULL) <> (json_extract(new.metadata, '$.redacted') IS NULL))
+  AND EXISTS (SELECT 1 FROM conversations c WHERE c.id = old.conversation_id)
 BEGIN
     INSERT INTO memory_contexts_fts (memory_contexts_fts, rowid, context)
         SELECT 'delete', v.seq, v.context FROM memory_contexts v
@@ -193,11 +205,12 @@ BEGIN
         SELECT old.seq UNION ALL SELECT follower FROM memory_context_followers WHERE seq = old.seq;
 END;
 CREATE TRIGGER memories_context_au AFTER UPDATE OF content, kind, metadata ON memories
-WHEN old.content IS NOT new.content OR old.kind IS NOT new.kind
-  OR (json_extract(old.metadata, '$.redacted') IS NULL) <> (json_extract(new.metadata, '$.redacted') IS NULL)
+WHEN (old.content IS NOT new.content OR old.kind IS NOT new.kind
+       OR (json_extract(old.metadata, '$.redacted') IS NULL) <> (json_extract(new.metadata, '$.redacted') IS NULL))
+  AND EXISTS (SELECT 1 FROM conversations c WHERE c.id = old.conversation_id)
 BEGIN
     INSERT INTO memory_changes (memory_seq) SELECT seq FROM memory_contexts_pending;
     INSERT INTO memory_contexts_fts (rowid, context)
-        SELECT v.seq, v.context FROM memory_contexts v JOIN memory_contexts_pending p ON p.seq = v.seq;
+        SELECT seq, context FROM memory_contexts WHERE seq IN (SELECT seq FROM memory_contexts_pending);
     DELETE FROM memory_contexts_pending;
 END;
