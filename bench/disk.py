@@ -3,6 +3,7 @@
     python bench/disk.py                          # 10k memories in 200 conversations, about 30 s
     python bench/disk.py --sizes 10000 100000 --json out.json
     python bench/disk.py --dim 768                # nomic-embed-text's vectors instead of MiniLM's
+    python bench/disk.py --settle 70              # the server left idle past its first upkeep
 
 For each size, a store is built as ``bench/mcp_stdio.py`` builds one (Zipf words, synthetic
 vectors for both facets, 384-d by default, the shape of all-MiniLM-L6-v2's), then the real server is started
@@ -78,7 +79,7 @@ def must_keep(db: str, pages: dict[str, int]) -> dict[str, int]:
     return {"text": int(text), "vectors_as_searched": int(vectors), "keyword_index": keywords}
 
 
-def measure(n: int, conversations: int, stores: int, rng: random.Random, dim: int) -> dict[str, Any]:
+def measure(n: int, conversations: int, stores: int, rng: random.Random, dim: int, settle: float) -> dict[str, Any]:
     with tempfile.TemporaryDirectory() as tmp:
         folder = Path(tmp)
         db = str(folder / "bench.db")
@@ -91,7 +92,7 @@ def measure(n: int, conversations: int, stores: int, rng: random.Random, dim: in
             server.initialize()
             for _ in range(stores):
                 server.call("store_memory", content=sentence(rng))
-            time.sleep(1.0)
+            time.sleep(1.0 + settle)
             running = files(folder)
         finally:
             server.close()
@@ -119,10 +120,13 @@ def main() -> None:
     parser.add_argument("--conversations", type=int, default=200)
     parser.add_argument("--stores", type=int, default=200, help="memories stored one by one through the server")
     parser.add_argument("--dim", type=int, default=DIM, help="384: all-minilm; 768: nomic-embed-text; 1024: mxbai")
+    parser.add_argument("--settle", type=float, default=0.0,
+                        help="seconds the server runs idle after the stores (70: past its first upkeep, which folds"
+                             " the rows left after the whole blocks when no vector came since its start)")
     parser.add_argument("--json", type=Path)
     args = parser.parse_args()
     rng = random.Random(11)
-    results = [measure(n, args.conversations, args.stores, rng, args.dim) for n in args.sizes]
+    results = [measure(n, args.conversations, args.stores, rng, args.dim, args.settle) for n in args.sizes]
     for result in results:
         print(json.dumps(result, indent=1), flush=True)
     if args.json:

@@ -163,6 +163,61 @@ async def test_only_whole_blocks_are_folded_and_a_second_fold_finds_nothing(sett
     assert layout(db) == (2 * 36, 2 * 64, 2 * 64, 2)
 
 
+def blocks_of(db: Database) -> list[tuple[str, int]]:
+    """(facet, slots) of each block, oldest first."""
+    return [(str(facet), int(n)) for facet, n in db.rows("SELECT facet, n FROM vector_blocks ORDER BY id")]
+
+
+@pytest.mark.parametrize("head_start", [False, True], ids=["read by the index", "read by the head start"])
+async def test_a_quiet_stores_last_rows_fold_into_a_partial_block_that_the_next_fold_packs_with_the_rows_that_came(
+    settings: Settings, db: Database, head_start: bool
+) -> None:
+    async with open_app(settings, background=False) as app:
+        await fill(app, 100, 5)
+        assert await fold(app) == 2 * 64  # whole blocks only: 36 rows a facet wait
+        expected = await ranking(app)
+        assert await store_of(app).fold_vectors(app.settings.embed_model, BLOCK, tail=40) == 0  # fewer than 40
+        assert await store_of(app).fold_vectors(app.settings.embed_model, BLOCK, tail=8) == 2 * 36
+        assert blocks_of(db) == [("content", 64), ("context", 64), ("content", 36), ("context", 36)]
+        assert layout(db) == (0, 2 * 100, 2 * 100, 4)
+        assert_each_vector_once(db)
+        assert await ranking(app) == expected
+        assert await store_of(app).fold_vectors(app.settings.embed_model, BLOCK, tail=8) == 0  # nothing waits
+
+        await fill(app, 40, 6)  # 36 in the partial block and 40 new: a whole block and 12
+        assert await fold(app) == 2 * 64
+        assert blocks_of(db) == [("content", 64), ("context", 64), ("content", 64), ("context", 64)]
+        assert layout(db) == (2 * 12, 2 * 128, 2 * 128, 4)
+        assert await store_of(app).fold_vectors(app.settings.embed_model, BLOCK, tail=8) == 2 * 12
+        assert blocks_of(db)[-2:] == [("content", 12), ("context", 12)]
+        assert_each_vector_once(db)
+        expected = await ranking(app)
+        size = app.ranker.vectors.size
+    async with opened(settings, head_start) as second:
+        assert await ranking(second) == expected
+        assert second.ranker.vectors.size == size
+
+
+async def test_once_no_vector_came_since_its_last_upkeep_a_store_folds_its_last_rows_and_gives_back_free_pages_and_its_log(
+    settings: Settings, db: Database, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(vector_blocks, "BLOCK_ROWS", BLOCK)
+    monkeypatch.setattr(vector_blocks, "TAIL_ROWS", 8)
+    async with open_app(settings, background=False) as app:
+        await fill(app, 100, 7)
+        await app.ranker.upkeep()  # the first fold of this process: whole blocks
+        assert layout(db) == (2 * 36, 2 * 64, 2 * 64, 2)
+        assert db.count("PRAGMA freelist_count") > 0  # the emptied rows' pages, kept for the next writes
+        await app.service.store_memory("one more", (await app.service.init_conversation("later")).id)
+        await app.indexer.backfill_once()
+        await app.ranker.upkeep()  # a vector came since: the rows wait
+        assert layout(db) == (2 * 37, 2 * 64, 2 * 64, 2)
+        await app.ranker.upkeep()  # none came since
+        assert layout(db) == (0, 2 * 101, 2 * 101, 4)
+        assert db.count("PRAGMA freelist_count") == 0  # a quiet store gives every free page back
+        assert Path(f"{settings.db_path}-wal").stat().st_size == 0  # and truncates its write-ahead log
+
+
 async def test_memories_deleted_after_a_fold_leave_dead_slots_that_are_never_ranked_here_or_in_a_new_process(
     settings: Settings, db: Database
 ) -> None:

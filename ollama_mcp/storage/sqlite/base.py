@@ -154,6 +154,22 @@ class StoreBase(SqlParts):
                 raise db.translate(exc, "give free pages back to the file system", self.path) from exc
         return int(free[0]) - int(left[0] if left else 0)
 
+    async def settle(self) -> None:
+        """What a quiet store's upkeep does last: every free page goes back to the file system, and
+        the write-ahead log is checkpointed and truncated to nothing, unless another connection
+        is reading or writing it then (never waited for: the next quiet upkeep tries again)."""
+        await self.give_back_free_pages(0)
+        async with self._lock:
+            try:
+                await self._conn.execute("PRAGMA busy_timeout = 0")
+                try:
+                    await (await self._conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")).fetchall()
+                finally:
+                    await self._conn.execute(f"PRAGMA busy_timeout = {db.BUSY_TIMEOUT_MS}")
+            except sqlite3.Error as exc:
+                if exc.sqlite_errorcode & 0xFF not in (sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED):
+                    raise db.translate(exc, "truncate the write-ahead log", self.path) from exc
+
     async def data_version(self) -> int:
         """Changes whenever another connection commits: lets caches notice other processes."""
         rows = await self._fetchall("PRAGMA data_version", (), "read the data version")

@@ -26,6 +26,7 @@ from ollama_mcp.storage.ranking import (
     timely,
     told_range,
 )
+from ollama_mcp.storage.sqlite import vector_blocks
 from ollama_mcp.storage.sqlite.keyword_index import KeywordIndex
 from ollama_mcp.storage.sqlite.store import FACET_CODES, KIND_CODES, SearchReads, Store
 from ollama_mcp.storage.sqlite.vector_index import EarlyLoad, VectorIndex
@@ -120,6 +121,7 @@ class HybridSearch:
         self.keywords = KeywordIndex(store, self._searching.quiet)
         self.tuning = tuning or SearchTuning()
         self._merged_at = 0  # the memory count when this process last merged the keyword index
+        self._newest_vector = -1  # the newest vector row when this process last folded
         self._common: dict[str, bool] = {}  # word -> is it common? (for the store size below)
         self._common_for_size = 0
         self._memory_count = 0
@@ -228,27 +230,37 @@ class HybridSearch:
     async def upkeep(self, min_new: int = 0) -> bool:
         """Fold the vectors waiting in rows into blocks (``vector_blocks``); load the keyword index once
         the store is large; merge FTS5's keyword index into one segment if ``min_new`` memories
-        (stored by any process) arrived since this process last did. Returns whether it merged."""
-        await self._fold()
+        (stored by any process) arrived since this process last did. A quiet store (no vector
+        came since the last upkeep) then gives every free page back to the file system, not only
+        those past the few megabytes kept for the next writes, and truncates its write-ahead log
+        (``settle``). Returns whether it merged."""
+        quiet = await self._fold()
         await self.vectors.read_own_vectors()  # those a load since the warm-up left on disk
         count = await self._store.approximate_memory_count()
         if self.keywords.loaded:
             await self.keywords.refresh()  # what searches left to it (a large catch-up)
         else:
             await self._hold_keywords(count)
-        if count == self._merged_at or count - self._merged_at < min_new:
-            return False
-        await self._store.merge_keyword_indexes()
-        self._merged_at = count
-        return True
+        merged = count != self._merged_at and count - self._merged_at >= min_new
+        if merged:
+            await self._store.merge_keyword_indexes()
+            self._merged_at = count
+        if quiet:
+            await self._store.settle()
+        return merged
 
-    async def _fold(self) -> None:
+    async def _fold(self) -> bool:
         """Keep each vector once: empty the blocks that lost a quarter of their slots, then fold
         the rows waiting into blocks, a block's worth at a time (``VectorStore.fold_vectors``),
-        and give the pages the rows left back to the file system."""
+        and give the pages the rows left back to the file system. When no vector came since the
+        last fold (a quiet store), the rows left after the whole blocks are folded too, into a
+        partial block. Returns whether the store was quiet."""
+        newest = await self._store.newest_vector_id(self.vectors.model)
+        quiet, self._newest_vector = newest == self._newest_vector, newest
         await self._store.compact_vector_blocks(self.vectors.model)
-        if await self._store.fold_vectors(self.vectors.model):
+        if await self._store.fold_vectors(self.vectors.model, tail=vector_blocks.TAIL_ROWS if quiet else 0):
             await self._store.give_back_free_pages()  # the rows' pages the fold emptied
+        return quiet
 
     async def _hold_keywords(self, memory_count: int) -> None:
         """Load the in-memory keyword index once the store is large enough to need it. Below that

@@ -130,11 +130,25 @@ class VectorStore(VectorRows, StoreBase):
             for row, vector in zip(rows, vectors, strict=True)
         ]
 
-    async def fold_vectors(self, model: str, block_rows: int | None = None) -> int:
+    async def newest_vector_id(self, model: str) -> int:
+        """The id of ``model``'s newest vector row (0 for none): it grows whenever a vector is
+        stored, and stays when a fold rewrites rows (ids are kept)."""
+        rows = await self._fetchall(
+            "SELECT coalesce(max(id), 0) FROM memory_embeddings WHERE model = ?", (model,), "find the newest vector",
+        )
+        return int(rows[0][0])
+
+    async def fold_vectors(self, model: str, block_rows: int | None = None, *, tail: int = 0) -> int:
         """Fold ``model``'s rows that hold their vector into blocks, ``block_rows`` of one facet and
         dimension to a block, oldest first, while a whole block's worth waits; returns the rows
         folded. Each block is one transaction (the block, and its rows emptied), so a crash or
-        another process folding at once leaves every vector exactly once, in a row or a slot."""
+        another process folding at once leaves every vector exactly once, in a row or a slot.
+
+        With ``tail`` (the upkeep of a store no vector came to since its last), the rows left
+        after the whole blocks are folded too, into one partial block, when at least ``tail`` of a
+        facet wait. A partial block goes back into its rows first whenever a fold will write a
+        block of its facet: it stays the newest block of its facet, and is packed anew with the
+        rows that came since."""
         block_rows = block_rows or vector_blocks.BLOCK_ROWS
         waiting = await self._fetchall(
             "SELECT facet, dim, count(*) FROM memory_embeddings WHERE model = ? AND block_id IS NULL"
@@ -142,14 +156,28 @@ class VectorStore(VectorRows, StoreBase):
         )
         folded = 0
         for facet, dim, count in waiting:
-            for _ in range(int(count) // block_rows):
-                done = await self._fold_block(model, facet, int(dim), block_rows)
+            partial = await self._fetchall(
+                "SELECT id, n - dead FROM vector_blocks WHERE model = ? AND facet = ? AND dim = ? AND n < ?",
+                (model, facet, dim, block_rows), "find the partial blocks",
+            )
+            total = int(count) + sum(int(live) for _, live in partial)
+            whole = total // block_rows
+            rest = total - whole * block_rows
+            if not whole and not (tail and int(count) >= tail):
+                continue
+            for block, _ in partial:
+                await self._unfold_block(int(block))
+            for _ in range(whole):
+                done = await self._fold_block(model, facet, int(dim), block_rows, block_rows)
                 if not done:
                     break  # another process folded them meanwhile
                 folded += done
+            if tail and rest >= tail:
+                folded += await self._fold_block(model, facet, int(dim), rest, tail)
         return folded
 
-    async def _fold_block(self, model: str, facet: str, dim: int, block_rows: int) -> int:
+    async def _fold_block(self, model: str, facet: str, dim: int, block_rows: int, least: int) -> int:
+        """Fold the oldest ``block_rows`` rows of a facet waiting into one block, if ``least`` wait."""
         dtype = HELD[facet]
         async with self._transaction("fold vectors into a block") as conn:
             rows = list(await conn.execute_fetchall(
@@ -159,7 +187,7 @@ class VectorStore(VectorRows, StoreBase):
                 " WHERE e.model = ? AND e.facet = ? AND e.dim = ? AND e.block_id IS NULL ORDER BY e.id LIMIT ?",
                 (model, facet, dim, block_rows),
             ))
-            if len(rows) < block_rows:
+            if len(rows) < least:
                 return 0
             cursor = await conn.execute(
                 "INSERT INTO vector_blocks (model, facet, dim, dtype, n, slots, vectors) VALUES (?, ?, ?, ?, ?, ?, ?)",
@@ -193,18 +221,22 @@ class VectorStore(VectorRows, StoreBase):
             "find blocks to compact",
         )
         for (block,) in blocks:
-            async with self._transaction("compact a vector block") as conn:
-                # (none, when another process compacted it meanwhile: then nothing is read or moved)
-                live = list(await conn.execute_fetchall(
-                    "SELECT id, slot FROM memory_embeddings WHERE block_id = ?", (block,)
-                ))
-                vectors = await vectors_of(conn, [(None, block, slot) for _, slot in live])
-                await conn.executemany(
-                    "UPDATE memory_embeddings SET vector = ?, block_id = NULL, slot = NULL WHERE id = ?",
-                    [(vector, row_id) for (row_id, _), vector in zip(live, vectors, strict=True)],
-                )
-                await conn.execute("DELETE FROM vector_blocks WHERE id = ?", (block,))
+            await self._unfold_block(int(block))
         return len(blocks)
+
+    async def _unfold_block(self, block: int) -> None:
+        """Put a block's live vectors back into their rows, at the block's precision, and drop
+        the block, in one transaction (nothing is read or moved when another process did it)."""
+        async with self._transaction("put a vector block back into its rows") as conn:
+            live = list(await conn.execute_fetchall(
+                "SELECT id, slot FROM memory_embeddings WHERE block_id = ?", (block,)
+            ))
+            vectors = await vectors_of(conn, [(None, block, slot) for _, slot in live])
+            await conn.executemany(
+                "UPDATE memory_embeddings SET vector = ?, block_id = NULL, slot = NULL WHERE id = ?",
+                [(vector, row_id) for (row_id, _), vector in zip(live, vectors, strict=True)],
+            )
+            await conn.execute("DELETE FROM vector_blocks WHERE id = ?", (block,))
 
 
 Cell = tuple[bytes | None, int | None, int | None]  # a row's (vector, block_id, slot)
