@@ -198,7 +198,7 @@ async def test_a_quiet_stores_last_rows_fold_into_a_partial_block_that_the_next_
         assert second.ranker.vectors.size == size
 
 
-async def test_once_no_vector_came_since_its_last_upkeep_a_store_folds_its_last_rows_and_gives_back_free_pages_and_its_log(
+async def test_a_store_no_vector_came_to_since_its_last_upkeep_folds_its_last_rows_and_gives_back_pages_and_log(
     settings: Settings, db: Database, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setattr(vector_blocks, "BLOCK_ROWS", BLOCK)
