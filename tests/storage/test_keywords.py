@@ -6,7 +6,7 @@ from __future__ import annotations
 import random
 import sqlite3
 from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
+from contextlib import asynccontextmanager, closing
 from dataclasses import replace
 from pathlib import Path
 
@@ -232,6 +232,30 @@ async def test_a_search_sees_what_another_process_inserted_deleted_or_rewrote_si
         crane = await mine.service.search(search_request("crane", conv.id))
         assert [h.memory.id for h in crane.hits] == [a.memory.id]
         await assert_ranks_as_fts5(index, db_path, [["crane"], ["budget", "zeppelin"], ["red", "tuesday"]])
+
+
+async def test_the_contexts_another_process_changed_by_deleting_a_memory_are_matched_as_fts5_matches_them(
+    settings: Settings, db_path: Path
+) -> None:
+    # On SQLite a context is computed (schema 19): deleting a memory changes the contexts of the
+    # next two without any row of theirs being written (the triggers log them as changed). Every
+    # process's in-memory keyword index must still match them as FTS5 does.
+    async with two_processes(settings) as (mine, theirs):
+        conv = await mine.service.init_conversation("shared")
+        texts = ["the harbour crane is red", "the zeppelin lands on tuesday", "the invoice for the crane",
+                 "the budget meeting moved", "lunch with the auditors"]
+        stored = [(await mine.service.store_memory(text, conv.id)).memory for text in texts]
+        index = KeywordIndex(mine.store)  # another index on my connection, loaded now
+        await index.refresh()
+        await assert_ranks_as_fts5(index, db_path, [["zeppelin"], ["harbour"]])
+        await theirs.service.delete_memory(stored[1].id)  # the zeppelin: in the invoice's and the budget's
+        with closing(sqlite3.connect(db_path)) as conn:
+            (budget,) = conn.execute("SELECT context FROM memory_contexts WHERE seq = ?", (stored[3].seq,)).fetchone()
+        assert budget == "the harbour crane is red\nthe invoice for the crane\nthe budget meeting moved"
+        await assert_ranks_as_fts5(index, db_path, [["zeppelin"], ["harbour"], ["invoice", "budget"]])
+        assert fts5_scores(db_path, "memory_contexts_fts", ["zeppelin"]) == {}
+        harbour = fts5_scores(db_path, "memory_contexts_fts", ["harbour"])
+        assert set(harbour) == {stored[0].seq, stored[2].seq, stored[3].seq}  # the lunch's are the invoice and budget
 
 
 async def test_a_process_that_fell_behind_a_pruned_change_log_reloads_its_keyword_index(
