@@ -37,10 +37,10 @@ class PostgresDialect(Dialect):
     NAME_LIKE = "{column} ILIKE ?"  # backslash is LIKE's escape character by default
     # Kept in columns by triggers (schema_postgres/0004).
     NOTES_OF_C = "c.memory_count"
-    stores_context = True
-    CONTEXT_OF = "{alias}.context"
     MESSAGES_OF_C = "c.message_count"
     notes_cost = False
+    stores_context = True
+    CONTEXT_OF = "{alias}.context"
 
     def tags_all(self, tags: Sequence[str], bind: Callable[[Any], str]) -> str:
         return f"m.tags @> {bind(list(tags))}"  # the GIN index on tags serves it

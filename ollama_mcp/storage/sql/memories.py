@@ -74,14 +74,14 @@ class MemoryStore(SqlParts):
         d = self._dialect
         written: list[EmbeddingRow] = []
         async with self._transaction("import memories") as conn:
-            rows: list[tuple[Memory, str, str]] = []
+            rows: list[tuple[Memory, str, str | None]] = []
             seen: dict[str, set[str]] = {}
             recent: dict[str, list[str]] = {}
             for memory in memories:
                 conv = memory.conversation_id
                 if conv not in recent:
                     await lock_conversation(conn, d, conv)  # raises if the conversation does not exist
-                    recent[conv] = await earlier_contents(conn, d, conv)
+                    recent[conv] = await earlier_contents(conn, d, conv) if d.stores_context else []
                     hashes = [content_hash(m.content) for m in memories if m.conversation_id == conv]
                     existing = await fetchall(
                         conn, d,
@@ -94,10 +94,12 @@ class MemoryStore(SqlParts):
                 if memory.kind == "note" and digest in seen[conv]:
                     continue
                 seen[conv].add(digest)
-                context = memory.content
-                if not own_context(memory):
-                    context = compose_context(recent[conv], memory.content)
-                    recent[conv] = [*recent[conv], memory.content][-CONTEXT_NEIGHBOURS:]
+                context = None  # (SQLite computes it: schema/0019_context_view.sql)
+                if d.stores_context:
+                    context = memory.content
+                    if not own_context(memory):
+                        context = compose_context(recent[conv], memory.content)
+                        recent[conv] = [*recent[conv], memory.content][-CONTEXT_NEIGHBOURS:]
                 rows.append((memory, digest, context))
             await d.execute_many(
                 conn,
@@ -106,7 +108,7 @@ class MemoryStore(SqlParts):
                     f" {context_column(d)}, tags, metadata, created_at, occurred_at, spoken_of)"
                     " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
                 ),
-                [(m.id, m.conversation_id, m.kind, m.content, digest, context if d.stores_context else None,
+                [(m.id, m.conversation_id, m.kind, m.content, digest, context,
                   d.tags(m.tags), d.json(m.metadata),
                   m.created_at, m.occurred_at, times_named(m.content, m.occurred_at)) for m, digest, context in rows],
             )

@@ -177,16 +177,18 @@ class TranscriptStore(SqlParts):
                  c.rolling_summary, c.created_at, c.ended_at, c.expires_at),
             ) > 0
             await lock_conversation(conn, d, c.id)
-            recent = await earlier_contents(conn, d, c.id)
+            recent = await earlier_contents(conn, d, c.id) if d.stores_context else []
             rows = []
             for m in memories:
-                context = m.content
-                if not own_context(m):
-                    context = compose_context(recent, m.content)
-                    recent = [*recent, m.content][-CONTEXT_NEIGHBOURS:]
+                context = None  # (SQLite computes it: schema/0019_context_view.sql)
+                if d.stores_context:
+                    context = m.content
+                    if not own_context(m):
+                        context = compose_context(recent, m.content)
+                        recent = [*recent, m.content][-CONTEXT_NEIGHBOURS:]
                 rows.append((
                     m.id, c.id, m.kind, m.role, m.actor, d.json(list(m.tool_calls)) if m.tool_calls else None,
-                    m.tool_call_id, m.content, content_hash(m.content), context if d.stores_context else None,
+                    m.tool_call_id, m.content, content_hash(m.content), context,
                     d.tags(m.tags), d.json(m.metadata),
                     m.created_at, m.superseded_by, m.occurred_at, fact_source(m),
                 ))
