@@ -11,7 +11,7 @@ import subprocess
 import sys
 import time
 from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
+from contextlib import asynccontextmanager, closing
 from dataclasses import replace
 from pathlib import Path
 
@@ -27,7 +27,7 @@ from ollama_mcp.storage.sqlite import block_read, vector_blocks
 from ollama_mcp.storage.sqlite import db as sqlite_db
 from ollama_mcp.storage.sqlite import matrix as vectors
 from ollama_mcp.storage.sqlite.store import FACET_CODES, Store
-from tests.conftest import Database
+from tests.conftest import Database, sqlite_store_at
 
 pytestmark = [pytest.mark.anyio, pytest.mark.sqlite_only]  # the SQLite backend's vector blocks
 
@@ -88,13 +88,16 @@ def layout(db: Database) -> tuple[int, int, int, int]:
     """(rows holding their vector, rows folded, live slots by the blocks' counts, blocks)."""
     unfolded = db.count("SELECT count(*) FROM memory_embeddings WHERE vector IS NOT NULL AND block_id IS NULL")
     folded = db.count("SELECT count(*) FROM memory_embeddings WHERE vector IS NULL AND block_id IS NOT NULL")
-    live = db.count("SELECT coalesce(sum(n - dead), 0) FROM vector_blocks")
+    live = db.count("SELECT coalesce(sum(n), 0) FROM vector_blocks") - db.count(
+        "SELECT count(*) FROM vector_block_dead"
+    )
     return unfolded, folded, live, db.count("SELECT count(*) FROM vector_blocks")
 
 
 def assert_each_vector_once(db: Database) -> None:
     """Every row holds its vector or points at a slot of an existing block (never both, never
-    neither), no two rows share a slot, and each block's count of dead slots is exact."""
+    neither), no two rows share a slot, and each slot of a block has a row or is listed dead, never
+    both (the count on the block itself is no longer kept: it stays 0)."""
     assert db.count("SELECT count(*) FROM memory_embeddings WHERE (vector IS NULL) = (block_id IS NULL)") == 0
     assert db.count(
         "SELECT count(*) FROM memory_embeddings e WHERE e.block_id IS NOT NULL"
@@ -105,9 +108,16 @@ def assert_each_vector_once(db: Database) -> None:
         " GROUP BY block_id, slot HAVING count(*) > 1)"
     ) == 0
     assert db.rows(
-        "SELECT b.id FROM vector_blocks b WHERE b.n - b.dead"
+        "SELECT b.id FROM vector_blocks b"
+        " WHERE b.n - (SELECT count(*) FROM vector_block_dead d WHERE d.block_id = b.id)"
         " != (SELECT count(*) FROM memory_embeddings e WHERE e.block_id = b.id)"
     ) == []
+    assert db.count(
+        "SELECT count(*) FROM vector_block_dead d"
+        " WHERE EXISTS (SELECT 1 FROM memory_embeddings e WHERE e.block_id = d.block_id AND e.slot = d.slot)"
+        " OR NOT EXISTS (SELECT 1 FROM vector_blocks b WHERE b.id = d.block_id AND d.slot BETWEEN 0 AND b.n - 1)"
+    ) == 0
+    assert db.count("SELECT count(*) FROM vector_blocks WHERE dead <> 0") == 0
 
 
 @pytest.mark.parametrize("head_start", [False, True], ids=["read by the index", "read by the head start"])
@@ -226,7 +236,9 @@ async def test_memories_deleted_after_a_fold_leave_dead_slots_that_are_never_ran
         gone = await fill(app, 64, 6)
         assert await fold(app) == 256
         await app.service.delete_conversation(gone)
-        assert sorted(db.rows("SELECT facet, n, dead FROM vector_blocks")) == [
+        assert sorted(db.rows(
+            "SELECT facet, n, (SELECT count(*) FROM vector_block_dead d WHERE d.block_id = b.id) FROM vector_blocks b"
+        )) == [
             ("content", 64, 0), ("content", 64, 64), ("context", 64, 0), ("context", 64, 64),
         ]
         assert_each_vector_once(db)
@@ -391,7 +403,7 @@ async def test_a_block_that_lost_a_quarter_of_its_slots_is_compacted_and_folded_
         assert await fold(app) == 2 * 64
         assert_each_vector_once(db)
         expected_after = await ranking(app)
-    assert db.count("SELECT count(*) FROM vector_blocks WHERE dead > 0") == 0
+    assert db.count("SELECT count(*) FROM vector_block_dead") == 0
     async with open_app(settings, background=False) as fresh:
         assert await ranking(fresh) == expected_after
 
@@ -576,6 +588,67 @@ async def test_a_store_of_the_schema_before_blocks_upgrades_in_place_and_folds_i
     with sqlite3.connect(path) as conn:
         assert conn.execute("PRAGMA integrity_check").fetchall() == [("ok",)]
         assert conn.execute("SELECT count(*) FROM memory_embeddings WHERE vector IS NULL").fetchone() == (8,)
+
+
+async def test_a_store_upgraded_from_counted_dead_slots_lists_them_keeps_its_ids_counter_and_ranks_as_before(
+    settings: Settings, tmp_path: Path
+) -> None:
+    """Schema 19 counted a block's dead slots on the block (and kept a creation time per row);
+    schema 20 lists them in ``vector_block_dead``. The upgrade finds which slots were dead from
+    the rows left, and keeps AUTOINCREMENT's counter above the deleted newest rows' ids."""
+    path = tmp_path / "old" / "memory.db"
+    sqlite_store_at(path, 19)
+    model, own, conversation = settings.embed_model, unit_vectors(21, 7), "0e5c4a1e-0000-4000-8000-000000000001"
+    with closing(sqlite3.connect(path, isolation_level=None)) as conn:
+        conn.execute("PRAGMA foreign_keys = ON")
+        conn.execute("INSERT INTO conversations (id, name, created_at) VALUES (?, 'c', '2026-01-01')", (conversation,))
+        for n in range(1, 8):
+            conn.execute(
+                "INSERT INTO memories (seq, id, conversation_id, kind, content, content_hash, created_at)"
+                " VALUES (?, ?, ?, 'note', ?, ?, '2026-01-01')", (n, f"m{n}", conversation, f"memory {n}", f"h{n}"),
+            )
+        for facet, first in (("content", 1), ("context", 7)):  # ids 1-6 and 7-12 for m1-m6
+            conn.executemany(
+                "INSERT INTO memory_embeddings (id, memory_seq, model, facet, chunk_index, dim, vector, created_at)"
+                " VALUES (?, ?, ?, ?, 0, ?, ?, '2026-01-01')",
+                [(first + i, i + 1, model, facet, DIM, own[i].tobytes()) for i in range(6)],
+            )
+            dtype = vector_blocks.HELD[facet]
+            block = conn.execute(
+                "INSERT INTO vector_blocks (model, facet, dim, dtype, n, slots, vectors) VALUES (?, ?, ?, ?, 6, ?, ?)",
+                (model, facet, DIM, dtype,
+                 vector_blocks.encode_slots(range(first, first + 6), range(1, 7), [1] * 6, [0] * 6),
+                 vector_blocks.encode_vectors([v.tobytes() for v in own[:6]], dtype)),
+            ).lastrowid
+            conn.executemany(
+                "UPDATE memory_embeddings SET vector = NULL, block_id = ?, slot = ? WHERE id = ?",
+                [(block, i, first + i) for i in range(6)],
+            )
+        conn.executemany(  # m7's two vectors, not folded: ids 13 and 14
+            "INSERT INTO memory_embeddings (memory_seq, model, facet, chunk_index, dim, vector, created_at)"
+            " VALUES (7, ?, ?, 0, ?, ?, '2026-01-01')",
+            [(model, facet, DIM, own[6].tobytes()) for facet in FACET_CODES],
+        )
+        conn.execute("DELETE FROM memories WHERE id IN ('m5', 'm7')")  # slot 4 of each block dies; 13, 14 go
+        assert conn.execute("SELECT facet, n, dead FROM vector_blocks ORDER BY id").fetchall() == [
+            ("content", 6, 1), ("context", 6, 1),
+        ]
+    upgraded = replace(settings, db_path=path)
+    async with open_app(upgraded, background=False) as app:
+        firsts = [[hit.memory.id for hit in await app.ranker.search("", own[i], SearchFilters(), None, 10, None)][:1]
+                  for i in range(6)]
+        assert app.ranker.vectors.loaded_from == "blocks" and app.ranker.vectors.size == 10
+        assert firsts == [["m1"], ["m2"], ["m3"], ["m4"], [], ["m6"]]  # m5's slots are dead
+        stored = await app.service.store_memory("a memory after the upgrade", conversation)
+    db = Database("sqlite", str(path))
+    assert db.rows("SELECT b.facet, d.slot FROM vector_block_dead d JOIN vector_blocks b ON b.id = d.block_id"
+                   " ORDER BY 1") == [("content", 4), ("context", 4)]
+    assert_each_vector_once(db)
+    assert "created_at" not in {row[1] for row in db.rows("PRAGMA table_info(memory_embeddings)")}
+    assert db.rows(  # the first vector after the upgrade is given 15: 13 and 14 are never given again
+        "SELECT min(e.id) FROM memory_embeddings e JOIN memories m ON m.seq = e.memory_seq WHERE m.id = ?",
+        stored.memory.id,
+    ) == [(15,)]
 
 
 async def test_a_new_store_gives_the_pages_a_fold_emptied_back_to_the_file_system_and_an_older_one_keeps_them(

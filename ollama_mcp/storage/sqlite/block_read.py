@@ -105,22 +105,27 @@ def _read(conn: sqlite3.Connection, model: str, own: bool) -> Found:
     if first is None:
         return Found(model, None)
     found = Found(model, int(first[0]))
-    for (block,) in conn.execute("SELECT id FROM vector_blocks WHERE model = ? AND dead > 0", (model,)).fetchall():
-        found.live[int(block)] = [slot for (slot,) in conn.execute(
-            "SELECT slot FROM memory_embeddings WHERE block_id = ? ORDER BY slot", (block,)  # (an index range)
-        )]
+    dead: dict[int, set[int]] = {}
+    for block, slot in conn.execute(
+        "SELECT d.block_id, d.slot FROM vector_block_dead d JOIN vector_blocks b ON b.id = d.block_id"
+        " WHERE b.model = ?", (model,),
+    ):
+        dead.setdefault(int(block), set()).add(int(slot))
     # Each block's vectors by an incremental blob read: it copies the blob's pages into the bytes
     # with the GIL released (a column read copies them twice, holding it), while a new process's
     # main thread is importing the app.
     mapped = 0
-    for block, facet, dim, dtype, n, dead, slots in conn.execute(
-        "SELECT id, facet, dim, dtype, n, dead, slots FROM vector_blocks WHERE model = ? ORDER BY id", (model,)
+    for block, facet, dim, dtype, n, slots in conn.execute(
+        "SELECT id, facet, dim, dtype, n, slots FROM vector_blocks WHERE model = ? ORDER BY id", (model,)
     ).fetchall():
-        if not own and facet == "content" and dead == 0:
-            found.blocks.append((block, facet, dim, dtype, n, dead, slots, None))
+        gone = dead.get(block, set())
+        if gone:
+            found.live[block] = [slot for slot in range(n) if slot not in gone]
+        if not own and facet == "content" and not gone:
+            found.blocks.append((block, facet, dim, dtype, n, 0, slots, None))
             continue
         with conn.blobopen("vector_blocks", "vectors", block, readonly=True) as blob:
-            found.blocks.append((block, facet, dim, dtype, n, dead, slots, blob.read()))
+            found.blocks.append((block, facet, dim, dtype, n, len(gone), slots, blob.read()))
         mapped += len(found.blocks[-1][7])
         if mapped >= UNMAP_BYTES:
             _unmap(conn)

@@ -36,9 +36,8 @@ NEWEST_CHANGE = "(SELECT coalesce(max(seq), 0) FROM sqlite_sequence WHERE name =
 async def insert_embedding_rows(conn: aiosqlite.Connection, rows: Sequence[EmbeddingRow]) -> int:
     before = conn.total_changes
     await conn.executemany(
-        "INSERT OR IGNORE INTO memory_embeddings (memory_seq, model, facet, chunk_index, dim, vector, created_at)"
-        " SELECT ?, ?, ?, ?, ?, ?, strftime('%Y-%m-%dT%H:%M:%fZ', 'now')"
-        " WHERE EXISTS (SELECT 1 FROM memories WHERE seq = ?)",
+        "INSERT OR IGNORE INTO memory_embeddings (memory_seq, model, facet, chunk_index, dim, vector)"
+        " SELECT ?, ?, ?, ?, ?, ? WHERE EXISTS (SELECT 1 FROM memories WHERE seq = ?)",
         [(r.memory_seq, r.model, r.facet, r.chunk_index, r.dim, r.vector, r.memory_seq) for r in rows],
     )
     return conn.total_changes - before

@@ -94,9 +94,7 @@ class VectorStore(VectorRows, StoreBase):
         async with self._transaction("load vectors", write=False) as conn:
             total = None
             if count:
-                counts = await (await conn.execute(
-                    "SELECT count(*) FROM memory_embeddings WHERE model = ?", (model,)
-                )).fetchone()
+                counts = await (await conn.execute(MODEL_ROWS, (model,))).fetchone()
                 total = int(counts[0]) if counts else 0
             cursor = await conn.execute(
                 "SELECT e.id, e.memory_seq, c.rowid, m.kind, e.facet, e.dim, e.vector, e.block_id, e.slot"
@@ -131,10 +129,14 @@ class VectorStore(VectorRows, StoreBase):
         ]
 
     async def newest_vector_id(self, model: str) -> int:
-        """The id of ``model``'s newest vector row (0 for none): it grows whenever a vector is
-        stored, and stays when a fold rewrites rows (ids are kept)."""
+        """The id the newest vector row was given, of any model (0 for none): it grows whenever a
+        vector is stored, and stays when a fold rewrites rows (ids are kept) or rows are deleted
+        (AUTOINCREMENT's counter, read in constant time). ``model`` is not asked: a vector of
+        another model only makes the store seem busy one upkeep longer."""
+        del model
         rows = await self._fetchall(
-            "SELECT coalesce(max(id), 0) FROM memory_embeddings WHERE model = ?", (model,), "find the newest vector",
+            "SELECT coalesce(max(seq), 0) FROM sqlite_sequence WHERE name = 'memory_embeddings'", (),
+            "find the newest vector",
         )
         return int(rows[0][0])
 
@@ -157,7 +159,8 @@ class VectorStore(VectorRows, StoreBase):
         folded = 0
         for facet, dim, count in waiting:
             partial = await self._fetchall(
-                "SELECT id, n - dead FROM vector_blocks WHERE model = ? AND facet = ? AND dim = ? AND n < ?",
+                f"SELECT b.id, b.n - {DEAD_SLOTS} FROM vector_blocks b WHERE b.model = ? AND b.facet = ? AND b.dim = ?"
+                " AND b.n < ?",
                 (model, facet, dim, block_rows), "find the partial blocks",
             )
             total = int(count) + sum(int(live) for _, live in partial)
@@ -181,7 +184,7 @@ class VectorStore(VectorRows, StoreBase):
         dtype = HELD[facet]
         async with self._transaction("fold vectors into a block") as conn:
             rows = list(await conn.execute_fetchall(
-                "SELECT e.id, e.memory_seq, c.rowid, m.kind, e.vector, e.chunk_index, e.created_at"
+                "SELECT e.id, e.memory_seq, c.rowid, m.kind, e.vector, e.chunk_index"
                 " FROM memory_embeddings e"
                 " JOIN memories m ON m.seq = e.memory_seq JOIN conversations c ON c.id = m.conversation_id"
                 " WHERE e.model = ? AND e.facet = ? AND e.dim = ? AND e.block_id IS NULL ORDER BY e.id LIMIT ?",
@@ -205,9 +208,9 @@ class VectorStore(VectorRows, StoreBase):
                 (json.dumps([row[0] for row in rows]),),
             )
             await conn.executemany(
-                "INSERT INTO memory_embeddings (id, memory_seq, model, facet, chunk_index, dim, vector, created_at,"
-                " block_id, slot) VALUES (?, ?, ?, ?, ?, ?, NULL, ?, ?, ?)",
-                [(row[0], row[1], model, facet, row[5], dim, row[6], block, slot) for slot, row in enumerate(rows)],
+                "INSERT INTO memory_embeddings (id, memory_seq, model, facet, chunk_index, dim, vector, block_id, slot)"
+                " VALUES (?, ?, ?, ?, ?, ?, NULL, ?, ?)",
+                [(row[0], row[1], model, facet, row[5], dim, block, slot) for slot, row in enumerate(rows)],
             )
         return len(rows)
 
@@ -217,7 +220,7 @@ class VectorStore(VectorRows, StoreBase):
         block's precision, for the next fold to pack anew, and the block is dropped; returns
         the blocks emptied. One transaction a block, as a fold."""
         blocks = await self._fetchall(
-            "SELECT id FROM vector_blocks WHERE model = ? AND dead * 4 > n ORDER BY id", (model,),
+            f"SELECT b.id FROM vector_blocks b WHERE b.model = ? AND {DEAD_SLOTS} * 4 > b.n ORDER BY b.id", (model,),
             "find blocks to compact",
         )
         for (block,) in blocks:
@@ -228,9 +231,14 @@ class VectorStore(VectorRows, StoreBase):
         """Put a block's live vectors back into their rows, at the block's precision, and drop
         the block, in one transaction (nothing is read or moved when another process did it)."""
         async with self._transaction("put a vector block back into its rows") as conn:
-            live = list(await conn.execute_fetchall(
-                "SELECT id, slot FROM memory_embeddings WHERE block_id = ?", (block,)
-            ))
+            found = await (await conn.execute("SELECT n, slots FROM vector_blocks WHERE id = ?", (block,))).fetchone()
+            if found is None:
+                return  # another process did it
+            dead = {int(slot) for (slot,) in await conn.execute_fetchall(
+                "SELECT slot FROM vector_block_dead WHERE block_id = ?", (block,)
+            )}
+            ids = vector_blocks.decode_slots(bytes(found[1]), int(found[0]))[0].tolist()
+            live = [(row_id, slot) for slot, row_id in enumerate(ids) if slot not in dead]
             vectors = await vectors_of(conn, [(None, block, slot) for _, slot in live])
             await conn.executemany(
                 "UPDATE memory_embeddings SET vector = ?, block_id = NULL, slot = NULL WHERE id = ?",
@@ -238,6 +246,14 @@ class VectorStore(VectorRows, StoreBase):
             )
             await conn.execute("DELETE FROM vector_blocks WHERE id = ?", (block,))
 
+
+# A block's dead slots (schema/0020_slim_vector_rows.sql), for a statement over ``vector_blocks b``.
+DEAD_SLOTS = "(SELECT count(*) FROM vector_block_dead d WHERE d.block_id = b.id)"
+# A model's vector rows, counted without reading them: its blocks' live slots, and its rows not folded yet.
+MODEL_ROWS = (
+    f"SELECT (SELECT coalesce(sum(b.n - {DEAD_SLOTS}), 0) FROM vector_blocks b WHERE b.model = ?1)"
+    " + (SELECT count(*) FROM memory_embeddings WHERE model = ?1 AND block_id IS NULL)"
+)
 
 Cell = tuple[bytes | None, int | None, int | None]  # a row's (vector, block_id, slot)
 
