@@ -570,6 +570,31 @@ def test_a_matrix_counts_its_rows_per_conversation_and_kind_as_they_come_and_go(
     assert +matrix.per_conversation == {3: 1, 7: 2, 0: 1} and +matrix.per_kind == {0: 2, 1: 1, 2: 1}
 
 
+@pytest.mark.parametrize("conversations", [1, 2, 5, 40], ids=["every row", "half", "a fifth", "a fortieth"])
+def test_a_scope_of_few_rows_is_scored_by_its_rows_alone_exactly_as_multiplying_every_row_scores_it(
+    conversations: int,
+) -> None:
+    """Rows of a conversation spread over three blocks (a part one), with a kind filter and a list of
+    memories on top: every row in scope gets the score a plain product gives, every other -inf."""
+    rng = np.random.default_rng(conversations)
+    n = 2 * vectors.BLOCK_ROWS + 300
+    held = rng.standard_normal((n, 16)).astype(np.float32)
+    convs, kinds = rng.integers(0, conversations, n), rng.integers(0, 2, n).astype(np.int8)
+    matrix = vectors.Matrix(16, np.dtype(np.float32))
+    matrix.extend(np.arange(n), np.arange(100, 100 + n), convs, kinds, held)
+    query = rng.standard_normal(16).astype(np.float32)
+    seqs = frozenset(range(100, 100 + n, 3))
+    for scope, inside in [
+        (Scope(conversation_key=0), convs == 0),
+        (Scope(conversation_key=0, kind_codes=(1,)), (convs == 0) & (kinds == 1)),
+        (Scope(conversation_key=0, memory_seqs=seqs), (convs == 0) & (np.arange(n) % 3 == 0)),
+        (Scope(conversation_key=conversations), np.zeros(n, dtype=bool)),  # a conversation with no row
+    ]:
+        scores = matrix.scores(query, scope)
+        assert np.array_equal(np.isfinite(scores), inside)
+        assert np.allclose(scores[inside], held[inside] @ query, atol=1e-5)
+
+
 async def test_a_store_of_the_schema_before_blocks_upgrades_in_place_and_folds_its_vectors_ranking_as_before(
     settings: Settings, tmp_path: Path
 ) -> None:
