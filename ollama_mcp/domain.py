@@ -388,6 +388,17 @@ class StoreSummary:
 
 
 @dataclass(frozen=True)
+class Shrunk:
+    """What ``shrink`` did to a SQLite store's files: their bytes before and after (the database
+    and its write-ahead log), and whether the log could be emptied (another process reading then
+    keeps it until its next quiet upkeep)."""
+
+    before: int
+    after: int
+    log_left: int
+
+
+@dataclass(frozen=True)
 class Check:
     """One line of ``doctor``: what was checked, whether it is fine, and what to do if not."""
 

@@ -21,7 +21,7 @@ from typing import TextIO
 from ollama_mcp import audit, inputs
 from ollama_mcp.app import open_app
 from ollama_mcp.config import LOCAL_PRINCIPAL, Settings
-from ollama_mcp.domain import AccessToken, WriteRecord, counted, format_timestamp
+from ollama_mcp.domain import AccessToken, Shrunk, WriteRecord, counted, format_timestamp
 from ollama_mcp.errors import InvalidInputError, OllamaMcpError, StorageError
 from ollama_mcp.services import export, tokens
 from ollama_mcp.services.archive import ImportReport
@@ -165,6 +165,26 @@ async def prune(settings: Settings, dry_run: bool) -> list[tuple[str, str]]:
             deleted = set(await app.lifecycle.sweep())
             names = [(cid, name) for cid, name in names if cid in deleted]
     return names
+
+
+async def shrink(settings: Settings) -> list[tuple[str, Shrunk]] | None:
+    """Give back the space each SQLite store of ``settings`` holds free (the local principal's,
+    then every other principal's file), each opened as the server opens it (migrated first); the
+    file of each with what was done. None on PostgreSQL, which does it by itself."""
+    if store_file(settings) is None:
+        return None
+    _must_exist(settings, "shrink")
+    done: list[tuple[str, Shrunk]] = []
+    for principal in [LOCAL_PRINCIPAL, *await principal_stores(settings)]:
+        chosen = settings.for_principal(principal)
+        store, _ = await open_backend(chosen)
+        try:
+            shrunk = await store.shrink()
+        finally:
+            await store.aclose()
+        if shrunk is not None:
+            done.append((str(store_file(chosen)), shrunk))
+    return done
 
 
 async def migrate(settings: Settings, destination: Settings) -> tuple[dict[str, CopyReport], AccessReport]:

@@ -122,6 +122,15 @@ def _parser() -> argparse.ArgumentParser:
         "them. The server also does this at start-up and hourly. --dry-run lists without deleting.",
     )
     pruner.add_argument("--dry-run", action="store_true", help="list what would be deleted; delete nothing")
+    commands.add_parser(
+        "shrink",
+        help="give back the disk space a SQLite store holds free (an older version's store keeps it)",
+        description="Rewrites the SQLite database (and each person's, for the HTTP server) without the "
+        "free space deleted rows left, and lets it give such space back by itself from then on: a store "
+        "created by ollama-mcp 0.1.0 keeps it otherwise (`ollama-mcp doctor` says how much). Run it with "
+        "no client running: it holds the database while it copies it (seconds per 100 MB), and other "
+        "processes' writes wait for it. Nothing stored changes. PostgreSQL does this by itself.",
+    )
     migrator = commands.add_parser(
         "migrate",
         help="copy the whole store to another backend (a PostgreSQL URL, or a SQLite file)",
@@ -425,6 +434,16 @@ def _maintenance(settings: Settings, args: argparse.Namespace) -> int:
             print(f"  {conversation_id}  {count:>7,}  {name}")
         if args.older_than:
             print(f"{verb} {older:,} older memories from the conversations still in use")
+    elif args.command == "shrink":
+        shrunk = anyio.run(admin.shrink, settings)
+        if shrunk is None:
+            print("PostgreSQL gives the space of deleted rows back by itself (autovacuum); nothing to do")
+        for path, result in shrunk or []:
+            print(f"{path}: {result.before / 2**20:,.1f} MiB -> {result.after / 2**20:,.1f} MiB"
+                  f" ({max(result.before - result.after, 0) / 2**20:,.1f} MiB given back)")
+            if result.log_left:
+                print(f"  its write-ahead log keeps {result.log_left / 2**20:,.1f} MiB while another process reads"
+                      " the store; that process empties it when it is next idle")
     elif args.command == "prune":
         found = anyio.run(admin.prune, settings, args.dry_run)
         verb = "would delete" if args.dry_run else "deleted"

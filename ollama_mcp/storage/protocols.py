@@ -41,6 +41,7 @@ from ollama_mcp.domain import (
     RelationKind,
     SearchFilters,
     SearchHit,
+    Shrunk,
     WriteRecord,
 )
 from ollama_mcp.when import TimeWindow
@@ -444,6 +445,11 @@ class StorageLife(Protocol):
         """A context for writing many memories and vectors at once (``migrate``): a backend may
         postpone index upkeep to its end. Everything written inside is stored and findable as
         usual; an interruption leaves at most slower searches, until the next write."""
+        ...
+
+    async def shrink(self) -> Shrunk | None:
+        """Give the file system back the space the store's file holds free (``ollama-mcp
+        shrink``); None where the backend does that by itself (PostgreSQL's autovacuum)."""
         ...
 
     async def aclose(self) -> None: ...

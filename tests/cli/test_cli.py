@@ -8,9 +8,11 @@ import json
 import os
 import shlex
 import socket
+import sqlite3
 import subprocess
 import sys
 from collections.abc import Callable
+from contextlib import closing
 from pathlib import Path
 from typing import Any
 
@@ -21,6 +23,7 @@ from mcp import Client, StdioServerParameters
 from ollama_mcp.app import open_app
 from ollama_mcp.cli.admin import ProgressLine
 from ollama_mcp.config import Settings
+from ollama_mcp.domain import SearchRequest
 from ollama_mcp.storage.sqlite import db as sqlite_db
 from tests.conftest import Database, sqlite_store_at
 from tests.fake_ollama import FakeModel, FakeOllama
@@ -199,6 +202,7 @@ def test_prune_dry_run_lists_and_prune_deletes_expired_conversations(db: Databas
     ("import", "importing twice changes nothing"),
     ("reembed", "running it again resumes"),
     ("prune", "--dry-run"),
+    ("shrink", "Nothing stored changes"),
     ("stats", "Read-only"),
     ("ui", "prints its link, which carries a fresh session token"),
 ])
@@ -448,3 +452,74 @@ def test_a_command_on_an_older_sqlite_store_says_from_which_schema_it_upgraded_i
     newest = sqlite_db.migrations()[-1].version
     assert done.returncode == 0 and len(logged) == 1
     assert f"upgraded the memory store at {path} from schema 10 to {newest} ({newest - 10} migrations)" in logged[0]
+
+
+@pytest.mark.sqlite_only
+def test_shrink_gives_an_older_stores_free_space_back_keeping_every_conversations_key_and_ranking(
+    tmp_path: Path, fake_ollama: FakeOllama
+) -> None:
+    """A store made before schema 18 keeps its free pages (auto_vacuum off); doctor says so, and
+    `shrink` gives them back. The conversations' keys (which vector blocks keep per slot) survive
+    the upgrade and the VACUUM, gaps and all, and a search of one conversation ranks as before."""
+    path = tmp_path / "old.db"
+    sqlite_store_at(path, 17)
+    with closing(sqlite3.connect(path, isolation_level=None)) as conn:
+        for n, name in enumerate(("kept", "dropped", "filler"), start=1):
+            conn.execute("INSERT INTO conversations (id, name, created_at) VALUES (?, ?, '2026-01-01')",
+                         (f"00000000-0000-4000-8000-00000000000{n}", name))
+        conn.execute("DELETE FROM conversations WHERE name = 'dropped'")  # keys 1 and 3: a gap
+    kept, filler = "00000000-0000-4000-8000-000000000001", "00000000-0000-4000-8000-000000000003"
+    settings = Settings.from_env({"OLLAMA_MCP_DB": str(path), "OLLAMA_HOST": fake_ollama.url})
+
+    async def searched() -> list[list[str]]:
+        async with open_app(settings, background=False) as app:
+            while await app.indexer.backfill_once():
+                pass
+            await app.ranker.upkeep()  # (folds the vectors into blocks: their slots keep the keys)
+            found = [await app.service.search(SearchRequest(query, top_k=3, conversation_id=kept))
+                     for query in ("lisbon flights", "hotel booking", "museum tickets")]
+            return [[hit.memory.content for hit in outcome.hits] for outcome in found]
+
+    async def fill() -> None:
+        async with open_app(settings, background=False) as app:
+            for text in ("Flights to Lisbon on May 3", "The hotel is booked near the river",
+                         "Museum tickets for Saturday"):
+                await app.service.store_memory(text, kept)
+            await app.service.import_memories(filler, [f"{i} " + "filler text " * 400 for i in range(4500)])
+
+    anyio.run(fill)
+    with closing(sqlite3.connect(path, isolation_level=None)) as conn:
+        conn.execute("PRAGMA foreign_keys = ON")
+        conn.execute("DELETE FROM conversations WHERE id = ?", (filler,))  # ~20 MB of text: free pages
+        assert conn.execute("PRAGMA auto_vacuum").fetchone() == (0,)
+    before = anyio.run(searched)
+    assert before[0][0] == "Flights to Lisbon on May 3"
+    db = Database("sqlite", str(path))
+    db.rows("PRAGMA wal_checkpoint(TRUNCATE)")
+    free = db.count("PRAGMA freelist_count") * db.count("PRAGMA page_size")
+    assert free > 16 * 2**20
+    doctor = run(db, fake_ollama, "doctor")
+    assert "FAIL disk" not in doctor.stdout and "warn disk" in doctor.stdout and "ollama-mcp shrink" in doctor.stdout
+    size = path.stat().st_size
+    done = run(db, fake_ollama, "shrink")
+    assert done.returncode == 0, done.stderr
+    assert f"{path}: " in done.stdout and "MiB given back" in done.stdout
+    wal = Path(f"{path}-wal")
+    assert path.stat().st_size <= size - free and (not wal.exists() or wal.stat().st_size == 0)
+    assert db.rows("PRAGMA auto_vacuum") == [(2,)] and db.rows("PRAGMA integrity_check") == [("ok",)]
+    assert db.rows("SELECT key, rowid, id FROM conversations") == [(1, 1, kept)]
+    assert anyio.run(searched) == before
+    assert "disk" not in run(db, fake_ollama, "doctor").stdout
+
+
+def test_shrink_on_postgresql_says_there_is_nothing_to_do_and_on_a_missing_file_creates_nothing(
+    db: Database, fake_ollama: FakeOllama, tmp_path: Path
+) -> None:
+    if db.backend == "postgres":
+        done = run(db, fake_ollama, "shrink")
+        assert done.returncode == 0 and "PostgreSQL gives the space of deleted rows back by itself" in done.stdout
+        return
+    missing = Database("sqlite", str(tmp_path / "none.db"))
+    done = run(missing, fake_ollama, "shrink")
+    assert done.returncode == 2 and "There is no memory database at" in done.stderr
+    assert not (tmp_path / "none.db").exists()

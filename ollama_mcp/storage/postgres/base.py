@@ -220,6 +220,10 @@ class PgStoreBase(SqlParts):
         for model, dim in sorted(postponed):
             await self.ensure_vector_index(model, dim)
 
+    async def shrink(self) -> None:
+        """Nothing to do: PostgreSQL's autovacuum makes the space of deleted rows reusable, and the
+        server's administrator decides about giving it back (``VACUUM FULL``)."""
+
     @asynccontextmanager
     async def _connection(self, action: str) -> AsyncIterator[psycopg.AsyncConnection]:
         """A pooled connection (autocommit), with errors translated once; while the pool has

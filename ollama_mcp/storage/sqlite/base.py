@@ -13,7 +13,7 @@ import aiosqlite
 import anyio
 
 from ollama_mcp import audit
-from ollama_mcp.domain import EmbeddingRow
+from ollama_mcp.domain import EmbeddingRow, Shrunk
 from ollama_mcp.errors import StorageError
 from ollama_mcp.storage.sql.parts import SqlParts
 from ollama_mcp.storage.sqlite import block_read, db
@@ -169,6 +169,35 @@ class StoreBase(SqlParts):
             except sqlite3.Error as exc:
                 if exc.sqlite_errorcode & 0xFF not in (sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED):
                     raise db.translate(exc, "truncate the write-ahead log", self.path) from exc
+
+    async def shrink(self) -> Shrunk:
+        """Rewrite the file without its free pages (``VACUUM``), made able to give free pages back
+        from then on (``auto_vacuum = INCREMENTAL``: a store created before schema 18 gains it
+        here), then empty the write-ahead log the rewrite went through, unless another connection
+        reads it then. Every key another process or a vector block holds is an INTEGER PRIMARY KEY
+        (conversations' since schema 21), which VACUUM keeps. It holds the write lock while it
+        copies the file: other processes' writes wait for it (up to ``BUSY_TIMEOUT_MS``)."""
+        before = self._file_bytes()
+        async with self._lock:
+            try:
+                await self._conn.execute("PRAGMA auto_vacuum = INCREMENTAL")
+                await self._conn.execute("VACUUM")
+                await self._conn.execute("PRAGMA busy_timeout = 0")
+                try:
+                    await (await self._conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")).fetchall()
+                except sqlite3.Error as exc:
+                    if exc.sqlite_errorcode & 0xFF not in (sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED):
+                        raise
+                finally:
+                    await self._conn.execute(f"PRAGMA busy_timeout = {db.BUSY_TIMEOUT_MS}")
+            except sqlite3.Error as exc:
+                raise db.translate(exc, "give the database's free space back", self.path) from exc
+        wal = self.path.with_name(self.path.name + "-wal")
+        return Shrunk(before, self._file_bytes(), wal.stat().st_size if wal.exists() else 0)
+
+    def _file_bytes(self) -> int:
+        """The database's bytes on disk with its write-ahead log."""
+        return sum(p.stat().st_size for p in (self.path, self.path.with_name(self.path.name + "-wal")) if p.exists())
 
     async def data_version(self) -> int:
         """Changes whenever another connection commits: lets caches notice other processes."""

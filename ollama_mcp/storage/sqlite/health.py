@@ -14,9 +14,13 @@ from ollama_mcp.domain import Check, StoreSummary
 from ollama_mcp.errors import StorageError
 from ollama_mcp.storage.migrations import schema_check
 from ollama_mcp.storage.sqlite.db import damaged, fts5_missing, migrations
-from ollama_mcp.storage.sqlite.summary import quick_check, summarize
+from ollama_mcp.storage.sqlite.summary import free_space, quick_check, summarize
 
 MIN_FREE_BYTES = 50 * 2**20  # below this a new store (and its WAL) soon fills the disk
+# Free pages worth a `shrink` in a store that keeps them (auto_vacuum off): this many bytes, and
+# this share of the file. (A store that gives them back keeps up to 4 MB for its next writes.)
+COMPACT_AT_BYTES = 16 * 2**20
+COMPACT_AT_SHARE = 0.1
 
 
 def checks(path: Path, model: str) -> tuple[list[Check], StoreSummary | None]:
@@ -31,7 +35,9 @@ def holdings(path: Path, model: str) -> tuple[list[tuple[str, str]], StoreSummar
         return [("database", f"{path} (not created yet)")], None, []
     size = sum(p.stat().st_size for p in (path, path.with_name(path.name + "-wal")) if p.exists())
     summary = summarize(path, model)
-    return [("backend", f"SQLite {sqlite_version}"), ("database", f"{path} ({size / 2**20:.1f} MiB)"),
+    free, _ = free_space(path)
+    held = f", {free / 2**20:.1f} MiB of it free" if free >= 2**20 else ""
+    return [("backend", f"SQLite {sqlite_version}"), ("database", f"{path} ({size / 2**20:.1f} MiB{held})"),
             ("schema", str(summary.schema_version))], summary, []
 
 
@@ -61,7 +67,16 @@ def _database(path: Path, model: str) -> tuple[list[Check], StoreSummary | None]
     if problem is not None:
         return [*checks, Check("database", False, str(damaged(path, f"SQLite's quick_check found: {problem}")))], None
     state = schema_check(str(path), summary.schema_version, migrations()[-1].version, sum(summary.memories.values()))
-    return [*checks, state], summary if state.ok else None
+    return [*checks, state, *_space_held(path)], summary if state.ok else None
+
+
+def _space_held(path: Path) -> list[Check]:
+    """A line when the file holds much free space it will not give back by itself."""
+    free, auto_vacuum = free_space(path)
+    if auto_vacuum or free < max(COMPACT_AT_BYTES, COMPACT_AT_SHARE * path.stat().st_size):
+        return []
+    return [Check("disk", False, f"{free / 2**20:,.1f} MiB of {path} are free space that an older version's store "
+                  "keeps; run `ollama-mcp shrink` with no client running to give it back.", blocking=False)]
 
 
 def _creatable(path: Path) -> Check:

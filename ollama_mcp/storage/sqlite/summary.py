@@ -42,6 +42,18 @@ def summarize(path: Path, model: str) -> StoreSummary:
         raise _unreadable(path, exc, "read the database") from exc
 
 
+def free_space(path: Path) -> tuple[int, int]:
+    """The bytes of ``path``'s free pages, read-only, and whether the store gives them back by
+    itself (``auto_vacuum``: a store created before schema 18 does not, until ``ollama-mcp shrink``)."""
+    try:
+        with sqlite3.connect(f"file:{path}?mode=ro", uri=True) as conn:
+            conn.execute(f"PRAGMA busy_timeout = {db.BUSY_TIMEOUT_MS}")
+            free = conn.execute("PRAGMA freelist_count").fetchone()[0] * conn.execute("PRAGMA page_size").fetchone()[0]
+            return int(free), int(conn.execute("PRAGMA auto_vacuum").fetchone()[0])
+    except sqlite3.Error as exc:
+        raise _unreadable(path, exc, "read the database") from exc
+
+
 def quick_check(path: Path) -> str | None:
     """SQLite's ``quick_check`` of ``path``, read-only: None when sound, else its first finding.
     It reads the whole file (about a second per GB): for doctor, not for every start."""
