@@ -595,6 +595,24 @@ def test_a_scope_of_few_rows_is_scored_by_its_rows_alone_exactly_as_multiplying_
         assert np.allclose(scores[inside], held[inside] @ query, atol=1e-5)
 
 
+def test_a_large_matrix_multiplied_in_two_halves_gives_every_row_its_own_product() -> None:
+    """From ``SPLIT_ROWS`` on, a helper thread multiplies half of the blocks (17 here, the last one
+    part full): every row gets the score a plain product gives, and a scope over half the rows
+    keeps the others at -inf."""
+    rng = np.random.default_rng(7)
+    n = vectors.SPLIT_ROWS + 300
+    held = rng.standard_normal((n, 16)).astype(np.float32)
+    convs = rng.integers(0, 2, n)
+    matrix = vectors.Matrix(16, np.dtype(np.float32))
+    matrix.extend(np.arange(n), np.arange(n), convs, np.zeros(n, dtype=np.int8), held)
+    for _ in range(3):
+        query = rng.standard_normal(16).astype(np.float32)
+        assert np.allclose(matrix.scores(query, Scope()), held @ query, atol=1e-5)
+        half = matrix.scores(query, Scope(conversation_key=1))
+        assert np.array_equal(np.isfinite(half), convs == 1)
+        assert np.allclose(half[convs == 1], (held @ query)[convs == 1], atol=1e-5)
+
+
 async def test_a_store_of_the_schema_before_blocks_upgrades_in_place_and_folds_its_vectors_ranking_as_before(
     settings: Settings, tmp_path: Path
 ) -> None:

@@ -5,8 +5,10 @@ in step with the database."""
 
 from __future__ import annotations
 
+import threading
 from collections import Counter
 from collections.abc import Iterable
+from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 
@@ -33,6 +35,23 @@ FEW_ROWS = 256
 # picking rows out of the blocks costs more a row, and won at a quarter of the rows in a scratch
 # probe (9 against 14 ms, rows spread over every block), lost at half (bench/README.md).
 SPARSE_SHARE = 0.25
+# From this many rows on, the plain product is split in two: the calling thread multiplies one
+# half of the blocks, a helper thread the other (numpy lets go of the GIL). The product is bound by
+# memory bandwidth, which one core does not fill: 15.5 against 9.8 ms at 100k x 384 on this
+# workplace's 2 cores, 0.45 against 0.29 ms at 10k (a scratch probe; bench/README.md). More than two
+# parts was not measured (no machine here has more cores).
+SPLIT_ROWS = 16 * BLOCK_ROWS
+_helper: ThreadPoolExecutor | None = None
+_helper_made = threading.Lock()
+
+
+def _helper_thread() -> ThreadPoolExecutor:
+    """The one helper thread every matrix of the process shares, made on first use."""
+    global _helper
+    with _helper_made:
+        if _helper is None:
+            _helper = ThreadPoolExecutor(1, thread_name_prefix="ollama-mcp-product")
+        return _helper
 
 
 class _RowIndex:
@@ -272,15 +291,24 @@ class Matrix:
                     scores[chosen] = self._dot_rows(chosen, query)
                 return scores
         scores = np.empty(self.n, dtype=np.float32)
-        for i, block in enumerate(self.blocks):
-            start = i * BLOCK_ROWS
-            rows = min(BLOCK_ROWS, self.n - start)
-            if rows <= 0:
-                break
-            np.matmul(block[:rows], query, out=scores[start:start + rows])
+        used = -(-self.n // BLOCK_ROWS)
+        if self.n >= SPLIT_ROWS:
+            other = _helper_thread().submit(self._product, query, scores, used // 2, used)
+            self._product(query, scores, 0, used // 2)
+            other.result()
+        else:
+            self._product(query, scores, 0, used)
         if mask is not None:
             np.copyto(scores, -np.inf, where=~mask)
         return scores
+
+    def _product(self, query: np.ndarray, scores: np.ndarray, first: int, last: int) -> None:
+        """``query``'s dot product with every row of blocks ``first`` to ``last`` (excluded), into
+        their places in ``scores``."""
+        for i in range(first, last):
+            start = i * BLOCK_ROWS
+            rows = min(BLOCK_ROWS, self.n - start)
+            np.matmul(self.blocks[i][:rows], query, out=scores[start:start + rows])
 
     def similarities(self, query: np.ndarray, seqs: Iterable[int]) -> dict[int, float]:
         """The similarity of each of ``seqs`` that has rows here, by its best row."""
