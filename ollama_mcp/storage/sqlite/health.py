@@ -19,8 +19,8 @@ from ollama_mcp.storage.sqlite.summary import free_space, quick_check, summarize
 MIN_FREE_BYTES = 50 * 2**20  # below this a new store (and its WAL) soon fills the disk
 # Free pages worth a `shrink` in a store that keeps them (auto_vacuum off): this many bytes, and
 # this share of the file. (A store that gives them back keeps up to 4 MB for its next writes.)
-COMPACT_AT_BYTES = 16 * 2**20
-COMPACT_AT_SHARE = 0.1
+SHRINK_AT_BYTES = 16 * 2**20
+SHRINK_AT_SHARE = 0.1
 
 
 def checks(path: Path, model: str) -> tuple[list[Check], StoreSummary | None]:
@@ -73,7 +73,7 @@ def _database(path: Path, model: str) -> tuple[list[Check], StoreSummary | None]
 def _space_held(path: Path) -> list[Check]:
     """A line when the file holds much free space it will not give back by itself."""
     free, auto_vacuum = free_space(path)
-    if auto_vacuum or free < max(COMPACT_AT_BYTES, COMPACT_AT_SHARE * path.stat().st_size):
+    if auto_vacuum or free < max(SHRINK_AT_BYTES, SHRINK_AT_SHARE * path.stat().st_size):
         return []
     return [Check("disk", False, f"{free / 2**20:,.1f} MiB of {path} are free space that an older version's store "
                   "keeps; run `ollama-mcp shrink` with no client running to give it back.", blocking=False)]
