@@ -390,8 +390,8 @@ class StoreSummary:
 @dataclass(frozen=True)
 class Shrunk:
     """What ``shrink`` did to a SQLite store's files: their bytes before and after (the database
-    and its write-ahead log), and whether the log could be emptied (another process reading then
-    keeps it until its next quiet upkeep)."""
+    and its write-ahead log), and the bytes the log still holds (another process reading then
+    keeps it until its next quiet upkeep; 0 when it could be emptied)."""
 
     before: int
     after: int

@@ -128,7 +128,7 @@ def _parser() -> argparse.ArgumentParser:
         description="Rewrites the SQLite database (and each person's, for the HTTP server) without the "
         "free space deleted rows left, and lets it give such space back by itself from then on: a store "
         "created by ollama-mcp 0.1.0 keeps it otherwise (`ollama-mcp doctor` says how much). Run it with "
-        "no client running: it holds the database while it copies it (seconds per 100 MB), and other "
+        "no client running: it holds the database while it copies it (about a second per 100 MB), and other "
         "processes' writes wait for it. Nothing stored changes. PostgreSQL does this by itself.",
     )
     migrator = commands.add_parser(

@@ -161,14 +161,21 @@ class StoreBase(SqlParts):
         await self.give_back_free_pages(0)
         async with self._lock:
             try:
-                await self._conn.execute("PRAGMA busy_timeout = 0")
-                try:
-                    await (await self._conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")).fetchall()
-                finally:
-                    await self._conn.execute(f"PRAGMA busy_timeout = {db.BUSY_TIMEOUT_MS}")
+                await self._truncate_log()
             except sqlite3.Error as exc:
-                if exc.sqlite_errorcode & 0xFF not in (sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED):
-                    raise db.translate(exc, "truncate the write-ahead log", self.path) from exc
+                raise db.translate(exc, "truncate the write-ahead log", self.path) from exc
+
+    async def _truncate_log(self) -> None:
+        """Checkpoint the write-ahead log and truncate it to nothing, unless another connection is
+        reading or writing it then (never waited for). Call it holding ``_lock``."""
+        await self._conn.execute("PRAGMA busy_timeout = 0")
+        try:
+            await (await self._conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")).fetchall()
+        except sqlite3.Error as exc:
+            if exc.sqlite_errorcode & 0xFF not in (sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED):
+                raise
+        finally:
+            await self._conn.execute(f"PRAGMA busy_timeout = {db.BUSY_TIMEOUT_MS}")
 
     async def shrink(self) -> Shrunk:
         """Rewrite the file without its free pages (``VACUUM``), made able to give free pages back
@@ -177,27 +184,16 @@ class StoreBase(SqlParts):
         reads it then. Every key another process or a vector block holds is an INTEGER PRIMARY KEY
         (conversations' since schema 21), which VACUUM keeps. It holds the write lock while it
         copies the file: other processes' writes wait for it (up to ``BUSY_TIMEOUT_MS``)."""
-        before = self._file_bytes()
+        before = db.bytes_on_disk(self.path)
         async with self._lock:
             try:
                 await self._conn.execute("PRAGMA auto_vacuum = INCREMENTAL")
                 await self._conn.execute("VACUUM")
-                await self._conn.execute("PRAGMA busy_timeout = 0")
-                try:
-                    await (await self._conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")).fetchall()
-                except sqlite3.Error as exc:
-                    if exc.sqlite_errorcode & 0xFF not in (sqlite3.SQLITE_BUSY, sqlite3.SQLITE_LOCKED):
-                        raise
-                finally:
-                    await self._conn.execute(f"PRAGMA busy_timeout = {db.BUSY_TIMEOUT_MS}")
+                await self._truncate_log()
             except sqlite3.Error as exc:
                 raise db.translate(exc, "give the database's free space back", self.path) from exc
-        wal = self.path.with_name(self.path.name + "-wal")
-        return Shrunk(before, self._file_bytes(), wal.stat().st_size if wal.exists() else 0)
-
-    def _file_bytes(self) -> int:
-        """The database's bytes on disk with its write-ahead log."""
-        return sum(p.stat().st_size for p in (self.path, self.path.with_name(self.path.name + "-wal")) if p.exists())
+        wal = db.wal_of(self.path)
+        return Shrunk(before, db.bytes_on_disk(self.path), wal.stat().st_size if wal.exists() else 0)
 
     async def data_version(self) -> int:
         """Changes whenever another connection commits: lets caches notice other processes."""

@@ -172,6 +172,16 @@ def _remove_vector_files(path: Path) -> None:
             log.warning("could not remove the old vector file %s: %s", leftover, exc)
 
 
+def wal_of(path: Path) -> Path:
+    """The write-ahead log beside the database at ``path``."""
+    return path.with_name(path.name + "-wal")
+
+
+def bytes_on_disk(path: Path) -> int:
+    """The database's bytes on disk with its write-ahead log (either may not exist)."""
+    return sum(p.stat().st_size for p in (path, wal_of(path)) if p.exists())
+
+
 def fts5_missing() -> str | None:
     """Why this Python's SQLite cannot build our keyword index, or None when it can."""
     try:

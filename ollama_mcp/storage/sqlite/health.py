@@ -13,7 +13,7 @@ from sqlite3 import sqlite_version
 from ollama_mcp.domain import Check, StoreSummary
 from ollama_mcp.errors import StorageError
 from ollama_mcp.storage.migrations import schema_check
-from ollama_mcp.storage.sqlite.db import damaged, fts5_missing, migrations
+from ollama_mcp.storage.sqlite.db import bytes_on_disk, damaged, fts5_missing, migrations
 from ollama_mcp.storage.sqlite.summary import free_space, quick_check, summarize
 
 MIN_FREE_BYTES = 50 * 2**20  # below this a new store (and its WAL) soon fills the disk
@@ -33,7 +33,7 @@ def holdings(path: Path, model: str) -> tuple[list[tuple[str, str]], StoreSummar
     """``stats``' lines before what the store holds, its summary, and the lines after."""
     if not path.exists():
         return [("database", f"{path} (not created yet)")], None, []
-    size = sum(p.stat().st_size for p in (path, path.with_name(path.name + "-wal")) if p.exists())
+    size = bytes_on_disk(path)
     summary = summarize(path, model)
     free, _ = free_space(path)
     held = f", {free / 2**20:.1f} MiB of it free" if free >= 2**20 else ""

@@ -283,13 +283,12 @@ class Matrix:
         """Cosine similarity of every row to ``query``; -inf outside ``scope``. When ``scope`` holds
         few of the rows (``SPARSE_SHARE``), only those are multiplied."""
         mask = self._mask(scope)
-        if mask is not None:
+        if mask is not None and np.count_nonzero(mask) <= SPARSE_SHARE * self.n:
             chosen = np.flatnonzero(mask)
-            if chosen.size <= SPARSE_SHARE * self.n:
-                scores = np.full(self.n, -np.inf, dtype=np.float32)
-                if chosen.size:
-                    scores[chosen] = self._dot_rows(chosen, query)
-                return scores
+            scores = np.full(self.n, -np.inf, dtype=np.float32)
+            if chosen.size:
+                scores[chosen] = self._dot_rows(chosen, query)
+            return scores
         scores = np.empty(self.n, dtype=np.float32)
         used = -(-self.n // BLOCK_ROWS)
         if self.n >= SPLIT_ROWS:

@@ -255,7 +255,7 @@ class HybridSearch:
         and give the pages the rows left back to the file system. When no vector came since the
         last fold (a quiet store), the rows left after the whole blocks are folded too, into a
         partial block. Returns whether the store was quiet."""
-        newest = await self._store.newest_vector_id(self.vectors.model)
+        newest = await self._store.newest_vector_id()
         quiet, self._newest_vector = newest == self._newest_vector, newest
         await self._store.compact_vector_blocks(self.vectors.model)
         if await self._store.fold_vectors(self.vectors.model, tail=vector_blocks.TAIL_ROWS if quiet else 0):

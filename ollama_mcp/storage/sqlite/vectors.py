@@ -128,12 +128,11 @@ class VectorStore(VectorRows, StoreBase):
             for row, vector in zip(rows, vectors, strict=True)
         ]
 
-    async def newest_vector_id(self, model: str) -> int:
+    async def newest_vector_id(self) -> int:
         """The id the newest vector row was given, of any model (0 for none): it grows whenever a
         vector is stored, and stays when a fold rewrites rows (ids are kept) or rows are deleted
-        (AUTOINCREMENT's counter, read in constant time). ``model`` is not asked: a vector of
-        another model only makes the store seem busy one upkeep longer."""
-        del model
+        (AUTOINCREMENT's counter, read in constant time). A vector of another model only makes
+        the store seem busy one upkeep longer."""
         rows = await self._fetchall(
             "SELECT coalesce(max(seq), 0) FROM sqlite_sequence WHERE name = 'memory_embeddings'", (),
             "find the newest vector",
