@@ -38,6 +38,7 @@ class PostgresDialect(Dialect):
     # Kept in columns by triggers (schema_postgres/0004).
     NOTES_OF_C = "c.memory_count"
     MESSAGES_OF_C = "c.message_count"
+    LAST_MEMORY_OF_C = "(SELECT max(m.created_at) FROM memories m WHERE m.conversation_id = c.id)"  # 0005's index
     notes_cost = False
     stores_context = True
     CONTEXT_OF = "{alias}.context"

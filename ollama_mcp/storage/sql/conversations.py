@@ -121,7 +121,7 @@ class ConversationStore(SqlParts):
             self._dialect.sql(
                 f"SELECT {conversation_columns(d)}, {d.message_count()}, t.last_activity, {opening(d)}"
                 f" FROM (SELECT c.{key} AS k, c.created_at, {d.greatest}(c.created_at, coalesce(c.ended_at, ''),"
-                " coalesce((SELECT max(m.created_at) FROM memories m WHERE m.conversation_id = c.id), ''))"
+                f" coalesce({d.LAST_MEMORY_OF_C}, ''))"
                 f" AS last_activity FROM conversations c WHERE {' AND '.join(where)}"
                 f" ORDER BY {first} DESC, c.{key} DESC LIMIT ?) t"
                 f" JOIN conversations c ON c.{key} = t.k ORDER BY t.{first} DESC, t.k DESC"
@@ -241,7 +241,7 @@ class ConversationStore(SqlParts):
                 "SELECT id FROM conversations WHERE expires_at IS NOT NULL AND expires_at <= ?"
                 " UNION SELECT c.id FROM conversations c WHERE CAST(? AS TEXT) IS NOT NULL"
                 f" AND {self._dialect.greatest}(c.created_at, coalesce(c.ended_at, ''),"
-                " coalesce((SELECT max(m.created_at) FROM memories m WHERE m.conversation_id = c.id), '')) < ?"
+                f" coalesce({self._dialect.LAST_MEMORY_OF_C}, '')) < ?"
             ),
             (now, inactive_before, inactive_before), "find expired conversations",
         )

@@ -42,6 +42,9 @@ class Dialect(ABC):
     # A conversation's (``c``) current notes and turns, as columns.
     NOTES_OF_C: str
     MESSAGES_OF_C: str
+    # The newest ``created_at`` of conversation ``c``'s memories (NULL: none), which its last
+    # activity is made of: SQLite keeps it on the row (schema/0022); PostgreSQL reads its index.
+    LAST_MEMORY_OF_C: str
     # Whether counting NOTES_OF_C costs a query (then 0 stands in where the count is not asked for).
     notes_cost: bool
     # A memory's context (its content after the memories before it): PostgreSQL stores it in

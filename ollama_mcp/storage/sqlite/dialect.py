@@ -35,6 +35,7 @@ class SqliteDialect(Dialect):
         " AND m.superseded_by IS NULL)"
     )
     MESSAGES_OF_C = "(SELECT count(*) FROM memories m WHERE m.conversation_id = c.id AND m.kind = 'message')"
+    LAST_MEMORY_OF_C = "c.last_memory_at"
     notes_cost = True
     stores_context = False
     CONTEXT_OF = "(SELECT x.context FROM memory_contexts x WHERE x.seq = {alias}.seq)"
