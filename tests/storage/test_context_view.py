@@ -75,8 +75,9 @@ def new_store(path: Path) -> sqlite3.Connection:
 def add(conn: sqlite3.Connection, n: int, conversation: str, kind: str, content: str, **more: object) -> int:
     columns = ["id", "conversation_id", "kind", "content", "content_hash", "created_at", *more]
     values = [f"m{n}", conversation, kind, content, content_hash(content), "2026-01-01", *more.values()]
-    cursor = conn.execute(
-        f"INSERT INTO memories ({', '.join(columns)}) VALUES ({', '.join('?' * len(columns))})", values
+    cursor = conn.execute(  # (?2: the conversation's id again, for its key)
+        f"INSERT INTO memories ({', '.join(columns)}, conversation_key)"
+        f" VALUES ({', '.join('?' * len(columns))}, (SELECT key FROM conversations WHERE id = ?2))", values
     )
     return int(cursor.lastrowid or 0)
 
@@ -187,8 +188,18 @@ def test_a_memory_placed_before_others_of_its_conversation_or_moved_to_another_i
             add(conn, 4, "a", "message", "squeezed in", seq=12)
         with pytest.raises(sqlite3.IntegrityError, match="stays in its conversation"):
             conn.execute("UPDATE memories SET conversation_id = 'b' WHERE seq = 20")
-        assert conn.execute("SELECT seq, conversation_id FROM memories ORDER BY seq").fetchall() == [
-            (10, "a"), (15, "b"), (20, "a")]
+        with pytest.raises(sqlite3.IntegrityError, match="stays in its conversation"):
+            conn.execute("UPDATE memories SET conversation_key = (SELECT key FROM conversations WHERE id = 'b')"
+                         " WHERE seq = 20")
+        with pytest.raises(sqlite3.IntegrityError, match="conversation_key must be the key of its conversation_id"):
+            conn.execute(  # a row whose key names another conversation than its id
+                "INSERT INTO memories (id, conversation_id, conversation_key, kind, content, content_hash, created_at)"
+                " VALUES ('m9', 'a', (SELECT key FROM conversations WHERE id = 'b'), 'message', 'x', 'h', '2026-01-01')"
+            )
+        assert conn.execute(
+            "SELECT m.seq, m.conversation_id, c.id FROM memories m JOIN conversations c ON c.key = m.conversation_key"
+            " ORDER BY m.seq"
+        ).fetchall() == [(10, "a", "a"), (15, "b", "b"), (20, "a", "a")]
         assert index_differences(conn) == (0, 0)
 
 

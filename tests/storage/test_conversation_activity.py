@@ -14,6 +14,7 @@ import pytest
 
 from ollama_mcp.app import App, open_app
 from ollama_mcp.config import Settings
+from ollama_mcp.storage.memory_rules import content_hash
 from tests.conftest import Database, sqlite_store_at
 
 pytestmark = pytest.mark.anyio
@@ -53,11 +54,13 @@ async def test_a_conversations_last_activity_is_its_newest_memory_through_stores
 
 
 @pytest.mark.sqlite_only
-async def test_a_store_upgraded_to_kept_activity_reads_each_conversations_newest_memory_and_drops_two_indexes(
+async def test_an_upgraded_store_keeps_each_conversations_newest_memory_time_and_finds_its_memories_by_key(
     settings: Settings, tmp_path: Path
 ) -> None:
     """Schema 22 fills ``last_memory_at`` from the memories there (the newest by time, not by
-    seq: a fact keeps its source's time), and drops the two indexes it replaces."""
+    seq: a fact keeps its source's time), and drops the two indexes it replaces; schema 23 gives
+    each memory its conversation's key, and the indexes that find a conversation's memories hold
+    the key instead of the id."""
     path = tmp_path / "old" / "memory.db"
     sqlite_store_at(path, 21)
     a, b, empty = (f"0e5c4a1e-0000-4000-8000-00000000000{n}" for n in (1, 2, 3))
@@ -71,7 +74,8 @@ async def test_a_store_upgraded_to_kept_activity_reads_each_conversations_newest
                                             (3, m3, b, "2026-01-03T12:00:00Z")):
             conn.execute(
                 "INSERT INTO memories (seq, id, conversation_id, kind, content, content_hash, created_at, occurred_at)"
-                " VALUES (?, ?, ?, 'note', ?, ?, ?, ?)", (n, memory, conversation, f"memory {n}", f"h{n}", at, at),
+                " VALUES (?, ?, ?, 'note', ?, ?, ?, ?)",
+                (n, memory, conversation, f"memory {n}", content_hash(f"memory {n}"), at, at),
             )
     upgraded = replace(settings, db_path=path)
     async with open_app(upgraded, background=False) as app:
@@ -82,16 +86,28 @@ async def test_a_store_upgraded_to_kept_activity_reads_each_conversations_newest
         await app.service.delete_memory(m1)
         assert await listed(app) == [(empty, "2026-01-05T00:00:00Z"), (b, "2026-01-03T12:00:00Z"),
                                      (a, "2026-01-01T00:00:00Z")]
+        again = await app.service.store_memory("memory 3", b)  # found by (key, digest) after the upgrade
+        assert again.duplicate and again.memory.id == m3
+        added = await app.service.store_memory("a memory after the upgrade", empty)
+        _, memories, _ = await app.service.snapshot(b)
+        assert [m.id for m in memories] == [m3]
     with closing(sqlite3.connect(path, isolation_level=None)) as conn:  # an older time (a fact's) moves nothing
         conn.execute(
-            "INSERT INTO memories (seq, id, conversation_id, kind, content, content_hash, created_at, occurred_at)"
-            " VALUES (9, ?, ?, 'note', 'memory 9', 'h9', ?, ?)",
+            "INSERT INTO memories (seq, id, conversation_id, conversation_key, kind, content, content_hash,"
+            " created_at, occurred_at) VALUES (9, ?, ?2, (SELECT key FROM conversations WHERE id = ?2), 'note',"
+            " 'memory 9', 'h9', ?, ?)",
             ("0e5c4a1e-0000-4000-8000-000000000109", b, "2026-01-02T06:00:00Z", "2026-01-02T06:00:00Z"),
         )
     db = Database("sqlite", str(path))
     assert db.rows("SELECT id, last_memory_at FROM conversations ORDER BY key") == [
-        (a, None), (b, "2026-01-03T12:00:00Z"), (empty, None),
+        (a, None), (b, "2026-01-03T12:00:00Z"), (empty, added.memory.created_at),
     ]
     indexes = {row[0] for row in db.rows("SELECT name FROM sqlite_master WHERE type = 'index'")}
-    assert "memories_conversation_seq" in indexes
     assert not {"memories_conversation", "memories_created"} & indexes
+    for index in ("memories_conversation_seq", "memories_note_once", "memories_conversation_occurred",
+                  "memories_context_before"):
+        assert db.rows(f"SELECT name FROM pragma_index_info('{index}') WHERE seqno = 0") == [("conversation_key",)]
+    assert db.rows(  # every memory under its conversation's key, the one stored after the upgrade too
+        "SELECT m.id, m.conversation_id = c.id FROM memories m LEFT JOIN conversations c ON c.key = m.conversation_key"
+        " ORDER BY m.seq"
+    ) == [(m3, 1), (added.memory.id, 1), ("0e5c4a1e-0000-4000-8000-000000000109", 1)]

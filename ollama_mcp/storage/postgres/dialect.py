@@ -38,6 +38,13 @@ class PostgresDialect(Dialect):
     # Kept in columns by triggers (schema_postgres/0004).
     NOTES_OF_C = "c.memory_count"
     MESSAGES_OF_C = "c.message_count"
+    OF_CONVERSATION = "{alias}conversation_id = {value}"
+    IN_CONVERSATIONS = "{alias}.conversation_id = ANY({value})"
+    SAME_CONVERSATION = "{a}.conversation_id = {b}.conversation_id"
+    OF_C = "{alias}.conversation_id = c.id"
+    NOTE_ONCE = "conversation_id, content_hash"
+    KEY_COLUMN = ""
+    KEY_VALUE = ""
     LAST_MEMORY_OF_C = "(SELECT max(m.created_at) FROM memories m WHERE m.conversation_id = c.id)"  # 0005's index
     notes_cost = False
     stores_context = True

@@ -27,7 +27,7 @@ def opening(d: Dialect) -> str:
     """The start of a conversation's (``c``) first current note or user turn: what an unnamed
     conversation is called by (``Conversation.title``)."""
     return (
-        "(SELECT substr(o.content, 1, 200) FROM memories o WHERE o.conversation_id = c.id"
+        f"(SELECT substr(o.content, 1, 200) FROM memories o WHERE {d.of_c('o')}"
         f" AND (o.kind = 'note' OR o.role = 'user') AND o.superseded_by IS NULL AND {text_kept(d, 'o.')}"
         " ORDER BY o.seq LIMIT 1)"
     )
@@ -151,7 +151,7 @@ class ConversationStore(SqlParts):
             elif queue_summary:
                 if await fetchone(
                     conn, d,
-                    "SELECT 1 FROM memories WHERE conversation_id = ? AND kind IN ('note', 'message') LIMIT 1",
+                    f"SELECT 1 FROM memories WHERE {d.of_conversation('')} AND kind IN ('note', 'message') LIMIT 1",
                     (conversation_id,),
                 ):
                     await enqueue_job_row(conn, d, "summarize", conversation_id, ended_at)
@@ -211,7 +211,7 @@ class ConversationStore(SqlParts):
                 "  WHERE r.conversation_id = c.id OR r.related_id = c.id),"
                 " (SELECT max(o.updated_at) FROM open_turns o WHERE o.conversation_id = c.id),"
                 " (SELECT coalesce(sum(length(o.content)), 0) FROM open_turns o WHERE o.conversation_id = c.id)"
-                " FROM conversations c LEFT JOIN memories m ON m.conversation_id = c.id"
+                f" FROM conversations c LEFT JOIN memories m ON {self._dialect.of_c('m')}"
                 f" WHERE {self._dialect.in_list('c.id')} GROUP BY c.id"
             ),
             (self._dialect.listed(conversation_ids),), "read what changed",
@@ -252,7 +252,7 @@ class ConversationStore(SqlParts):
         one conversation or in all, oldest first: what forgetting by age deletes."""
         where = "m.superseded_by IS NULL AND m.created_at < ?"
         if conversation_id:
-            where += " AND m.conversation_id = ?"
+            where += f" AND {self._dialect.of_conversation('m')}"
         rows = await self._fetchall(
             self._dialect.sql(f"SELECT m.id FROM memories m WHERE {where} ORDER BY m.seq"),
             (cutoff, conversation_id) if conversation_id else (cutoff,), "find old memories",
@@ -270,7 +270,8 @@ class ConversationStore(SqlParts):
 
     async def memory_total(self, conversation_id: str) -> int:
         rows = await self._fetchall(
-            self._dialect.sql("SELECT count(*) FROM memories WHERE conversation_id = ?"), (conversation_id,),
+            self._dialect.sql(f"SELECT count(*) FROM memories WHERE {self._dialect.of_conversation('')}"),
+            (conversation_id,),
             "count memories",
         )
         return int(rows[0][0])
@@ -289,6 +290,8 @@ class ConversationStore(SqlParts):
         d = self._dialect
         async with self._transaction("delete the conversation") as conn:
             await lock_conversation(conn, d, conversation_id)
-            rows = await fetchall(conn, d, "SELECT seq FROM memories WHERE conversation_id = ?", (conversation_id,))
+            rows = await fetchall(
+                conn, d, f"SELECT seq FROM memories WHERE {d.of_conversation('')}", (conversation_id,)
+            )
             await execute(conn, d, "DELETE FROM conversations WHERE id = ?", (conversation_id,))
         return [int(row[0]) for row in rows]

@@ -45,6 +45,22 @@ class Dialect(ABC):
     # The newest ``created_at`` of conversation ``c``'s memories (NULL: none), which its last
     # activity is made of: SQLite keeps it on the row (schema/0022); PostgreSQL reads its index.
     LAST_MEMORY_OF_C: str
+    # How a memory names its conversation where SQL finds a conversation's memories: SQLite's
+    # indexes hold its integer key (``conversation_key``, schema/0023), PostgreSQL's its id.
+    # ``OF_CONVERSATION``: memory ``{alias}`` is of the conversation whose id is one ``{value}``.
+    # ``IN_CONVERSATIONS``: memory ``{alias}`` is of one of the conversations whose ids are one
+    # parameter ``{value}`` made by ``listed``. ``SAME_CONVERSATION``: memories ``{a}`` and
+    # ``{b}`` share one. ``OF_C``: memory ``{alias}`` is of conversation ``c``. ``NOTE_ONCE``: the
+    # columns of the unique index of current notes (an INSERT's ON CONFLICT target). An INSERT of
+    # memories adds ``KEY_COLUMN`` to its columns and ``KEY_VALUE`` to its values right after
+    # ``conversation_id``, which must be its second value.
+    OF_CONVERSATION: str
+    IN_CONVERSATIONS: str
+    SAME_CONVERSATION: str
+    OF_C: str
+    NOTE_ONCE: str
+    KEY_COLUMN: str
+    KEY_VALUE: str
     # Whether counting NOTES_OF_C costs a query (then 0 stands in where the count is not asked for).
     notes_cost: bool
     # A memory's context (its content after the memories before it): PostgreSQL stores it in
@@ -91,6 +107,24 @@ class Dialect(ABC):
     def name_like(self, column: str) -> str:
         """A condition on one ``?`` (a LIKE pattern, backslash escaping): case-insensitive match."""
         return self.NAME_LIKE.format(column=column)
+
+    def of_conversation(self, alias: str = "m", value: str = "?") -> str:
+        """A condition: memory ``alias`` ("" for the table's own columns) is of the conversation
+        whose id is the parameter ``value``."""
+        return self.OF_CONVERSATION.format(alias=f"{alias}." if alias else "", value=value)
+
+    def in_conversations(self, alias: str, value: str = "?") -> str:
+        """A condition: memory ``alias`` is of one of the conversations whose ids are the parameter
+        ``value`` (made by ``listed``)."""
+        return self.IN_CONVERSATIONS.format(alias=alias, value=value)
+
+    def same_conversation(self, a: str, b: str) -> str:
+        """A condition: memories ``a`` and ``b`` are of one conversation."""
+        return self.SAME_CONVERSATION.format(a=a, b=b)
+
+    def of_c(self, alias: str = "m") -> str:
+        """A condition: memory ``alias`` is of conversation ``c``."""
+        return self.OF_C.format(alias=alias)
 
     def memory_count(self, counted: bool) -> str:
         """A conversation's (``c``) current notes, as a column; ``counted=False`` allows ``0`` where

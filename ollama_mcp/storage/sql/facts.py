@@ -85,7 +85,8 @@ class FactStore(SqlParts):
     async def current_facts(self, conversation_id: str, limit: int) -> list[Memory]:
         rows = await self._fetchall(
             self._dialect.sql(
-                f"SELECT {memory_columns(self._dialect)} FROM memories m WHERE m.conversation_id = ? AND {CURRENT_FACT}"
+                f"SELECT {memory_columns(self._dialect)} FROM memories m"
+                f" WHERE {self._dialect.of_conversation('m')} AND {CURRENT_FACT}"
                 " ORDER BY m.seq DESC LIMIT ?"
             ),
             (conversation_id, limit), "read the conversation's facts",

@@ -10,18 +10,17 @@ from typing import TYPE_CHECKING, Any
 from ollama_mcp.when import times_named
 
 if TYPE_CHECKING:
-    pass
+    from ollama_mcp.storage.sql.dialect import Dialect
 
 
-# A memory's neighbours are the current notes or messages of its conversation just before and just
-# after it, by seq: the two columns of this SQL (the same on both backends) for a memory ``m``.
-_FLOW = "o.conversation_id = m.conversation_id AND o.kind IN ('note', 'message') AND o.superseded_by IS NULL"
-
-
-NEIGHBOUR_COLUMNS = (
-    f"(SELECT max(o.seq) FROM memories o WHERE {_FLOW} AND o.seq < m.seq),"
-    f" (SELECT min(o.seq) FROM memories o WHERE {_FLOW} AND o.seq > m.seq)"
-)
+def neighbour_columns(d: Dialect) -> str:
+    """A memory's neighbours, the current notes or messages of its conversation just before and
+    just after it by seq, as two columns for a memory ``m``."""
+    flow = f"{d.same_conversation('o', 'm')} AND o.kind IN ('note', 'message') AND o.superseded_by IS NULL"
+    return (
+        f"(SELECT max(o.seq) FROM memories o WHERE {flow} AND o.seq < m.seq),"
+        f" (SELECT min(o.seq) FROM memories o WHERE {flow} AND o.seq > m.seq)"
+    )
 
 
 # What a search naming a time reads of each candidate (``Storage.moments_by_seq``): when it happened

@@ -188,7 +188,7 @@ class JobStore(SqlParts):
                 if advanced:  # else a newer compaction got there first: keep its memory
                     rows = await fetchall(
                         conn, d,
-                        "DELETE FROM memories WHERE conversation_id = ? AND kind = 'summary'"
+                        f"DELETE FROM memories WHERE {d.of_conversation('')} AND kind = 'summary'"
                         f" AND {d.json_true('metadata', 'rolling')} RETURNING seq",
                         (job.conversation_id,),
                     )

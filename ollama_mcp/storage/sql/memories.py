@@ -11,7 +11,7 @@ from typing import Any
 from ollama_mcp.domain import EmbeddingRow, Memory, SearchFilters
 from ollama_mcp.errors import ConversationClosedError, InvalidInputError, MemoryNotFoundError, MemorySupersededError
 from ollama_mcp.storage.memory_rules import CONTEXT_NEIGHBOURS, compose_context, content_hash, own_context
-from ollama_mcp.storage.sql.fragments import MOMENT_COLUMNS, NEIGHBOUR_COLUMNS, moment_from_row
+from ollama_mcp.storage.sql.fragments import MOMENT_COLUMNS, moment_from_row, neighbour_columns
 from ollama_mcp.storage.sql.parts import SqlParts
 from ollama_mcp.storage.sql.rows import (
     context_column,
@@ -52,7 +52,7 @@ class MemoryStore(SqlParts):
             if seq is None:
                 existing = await memory_where(
                     conn, d,
-                    "m.conversation_id = ? AND m.kind = 'note' AND m.content_hash = ? AND m.superseded_by IS NULL",
+                    f"{d.of_conversation('m')} AND m.kind = 'note' AND m.content_hash = ? AND m.superseded_by IS NULL",
                     (memory.conversation_id, content_hash(memory.content)),
                 )
                 assert existing is not None, "the unique index reported a conflict with no row"
@@ -85,7 +85,7 @@ class MemoryStore(SqlParts):
                     hashes = [content_hash(m.content) for m in memories if m.conversation_id == conv]
                     existing = await fetchall(
                         conn, d,
-                        "SELECT content_hash FROM memories WHERE conversation_id = ? AND kind = 'note'"
+                        f"SELECT content_hash FROM memories WHERE {d.of_conversation('')} AND kind = 'note'"
                         f" AND superseded_by IS NULL AND {d.in_list('content_hash')}",
                         (conv, d.listed(hashes)),
                     )
@@ -104,9 +104,9 @@ class MemoryStore(SqlParts):
             await d.execute_many(
                 conn,
                 d.sql(
-                    "INSERT INTO memories (id, conversation_id, kind, content, content_hash,"
+                    f"INSERT INTO memories (id, conversation_id{d.KEY_COLUMN}, kind, content, content_hash,"
                     f" {context_column(d)}, tags, metadata, created_at, occurred_at, spoken_of)"
-                    " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
+                    f" VALUES (?, ?{d.KEY_VALUE}, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
                 ),
                 [(m.id, m.conversation_id, m.kind, m.content, digest, context,
                   d.tags(m.tags), d.json(m.metadata),
@@ -158,7 +158,7 @@ class MemoryStore(SqlParts):
         return dict(moment_from_row(row) for row in rows)
 
     async def adjacent_seqs(self, seqs: Iterable[int]) -> dict[int, tuple[int | None, int | None]]:
-        rows = await self._rows_of(f"m.seq, {NEIGHBOUR_COLUMNS}", seqs, "read neighbouring memories")
+        rows = await self._rows_of(f"m.seq, {neighbour_columns(self._dialect)}", seqs, "read neighbouring memories")
         return {int(row[0]): (row[1], row[2]) for row in rows}
 
     async def get_memory(self, memory_id: str) -> Memory:

@@ -43,7 +43,7 @@ class RelationStore(SqlParts):
         rows = await self._fetchall(
             self._dialect.sql(
                 f"SELECT {memory_columns(self._dialect)} FROM memories m"
-                f" WHERE m.conversation_id = ? AND {end_summary(self._dialect)}"
+                f" WHERE {self._dialect.of_conversation('m')} AND {end_summary(self._dialect)}"
                 " ORDER BY m.seq DESC LIMIT 1"
             ),
             (conversation_id,), "read the conversation's summary",

@@ -56,9 +56,9 @@ def filter_sql(d: Dialect, filters: SearchFilters, bind: Callable[[Any], str]) -
     returns its placeholder (the backends bind positionally or by name)."""
     where: list[str] = []
     if filters.conversation_id is not None:
-        where.append(f"m.conversation_id = {bind(filters.conversation_id)}")
+        where.append(d.of_conversation("m", bind(filters.conversation_id)))
     if filters.conversation_ids is not None:
-        where.append(d.in_list("m.conversation_id", bind(d.listed(filters.conversation_ids))))
+        where.append(d.in_conversations("m", bind(d.listed(filters.conversation_ids))))
     if not filters.include_superseded:
         where.append("m.superseded_by IS NULL")
     if filters.kinds and set(filters.kinds) != ALL_KINDS:
@@ -122,10 +122,10 @@ async def insert_memory_row(conn: Any, d: Dialect, memory: Memory, *, context_be
             context = compose_context(earlier, memory.content)
     rows = await fetchall(
         conn, d,
-        "INSERT INTO memories (id, conversation_id, kind, role, actor, tool_calls, tool_call_id, content,"
-        f" content_hash, {context_column(d)}, tags, metadata, created_at, superseded_by, occurred_at, spoken_of,"
-        f" source_seq) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, {SOURCE_SEQ})"
-        " ON CONFLICT (conversation_id, content_hash) WHERE kind = 'note' AND superseded_by IS NULL DO NOTHING"
+        f"INSERT INTO memories (id, conversation_id{d.KEY_COLUMN}, kind, role, actor, tool_calls, tool_call_id,"
+        f" content, content_hash, {context_column(d)}, tags, metadata, created_at, superseded_by, occurred_at,"
+        f" spoken_of, source_seq) VALUES (?, ?{d.KEY_VALUE}, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, {SOURCE_SEQ})"
+        f" ON CONFLICT ({d.NOTE_ONCE}) WHERE kind = 'note' AND superseded_by IS NULL DO NOTHING"
         " RETURNING seq",
         memory_params(d, memory, context),
     )
@@ -190,7 +190,7 @@ async def earlier_contents(conn: Any, d: Dialect, conversation_id: str, before_s
     oldest first; summaries and redacted turns are not part of anyone's context."""
     rows = await fetchall(
         conn, d,
-        "SELECT content FROM memories WHERE conversation_id = ? AND kind NOT IN ('summary', 'fact') AND seq < ?"
+        f"SELECT content FROM memories WHERE {d.of_conversation('')} AND kind NOT IN ('summary', 'fact') AND seq < ?"
         f" AND {text_kept(d)} ORDER BY seq DESC LIMIT ?",
         (conversation_id, before_seq if before_seq is not None else 2**62, CONTEXT_NEIGHBOURS),
     )
@@ -261,7 +261,7 @@ async def retire_turns(
     Returns (the seqs redacted or deleted, the seqs whose context was rewritten)."""
     rows = await fetchall(
         conn, d,
-        f"SELECT seq, {d.json_has('metadata', 'to')} FROM memories WHERE conversation_id = ?"
+        f"SELECT seq, {d.json_has('metadata', 'to')} FROM memories WHERE {d.of_conversation('')}"
         f" AND kind = 'message' AND seq <= ? AND {text_kept(d)} ORDER BY seq",
         (conversation_id, through),
     )

@@ -36,7 +36,8 @@ class TranscriptStore(SqlParts):
         rows = await self._fetchall(
             self._dialect.sql(
                 f"SELECT {memory_columns(self._dialect)} FROM memories m"
-                " WHERE m.conversation_id = ? AND m.kind = 'message' AND m.seq < ? ORDER BY m.seq DESC LIMIT ?"
+                f" WHERE {self._dialect.of_conversation('m')} AND m.kind = 'message' AND m.seq < ?"
+                " ORDER BY m.seq DESC LIMIT ?"
             ),
             (conversation_id, before_seq if before_seq is not None else 2**62, limit),
             "read the conversation's messages",
@@ -49,7 +50,8 @@ class TranscriptStore(SqlParts):
             self._dialect.sql(
                 "SELECT coalesce(actor, role), role, count(*),"
                 f" count(*) FILTER (WHERE {self._dialect.json_has('metadata', 'to')}), max(created_at)"
-                " FROM memories WHERE conversation_id = ? AND kind = 'message' GROUP BY 1, 2 ORDER BY min(seq)"
+                f" FROM memories WHERE {self._dialect.of_conversation('')} AND kind = 'message'"
+                " GROUP BY 1, 2 ORDER BY min(seq)"
             ),
             (conversation_id,), "read the conversation's participants",
         )
@@ -70,7 +72,7 @@ class TranscriptStore(SqlParts):
                 raise ConversationClosedError(conversation_id)
             latest = await fetchall(
                 conn, d,
-                f"SELECT {memory_columns(d)} FROM memories m WHERE m.conversation_id = ? AND m.kind = 'message'"
+                f"SELECT {memory_columns(d)} FROM memories m WHERE {d.of_conversation('m')} AND m.kind = 'message'"
                 " ORDER BY m.seq DESC LIMIT ?", (conversation_id, len(messages) + 1),
             )
             recent = [memory_from_row(d, row) for row in reversed(latest)]
@@ -88,7 +90,7 @@ class TranscriptStore(SqlParts):
     ) -> list[Memory]:
         """Memories of every version (of ``kinds``, default all) after ``after_seq``, oldest first."""
         d = self._dialect
-        where = "m.conversation_id = ? AND m.seq > ?"
+        where = f"{d.of_conversation('m')} AND m.seq > ?"
         params: list[Any] = [conversation_id, after_seq]
         if kinds:
             where += f" AND {d.in_list('m.kind')}"
@@ -105,7 +107,7 @@ class TranscriptStore(SqlParts):
         rows = await self._fetchall(
             self._dialect.sql(
                 "SELECT count(*), coalesce(sum(length(content)), 0) FROM memories"
-                " WHERE conversation_id = ? AND kind = 'message' AND seq > ?"
+                f" WHERE {self._dialect.of_conversation('')} AND kind = 'message' AND seq > ?"
             ),
             (conversation_id, after_seq), "measure the transcript",
         )
@@ -115,7 +117,9 @@ class TranscriptStore(SqlParts):
         """The characters of each memory of a conversation (every kind and version), in order:
         where the pages of its export end."""
         rows = await self._fetchall(
-            self._dialect.sql("SELECT length(content) FROM memories WHERE conversation_id = ? ORDER BY seq"),
+            self._dialect.sql(
+                f"SELECT length(content) FROM memories WHERE {self._dialect.of_conversation('')} ORDER BY seq"
+            ),
             (conversation_id,), "read the conversation",
         )
         return [int(row[0]) for row in rows]
@@ -135,11 +139,11 @@ class TranscriptStore(SqlParts):
             if row is None:
                 raise ConversationNotFoundError(conversation_id)
             total = await fetchone(
-                conn, d, "SELECT count(*) FROM memories WHERE conversation_id = ?", (conversation_id,)
+                conn, d, f"SELECT count(*) FROM memories WHERE {d.of_conversation('')}", (conversation_id,)
             )
             rows = await fetchall(
                 conn, d,
-                f"SELECT {memory_columns(d)} FROM memories m WHERE m.conversation_id = ? ORDER BY m.seq"
+                f"SELECT {memory_columns(d)} FROM memories m WHERE {d.of_conversation('m')} ORDER BY m.seq"
                 " LIMIT ? OFFSET ?",
                 (conversation_id, d.limit(limit), offset),
             )
@@ -195,9 +199,10 @@ class TranscriptStore(SqlParts):
             added = await d.execute_many(
                 conn,
                 d.sql(
-                    "INSERT INTO memories (id, conversation_id, kind, role, actor, tool_calls, tool_call_id,"
-                    f" content, content_hash, {context_column(d)}, tags, metadata, created_at, superseded_by,"
-                    f" occurred_at, source_seq) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, {SOURCE_SEQ})"
+                    f"INSERT INTO memories (id, conversation_id{d.KEY_COLUMN}, kind, role, actor, tool_calls,"
+                    f" tool_call_id, content, content_hash, {context_column(d)}, tags, metadata, created_at,"
+                    f" superseded_by, occurred_at, source_seq)"
+                    f" VALUES (?, ?{d.KEY_VALUE}, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, {SOURCE_SEQ})"
                     " ON CONFLICT DO NOTHING"
                 ),
                 rows,
@@ -207,7 +212,7 @@ class TranscriptStore(SqlParts):
             await execute(
                 conn, d,
                 f"UPDATE conversations SET facts_through = {d.greatest}(facts_through,"
-                " (SELECT coalesce(max(source_seq), 0) FROM memories WHERE conversation_id = ? AND kind = 'fact'))"
+                f" (SELECT coalesce(max(source_seq), 0) FROM memories WHERE {d.of_conversation('')} AND kind = 'fact'))"
                 " WHERE id = ?",
                 (c.id, c.id),
             )

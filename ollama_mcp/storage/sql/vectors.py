@@ -63,7 +63,7 @@ class VectorRows(SqlParts):
         else:
             sql = (
                 "SELECT e.dim FROM memory_embeddings e JOIN memories m ON m.seq = e.memory_seq"
-                " WHERE e.model = ? AND m.conversation_id = ? LIMIT 1"
+                f" WHERE e.model = ? AND {self._dialect.of_conversation('m')} LIMIT 1"
             )
             params = [model, conversation_id]
         rows = await self._fetchall(self._dialect.sql(sql), params, "read the embedding dimension")
@@ -99,7 +99,8 @@ class VectorRows(SqlParts):
         rows = await self._fetchall(
             self._dialect.sql(
                 "SELECT m.id, e.memory_seq, e.facet, e.chunk_index, e.model, e.vector, e.dim FROM memories m"
-                " JOIN memory_embeddings e ON e.memory_seq = m.seq WHERE m.conversation_id = ? ORDER BY e.id"
+                f" JOIN memory_embeddings e ON e.memory_seq = m.seq WHERE {self._dialect.of_conversation('m')}"
+                " ORDER BY e.id"
             ),
             (conversation_id,), "read the conversation's vectors",
         )

@@ -131,8 +131,8 @@ def _read(conn: sqlite3.Connection, model: str, own: bool) -> Found:
             _unmap(conn)
             mapped = 0
     found.rows = conn.execute(
-        "SELECT e.id, e.memory_seq, c.rowid, m.kind, e.facet, e.dim, e.vector FROM memory_embeddings e"
-        " JOIN memories m ON m.seq = e.memory_seq JOIN conversations c ON c.id = m.conversation_id"
+        "SELECT e.id, e.memory_seq, m.conversation_key, m.kind, e.facet, e.dim, e.vector FROM memory_embeddings e"
+        " JOIN memories m ON m.seq = e.memory_seq"
         " WHERE e.model = ? AND e.block_id IS NULL ORDER BY e.id", (model,),
     ).fetchall()
     return found

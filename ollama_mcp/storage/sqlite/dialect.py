@@ -31,10 +31,20 @@ class SqliteDialect(Dialect):
     IN_LIST = "{column} IN (SELECT value FROM json_each({value}))"
     NAME_LIKE = "{column} LIKE ? ESCAPE '\\'"  # case-insensitive for ASCII, as SQLite's LIKE is
     NOTES_OF_C = (
-        "(SELECT count(*) FROM memories m WHERE m.conversation_id = c.id AND m.kind = 'note'"
+        "(SELECT count(*) FROM memories m WHERE m.conversation_key = c.key AND m.kind = 'note'"
         " AND m.superseded_by IS NULL)"
     )
-    MESSAGES_OF_C = "(SELECT count(*) FROM memories m WHERE m.conversation_id = c.id AND m.kind = 'message')"
+    MESSAGES_OF_C = "(SELECT count(*) FROM memories m WHERE m.conversation_key = c.key AND m.kind = 'message')"
+    OF_CONVERSATION = "{alias}conversation_key = (SELECT k_.key FROM conversations k_ WHERE k_.id = {value})"
+    IN_CONVERSATIONS = (
+        "{alias}.conversation_key IN (SELECT k_.key FROM conversations k_"
+        " WHERE k_.id IN (SELECT value FROM json_each({value})))"
+    )
+    SAME_CONVERSATION = "{a}.conversation_key = {b}.conversation_key"
+    OF_C = "{alias}.conversation_key = c.key"
+    NOTE_ONCE = "conversation_key, content_hash"
+    KEY_COLUMN = ", conversation_key"
+    KEY_VALUE = ", (SELECT k_.key FROM conversations k_ WHERE k_.id = ?2)"  # ?2: conversation_id again
     LAST_MEMORY_OF_C = "c.last_memory_at"
     notes_cost = True
     stores_context = False
@@ -84,7 +94,7 @@ class SqliteDialect(Dialect):
     async def keep_conversation_tags(self, conn: aiosqlite.Connection, conversation_id: str) -> None:
         await conn.execute(
             "INSERT OR IGNORE INTO memory_tags (memory_seq, tag) SELECT m.seq, t.value FROM memories m,"
-            " json_each(m.tags) t WHERE m.conversation_id = ?",
+            f" json_each(m.tags) t WHERE {self.of_conversation('m')}",
             (conversation_id,),
         )
 

@@ -35,7 +35,7 @@ log = logging.getLogger(__name__)
 _STATE = f"SELECT {NEWEST_SEQ}, {NEWEST_CHANGE}"
 # A memory's keyword-index columns: its seq, its conversation's key and its kind (plus, formatted
 # in, any other columns wanted).
-_MEMORY_COLUMNS = "SELECT m.seq, c.rowid, m.kind{} FROM memories m JOIN conversations c ON c.id = m.conversation_id"
+_MEMORY_COLUMNS = "SELECT m.seq, m.conversation_key, m.kind{} FROM memories m"
 # A connection's views of the FTS5 indexes' postings (``temp.<table>_instance``).
 _POSTINGS_VIEWS = [
     f"CREATE VIRTUAL TABLE IF NOT EXISTS temp.{table}_instance USING fts5vocab(main, '{table}', 'instance')"

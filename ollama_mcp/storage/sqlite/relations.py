@@ -27,7 +27,8 @@ class RelationStore(relations.RelationStore, StoreBase):
         length (``embeddings``), so a dot product is their cosine, as in the vector index."""
         async with self._snapshot("read the summaries' vectors") as conn:
             mine = list(await conn.execute_fetchall(
-                f"{_SUMMARY_VECTORS} AND m.conversation_id = ? ORDER BY m.seq DESC LIMIT 1", (model, conversation_id),
+                f"{_SUMMARY_VECTORS} AND {SQLITE.of_conversation('m')} ORDER BY m.seq DESC LIMIT 1",
+                (model, conversation_id),
             ))
             if not mine:
                 return None

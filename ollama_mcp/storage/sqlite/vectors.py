@@ -68,7 +68,7 @@ class VectorStore(VectorRows, StoreBase):
             " UNION ALL"
             f" SELECT u.seq, p.seq, min(length(p.content), {CONTEXT_NEIGHBOUR_CHARS}), 0"
             " FROM memories u JOIN memories p ON p.seq IN ("
-            "  SELECT q.seq FROM memories q WHERE q.conversation_id = u.conversation_id AND q.seq < u.seq"
+            f"  SELECT q.seq FROM memories q WHERE {SQLITE.same_conversation('q', 'u')} AND q.seq < u.seq"
             f"  AND q.kind NOT IN ('summary', 'fact') AND {text_kept(SQLITE, 'q.')} ORDER BY q.seq DESC LIMIT ?2)"
             " WHERE u.seq IN (SELECT value FROM json_each(?1)) AND u.kind NOT IN ('summary', 'fact')"
             f" AND {text_kept(SQLITE, 'u.')}"
@@ -97,9 +97,8 @@ class VectorStore(VectorRows, StoreBase):
                 counts = await (await conn.execute(MODEL_ROWS, (model,))).fetchone()
                 total = int(counts[0]) if counts else 0
             cursor = await conn.execute(
-                "SELECT e.id, e.memory_seq, c.rowid, m.kind, e.facet, e.dim, e.vector, e.block_id, e.slot"
-                " FROM memory_embeddings e"
-                " JOIN memories m ON m.seq = e.memory_seq JOIN conversations c ON c.id = m.conversation_id"
+                "SELECT e.id, e.memory_seq, m.conversation_key, m.kind, e.facet, e.dim, e.vector, e.block_id,"
+                " e.slot FROM memory_embeddings e JOIN memories m ON m.seq = e.memory_seq"
                 " WHERE e.model = ? AND e.id > ? ORDER BY e.id",
                 (model, after_id),
             )
@@ -119,7 +118,7 @@ class VectorStore(VectorRows, StoreBase):
             rows = list(await conn.execute_fetchall(
                 "SELECT m.id, e.memory_seq, e.facet, e.chunk_index, e.model, e.vector, e.dim, e.block_id, e.slot"
                 " FROM memories m JOIN memory_embeddings e ON e.memory_seq = m.seq"
-                " WHERE m.conversation_id = ? ORDER BY e.id",
+                f" WHERE {SQLITE.of_conversation('m')} ORDER BY e.id",
                 (conversation_id,),
             ))
             vectors = await vectors_of(conn, [(r[5], r[7], r[8]) for r in rows])
@@ -183,9 +182,8 @@ class VectorStore(VectorRows, StoreBase):
         dtype = HELD[facet]
         async with self._transaction("fold vectors into a block") as conn:
             rows = list(await conn.execute_fetchall(
-                "SELECT e.id, e.memory_seq, c.rowid, m.kind, e.vector, e.chunk_index"
-                " FROM memory_embeddings e"
-                " JOIN memories m ON m.seq = e.memory_seq JOIN conversations c ON c.id = m.conversation_id"
+                "SELECT e.id, e.memory_seq, m.conversation_key, m.kind, e.vector, e.chunk_index"
+                " FROM memory_embeddings e JOIN memories m ON m.seq = e.memory_seq"
                 " WHERE e.model = ? AND e.facet = ? AND e.dim = ? AND e.block_id IS NULL ORDER BY e.id LIMIT ?",
                 (model, facet, dim, block_rows),
             ))
