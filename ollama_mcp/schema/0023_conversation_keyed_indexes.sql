@@ -1,78 +1,71 @@
--- A memory's indexes name its conversation by its integer key, not its UUID (#57 item 1,
--- bench/README.md "Memories indexed by their conversation's key"). The UUID, 36 characters, was
--- in each entry of the four indexes that find a conversation's memories: 1.3 MB of a settled 10k
--- store, where the key takes one to three bytes. `conversation_id` stays the memory's column that
--- statements read and the foreign key cascades by; `conversation_key` is its conversation's `key`
--- (schema 21: the rowid, which VACUUM keeps), given with the row (storage/sql/rows.py's INSERTs,
--- through the dialect) and checked by a trigger, and every statement that finds a conversation's
--- memories asks by it (sqlite/dialect.py, OF_CONVERSATION and SAME_CONVERSATION).
+-- A memory names its conversation by the conversation's integer key in its indexes, not by its
+-- UUID (#57 item 1, bench/README.md "Memories found by their conversation's key"). The UUID, 36
+-- characters, was in each entry of the four indexes that find a conversation's memories: 1.3 MB
+-- of a settled 10k store, where the key takes one to three bytes.
+--   * `conversation_key` is the conversation's `key` (schema 21: the rowid, which VACUUM keeps).
+--     It is the foreign key now, so a conversation's delete finds its memories by an index
+--     (memories_conversation_seq) and cascades by it; a trigger refuses a row whose key is not
+--     its conversation_id's conversation. The INSERTs give it (storage/sql, through the dialect's
+--     KEY_COLUMN and KEY_VALUE), and every statement that finds a conversation's memories asks by
+--     it (sqlite/dialect.py: OF_CONVERSATION, IN_CONVERSATIONS, SAME_CONVERSATION, OF_C).
+--   * `conversation_id` stays the column statements read a memory's conversation from.
+-- The table is copied (a foreign key cannot be added to a column in place), seq and every value
+-- kept, so the keyword indexes (their rowid is seq), vectors and tags stay as they are. The
+-- views, indexes and triggers are made again as schemas 19, 21 and 22 left them, walking a
+-- conversation's memories by the key. (Migrations run with foreign keys off, checked after.)
 
-ALTER TABLE memories ADD COLUMN conversation_key INTEGER;
-UPDATE memories SET conversation_key = (SELECT c.key FROM conversations c WHERE c.id = memories.conversation_id);
+DROP VIEW memory_context_followers;
+DROP VIEW memory_contexts;
+DROP TRIGGER conversations_contexts_bd;
 
-DROP INDEX memories_conversation_seq;
-DROP INDEX memories_note_once;
-DROP INDEX memories_conversation_occurred;
-DROP INDEX memories_context_before;
+CREATE TABLE memories_new (
+    seq              INTEGER PRIMARY KEY,
+    id               TEXT NOT NULL UNIQUE,
+    conversation_id  TEXT NOT NULL,
+    conversation_key INTEGER NOT NULL REFERENCES conversations (key) ON DELETE CASCADE,
+    kind             TEXT NOT NULL DEFAULT 'note' CHECK (kind IN ('note', 'message', 'summary', 'fact')),
+    role             TEXT,
+    content          TEXT NOT NULL,
+    content_hash     TEXT NOT NULL,
+    tags             TEXT NOT NULL DEFAULT '[]',
+    metadata         TEXT NOT NULL DEFAULT '{}',
+    created_at       TEXT NOT NULL,
+    actor            TEXT,
+    tool_calls       TEXT,
+    tool_call_id     TEXT,
+    superseded_by    TEXT,
+    source_seq       INTEGER REFERENCES memories (seq) ON DELETE CASCADE,  -- facts: the memory they came from
+    occurred_at      TEXT,
+    spoken_of        TEXT,
+    -- A new version of a note takes the old one's place in its conversation: its context is
+    -- made of the memories before seq `context_before` (the old version's), not before its own.
+    context_before   INTEGER,
+    CHECK ((kind = 'fact') = (source_seq IS NOT NULL))
+);
+INSERT INTO memories_new (seq, id, conversation_id, conversation_key, kind, role, content, content_hash, tags,
+                          metadata, created_at, actor, tool_calls, tool_call_id, superseded_by, source_seq,
+                          occurred_at, spoken_of, context_before)
+    SELECT m.seq, m.id, m.conversation_id, c.key, m.kind, m.role, m.content, m.content_hash, m.tags, m.metadata,
+           m.created_at, m.actor, m.tool_calls, m.tool_call_id, m.superseded_by, m.source_seq, m.occurred_at,
+           m.spoken_of, m.context_before
+      FROM memories m JOIN conversations c ON c.id = m.conversation_id ORDER BY m.seq;
+DROP TABLE memories;
+PRAGMA legacy_alter_table = ON;
+ALTER TABLE memories_new RENAME TO memories;
+PRAGMA legacy_alter_table = OFF;
+
 CREATE INDEX memories_conversation_seq ON memories (conversation_key, seq);
 CREATE UNIQUE INDEX memories_note_once ON memories (conversation_key, content_hash)
     WHERE kind = 'note' AND superseded_by IS NULL;
 CREATE INDEX memories_conversation_occurred ON memories (conversation_key, occurred_at);
 CREATE INDEX memories_context_before ON memories (conversation_key, context_before) WHERE context_before IS NOT NULL;
+CREATE INDEX memories_superseded ON memories (superseded_by) WHERE superseded_by IS NOT NULL;
+CREATE INDEX memories_source ON memories (source_seq) WHERE source_seq IS NOT NULL;
+CREATE INDEX memories_fact_key ON memories (json_extract(metadata, '$.fact_key'))
+    WHERE kind = 'fact' AND superseded_by IS NULL;
+CREATE INDEX memories_occurred ON memories (occurred_at);
+CREATE INDEX memories_spoken_unread ON memories (seq) WHERE spoken_of IS NULL;
 
--- The key a row is given is its conversation's: any other (or none) is refused, so no memory can
--- sit under one conversation and be found under another.
-CREATE TRIGGER memories_key_bi BEFORE INSERT ON memories
-WHEN new.conversation_key IS NOT (SELECT c.key FROM conversations c WHERE c.id = new.conversation_id)
-BEGIN
-    SELECT RAISE(ABORT, 'a memory''s conversation_key must be the key of its conversation_id');
-END;
-
--- The triggers and views that walk a conversation's memories, as schemas 19, 21 and 22 made them,
--- walking by the key.
-DROP TRIGGER memories_bi;
-CREATE TRIGGER memories_bi BEFORE INSERT ON memories
-WHEN new.seq > 0 AND EXISTS (SELECT 1 FROM memories f WHERE f.conversation_key = new.conversation_key AND f.seq > new.seq)
-BEGIN
-    SELECT RAISE(ABORT, 'a memory must come after the memories of its conversation (its seq is too small)');
-END;
-
-DROP TRIGGER memories_moved;
-CREATE TRIGGER memories_moved BEFORE UPDATE OF conversation_id, conversation_key, context_before ON memories
-WHEN old.conversation_id IS NOT new.conversation_id OR old.conversation_key IS NOT new.conversation_key
-  OR old.context_before IS NOT new.context_before
-BEGIN
-    SELECT RAISE(ABORT, 'a memory stays in its conversation, at its place');
-END;
-
-DROP TRIGGER conversations_contexts_bd;
-CREATE TRIGGER conversations_contexts_bd BEFORE DELETE ON conversations BEGIN
-    INSERT INTO memory_contexts_fts (memory_contexts_fts, rowid, context)
-        SELECT 'delete', v.seq, v.context FROM memories m JOIN memory_contexts v ON v.seq = m.seq
-         WHERE m.conversation_key = old.key AND m.seq NOT IN (SELECT seq FROM memory_contexts_pending);
-END;
-
-DROP TRIGGER memories_activity_ad;
-CREATE TRIGGER memories_activity_ad AFTER DELETE ON memories
-WHEN (SELECT c.last_memory_at FROM conversations c WHERE c.key = old.conversation_key) = old.created_at
- AND (SELECT 1 FROM memories s WHERE s.conversation_key = old.conversation_key AND s.created_at = old.created_at
-       ORDER BY s.seq DESC LIMIT 1) IS NULL
-BEGIN
-    UPDATE conversations
-       SET last_memory_at = (SELECT max(m.created_at) FROM memories m WHERE m.conversation_key = old.conversation_key)
-     WHERE key = old.conversation_key;
-END;
-
-DROP TRIGGER memories_activity_au;
-CREATE TRIGGER memories_activity_au AFTER UPDATE OF created_at ON memories
-WHEN old.created_at IS NOT new.created_at
-BEGIN
-    UPDATE conversations
-       SET last_memory_at = (SELECT max(m.created_at) FROM memories m WHERE m.conversation_key = new.conversation_key)
-     WHERE key = new.conversation_key;
-END;
-
-DROP VIEW memory_contexts;
 CREATE VIEW memory_contexts (seq, context) AS
 SELECT m.seq,
        CASE WHEN m.kind IN ('summary', 'fact') OR json_extract(m.metadata, '$.redacted') IS NOT NULL THEN m.content
@@ -88,7 +81,6 @@ SELECT m.seq,
        END
   FROM memories m;
 
-DROP VIEW memory_context_followers;
 CREATE VIEW memory_context_followers (seq, follower) AS
 SELECT x.seq, f.seq FROM memories x JOIN memories f ON f.seq IN (
     SELECT g.seq FROM memories g WHERE g.conversation_key = x.conversation_key AND g.seq > x.seq
@@ -99,3 +91,118 @@ SELECT x.seq, n.seq FROM memories x JOIN memories n
    AND n.context_before <= coalesce((
         SELECT g.seq FROM memories g WHERE g.conversation_key = x.conversation_key AND g.seq > x.seq
            AND g.kind NOT IN ('summary', 'fact') AND json_extract(g.metadata, '$.redacted') IS NULL ORDER BY g.seq LIMIT 1 OFFSET 1), 9223372036854775807);
+
+-- A conversation's delete takes its contexts out of the keyword index (as schema 19 made it).
+CREATE TRIGGER conversations_contexts_bd BEFORE DELETE ON conversations BEGIN
+    INSERT INTO memory_contexts_fts (memory_contexts_fts, rowid, context)
+        SELECT 'delete', v.seq, v.context FROM memories m JOIN memory_contexts v ON v.seq = m.seq
+         WHERE m.conversation_key = old.key AND m.seq NOT IN (SELECT seq FROM memory_contexts_pending);
+END;
+
+-- The key a row is given is its conversation's: any other is refused, so no memory can sit under
+-- one conversation and be found under another.
+CREATE TRIGGER memories_key_bi BEFORE INSERT ON memories
+WHEN new.conversation_key IS NOT (SELECT c.key FROM conversations c WHERE c.id = new.conversation_id)
+BEGIN
+    SELECT RAISE(ABORT, 'a memory''s conversation_key must be the key of its conversation_id');
+END;
+
+CREATE TRIGGER memories_ai AFTER INSERT ON memories BEGIN
+    INSERT INTO memories_fts (rowid, content) VALUES (new.seq, new.content);
+    INSERT INTO memory_contexts_fts (rowid, context) SELECT seq, context FROM memory_contexts WHERE seq = new.seq;
+END;
+
+CREATE TRIGGER memories_au AFTER UPDATE OF content ON memories BEGIN
+    INSERT INTO memories_fts (memories_fts, rowid, content) VALUES ('delete', old.seq, old.content);
+    INSERT INTO memories_fts (rowid, content) VALUES (new.seq, new.content);
+END;
+
+CREATE TRIGGER memories_ad AFTER DELETE ON memories BEGIN
+    INSERT INTO memories_fts (memories_fts, rowid, content) VALUES ('delete', old.seq, old.content);
+    DELETE FROM memory_contexts_pending WHERE seq = old.seq;
+    INSERT INTO memory_changes (memory_seq) SELECT seq FROM memory_contexts_pending;
+    INSERT INTO memory_contexts_fts (rowid, context)
+        SELECT seq, context FROM memory_contexts WHERE seq IN (SELECT seq FROM memory_contexts_pending);
+    DELETE FROM memory_contexts_pending;
+END;
+
+CREATE TRIGGER memories_changes_ad AFTER DELETE ON memories BEGIN
+    INSERT INTO memory_changes (memory_seq) VALUES (old.seq);
+END;
+
+CREATE TRIGGER memories_changes_au AFTER UPDATE OF content ON memories BEGIN
+    INSERT INTO memory_changes (memory_seq) VALUES (old.seq);
+END;
+
+CREATE TRIGGER memories_fact_ad AFTER DELETE ON memories WHEN old.kind = 'fact' BEGIN
+    UPDATE memories SET superseded_by = NULL WHERE superseded_by = old.id AND kind = 'fact';
+END;
+
+CREATE TRIGGER memories_bi BEFORE INSERT ON memories
+WHEN new.seq > 0 AND EXISTS (SELECT 1 FROM memories f WHERE f.conversation_key = new.conversation_key AND f.seq > new.seq)
+BEGIN
+    SELECT RAISE(ABORT, 'a memory must come after the memories of its conversation (its seq is too small)');
+END;
+
+CREATE TRIGGER memories_moved BEFORE UPDATE OF conversation_id, conversation_key, context_before ON memories
+WHEN old.conversation_id IS NOT new.conversation_id OR old.conversation_key IS NOT new.conversation_key
+  OR old.context_before IS NOT new.context_before
+BEGIN
+    SELECT RAISE(ABORT, 'a memory stays in its conversation, at its place');
+END;
+
+CREATE TRIGGER memories_bd BEFORE DELETE ON memories WHEN EXISTS (SELECT 1 FROM conversations c WHERE c.key = old.conversation_key) BEGIN
+    INSERT INTO memory_contexts_fts (memory_contexts_fts, rowid, context)
+        SELECT 'delete', v.seq, v.context FROM memory_contexts v
+         WHERE (v.seq = old.seq OR v.seq IN (SELECT follower FROM memory_context_followers WHERE seq = old.seq))
+           AND v.seq NOT IN (SELECT seq FROM memory_contexts_pending);
+    INSERT OR IGNORE INTO memory_contexts_pending (seq)
+        SELECT old.seq UNION ALL SELECT follower FROM memory_context_followers WHERE seq = old.seq;
+END;
+
+CREATE TRIGGER memories_bu BEFORE UPDATE OF content, kind, metadata ON memories
+WHEN (old.content IS NOT new.content OR old.kind IS NOT new.kind
+       OR (json_extract(old.metadata, '$.redacted') IS NULL) <> (json_extract(new.metadata, '$.redacted') IS NULL))
+  AND EXISTS (SELECT 1 FROM conversations c WHERE c.key = old.conversation_key)
+BEGIN
+    INSERT INTO memory_contexts_fts (memory_contexts_fts, rowid, context)
+        SELECT 'delete', v.seq, v.context FROM memory_contexts v
+         WHERE (v.seq = old.seq OR v.seq IN (SELECT follower FROM memory_context_followers WHERE seq = old.seq))
+           AND v.seq NOT IN (SELECT seq FROM memory_contexts_pending);
+    INSERT OR IGNORE INTO memory_contexts_pending (seq)
+        SELECT old.seq UNION ALL SELECT follower FROM memory_context_followers WHERE seq = old.seq;
+END;
+
+CREATE TRIGGER memories_context_au AFTER UPDATE OF content, kind, metadata ON memories
+WHEN (old.content IS NOT new.content OR old.kind IS NOT new.kind
+       OR (json_extract(old.metadata, '$.redacted') IS NULL) <> (json_extract(new.metadata, '$.redacted') IS NULL))
+  AND EXISTS (SELECT 1 FROM conversations c WHERE c.key = old.conversation_key)
+BEGIN
+    INSERT INTO memory_changes (memory_seq) SELECT seq FROM memory_contexts_pending;
+    INSERT INTO memory_contexts_fts (rowid, context)
+        SELECT seq, context FROM memory_contexts WHERE seq IN (SELECT seq FROM memory_contexts_pending);
+    DELETE FROM memory_contexts_pending;
+END;
+
+CREATE TRIGGER memories_activity_ai AFTER INSERT ON memories BEGIN
+    UPDATE conversations SET last_memory_at = new.created_at
+     WHERE key = new.conversation_key AND (last_memory_at IS NULL OR last_memory_at < new.created_at);
+END;
+
+CREATE TRIGGER memories_activity_ad AFTER DELETE ON memories
+WHEN (SELECT c.last_memory_at FROM conversations c WHERE c.key = old.conversation_key) = old.created_at
+ AND (SELECT 1 FROM memories s WHERE s.conversation_key = old.conversation_key AND s.created_at = old.created_at
+       ORDER BY s.seq DESC LIMIT 1) IS NULL
+BEGIN
+    UPDATE conversations
+       SET last_memory_at = (SELECT max(m.created_at) FROM memories m WHERE m.conversation_key = old.conversation_key)
+     WHERE key = old.conversation_key;
+END;
+
+CREATE TRIGGER memories_activity_au AFTER UPDATE OF created_at ON memories
+WHEN old.created_at IS NOT new.created_at
+BEGIN
+    UPDATE conversations
+       SET last_memory_at = (SELECT max(m.created_at) FROM memories m WHERE m.conversation_key = new.conversation_key)
+     WHERE key = new.conversation_key;
+END;

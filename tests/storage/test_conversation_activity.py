@@ -107,6 +107,9 @@ async def test_an_upgraded_store_keeps_each_conversations_newest_memory_time_and
     for index in ("memories_conversation_seq", "memories_note_once", "memories_conversation_occurred",
                   "memories_context_before"):
         assert db.rows(f"SELECT name FROM pragma_index_info('{index}') WHERE seqno = 0") == [("conversation_key",)]
+    assert [(row[2], row[3], row[4], row[6]) for row in db.rows("PRAGMA foreign_key_list(memories)")] == [
+        ("memories", "source_seq", "seq", "CASCADE"), ("conversations", "conversation_key", "key", "CASCADE"),
+    ]  # a conversation's delete finds its memories by memories_conversation_seq
     assert db.rows(  # every memory under its conversation's key, the one stored after the upgrade too
         "SELECT m.id, m.conversation_id = c.id FROM memories m LEFT JOIN conversations c ON c.key = m.conversation_key"
         " ORDER BY m.seq"
