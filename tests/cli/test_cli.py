@@ -505,7 +505,8 @@ def test_shrink_gives_an_older_stores_free_space_back_keeping_every_conversation
     assert done.returncode == 0, done.stderr
     assert f"{path}: " in done.stdout and "MiB given back" in done.stdout
     wal = Path(f"{path}-wal")
-    assert path.stat().st_size <= size - free and (not wal.exists() or wal.stat().st_size == 0)
+    page = db.count("PRAGMA page_size")  # (auto_vacuum adds a pointer-map page: one per 800 at this size)
+    assert path.stat().st_size <= size - free + page and (not wal.exists() or wal.stat().st_size == 0)
     assert db.rows("PRAGMA auto_vacuum") == [(2,)] and db.rows("PRAGMA integrity_check") == [("ok",)]
     assert db.rows("SELECT key, rowid, id FROM conversations") == [(1, 1, kept)]
     assert anyio.run(searched) == before
