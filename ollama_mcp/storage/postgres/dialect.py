@@ -19,7 +19,6 @@ FACT_LOCKS = 0x66616374  # the advisory lock space of fact keys ("fact")
 
 
 class PostgresDialect(Dialect):
-    conversation_key = "key"
     greatest = "greatest"
     # Every write that adds, replaces or removes a conversation's memories locks its row first:
     # writes to one conversation queue up (contexts and counts stay consistent), writes to

@@ -63,7 +63,7 @@ class ConversationStore(SqlParts):
             rows = await fetchall(
                 conn, d,
                 "INSERT INTO conversations (id, name, anonymous, metadata, created_at, expires_at)"
-                f" VALUES (?, ?, ?, ?, ?, ?) RETURNING {d.conversation_key}",
+                " VALUES (?, ?, ?, ?, ?, ?) RETURNING key",
                 (conversation_id, name, anonymous, d.json(metadata), created_at, expires_at),
             )
             if follows is not None:
@@ -116,15 +116,14 @@ class ConversationStore(SqlParts):
             where.append(condition)
             params += values
         first = "last_activity" if query.order == "activity" else "created_at"
-        key = d.conversation_key
         rows = await self._fetchall(
             self._dialect.sql(
                 f"SELECT {conversation_columns(d)}, {d.message_count()}, t.last_activity, {opening(d)}"
-                f" FROM (SELECT c.{key} AS k, c.created_at, {d.greatest}(c.created_at, coalesce(c.ended_at, ''),"
+                f" FROM (SELECT c.key AS k, c.created_at, {d.greatest}(c.created_at, coalesce(c.ended_at, ''),"
                 f" coalesce({d.LAST_MEMORY_OF_C}, ''))"
                 f" AS last_activity FROM conversations c WHERE {' AND '.join(where)}"
-                f" ORDER BY {first} DESC, c.{key} DESC LIMIT ?) t"
-                f" JOIN conversations c ON c.{key} = t.k ORDER BY t.{first} DESC, t.k DESC"
+                f" ORDER BY {first} DESC, c.key DESC LIMIT ?) t"
+                f" JOIN conversations c ON c.key = t.k ORDER BY t.{first} DESC, t.k DESC"
             ),
             [*params, query.limit],
             "list conversations",
@@ -194,7 +193,7 @@ class ConversationStore(SqlParts):
 
     async def conversation_ids(self) -> list[str]:
         rows = await self._fetchall(
-            f"SELECT id FROM conversations ORDER BY created_at, {self._dialect.conversation_key}", (),
+            "SELECT id FROM conversations ORDER BY created_at, key", (),
             "list conversations",
         )
         return [row[0] for row in rows]
@@ -221,7 +220,7 @@ class ConversationStore(SqlParts):
     async def conversations_mark(self) -> tuple[Any, ...]:
         """A mark that changes whenever a conversation is created, deleted or ended."""
         rows = await self._fetchall(
-            f"SELECT count(*), coalesce(max({self._dialect.conversation_key}), 0),"
+            "SELECT count(*), coalesce(max(key), 0),"
             " count(*) FILTER (WHERE status = 'completed') FROM conversations",
             (), "read what changed",
         )

@@ -19,8 +19,6 @@ from typing import Any
 class Dialect(ABC):
     """One backend's spelling of what the shared SQL needs."""
 
-    # The conversations table's integer key: SQLite's rowid, PostgreSQL's identity column.
-    conversation_key: str
     # SQL's two-argument maximum: SQLite's scalar ``max``, PostgreSQL's ``greatest``.
     greatest: str
     # Appended to a SELECT of a conversation's row that a write then depends on: PostgreSQL locks

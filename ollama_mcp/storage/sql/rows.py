@@ -40,7 +40,7 @@ def conversation_columns(d: Dialect, *, counted: bool = True) -> str:
     """A conversation's (``c``) columns as ``conversation_from_row`` reads them, its count of
     current notes last (``counted=False``: 0 where counting costs a query)."""
     return (
-        f"c.{d.conversation_key}, c.id, c.name, c.status, c.anonymous, c.created_at, c.ended_at, c.metadata,"
+        "c.key, c.id, c.name, c.status, c.anonymous, c.created_at, c.ended_at, c.metadata,"
         " c.summary, c.summary_status, c.rolling_summary, c.summarized_through, c.expires_at,"
         f" {d.memory_count(counted)}"
     )

@@ -14,8 +14,6 @@ from ollama_mcp.storage.sql.fragments import dump_json
 
 
 class SqliteDialect(Dialect):
-    # (since schema 21 the rowid is conversations.key, an INTEGER PRIMARY KEY, which VACUUM keeps)
-    conversation_key = "rowid"
     greatest = "max"
     for_update = ""
     for_key_share = ""
