@@ -255,6 +255,8 @@ def sqlite_store_at(path: Path, version: int) -> None:
     """A new SQLite store as ollama-mcp left it at schema ``version`` (to test the next migrations)."""
     path.parent.mkdir(parents=True, exist_ok=True)
     with closing(sqlite3.connect(path, isolation_level=None)) as conn:
+        for name, (arguments, function) in sqlite_db.MIGRATION_FUNCTIONS.items():
+            conn.create_function(name, arguments, function, deterministic=True)
         conn.execute(
             "CREATE TABLE schema_migrations (version INTEGER PRIMARY KEY, name TEXT NOT NULL, applied_at TEXT NOT NULL)"
         )

@@ -31,18 +31,41 @@ def compose_context(earlier: Sequence[str], content: str) -> str:
 
 
 def content_hash(content: str) -> str:
-    """sha256 of the text: how a retried store finds the note it already stored."""
+    """sha256 of the text, 64 hex digits: what a redacted turn and an earlier version too long to
+    keep are left with."""
     return hashlib.sha256(content.encode("utf-8")).hexdigest()
+
+
+# How many bytes of the text's sha256 a note keeps (`note_digest`): enough that two different
+# notes of one conversation never share one (a collision needs about 2^64 notes), a quarter of
+# the 64 hex digits the column held before schema 24 (bench/README.md, "A note's digest").
+NOTE_DIGEST_BYTES = 16
+
+
+def note_digest(memory: Memory) -> bytes | None:
+    """How a retried store finds the note it already stored (``text_digest``). Only notes are
+    stored once per conversation; other kinds have none."""
+    return text_digest(memory.content) if memory.kind == "note" else None
+
+
+def text_digest(content: str) -> bytes:
+    """The first NOTE_DIGEST_BYTES of the text's sha256."""
+    return hashlib.sha256(content.encode("utf-8")).digest()[:NOTE_DIGEST_BYTES]
 
 
 # A turn whose conversation keeps audit-only records, once a summary covers it: its content (and
 # context) become "sha256:" and the digest of the text it had, its metadata says so under this key,
 # and it is never embedded, nor part of another memory's context. Its role, actor, addressees and
-# time stay. (The store writes the digest from its content_hash column: the SQL spells the prefix.)
+# time stay.
 REDACTED = "redacted"
 
 
 REDACTED_PREFIX = "sha256:"
+
+
+def redacted_text(content: str) -> str:
+    """What a redacted turn's content (and context) become: the prefix and its text's digest."""
+    return REDACTED_PREFIX + content_hash(content)
 
 
 def is_redacted(memory: Memory) -> bool:

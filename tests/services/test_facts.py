@@ -435,12 +435,12 @@ async def test_the_memories_table_rebuilt_for_facts_keeps_every_row_vector_tag_a
         assert conn.execute("PRAGMA foreign_key_check").fetchall() == []
         assert conn.execute("PRAGMA foreign_keys").fetchone() == (1,)
         conn.execute(
-            "INSERT INTO memories (id, conversation_id, conversation_key, kind, content, content_hash, created_at,"
-            " metadata, source_seq) VALUES ('f1', 'c1', 1, 'fact', 'jam is quince', 'h', 'x', '{}', 7)"
+            "INSERT INTO memories (id, conversation_id, conversation_key, kind, content, created_at,"
+            " metadata, source_seq) VALUES ('f1', 'c1', 1, 'fact', 'jam is quince', 'x', '{}', 7)"
         )
         with pytest.raises(sqlite3.IntegrityError, match="CHECK"):  # a fact needs its source
-            conn.execute("INSERT INTO memories (id, conversation_id, conversation_key, kind, content, content_hash,"
-                         " created_at) VALUES ('f2', 'c1', 1, 'fact', 'orphan', 'h2', 'x')")
+            conn.execute("INSERT INTO memories (id, conversation_id, conversation_key, kind, content,"
+                         " created_at) VALUES ('f2', 'c1', 1, 'fact', 'orphan', 'x')")
         conn.execute("DELETE FROM memories WHERE seq = 7")
         assert conn.execute("SELECT count(*) FROM memories").fetchone() == (0,)  # the fact went with its source
         assert conn.execute("SELECT count(*) FROM memories_fts WHERE memories_fts MATCH 'quince'").fetchone() == (0,)

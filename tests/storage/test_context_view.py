@@ -17,7 +17,7 @@ import pytest
 
 from ollama_mcp.app import open_app
 from ollama_mcp.config import Settings
-from ollama_mcp.storage.memory_rules import compose_context, content_hash
+from ollama_mcp.storage.memory_rules import compose_context, content_hash, text_digest
 from ollama_mcp.storage.sqlite import db as sqlite_db
 from tests.conftest import sqlite_store_at
 
@@ -73,8 +73,9 @@ def new_store(path: Path) -> sqlite3.Connection:
 
 
 def add(conn: sqlite3.Connection, n: int, conversation: str, kind: str, content: str, **more: object) -> int:
-    columns = ["id", "conversation_id", "kind", "content", "content_hash", "created_at", *more]
-    values = [f"m{n}", conversation, kind, content, content_hash(content), "2026-01-01", *more.values()]
+    columns = ["id", "conversation_id", "kind", "content", "note_digest", "created_at", *more]
+    digest = text_digest(content) if kind == "note" else None
+    values = [f"m{n}", conversation, kind, content, digest, "2026-01-01", *more.values()]
     cursor = conn.execute(  # (?2: the conversation's id again, for its key)
         f"INSERT INTO memories ({', '.join(columns)}, conversation_key)"
         f" VALUES ({', '.join('?' * len(columns))}, (SELECT key FROM conversations WHERE id = ?2))", values
@@ -135,7 +136,7 @@ def test_after_every_statement_the_keyword_index_of_contexts_holds_exactly_the_t
             elif op == "redact":
                 chosen = rnd.sample(seqs, min(len(seqs), rnd.randint(1, 4)))
                 conn.execute(
-                    "UPDATE memories SET content = 'sha256:' || content_hash,"
+                    "UPDATE memories SET content = 'sha256:' || lower(hex(randomblob(32))),"
                     " metadata = json_set(metadata, '$.redacted', 'audit-only')"
                     f" WHERE kind = 'message' AND seq IN ({', '.join('?' * len(chosen))})", chosen,
                 )
@@ -193,8 +194,8 @@ def test_a_memory_placed_before_others_of_its_conversation_or_moved_to_another_i
                          " WHERE seq = 20")
         with pytest.raises(sqlite3.IntegrityError, match="conversation_key must be the key of its conversation_id"):
             conn.execute(  # a row whose key names another conversation than its id
-                "INSERT INTO memories (id, conversation_id, conversation_key, kind, content, content_hash, created_at)"
-                " VALUES ('m9', 'a', (SELECT key FROM conversations WHERE id = 'b'), 'message', 'x', 'h', '2026-01-01')"
+                "INSERT INTO memories (id, conversation_id, conversation_key, kind, content, created_at)"
+                " VALUES ('m9', 'a', (SELECT key FROM conversations WHERE id = 'b'), 'message', 'x', '2026-01-01')"
             )
         assert conn.execute(
             "SELECT m.seq, m.conversation_id, c.id FROM memories m JOIN conversations c ON c.key = m.conversation_key"

@@ -14,7 +14,7 @@ import pytest
 
 from ollama_mcp.app import App, open_app
 from ollama_mcp.config import Settings
-from ollama_mcp.storage.memory_rules import content_hash
+from ollama_mcp.storage.memory_rules import content_hash, text_digest
 from tests.conftest import Database, sqlite_store_at
 
 pytestmark = pytest.mark.anyio
@@ -93,10 +93,11 @@ async def test_an_upgraded_store_keeps_each_conversations_newest_memory_time_and
         assert [m.id for m in memories] == [m3]
     with closing(sqlite3.connect(path, isolation_level=None)) as conn:  # an older time (a fact's) moves nothing
         conn.execute(
-            "INSERT INTO memories (seq, id, conversation_id, conversation_key, kind, content, content_hash,"
+            "INSERT INTO memories (seq, id, conversation_id, conversation_key, kind, content, note_digest,"
             " created_at, occurred_at) VALUES (9, ?, ?2, (SELECT key FROM conversations WHERE id = ?2), 'note',"
-            " 'memory 9', 'h9', ?, ?)",
-            ("0e5c4a1e-0000-4000-8000-000000000109", b, "2026-01-02T06:00:00Z", "2026-01-02T06:00:00Z"),
+            " 'memory 9', ?, ?, ?)",
+            ("0e5c4a1e-0000-4000-8000-000000000109", b, text_digest("memory 9"), "2026-01-02T06:00:00Z",
+             "2026-01-02T06:00:00Z"),
         )
     db = Database("sqlite", str(path))
     assert db.rows("SELECT id, last_memory_at FROM conversations ORDER BY key") == [

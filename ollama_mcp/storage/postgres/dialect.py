@@ -41,7 +41,7 @@ class PostgresDialect(Dialect):
     IN_CONVERSATIONS = "{alias}.conversation_id = ANY({value})"
     SAME_CONVERSATION = "{a}.conversation_id = {b}.conversation_id"
     OF_C = "{alias}.conversation_id = c.id"
-    NOTE_ONCE = "conversation_id, content_hash"
+    NOTE_ONCE = "conversation_id, note_digest"
     KEY_COLUMN = ""
     KEY_VALUE = ""
     LAST_MEMORY_OF_C = "(SELECT max(m.created_at) FROM memories m WHERE m.conversation_id = c.id)"  # 0005's index

@@ -10,7 +10,8 @@ from typing import Any
 
 from ollama_mcp.domain import EmbeddingRow, Memory, SearchFilters
 from ollama_mcp.errors import ConversationClosedError, InvalidInputError, MemoryNotFoundError, MemorySupersededError
-from ollama_mcp.storage.memory_rules import CONTEXT_NEIGHBOURS, compose_context, content_hash, own_context
+from ollama_mcp.storage.memory_rules import CONTEXT_NEIGHBOURS, compose_context, note_digest, own_context
+from ollama_mcp.storage.sql.dialect import Dialect
 from ollama_mcp.storage.sql.fragments import MOMENT_COLUMNS, moment_from_row, neighbour_columns
 from ollama_mcp.storage.sql.parts import SqlParts
 from ollama_mcp.storage.sql.rows import (
@@ -52,8 +53,8 @@ class MemoryStore(SqlParts):
             if seq is None:
                 existing = await memory_where(
                     conn, d,
-                    f"{d.of_conversation('m')} AND m.kind = 'note' AND m.content_hash = ? AND m.superseded_by IS NULL",
-                    (memory.conversation_id, content_hash(memory.content)),
+                    f"{d.of_conversation('m')} AND m.kind = 'note' AND m.note_digest = ? AND m.superseded_by IS NULL",
+                    (memory.conversation_id, note_digest(memory)),
                 )
                 assert existing is not None, "the unique index reported a conflict with no row"
                 return existing, True
@@ -74,26 +75,21 @@ class MemoryStore(SqlParts):
         d = self._dialect
         written: list[EmbeddingRow] = []
         async with self._transaction("import memories") as conn:
-            rows: list[tuple[Memory, str, str | None]] = []
-            seen: dict[str, set[str]] = {}
+            rows: list[tuple[Memory, bytes | None, str | None]] = []
+            seen: dict[str, set[bytes]] = {}
             recent: dict[str, list[str]] = {}
             for memory in memories:
                 conv = memory.conversation_id
                 if conv not in recent:
                     await lock_conversation(conn, d, conv)  # raises if the conversation does not exist
                     recent[conv] = await earlier_contents(conn, d, conv) if d.stores_context else []
-                    hashes = [content_hash(m.content) for m in memories if m.conversation_id == conv]
-                    existing = await fetchall(
-                        conn, d,
-                        f"SELECT content_hash FROM memories WHERE {d.of_conversation('')} AND kind = 'note'"
-                        f" AND superseded_by IS NULL AND {d.in_list('content_hash')}",
-                        (conv, d.listed(hashes)),
-                    )
-                    seen[conv] = {row[0] for row in existing}
-                digest = content_hash(memory.content)
-                if memory.kind == "note" and digest in seen[conv]:
-                    continue
-                seen[conv].add(digest)
+                    seen[conv] = await _notes_present(
+                        conn, d, conv, [x for m in memories if m.conversation_id == conv if (x := note_digest(m))])
+                digest = note_digest(memory)
+                if digest is not None:
+                    if digest in seen[conv]:
+                        continue
+                    seen[conv].add(digest)
                 context = None  # (SQLite computes it: schema/0019_context_view.sql)
                 if d.stores_context:
                     context = memory.content
@@ -104,7 +100,7 @@ class MemoryStore(SqlParts):
             await d.execute_many(
                 conn,
                 d.sql(
-                    f"INSERT INTO memories (id, conversation_id{d.KEY_COLUMN}, kind, content, content_hash,"
+                    f"INSERT INTO memories (id, conversation_id{d.KEY_COLUMN}, kind, content, note_digest,"
                     f" {context_column(d)}, tags, metadata, created_at, occurred_at, spoken_of)"
                     f" VALUES (?, ?{d.KEY_VALUE}, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
                 ),
@@ -244,3 +240,25 @@ class MemoryStore(SqlParts):
             await execute(conn, d, f"DELETE FROM memories WHERE {d.in_list('seq')}", (d.listed(versions),))
             changed = await rewrite_followers(conn, d, followers)
         return named, deleted, changed
+
+
+# Digests asked for in one statement: one placeholder each (a JSON list cannot carry bytes), well
+# under SQLite's 32,766 and PostgreSQL's 65,535 parameters.
+_DIGESTS_A_STATEMENT = 500
+
+
+async def _notes_present(conn: Any, d: Dialect, conversation_id: str, digests: Sequence[bytes]) -> set[bytes]:
+    """Which of ``digests`` a current note of the conversation already has (the unique index
+    ``memories_note_once`` answers)."""
+    found: set[bytes] = set()
+    unique = sorted(set(digests))
+    for start in range(0, len(unique), _DIGESTS_A_STATEMENT):
+        chunk = unique[start:start + _DIGESTS_A_STATEMENT]
+        rows = await fetchall(
+            conn, d,
+            f"SELECT note_digest FROM memories WHERE {d.of_conversation('')} AND kind = 'note'"
+            f" AND superseded_by IS NULL AND note_digest IN ({', '.join('?' * len(chunk))})",
+            (conversation_id, *chunk),
+        )
+        found.update(bytes(row[0]) for row in rows)
+    return found

@@ -63,9 +63,9 @@ class RevisionStore(SqlParts):
             followers = await context_followers(conn, d, old.conversation_id, [old.seq])
             set_context, context_param = context_assignment(d, context)
             await execute(
-                conn, d, f"UPDATE memories SET content = ?, content_hash = ?{set_context}, spoken_of = ?, metadata = ?"
+                conn, d, f"UPDATE memories SET content = ?{set_context}, spoken_of = ?, metadata = ?"
                 " WHERE seq = ?",
-                (content, content_hash(content), *context_param, times_named(content, old.occurred_at),
+                (content, *context_param, times_named(content, old.occurred_at),
                  d.json(metadata), old.seq),
             )
             await execute(conn, d, "DELETE FROM memory_embeddings WHERE memory_seq = ?", (old.seq,))

@@ -13,10 +13,10 @@ from ollama_mcp.storage.fact_rules import fact_source
 from ollama_mcp.storage.memory_rules import (
     CONTEXT_NEIGHBOURS,
     REDACTED,
-    REDACTED_PREFIX,
     compose_context,
-    content_hash,
+    note_digest,
     own_context,
+    redacted_text,
 )
 from ollama_mcp.storage.sql.dialect import Dialect
 from ollama_mcp.when import times_named
@@ -123,7 +123,7 @@ async def insert_memory_row(conn: Any, d: Dialect, memory: Memory, *, context_be
     rows = await fetchall(
         conn, d,
         f"INSERT INTO memories (id, conversation_id{d.KEY_COLUMN}, kind, role, actor, tool_calls, tool_call_id,"
-        f" content, content_hash, {context_column(d)}, tags, metadata, created_at, superseded_by, occurred_at,"
+        f" content, note_digest, {context_column(d)}, tags, metadata, created_at, superseded_by, occurred_at,"
         f" spoken_of, source_seq) VALUES (?, ?{d.KEY_VALUE}, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, {SOURCE_SEQ})"
         f" ON CONFLICT ({d.NOTE_ONCE}) WHERE kind = 'note' AND superseded_by IS NULL DO NOTHING"
         " RETURNING seq",
@@ -154,7 +154,7 @@ def memory_params(d: Dialect, memory: Memory, context: str | int | None) -> tupl
     return (
         memory.id, memory.conversation_id, memory.kind, memory.role, memory.actor,
         d.json(list(memory.tool_calls)) if memory.tool_calls else None, memory.tool_call_id,
-        memory.content, content_hash(memory.content), context, d.tags(memory.tags), d.json(memory.metadata),
+        memory.content, note_digest(memory), context, d.tags(memory.tags), d.json(memory.metadata),
         memory.created_at, memory.superseded_by, memory.occurred_at, times_named(memory.content, memory.occurred_at),
         fact_source(memory),
     )
@@ -254,14 +254,14 @@ async def retire_turns(
     conn: Any, d: Dialect, conversation_id: str, retention: str, through: int
 ) -> tuple[list[int], list[int]]:
     """Apply an ``audit-only`` or ``ephemeral`` retention to the conversation's turns up to seq
-    ``through`` (those a summary covers now): redact them (REDACTED_PREFIX and their digest, no
+    ``through`` (those a summary covers now): redact them (``redacted_text``: the digest of their text, no
     vectors, no tool calls) or delete them. Once a turn addressed to some participants only is
     deleted, the conversation says so (``private_turns``: participants' views stay private). The
     caller holds the conversation's lock.
     Returns (the seqs redacted or deleted, the seqs whose context was rewritten)."""
     rows = await fetchall(
         conn, d,
-        f"SELECT seq, {d.json_has('metadata', 'to')} FROM memories WHERE {d.of_conversation('')}"
+        f"SELECT seq, {d.json_has('metadata', 'to')}, content FROM memories WHERE {d.of_conversation('')}"
         f" AND kind = 'message' AND seq <= ? AND {text_kept(d)} ORDER BY seq",
         (conversation_id, through),
     )
@@ -281,20 +281,17 @@ async def retire_turns(
                 (conversation_id,),
             )
     else:
-        await execute(
-            conn, d,
-            f"UPDATE memories SET content = '{REDACTED_PREFIX}' || content_hash{redacted_context(d)},"
-            f" spoken_of = '', tool_calls = NULL, metadata = {d.json_with('metadata', REDACTED)}"
-            f" WHERE {d.in_list('seq')}",
-            (retention, chosen),
+        # The digest is of the text the turn had, computed here: the row keeps none (schema 24).
+        set_context = ", context = ?" if d.stores_context else ""
+        await d.execute_many(
+            conn,
+            d.sql(f"UPDATE memories SET content = ?{set_context}, spoken_of = '', tool_calls = NULL,"
+                  f" metadata = {d.json_with('metadata', REDACTED)} WHERE seq = ?"),
+            [(text, *((text,) if d.stores_context else ()), retention, int(row[0]))
+             for row in rows for text in [redacted_text(row[2])]],
         )
         await execute(conn, d, f"DELETE FROM memory_embeddings WHERE {d.in_list('memory_seq')}", (chosen,))
     return seqs + facts, await rewrite_followers(conn, d, followers)
-
-
-def redacted_context(d: Dialect) -> str:
-    """The SET of a redacted memory's context, where the backend stores it: the digest, as its content."""
-    return f", context = '{REDACTED_PREFIX}' || content_hash" if d.stores_context else ""
 
 
 async def memory_where(conn: Any, d: Dialect, condition: str, params: Sequence[Any]) -> Memory | None:

@@ -9,7 +9,7 @@ from typing import Any
 from ollama_mcp.domain import Conversation, Memory, MemoryKind, Participant
 from ollama_mcp.errors import ConversationClosedError, ConversationNotFoundError
 from ollama_mcp.storage.fact_rules import fact_source
-from ollama_mcp.storage.memory_rules import CONTEXT_NEIGHBOURS, compose_context, content_hash, is_retry, own_context
+from ollama_mcp.storage.memory_rules import CONTEXT_NEIGHBOURS, compose_context, is_retry, note_digest, own_context
 from ollama_mcp.storage.sql.parts import SqlParts
 from ollama_mcp.storage.sql.rows import (
     SOURCE_SEQ,
@@ -192,7 +192,7 @@ class TranscriptStore(SqlParts):
                         recent = [*recent, m.content][-CONTEXT_NEIGHBOURS:]
                 rows.append((
                     m.id, c.id, m.kind, m.role, m.actor, d.json(list(m.tool_calls)) if m.tool_calls else None,
-                    m.tool_call_id, m.content, content_hash(m.content), context,
+                    m.tool_call_id, m.content, note_digest(m), context,
                     d.tags(m.tags), d.json(m.metadata),
                     m.created_at, m.superseded_by, m.occurred_at, fact_source(m),
                 ))
@@ -200,7 +200,7 @@ class TranscriptStore(SqlParts):
                 conn,
                 d.sql(
                     f"INSERT INTO memories (id, conversation_id{d.KEY_COLUMN}, kind, role, actor, tool_calls,"
-                    f" tool_call_id, content, content_hash, {context_column(d)}, tags, metadata, created_at,"
+                    f" tool_call_id, content, note_digest, {context_column(d)}, tags, metadata, created_at,"
                     f" superseded_by, occurred_at, source_seq)"
                     f" VALUES (?, ?{d.KEY_VALUE}, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, {SOURCE_SEQ})"
                     " ON CONFLICT DO NOTHING"

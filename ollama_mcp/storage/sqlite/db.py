@@ -11,12 +11,15 @@ import glob
 import logging
 import os
 import sqlite3
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import aiosqlite
 import anyio
 
 from ollama_mcp.errors import DatabaseBusyError, SchemaError, StorageError
+from ollama_mcp.storage.memory_rules import text_digest
 from ollama_mcp.storage.migrations import Migration, newest, report, shipped, to_apply
 
 log = logging.getLogger(__name__)
@@ -27,6 +30,13 @@ BUSY_TIMEOUT_MS = 10_000
 def migrations() -> list[Migration]:
     """The SQLite migrations shipped with this version, in order."""
     return shipped("ollama_mcp.schema")
+
+
+# Functions of ours a migration may call, registered on the connection that applies the
+# migrations (``migrate``; the tests' stores at an older schema too). Name: (arguments, function).
+MIGRATION_FUNCTIONS: dict[str, tuple[int, Callable[..., Any]]] = {
+    "migration_text_digest": (1, text_digest),  # schema 24: a note's digest (memory_rules)
+}
 
 
 async def connect(path: Path) -> aiosqlite.Connection:
@@ -125,6 +135,8 @@ async def migrate(conn: aiosqlite.Connection, path: Path | None = None) -> int:
         # copies a table into a new one must be able to drop the old one without the drop
         # cascading to the rows that reference it. PRAGMA foreign_key_check proves the result.
         await conn.execute("PRAGMA foreign_keys = OFF")
+        for name, (arguments, function) in MIGRATION_FUNCTIONS.items():
+            await conn.create_function(name, arguments, function, deterministic=True)
         await conn.execute("BEGIN IMMEDIATE")
         try:
             await conn.execute(

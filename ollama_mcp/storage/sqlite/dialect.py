@@ -40,7 +40,7 @@ class SqliteDialect(Dialect):
     )
     SAME_CONVERSATION = "{a}.conversation_key = {b}.conversation_key"
     OF_C = "{alias}.conversation_key = c.key"
-    NOTE_ONCE = "conversation_key, content_hash"
+    NOTE_ONCE = "conversation_key, note_digest"
     KEY_COLUMN = ", conversation_key"
     KEY_VALUE = ", (SELECT k_.key FROM conversations k_ WHERE k_.id = ?2)"  # ?2: conversation_id again
     LAST_MEMORY_OF_C = "c.last_memory_at"
