@@ -33,7 +33,11 @@ def compose_context(earlier: Sequence[str], content: str) -> str:
 def content_hash(content: str) -> str:
     """sha256 of the text, 64 hex digits: what a redacted turn and an earlier version too long to
     keep are left with."""
-    return hashlib.sha256(content.encode("utf-8")).hexdigest()
+    return _sha256(content).hexdigest()
+
+
+def _sha256(content: str) -> hashlib._Hash:
+    return hashlib.sha256(content.encode("utf-8"))
 
 
 # How many bytes of the text's sha256 a note keeps (`note_digest`): enough that two different
@@ -50,7 +54,7 @@ def note_digest(memory: Memory) -> bytes | None:
 
 def text_digest(content: str) -> bytes:
     """The first NOTE_DIGEST_BYTES of the text's sha256."""
-    return hashlib.sha256(content.encode("utf-8")).digest()[:NOTE_DIGEST_BYTES]
+    return _sha256(content).digest()[:NOTE_DIGEST_BYTES]
 
 
 # A turn whose conversation keeps audit-only records, once a summary covers it: its content (and
