@@ -364,22 +364,22 @@ def _started_by_hand() -> None:
     """Run in a terminal, the server says what it is and stops on Ctrl-C.
 
     An MCP client talks to it over a pipe; a person at a terminal gets one line saying so. Ctrl-C
-    must end it at once: the SDK reads stdin in a worker thread that cannot be interrupted, so a
-    KeyboardInterrupt would leave the process waiting for a line forever. Exiting without
-    unwinding is safe: every acknowledged write is committed, and SQLite's WAL needs no close.
+    must end it at once, so SIGINT gets the system's default action, set before the line is shown:
+    the kernel ends the process, as it ends ``cat``. A Python handler would not do: it runs only
+    when the main thread next runs Python, and a SIGINT the kernel hands to one of the worker
+    threads (the SDK's stdin reader, the store's) leaves the main thread asleep in the event loop's
+    poll; 13 of 40 Ctrl-Cs sent the moment the line appeared were lost so on two busy cores. Ending
+    without unwinding is safe: every acknowledged write is committed, SQLite's WAL needs no close,
+    and the log's handlers write each record through. The shell sees 130, as for any program ended
+    by Ctrl-C.
     """
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
     print(
         "ollama-mcp is an MCP server: an MCP client (Claude Desktop, Claude Code, ...) starts it and "
         "talks to it over stdin/stdout, so it is waiting for one here. To check the setup run "
         "`ollama-mcp doctor`; to stop, press Ctrl-C.",
         file=sys.stderr, flush=True,
     )
-
-    def stop(_signal: int, _frame: object) -> None:
-        logging.shutdown()
-        os._exit(130)
-
-    signal.signal(signal.SIGINT, stop)
 
 
 def _maintenance(settings: Settings, args: argparse.Namespace) -> int:
