@@ -84,9 +84,21 @@ def postgres_server() -> Iterator[str]:
 
     server = pgserver.get_server(tempfile.mkdtemp(prefix="ollama-mcp-test-pg-"), cleanup_mode="delete")
     try:
+        _without_flushing_to_disk(server.get_uri())
         yield server.get_uri()
     finally:
         server.cleanup()  # stops it and removes its folder
+
+
+def _without_flushing_to_disk(url: str) -> None:
+    """The private server does not wait for the disk: its databases live for one test, and what a
+    test checks of durability is our process killed, never the machine. Each test's database is
+    made and migrated in about 0.29 s instead of 0.39 (CREATE DATABASE, every migration, DROP).
+    Not done to a server of OLLAMA_MCP_TEST_POSTGRES_URL: that one is the user's."""
+    with psycopg.connect(url, autocommit=True) as admin:
+        for setting in ("fsync", "synchronous_commit", "full_page_writes"):
+            admin.execute(sql.SQL("ALTER SYSTEM SET {} = off").format(sql.Identifier(setting)))
+        admin.execute("SELECT pg_reload_conf()")
 
 
 def with_database(url: str, name: str) -> str:
