@@ -26,7 +26,7 @@ async def test_a_note_keeps_the_first_16_bytes_of_its_texts_sha256_and_every_oth
 ) -> None:
     conv = await app.service.init_conversation("digests")
     note = (await app.service.store_memory("the spare key is under the blue pot", conv.id)).memory
-    turns, *_ = await app.lifecycle.add_messages(conv.id, [{"role": "user", "content": "where is the key?"}])
+    turns, _was_retry = await app.lifecycle.add_messages(conv.id, [{"role": "user", "content": "where is the key?"}])
     rows = db.rows("SELECT id, kind, note_digest FROM memories ORDER BY seq")
     assert [(i, k, None if d is None else bytes(d)) for i, k, d in rows] == [
         (note.id, "note", hashlib.sha256(b"the spare key is under the blue pot").digest()[:16]),
