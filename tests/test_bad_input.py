@@ -50,7 +50,7 @@ CASES: list[tuple[str, dict[str, Any], str]] = [
     ("store_memory", {"content": "ok", "embedding": ["a", "b"]}, "embedding"),
     ("store_memory", {"content": "ok", "embedding": [1.0] * 20_000}, "embedding: has 20,000 numbers"),
     ("search_memories", {}, "query"),
-    ("search_memories", {"query": 7}, "query\n  Input should be a valid string"),
+    ("search_memories", {"query": 7}, "query: should be a valid string (got 7); pass a string. Nothing was done."),
     ("search_memories", {"query": "q" * 10_001}, "query: is 10,001 characters"),
     ("search_memories", {"query": "q", "top_k": 0}, "top_k: is 0, outside 1..100"),
     ("search_memories", {"query": "q", "top_k": 101}, "top_k: is 101"),
@@ -134,6 +134,27 @@ CASES: list[tuple[str, dict[str, Any], str]] = [
         "metadata.retention: is 'summary_only'; use one of full, audit-only, ephemeral",
     ),
     ("no_such_tool", {}, "no_such_tool"),
+    # An argument the tool does not take is refused, not ignored (a memory filed in the wrong
+    # conversation, ten results where three were asked for), with the names it takes.
+    (
+        "store_memory",
+        {"content": "misfiled?", "conversation": MISSING},
+        "conversation: is not an argument of store_memory (did you mean conversation_id?); it takes content,"
+        " conversation_id, tags, metadata, embedding, occurred_at. Nothing was done",
+    ),
+    ("store_memory", {"text": "x"}, "text: is not an argument of store_memory; it takes content,"),
+    ("search_memories", {"query": "q", "limit": 3, "q": 1}, "limit, q: are not arguments of search_memories; it takes"
+     " query, conversation_id, top_k,"),
+    ("ask_agent", {"question": "when?"}, "question: is not an argument of ask_agent; it takes query,"),
+    # The SDK's own refusals, in the same words: the field, what is wrong, what to pass.
+    ("store_memory", {"tags": ["t"]}, "content: is required; pass a string. Nothing was done."),
+    ("search_memories", {"query": "q", "top_k": "ten"}, "top_k: should be a valid integer, unable to parse string"
+     " as an integer (got 'ten'); pass a whole number. Nothing was done."),
+    ("store_memory", {"content": "ok", "tags": "solo"}, "tags: should be a valid list (got 'solo'); pass a list of"
+     " strings."),
+    ("search_memories", {"query": "q", "include_messages": "maybe"}, "(got 'maybe'); pass true or false."),
+    ("store_memories", {"content": "x"}, "'store_memories' is not a tool of this server (did you mean store_memory?);"
+     " its tools are init_conversation, get_conversation_id, store_memory,"),
 ]
 
 
@@ -159,6 +180,16 @@ async def test_bad_input_is_a_clear_tool_error_that_changes_nothing(
         assert counts(db) == before
         after = await client.call_tool("search_memories", {"query": "existing"})
         assert not after.is_error and after.structured_content["results"][0]["content"] == "existing memory"
+
+
+async def test_a_tool_that_takes_no_arguments_answers_a_client_that_sends_a_placeholder(settings: Settings) -> None:
+    # Some clients send tools without arguments a placeholder ("random_string"); refusing it
+    # would make get_conversation_id unusable from them.
+    async with connect(settings) as client:
+        created = await client.call_tool("init_conversation", {"name": "here"})
+        result = await client.call_tool("get_conversation_id", {"random_string": "dummy"})
+        assert not result.is_error, result.content[0].text  # type: ignore[union-attr]
+        assert result.structured_content["current"]["conversation_id"] == created.structured_content["conversation_id"]
 
 
 @pytest.mark.parametrize(

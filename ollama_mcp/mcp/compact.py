@@ -1,7 +1,8 @@
 """The published shape of the tools: schemas without pydantic's titles, with short nullable
-types and no output schemas (``compact_schema``), and stdio request lines the SDK cannot parse
-answered (``stdio``). Every byte of tools/list is paid for in the user's context window on every
-turn; ``tests/test_packaging.py`` holds its budget.
+types and no output schemas (``compact_schema``), calls held to those schemas in our words
+(``argument_checks``), and stdio request lines the SDK cannot parse answered (``stdio``). Every byte of
+tools/list is paid for in the user's context window on every turn; ``tests/test_packaging.py``
+holds its budget.
 """
 
 from __future__ import annotations
@@ -9,8 +10,13 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from mcp.server import MCPServer
+from mcp.server.mcpserver import Context
+from mcp.server.mcpserver.exceptions import ToolError, UnexpectedToolError
+from mcp.types import CallToolResult, InputRequiredResult
 from mcp.types import Tool as MCPTool
+from pydantic import ValidationError
 
+from ollama_mcp.mcp import argument_checks
 from ollama_mcp.mcp.stdio import answering_stdio_server
 
 if TYPE_CHECKING:
@@ -19,7 +25,8 @@ if TYPE_CHECKING:
 
 class CompactServer(MCPServer):
     """Publishes tool schemas without pydantic's titles, with short nullable types, and without
-    output schemas; over stdio, answers request lines the SDK cannot parse (``stdio``).
+    output schemas; holds calls to them (``argument_checks``); over stdio, answers request lines
+    the SDK cannot parse (``stdio``).
 
     Every byte of tools/list costs the user's context window on every turn. Output schemas were
     half of it (3.5 of 7.2 KB for eight tools), and the results they describe are small JSON
@@ -34,10 +41,37 @@ class CompactServer(MCPServer):
             for tool in await super().list_tools()
         ]
 
+    async def call_tool(
+        self, name: str, arguments: dict[str, Any], context: Context[Any, Any] | None = None
+    ) -> CallToolResult | InputRequiredResult:
+        """The SDK's call, with an argument the tool does not take refused before anything runs,
+        and the SDK's refusals of the arguments (and of an unknown tool) in our words."""
+        tool = self._tool_manager.get_tool(name)
+        if tool is None:
+            raise ToolError(_refused(name, argument_checks.unknown_tool(
+                name, [t.name for t in self._tool_manager.list_tools()])))
+        refusal = argument_checks.unknown_arguments(name, tool.parameters, arguments)
+        if refusal is not None:
+            raise ToolError(_refused(name, refusal))
+        try:
+            return await super().call_tool(name, arguments, context)
+        except UnexpectedToolError:
+            raise
+        except ToolError as exc:
+            cause = exc.__cause__
+            if isinstance(cause, ValidationError) and cause.title == tool.fn_metadata.arg_model.__name__:
+                # (the cause kept: the SDK logs the refused fields' names from it)
+                raise ToolError(_refused(name, argument_checks.plain_refusal(tool.parameters, cause))) from cause
+            raise
+
     async def run_stdio_async(self) -> None:
         async with answering_stdio_server() as (read_stream, write_stream):
             lowlevel = self._lowlevel_server  # what MCPServer.run_stdio_async runs, on our streams
             await lowlevel.run(read_stream, write_stream, lowlevel.create_initialization_options())
+
+
+def _refused(tool: str, why: str) -> str:
+    return f"Error executing tool {tool}: {why}"  # (the SDK's prefix, as on every other tool error)
 
 
 def compact_schema(schema: Any) -> Any:

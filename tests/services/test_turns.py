@@ -139,7 +139,7 @@ async def test_bad_turns_are_refused_naming_the_turn_and_the_field_and_nothing_i
         for messages, expected in (
             ([], "messages: must be a non-empty list of turns"),
             ([{"role": "user", "content": "hi"}] * 101, "messages: holds 101 turns, more than 100"),
-            (["hi"], "messages.0\n  Input should be a valid dictionary"),  # the SDK checks the shape first
+            (["hi"], "messages[0]: should be a valid dictionary (got 'hi')"),  # the SDK checks the shape first
             ([{"role": "user", "content": "ok"}, {"role": "bot", "content": "hi"}], "messages[1].role: must be one of"),
             ([{"role": "user"}], "messages[0].content:"),
             ([{"role": "user", "content": "   "}], "messages[0].content:"),

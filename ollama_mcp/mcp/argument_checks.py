@@ -1,0 +1,115 @@
+"""A tool call's arguments held to the tool's schema, in the words of our other errors.
+
+The SDK validates arguments with the tool's pydantic model, which ignores names it does not know
+and words its refusals for Python developers ("1 validation error for store_memoryArguments ...
+For further information visit https://errors.pydantic.dev/..."). A model that wrote
+``conversation`` for ``conversation_id`` had its memory filed in the current conversation
+without a word; one that wrote ``limit`` for ``top_k`` got ten results and no hint. Here:
+
+- ``unknown_arguments``: a name the tool does not take is refused, with the names it takes, and
+  nothing is done (REST refuses an unknown field the same way). A tool that takes no arguments
+  ignores what it is sent: some clients send a placeholder argument to such tools.
+- ``plain_refusal``: the SDK's validation error, one line per field: the field, what is wrong,
+  and what to pass, from the tool's published schema.
+- ``unknown_tool``: a tool name this server does not have, with the names it has.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection, Mapping
+from typing import Any
+
+from pydantic import ValidationError
+
+_SHOWN_VALUE_CHARS = 40  # of a refused value, quoted back (it is the caller's own input)
+
+
+def unknown_arguments(tool: str, schema: Mapping[str, Any], arguments: Mapping[str, Any]) -> str | None:
+    """The refusal of names ``tool`` does not take, or None when every name is one of its own."""
+    accepted = list(schema.get("properties") or {})
+    if not accepted:
+        return None
+    unknown = [name for name in arguments if name not in accepted]
+    if not unknown:
+        return None
+    names = ", ".join(unknown)
+    verb = "is not an argument" if len(unknown) == 1 else "are not arguments"
+    hint = ""
+    if len(unknown) == 1 and (close := _closest(unknown[0], accepted)):
+        hint = f" (did you mean {close}?)"
+    return (
+        f"{names}: {verb} of {tool}{hint}; it takes {', '.join(accepted)}. Nothing was done; call it "
+        "again with those names."
+    )
+
+
+def plain_refusal(schema: Mapping[str, Any], error: ValidationError) -> str:
+    """Each field the SDK's validation refused, with what is wrong and what to pass."""
+    properties = schema.get("properties") or {}
+    lines: list[str] = []
+    for item in error.errors():
+        loc = list(item.get("loc", ()))
+        field = "".join(f"[{part}]" if isinstance(part, int) else f".{part}" for part in loc).lstrip(".")
+        field = field or "arguments"  # (messages[0].role, as our own checks name a turn's fields)
+        if item.get("type") == "missing":
+            said = "is required"
+        else:
+            said = _lowered(str(item.get("msg", "is not valid")).removeprefix("Input "))
+            if "input" in item and not isinstance(item["input"], dict | list):
+                said += f" (got {_shown(item['input'])})"
+        wanted = _wanted(properties.get(str(loc[0]))) if len(loc) == 1 else None
+        line = f"{field}: {said}" + (f"; pass {wanted}" if wanted else "")
+        if line not in lines:
+            lines.append(line)
+    return "; ".join(lines[:5]) + ". Nothing was done."
+
+
+def unknown_tool(name: str, tools: Collection[str]) -> str:
+    hint = f" (did you mean {close}?)" if (close := _closest(name, tools)) else ""
+    return f"{name!r} is not a tool of this server{hint}; its tools are {', '.join(tools)}."
+
+
+def _closest(name: str, choices: Collection[str]) -> str | None:
+    import difflib  # noqa: PLC0415  (2 ms, only on a refusal: this module loads before initialize is answered)
+
+    found = difflib.get_close_matches(name, list(choices), n=1, cutoff=0.6)
+    return found[0] if found else None
+
+
+def _wanted(prop: Any) -> str | None:
+    """What a property of the published schema takes, in words."""
+    if not isinstance(prop, Mapping):
+        return None
+    if isinstance(prop.get("enum"), list):
+        return "one of " + ", ".join(repr(v) for v in prop["enum"] if v is not None)
+    kinds = prop.get("type")
+    if kinds is None and isinstance(prop.get("anyOf"), list):
+        kinds = [option.get("type") for option in prop["anyOf"] if isinstance(option, Mapping)]
+    if isinstance(kinds, str):
+        kinds = [kinds]
+    words = [_TYPE_WORDS.get(kind, kind) for kind in (kinds or []) if kind not in (None, "null")]
+    if kinds == ["array"] or (words and "array" in (kinds or [])):
+        items = prop.get("items")
+        if not isinstance(items, Mapping) and isinstance(prop.get("anyOf"), list):
+            items = next((o.get("items") for o in prop["anyOf"] if isinstance(o, Mapping) and "items" in o), None)
+        item_type = items.get("type") if isinstance(items, Mapping) else None
+        if isinstance(item_type, str):
+            words = [f"a list of {_PLURALS.get(item_type, item_type)}" if w == _TYPE_WORDS["array"] else w
+                     for w in words]
+    return " or ".join(words) if words else None
+
+
+_TYPE_WORDS = {
+    "string": "a string", "integer": "a whole number", "number": "a number", "boolean": "true or false",
+    "array": "a list", "object": "a JSON object",
+}
+_PLURALS = {"string": "strings", "integer": "whole numbers", "number": "numbers", "object": "objects"}
+
+
+def _lowered(text: str) -> str:
+    return text[:1].lower() + text[1:]
+
+
+def _shown(value: object) -> str:
+    text = repr(value)
+    return text if len(text) <= _SHOWN_VALUE_CHARS else text[: _SHOWN_VALUE_CHARS - 3] + "..."
