@@ -25,7 +25,7 @@ from pydantic import BaseModel, ValidationError
 from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
-from starlette.routing import Route
+from starlette.routing import Match, Route
 
 from ollama_mcp import audit, caller, inputs
 from ollama_mcp.errors import (
@@ -324,7 +324,23 @@ def rest_app(admit: Admit, hosts: tuple[str, ...], origins: tuple[str, ...], tok
         return JSONResponse(document)
 
     routes.append(Route("/openapi.json", spec, methods=["GET"]))
-    return Starlette(routes=routes)
+
+    async def no_such_path(request: Request, _exc: Exception) -> Response:
+        return _error(404, f"there is no {request.method} {request.url.path}; {_SEE_DOCUMENT}")
+
+    async def wrong_method(request: Request, _exc: Exception) -> Response:
+        # (Starlette's own Allow names one route's methods; a path may have a route a method)
+        allowed = sorted({m for r in routes if r.matches(request.scope)[0] != Match.NONE for m in r.methods or ()})
+        response = _error(405, f"{request.method} is not accepted on {request.url.path}; it takes {', '.join(allowed)}"
+                               f" ({_SEE_DOCUMENT})")
+        response.headers["allow"] = ", ".join(allowed)
+        return response
+
+    # A path or method the API does not have is a JSON error too (Starlette answers them in plain text).
+    return Starlette(routes=routes, exception_handlers={404: no_such_path, 405: wrong_method})
+
+
+_SEE_DOCUMENT = f"see GET {PREFIX}/openapi.json for the endpoints"
 
 
 def _route(endpoint: Endpoint, admit: Admit, hosts: tuple[str, ...], origins: tuple[str, ...]) -> Any:

@@ -230,6 +230,22 @@ async def test_the_openapi_document_is_valid_and_lists_exactly_the_routes_served
         assert schema["additionalProperties"] is False and set(schema["required"]) == {"role", "content"}
 
 
+async def test_a_path_or_method_the_api_does_not_have_is_a_json_error_pointing_at_the_document(
+    settings: Settings
+) -> None:
+    async with people(settings) as (alice, _, anonymous):
+        for client in (alice, anonymous):
+            missing = await client.http.post(client.base + "/recall", json={"query": "x"})
+            assert missing.status_code == 404 and missing.headers["content-type"] == "application/json"
+            assert missing.json() == {
+                "error": f"there is no POST {PREFIX}/recall; see GET {PREFIX}/openapi.json for the endpoints"}
+        wrong = await alice.http.delete(alice.base + "/conversations")
+        assert wrong.status_code == 405 and wrong.headers["allow"] == "GET, HEAD, POST"
+        assert wrong.json() == {"error": f"DELETE is not accepted on {PREFIX}/conversations; it takes GET, HEAD, POST"
+                                         f" (see GET {PREFIX}/openapi.json for the endpoints)"}
+        assert (await alice.call("GET", "/conversations"))["conversations"] == []
+
+
 async def test_a_server_without_tokens_serves_the_local_user_on_loopback(settings: Settings, db: Database) -> None:
     async with serving(settings) as url, httpx2.AsyncClient(timeout=30) as plain:
         local = Api(plain, url.removesuffix("/mcp") + PREFIX)
