@@ -11,7 +11,9 @@ without a word; one that wrote ``limit`` for ``top_k`` got ten results and no hi
   ignores what it is sent: some clients send a placeholder argument to such tools.
 - ``plain_refusal``: the SDK's validation error, one line per field: the field, what is wrong,
   and what to pass, from the tool's published schema.
-- ``unknown_tool``: a tool name this server does not have, with the names it has.
+- ``unknown_tool``: a tool (or prompt) name this server does not have, with the names it has.
+
+``CompactServer`` holds prompts to the same rules.
 """
 
 from __future__ import annotations
@@ -64,9 +66,9 @@ def plain_refusal(schema: Mapping[str, Any], error: ValidationError) -> str:
     return "; ".join(lines[:5]) + ". Nothing was done."
 
 
-def unknown_tool(name: str, tools: Collection[str]) -> str:
+def unknown_tool(name: str, tools: Collection[str], kind: str = "tool") -> str:
     hint = f" (did you mean {close}?)" if (close := _closest(name, tools)) else ""
-    return f"{name!r} is not a tool of this server{hint}; its tools are {', '.join(tools)}."
+    return f"{name!r} is not a {kind} of this server{hint}; its {kind}s are {', '.join(tools)}."
 
 
 def _closest(name: str, choices: Collection[str]) -> str | None:

@@ -12,8 +12,10 @@ from typing import TYPE_CHECKING, Any
 from mcp.server import MCPServer
 from mcp.server.mcpserver import Context
 from mcp.server.mcpserver.exceptions import ToolError, UnexpectedToolError
-from mcp.types import CallToolResult, InputRequiredResult
+from mcp.shared.exceptions import MCPError
+from mcp.types import CallToolResult, GetPromptResult, InputRequiredResult
 from mcp.types import Tool as MCPTool
+from mcp_types import INVALID_PARAMS
 from pydantic import ValidationError
 
 from ollama_mcp.mcp import argument_checks
@@ -63,6 +65,25 @@ class CompactServer(MCPServer):
                 # (the cause kept: the SDK logs the refused fields' names from it)
                 raise ToolError(_refused(name, argument_checks.plain_refusal(tool.parameters, cause))) from cause
             raise
+
+    async def get_prompt(
+        self, name: str, arguments: dict[str, Any] | None = None, context: Context[Any, Any] | None = None
+    ) -> GetPromptResult | InputRequiredResult:
+        """The SDK's prompt, with an unknown name, an argument it does not take or a required one
+        missing refused in our words as invalid params (the SDK made each an internal error, its
+        stack in the log, saying "Missing required arguments: {'conversation_id'}")."""
+        prompt = self._prompt_manager.get_prompt(name)
+        if prompt is None:
+            raise MCPError(INVALID_PARAMS, argument_checks.unknown_tool(
+                name, [p.name for p in self._prompt_manager.list_prompts()], kind="prompt"))
+        taken = [argument.name for argument in prompt.arguments or ()]
+        refusal = argument_checks.unknown_arguments(name, {"properties": dict.fromkeys(taken)}, arguments or {})
+        missing = [a.name for a in prompt.arguments or () if a.required and (arguments or {}).get(a.name) is None]
+        if refusal is None and missing:
+            refusal = f"{', '.join(missing)}: {'is' if len(missing) == 1 else 'are'} required by {name}; pass it."
+        if refusal is not None:
+            raise MCPError(INVALID_PARAMS, refusal)
+        return await super().get_prompt(name, arguments, context)
 
     async def run_stdio_async(self) -> None:
         async with answering_stdio_server() as (read_stream, write_stream):

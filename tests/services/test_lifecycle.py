@@ -12,6 +12,7 @@ from typing import Any
 import anyio
 import pytest
 from mcp import MCPError
+from mcp_types import INVALID_PARAMS
 
 from ollama_mcp import inputs
 from ollama_mcp.app import App, open_app
@@ -665,6 +666,29 @@ async def test_the_build_context_prompt_sizes_its_parts_by_recent_turns_recall_k
             with pytest.raises(MCPError) as refused:
                 await client.get_prompt("build_context", {"conversation_id": conv, bad: said})
             assert str(refused.value).startswith(bad)
+
+
+async def test_a_prompt_asked_without_its_conversation_with_an_unknown_argument_or_by_a_wrong_name_is_refused_saying_so(
+    settings: Settings,
+) -> None:
+    async with connect(settings) as client:
+        conv = (await call(client, "init_conversation"))["conversation_id"]
+        for name, args, said in (
+            ("build_context", {}, "conversation_id: is required by build_context; pass it."),
+            ("build_context", {"recent_turns": "2"}, "conversation_id: is required by build_context; pass it."),
+            ("build_context", {"conversation_id": conv, "budget": "2000"},
+             "budget: is not an argument of build_context (did you mean token_budget?); it takes conversation_id,"
+             " token_budget, query, participants, facts, recent_turns, recall_k, recall_threshold. Nothing was"
+             " done; call it again with those names."),
+            ("build_contxt", {"conversation_id": conv},
+             "'build_contxt' is not a prompt of this server (did you mean build_context?); its prompts are"
+             " build_context."),
+        ):
+            with pytest.raises(MCPError) as refused:
+                await client.get_prompt(name, args)
+            assert str(refused.value) == said
+            assert refused.value.code == INVALID_PARAMS
+        assert (await client.get_prompt("build_context", {"conversation_id": conv})).messages is not None
 
 
 async def test_update_and_export_through_the_tools(settings: Settings) -> None:
