@@ -7,11 +7,13 @@ holds its budget.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
 
 from mcp.server import MCPServer
+from mcp.server.lowlevel.helper_types import ReadResourceContents
 from mcp.server.mcpserver import Context
-from mcp.server.mcpserver.exceptions import ToolError, UnexpectedToolError
+from mcp.server.mcpserver.exceptions import ResourceNotFoundError, ToolError, UnexpectedToolError
 from mcp.shared.exceptions import MCPError
 from mcp.types import CallToolResult, GetPromptResult, InputRequiredResult
 from mcp.types import Tool as MCPTool
@@ -84,6 +86,21 @@ class CompactServer(MCPServer):
         if refusal is not None:
             raise MCPError(INVALID_PARAMS, refusal)
         return await super().get_prompt(name, arguments, context)
+
+    async def read_resource(
+        self, uri: Any, context: Context[Any, Any] | None = None
+    ) -> Iterable[ReadResourceContents] | InputRequiredResult:
+        """The SDK's read, with an address no resource has answered by the addresses there are."""
+        try:
+            return await super().read_resource(uri, context)
+        except ResourceNotFoundError as exc:
+            if not str(exc).startswith("Unknown resource:"):
+                raise  # (ours: a conversation that does not exist, said by ``resource_errors``)
+            known = [str(r.uri) for r in self._resource_manager.list_resources()]
+            known += [t.uri_template for t in self._resource_manager.list_templates()]
+            raise ResourceNotFoundError(
+                f"{uri} is not a resource of this server; its resources are {', '.join(known)}."
+            ) from exc
 
     async def run_stdio_async(self) -> None:
         async with answering_stdio_server() as (read_stream, write_stream):

@@ -629,6 +629,14 @@ async def test_resources_page_a_conversation_and_say_when_it_does_not_exist(sett
             await client.read_resource("memory://conversations/00000000-0000-4000-8000-000000000000")
         with pytest.raises(MCPError, match="page"):
             await client.read_resource(f"memory://conversations/{conv}/page/9")
+        with pytest.raises(MCPError) as unknown:
+            await client.read_resource("memory://conversation/" + conv)  # (singular)
+        assert str(unknown.value) == (
+            f"memory://conversation/{conv} is not a resource of this server; its resources are memory://conversations,"
+            " memory://conversations/{conversation_id}, memory://conversations/{conversation_id}/page/{page},"
+            " memory://conversations/{conversation_id}/history,"
+            " memory://conversations/{conversation_id}/history/before/{message_id},"
+            " memory://conversations/{conversation_id}/relations.")
 
 
 async def test_the_build_context_prompt_returns_recalled_memories_as_data(settings: Settings) -> None:
