@@ -1,8 +1,8 @@
 """The published shape of the tools: schemas without pydantic's titles, with short nullable
-types and no output schemas (``compact_schema``), calls held to those schemas in our words
-(``argument_checks``), and stdio request lines the SDK cannot parse answered (``stdio``). Every byte of
-tools/list is paid for in the user's context window on every turn; ``tests/test_packaging.py``
-holds its budget.
+types and no output schemas (``compact_schema``); calls to tools, prompts and resources held to
+what is published, refused in our words (``argument_checks``); and stdio request lines the SDK
+cannot parse answered (``stdio``). Every byte of tools/list is paid for in the user's context
+window on every turn; ``tests/test_packaging.py`` holds its budget.
 """
 
 from __future__ import annotations
@@ -82,7 +82,8 @@ class CompactServer(MCPServer):
         refusal = argument_checks.unknown_arguments(name, {"properties": dict.fromkeys(taken)}, arguments or {})
         missing = [a.name for a in prompt.arguments or () if a.required and (arguments or {}).get(a.name) is None]
         if refusal is None and missing:
-            refusal = f"{', '.join(missing)}: {'is' if len(missing) == 1 else 'are'} required by {name}; pass it."
+            verb, them = ("is", "it") if len(missing) == 1 else ("are", "them")
+            refusal = f"{', '.join(missing)}: {verb} required by {name}; pass {them}."
         if refusal is not None:
             raise MCPError(INVALID_PARAMS, refusal)
         return await super().get_prompt(name, arguments, context)
