@@ -11,14 +11,14 @@ without a word; one that wrote ``limit`` for ``top_k`` got ten results and no hi
   ignores what it is sent: some clients send a placeholder argument to such tools.
 - ``plain_refusal``: the SDK's validation error, one line per field: the field, what is wrong,
   and what to pass, from the tool's published schema.
-- ``unknown_tool``: a tool (or prompt) name this server does not have, with the names it has.
+- ``unknown_name``: a tool (or prompt) name this server does not have, with the names it has.
 
 ``CompactServer`` holds prompts to the same rules.
 """
 
 from __future__ import annotations
 
-from collections.abc import Collection, Mapping
+from collections.abc import Collection, Mapping, Sequence
 from typing import Any
 
 from pydantic import ValidationError
@@ -26,28 +26,24 @@ from pydantic import ValidationError
 _SHOWN_VALUE_CHARS = 40  # of a refused value, quoted back (it is the caller's own input)
 
 
-def unknown_arguments(tool: str, schema: Mapping[str, Any], arguments: Mapping[str, Any]) -> str | None:
-    """The refusal of names ``tool`` does not take, or None when every name is one of its own."""
-    accepted = list(schema.get("properties") or {})
-    if not accepted:
+def unknown_arguments(tool: str, takes: Sequence[str], arguments: Mapping[str, Any]) -> str | None:
+    """The refusal of names ``tool`` does not take (it takes ``takes``), or None when every name
+    is one of them or it takes none."""
+    unknown = [name for name in arguments if name not in takes]
+    if not takes or not unknown:
         return None
-    unknown = [name for name in arguments if name not in accepted]
-    if not unknown:
-        return None
-    names = ", ".join(unknown)
     verb = "is not an argument" if len(unknown) == 1 else "are not arguments"
-    hint = ""
-    if len(unknown) == 1 and (close := _closest(unknown[0], accepted)):
-        hint = f" (did you mean {close}?)"
+    hint = f" (did you mean {close}?)" if len(unknown) == 1 and (close := _closest(unknown[0], takes)) else ""
     return (
-        f"{names}: {verb} of {tool}{hint}; it takes {', '.join(accepted)}. Nothing was done; call it "
+        f"{', '.join(unknown)}: {verb} of {tool}{hint}; it takes {', '.join(takes)}. Nothing was done; call it "
         "again with those names."
     )
 
 
-def plain_refusal(schema: Mapping[str, Any], error: ValidationError) -> str:
-    """Each field the SDK's validation refused, with what is wrong and what to pass."""
-    properties = schema.get("properties") or {}
+def plain_refusal(published: Mapping[str, Any], error: ValidationError) -> str:
+    """Each field the SDK's validation refused, with what is wrong and, from the tool's published
+    schema (``compact_schema``'s: a nullable type is a list of types), what to pass."""
+    properties = published.get("properties") or {}
     lines: list[str] = []
     for item in error.errors():
         loc = list(item.get("loc", ()))
@@ -66,9 +62,10 @@ def plain_refusal(schema: Mapping[str, Any], error: ValidationError) -> str:
     return "; ".join(lines[:5]) + ". Nothing was done."
 
 
-def unknown_tool(name: str, tools: Collection[str], kind: str = "tool") -> str:
-    hint = f" (did you mean {close}?)" if (close := _closest(name, tools)) else ""
-    return f"{name!r} is not a {kind} of this server{hint}; its {kind}s are {', '.join(tools)}."
+def unknown_name(name: str, names: Collection[str], kind: str) -> str:
+    """A tool or prompt (``kind``) this server does not have, with the ``names`` it has."""
+    hint = f" (did you mean {close}?)" if (close := _closest(name, names)) else ""
+    return f"{name!r} is not a {kind} of this server{hint}; its {kind}s are {', '.join(names)}."
 
 
 def _closest(name: str, choices: Collection[str]) -> str | None:
@@ -85,20 +82,13 @@ def _wanted(prop: Any) -> str | None:
     if isinstance(prop.get("enum"), list):
         return "one of " + ", ".join(repr(v) for v in prop["enum"] if v is not None)
     kinds = prop.get("type")
-    if kinds is None and isinstance(prop.get("anyOf"), list):
-        kinds = [option.get("type") for option in prop["anyOf"] if isinstance(option, Mapping)]
-    if isinstance(kinds, str):
-        kinds = [kinds]
-    words = [_TYPE_WORDS.get(kind, kind) for kind in (kinds or []) if kind not in (None, "null")]
-    if kinds == ["array"] or (words and "array" in (kinds or [])):
-        items = prop.get("items")
-        if not isinstance(items, Mapping) and isinstance(prop.get("anyOf"), list):
-            items = next((o.get("items") for o in prop["anyOf"] if isinstance(o, Mapping) and "items" in o), None)
-        item_type = items.get("type") if isinstance(items, Mapping) else None
-        if isinstance(item_type, str):
-            words = [f"a list of {_PLURALS.get(item_type, item_type)}" if w == _TYPE_WORDS["array"] else w
-                     for w in words]
-    return " or ".join(words) if words else None
+    items = prop.get("items")
+    item = items.get("type") if isinstance(items, Mapping) else None
+    words = [
+        f"a list of {_PLURALS[item]}" if kind == "array" and item in _PLURALS else _TYPE_WORDS.get(kind, kind)
+        for kind in ([kinds] if isinstance(kinds, str) else kinds or []) if kind != "null"
+    ]
+    return " or ".join(words) or None
 
 
 _TYPE_WORDS = {

@@ -52,9 +52,9 @@ class CompactServer(MCPServer):
         and the SDK's refusals of the arguments (and of an unknown tool) in our words."""
         tool = self._tool_manager.get_tool(name)
         if tool is None:
-            raise ToolError(_refused(name, argument_checks.unknown_tool(
-                name, [t.name for t in self._tool_manager.list_tools()])))
-        refusal = argument_checks.unknown_arguments(name, tool.parameters, arguments)
+            raise ToolError(_refused(name, argument_checks.unknown_name(
+                name, [t.name for t in self._tool_manager.list_tools()], "tool")))
+        refusal = argument_checks.unknown_arguments(name, list(tool.parameters.get("properties") or {}), arguments)
         if refusal is not None:
             raise ToolError(_refused(name, refusal))
         try:
@@ -65,7 +65,8 @@ class CompactServer(MCPServer):
             cause = exc.__cause__
             if isinstance(cause, ValidationError) and cause.title == tool.fn_metadata.arg_model.__name__:
                 # (the cause kept: the SDK logs the refused fields' names from it)
-                raise ToolError(_refused(name, argument_checks.plain_refusal(tool.parameters, cause))) from cause
+                refusal = argument_checks.plain_refusal(compact_schema(tool.parameters), cause)
+                raise ToolError(_refused(name, refusal)) from cause
             raise
 
     async def get_prompt(
@@ -76,10 +77,10 @@ class CompactServer(MCPServer):
         stack in the log, saying "Missing required arguments: {'conversation_id'}")."""
         prompt = self._prompt_manager.get_prompt(name)
         if prompt is None:
-            raise MCPError(INVALID_PARAMS, argument_checks.unknown_tool(
-                name, [p.name for p in self._prompt_manager.list_prompts()], kind="prompt"))
-        taken = [argument.name for argument in prompt.arguments or ()]
-        refusal = argument_checks.unknown_arguments(name, {"properties": dict.fromkeys(taken)}, arguments or {})
+            raise MCPError(INVALID_PARAMS, argument_checks.unknown_name(
+                name, [p.name for p in self._prompt_manager.list_prompts()], "prompt"))
+        takes = [argument.name for argument in prompt.arguments or ()]
+        refusal = argument_checks.unknown_arguments(name, takes, arguments or {})
         missing = [a.name for a in prompt.arguments or () if a.required and (arguments or {}).get(a.name) is None]
         if refusal is None and missing:
             verb, them = ("is", "it") if len(missing) == 1 else ("are", "them")
