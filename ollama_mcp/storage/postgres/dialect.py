@@ -44,7 +44,7 @@ class PostgresDialect(Dialect):
     NOTE_ONCE = "conversation_id, note_digest"
     KEY_COLUMN = ""
     KEY_VALUE = ""
-    LAST_MEMORY_OF_C = "(SELECT max(m.created_at) FROM memories m WHERE m.conversation_id = c.id)"  # 0005's index
+    LAST_MEMORY_OF_C = "(SELECT max(m.occurred_at) FROM memories m WHERE m.conversation_id = c.id)"  # 0014's index
     notes_cost = False
     stores_context = True
     CONTEXT_OF = "{alias}.context"

@@ -40,8 +40,9 @@ class Dialect(ABC):
     # A conversation's (``c``) current notes and turns, as columns.
     NOTES_OF_C: str
     MESSAGES_OF_C: str
-    # The newest ``created_at`` of conversation ``c``'s memories (NULL: none), which its last
-    # activity is made of: SQLite keeps it on the row (schema/0022); PostgreSQL reads its index.
+    # The newest ``occurred_at`` of conversation ``c``'s memories (NULL: none): when its newest
+    # memory happened, which its last activity is made of (an imported chat's is its own time, not
+    # the import's): SQLite keeps it on the row (schema/0022, 0025); PostgreSQL reads its index.
     LAST_MEMORY_OF_C: str
     # How a memory names its conversation where SQL finds a conversation's memories: SQLite's
     # indexes hold its integer key (``conversation_key``, schema/0023), PostgreSQL's its id.
