@@ -70,10 +70,11 @@ async def export_store(settings: Settings, conversation_id: str | None, fmt: str
 
 async def import_file(
     settings: Settings, path: str, fmt: str | None = None, since: str | None = None, dry_run: bool = False,
-    summarize: bool = False,
+    summarize: bool = False, restore_deleted: bool = False,
 ) -> ImportReport:
     """Import a file ('-': standard input) or a Claude Code projects folder, in the format its
-    content shows (``fmt`` overrides): another tool's history, or an ollama-mcp export."""
+    content shows (``fmt`` overrides): another tool's history, or an ollama-mcp export. What the
+    user deleted of an earlier import stays deleted unless ``restore_deleted``."""
     since_at = inputs.timestamp("--since", since) if since else None
     if path == "-":
         with tempfile.TemporaryDirectory(prefix="ollama-mcp-import-") as folder:
@@ -81,13 +82,13 @@ async def import_file(
             with spooled.open("wb") as out:
                 shutil.copyfileobj(sys.stdin.buffer, out)
             with open_source(spooled, fmt) as source:
-                return await _import(settings, source, since_at, dry_run, summarize)
+                return await _import(settings, source, since_at, dry_run, summarize, restore_deleted)
     with open_source(Path(path), fmt) as source:
-        return await _import(settings, source, since_at, dry_run, summarize)
+        return await _import(settings, source, since_at, dry_run, summarize, restore_deleted)
 
 
 async def _import(
-    settings: Settings, source: Source, since: str | None, dry_run: bool, summarize: bool
+    settings: Settings, source: Source, since: str | None, dry_run: bool, summarize: bool, restore_deleted: bool
 ) -> ImportReport:
     if source.format == "ollama-mcp":
         export.read_document(source.document)  # checked whole before the store is even opened
@@ -96,7 +97,7 @@ async def _import(
         async with open_app(settings, background=False) as app:
             with audit.through("import"):
                 return await app.lifecycle.import_source(
-                    source, since=since, dry_run=dry_run, summarize=summarize,
+                    source, since=since, dry_run=dry_run, summarize=summarize, restore_deleted=restore_deleted,
                     progress=lambda: progress.update(min(source.position(), source.size)),
                 )
     finally:
@@ -113,6 +114,13 @@ def import_summary(report: ImportReport, calls_per_hour: int | None = None) -> s
         shown = "; ".join(f"{s.where}: {s.reason}" for s in report.skipped[:SKIPS_SHOWN])
         more = f"; and {len(report.skipped) - SKIPS_SHOWN:,} more" if len(report.skipped) > SKIPS_SHOWN else ""
         line += f"\nskipped {len(report.skipped):,}: {shown}{more}"
+    if report.deleted_conversations or report.deleted_turns:
+        line += (f"\nleft out {counted(report.deleted_conversations, 'conversation')} and"
+                 f" {counted(report.deleted_turns, 'turn')} you deleted since an earlier import"
+                 " (--restore-deleted brings them back)")
+    if report.restored:
+        line += f"\nbrought back {counted(report.restored, 'conversation or turn', 'conversations and turns')}" \
+                " you had deleted (--restore-deleted)"
     if report.summaries_queued:
         line += f"\nqueued {counted(report.summaries_queued, 'summary', 'summaries')}: the server writes them in the " \
                 "background"
@@ -254,7 +262,10 @@ async def forget(
     _must_exist(settings, "forget")
     async with open_app(settings, background=False) as app:
         if conversation_id is not None:
-            ids = [(await app.service.resolve_conversation(conversation_id)).id]  # type: ignore[union-attr]
+            # Any conversation, ended ones too (every imported chat has ended): a delete, not a store.
+            given = inputs.conversation_id("--conversation", conversation_id)
+            assert given is not None
+            ids = [(await app.service.conversation(given)).id]
         elif cutoff is not None:
             ids = await app.service.conversation_ids(idle_before=cutoff)
         else:

@@ -104,6 +104,11 @@ def _parser() -> argparse.ArgumentParser:
         help="have the chat model summarize each imported conversation, in the background and within "
         "OLLAMA_MCP_CHAT_CALLS_PER_HOUR (default: no summaries; the turns are searchable without them)",
     )
+    importer.add_argument(
+        "--restore-deleted", action="store_true",
+        help="bring back the conversations and turns you deleted since an earlier import of them "
+        "(by default what you deleted stays deleted)",
+    )
     reembedder = commands.add_parser(
         "reembed",
         help="compute vectors for every memory with the configured (or given) model, with progress",
@@ -400,7 +405,8 @@ def _maintenance(settings: Settings, args: argparse.Namespace) -> int:
             print(f"exported {count:,} conversation(s) to {target}", file=sys.stderr)
     elif args.command == "import":
         imported = anyio.run(
-            admin.import_file, settings, args.file, args.format, args.since, args.dry_run, args.summarize
+            admin.import_file, settings, args.file, args.format, args.since, args.dry_run, args.summarize,
+            args.restore_deleted,
         )
         print(admin.import_summary(imported, settings.chat_calls_per_hour))
     elif args.command == "reembed":

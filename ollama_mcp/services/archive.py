@@ -39,6 +39,11 @@ class ImportReport:
     new_turns: int = 0
     skipped: list[Skipped] = field(default_factory=list)
     summaries_queued: int = 0  # conversations whose summary was asked for (--summarize)
+    # What the user deleted since an earlier import, left out: whole conversations, and turns (those
+    # of the conversations too)
+    deleted_conversations: int = 0
+    deleted_turns: int = 0
+    restored: int = 0  # of those, brought back on purpose (--restore-deleted)
 
 
 class Archive:
@@ -114,7 +119,7 @@ class Archive:
 
     async def import_source(
         self, source: Source, *, since: str | None = None, dry_run: bool = False,
-        progress: Callable[[], None] | None = None, summarize: bool = False,
+        progress: Callable[[], None] | None = None, summarize: bool = False, restore_deleted: bool = False,
     ) -> ImportReport:
         """Import what ``sources.open_source`` opened: an export of ours (ids kept, checked whole
         first) or another tool's chats (``import_chats``). ``summarize``: queue a summary of each
@@ -122,7 +127,7 @@ class Archive:
         within the chat-model budget)."""
         if source.format != "ollama-mcp":
             return await self.import_chats(source.format, source.chats, since=since, dry_run=dry_run,
-                                           progress=progress, summarize=summarize)
+                                           progress=progress, summarize=summarize, restore_deleted=restore_deleted)
         if summarize:
             raise InvalidInputError(
                 "--summarize", "applies to other tools' histories only",
@@ -139,13 +144,15 @@ class Archive:
 
     async def import_chats(
         self, fmt: str, chats: Iterator[Chat | Skipped], *, since: str | None = None, dry_run: bool = False,
-        progress: Callable[[], None] | None = None, summarize: bool = False,
+        progress: Callable[[], None] | None = None, summarize: bool = False, restore_deleted: bool = False,
     ) -> ImportReport:
         """Import the chats another tool exported (``services.imports``), each in one transaction:
         ids derived from the source's, so a second import adds nothing and a newer export only its
         new turns. A chat that cannot be read is skipped with its reason; the others are imported.
-        ``since``: turns before it are left out. ``dry_run``: count what would be added, write
-        nothing. Embeddings are left to the background, and so are summaries: none unless
+        ``since``: turns before it are left out. What the user deleted of an earlier import of
+        them stays deleted (its ids are remembered, ``deleted_imports``) unless ``restore_deleted``.
+        ``dry_run``: count what would be added, write nothing. Embeddings are left to the background,
+        and so are summaries: none unless
         ``summarize`` asks, and then within the chat-model budget (``chat_budget``)."""
         from ollama_mcp.services.imports.chats import Skipped, record_of  # noqa: PLC0415  (see the imports)
 
@@ -171,7 +178,9 @@ class Archive:
                         report.skipped.append(Skipped(f"{item.source_id} ({item.title or 'untitled'})",
                                                       "holds no messages"))
                     continue
-                record = record_of(chat, now)
+                record = await self._without_deleted(record_of(chat, now), report, restore_deleted, dry_run)
+                if record is None:
+                    continue
                 report.turns += len(record.memories)
                 if dry_run:
                     await self._count_new(report, record)
@@ -192,6 +201,27 @@ class Archive:
             raise ImportBrokeOff(f"{broken} The {counted(report.new_conversations, 'new conversation')} before the "
                                  f"break {verb} imported.")
         return report
+
+    async def _without_deleted(
+        self, record: export.ConversationRecord, report: ImportReport, restore: bool, dry_run: bool
+    ) -> export.ConversationRecord | None:
+        """``record`` without what the user deleted of it since an earlier import (None: the whole
+        conversation), counted in ``report``; with ``restore``, whole again, and no longer deleted."""
+        ids = [record.conversation.id, *(m.id for m in record.memories)]
+        gone = await self._store.deleted_imports(ids)
+        if not gone:
+            return record
+        if restore:
+            report.restored += len(gone)
+            if not dry_run:
+                await self._store.restore_deleted_imports(sorted(gone))
+            return record
+        if record.conversation.id in gone:
+            report.deleted_conversations += 1
+            report.deleted_turns += len(record.memories)
+            return None
+        report.deleted_turns += len(gone)
+        return replace(record, memories=[m for m in record.memories if m.id not in gone])
 
     async def _count_new(self, report: ImportReport, record: export.ConversationRecord) -> None:
         """A dry run's count: whether ``record``'s conversation and which of its memories are new."""

@@ -66,6 +66,10 @@ REDACTED = "redacted"
 
 REDACTED_PREFIX = "sha256:"
 
+# The metadata key an imported conversation and turn keep their source's id under
+# (services/imports/chats.record_of): what marks one whose delete is remembered (deleted_imports).
+SOURCE_ID = "source_id"
+
 
 def redacted_text(content: str) -> str:
     """What a redacted turn's content (and context) become: the prefix and its text's digest."""

@@ -5,8 +5,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from ollama_mcp.domain import Conversation, ConversationQuery, Memory
+from ollama_mcp.domain import Conversation, ConversationQuery, Memory, utc_now
 from ollama_mcp.errors import ConversationClosedError, ConversationNotFoundError
+from ollama_mcp.storage.memory_rules import SOURCE_ID
 from ollama_mcp.storage.sql.dialect import Dialect
 from ollama_mcp.storage.sql.fragments import like_escape
 from ollama_mcp.storage.sql.parts import SqlParts
@@ -247,9 +248,12 @@ class ConversationStore(SqlParts):
         return [row[0] for row in rows]
 
     async def memories_stored_before(self, cutoff: str, conversation_id: str | None = None) -> list[str]:
-        """The ids of the memories (current versions, of every kind) stored before ``cutoff``, in
-        one conversation or in all, oldest first: what forgetting by age deletes."""
-        where = "m.superseded_by IS NULL AND m.created_at < ?"
+        """The ids of the memories (current versions, of every kind) older than ``cutoff``, in one
+        conversation or in all, oldest first: what forgetting by age deletes. A turn's age is when
+        it was said (an imported 2024 turn is two years old, whenever it was imported); any other
+        memory's is when it was written down (a note stored today about 1990 is a day old)."""
+        age = "CASE WHEN m.kind = 'message' THEN m.occurred_at ELSE m.created_at END"
+        where = f"m.superseded_by IS NULL AND ({age}) < ?"
         if conversation_id:
             where += f" AND {self._dialect.of_conversation('m')}"
         rows = await self._fetchall(
@@ -291,6 +295,12 @@ class ConversationStore(SqlParts):
             await lock_conversation(conn, d, conversation_id)
             rows = await fetchall(
                 conn, d, f"SELECT seq FROM memories WHERE {d.of_conversation('')}", (conversation_id,)
+            )
+            await execute(  # an imported one stays deleted when its export is imported again
+                conn, d,
+                "INSERT INTO deleted_imports (id, deleted_at) SELECT id, ? FROM conversations"
+                f" WHERE id = ? AND {d.json_text('metadata', SOURCE_ID)} IS NOT NULL ON CONFLICT DO NOTHING",
+                (utc_now(), conversation_id),
             )
             await execute(conn, d, "DELETE FROM conversations WHERE id = ?", (conversation_id,))
         return [int(row[0]) for row in rows]
