@@ -107,7 +107,7 @@ class SearchFilters:
     tags: tuple[str, ...] = ()
     since: str | None = None
     until: str | None = None
-    kinds: tuple[MemoryKind, ...] = ("note", "summary", "fact")
+    kinds: tuple[MemoryKind, ...] = ("note", "message", "summary", "fact")  # every kind, unless narrowed
     include_superseded: bool = False
     actors: tuple[str, ...] = ()  # only turns by these participants (a message's actor, else its role)
 
@@ -149,6 +149,11 @@ class SearchHit:
     similarity: float | None  # cosine similarity to the query, when the memory has a vector
     matched: tuple[MatchReason, ...] = ()  # why it is a hit (ranking.reasons); () for a listing
     project: str | None = None  # its conversation's project (metadata.project), when it has one
+    # The same fact said elsewhere (folds.fold): every other place, best first; () when said once.
+    also: tuple[Memory, ...] = ()
+    # A turn found through the turn before it only ("Yes, we did!" for "did they go to Paris?"):
+    # that turn's words, so the hit says why it is one.
+    via: str | None = None
 
 
 @dataclass(frozen=True)

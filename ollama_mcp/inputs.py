@@ -17,7 +17,14 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from ollama_mcp.config import principal_name
-from ollama_mcp.domain import ConversationQuery, SearchFilters, SearchRequest, ShareAccess, format_timestamp
+from ollama_mcp.domain import (
+    ConversationQuery,
+    MemoryKind,
+    SearchFilters,
+    SearchRequest,
+    ShareAccess,
+    format_timestamp,
+)
 from ollama_mcp.errors import ConfigError, InvalidInputError
 
 MAX_QUERY_CHARS = 10_000
@@ -173,6 +180,27 @@ def integer(field: str, value: object, low: int, high: int) -> int:
     if not low <= value <= high:
         raise InvalidInputError(field, f"is {value}, outside {low}..{high}", f"pass a number from {low} to {high}")
     return value
+
+
+ALL_KINDS: tuple[MemoryKind, ...] = ("note", "message", "summary", "fact")
+
+
+def kinds(field: str, value: object) -> tuple[MemoryKind, ...]:
+    """Which kinds of memory a search covers: every kind when omitted (notes, recorded and
+    imported turns, summaries, facts: what was captured is what is recalled); one kind, or a list."""
+    if value is None:
+        return ALL_KINDS
+    given = [value] if isinstance(value, str) else value
+    fix = 'pass some of "note", "message", "summary", "fact" (e.g. ["note"]), or omit it for all'
+    if not isinstance(given, list | tuple) or not given:
+        raise InvalidInputError(field, "must be a kind or a list of kinds", fix)
+    chosen: list[MemoryKind] = []
+    for i, kind in enumerate(given):
+        if kind not in ALL_KINDS:
+            shown = repr(kind)[:40]
+            raise InvalidInputError(f"{field}[{i}]" if len(given) > 1 else field, f"is {shown}, not a kind", fix)
+        chosen.append(kind)
+    return tuple(kind for kind in ALL_KINDS if kind in chosen)
 
 
 def flag(field: str, value: object) -> bool:
@@ -436,7 +464,7 @@ def occurred_at(field: str, value: object) -> str:
 
 
 # search_request's parameters are named like the tools' (and so like these checks).
-_tags, _threshold, _conversation_id, _actor, _project = tags, threshold, conversation_id, actor, project
+_tags, _threshold, _conversation_id, _actor, _project, _kinds = tags, threshold, conversation_id, actor, project, kinds
 
 
 def search_request(
@@ -447,7 +475,7 @@ def search_request(
     tags: object = None,
     since: object = None,
     until: object = None,
-    include_messages: object = False,
+    kinds: object = None,
     include_superseded: object = False,
     actor: object = None,
     *,
@@ -456,13 +484,16 @@ def search_request(
     reference_time: object = None,
     project: object = None,
 ) -> SearchRequest:
-    """A search request with every field checked; the first bad field raises. ``actor`` keeps
-    the turns of one participant only (so it searches messages, which alone have one)."""
+    """A search request with every field checked; the first bad field raises. ``kinds``: every
+    kind when omitted. ``actor`` keeps the turns of one participant only (messages, which alone
+    have one)."""
     by = _actor("actor", actor)
-    messages = flag("include_messages", include_messages) or by is not None
+    covered = _kinds("kinds", kinds)
+    if by is not None and "message" not in covered:
+        raise InvalidInputError("actor", "names a participant, whose turns are messages", 'add "message" to kinds')
     filters = SearchFilters(
         tags=_tags("tags", tags), since=timestamp("since", since), until=timestamp("until", until),
-        kinds=("note", "summary", "fact", "message") if messages else ("note", "summary", "fact"),
+        kinds=covered,
         include_superseded=flag("include_superseded", include_superseded),
         actors=() if by is None else (by,),
     )

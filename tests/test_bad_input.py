@@ -89,7 +89,7 @@ CASES: list[tuple[str, dict[str, Any], str]] = [
     ("update_memory", {"memory_id": MISSING}, "content: tags and metadata are all missing"),
     ("update_memory", {"memory_id": MISSING, "content": ""}, "content: is empty"),
     ("update_memory", {"memory_id": MISSING, "tags": [""]}, "tags[0]: is empty"),
-    ("search_memories", {"query": "q", "include_messages": "maybe"}, "include_messages"),
+    ("search_memories", {"query": "q", "kind": "notes"}, "kind: should be 'note', 'message', 'summary' or 'fact'"),
     ("export_conversation", {"conversation_id": MISSING}, "no conversation"),
     ("export_conversation", {"conversation_id": "x"}, "conversation_id: is not a valid id"),
     ("export_conversation", {"format": "pdf"}, "format"),
@@ -152,7 +152,9 @@ CASES: list[tuple[str, dict[str, Any], str]] = [
      " as an integer (got 'ten'); pass a whole number. Nothing was done."),
     ("store_memory", {"content": "ok", "tags": "solo"}, "tags: should be a valid list (got 'solo'); pass a list of"
      " strings."),
-    ("search_memories", {"query": "q", "include_messages": "maybe"}, "(got 'maybe'); pass true or false."),
+    ("search_memories", {"query": "q", "include_superseded": "maybe"}, "(got 'maybe'); pass true or false."),
+    ("search_all_conversations", {"query": "q", "include_messages": True}, "include_messages: is no longer an"
+     " argument of search_all_conversations: turns are searched by default now; leave it out, or pass kind"),
     ("store_memories", {"content": "x"}, "'store_memories' is not a tool of this server (did you mean store_memory?);"
      " its tools are init_conversation, get_conversation_id, store_memory,"),
 ]

@@ -242,7 +242,7 @@ async def test_a_turn_recorded_late_keeps_when_it_was_said(settings: Settings, d
             {"role": "user", "content": "we shipped the release", "occurred_at": "2023-12-04T10:00:00+01:00"},
             {"role": "assistant", "content": "congratulations"},
         ])
-        found = await call(client, "search_memories", query="shipped release", include_messages=True)
+        found = await call(client, "search_memories", query="shipped release")
     occurred = db.rows("SELECT content, occurred_at = created_at FROM memories ORDER BY seq")
     assert occurred == [("we shipped the release", 0), ("congratulations", 1)]
     assert db.rows("SELECT occurred_at FROM memories WHERE content = 'we shipped the release'") == [

@@ -24,6 +24,12 @@ from typing import Any
 from pydantic import ValidationError
 
 _SHOWN_VALUE_CHARS = 40  # of a refused value, quoted back (it is the caller's own input)
+# Arguments the tools took once, with what to do instead (a client may still hold an old list).
+RETIRED = {
+    "include_messages": (
+        'turns are searched by default now; leave it out, or pass kind ("note", "message", ...) to narrow'
+    ),
+}
 
 
 def unknown_arguments(tool: str, takes: Sequence[str], arguments: Mapping[str, Any]) -> str | None:
@@ -32,6 +38,8 @@ def unknown_arguments(tool: str, takes: Sequence[str], arguments: Mapping[str, A
     unknown = [name for name in arguments if name not in takes]
     if not takes or not unknown:
         return None
+    if len(unknown) == 1 and unknown[0] in RETIRED:
+        return f"{unknown[0]}: is no longer an argument of {tool}: {RETIRED[unknown[0]]}. Nothing was done."
     verb = "is not an argument" if len(unknown) == 1 else "are not arguments"
     hint = f" (did you mean {close}?)" if len(unknown) == 1 and (close := _closest(unknown[0], takes)) else ""
     return (

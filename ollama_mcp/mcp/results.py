@@ -137,6 +137,19 @@ class MemoryStored(BaseModel):
         )
 
 
+class Place(BaseModel):
+    """Another place a hit's fact was said (folded into the hit: folds.fold)."""
+
+    memory_id: str
+    conversation_id: str
+    kind: Literal["note", "message", "summary", "fact"]
+    occurred_at: str
+
+    @classmethod
+    def of(cls, m: Memory) -> Place:
+        return cls(memory_id=m.id, conversation_id=m.conversation_id, kind=m.kind, occurred_at=m.occurred_at)
+
+
 class Hit(BaseModel):
     memory_id: str
     conversation_id: str
@@ -149,6 +162,8 @@ class Hit(BaseModel):
     matched: list[MatchReason] | None = None  # why it is a hit (none for a listing)
     length: int | None = None  # the whole memory's characters, when content shows passages of it
     project: str | None = None  # its conversation's project, when it has one
+    also_in: list[Place] | None = None  # the same fact said elsewhere, shown once here
+    via: str | None = None  # a turn found through the turn before it: that turn's words
 
 
 class SearchResults(BaseModel):
@@ -171,7 +186,7 @@ class SearchResults(BaseModel):
                 kind=h.memory.kind,
                 occurred_at=None if h.memory.occurred_at == h.memory.created_at else h.memory.occurred_at,
                 matched=list(h.matched) or None, length=shown.length if shown.clipped else None,
-                project=h.project,
+                project=h.project, also_in=[Place.of(m) for m in h.also] or None, via=h.via,
             ))
         said = [outcome.notice] if outcome.notice else []
         if any(r.length is not None for r in results):

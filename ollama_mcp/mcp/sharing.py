@@ -33,6 +33,8 @@ from ollama_mcp.domain import (
     utc_now,
 )
 from ollama_mcp.errors import InvalidInputError, OllamaMcpError
+from ollama_mcp.folds import fold
+from ollama_mcp.services.searched import NOTHING
 
 if TYPE_CHECKING:
     from ollama_mcp.app import App
@@ -180,9 +182,10 @@ class Sharing:
             hits.sort(key=lambda h: (h.memory.occurred_at, h.memory.created_at), reverse=True)
             mode = "list"
         notices = dict.fromkeys(outcome.notice for outcome in done if outcome.notice)
-        return SearchOutcome(
-            hits[: request.top_k], mode, max(outcome.elapsed_ms for outcome in done), " ".join(notices) or None, "all"
-        )
+        if hits:  # one owner's "nothing on this" is not the answer when another's memory holds it
+            notices = {n: None for n in notices if not n.startswith(NOTHING)}
+        shown = hits[: request.top_k] if mode == "list" else fold(hits, request.top_k)  # one hit per fact
+        return SearchOutcome(shown, mode, max(o.elapsed_ms for o in done), " ".join(notices) or None, "all")
 
 
 class Solo:

@@ -55,7 +55,8 @@ ConversationId = str | None  # default: the current conversation (init_conversat
 Tags = Annotated[list[str] | None, Field(description="Must have all.")]
 TopK = int  # 1-100: a bad one is refused saying so
 Threshold = float | None  # minimum cosine similarity, 0-1: a bad one is refused saying so
-Messages = Annotated[bool, Field(description="Also transcript turns.")]
+# Every kind is searched unless narrowed to one: notes, recorded and imported turns, summaries, facts.
+Kind = Literal["note", "message", "summary", "fact"] | None
 Superseded = Annotated[bool, Field(description="Also replaced versions.")]
 Query = Annotated[str, Field(description='"*" lists them newest first.')]
 Project = Annotated[str | None, Field(description="Folder name or path.")]
@@ -129,7 +130,7 @@ async def search_memories(
     tags: Tags = None,
     since: str | None = None,  # ISO 8601, like until: a bad one is refused saying so
     until: str | None = None,
-    include_messages: Messages = False,
+    kind: Kind = None,
     include_superseded: Superseded = False,
     actor: Annotated[str | None, Field(description="Only this participant's.")] = None,
     reference_time: Annotated[str | None, Field(description="Now, for 'last week' etc.")] = None,
@@ -139,7 +140,7 @@ async def search_memories(
     begin_search(ctx, query)
     async with tool_call(ctx, conversation_id) as app:
         request = search_request(
-            query, conversation_id, top_k, threshold, tags, since, until, include_messages, include_superseded,
+            query, conversation_id, top_k, threshold, tags, since, until, kind, include_superseded,
             actor, reference_time=reference_time, project=project,
         )
         return reply(SearchResults.of(await app.service.search(request), request.query, app.settings.response_chars))
@@ -147,7 +148,7 @@ async def search_memories(
 
 async def search_all_conversations(
     ctx: Context, query: Query, top_k: TopK = 5, threshold: Threshold = None, tags: Tags = None,
-    include_messages: Messages = False,
+    kind: Kind = None,
     related_to: Annotated[str | None, Field(description="This conversation and related ones.")] = None,
     project: Project = None,
 ) -> Annotated[CallToolResult, SearchResults]:
@@ -155,7 +156,7 @@ async def search_all_conversations(
     begin_search(ctx, query)
     async with tool_call(ctx, related_to) as app:
         request = search_request(
-            query, top_k=top_k, threshold=threshold, tags=tags, include_messages=include_messages, everywhere=True,
+            query, top_k=top_k, threshold=threshold, tags=tags, kinds=kind, everywhere=True,
             related_to=related_to, project=project,
         )
         sharing, principal = sharing_of(ctx)

@@ -201,7 +201,7 @@ async def recall(call: Call) -> tuple[int, BaseModel]:
     target = _id(call)
     await call.app.service.conversation(target)  # a conversation that is not the caller's: 404
     request = inputs.search_request(
-        body.query, target, body.k, body.threshold, include_messages=True, everywhere=body.scope == "all",
+        body.query, target, body.k, body.threshold, kinds=body.kinds, everywhere=body.scope == "all",
     )
     outcome = await call.app.service.search(request)
     return 200, Recalled(hits=[RecallHit.of(h) for h in outcome.hits], mode=outcome.mode, notice=outcome.notice)

@@ -90,6 +90,9 @@ class RecallIn(Body):
     k: int = Field(default=5, description="1-100.")
     threshold: float | None = Field(default=None, description="Minimum cosine similarity, -1 to 1.")
     scope: Literal["conversation", "all"] = "conversation"
+    kinds: list[Literal["note", "message", "summary", "fact"]] | None = Field(
+        default=None, description="Only these kinds of memory; default every kind."
+    )
 
 
 class SemanticRecallIn(Body):
@@ -230,6 +233,13 @@ class TurnPage(BaseModel):
     earlier: bool = Field(description="Whether older turns exist: pass the first one's id as before.")
 
 
+class RecallPlace(BaseModel):
+    memory_id: str
+    conversation_id: str
+    kind: str
+    occurred_at: str
+
+
 class RecallHit(BaseModel):
     memory_id: str
     conversation_id: str
@@ -238,6 +248,8 @@ class RecallHit(BaseModel):
     similarity: float | None = None  # none for a memory without a vector yet (found by its words)
     occurred_at: str
     project: str | None = None
+    also_in: list[RecallPlace] | None = None  # the same fact said elsewhere, shown once here
+    via: str | None = None  # a turn found through the turn before it: that turn's words
 
     @classmethod
     def of(cls, h: SearchHit) -> RecallHit:
@@ -245,6 +257,9 @@ class RecallHit(BaseModel):
         return cls(
             memory_id=m.id, conversation_id=m.conversation_id, kind=m.kind, content=m.content,
             similarity=h.similarity, occurred_at=m.occurred_at, project=h.project,
+            also_in=[RecallPlace(memory_id=o.id, conversation_id=o.conversation_id, kind=o.kind,
+                                 occurred_at=o.occurred_at) for o in h.also] or None,
+            via=h.via,
         )
 
 

@@ -51,6 +51,7 @@ from ollama_mcp.services.indexer import Indexer
 from ollama_mcp.services.jobs import JobRunner
 from ollama_mcp.services.passages import page_of
 from ollama_mcp.services.relations import related_scope
+from ollama_mcp.services.searched import nothing_found
 from ollama_mcp.storage.protocols import Storage
 from ollama_mcp.when import TimeWindow, query_window
 
@@ -472,6 +473,9 @@ class MemoryService:
             request.query, filters, None if conversation is None else conversation.key, request.top_k,
             request.threshold, _window(request),
         )
+        if not hits:
+            conversations, by_kind = await self._store.searched_counts(filters)
+            notice = _joined(notice or "", nothing_found(conversations, by_kind, filters.kinds)).strip()
         return await self._with_projects(hits, conversation), "hybrid" if by_meaning else "keyword", notice
 
     async def _with_projects(self, hits: list[SearchHit], conversation: Conversation | None) -> list[SearchHit]:

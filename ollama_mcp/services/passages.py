@@ -10,8 +10,9 @@ query's words, each cut marked with ``MARK`` (``passage``); the whole text is re
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from functools import cache, lru_cache
 
 from ollama_mcp.storage.ranking import query_terms
 
@@ -122,12 +123,36 @@ def _page_bounds(text: str, size: int) -> list[tuple[int, int]]:
 
 
 def _occurrences(text: str, query: str) -> list[tuple[int, str]]:
-    """Where the query's words stand in ``text`` (whole words, any case), in order."""
+    """Where the query's words stand in ``text``, in order: whole words in any case, or words of
+    the same stem, as the keyword index matches them ("deploy" for "deployments": Porter, as
+    SQLite's FTS5 stems; PostgreSQL's English stemmer agrees on nearly every word)."""
     terms = query_terms(query)
     if not terms:
         return []
-    pattern = re.compile(r"\b(" + "|".join(re.escape(t) for t in terms) + r")\b", re.IGNORECASE)
-    return [(m.start(), m.group(1).lower()) for m in pattern.finditer(text)]
+    stem = _stemmer()
+    wanted = {stem(term): term for term in terms}
+    wanted.update({term: term for term in terms})
+    found = []
+    for match in _WORD.finditer(text):
+        word = match.group(0).lower()
+        term = wanted.get(word) or wanted.get(stem(word))
+        if term is not None:
+            found.append((match.start(), term))
+    return found
+
+
+_WORD = re.compile(r"\w+", re.UNICODE)
+_STEMS_KEPT = 50_000
+
+
+@cache
+def _stemmer() -> Callable[[str], str]:
+    """Porter's stemmer, each word stemmed once while it is among the last ``_STEMS_KEPT`` (a long
+    text repeats its words; a server that runs for months must not keep every word it saw)."""
+    import snowballstemmer  # type: ignore[import-untyped]  # noqa: PLC0415  (for long hits only: not at start-up)
+
+    stem: Callable[[str], str] = snowballstemmer.stemmer("porter").stemWord
+    return lru_cache(maxsize=_STEMS_KEPT)(stem)
 
 
 def _best_window(

@@ -156,6 +156,15 @@ class MemoryStorage(Protocol):
 
     async def listed_memories(self, filters: SearchFilters, limit: int) -> list[Memory]: ...
 
+    async def searched_counts(self, filters: SearchFilters) -> tuple[int, dict[str, int]]:
+        """(conversations, memories by kind) within ``filters``: what a search looked through."""
+
+    async def deleted_imports(self, ids: Sequence[str]) -> set[str]:
+        """Which of ``ids`` (imported conversations and memories) the user deleted."""
+
+    async def restore_deleted_imports(self, ids: Sequence[str]) -> int:
+        """Let an import bring ``ids`` back; how many had been deleted."""
+
     async def update_memory(self, memory_id: str, revise: Callable[[Memory], Memory]) -> tuple[Memory, Memory]:
         """Store ``revise(old)`` as the new version of ``memory_id``."""
 

@@ -12,6 +12,7 @@ from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Protocol
 
 from ollama_mcp.domain import MatchReason, Memory, SearchHit, format_timestamp
+from ollama_mcp.folds import fold
 from ollama_mcp.when import TimeWindow, in_window
 
 if TYPE_CHECKING:  # numpy is not imported on the way to the MCP handshake (tests/test_packaging.py)
@@ -74,6 +75,12 @@ class SearchTuning:
     # close in meaning (cosine): else a search in a conversation with one unrelated note returns
     # that note, at similarity 0.0, as its best answer.
     min_similarity: float = 0.1
+    # A note, fact or summary found only through the memories stored before it ("nearby words",
+    # "nearby meaning": none of its own words, nor its own meaning) is a hit only if this is set:
+    # notes stand alone, and the note stored after another is not about it (the Q3 budget note
+    # is no answer to "peanut allergy"). A turn keeps its context: "Yes, we did!" answers "did
+    # they go to Paris?" through the turn before it, which the hit then quotes (``via``).
+    context_only_notes: bool = False
     # Speed and memory only (both rank the same): from this many memories on, the SQLite backend
     # holds an in-memory keyword index instead of asking FTS5 (search.HybridSearch).
     keyword_index_min_memories: int = 50_000
@@ -186,6 +193,9 @@ def rank_lists(
         in_time = [seq for seq, _ in fused_scores if seq in in_window]
         bonus = dict(fuse([(tuning.time_weight, in_time)], k=tuning.rrf_k))
         fused_scores = sorted(((seq, s + bonus.get(seq, 0.0)) for seq, s in fused_scores), key=lambda pair: -pair[1])
+    # Equal fused scores: the one closer in meaning by its own text first (else the order of ties
+    # would be the order a backend's lists happened to give them, and differ between backends).
+    fused_scores.sort(key=lambda pair: (-pair[1], -similarity.get(pair[0], -2.0)))
     # Memories that contain the query word for word come first, whatever the fusion says.
     exact_set = set(exact)
     worded = exact_set.union(keyword, keyword_context)
@@ -302,8 +312,11 @@ def candidate_depth(tuning: SearchTuning, top_k: int, window: TimeWindow | None)
 
 def ranked_depth(tuning: SearchTuning, top_k: int) -> int:
     """How many fused memories ``hits`` needs to choose the best ``top_k``."""
+    # Half as many again as asked for: folding copies of one fact (folds.fold) and leaving out
+    # notes found through their neighbours only (earns_place) must not leave places empty.
+    wanted = top_k + top_k // 2 + 1
     deeper = tuning.session_weight or tuning.actor_weight or tuning.exchange_weight
-    return max(top_k, tuning.session_depth) if deeper else top_k
+    return max(wanted, tuning.session_depth) if deeper else wanted
 
 
 async def hits(
@@ -317,7 +330,41 @@ async def hits(
         fused = by_session(tuning, fused, memories)
     if (tuning.actor_weight or tuning.exchange_weight) and words and len(fused) > 1:
         fused = await by_actor(tuning, fused, memories, frozenset(words), rows)
-    return to_hits(fused[:top_k], memories)
+    found = [h for h in to_hits(fused, memories) if tuning.context_only_notes or earns_place(h)]
+    return await with_via(fold(found, top_k), rows)
+
+
+OWN_REASONS: frozenset[MatchReason] = frozenset({"exact", "words", "meaning"})
+VIA_CHARS = 160  # how much of the turn a hit was found through it quotes
+
+
+def best_first(r: Ranked) -> tuple[float, float]:
+    """The order of ranked memories: by score, ties by the similarity of their own text."""
+    return -r.score, -(r.similarity if r.similarity is not None else -2.0)
+
+
+def earns_place(hit: SearchHit) -> bool:
+    """Whether a hit stands on its own: a turn may be found through the turns before it (its
+    context is its conversation), any other memory only by its own words or meaning."""
+    return hit.memory.kind == "message" or not hit.matched or bool(OWN_REASONS.intersection(hit.matched))
+
+
+async def with_via(found: list[SearchHit], rows: Rows) -> list[SearchHit]:
+    """The hits, each turn found only through the turn before it quoting that turn (``via``)."""
+    through = [h.memory.seq for h in found if h.matched and not OWN_REASONS.intersection(h.matched)]
+    if not through:
+        return found
+    before = {seq: pair[0] for seq, pair in (await rows.adjacent_seqs(through)).items() if pair[0] is not None}
+    said = await rows.memories_by_seq(before.values())
+    out = []
+    for h in found:
+        prior = said.get(before.get(h.memory.seq, -1))
+        if prior is not None:
+            text = " ".join(prior.content.split())
+            text = text if len(text) <= VIA_CHARS else text[: VIA_CHARS - 1] + "…"
+            h = replace(h, via=f"{prior.actor or prior.role or prior.kind}: {text}")
+        out.append(h)
+    return out
 
 
 def names(actor: str, words: frozenset[str]) -> bool:
@@ -348,7 +395,7 @@ async def by_actor(
         for seq, gain in (await exchanges(tuning, head, memories, named, rows)).items():
             bonus[seq] = bonus.get(seq, 0.0) + gain
     rescored = [replace(r, score=r.score + bonus.get(r.seq, 0.0)) for r in fused]
-    return sorted(rescored, key=lambda r: -r.score)
+    return sorted(rescored, key=best_first)
 
 
 async def exchanges(
@@ -389,7 +436,7 @@ def by_session(tuning: SearchTuning, fused: Sequence[Ranked], memories: dict[int
         key = session_of(r.seq)
         gain = 0.0 if key is None else tuning.session_weight * strength.get(key, 0.0)
         rescored.append(replace(r, score=r.score + gain))
-    return sorted(rescored, key=lambda r: -r.score)
+    return sorted(rescored, key=best_first)
 
 
 def session(memory: Memory) -> tuple[str, str]:

@@ -113,8 +113,8 @@ async def search(request: Request) -> Response:
     params = request.query_params
     query = params.get("q", "").strip()
     scope = params.get("conversation") or None
-    form: dict[str, Any] = {key: params.get(key, "") for key in ("q", "conversation", "tags", "since", "until")}
-    form |= {"messages": bool(params.get("messages")), "superseded": bool(params.get("superseded"))}
+    form: dict[str, Any] = {key: params.get(key, "") for key in ("q", "conversation", "tags", "since", "until", "kind")}
+    form |= {"superseded": bool(params.get("superseded"))}
     choices = await app.service.list_conversations(None, LISTED)
     outcome = matches = None
     names: dict[str, str] = {c.id: c.title or "unnamed" for c in choices}
@@ -125,7 +125,7 @@ async def search(request: Request) -> Response:
             until += "T23:59:59.999999"
         asked = inputs.search_request(
             query, scope, 20, None, tags, form["since"] or None, until,
-            form["messages"], form["superseded"], everywhere=scope is None,
+            form["kind"] or None, form["superseded"], everywhere=scope is None,
         )
         outcome = await app.service.search(asked)
         matches = views.matches(query, outcome.hits)

@@ -95,7 +95,7 @@ async def test_a_session_replayed_through_the_hooks_is_recorded_turn_by_turn_and
     async with open_app(settings, background=False) as app:
         while await app.indexer.backfill_once():
             pass
-        found = await app.service.search(search_request("metrics exporter", everywhere=True, include_messages=True))
+        found = await app.service.search(search_request("metrics exporter", everywhere=True))
     assert found.mode == "hybrid", found
     assert found.hits[0].memory.conversation_id == conversation
     assert found.hits[0].memory.content == payload("Stop2")["last_assistant_message"]

@@ -59,7 +59,7 @@ def first_hit(db: Database, fake: FakeOllama, question: str) -> str:
 
     async def search() -> str:
         async with connect(settings) as client:
-            found = await call(client, "search_all_conversations", query=question, top_k=3, include_messages=True)
+            found = await call(client, "search_all_conversations", query=question, top_k=3)
         return str(found["results"][0]["content"])
 
     return anyio.run(search)

@@ -381,7 +381,8 @@ async def test_a_search_kept_to_one_conversation_says_the_others_were_left_out(
         await call(client, "store_memory", content="For billing we chose PostgreSQL")
         scoped = await call(client, "search_memories", query="billing")
         everywhere = await call(client, "search_all_conversations", query="billing")
-    assert alone["searched"] == "conversation" and alone["notice"] is None  # nothing else exists
+    assert alone["searched"] == "conversation"  # nothing else exists, and that is said plainly
+    assert alone["notice"] == "Memory holds nothing on this: there is nothing to search here yet."
     assert scoped["searched"] == "conversation"
     assert scoped["notice"] == "Only this conversation was searched; search_all_conversations recalls the others."
     assert everywhere["searched"] == "all" and everywhere["notice"] is None

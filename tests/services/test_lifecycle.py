@@ -214,7 +214,7 @@ async def test_messages_are_searched_only_when_asked_and_share_the_index(app: Ap
     message = await app.lifecycle.add_message(conv.id, "user", "The quokka is my favourite animal")
     await app.indexer.backfill_once()
     assert (await app.service.search(search_request("quokka", conv.id))).hits == []
-    found = await app.service.search(search_request("quokka", conv.id, include_messages=True))
+    found = await app.service.search(search_request("quokka", conv.id))
     assert [h.memory.id for h in found.hits] == [message.id] and found.hits[0].similarity is not None
 
 
@@ -551,7 +551,7 @@ async def test_the_ttl_sweep_deletes_expired_conversations_without_leaving_orpha
     assert_no_trace(db, doomed.id)
     assert rows(db, "SELECT door, conversation_id FROM write_audit WHERE action = 'delete_conversation'") == [
         ("retention", doomed.id)]  # the record of the deletion outlives it
-    found = await app.service.search(search_request("secret plan", include_messages=True, everywhere=True))
+    found = await app.service.search(search_request("secret plan", everywhere=True))
     assert {h.memory.conversation_id for h in found.hits} == {kept.id}
     assert await app.lifecycle.sweep() == []
 

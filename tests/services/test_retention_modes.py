@@ -127,7 +127,7 @@ async def test_audit_only_replaces_covered_turns_by_their_digest_in_every_table_
 ) -> None:
     conv, turns, note = await transcript(app, "audit-only")
     async with open_app(settings, background=False) as other:  # another process, its indexes loaded
-        before = await other.service.search(search_request("kumquat0", include_messages=True, everywhere=True))
+        before = await other.service.search(search_request("kumquat0", everywhere=True))
         assert turns[0].id in [h.memory.id for h in before.hits]
 
         assert await app.jobs.run_once()
@@ -151,7 +151,7 @@ async def test_audit_only_replaces_covered_turns_by_their_digest_in_every_table_
         no_orphans(db)
 
         for searcher in (app, other):
-            found = await searcher.service.search(search_request("kumquat0", include_messages=True, everywhere=True))
+            found = await searcher.service.search(search_request("kumquat0", everywhere=True))
             ids = [h.memory.id for h in found.hits]
             assert turns[0].id not in ids and turns[1].id not in ids
             assert any(h.memory.kind == "summary" and "kumquat0" in h.memory.content for h in found.hits)
@@ -187,7 +187,7 @@ async def test_ephemeral_deletes_covered_turns_and_at_the_end_every_turn_keeping
                                          {"memories.content_words:summary", "memories.context_words:summary"})}
     no_orphans(db)
     await backfill(app)
-    found = await app.service.search(search_request("kumquat4", include_messages=True, everywhere=True))
+    found = await app.service.search(search_request("kumquat4", everywhere=True))
     assert [h.memory.kind for h in found.hits if "kumquat4" in h.memory.content] == ["summary"]
 
 

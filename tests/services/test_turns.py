@@ -109,7 +109,7 @@ async def test_turns_without_a_conversation_start_one_and_are_found_exported_and
         conversation = added["conversation_id"]
         assert (await call(mcp, "get_conversation_id"))["current"]["conversation_id"] == conversation
         assert (await call(mcp, "search_memories", query="staging proxy port"))["results"] == []  # notes only
-        found = await call(mcp, "search_memories", query="staging proxy port", include_messages=True)
+        found = await call(mcp, "search_memories", query="staging proxy port")
         assert added["message_ids"][3] in {hit["memory_id"] for hit in found["results"]}
         exported = (await call(mcp, "export_conversation"))["markdown"]
         assert "listens on port 8443" in exported and "dana" in exported
@@ -278,7 +278,7 @@ async def test_an_edited_turn_leaves_no_trace_of_its_old_text_in_the_keyword_ind
     assert revised.metadata["earlier_versions"] == [{"content": "The code word is pelican",
                                                       "written_at": first.created_at}]
     await backfill(app)
-    found = await app.service.search(inputs.search_request("code word heron", include_messages=True))
+    found = await app.service.search(inputs.search_request("code word heron"))
     assert first.id in [h.memory.id for h in found.hits]  # by its new text (the reply's context holds it too)
 
 
@@ -315,7 +315,7 @@ async def test_turns_recorded_while_ollama_fails_are_kept_and_pending_and_embedd
     added, retry = await app.lifecycle.add_messages(None, [{"role": "user", "content": "The proxy is on 8443."}])
     assert not retry and [m.content for m in added] == ["The proxy is on 8443."]
     assert db.rows("SELECT count(*) FROM memory_embeddings") == [(0,)]
-    outcome = await app.service.search(inputs.search_request("proxy", added[0].conversation_id, include_messages=True))
+    outcome = await app.service.search(inputs.search_request("proxy", added[0].conversation_id))
     assert [hit.memory.id for hit in outcome.hits] == [added[0].id]
     assert outcome.mode == "keyword" and "503" in (outcome.notice or "")
     # while it is known to fail, the next turns do not wait for it

@@ -380,7 +380,7 @@ async def test_keyword_filters_hold_in_the_in_memory_index(settings: Settings) -
             return {h.memory.content for h in outcome.hits}
 
         assert await found(conversation_id=one.id) == {"the zeppelin budget doubled"}
-        assert await found(conversation_id=one.id, include_messages=True) == {
+        assert await found(conversation_id=one.id) == {
             "the zeppelin budget doubled", "a zeppelin message",
         }
         assert await found(conversation_id=one.id, include_superseded=True) == {

@@ -92,7 +92,7 @@ async def test_a_turn_waiting_for_its_context_vector_ranks_by_its_neighbours_mea
         ])
         assert await app.indexer.pending_count() == 2  # the two "Noted" turns' context vectors
         outcome = await app.service.search(
-            search_request("deploy credentials tomorrow", everywhere=True, include_messages=True)
+            search_request("deploy credentials tomorrow", everywhere=True)
         )
         ranked = [hit.memory.id for hit in outcome.hits]
         assert ranked.index(deploy[1].id) < ranked.index(lunch[1].id)
@@ -494,7 +494,7 @@ async def _talk(app: App) -> dict[str, str]:
 
 async def test_a_query_naming_a_participant_ranks_their_turn_above_the_same_words_from_another(app: App) -> None:
     ids = await _talk(app)
-    request = search_request("what blue paint did Sam put on the fence", top_k=2, include_messages=True)
+    request = search_request("what blue paint did Sam put on the fence", top_k=2)
     found = await app.service.search(request)
     assert [h.memory.id for h in found.hits] == [ids["sam"], ids["alex"]]
     app.ranker.tuning = replace(SearchTuning(), actor_weight=0, exchange_weight=0)  # type: ignore[misc]
@@ -505,7 +505,7 @@ async def test_a_query_naming_a_participant_ranks_their_turn_above_the_same_word
 async def test_a_query_naming_nobody_who_spoke_ranks_as_if_no_participant_were_known(app: App) -> None:
     ids = await _talk(app)
     found = await app.service.search(
-        search_request("what blue paint did Rivers put on the fence", include_messages=True)
+        search_request("what blue paint did Rivers put on the fence")
     )
     assert [h.memory.id for h in found.hits[:2]] == [ids["alex"], ids["sam"]]
 
@@ -549,7 +549,7 @@ async def test_the_reply_of_a_named_participant_rises_with_the_question_another_
     while await app.indexer.backfill_once():
         pass
     question, reply = added[0].id, added[1].id
-    request = search_request("which colour did Sam paint the garden fence", top_k=3, include_messages=True)
+    request = search_request("which colour did Sam paint the garden fence", top_k=3)
     found = await app.service.search(request)
     assert found.hits[0].memory.id == reply
     app.ranker.tuning = replace(SearchTuning(), exchange_weight=0)  # type: ignore[misc]

@@ -4,6 +4,7 @@ Screenshots of each page go to test-artifacts/ui/."""
 
 from __future__ import annotations
 
+import json
 import os
 import queue
 import re
@@ -190,3 +191,47 @@ async def test_on_the_shared_server_a_person_signs_in_with_their_token_and_finds
     finally:
         code, err = server.stop()
     assert code == 130 and "tomatoes" not in err, err
+
+
+async def test_an_imported_chat_shows_its_own_times_sorts_as_history_and_is_found_by_a_plain_search(
+    database_url: str, fake_ollama: FakeOllama, chromium: str, backend: str, tmp_path: Path
+) -> None:
+    from tests.cli.test_import_formats import chatgpt_conversation  # noqa: PLC0415
+
+    export = tmp_path / "conversations.json"
+    export.write_text(json.dumps([chatgpt_conversation()]))
+    env = {"PATH": os.environ.get("PATH", ""), "OLLAMA_MCP_DB": database_url, "OLLAMA_HOST": fake_ollama.url,
+           "HOME": str(tmp_path)}
+    imported = subprocess.run([str(SCRIPT), "import", str(export)], capture_output=True, text=True, env=env,
+                              cwd="/", timeout=120)
+    assert imported.returncode == 0, imported.stderr
+    settings = Settings.from_env(env)
+    async with connect(settings) as client:
+        await call(client, "init_conversation", name="Today's chat")
+        await call(client, "store_memory", content="Groceries: oat milk and lemons")
+
+    with ui_process(database_url, fake_ollama) as (_, link), anyio.fail_after(90):
+        async with browser(chromium) as opened:
+            page = await opened.new_page(viewport={"width": 1100, "height": 800})
+            page.set_default_timeout(15_000)
+            await page.goto(link)
+            rows = page.locator("table tbody tr")
+            await rows.first.wait_for()
+            listed = [await rows.nth(i).inner_text() for i in range(await rows.count())]
+            assert "Today's chat" in listed[0] and "Lisbon trip" in listed[1]  # the import is 2023's history
+            assert "2023-11-14 22:14" in listed[1]  # its last activity: its newest turn's own time
+
+            await page.get_by_role("link", name="Lisbon trip").click()
+            turns = page.locator("ol.transcript li")
+            await turns.first.wait_for()
+            said = [await turns.nth(i).inner_text() for i in range(await turns.count())]
+            assert ["2023-11-14 22:13" in said[0], "2023-11-14 22:14" in said[3]] == [True, True], said
+            await shot(page, f"imported-{backend}")
+
+            await page.get_by_role("link", name="Search", exact=True).click()
+            await page.locator("input[name=q]").fill("Alfama hotel")
+            await page.get_by_role("button", name="Search").click()
+            first = page.locator("li.result").first
+            await first.wait_for()
+            assert "The Alfama hotel, three nights." in await first.inner_text()
+            assert "2023-11-14 22:14" in await first.inner_text()

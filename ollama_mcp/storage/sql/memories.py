@@ -8,9 +8,9 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import replace
 from typing import Any
 
-from ollama_mcp.domain import EmbeddingRow, Memory, SearchFilters
+from ollama_mcp.domain import EmbeddingRow, Memory, SearchFilters, utc_now
 from ollama_mcp.errors import ConversationClosedError, InvalidInputError, MemoryNotFoundError, MemorySupersededError
-from ollama_mcp.storage.memory_rules import CONTEXT_NEIGHBOURS, compose_context, note_digest, own_context
+from ollama_mcp.storage.memory_rules import CONTEXT_NEIGHBOURS, SOURCE_ID, compose_context, note_digest, own_context
 from ollama_mcp.storage.sql.dialect import Dialect
 from ollama_mcp.storage.sql.fragments import MOMENT_COLUMNS, moment_from_row, neighbour_columns
 from ollama_mcp.storage.sql.parts import SqlParts
@@ -179,6 +179,41 @@ class MemoryStore(SqlParts):
         )
         return [memory_from_row(d, row) for row in rows]
 
+    async def searched_counts(self, filters: SearchFilters) -> tuple[int, dict[str, int]]:
+        """What a search in ``filters`` looked through: how many conversations, and how many
+        memories of each kind (what a search that found nothing says it searched)."""
+        d = self._dialect
+        conditions, params = filter_conditions(d, filters)
+        where = " AND ".join([*conditions, text_kept(d, "m.")])
+        rows = await self._fetchall(
+            d.sql(f"SELECT m.kind, count(*) FROM memories m WHERE {where}"
+                  " GROUP BY m.kind"), params, "count the memories searched",
+        )
+        conversations = await self._fetchall(
+            d.sql(f"SELECT count(DISTINCT m.conversation_id) FROM memories m WHERE {where}"), params,
+            "count the conversations searched",
+        )
+        return int(conversations[0][0]), {str(row[0]): int(row[1]) for row in rows}
+
+    async def deleted_imports(self, ids: Sequence[str]) -> set[str]:
+        """Which of ``ids`` (of imported conversations and memories) the user deleted."""
+        if not ids:
+            return set()
+        d = self._dialect
+        rows = await self._fetchall(
+            d.sql(f"SELECT id FROM deleted_imports WHERE {d.in_list('id')}"), (d.listed(ids),),
+            "read what was deleted",
+        )
+        return {str(row[0]) for row in rows}
+
+    async def restore_deleted_imports(self, ids: Sequence[str]) -> int:
+        """Let an import bring ``ids`` back (``import --restore-deleted``); how many were deleted."""
+        if not ids:
+            return 0
+        d = self._dialect
+        async with self._transaction("forget what was deleted") as conn:
+            return await execute(conn, d, f"DELETE FROM deleted_imports WHERE {d.in_list('id')}", (d.listed(ids),))
+
     async def update_memory(self, memory_id: str, revise: Callable[[Memory], Memory]) -> tuple[Memory, Memory]:
         """Store ``revise(old)`` as the new version of ``memory_id``; the old row stays, marked
         ``superseded_by`` the new one. Returns (old, new), in one transaction.
@@ -237,6 +272,12 @@ class MemoryStore(SqlParts):
             versions = [int(row[0]) for row in rows]
             deleted = sorted(versions + await facts_from(conn, d, versions))  # its facts go with it (cascade)
             followers = {} if own_context(named) else await context_followers(conn, d, named.conversation_id, deleted)
+            await execute(  # an imported turn stays deleted when its export is imported again
+                conn, d,
+                f"INSERT INTO deleted_imports (id, deleted_at) SELECT id, ? FROM memories WHERE {d.in_list('seq')}"
+                f" AND {d.json_text('metadata', SOURCE_ID)} IS NOT NULL ON CONFLICT DO NOTHING",
+                (utc_now(), d.listed(versions)),
+            )
             await execute(conn, d, f"DELETE FROM memories WHERE {d.in_list('seq')}", (d.listed(versions),))
             changed = await rewrite_followers(conn, d, followers)
         return named, deleted, changed

@@ -1,0 +1,243 @@
+"""What was captured is what is recalled (#79): recorded and imported turns are found by every
+door's default search, one hit per fact with every place it was said, no hit that stands only on
+its neighbours' words, a plain word when nothing is there; history at its own time, and what the
+user deleted stays deleted. Both backends, real stores, the fake Ollama over HTTP."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import anyio
+import pytest
+
+from ollama_mcp.app import App, open_app
+from ollama_mcp.config import Settings
+from ollama_mcp.inputs import search_request
+from tests.cli.test_cli import rows, run
+from tests.cli.test_import_formats import chatgpt_conversation
+from tests.conftest import Database, backfill, connect
+from tests.fake_ollama import FakeOllama
+from tests.mcp.test_tools import call
+from tests.ui.test_ui import view
+
+pytestmark = pytest.mark.anyio
+
+
+def _settings(db: Database, fake: FakeOllama) -> Settings:
+    return Settings.from_env({"OLLAMA_MCP_DB": db.url, "OLLAMA_HOST": fake.url, "HOME": "/nonexistent"})
+
+
+def _import(tmp_path: Path, db: Database, fake: FakeOllama, *chats: dict[str, Any], flags: tuple[str, ...] = ()) -> str:
+    export = tmp_path / "conversations.json"
+    export.write_text(json.dumps(list(chats)))
+    done = run(db, fake, "import", str(export), *flags)
+    assert done.returncode == 0, done.stderr
+    return done.stdout
+
+
+def test_an_imported_chat_is_found_by_the_default_search_of_every_door(
+    tmp_path: Path, db: Database, fake_ollama: FakeOllama
+) -> None:
+    _import(tmp_path, db, fake_ollama, chatgpt_conversation())
+    settings = _settings(db, fake_ollama)
+    wanted = "The Alfama hotel, three nights."
+
+    async def doors() -> None:
+        async with connect(settings) as client:
+            everywhere = await call(client, "search_all_conversations", query="Alfama hotel nights")
+            assert [r["content"] for r in everywhere["results"]][:1] == [wanted]
+            assert everywhere["results"][0]["kind"] == "message"
+            mine = await call(client, "search_memories", query="Alfama hotel nights")
+            assert [r["content"] for r in mine["results"]][:1] == [wanted]
+            notes = await call(client, "search_all_conversations", query="Alfama hotel nights", kind="note")
+            assert notes["results"] == []
+            assert notes["notice"] == (
+                "Memory holds nothing on this: there is nothing to search here yet of kind note; leave kinds out to"
+                " search every kind."
+            )
+        fake_ollama.enqueue_chat(_tool_call("search_all_conversations", query="Alfama hotel nights"), "Alfama.")
+        async with connect(settings) as client:
+            await call(client, "ask_agent", query="where did we stay?")
+        searched = fake_ollama.chat_requests()[-1].body["messages"][-1]
+        assert searched["role"] == "tool" and wanted in searched["content"]
+        async with open_app(settings, background=False) as app, view(app) as browser:
+            page = await browser.get("/search", params={"q": "Alfama hotel nights"})
+            assert page.status_code == 200 and wanted in page.text and "Nothing found" not in page.text
+
+    anyio.run(doors)
+
+
+def _tool_call(name: str, **arguments: Any) -> dict[str, Any]:
+    return {"role": "assistant", "content": "", "tool_calls": [{"function": {"name": name, "arguments": arguments}}]}
+
+
+async def test_one_fact_told_in_two_conversations_is_one_hit_naming_both(app: App) -> None:
+    first = await app.service.init_conversation("monday")
+    (said,), _ = await app.lifecycle.add_messages(first.id, [{"role": "user", "content": "We deploy on Fridays only."}])
+    second = await app.service.init_conversation("thursday")
+    note = await app.service.store_memory("we deploy on fridays only", second.id)
+    await app.service.store_memory("Lunch is at noon in the canteen", second.id)
+    await backfill(app)
+
+    found = (await app.service.search(search_request("deploy Fridays", everywhere=True, top_k=5))).hits
+    deploys = [h for h in found if "deploy" in h.memory.content.lower()]
+    assert len(deploys) == 1
+    places = {deploys[0].memory.id, *(m.id for m in deploys[0].also)}
+    assert places == {said.id, note.memory.id}
+    assert {m.conversation_id for m in (deploys[0].memory, *deploys[0].also)} == {first.id, second.id}
+
+
+async def test_a_note_and_the_turn_it_repeats_are_one_hit_showing_the_longer(app: App) -> None:
+    conversation = await app.service.init_conversation("standup")
+    (turn,), _ = await app.lifecycle.add_messages(
+        conversation.id, [{"role": "user", "content": "The staging proxy listens on port 8443 now"}]
+    )
+    note = await app.service.store_memory(
+        "[3 March] Sam: The staging proxy listens on port 8443 now", conversation.id
+    )
+    await backfill(app)
+    found = (await app.service.search(search_request("staging proxy port", conversation.id))).hits
+    assert len(found) == 1
+    assert found[0].memory.id == note.memory.id and [m.id for m in found[0].also] == [turn.id]
+
+
+async def test_look_alikes_that_differ_in_one_number_or_name_stay_two_hits(app: App) -> None:
+    conversation = await app.service.init_conversation("facts")
+    nine = await app.service.store_memory("The weekly standup starts at 9 in room Orion", conversation.id)
+    ten = await app.service.store_memory("The weekly standup starts at 10 in room Orion", conversation.id)
+    vega = await app.service.store_memory("The weekly standup starts at 9 in room Vega", conversation.id)
+    await backfill(app)
+    found = (await app.service.search(search_request("weekly standup starts", conversation.id))).hits
+    assert {h.memory.id for h in found} == {nine.memory.id, ten.memory.id, vega.memory.id}
+    assert all(not h.also for h in found)
+
+
+async def test_deleting_one_copy_of_a_folded_fact_deletes_that_copy_only(app: App) -> None:
+    one = await app.service.init_conversation("one")
+    two = await app.service.init_conversation("two")
+    first = await app.service.store_memory("The VPN password rotates every 30 days", one.id)
+    second = await app.service.store_memory("The VPN password rotates every 30 days", two.id)
+    await backfill(app)
+    await app.service.delete_memory(first.memory.id)
+    found = (await app.service.search(search_request("VPN password rotates", everywhere=True))).hits
+    assert [(h.memory.id, h.also) for h in found] == [(second.memory.id, ())]
+
+
+async def test_a_note_found_only_through_the_note_before_it_is_not_a_hit(app: App) -> None:
+    conversation = await app.service.init_conversation("notes")
+    allergy = await app.service.store_memory("Dana has a peanut allergy", conversation.id)
+    await app.service.store_memory("Budget for Q3 marketing is 40k", conversation.id)
+    await app.service.store_memory("Use ruff for linting", conversation.id)
+    await backfill(app)
+    found = (await app.service.search(search_request("peanut allergy", conversation.id, top_k=5))).hits
+    assert [h.memory.id for h in found] == [allergy.memory.id]
+
+
+async def test_a_turn_found_through_the_turn_before_it_quotes_that_turn(app: App) -> None:
+    conversation = await app.service.init_conversation("trip")
+    added, _ = await app.lifecycle.add_messages(conversation.id, [
+        {"role": "user", "actor": "ann", "content": "Did you finally go to Paris in June?"},
+        {"role": "user", "actor": "ben", "content": "Yes, we did! It was lovely."},
+    ])
+    await backfill(app)
+    found = (await app.service.search(search_request("Paris June", conversation.id, top_k=5))).hits
+    reply = next(h for h in found if h.memory.id == added[1].id)
+    assert reply.via == "ann: Did you finally go to Paris in June?"
+    assert next(h for h in found if h.memory.id == added[0].id).via is None
+
+
+async def test_a_search_that_finds_nothing_says_what_it_searched(app: App) -> None:
+    conversation = await app.service.init_conversation("trip")
+    await app.lifecycle.add_messages(conversation.id, [{"role": "user", "content": "Book the Lisbon flight"}])
+    await app.service.store_memory("The hotel is in Alfama", conversation.id)
+    await backfill(app)
+    outcome = await app.service.search(search_request("xylophone quartet", everywhere=True))
+    assert outcome.hits == []
+    assert outcome.notice == (
+        "Memory holds nothing on this: searched 1 conversation (1 recorded turn, 1 note, 0 summaries, 0 facts)."
+    )
+
+
+def test_an_imported_chat_keeps_its_own_time_in_lists_and_forget_older_than(
+    tmp_path: Path, db: Database, fake_ollama: FakeOllama
+) -> None:
+    _import(tmp_path, db, fake_ollama, chatgpt_conversation())
+    settings = _settings(db, fake_ollama)
+
+    async def today() -> str:
+        async with open_app(settings, background=False) as app:
+            conversation = await app.service.init_conversation("today")
+            await app.service.store_memory("a note of today", conversation.id)
+            listed = await app.service.list_conversations(None, 10)
+            assert [c.name for c in listed] == ["today", "Lisbon trip"]  # by activity, the import's is 2023
+            assert listed[1].last_activity == "2023-11-14T22:14:10.000000Z"
+            return conversation.id
+
+    kept = anyio.run(today)
+    dry = run(db, fake_ollama, "forget", "--older-than", "90d", "--dry-run")
+    assert dry.returncode == 0, dry.stderr
+    assert "would delete 1 conversation(s) with 4 memories" in dry.stdout and "Lisbon trip" in dry.stdout
+    assert "would delete 0 older memories" in dry.stdout
+    assert rows(db, "SELECT count(*) FROM conversations")[0][0] == 2
+    gone = run(db, fake_ollama, "forget", "--older-than", "90d")
+    assert "deleted 1 conversation(s) with 4 memories" in gone.stdout
+    assert [r[0] for r in rows(db, "SELECT id FROM conversations")] == [kept]
+
+
+def test_a_deleted_imported_conversation_and_turn_stay_deleted_when_the_export_is_imported_again(
+    tmp_path: Path, db: Database, fake_ollama: FakeOllama
+) -> None:
+    _import(tmp_path, db, fake_ollama, chatgpt_conversation("c-1", "Lisbon trip"),
+            chatgpt_conversation("c-2", "Porto trip"))
+    lisbon, porto = (rows(db, "SELECT id FROM conversations WHERE name = ?", name)[0][0]
+                     for name in ("Lisbon trip", "Porto trip"))
+    secret = rows(db, "SELECT id FROM memories WHERE conversation_id = ? AND content = ?",
+                  porto, "And the hotel?")[0][0]
+
+    async def delete() -> None:
+        async with open_app(_settings(db, fake_ollama), background=False) as app:
+            await app.service.delete_conversation(lisbon)
+            await app.service.delete_memory(secret)
+
+    anyio.run(delete)
+    again = _import(tmp_path, db, fake_ollama, chatgpt_conversation("c-1", "Lisbon trip"),
+                    chatgpt_conversation("c-2", "Porto trip"))
+    assert "imported 0 new conversation(s) and 0 new turns" in again
+    assert "(3 of 3 were already present)" in again
+    assert "left out 1 conversation and 5 turns you deleted since an earlier import" in again
+    assert rows(db, "SELECT count(*) FROM conversations WHERE id = ?", lisbon)[0][0] == 0
+    assert rows(db, "SELECT count(*) FROM memories WHERE id = ?", secret)[0][0] == 0
+
+    restored = _import(tmp_path, db, fake_ollama, chatgpt_conversation("c-1", "Lisbon trip"),
+                       chatgpt_conversation("c-2", "Porto trip"), flags=("--restore-deleted",))
+    assert "imported 1 new conversation(s) and 5 new turns" in restored
+    assert "brought back 2 conversations and turns you had deleted" in restored
+    assert rows(db, "SELECT count(*) FROM memories WHERE id = ?", secret)[0][0] == 1
+
+
+def test_forget_conversation_deletes_an_ended_conversation_and_a_dry_run_says_what_would_go(
+    tmp_path: Path, db: Database, fake_ollama: FakeOllama
+) -> None:
+    _import(tmp_path, db, fake_ollama, chatgpt_conversation())
+    (conversation, status), = rows(db, "SELECT id, status FROM conversations")
+    assert status == "completed"
+    dry = run(db, fake_ollama, "forget", "--conversation", conversation, "--dry-run")
+    assert dry.returncode == 0, dry.stderr
+    assert "would delete 1 conversation(s) with 4 memories" in dry.stdout and conversation in dry.stdout
+    assert rows(db, "SELECT count(*) FROM memories")[0][0] == 4
+    done = run(db, fake_ollama, "forget", "--conversation", conversation)
+    assert done.returncode == 0, done.stderr
+    assert "deleted 1 conversation(s) with 4 memories" in done.stdout
+    assert rows(db, "SELECT count(*) FROM conversations")[0][0] == 0
+
+
+async def test_a_long_memory_found_by_a_words_stem_is_shown_by_the_passage_holding_it(settings: Settings) -> None:
+    filler = " ".join(f"paragraph {i} talks about gardening, tomatoes and the weather." for i in range(600))
+    async with connect(settings) as client:
+        await call(client, "store_memory", content=f"{filler} In the end: our deployments happen on Fridays.")
+        found = await call(client, "search_all_conversations", query="deployment", top_k=1)
+    (hit,) = found["results"]
+    assert hit["length"] > 30_000 and len(hit["content"]) < hit["length"]
+    assert hit["content"].startswith("[…]") and "our deployments happen on Fridays." in hit["content"]
