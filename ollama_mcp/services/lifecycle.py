@@ -438,7 +438,10 @@ class ConversationLifecycle(Archive):
                 kinds = ("note",) if private else tuple(kind for kind in request.filters.kinds if kind != "fact")
                 request = replace(request, filters=replace(request.filters, kinds=kinds))
             outcome = await self.service.search(request)
-            recalled, used = fit([hit.memory for hit in outcome.hits], DATA_NOTICE, used, budget)
+            # Turns are recalled too now: not those the context already holds as recent turns.
+            window = {m.id for m in recent}
+            found = [hit.memory for hit in outcome.hits if hit.memory.id not in window]
+            recalled, used = fit(found, DATA_NOTICE, used, budget)
         for message in reversed(recent[:-1]):
             cost = estimate_tokens(message.content)
             if used + cost > budget:

@@ -241,3 +241,21 @@ async def test_a_long_memory_found_by_a_words_stem_is_shown_by_the_passage_holdi
     (hit,) = found["results"]
     assert hit["length"] > 30_000 and len(hit["content"]) < hit["length"]
     assert hit["content"].startswith("[…]") and "our deployments happen on Fridays." in hit["content"]
+
+
+async def test_build_context_recalls_an_earlier_chats_turn_and_not_the_turns_it_already_holds(app: App) -> None:
+    earlier = await app.service.init_conversation("monday")
+    (said,), _ = await app.lifecycle.add_messages(
+        earlier.id, [{"role": "user", "content": "The staging database password rotates on Mondays"}]
+    )
+    await app.service.end_conversation(earlier.id)
+    now = await app.service.init_conversation("tuesday")
+    recent, _ = await app.lifecycle.add_messages(now.id, [
+        {"role": "user", "content": "When does the staging database password rotate?"},
+    ])
+    await backfill(app)
+    built = await app.lifecycle.build_context(
+        now.id, 2000, 10, query="staging database password rotate", recall_everywhere=True
+    )
+    assert [m.id for m in built.recalled] == [said.id]
+    assert [m.id for m in built.recent] == [recent[0].id]
