@@ -137,6 +137,10 @@ class MemoryStored(BaseModel):
         )
 
 
+# The other places a folded hit lists: a fact said in hundreds of chats must not fill a result.
+ALSO_SHOWN = 5
+
+
 class Place(BaseModel):
     """Another place a hit's fact was said (folded into the hit: folds.fold)."""
 
@@ -162,7 +166,8 @@ class Hit(BaseModel):
     matched: list[MatchReason] | None = None  # why it is a hit (none for a listing)
     length: int | None = None  # the whole memory's characters, when content shows passages of it
     project: str | None = None  # its conversation's project, when it has one
-    also_in: list[Place] | None = None  # the same fact said elsewhere, shown once here
+    also_in: list[Place] | None = None  # the same fact said elsewhere, shown once here (the first ALSO_SHOWN)
+    also_more: int | None = None  # how many more places said it (beyond also_in)
     via: str | None = None  # a turn found through the turn before it: that turn's words
 
 
@@ -186,7 +191,8 @@ class SearchResults(BaseModel):
                 kind=h.memory.kind,
                 occurred_at=None if h.memory.occurred_at == h.memory.created_at else h.memory.occurred_at,
                 matched=list(h.matched) or None, length=shown.length if shown.clipped else None,
-                project=h.project, also_in=[Place.of(m) for m in h.also] or None, via=h.via,
+                project=h.project, also_in=[Place.of(m) for m in h.also[:ALSO_SHOWN]] or None,
+                also_more=len(h.also) - ALSO_SHOWN if len(h.also) > ALSO_SHOWN else None, via=h.via,
             ))
         said = [outcome.notice] if outcome.notice else []
         if any(r.length is not None for r in results):

@@ -439,8 +439,8 @@ class ConversationLifecycle(Archive):
                 request = replace(request, filters=replace(request.filters, kinds=kinds))
             outcome = await self.service.search(request)
             # Turns are recalled too now: not those the context already holds as recent turns.
-            window = {m.id for m in recent}
-            found = [hit.memory for hit in outcome.hits if hit.memory.id not in window]
+            held = {m.id for m in recent}
+            found = [hit.memory for hit in outcome.hits if hit.memory.id not in held]
             recalled, used = fit(found, DATA_NOTICE, used, budget)
         for message in reversed(recent[:-1]):
             cost = estimate_tokens(message.content)

@@ -132,10 +132,15 @@ def _occurrences(text: str, query: str) -> list[tuple[int, str]]:
     stem = _stemmer()
     wanted = {stem(term): term for term in terms}
     wanted.update({term: term for term in terms})
+    # A word shares a stem with a term only if it starts as the term does (a stem is the start of
+    # its word, or of a short one all there is: "ties", "ti"): the other words are never stemmed.
+    heads = {key[:_HEAD] for key in wanted}
     found = []
     for match in _WORD.finditer(text):
         word = match.group(0).lower()
-        term = wanted.get(word) or wanted.get(stem(word))
+        term = wanted.get(word)
+        if term is None and (word[:_HEAD] in heads or word[:_HEAD - 1] in heads):
+            term = wanted.get(stem(word))
         if term is not None:
             found.append((match.start(), term))
     return found
@@ -143,6 +148,7 @@ def _occurrences(text: str, query: str) -> list[tuple[int, str]]:
 
 _WORD = re.compile(r"\w+", re.UNICODE)
 _STEMS_KEPT = 50_000
+_HEAD = 3
 
 
 @cache

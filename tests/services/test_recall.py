@@ -259,3 +259,26 @@ async def test_build_context_recalls_an_earlier_chats_turn_and_not_the_turns_it_
     )
     assert [m.id for m in built.recalled] == [said.id]
     assert [m.id for m in built.recent] == [recent[0].id]
+
+
+async def test_ten_thousand_look_alike_notes_stay_apart_and_a_fact_said_in_many_chats_lists_a_few_places(
+    settings: Settings,
+) -> None:
+    async with open_app(settings, background=False) as app:
+        lookalikes = await app.service.init_conversation("builds")
+        await app.service.import_memories(
+            lookalikes.id, [f"The release build number is {n} for the ferret project" for n in range(10_000)]
+        )
+        for day in range(12):
+            chat = await app.service.init_conversation(f"chat {day}")
+            await app.lifecycle.add_messages(chat.id, [{"role": "user", "content": "Our wifi password is on the fridge"}])
+        await backfill(app)
+    async with connect(settings) as client:
+        builds = await call(client, "search_all_conversations", query="ferret release build number", top_k=10)
+        wifi = await call(client, "search_all_conversations", query="wifi password fridge", top_k=3)
+    shown = [r["content"] for r in builds["results"]]
+    assert len(shown) == 10 and len(set(shown)) == 10 and all("ferret project" in c for c in shown)
+    assert all(r.get("also_in") is None for r in builds["results"])
+    assert len(json.dumps(builds)) < 8_000
+    (fridge,) = [r for r in wifi["results"] if "fridge" in r["content"]]
+    assert len(fridge["also_in"]) == 5 and fridge["also_more"] == 6
