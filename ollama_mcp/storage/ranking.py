@@ -338,11 +338,6 @@ OWN_REASONS: frozenset[MatchReason] = frozenset({"exact", "words", "meaning"})
 VIA_CHARS = 160  # how much of the turn a hit was found through it quotes
 
 
-def best_first(r: Ranked) -> tuple[float, float]:
-    """The order of ranked memories: by score, ties by the similarity of their own text."""
-    return -r.score, -(r.similarity if r.similarity is not None else -2.0)
-
-
 def earns_place(hit: SearchHit) -> bool:
     """Whether a hit stands on its own: a turn may be found through the turns before it (its
     context is its conversation), any other memory only by its own words or meaning."""
@@ -395,7 +390,7 @@ async def by_actor(
         for seq, gain in (await exchanges(tuning, head, memories, named, rows)).items():
             bonus[seq] = bonus.get(seq, 0.0) + gain
     rescored = [replace(r, score=r.score + bonus.get(r.seq, 0.0)) for r in fused]
-    return sorted(rescored, key=best_first)
+    return sorted(rescored, key=lambda r: -r.score)
 
 
 async def exchanges(
@@ -436,7 +431,7 @@ def by_session(tuning: SearchTuning, fused: Sequence[Ranked], memories: dict[int
         key = session_of(r.seq)
         gain = 0.0 if key is None else tuning.session_weight * strength.get(key, 0.0)
         rescored.append(replace(r, score=r.score + gain))
-    return sorted(rescored, key=best_first)
+    return sorted(rescored, key=lambda r: -r.score)
 
 
 def session(memory: Memory) -> tuple[str, str]:
