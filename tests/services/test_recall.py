@@ -10,15 +10,18 @@ from pathlib import Path
 from typing import Any
 
 import anyio
+import httpx2
 import pytest
 
 from ollama_mcp.app import App, open_app
 from ollama_mcp.config import Settings
 from ollama_mcp.inputs import search_request
+from ollama_mcp.rest.api import PREFIX
 from tests.cli.test_cli import rows, run
 from tests.cli.test_import_formats import chatgpt_conversation
 from tests.conftest import Database, backfill, connect
 from tests.fake_ollama import FakeOllama
+from tests.mcp.test_http import serving
 from tests.mcp.test_tools import call
 from tests.ui.test_ui import view
 
@@ -271,7 +274,8 @@ async def test_ten_thousand_look_alike_notes_stay_apart_and_a_fact_said_in_many_
         )
         for day in range(12):
             chat = await app.service.init_conversation(f"chat {day}")
-            await app.lifecycle.add_messages(chat.id, [{"role": "user", "content": "Our wifi password is on the fridge"}])
+            said = [{"role": "user", "content": "Our wifi password is on the fridge"}]
+            await app.lifecycle.add_messages(chat.id, said)
         await backfill(app)
     async with connect(settings) as client:
         builds = await call(client, "search_all_conversations", query="ferret release build number", top_k=10)
@@ -282,3 +286,18 @@ async def test_ten_thousand_look_alike_notes_stay_apart_and_a_fact_said_in_many_
     assert len(json.dumps(builds)) < 8_000
     (fridge,) = [r for r in wifi["results"] if "fridge" in r["content"]]
     assert len(fridge["also_in"]) == 5 and fridge["also_more"] == 6
+
+
+async def test_rest_recall_finds_an_imported_turn_by_default_and_narrows_by_kind(
+    tmp_path: Path, db: Database, fake_ollama: FakeOllama
+) -> None:
+    await anyio.to_thread.run_sync(lambda: _import(tmp_path, db, fake_ollama, chatgpt_conversation()))
+    settings = _settings(db, fake_ollama)
+    async with open_app(settings, background=False) as app:
+        chat = await app.service.init_conversation("today")
+    async with serving(settings) as url, httpx2.AsyncClient(timeout=30) as http:
+        base = url.removesuffix("/mcp") + PREFIX + f"/conversations/{chat.id}/recall"
+        found = (await http.post(base, json={"query": "Alfama hotel nights", "scope": "all"})).json()
+        notes = (await http.post(base, json={"query": "Alfama hotel nights", "scope": "all", "kinds": ["note"]})).json()
+    assert found["hits"][0]["content"] == "The Alfama hotel, three nights." and found["hits"][0]["kind"] == "message"
+    assert notes["hits"] == [] and notes["notice"].startswith("Memory holds nothing on this")
