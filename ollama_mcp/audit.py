@@ -65,4 +65,6 @@ def take_pending() -> WriteRecord | None:
 def digest(arguments: object) -> str:
     """sha256 of the canonical JSON of ``arguments``: proves what was asked without keeping it."""
     canonical = json.dumps(arguments, sort_keys=True, ensure_ascii=False, default=str)
-    return hashlib.sha256(canonical.encode("utf-8")).hexdigest()
+    # surrogatepass: a lone surrogate the caller sent (refused later, naming its field) still has a
+    # digest; digesting it must not be what fails (REST answered 500 for a name of "\ud800").
+    return hashlib.sha256(canonical.encode("utf-8", "surrogatepass")).hexdigest()

@@ -5,7 +5,6 @@ per-prompt hooks can hand a turn on (``hook_spool``) before anything heavy is im
 
 from __future__ import annotations
 
-import json
 import os
 import stat
 from collections.abc import Mapping
@@ -13,6 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from ollama_mcp import json_depth
 from ollama_mcp.services.projects import project_of
 
 EVENTS = ("SessionStart", "UserPromptSubmit", "Stop", "SessionEnd")
@@ -56,8 +56,8 @@ def parse(event: str | None, raw: bytes) -> HookCall:
     """The hook's stdin JSON as a HookCall; ``event`` (from the command line) wins over the
     payload's ``hook_event_name``. Raises HookError naming the field that is wrong."""
     try:
-        payload = json.loads(raw.decode("utf-8") or "null")
-    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+        payload = json_depth.loads(raw.decode("utf-8") or "null")
+    except (UnicodeDecodeError, ValueError) as exc:
         raise HookError(f"stdin is not the hook's JSON ({exc}); run this as a Claude Code hook command") from exc
     if not isinstance(payload, dict):
         raise HookError("stdin must be the hook's JSON object; run this as a Claude Code hook command")
@@ -95,9 +95,9 @@ def last_reply(payload: Mapping[str, Any]) -> str | None:
     texts: list[str] = []
     for line in lines:
         try:
-            entry = json.loads(line)
-        except json.JSONDecodeError:
-            continue  # a line cut by the tail, or one being written
+            entry = json_depth.loads(line)
+        except ValueError:
+            continue  # a line cut by the tail, one being written, or one nested past reason
         if not isinstance(entry, dict) or entry.get("isSidechain") or entry.get("isMeta"):
             continue
         message = entry.get("message")

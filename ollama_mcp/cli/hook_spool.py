@@ -28,6 +28,7 @@ from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from ollama_mcp import json_depth
 from ollama_mcp.cli.hook_payload import HookCall, HookError
 
 if TYPE_CHECKING:
@@ -93,7 +94,7 @@ def waiting(folder: Path) -> list[Path]:
 def load(path: Path) -> HookCall:
     """A spooled turn; HookError if the file is not one (it can never be recorded)."""
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
+        data = json_depth.loads(path.read_text(encoding="utf-8"))
         return HookCall(**data)
     except (ValueError, TypeError) as exc:
         raise HookError(f"{path.name} in the hook spool is not a spooled turn ({exc})") from exc

@@ -14,7 +14,6 @@ without details (they are in the server log).
 
 from __future__ import annotations
 
-import json
 import logging
 import re
 from collections.abc import Awaitable, Callable
@@ -27,7 +26,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Match, Route
 
-from ollama_mcp import audit, caller, inputs
+from ollama_mcp import audit, caller, inputs, json_depth
 from ollama_mcp.errors import (
     ConfigError,
     ConversationClosedError,
@@ -238,7 +237,7 @@ async def extract_facts(call: Call) -> tuple[int, BaseModel]:
 
 async def get_job(call: Call) -> tuple[int, BaseModel]:
     raw = call.path["job_id"]
-    return 200, JobOut.of(await call.app.lifecycle.job(int(raw) if raw.isdigit() else raw))
+    return 200, JobOut.of(await call.app.lifecycle.job(int(raw) if WHOLE.fullmatch(raw) and raw[0] != "-" else raw))
 
 
 def _whole(query: dict[str, str], name: str, default: int) -> object:
@@ -247,7 +246,12 @@ def _whole(query: dict[str, str], name: str, default: int) -> object:
     value = query.get(name)
     if value is None:
         return default
-    return int(value) if value.strip().lstrip("-").isdigit() else value
+    return int(value) if WHOLE.fullmatch(value.strip()) else value
+
+
+# A whole number as a query or path parameter: ASCII digits only (str.isdigit takes "²", which
+# int() refuses) and at most 18 of them (every backend's integer; a larger one names nothing).
+WHOLE = re.compile(r"-?[0-9]{1,18}")
 
 
 def _id(call: Call) -> str:
@@ -419,7 +423,9 @@ async def _body(request: Request, model: type[BaseModel] | None) -> Any:
         if len(data) > MAX_BODY_BYTES:
             raise Refused(413, f"the body is larger than {MAX_BODY_BYTES // 2**20} MiB")
     try:
-        parsed = json.loads(data or b"null")
+        parsed = json_depth.loads(data or b"null")
+    except json_depth.TooDeep as exc:
+        raise Refused(400, f"the body is {exc}; send a flatter JSON object") from None
     except ValueError as exc:
         raise Refused(400, f"the body is not JSON ({exc}); send a JSON object") from None
     if not isinstance(parsed, dict):

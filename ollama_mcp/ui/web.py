@@ -6,6 +6,7 @@ once, into a page with the sentence and a status."""
 from __future__ import annotations
 
 import hmac
+import re
 import tempfile
 from collections.abc import Awaitable, Callable, Iterator
 from contextlib import contextmanager
@@ -99,7 +100,7 @@ async def conversation(request: Request) -> Response:
     parts = views.conversation_parts(rows)
     pages = max(1, -(-len(parts.notes) // NOTES_SHOWN))
     raw = request.query_params.get("page", "1")
-    number = inputs.integer("page", int(raw) if raw.isdigit() else raw, 1, pages)
+    number = inputs.integer("page", int(raw) if re.fullmatch(r"[0-9]{1,9}", raw) else raw, 1, pages)
     shown = parts.notes[(number - 1) * NOTES_SHOWN:number * NOTES_SHOWN]
     notes = [replace(n, pending=await app.indexer.is_pending(n.memory)) for n in shown]
     transcript = parts.transcript[-MESSAGES_SHOWN:]

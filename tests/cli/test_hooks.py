@@ -199,6 +199,7 @@ async def test_turns_spooled_while_the_store_cannot_be_opened_are_recorded_in_or
     ({"hook_event_name": "UserPromptSubmit", "prompt": "hi"}, "the payload has no session_id"),
     ({"session_id": 7, "prompt": "hi"}, "session_id must be a text in the hook's JSON, not int"),
     ({"session_id": "s", "prompt": ["hi"]}, "prompt must be a text in the hook's JSON, not list"),
+    ("[" * 200_000 + "]" * 200_000, "nested deeper than 64 levels"),  # was a RecursionError traceback
 ])
 async def test_a_payload_that_is_not_a_hooks_records_nothing_and_says_which_field(
     settings: Settings, db: Database, sent: object, said: str

@@ -15,6 +15,7 @@ import json
 from collections.abc import Iterable, Iterator
 from typing import Any
 
+from ollama_mcp import json_depth
 from ollama_mcp.services.imports.blocks import turns_of_blocks
 from ollama_mcp.services.imports.chats import Chat, Role, Skipped, Turn, clipped, iso
 from ollama_mcp.services.projects import project_of
@@ -32,7 +33,10 @@ def session(name: str, lines: Iterable[str]) -> Iterator[Chat | Skipped]:
         if not line.strip():
             continue
         try:
-            entry = json.loads(line)
+            entry = json_depth.loads(line)
+        except json_depth.TooDeep as exc:
+            yield Skipped(f"{name} line {number}", f"is {exc}")
+            continue
         except json.JSONDecodeError as exc:
             yield Skipped(f"{name} line {number}", f"is not JSON ({exc.msg})")
             continue

@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 from collections.abc import Iterable, Iterator
 
+from ollama_mcp import json_depth
 from ollama_mcp.services.imports.chats import Chat, Skipped, Turn, clipped
 
 SOURCE_ID = "memory.jsonl"
@@ -25,7 +26,10 @@ def graph(name: str, lines: Iterable[str]) -> Iterator[Chat | Skipped]:
             continue
         where = f"{name} line {number}"
         try:
-            entry = json.loads(line)
+            entry = json_depth.loads(line)
+        except json_depth.TooDeep as exc:
+            yield Skipped(where, f"is {exc}")
+            continue
         except json.JSONDecodeError as exc:
             yield Skipped(where, f"is not JSON ({exc.msg})")
             continue

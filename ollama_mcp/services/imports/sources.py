@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 from typing import IO, Any
 
+from ollama_mcp import json_depth
 from ollama_mcp.errors import InvalidInputError
 from ollama_mcp.services.imports import chatgpt, claude_ai, claude_code, memory_server
 from ollama_mcp.services.imports.chats import Chat, Skipped
@@ -109,7 +110,9 @@ def _stream(at: _At, raw: IO[bytes], size: int, position: Callable[[], int], fmt
     if first != b"{":
         raise refusal(at, "is not JSON or JSON lines")
     try:
-        entry: Any = json.loads(head)
+        entry: Any = json_depth.loads(head)
+    except json_depth.TooDeep as exc:
+        raise refusal(at, f"has a first line {exc}") from None
     except json.JSONDecodeError:
         entry = None  # a JSON document over several lines: our own export, if anything
     if isinstance(entry, dict) and fmt != "ollama-mcp":
@@ -121,7 +124,9 @@ def _stream(at: _At, raw: IO[bytes], size: int, position: Callable[[], int], fmt
     if suffix == ".jsonl":
         raise refusal(at, "is not a Claude Code session or a memory.jsonl")
     try:
-        document = json.load(io.TextIOWrapper(raw, encoding="utf-8-sig"))
+        document = json_depth.loads(io.TextIOWrapper(raw, encoding="utf-8-sig").read())
+    except json_depth.TooDeep as exc:
+        raise refusal(at, f"is {exc}") from None
     except (json.JSONDecodeError, UnicodeDecodeError) as exc:
         raise refusal(at, f"is not valid JSON ({exc})") from None
     ours = isinstance(document, dict) and document.get("format") == "ollama-mcp-export"
@@ -133,6 +138,7 @@ def _stream(at: _At, raw: IO[bytes], size: int, position: Callable[[], int], fmt
 def _json_list(at: _At, raw: IO[bytes], size: int, position: Callable[[], int], fmt: str | None) -> Source:
     import ijson  # type: ignore[import-untyped]  # noqa: PLC0415 - only an import needs the streaming parser
 
+    _within_depth(at, raw)
     items = ijson.items(raw, "item", use_float=True)
     try:
         first = next(items, None)
@@ -143,6 +149,28 @@ def _json_list(at: _At, raw: IO[bytes], size: int, position: Callable[[], int], 
         raise refusal(at, "holds a list of no format ollama-mcp imports")
     reader = chatgpt.chats if kind == "chatgpt" else claude_ai.chats
     return Source(kind, _guarded(at, reader(_chain(first, items))), size, position)
+
+
+def _within_depth(at: _At, raw: IO[bytes]) -> None:
+    """Refuse a JSON list nested deeper than ``json_depth.MAX_DEPTH`` before reading it for its
+    conversations. ijson's ``items`` keeps each event's path as a string, so 100,000 nested ``[``
+    (a 200 KB upload) cost it time and memory by the square of the depth (4 GB, then a 500 on the
+    shared server); its path-less events (``basic_parse``, C) find the depth in one pass at about
+    the cost of the import's own parse. The file is read again from its start afterwards."""
+    import ijson  # noqa: PLC0415
+
+    depth = 0
+    try:
+        for event, _ in ijson.basic_parse(raw):
+            if event == "start_array" or event == "start_map":
+                depth += 1
+                if depth > json_depth.MAX_DEPTH:
+                    raise refusal(at, f"is nested deeper than {json_depth.MAX_DEPTH} levels, which no export is")
+            elif event == "end_array" or event == "end_map":
+                depth -= 1
+    except ijson.JSONError:
+        pass  # a file that breaks off: the import itself says where, after what came before the break
+    raw.seek(0)
 
 
 def refusal(at: _At, problem: str, fix: str = f"pass {EXPECTED}") -> InvalidInputError:
