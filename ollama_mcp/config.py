@@ -42,8 +42,23 @@ SETTINGS_READ = frozenset({
     "OLLAMA_MCP_DUPLICATE_THRESHOLD", "OLLAMA_MCP_CHAT_TIMEOUT", "OLLAMA_MCP_AGENT_SYSTEM_PROMPT",
     "OLLAMA_MCP_AGENT_MAX_STEPS", "OLLAMA_MCP_AGENT_DEADLINE", "OLLAMA_MCP_COMPACT_TOKENS",
     "OLLAMA_MCP_COMPACT_MESSAGES", "OLLAMA_MCP_AGENT_CONTEXT_MESSAGES", "OLLAMA_MCP_AGENT_CONFIRM_TIMEOUT",
-    "OLLAMA_MCP_RESPONSE_CHARS", "OLLAMA_MCP_CHAT_CALLS_PER_HOUR",
+    "OLLAMA_MCP_RESPONSE_CHARS", "OLLAMA_MCP_CHAT_CALLS_PER_HOUR", "OLLAMA_MCP_ALLOWED_ORIGINS",
 })
+
+
+def _origins(raw: str) -> tuple[str, ...]:
+    """OLLAMA_MCP_ALLOWED_ORIGINS: comma-separated origins, each scheme://host[:port] exactly."""
+    found = []
+    for item in (part.strip().rstrip("/").lower() for part in raw.split(",")):
+        if not item:
+            continue
+        if not re.fullmatch(r"https?://[a-z0-9.\-\[\]:]+", item):
+            raise ConfigError(
+                f"OLLAMA_MCP_ALLOWED_ORIGINS: {item!r} is not an origin; list pages as scheme://host:port, such as "
+                "http://localhost:3000, separated by commas."
+            )
+        found.append(item)
+    return tuple(found)
 
 
 def unread_settings(env: Mapping[str, str]) -> tuple[str, ...]:
@@ -85,6 +100,9 @@ class Settings:
     # export page and a read_memory page hold about this much): it keeps a result well inside
     # a client's limit (Claude Code: about 25k tokens), the text counted twice as MCP sends it.
     response_chars: int = 10_000
+    # Web pages (scheme://host:port) whose browser requests the HTTP server accepts besides its own:
+    # a page on another local port is another program, refused unless the operator lists it.
+    allowed_origins: tuple[str, ...] = ()
     log_level: str = "INFO"
     # How long the background backfill waits after a failed embedding attempt, at most.
     backfill_max_delay: float = 60.0
@@ -184,6 +202,7 @@ class Settings:
             agent_system_prompt=_prompt_addition(env.get("OLLAMA_MCP_AGENT_SYSTEM_PROMPT", "")),
             agent_deadline=_number(env, "OLLAMA_MCP_AGENT_DEADLINE", 45.0, 5.0, 3600.0),
             principal=principal_name("OLLAMA_MCP_PRINCIPAL", env.get("OLLAMA_MCP_PRINCIPAL", "") or LOCAL_PRINCIPAL),
+            allowed_origins=_origins(env.get("OLLAMA_MCP_ALLOWED_ORIGINS", "")),
             unread=unread_settings(env),
         )
 

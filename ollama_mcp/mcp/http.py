@@ -63,8 +63,11 @@ def is_loopback(host: str) -> bool:
         return False
 
 
-def plan(host: str, port: int, public_url: str | None, tokens: int) -> Plan:
-    """The serving plan for a socket bound to ``host``:``port``, or a ConfigError with the fix."""
+def plan(host: str, port: int, public_url: str | None, tokens: int, extra_origins: tuple[str, ...] = ()) -> Plan:
+    """The serving plan for a socket bound to ``host``:``port``, or a ConfigError with the fix.
+    Browser requests are accepted from this server's own origin (scheme, host and port) and
+    ``extra_origins`` (OLLAMA_MCP_ALLOWED_ORIGINS) only: a page on another local port is another
+    program."""
     loopback = is_loopback(host)
     if not loopback and tokens == 0:
         raise ConfigError(
@@ -88,10 +91,11 @@ def plan(host: str, port: int, public_url: str | None, tokens: int) -> Plan:
     origins = {f"{parts.scheme}://{parts.netloc}"}
     if loopback:
         hosts |= {"127.0.0.1:*", "localhost:*", "[::1]:*"}
-        origins |= {"http://127.0.0.1:*", "http://localhost:*", "http://[::1]:*"}
+        origins |= {f"http://{name}:{port}" for name in ("127.0.0.1", "localhost", "[::1]")}
     elif host not in ("0.0.0.0", "::", ""):  # clients may also name the address itself
         shown = f"[{host}]" if ":" in host else host
         hosts.add(f"{shown}:{port}")
+    origins |= set(extra_origins)
     return Plan(public_url, tokens, tuple(sorted(hosts)), tuple(sorted(origins)))
 
 
@@ -100,7 +104,7 @@ async def serve(settings: Settings, sock: socket.socket, public_url: str | None,
     import uvicorn  # noqa: PLC0415 - the web server only for this command
 
     host, port = sock.getsockname()[:2]
-    served = plan(host, port, public_url, await tokens.active(settings))
+    served = plan(host, port, public_url, await tokens.active(settings), settings.allowed_origins)
     view_token = secrets.token_urlsafe(32)
     app = http_app(settings, served, stateless=stateless, view_token=view_token)
     auth = f"a token required ({served.tokens} active)" if served.tokens else "no tokens, acting for the local user"

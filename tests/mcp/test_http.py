@@ -58,7 +58,7 @@ async def serving(settings: Settings, *, stateless: bool = False) -> AsyncIterat
     MCP URL (the browser view is beside it, at /ui, opened by VIEW_TOKEN when there are no tokens)."""
     sock = listen.bind("127.0.0.1", 0)
     port = sock.getsockname()[1]
-    served = http.plan("127.0.0.1", port, None, await tokens.active(settings))
+    served = http.plan("127.0.0.1", port, None, await tokens.active(settings), settings.allowed_origins)
     server = uvicorn.Server(uvicorn.Config(
         http.http_app(settings, served, stateless=stateless, view_token=VIEW_TOKEN), log_level="warning",
         lifespan="on",
@@ -426,11 +426,31 @@ async def test_two_stateless_instances_on_one_database_serve_fifty_clients_as_on
 
 async def test_requests_from_another_origin_or_host_or_too_large_are_refused(settings: Settings) -> None:
     async with serving(settings) as url:
+        own = url.removesuffix("/mcp")
+        port = own.rsplit(":", 1)[1]
         assert (await post(url, INITIALIZE, Origin="http://evil.example")).status_code == 403
         assert (await post(url, INITIALIZE, Host="evil.example")).status_code == 421
-        assert (await post(url, INITIALIZE, Origin="http://localhost:3000")).status_code == 200
+        # A page on another local port is another program (#80 item 3): only this server's own
+        # origin, under any of its loopback names, is accepted.
+        assert (await post(url, INITIALIZE, Origin="http://localhost:3000")).status_code == 403
+        assert (await post(url, INITIALIZE, Origin=f"https://127.0.0.1:{port}")).status_code == 403
+        assert (await post(url, INITIALIZE, Origin=own)).status_code == 200
+        assert (await post(url, INITIALIZE, Origin=f"http://localhost:{port}")).status_code == 200
         huge = {**INITIALIZE, "params": {**INITIALIZE["params"], "padding": "x" * (http.MAX_BODY_BYTES + 1)}}
         assert (await post(url, huge)).status_code == 413
+
+
+async def test_an_origin_the_operator_lists_is_accepted_and_a_malformed_list_is_refused_naming_it(
+    settings: Settings,
+) -> None:
+    listed = replace(settings, allowed_origins=("http://localhost:3000",))
+    async with serving(listed) as url:
+        assert (await post(url, INITIALIZE, Origin="http://localhost:3000")).status_code == 200
+        assert (await post(url, INITIALIZE, Origin="http://localhost:3001")).status_code == 403
+    assert Settings.from_env({"OLLAMA_MCP_ALLOWED_ORIGINS": "http://localhost:3000/, https://app.example"}
+                             ).allowed_origins == ("http://localhost:3000", "https://app.example")
+    with pytest.raises(ConfigError, match="OLLAMA_MCP_ALLOWED_ORIGINS: 'localhost:3000' is not an origin"):
+        Settings.from_env({"OLLAMA_MCP_ALLOWED_ORIGINS": "localhost:3000"})
 
 
 def test_serving_another_address_without_tokens_is_refused_with_the_fix() -> None:
