@@ -195,7 +195,7 @@ def rank_lists(
         fused_scores = sorted(((seq, s + bonus.get(seq, 0.0)) for seq, s in fused_scores), key=lambda pair: -pair[1])
     # Equal fused scores: the one closer in meaning by its own text first (else the order of ties
     # would be the order a backend's lists happened to give them, and differ between backends).
-    fused_scores.sort(key=lambda pair: (-pair[1], -similarity.get(pair[0], -2.0)))
+    fused_scores.sort(key=lambda pair: (-round(pair[1], TIE_DIGITS), -similarity.get(pair[0], -2.0)))
     # Memories that contain the query word for word come first, whatever the fusion says.
     exact_set = set(exact)
     worded = exact_set.union(keyword, keyword_context)
@@ -338,6 +338,17 @@ OWN_REASONS: frozenset[MatchReason] = frozenset({"exact", "words", "meaning"})
 VIA_CHARS = 160  # how much of the turn a hit was found through it quotes
 
 
+# Fused scores equal to this many decimals are a tie: the same reciprocal ranks summed in another
+# order differ in their last bits, and which of two tied memories came first was then an accident
+# of a backend's arithmetic.
+TIE_DIGITS = 9
+
+
+def best_first(r: Ranked) -> tuple[float, float]:
+    """The order of ranked memories: by score, ties by the similarity of their own text."""
+    return -round(r.score, TIE_DIGITS), -(r.similarity if r.similarity is not None else -2.0)
+
+
 def earns_place(hit: SearchHit) -> bool:
     """Whether a hit stands on its own: a turn may be found through the turns before it (its
     context is its conversation), any other memory only by its own words or meaning."""
@@ -390,7 +401,7 @@ async def by_actor(
         for seq, gain in (await exchanges(tuning, head, memories, named, rows)).items():
             bonus[seq] = bonus.get(seq, 0.0) + gain
     rescored = [replace(r, score=r.score + bonus.get(r.seq, 0.0)) for r in fused]
-    return sorted(rescored, key=lambda r: -r.score)
+    return sorted(rescored, key=best_first)
 
 
 async def exchanges(
@@ -431,7 +442,7 @@ def by_session(tuning: SearchTuning, fused: Sequence[Ranked], memories: dict[int
         key = session_of(r.seq)
         gain = 0.0 if key is None else tuning.session_weight * strength.get(key, 0.0)
         rescored.append(replace(r, score=r.score + gain))
-    return sorted(rescored, key=lambda r: -r.score)
+    return sorted(rescored, key=best_first)
 
 
 def session(memory: Memory) -> tuple[str, str]:
