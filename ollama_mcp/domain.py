@@ -12,6 +12,9 @@ EmbeddingStatus = Literal["embedded", "pending"]
 # What a vector represents: the memory's own text, or that text with the memories before it.
 Facet = Literal["content", "context"]
 SearchMode = Literal["hybrid", "keyword", "list"]  # list: no query words, the filters' memories newest first
+# The agent's tools whose results only repeat what memory holds: their recorded tool turns are
+# not recalled (each would hold again, wrapped, the memories that are hits themselves).
+MEMORY_READING_TOOLS = frozenset({"search_memories", "search_all_conversations", "list_conversations"})
 MatchReason = Literal["exact", "words", "nearby words", "meaning", "nearby meaning", "time"]
 Role = Literal["user", "assistant", "system", "tool"]
 SummaryStatus = Literal["none", "given", "pending", "done", "failed"]

@@ -5,10 +5,12 @@ imported twice under two names).
 Two texts say the same thing when their words are the same in the same order once case, accents'
 forms (NFKC), punctuation and spacing are set aside ("We deploy on Fridays only." and "we deploy
 on fridays only"), or when the whole of one, at least ``MIN_CONTAINED_WORDS`` words long, stands
-word for word inside the other (a turn, and the note "[8 May] Sam: <the turn>"): the longer is
-shown, so nothing either says is hidden. Nothing else folds: look-alikes that differ in one
-number or one name ("standup is at 9" and "standup is at 10") are different facts and stay two
-hits. Meaning alone never folds (two paraphrases may differ in what matters).
+word for word inside the other with at most ``MAX_EXTRA_WORDS`` words around it (a turn, and the
+note "[8 May] Sam: <the turn>"): the longer is shown, so nothing either says is hidden. Nothing
+else folds: look-alikes that differ in one number or one name ("standup is at 9" and "standup
+is at 10") are different facts and stay two hits; a text that holds another among much else
+(an agent's search results holding a note) says more, and both are shown. Meaning alone never
+folds (two paraphrases may differ in what matters).
 
 Pure functions on values, no I/O: the ranking (both backends) folds a store's hits, and the
 sharing edge folds the lists of several owners merged.
@@ -25,6 +27,10 @@ from ollama_mcp.domain import SearchHit
 
 _WORD = re.compile(r"\w+", re.UNICODE)
 MIN_CONTAINED_WORDS = 5  # a shorter text folds only into one of the same words (short phrases recur)
+# ... and into a longer one only when that adds at most this many words: a speaker and a date
+# ("[8 May, 2023] Sam: ..."), "remember: ...". A text that holds it among much else says more,
+# and both are shown.
+MAX_EXTRA_WORDS = 10
 MAX_CONTAINED_CHARS = 4_000  # a longer text is compared whole only (a note repeats a turn, not a book)
 
 
@@ -41,6 +47,8 @@ def same_fact(a: str, b: str) -> bool:
         return bool(a)
     short, long = (a, b) if len(a) < len(b) else (b, a)
     if len(short) > MAX_CONTAINED_CHARS or short.count(" ") + 1 < MIN_CONTAINED_WORDS:
+        return False
+    if long.count(" ") - short.count(" ") > MAX_EXTRA_WORDS:
         return False
     return f" {short} " in f" {long} "
 

@@ -438,9 +438,14 @@ class ConversationLifecycle(Archive):
                 kinds = ("note",) if private else tuple(kind for kind in request.filters.kinds if kind != "fact")
                 request = replace(request, filters=replace(request.filters, kinds=kinds))
             outcome = await self.service.search(request)
-            # Turns are recalled too now: not those the context already holds as recent turns.
+            # Turns are recalled too now: not those the context already holds as recent turns. A
+            # fact said there and elsewhere too (a note of "remember: ..."), folded into one hit,
+            # is recalled by its other place.
             held = {m.id for m in recent}
-            found = [hit.memory for hit in outcome.hits if hit.memory.id not in held]
+            found = [
+                place for hit in outcome.hits
+                if (place := next((m for m in (hit.memory, *hit.also) if m.id not in held), None)) is not None
+            ]
             recalled, used = fit(found, DATA_NOTICE, used, budget)
         for message in reversed(recent[:-1]):
             cost = estimate_tokens(message.content)

@@ -11,7 +11,7 @@ from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Protocol
 
-from ollama_mcp.domain import MatchReason, Memory, SearchHit, format_timestamp
+from ollama_mcp.domain import MEMORY_READING_TOOLS, MatchReason, Memory, SearchHit, format_timestamp
 from ollama_mcp.folds import fold
 from ollama_mcp.when import TimeWindow, in_window
 
@@ -351,8 +351,13 @@ def best_first(r: Ranked) -> tuple[float, float]:
 
 def earns_place(hit: SearchHit) -> bool:
     """Whether a hit stands on its own: a turn may be found through the turns before it (its
-    context is its conversation), any other memory only by its own words or meaning."""
-    return hit.memory.kind == "message" or not hit.matched or bool(OWN_REASONS.intersection(hit.matched))
+    context is its conversation), any other memory only by its own words or meaning; and the
+    agent's record of its own searches (a tool turn of ``MEMORY_READING_TOOLS``) never, as it only
+    repeats memories that are hits themselves."""
+    m = hit.memory
+    if m.kind == "message":
+        return not (m.role == "tool" and m.actor in MEMORY_READING_TOOLS)
+    return not hit.matched or bool(OWN_REASONS.intersection(hit.matched))
 
 
 async def with_via(found: list[SearchHit], rows: Rows) -> list[SearchHit]:

@@ -351,8 +351,11 @@ async def test_the_agent_over_http_acts_for_its_principal_and_asks_before_deleti
         answer = await call(alice, "ask_agent", query="forget the vault code")
         assert asked == [f"The local agent wants to delete the memory {secret}. Allow it?"]
         assert answer["tools_used"] == ["delete_memory"]
-        assert (await call(alice, "search_all_conversations", query="vault code"))["results"] == []
-        assert len((await call(bob, "search_all_conversations", query="vault code"))["results"]) == 1
+        # The note is gone; the agent's exchanges are turns of alice's now, and none holds the code.
+        alices = (await call(alice, "search_all_conversations", query="vault code"))["results"]
+        assert secret not in {hit["memory_id"] for hit in alices} and not [h for h in alices if "4711" in h["content"]]
+        bobs = (await call(bob, "search_all_conversations", query="vault code"))["results"]
+        assert "Bob's vault code is 1234" in [hit["content"] for hit in bobs]
 
 
 async def test_a_stateless_server_refuses_the_agents_deletions_rather_than_run_them_unasked(
@@ -367,7 +370,7 @@ async def test_a_stateless_server_refuses_the_agents_deletions_rather_than_run_t
         answer = await call(mcp, "ask_agent", query="delete it")
         assert answer["tools_used"] == []
         assert "cannot ask for it" in fake_ollama.chat_requests()[-1].body["messages"][-1]["content"]
-        found = await call(mcp, "search_all_conversations", query="still here")
+        found = await call(mcp, "search_all_conversations", query="still here", kind="note")
         assert [hit["memory_id"] for hit in found["results"]] == [kept]
 
 

@@ -216,7 +216,8 @@ async def test_a_fact_goes_with_the_memory_it_came_from_and_leaves_search_at_onc
     while await app.indexer.backfill_once():
         pass
     hits = await app.service.search(search_request("pottery class", everywhere=True))
-    assert {h.memory.kind for h in hits.hits} == {"note", "fact"}
+    # The fact says what its note says, word for word: one hit, the fact folded into it.
+    assert {m.kind for h in hits.hits for m in (h.memory, *h.also)} == {"note", "fact"}
     await app.service.delete_memory(note.id)
     assert [content for content, _, _, _ in fact_rows(db)] == ["Melanie runs on Sundays"]
     hits = await app.service.search(search_request("pottery class", everywhere=True))

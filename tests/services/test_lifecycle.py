@@ -209,11 +209,11 @@ async def test_history_pages_backwards_in_chronological_order(app: App) -> None:
         await app.lifecycle.history(other.id, before=latest[0].id)
 
 
-async def test_messages_are_searched_only_when_asked_and_share_the_index(app: App) -> None:
+async def test_messages_are_searched_by_default_share_the_index_and_kind_narrows_them_out(app: App) -> None:
     conv = await app.service.init_conversation("chat")
     message = await app.lifecycle.add_message(conv.id, "user", "The quokka is my favourite animal")
     await app.indexer.backfill_once()
-    assert (await app.service.search(search_request("quokka", conv.id))).hits == []
+    assert (await app.service.search(search_request("quokka", conv.id, kinds="note"))).hits == []
     found = await app.service.search(search_request("quokka", conv.id))
     assert [h.memory.id for h in found.hits] == [message.id] and found.hits[0].similarity is not None
 

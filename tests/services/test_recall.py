@@ -301,3 +301,28 @@ async def test_rest_recall_finds_an_imported_turn_by_default_and_narrows_by_kind
         notes = (await http.post(base, json={"query": "Alfama hotel nights", "scope": "all", "kinds": ["note"]})).json()
     assert found["hits"][0]["content"] == "The Alfama hotel, three nights." and found["hits"][0]["kind"] == "message"
     assert notes["hits"] == [] and notes["notice"].startswith("Memory holds nothing on this")
+
+
+async def test_a_text_holding_a_fact_among_much_else_is_not_folded_into_it(app: App) -> None:
+    conversation = await app.service.init_conversation("notes")
+    short = await app.service.store_memory("The backup job runs at 2 am nightly", conversation.id)
+    long = await app.service.store_memory(
+        "Ops notes for the quarter: the backup job runs at 2 am nightly, the database moved to the new cluster"
+        " in March, and the on-call rota changes every second Monday", conversation.id,
+    )
+    await backfill(app)
+    found = (await app.service.search(search_request("backup job nightly", conversation.id))).hits
+    assert {h.memory.id for h in found} == {short.memory.id, long.memory.id}
+    assert all(not h.also for h in found)
+
+
+async def test_the_agents_record_of_its_own_searches_is_not_recalled(
+    settings: Settings, fake_ollama: FakeOllama
+) -> None:
+    fake_ollama.enqueue_chat(_tool_call("search_all_conversations", query="vault code"), "It is 1234.")
+    async with connect(settings) as client:
+        note = await call(client, "store_memory", content="The vault code is 1234")
+        await call(client, "ask_agent", query="what is the vault code?")
+        found = await call(client, "search_all_conversations", query="vault code 1234", top_k=10)
+    assert found["results"][0]["memory_id"] == note["memory_id"]
+    assert [r for r in found["results"] if "<memory" in r["content"]] == []  # the wrapped copy of the note

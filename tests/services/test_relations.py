@@ -192,12 +192,15 @@ async def test_search_related_to_covers_the_conversation_its_follow_ups_and_rela
         everywhere = await call(mcp, "search_all_conversations", query="zucchini harvest", top_k=10)
         missing = str(uuid.uuid4())
         unknown = await error(mcp, "search_all_conversations", query="zucchini", related_to=missing)
-    found = {hit["conversation_id"] for hit in scoped["results"] if "zucchini" in hit["content"]}
+    def places(hit: dict[str, Any]) -> set[str]:  # a hit and the places its words were said again
+        return {hit["conversation_id"]} | {p["conversation_id"] for p in hit.get("also_in") or []}
+
+    found = {c for hit in scoped["results"] if "zucchini" in hit["content"] for c in places(hit)}
     assert found == {garden, follow}  # plan is related to garden, follow continues plan; car is neither
-    assert {hit["conversation_id"] for hit in scoped["results"]} <= {garden, plan, follow}
+    assert {c for hit in scoped["results"] for c in places(hit)} <= {garden, plan, follow}
     assert scoped["searched"] == "related"
     assert "Searched 3 conversations" in scoped["notice"]
-    assert car in {hit["conversation_id"] for hit in everywhere["results"]}
+    assert car in {c for hit in everywhere["results"] for c in places(hit)}
     assert f": related_to: names no conversation ({missing}); pass the id" in unknown
 
 

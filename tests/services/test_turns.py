@@ -108,7 +108,7 @@ async def test_turns_without_a_conversation_start_one_and_are_found_exported_and
         added = await call(mcp, "add_messages", messages=TURNS)
         conversation = added["conversation_id"]
         assert (await call(mcp, "get_conversation_id"))["current"]["conversation_id"] == conversation
-        assert (await call(mcp, "search_memories", query="staging proxy port"))["results"] == []  # notes only
+        assert (await call(mcp, "search_memories", query="staging proxy port", kind="note"))["results"] == []
         found = await call(mcp, "search_memories", query="staging proxy port")
         assert added["message_ids"][3] in {hit["memory_id"] for hit in found["results"]}
         exported = (await call(mcp, "export_conversation"))["markdown"]

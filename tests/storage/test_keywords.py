@@ -379,11 +379,11 @@ async def test_keyword_filters_hold_in_the_in_memory_index(settings: Settings) -
             outcome = await svc.search(search_request("zeppelin", **filters))  # type: ignore[arg-type]
             return {h.memory.content for h in outcome.hits}
 
-        assert await found(conversation_id=one.id) == {"the zeppelin budget doubled"}
+        assert await found(conversation_id=one.id, kinds="note") == {"the zeppelin budget doubled"}
         assert await found(conversation_id=one.id) == {
             "the zeppelin budget doubled", "a zeppelin message",
         }
-        assert await found(conversation_id=one.id, include_superseded=True) == {
+        assert await found(conversation_id=one.id, include_superseded=True, kinds="note") == {
             "the zeppelin budget", "the zeppelin budget doubled",
         }
         assert await found(conversation_id=two.id) == {"the zeppelin budget, again"}
