@@ -97,7 +97,11 @@ class MiniLM:
             self._cache.execute("CREATE TABLE IF NOT EXISTS vectors (key TEXT PRIMARY KEY, vector BLOB)")
 
     def tokens(self, text: str) -> int:
-        return len(self.tokenizer(text, add_special_tokens=True)["input_ids"])
+        # Under the lock: the fast tokenizer's padding setting is shared, and a count made while
+        # encode() pads a batch in another thread turned padding off under it ("expected sequence
+        # of length 84 at dim 1 (got 60)", sentence-transformers 6).
+        with self._lock:
+            return len(self.tokenizer(text, add_special_tokens=True)["input_ids"])
 
     def embed(self, texts: list[str]) -> list[list[float]]:
         keys = [hashlib.sha256(t.encode("utf-8")).hexdigest() for t in texts]
