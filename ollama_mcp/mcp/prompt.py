@@ -10,6 +10,7 @@ from mcp.shared.exceptions import MCPError
 from mcp_types import INVALID_PARAMS
 
 from ollama_mcp.mcp.calls import opened, prompt_errors
+from ollama_mcp.services.context import as_text
 
 
 def register_prompt(server: MCPServer) -> None:
@@ -44,7 +45,7 @@ def register_prompt(server: MCPServer) -> None:
                 participants=names, facts=facts.strip().lower() in ("true", "yes"), recall_threshold=threshold,
             )
         return [
-            AssistantMessage(m["content"]) if m["role"] == "assistant"
-            else UserMessage(m["content"] if m["role"] == "user" else f"[{m['role']}] {m['content']}")
+            AssistantMessage(as_text(m)) if m["role"] == "assistant"
+            else UserMessage(as_text(m) if m["role"] == "user" else f"[{m['role']}] {as_text(m)}")
             for m in built.messages
         ]

@@ -37,7 +37,7 @@ class TokensIn(Body):
 
 class TurnIn(Body):
     role: Literal["user", "assistant", "system", "tool"]
-    content: str
+    content: str | None = Field(default=None, description="null or empty only for an assistant turn with tool_calls.")
     actor: str | None = Field(default=None, description="Who spoke, when several share the conversation.")
     to: list[str] | None = Field(default=None, description="Addressed to these participants only.")
     tool_calls: list[dict[str, Any]] | None = None
@@ -271,8 +271,13 @@ class Recalled(BaseModel):
 
 
 class ContextMessage(BaseModel):
+    """A chat message as OpenAI-style APIs take it: an assistant turn that called tools keeps its
+    tool_calls (content null when it said nothing), a tool turn the id of the call it answers."""
+
     role: str
-    content: str
+    content: str | None
+    tool_calls: list[dict[str, Any]] | None = None
+    tool_call_id: str | None = None
 
 
 class ContextOut(BaseModel):

@@ -19,6 +19,7 @@ they never end the loop.
 from __future__ import annotations
 
 import contextlib
+import json
 import logging
 import time
 import uuid
@@ -30,12 +31,12 @@ import anyio
 
 from ollama_mcp import audit, inputs
 from ollama_mcp.config import AGENT_WRITING_TOOLS
-from ollama_mcp.domain import AgentAnswer, AuditRow, utc_now
+from ollama_mcp.domain import AgentAnswer, AuditRow, Memory, utc_now
 from ollama_mcp.errors import InvalidInputError, NotFoundError, OllamaMcpError
 from ollama_mcp.inputs import MAX_QUERY_CHARS, search_request, text
 from ollama_mcp.ollama.client import OllamaClient, ToolCall
 from ollama_mcp.services.agent_tools import TOOLS, AgentTool, now_text
-from ollama_mcp.services.context import AGENT_ACTOR_PREFIX, as_chat_message, recall_block
+from ollama_mcp.services.context import AGENT_ACTOR_PREFIX, answered, as_chat_message, recall_block
 from ollama_mcp.services.lifecycle import ConversationLifecycle
 from ollama_mcp.services.memories import MemoryService
 from ollama_mcp.storage.protocols import Storage
@@ -360,7 +361,7 @@ class Agent:
             )
             # The recalled memories go into the system prompt (as data); the rest is the conversation.
             history = ([{"role": "system", "content": built.summary}] if built.summary else []) + [
-                as_chat_message(m) for m in built.recent
+                _for_ollama(m) for m in answered(built.recent)
             ]
             recalled = built.recalled
         else:
@@ -418,3 +419,35 @@ def _last_assistant_text(messages: Sequence[Mapping[str, Any]]) -> str:
         if message.get("role") == "assistant" and message.get("content"):
             return str(message["content"])
     return ""
+
+
+def _for_ollama(message: Memory) -> dict[str, Any]:
+    """A transcript turn replayed to the chat model in Ollama's shape: a tool call's arguments an
+    object (an OpenAI-style client sends them as a JSON string), a tool turn named by its tool."""
+    said = as_chat_message(message)
+    if message.tool_calls:
+        said["tool_calls"] = []
+        for call in message.tool_calls:
+            function = call.get("function") or {}
+            said["tool_calls"].append({"function": {
+                "name": function.get("name") or call.get("name"),
+                "arguments": _arguments(function.get("arguments", call.get("arguments"))),
+            }})
+        said["content"] = message.content
+    if message.role == "tool":
+        said.pop("tool_call_id", None)
+        if message.actor:
+            said["tool_name"] = message.actor
+    return said
+
+
+def _arguments(value: object) -> dict[str, Any]:
+    if isinstance(value, dict):
+        return value
+    if isinstance(value, str):
+        try:
+            parsed = json.loads(value)
+        except ValueError:
+            return {}
+        return parsed if isinstance(parsed, dict) else {}
+    return {}

@@ -5,8 +5,9 @@ transcript. The lifecycle's ``build_context`` and the agent assemble their messa
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 from ollama_mcp.domain import Memory
 
@@ -37,7 +38,7 @@ def estimate_tokens(text: str) -> int:
 class BuiltContext:
     """A model-ready message list and what went into it."""
 
-    messages: list[dict[str, str]]
+    messages: list[dict[str, Any]]  # as_chat_message's, after the summary and recall blocks
     tokens: int
     summary: str | None  # the rolling summary's message text, when it fit
     recalled: list[Memory]
@@ -90,6 +91,41 @@ def fit(memories: Sequence[Memory], notice: str, used: int, budget: int) -> tupl
     return chosen, used + block_cost if chosen else used
 
 
-def as_chat_message(message: Memory) -> dict[str, str]:
-    role = message.role or "user"
-    return {"role": role, "content": message.content}
+def as_chat_message(message: Memory) -> dict[str, Any]:
+    """A transcript turn as a chat API takes it back: its tool calls and the call a tool turn
+    answers kept (without them a tool turn is an orphan that OpenAI-style APIs refuse)."""
+    said: dict[str, Any] = {"role": message.role or "user", "content": message.content}
+    if message.tool_calls:
+        said["tool_calls"] = [dict(call) for call in message.tool_calls]
+        if not message.content:
+            said["content"] = None
+    if message.tool_call_id:
+        said["tool_call_id"] = message.tool_call_id
+    return said
+
+
+def as_text(message: dict[str, Any]) -> str:
+    """A chat message as plain text, for a client that takes text only (an MCP prompt): a turn
+    that only called tools says which."""
+    if message.get("content") or not message.get("tool_calls"):
+        return str(message.get("content") or "")
+    return calls_line(message["tool_calls"])
+
+
+def calls_line(tool_calls: Sequence[Mapping[str, Any]]) -> str:
+    """Which tools a turn called, as one line: "(calls get_weather, get_time)" (OpenAI's and
+    Ollama's shapes name them under function.name)."""
+    names = [str((call.get("function") or {}).get("name") or call.get("name") or "a tool") for call in tool_calls]
+    return f"(calls {', '.join(names)})"
+
+
+def answered(messages: list[Memory]) -> list[Memory]:
+    """``messages`` without tool turns whose call is not among them (the window began after the
+    assistant turn that made it): a chat API refuses a tool result answering no call."""
+    made = {str(call.get("id")) for m in messages for call in m.tool_calls if call.get("id") is not None}
+    kept: list[Memory] = []
+    for m in messages:
+        if m.role == "tool" and (m.tool_call_id not in made if m.tool_call_id else not kept):
+            continue
+        kept.append(m)
+    return kept

@@ -36,6 +36,7 @@ from ollama_mcp.background import Step, Wakeup
 from ollama_mcp.domain import EmbeddingRow, Facet, Memory, SearchFilters, SearchHit, StoredMemory
 from ollama_mcp.errors import EmbeddingMismatchError, OllamaError, OllamaMcpError
 from ollama_mcp.ollama.embeddings import ChunkVector, Embedder, to_blob
+from ollama_mcp.services.context import calls_line
 from ollama_mcp.storage.protocols import MemoryStorage, QueryVector, Ranker, VectorStorage
 from ollama_mcp.when import TimeWindow
 
@@ -86,6 +87,16 @@ class Ahead:
         if self.error is not None:
             raise self.error
         return self.vectors
+
+
+def embedded_text(memory: Memory, facet: Facet) -> str:
+    """What is embedded for ``facet`` of ``memory``: its text, or its context; for a turn that
+    only called tools (no text of its own), the calls it made, so that it has words to embed (an
+    empty input is no text a model embeds alike everywhere)."""
+    text = memory.content if facet == "content" else memory.context
+    if text.strip() or not memory.tool_calls:
+        return text
+    return calls_line(memory.tool_calls)
 
 
 def own_facets(memory: Memory) -> tuple[Facet, ...]:
@@ -394,7 +405,7 @@ class Indexer:
         """Embed the given facets of each memory and store the vectors; returns how many memories.
         ``waited``: a caller waits for it (the background gives way to such calls)."""
         jobs = [(memory, facet) for memory, facets in work for facet in facets]
-        texts = [(memory.content if facet == "content" else memory.context, facet) for memory, facet in jobs]
+        texts = [(embedded_text(memory, facet), facet) for memory, facet in jobs]
         return await self._store_vectors(jobs, await self.embedder.embed_documents(texts, waited=waited))
 
     async def _store_vectors(

@@ -46,6 +46,7 @@ from ollama_mcp.services.context import (
     MAX_CONTEXT_FACTS,
     MESSAGE_OVERHEAD_TOKENS,
     BuiltContext,
+    answered,
     as_chat_message,
     estimate_tokens,
     fit,
@@ -454,7 +455,8 @@ class ConversationLifecycle(Archive):
             kept.insert(0, message)
             used += cost
 
-        messages: list[dict[str, str]] = []
+        kept = answered(kept)  # no tool turn whose call the window left out
+        messages: list[dict[str, Any]] = []
         if summary_text:
             messages.append({"role": "system", "content": summary_text})
         if known:

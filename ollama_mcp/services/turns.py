@@ -69,9 +69,6 @@ def parse_turn(at: str, item: dict[str, Any], max_chars: int) -> Turn:
     role = item.get("role")
     if role not in ROLES:
         raise InvalidInputError(f"{at}role", f"must be one of {', '.join(ROLES)}", "pass who spoke")
-    content = inputs.text(f"{at}content", item.get("content"), max_chars, what="message text")
-    actor = inputs.actor(f"{at}actor", item.get("actor"))
-    to = inputs.actors(f"{at}to", item.get("to"))
     calls = item.get("tool_calls") or []
     if not isinstance(calls, list) or len(calls) > MAX_TOOL_CALLS or not all(isinstance(c, dict) for c in calls):
         raise InvalidInputError(
@@ -79,6 +76,13 @@ def parse_turn(at: str, item: dict[str, Any], max_chars: int) -> Turn:
             f"must be a list of at most {MAX_TOOL_CALLS} objects",
             "pass the calls as the model made them",
         )
+    said = item.get("content")
+    if role == "assistant" and calls and (said is None or said == ""):
+        content = ""  # a turn that only calls tools, as OpenAI and Ollama send it (content null or "")
+    else:
+        content = inputs.text(f"{at}content", said, max_chars, what="message text")
+    actor = inputs.actor(f"{at}actor", item.get("actor"))
+    to = inputs.actors(f"{at}to", item.get("to"))
     if calls:
         inputs.metadata(f"{at}tool_calls", {"calls": calls})  # JSON a store can keep, within its limits
     call_id = item.get("tool_call_id")
