@@ -304,8 +304,11 @@ def _database(name: str, raw: str) -> tuple[Path | None, str | None]:
             "Desktop start servers in an arbitrary working directory, so a relative path "
             "would put the database somewhere different each time."
         )
-    # A folder (what the Claude Desktop bundle's folder picker gives) holds the usual file name.
-    return (db_path / DB_FILE_NAME if db_path.is_dir() else db_path), None
+    # A folder (what the Claude Desktop bundle's folder picker gives) holds the usual file name;
+    # so does one named with a trailing slash that is not made yet ("/path/newfolder/" made a file
+    # called newfolder).
+    folder = db_path.is_dir() or db.endswith(("/", "\\"))
+    return (db_path / DB_FILE_NAME if folder else db_path), None
 
 
 def _refuse_placeholders(env: Mapping[str, str]) -> None:

@@ -49,6 +49,9 @@ def test_a_folder_as_the_database_means_the_usual_file_in_it(tmp_path: Path) -> 
     assert Settings.from_env({"HOME": "/h", "OLLAMA_MCP_DB": str(tmp_path)}).db_path == tmp_path / "memory.db"
     named = tmp_path / "mine.db"
     assert Settings.from_env({"HOME": "/h", "OLLAMA_MCP_DB": str(named)}).db_path == named
+    # A folder not made yet, named with a trailing slash, is a folder too (it made a file called "new").
+    fresh = Settings.from_env({"HOME": "/h", "OLLAMA_MCP_DB": f"{tmp_path}/new/"})
+    assert fresh.db_path == tmp_path / "new" / "memory.db"
 
 
 @pytest.mark.parametrize("name", ["OLLAMA_MCP_DB", "OLLAMA_MCP_EMBED_MODEL", "OLLAMA_HOST"])
