@@ -60,10 +60,14 @@ class ImportBrokeOff(InvalidInputError):
 
 
 class NotFoundError(OllamaMcpError):
-    """Something named by id does not exist."""
+    """Something named by id does not exist; ``field`` names the id's field."""
+
+    field: str | None = None
 
 
 class ConversationNotFoundError(NotFoundError):
+    field = "conversation_id"
+
     def __init__(self, conversation_id: str) -> None:
         self.conversation_id = conversation_id
         super().__init__(
@@ -73,12 +77,16 @@ class ConversationNotFoundError(NotFoundError):
 
 
 class JobNotFoundError(NotFoundError):
+    field = "job_id"
+
     def __init__(self, job_id: str) -> None:
         super().__init__(f"job_id: no job {job_id} exists here; a request for a summary, compaction or facts "
                          "returns the id of its job.")
 
 
 class TurnNotFoundError(NotFoundError):
+    field = "turn_id"
+
     def __init__(self, turn_id: str) -> None:
         super().__init__(f"turn_id: no turn {turn_id} is being written here; open one by sending a turn with "
                          'status "open".')
@@ -109,6 +117,8 @@ def not_open(turn_id: str, state: str | None) -> OllamaMcpError:
 
 
 class MemoryNotFoundError(NotFoundError):
+    field = "memory_id"
+
     def __init__(self, memory_id: str) -> None:
         self.memory_id = memory_id
         super().__init__(

@@ -30,8 +30,10 @@ from ollama_mcp import audit, caller, inputs, json_depth
 from ollama_mcp.errors import (
     ConfigError,
     ConversationClosedError,
+    ConversationNotFoundError,
     InvalidInputError,
     JobBusyError,
+    MemoryNotFoundError,
     NotFoundError,
     OllamaError,
     OllamaMcpError,
@@ -376,9 +378,18 @@ def _answer(exc: Exception) -> Response:
         return response
     if isinstance(exc, InvalidInputError):
         return _error(400, str(exc), exc.field)
+    if isinstance(exc, ConversationNotFoundError):  # in this door's words, not the MCP tools'
+        return _error(404, f"conversation_id: no conversation {exc.conversation_id} exists; GET {PREFIX}/conversations "
+                           f"lists the ids, and POST {PREFIX}/conversations starts one.", "conversation_id")
+    if isinstance(exc, ConversationClosedError):
+        return _error(409, f"conversation_id: conversation {exc.conversation_id} has ended and takes no new turns; it "
+                           f"stays searchable. POST {PREFIX}/conversations starts a new one.", "conversation_id")
+    if isinstance(exc, MemoryNotFoundError):
+        return _error(404, f"memory_id: no memory {exc.memory_id} exists (it may have been deleted already); use an id "
+                           "a turn or a recall returned.", "memory_id")
     if isinstance(exc, NotFoundError):
-        return _error(404, str(exc))
-    if isinstance(exc, ConversationClosedError | TurnClosedError | JobBusyError):
+        return _error(404, str(exc), exc.field)
+    if isinstance(exc, TurnClosedError | JobBusyError):
         return _error(409, str(exc))
     if isinstance(exc, StorageError | OllamaError | ConfigError):
         return _error(503, str(exc))
@@ -465,7 +476,9 @@ def openapi(tokens_required: bool) -> dict[str, Any]:
             "operationId": e.name, "summary": e.summary,
             "responses": {
                 str(e.status): {"description": "Done", "content": {"application/json": {"schema": answer}}},
-                "400": error, "401": error, "404": error, "503": error,
+                # every status the API answers with: a generated client must know each one
+                "400": error, "401": error, "403": error, "404": error, "405": error, "409": error,
+                "413": error, "415": error, "421": error, "503": error,
             },
         }
         if e.status == 201:

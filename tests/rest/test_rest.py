@@ -545,3 +545,26 @@ async def test_an_edited_or_regenerated_turn_keeps_its_id_and_place_and_its_earl
         await alice.call("POST", f"/conversations/{conv}/end", {"summary": "booked"})
         closed = await alice.call("PUT", f"/turns/{asked['id']}", {"content": "too late"}, expect=409)
         assert conv in closed["error"]
+
+
+async def test_rest_errors_speak_of_rest_not_of_mcp_tools_and_the_document_lists_every_status(
+    settings: Settings,
+) -> None:
+    async with people(settings) as (alice, _, _):
+        missing = str(uuid.uuid4())
+        unknown = await alice.call("POST", f"/conversations/{missing}/turns", {"role": "user", "content": "hi"},
+                                   expect=404)
+        assert unknown == {"error": f"conversation_id: no conversation {missing} exists; GET {PREFIX}/conversations "
+                                    f"lists the ids, and POST {PREFIX}/conversations starts one.",
+                           "field": "conversation_id"}
+        created = await alice.call("POST", "/conversations", {"name": "done"}, expect=201)
+        await alice.call("POST", f"/conversations/{created['id']}/end", {"summary": "over"})
+        closed = await alice.call("POST", f"/conversations/{created['id']}/turns", {"role": "user", "content": "hi"},
+                                  expect=409)
+        assert "init_conversation" not in closed["error"] and f"POST {PREFIX}/conversations" in closed["error"]
+        assert closed["field"] == "conversation_id"
+        job = await alice.call("GET", "/jobs/999999", expect=404)
+        assert job["field"] == "job_id"
+        for path in alice.document["paths"].values():  # type: ignore[index]
+            for operation in path.values():
+                assert {"403", "405", "409", "413", "415"} <= set(operation["responses"])
