@@ -326,16 +326,12 @@ async def hits(
     """The ``top_k`` best of ``fused`` (``ranked_depth`` long, best first) as search hits, after
     sessions shared by several of them rose (``SearchTuning.session_weight``), then the memories
     of a participant the query's ``words`` name (``by_actor``)."""
-    # One hit per fact first (folds.fold), so that a fact said twice neither takes two places nor
-    # lifts its session twice; then the re-ranking by sessions and participants.
-    found = [h for h in to_hits(fused, memories) if tuning.context_only_notes or earns_place(h)]
-    folded = {h.memory.seq: h for h in fold(found, len(found))}
-    fused = [Ranked(h.memory.seq, h.score, h.similarity, h.matched) for h in folded.values()]
     if tuning.session_weight and len(fused) > 1:
         fused = by_session(tuning, fused, memories)
     if (tuning.actor_weight or tuning.exchange_weight) and words and len(fused) > 1:
         fused = await by_actor(tuning, fused, memories, frozenset(words), rows)
-    return await with_via([replace(folded[r.seq], score=r.score) for r in fused[:top_k]], rows)
+    found = [h for h in to_hits(fused, memories) if tuning.context_only_notes or earns_place(h)]
+    return await with_via(fold(found, top_k), rows)
 
 
 OWN_REASONS: frozenset[MatchReason] = frozenset({"exact", "words", "meaning"})
