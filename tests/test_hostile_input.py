@@ -133,3 +133,36 @@ async def test_an_upload_nested_100000_deep_is_refused_at_once_and_the_page_says
     assert refused.status_code == 400, refused.text
     assert "conversations.json is nested deeper than 64 levels" in refused.text
     assert db.count("SELECT count(*) FROM conversations") == 0
+
+
+def test_imports_of_broken_files_say_what_is_wrong_in_one_line_and_fail_when_nothing_could_be_read(
+    tmp_path: Path, db: Database, fake_ollama: FakeOllama
+) -> None:
+    from tests.cli.test_cli import run  # noqa: PLC0415
+    from tests.cli.test_import_formats import chatgpt_conversation  # noqa: PLC0415
+
+    latin = tmp_path / "memory.jsonl"  # a stray latin-1 byte in the first line was a UnicodeDecodeError traceback
+    latin.write_bytes(b'{"type": "entity", "name": "Ren\xe9", "entityType": "person", "observations": ["cycles"]}\n')
+    done = run(db, fake_ollama, "import", str(latin))
+    assert done.returncode == 0 and "Traceback" not in done.stderr, done.stderr
+    assert "imported 1 new conversation(s) and 1 new turns" in done.stdout
+
+    broken_first = tmp_path / "conversations.json"  # refused whole before; skipped with its reason now
+    broken_first.write_text(json.dumps([{"id": "x"}, chatgpt_conversation()]))
+    done = run(db, fake_ollama, "import", str(broken_first))
+    assert done.returncode == 0, done.stderr
+    assert "imported 1 new conversation(s) and 4 new turns" in done.stdout
+    assert "skipped 1: conversation 1" in done.stdout
+
+    truncated = tmp_path / "truncated.json"
+    truncated.write_text(json.dumps([chatgpt_conversation("c-8"), chatgpt_conversation("c-9")])[:-40])
+    done = run(db, fake_ollama, "import", str(truncated))
+    assert done.returncode != 0 and "breaks off or is not valid JSON" in done.stderr
+    said = [line for line in done.stderr.splitlines() if "truncated.json" in line]
+    assert len(said) == 1 and "Traceback" not in done.stderr, done.stderr
+
+    nothing = tmp_path / "nothing.json"
+    nothing.write_text(json.dumps([{"id": "a", "mapping": {}}, {"id": "b", "mapping": {}}]))
+    done = run(db, fake_ollama, "import", str(nothing))
+    assert done.returncode == 1, done.stdout
+    assert "nothing.json: nothing in it could be imported" in done.stderr

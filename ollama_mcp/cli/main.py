@@ -409,6 +409,9 @@ def _maintenance(settings: Settings, args: argparse.Namespace) -> int:
             args.restore_deleted,
         )
         print(admin.import_summary(imported, settings.chat_calls_per_hour))
+        if not imported.turns and not imported.deleted_turns:  # nothing in it could be read: not a success
+            print(f"{args.file}: nothing in it could be imported; see what was skipped above", file=sys.stderr)
+            return 1
     elif args.command == "reembed":
         done, model = anyio.run(admin.reembed, settings, args.model, args.force)
         print(f"embedded {done:,} memories with {model}; every memory now has a vector of it")

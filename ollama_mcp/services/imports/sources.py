@@ -110,7 +110,7 @@ def _stream(at: _At, raw: IO[bytes], size: int, position: Callable[[], int], fmt
     if first != b"{":
         raise refusal(at, "is not JSON or JSON lines")
     try:
-        entry: Any = json_depth.loads(head)
+        entry: Any = json_depth.loads(head.decode("utf-8", errors="replace"))  # a stray latin-1 byte: one turn
     except json_depth.TooDeep as exc:
         raise refusal(at, f"has a first line {exc}") from None
     except json.JSONDecodeError:
@@ -140,15 +140,30 @@ def _json_list(at: _At, raw: IO[bytes], size: int, position: Callable[[], int], 
 
     _within_depth(at, raw)
     items = ijson.items(raw, "item", use_float=True)
+    # The format is told by the first of the first few conversations that shows one: a broken
+    # first conversation is skipped with its reason, as it would be anywhere else in the list.
+    looked: list[object] = []
+    kind = fmt
     try:
-        first = next(items, None)
+        while kind is None and len(looked) < FORMAT_LOOKAHEAD and (item := next(items, _END)) is not _END:
+            looked.append(item)
+            kind = _list_format(item) if _list_format(item) != "unknown" else None
     except ijson.JSONError as exc:
-        raise refusal(at, f"is not valid JSON ({exc})") from None
-    kind = fmt or (_list_format(first) if first is not None else "chatgpt")
+        raise refusal(at, f"is not valid JSON ({_first_line(exc)})") from None
+    kind = kind or ("chatgpt" if not looked else None)
     if kind not in ("chatgpt", "claude.ai"):
         raise refusal(at, "holds a list of no format ollama-mcp imports")
     reader = chatgpt.chats if kind == "chatgpt" else claude_ai.chats
-    return Source(kind, _guarded(at, reader(_chain(first, items))), size, position)
+    return Source(kind, _guarded(at, reader(_chain(looked, items))), size, position)
+
+
+FORMAT_LOOKAHEAD = 20  # conversations read to tell the format of a list
+_END = object()
+
+
+def _first_line(exc: Exception) -> str:
+    """A parser's complaint without the dump of the text around it that follows its first line."""
+    return str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
 
 
 def _within_depth(at: _At, raw: IO[bytes]) -> None:
@@ -194,9 +209,8 @@ def _line_format(entry: dict[str, Any]) -> str | None:
     return None
 
 
-def _chain(first: object, rest: Iterator[object]) -> Iterator[object]:
-    if first is not None:
-        yield first
+def _chain(first: list[object], rest: Iterator[object]) -> Iterator[object]:
+    yield from first
     yield from rest
 
 
@@ -209,7 +223,8 @@ def _guarded(at: _At, chats: Iterator[Chat | Skipped]) -> Iterator[Chat | Skippe
         yield from chats
     except ijson.JSONError as exc:
         raise refusal(
-            at, f"breaks off or is not valid JSON ({exc})", "download the export again and import it again"
+            at, f"breaks off or is not valid JSON ({_first_line(exc)})",
+            "download the export again and import it again",
         ) from None
 
 
