@@ -27,6 +27,7 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import Match, Route
 
 from ollama_mcp import audit, caller, inputs, json_depth
+from ollama_mcp.domain import Memory
 from ollama_mcp.errors import (
     ConfigError,
     ConversationClosedError,
@@ -187,6 +188,11 @@ async def regenerate_turn(call: Call) -> tuple[int, BaseModel]:
     return 200, TurnOut.of(revised)
 
 
+async def get_turn(call: Call) -> tuple[int, BaseModel]:
+    found = await call.app.lifecycle.read_turn(call.path["turn_id"])
+    return 200, TurnOut.of(found) if isinstance(found, Memory) else OpenTurnOut.of(found)
+
+
 async def abort_turn(call: Call) -> tuple[int, BaseModel]:
     return 200, OpenTurnOut.of(await call.app.lifecycle.abort(call.path["turn_id"]))
 
@@ -289,6 +295,8 @@ ENDPOINTS: tuple[Endpoint, ...] = (
              OpenTurnOut, 200, append_to_turn),
     Endpoint("POST", "/turns/{turn_id}/commit", "commitTurn", "End a streamed turn: it becomes a message with its id.",
              CommitIn, TurnOut, 200, commit_turn),
+    Endpoint("GET", "/turns/{turn_id}", "getTurn", "A turn by its id: being streamed or aborted (its text so far, an "
+             "OpenTurnOut), or committed (the message).", None, OpenTurnOut, 200, get_turn, also=TurnOut),
     Endpoint("POST", "/turns/{turn_id}/abort", "abortTurn", "Stop a streamed turn: kept, marked aborted.", None,
              OpenTurnOut, 200, abort_turn),
     Endpoint("PUT", "/turns/{turn_id}", "editTurn", "Edit a turn: it keeps its id and place; what it said before "

@@ -222,6 +222,17 @@ class ConversationLifecycle(Archive):
         await self._maybe_compact(await self._store.get_conversation(opened.conversation_id))
         return stored
 
+    async def read_turn(self, turn_id: object) -> OpenTurn | Memory:
+        """A turn by its id, whatever became of it: being written or aborted (the open turn, its
+        text so far), or committed (the message)."""
+        target = inputs.memory_id("turn_id", turn_id)
+        try:
+            return await self._store.get_open_turn(target)
+        except TurnClosedError as closed:
+            if closed.state != "committed":
+                raise
+            return await self._store.get_memory(target)
+
     async def abort(self, turn_id: object) -> OpenTurn:
         """Stop a turn being written: it is kept, marked aborted, and never becomes a message."""
         target = inputs.memory_id("turn_id", turn_id)

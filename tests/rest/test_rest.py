@@ -568,3 +568,34 @@ async def test_rest_errors_speak_of_rest_not_of_mcp_tools_and_the_document_lists
         for path in alice.document["paths"].values():  # type: ignore[index]
             for operation in path.values():
                 assert {"403", "405", "409", "413", "415"} <= set(operation["responses"])
+
+
+async def test_a_streamed_turn_can_be_read_whatever_became_of_it_and_ending_its_conversation_aborts_it(
+    settings: Settings,
+) -> None:
+    async with people(settings) as (alice, _, _):
+        conv = (await alice.call("POST", "/conversations", {"name": "stream"}, expect=201))["id"]
+        first = (await alice.call("POST", f"/conversations/{conv}/turns", {"role": "assistant", "status": "open"},
+                                  expect=201))["id"]
+        await alice.call("PATCH", f"/turns/{first}", {"append": "Half a rep"})
+        assert (await alice.call("GET", f"/turns/{first}"))["status"] == "open"
+        await alice.call("POST", f"/turns/{first}/abort")
+        aborted = await alice.call("GET", f"/turns/{first}")
+        assert (aborted["status"], aborted["content"]) == ("aborted", "Half a rep")
+
+        second = (await alice.call("POST", f"/conversations/{conv}/turns", {"role": "assistant", "status": "open"},
+                                   expect=201))["id"]
+        await alice.call("PATCH", f"/turns/{second}", {"append": "The whole reply."})
+        await alice.call("POST", f"/turns/{second}/commit", {})
+        committed = await alice.call("GET", f"/turns/{second}")
+        assert (committed["id"], committed["content"], committed["role"]) == (second, "The whole reply.", "assistant")
+
+        third = (await alice.call("POST", f"/conversations/{conv}/turns", {"role": "assistant", "status": "open"},
+                                  expect=201))["id"]
+        await alice.call("PATCH", f"/turns/{third}", {"append": "Cut off by the"})
+        await alice.call("POST", f"/conversations/{conv}/end", {"summary": "done"})
+        settled = await alice.call("GET", f"/turns/{third}")
+        assert (settled["status"], settled["content"]) == ("aborted", "Cut off by the")
+        late = await alice.call("PATCH", f"/turns/{third}", {"append": " end"}, expect=409)
+        assert "was aborted already" in late["error"]
+        assert (await alice.call("GET", f"/turns/{uuid.uuid4()}", expect=404))["field"] == "turn_id"

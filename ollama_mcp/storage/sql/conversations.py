@@ -166,6 +166,12 @@ class ConversationStore(SqlParts):
             )
             # No client continues an ended conversation (deleting one cascades the same).
             await execute(conn, d, "DELETE FROM current_conversations WHERE conversation_id = ?", (conversation_id,))
+            # A turn still being streamed is settled: aborted, kept with its text so far (GET
+            # /turns/{id} reads it), so it takes no more chunks and no view waits for it forever.
+            await execute(
+                conn, d, "UPDATE open_turns SET state = 'aborted', updated_at = ? WHERE conversation_id = ?"
+                " AND state = 'open'", (ended_at, conversation_id),
+            )
             row = await fetchone(
                 conn, d, f"SELECT {conversation_columns(d)} FROM conversations c WHERE c.id = ?", (conversation_id,)
             )
