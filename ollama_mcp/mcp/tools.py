@@ -111,7 +111,7 @@ async def update_memory(
 async def add_messages(
     ctx: Context,
     messages: Annotated[list[dict[str, Any]], Field(description=(
-        "[{role, content, actor?, to?: [actors], tool_calls?, tool_call_id?, occurred_at?}]"
+        "[{role, content, actor?, to?: [actors], tool_calls?, tool_call_id?, occurred_at?, metadata?}]"
     ))],
     conversation_id: ConversationId = None,
 ) -> Annotated[CallToolResult, MessagesAdded]:

@@ -46,6 +46,7 @@ class TurnIn(Body):
     tokens: TokensIn | None = None
     model: str | None = None
     adapter: str | None = None
+    metadata: dict[str, Any] | None = Field(default=None, description="The app's own, returned with the turn.")
     status: Literal["open"] | None = Field(
         default=None, description='"open": stream it (empty content; PATCH /turns/{id} adds, POST .../commit ends).')
 
@@ -207,6 +208,7 @@ class TurnOut(BaseModel):
     tokens: TurnTokens | None = None
     model: str | None = None
     adapter: str | None = None
+    metadata: dict[str, Any] | None = Field(default=None, description="The app's own, as it was sent.")
     revised: Literal["edited", "regenerated"] | None = Field(default=None, description="How its text last changed.")
     earlier_versions: list[dict[str, Any]] | None = Field(
         default=None, description="What it said before, oldest first (content, or content_sha256 when long).")
@@ -217,6 +219,7 @@ class TurnOut(BaseModel):
         return cls(
             id=m.id, conversation_id=m.conversation_id, role=m.role, content=m.content, actor=m.actor,
             to=meta.get("to"), tool_calls=list(m.tool_calls) or None, tool_call_id=m.tool_call_id,
+            metadata=meta.get("app") if isinstance(meta.get("app"), dict) else None,
             created_at=m.created_at, occurred_at=m.occurred_at,
             tokens=TurnTokens(**meta["tokens"]) if isinstance(meta.get("tokens"), dict) else None,
             model=meta.get("model"), adapter=meta.get("adapter"), revised=meta.get("revised"),

@@ -4,7 +4,7 @@ the message memory each becomes. No I/O: the lifecycle stores what this returns.
 from __future__ import annotations
 
 import uuid
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import Any
 
@@ -19,7 +19,11 @@ MAX_TOOL_CALL_ID_CHARS = 200
 RETRY_WINDOW = timedelta(minutes=10)  # the same turns again within this are a client's retry
 _TURN_KEYS = frozenset({
     "role", "content", "actor", "to", "tool_calls", "tool_call_id", "occurred_at", "tokens", "model", "adapter",
+    "metadata",
 })
+# The app's own metadata of a turn, kept under this key of the message's metadata: apart from the
+# keys the product itself keeps there (to, tokens, source_id, redacted...), so none can collide.
+APP_METADATA = "app"
 MAX_TOKENS = 10**9
 MAX_LABEL_CHARS = 200  # a model's or an adapter's name
 
@@ -38,6 +42,7 @@ class Turn:
     # What wrote it, kept in the message's metadata: {"tokens": {"prompt": n, "completion": n},
     # "model": ..., "adapter": ...}, each only when given.
     produced: tuple[tuple[str, Any], ...] = ()
+    metadata: dict[str, Any] = field(default_factory=dict)  # the app's own (APP_METADATA)
 
 
 def parse_turns(field: str, value: object, max_chars: int) -> list[Turn]:
@@ -93,7 +98,8 @@ def parse_turn(at: str, item: dict[str, Any], max_chars: int) -> Turn:
             "pass the id of the call it answers",
         )
     happened = inputs.occurred_at(f"{at}occurred_at", item.get("occurred_at"))
-    return Turn(role, content, actor, tuple(calls), call_id, to, happened, produced_of(at, item))
+    own = inputs.metadata(f"{at}metadata", item.get("metadata"))
+    return Turn(role, content, actor, tuple(calls), call_id, to, happened, produced_of(at, item), own)
 
 
 def produced_of(at: str, item: dict[str, Any]) -> tuple[tuple[str, Any], ...]:
@@ -129,7 +135,8 @@ def message_of(conversation_id: str, turn: Turn, created_at: str) -> Memory:
     """A transcript message of ``turn``, ready to insert."""
     return Memory(
         id=str(uuid.uuid4()), seq=0, conversation_id=conversation_id, kind="message", content=turn.content, tags=(),
-        metadata={**({"to": list(turn.to)} if turn.to else {}), **dict(turn.produced)}, created_at=created_at,
+        metadata={**({"to": list(turn.to)} if turn.to else {}), **dict(turn.produced),
+                  **({APP_METADATA: turn.metadata} if turn.metadata else {})}, created_at=created_at,
         role=turn.role, actor=turn.actor,
         tool_calls=turn.tool_calls, tool_call_id=turn.tool_call_id, occurred_at=turn.occurred_at,
     )

@@ -86,3 +86,29 @@ async def test_mcp_records_a_tool_call_only_turn_and_an_export_round_trip_keeps_
         ("assistant", "It is 18 degrees and sunny in Lisbon.", None, None),
     ]
     assert refused.is_error and "messages[0].content" in refused.content[0].text  # type: ignore[union-attr]
+
+
+async def test_a_turn_carries_the_apps_own_metadata_through_rest_and_mcp(settings: Settings) -> None:
+    _, secret = await admin.create_token(settings, "app2", "app2")
+    async with serving(settings) as url, httpx2.AsyncClient(
+        headers={"Authorization": f"Bearer {secret}"}, timeout=30
+    ) as http:
+        base = url.removesuffix("/mcp") + PREFIX
+        conversation = (await http.post(base + "/conversations", json={"name": "meta"})).json()["id"]
+        sent = {"role": "user", "content": "hello", "metadata": {"message_id": "m-17", "client": {"v": 3}}}
+        added = (await http.post(f"{base}/conversations/{conversation}/turns", json=sent)).json()
+        assert added["metadata"] == {"message_id": "m-17", "client": {"v": 3}}
+        listed = (await http.get(f"{base}/conversations/{conversation}/turns")).json()["turns"]
+        assert listed[0]["metadata"] == {"message_id": "m-17", "client": {"v": 3}}
+        bad = await http.post(f"{base}/conversations/{conversation}/turns",
+                              content='{"role": "user", "content": "x", "metadata": {"deep": {"a": 1e400}}}',
+                              headers={"content-type": "application/json"})
+        assert bad.status_code == 400 and bad.json()["field"] == "metadata", bad.text
+    async with connect(settings) as client:
+        added = await call(client, "add_messages", messages=[{"role": "user", "content": "hi", "metadata": {"k": 1}}])
+        exported = await call(client, "export_conversation", conversation_id=added["conversation_id"], format="json")
+        refused = await client.call_tool("add_messages", {"messages": [{"role": "user", "content": "x",
+                                                                        "metadata": "not an object"}]})
+    (turn,) = [m for m in exported["data"]["memories"] if m["kind"] == "message"]
+    assert turn["metadata"] == {"app": {"k": 1}}
+    assert refused.is_error and "messages[0].metadata: must be a JSON object" in refused.content[0].text  # type: ignore[union-attr]
