@@ -37,6 +37,7 @@ import statistics
 import sys
 import tempfile
 import time
+import unicodedata
 from collections import defaultdict
 from collections.abc import AsyncIterator, Iterable
 from contextlib import asynccontextmanager
@@ -118,6 +119,12 @@ def load(path: Path) -> list[Sample]:
     return samples
 
 
+def words(text: str) -> str:
+    """A text's words, lower-cased: two hits with the same are the same sentence (as folds.words
+    says it; written here too so that --code can run a tree without folds)."""
+    return " ".join(re.findall(r"\w+", unicodedata.normalize("NFKC", text).casefold()))
+
+
 def _normal_id(raw: str) -> str:
     found = _EVIDENCE.findall(raw)
     return f"D{found[0][0]}:{found[0][1]}" if found else raw
@@ -126,12 +133,29 @@ def _normal_id(raw: str) -> str:
 # -- drivers: the service API, or MCP over stdio ------------------------------------------------------
 
 
+Found = list[tuple[list[str], str]]  # each hit: its memory id and those folded into it; its text
+
+
 class Driver(Protocol):
     async def init(self, name: str) -> str: ...
     async def record(self, conversation_id: str, turns: list[Turn]) -> list[str]: ...
-    async def search(self, conversation_id: str, query: str, k: int, reference_time: str | None) -> list[str]: ...
+    async def note(self, conversation_id: str, turn: Turn) -> str: ...
+    async def end(self, conversation_id: str) -> None: ...
+    async def search(self, conversation_id: str | None, query: str, k: int, reference_time: str | None) -> Found: ...
     async def pending(self) -> int: ...
     def tune(self, tuning: dict[str, Any]) -> None: ...
+
+
+# --path: how the conversations are recorded and asked (#79).
+#   conversation: each sample one conversation of turns (add_messages), asked with search_memories in it;
+#   chats: each session its own conversation (every one but the last ended), asked with the default
+#          search_all_conversations(query, top_k=10), each sample in a store of its own;
+#   notes: each turn a store_memory note of one conversation, asked with search_memories;
+#   both: chats, and every turn also stored as a note of its session.
+PATH = "conversation"
+CODE: Path | None = None  # --code DIR: run that tree's server (MCP), to compare with today's code
+# --legacy: the code before #79 searched turns only when asked (include_messages: true).
+LEGACY = False
 
 
 # --no-dates: the client passes no occurred_at and no reference_time (every turn happened when it was
@@ -176,14 +200,24 @@ async def service_driver(env: dict[str, str], tuning: dict[str, Any]) -> AsyncIt
             added, _ = await self.lifecycle.add_messages(conversation_id, messages(turns))
             return [m.id for m in added]
 
-        async def search(self, conversation_id: str, query: str, k: int, reference_time: str | None) -> list[str]:
+        async def note(self, conversation_id: str, turn: Turn) -> str:
+            stored = await self.service.store_memory(turn.text, conversation_id, occurred_at=turn.occurred_at)
+            return str(stored.memory.id)
+
+        async def end(self, conversation_id: str) -> None:
+            await self.service.end_conversation(conversation_id)
+
+        async def search(self, conversation_id: str | None, query: str, k: int, reference_time: str | None) -> Found:
+            legacy = {"include_messages": True} if LEGACY else {}
             request = search_request(
-                query, conversation_id, top_k=k, include_messages=True, reference_time=reference_time
+                query, conversation_id, top_k=k, reference_time=reference_time, everywhere=conversation_id is None,
+                **legacy,
             )
             outcome = await self.service.search(request)
             if outcome.mode != "hybrid":
                 raise SystemExit(f"search fell back to {outcome.mode}: {outcome.notice}")
-            return [hit.memory.id for hit in outcome.hits]
+            return [([hit.memory.id, *(m.id for m in getattr(hit, "also", ()))], hit.memory.content)
+                    for hit in outcome.hits]
 
         async def pending(self) -> int:
             return await self.indexer.pending_count()
@@ -225,14 +259,27 @@ async def mcp_driver(env: dict[str, str], tuning: dict[str, Any]) -> AsyncIterat
             added = await self._call("add_messages", messages=messages(turns), conversation_id=conversation_id)
             return list(added["message_ids"])
 
-        async def search(self, conversation_id: str, query: str, k: int, reference_time: str | None) -> list[str]:
-            found = await self._call(
-                "search_memories", query=query, conversation_id=conversation_id, top_k=k, include_messages=True,
-                **({"reference_time": reference_time} if reference_time else {}),
-            )
+        async def note(self, conversation_id: str, turn: Turn) -> str:
+            dated = {"occurred_at": turn.occurred_at} if DATED else {}
+            stored = await self._call("store_memory", content=turn.text, conversation_id=conversation_id, **dated)
+            return str(stored["memory_id"])
+
+        async def end(self, conversation_id: str) -> None:
+            await self._call("end_conversation", conversation_id=conversation_id)
+
+        async def search(self, conversation_id: str | None, query: str, k: int, reference_time: str | None) -> Found:
+            legacy = {"include_messages": True} if LEGACY else {}
+            if conversation_id is None:  # the default search over every conversation, as a model calls it
+                found = await self._call("search_all_conversations", query=query, top_k=k, **legacy)
+            else:
+                found = await self._call(
+                    "search_memories", query=query, conversation_id=conversation_id, top_k=k, **legacy,
+                    **({"reference_time": reference_time} if reference_time else {}),
+                )
             if found["mode"] != "hybrid":
                 raise SystemExit(f"search fell back to {found['mode']}: {found.get('notice')}")
-            return [hit["memory_id"] for hit in found["results"]]
+            return [([hit["memory_id"], *(p["memory_id"] for p in hit.get("also_in") or [])], hit["content"])
+                    for hit in found["results"]]
 
         async def pending(self) -> int:
             return int(await self.store.pending_count(settings.embed_model))
@@ -241,7 +288,11 @@ async def mcp_driver(env: dict[str, str], tuning: dict[str, Any]) -> AsyncIterat
             if changes:
                 raise SystemExit("--grid works with the service API only: the server always runs its defaults")
 
-    server = StdioServerParameters(command=str(Path(sys.executable).parent / "ollama-mcp"), env=env, cwd="/")
+    if CODE is not None:  # another tree's server (--code): the same interpreter, that tree first on the path
+        env = {**env, "PYTHONPATH": str(CODE)}
+        server = StdioServerParameters(command=sys.executable, args=["-m", "ollama_mcp"], env=env, cwd="/")
+    else:
+        server = StdioServerParameters(command=str(Path(sys.executable).parent / "ollama-mcp"), env=env, cwd="/")
     async with Client(server, mode="legacy") as client:
         store, _ = await open_backend(settings)
         try:
@@ -287,13 +338,14 @@ class Scores:
 
 
 Key = tuple[str, int]  # (sample id, category)
+REPEATS: list[int] = []  # per question: how many of its top 10 say a sentence an earlier one said
 TRACE: list[dict[str, Any]] | None = None  # --questions FILE: every question's outcome, written there
 
 
 @dataclass
 class Stored:
     sample: Sample
-    conversation: str
+    conversation: str | None  # None: asked over every conversation of its store (--path chats, both)
     turns_of: dict[str, set[str]]  # memory id -> the turn it records
 
 
@@ -303,16 +355,26 @@ async def store_all(
     stored, timings = [], []
     from ollama_mcp.services.turns import MAX_TURNS  # noqa: PLC0415 - add_messages' limit per call
     for sample in samples:
-        conversation = await driver.init(sample.sample_id)
         turns_of: dict[str, set[str]] = defaultdict(set)
         sessions = [list(grouped) for _, grouped in itertools.groupby(sample.turns, key=lambda turn: turn.occurred_at)]
-        for session in (whole[i : i + MAX_TURNS] for whole in sessions for i in range(0, len(whole), MAX_TURNS)):
-            started = time.perf_counter()
-            ids = await driver.record(conversation, session)
-            timings.append((time.perf_counter() - started) * 1000 / len(session))  # per turn
-            for memory_id, turn in zip(ids, session, strict=True):
-                turns_of[memory_id].add(turn.dia_id)
-        stored.append(Stored(sample, conversation, turns_of))
+        one = None if PATH in ("chats", "both") else await driver.init(sample.sample_id)
+        for number, whole in enumerate(sessions, start=1):
+            conversation = one or await driver.init(f"{sample.sample_id} session {number}")
+            for session in (whole[i : i + MAX_TURNS] for i in range(0, len(whole), MAX_TURNS)):
+                started = time.perf_counter()
+                if PATH == "notes":
+                    ids = [await driver.note(conversation, turn) for turn in session]
+                else:
+                    ids = await driver.record(conversation, session)
+                timings.append((time.perf_counter() - started) * 1000 / len(session))  # per turn
+                for memory_id, turn in zip(ids, session, strict=True):
+                    turns_of[memory_id].add(turn.dia_id)
+                if PATH == "both":
+                    for turn in session:
+                        turns_of[await driver.note(conversation, turn)].add(turn.dia_id)
+            if one is None and number < len(sessions):
+                await driver.end(conversation)
+        stored.append(Stored(sample, one, turns_of))
         if progress:
             print(
                 f"  {sample.sample_id}: {len(sample.turns)} turns, {len(sample.questions)} questions", file=sys.stderr
@@ -337,12 +399,14 @@ async def ask_all(
         reference = datetime.fromisoformat(item.sample.reference_time)
         for question in item.sample.questions:
             started = time.perf_counter()
-            ranked = await driver.search(
+            found = await driver.search(
                 item.conversation, question.text, 10, item.sample.reference_time if DATED else None
             )
             dated = query_window(question.text, reference) is not None
             timings.append(((time.perf_counter() - started) * 1000, dated))
-            turns = [item.turns_of[m] for m in ranked]
+            turns = [set().union(*(item.turns_of[m] for m in ids)) for ids, _ in found]
+            said = [words(text) for _, text in found]
+            REPEATS.append(len(said) - len(set(said)))
             scores[(item.sample.sample_id, question.category)].add(turns, question.evidence)
             if TRACE is not None:  # --questions: each question's outcome, to compare two runs one by one
                 found = [i for i, t in enumerate(turns) if t & question.evidence]
@@ -436,8 +500,8 @@ def _grid(specs: list[str]) -> list[dict[str, Any]]:
 
 
 async def amain(args: argparse.Namespace) -> dict[str, Any]:  # noqa: PLR0915
-    global DATED  # noqa: PLW0603 - one run, one setting
-    DATED = not args.no_dates
+    global DATED, PATH, LEGACY, CODE  # noqa: PLW0603 - one run, one setting
+    DATED, PATH, LEGACY, CODE = not args.no_dates, args.path, args.legacy, args.code
     samples = load(args.data)
     if args.limit:
         samples = samples[: args.limit]
@@ -451,48 +515,59 @@ async def amain(args: argparse.Namespace) -> dict[str, Any]:  # noqa: PLR0915
         server = EmbedServer(MiniLM(None if args.no_cache else MODELS[args.model][2], args.model)).start()
         host = server.url
     try:
-        with tempfile.TemporaryDirectory() as tmp:
-            database = str(Path(tmp) / "locomo.db")
-            if args.postgres:
-                import pgserver  # noqa: PLC0415 - the PostgreSQL backend only
+        started = time.perf_counter()
+        results: dict[str, dict[Key, Scores]] = defaultdict(dict)
+        by_date: dict[str, dict[str, Scores]] = defaultdict(lambda: defaultdict(Scores))
+        search_ms: list[tuple[float, bool]] = []
+        store_ms: list[float] = []
+        pending_before = pending_after = 0
+        asked_in = 0.0
+        drained_in = None
+        # --path chats/both: a store a sample, searched whole (a person's store holds their own chats)
+        groups = [samples] if PATH in ("conversation", "notes") and not args.store_each else [[s] for s in samples]
+        for group in groups:
+            with tempfile.TemporaryDirectory() as tmp:
+                database = str(Path(tmp) / "locomo.db")
+                if args.postgres:
+                    import pgserver  # noqa: PLC0415 - the PostgreSQL backend only
 
-                database = pgserver.get_server(Path(tmp) / "pg", cleanup_mode="stop").get_uri()
-            env = {"OLLAMA_HOST": host, "OLLAMA_MCP_DB": database,
-                   "OLLAMA_MCP_EMBED_MODEL": args.model, "OLLAMA_MCP_LOG_LEVEL": "WARNING", "HOME": tmp,
-                   "OLLAMA_MCP_CHAT_MODEL": "none"}  # no summaries: every result is a turn
-            driver = mcp_driver if args.mcp else service_driver
-            started = time.perf_counter()
-            results: dict[str, dict[Key, Scores]] = {}
-            by_date: dict[str, dict[str, Scores]] = {}
-            search_ms: list[tuple[float, bool]] = []
-            async with driver(env, _tuning(args.tune)) as d:
-                stored, store_ms = await store_all(d, samples, progress=not args.quiet, wait=not args.no_wait)
-                stored_at = time.perf_counter()
-                pending_before = await d.pending()
-                for config in _grid(args.grid):
-                    d.tune(config)
-                    name = ",".join(f"{k}={v}" for k, v in config.items()) or "defaults"
-                    results[name], timings, by_date[name] = await ask_all(d, stored)
-                    search_ms.extend(timings)
-                    if not args.quiet and args.grid:
-                        rows = table(per_category(results[name], [s.sample_id for s in samples]))
-                        dated = {k: v.row()["R@10"] for k, v in sorted(by_date[name].items())}
-                        print(f"  {name}: {rows['headline (1-4)']} R@10 by category "
-                              f"{[r['R@10'] for r in rows.values()]} dated {dated}", file=sys.stderr)
-                pending_after = await d.pending()
-                asked_in = time.perf_counter() - stored_at
-                drained_in = None
-                if args.no_wait:  # how long the rest of the backlog takes, nobody asking
-                    await settle(d)
-                    drained_in = round(time.perf_counter() - stored_at, 1)
-            elapsed = time.perf_counter() - started
+                    database = pgserver.get_server(Path(tmp) / "pg", cleanup_mode="stop").get_uri()
+                env = {"OLLAMA_HOST": host, "OLLAMA_MCP_DB": database,
+                       "OLLAMA_MCP_EMBED_MODEL": args.model, "OLLAMA_MCP_LOG_LEVEL": "WARNING", "HOME": tmp,
+                       "OLLAMA_MCP_CHAT_MODEL": "none"}  # no summaries: every result is a turn
+                driver = mcp_driver if args.mcp else service_driver
+                async with driver(env, _tuning(args.tune)) as d:
+                    stored, timings_stored = await store_all(d, group, progress=not args.quiet, wait=not args.no_wait)
+                    store_ms.extend(timings_stored)
+                    stored_at = time.perf_counter()
+                    pending_before += await d.pending()
+                    for config in _grid(args.grid):
+                        d.tune(config)
+                        name = ",".join(f"{k}={v}" for k, v in config.items()) or "defaults"
+                        scored, timings, dates = await ask_all(d, stored)
+                        results[name].update(scored)
+                        for key, value in dates.items():
+                            by_date[name][key].extend(value)
+                        search_ms.extend(timings)
+                        if not args.quiet and args.grid:
+                            rows = table(per_category(results[name], [s.sample_id for s in group]))
+                            print(f"  {name}: {rows['headline (1-4)']}", file=sys.stderr)
+                    pending_after += await d.pending()
+                    asked_in += time.perf_counter() - stored_at
+                    if args.no_wait:  # how long the rest of the backlog takes, nobody asking
+                        await settle(d)
+                        drained_in = round((drained_in or 0) + time.perf_counter() - stored_at, 1)
+        elapsed = time.perf_counter() - started
     finally:
         if server is not None:
             server.stop()
     ids = [s.sample_id for s in samples]
     best = max(results, key=lambda name: _merit(table(per_category(results[name], ids))))
     out: dict[str, Any] = {
-        "path": "mcp-stdio" if args.mcp else "service", "backend": "postgres" if args.postgres else "sqlite",
+        "path": "mcp-stdio" if args.mcp else "service", "recorded": PATH, "legacy": LEGACY,
+        "repeated_sentences": {"questions_with_a_repeat": sum(1 for r in REPEATS if r),
+                               "repeats": sum(REPEATS), "questions": len(REPEATS)},
+        "backend": "postgres" if args.postgres else "sqlite",
         "tuning": _tuning(args.tune), "best_on_all": best, "rows": table(per_category(results[best], ids)),
         "dated": {k: v.row() for k, v in sorted(by_date[best].items())},
         "median_ms": {
@@ -548,6 +623,15 @@ def main() -> None:
                         help="ask at once after storing, while the in-context vectors are still being computed "
                         "(#56 item 4), then time the rest of the drain")
     parser.add_argument("--no-cache", action="store_true", help="do not use the embedding cache")
+    parser.add_argument("--path", choices=("conversation", "chats", "notes", "both"), default="conversation",
+                        help="how turns are recorded and asked (#79): one conversation of turns asked with "
+                        "search_memories (default); chats: a conversation a session, every one but the last "
+                        "ended, asked with the default search_all_conversations; notes: each turn a "
+                        "store_memory note; both: chats with every turn also a note")
+    parser.add_argument("--store-each", action="store_true", help="a store a sample on every path")
+    parser.add_argument("--legacy", action="store_true",
+                        help="pass include_messages: true, as the code before #79 needed to search turns")
+    parser.add_argument("--code", type=Path, help="with --mcp: run the server of this source tree (to compare)")
     parser.add_argument("--json", type=Path, help="also write the results here")
     parser.add_argument("--quiet", action="store_true")
     args = parser.parse_args()
@@ -571,6 +655,8 @@ def main() -> None:
           f"max {result['median_ms']['search_ms_max']} ms), {result['seconds']} s, "
           f"{result['skipped_questions']} questions without usable evidence skipped")
     print(f"backlog: {result['backlog']}")
+    print(f"recorded as {result['recorded']} (legacy={result['legacy']}); same sentence twice in a top 10: "
+          f"{result['repeated_sentences']}")
     print("per conversation (headline R@5, R@10; adversarial R@10): " + "; ".join(
         f"{k} {v['R@5']:.3f} {v['R@10']:.3f} {v['adversarial R@10']}" for k, v in result["per_conversation"].items()))
     if args.json:

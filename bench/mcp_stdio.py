@@ -94,13 +94,18 @@ def embed_floor(host: str, rng: random.Random, calls: int) -> float:
     return statistics.median(times)
 
 
+TURNS_A_CONVERSATION = 1_000  # --turns: recorded chats of this many turns each (ended but the last)
+
+
 def build_store(
     path: str, n: int, rng: random.Random, text: Callable[[random.Random], str] = sentence, conversations: int = 1,
-    dim: int = DIM,
+    dim: int = DIM, turns: int = 0,
 ) -> str:
     """A store of ``n`` memories (``text``: each one's, Zipf words by default) in ``conversations``
-    conversations of equal size, with synthetic vectors for both facets; returns the id of the
-    last conversation (the one the searches of one conversation ask)."""
+    conversations of equal size, with synthetic vectors for both facets, and ``turns`` recorded
+    turns (``add_messages``, as a chat app or the hooks record them) in chats of
+    ``TURNS_A_CONVERSATION``; returns the id of the last conversation of memories (the one the
+    searches of one conversation ask)."""
     import anyio  # noqa: PLC0415
     import numpy as np  # noqa: PLC0415
 
@@ -123,10 +128,20 @@ def build_store(
                     count = min(5000, size - start)
                     await app.service.import_memories(
                         conv.id, [text(rng) for _ in range(count)], list(vectors[:count]))
-            while await app.indexer.backfill_once():  # context vectors (synthetic, instant)
+            last = conv.id
+            for chat in range(0, turns, TURNS_A_CONVERSATION):
+                recorded = await app.service.init_conversation(f"chat {chat // TURNS_A_CONVERSATION}")
+                size = min(TURNS_A_CONVERSATION, turns - chat)
+                for start in range(0, size, 100):
+                    said = [{"role": ("user", "assistant")[i % 2], "content": text(rng)}
+                            for i in range(min(100, size - start))]
+                    await app.lifecycle.add_messages(recorded.id, said, embed=False)
+                if chat + TURNS_A_CONVERSATION < turns:
+                    await app.service.end_conversation(recorded.id)
+            while await app.indexer.backfill_once():  # own and context vectors (synthetic, instant)
                 pass
             await app.ranker.upkeep()
-            return conv.id
+            return last
 
     try:
         return anyio.run(build)
@@ -138,7 +153,10 @@ class Server:
     """The real server over stdio, spoken to with raw JSON-RPC."""
 
     def __init__(self, env: dict[str, str]) -> None:
-        self.proc = subprocess.Popen([SERVER], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+        command = [SERVER]
+        if os.environ.get("PYTHONPATH"):  # another tree's server (to alternate with today's code)
+            command, env = [sys.executable, "-m", "ollama_mcp"], {**env, "PYTHONPATH": os.environ["PYTHONPATH"]}
+        self.proc = subprocess.Popen(command, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                                      stderr=subprocess.DEVNULL, env=env, cwd="/")
         self._ids = iter(range(1, 10**9))
 
@@ -191,7 +209,7 @@ def measure_size(n: int, host: str, args: argparse.Namespace, rng: random.Random
     with tempfile.TemporaryDirectory() as tmp:
         db = f"{tmp}/bench.db"
         started = time.perf_counter()
-        conv = build_store(db, n, rng, conversations=args.conversations)
+        conv = build_store(db, n, rng, conversations=args.conversations, turns=args.turns)
         if args.backlog:
             with sqlite3.connect(db) as conn:  # as if Ollama had been down for their contexts
                 conn.execute("DELETE FROM memory_embeddings WHERE facet = 'context' AND memory_seq >"
@@ -370,6 +388,8 @@ def main() -> None:
     parser.add_argument("--search-all", action="store_true",
                         help="every other search of the steady loop is search_all_conversations")
     parser.add_argument("--conversations", type=int, default=1, help="the memories spread over this many")
+    parser.add_argument("--turns", type=int, default=0,
+                        help="also this many recorded turns, in chats of 1,000 (every one but the last ended)")
     parser.add_argument("--drain", action="store_true",
                         help="only time how long the server alone takes to embed the --backlog")
     parser.add_argument("--json", type=Path)
