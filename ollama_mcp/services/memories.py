@@ -475,7 +475,8 @@ class MemoryService:
         )
         if not hits:
             conversations, by_kind = await self._store.searched_counts(filters)
-            notice = _joined(notice or "", nothing_found(conversations, by_kind, filters.kinds)).strip()
+            found_none = nothing_found(conversations, by_kind, filters.kinds, filters.tags)
+            notice = _joined(notice or "", found_none).strip()
         return await self._with_projects(hits, conversation), "hybrid" if by_meaning else "keyword", notice
 
     async def _with_projects(self, hits: list[SearchHit], conversation: Conversation | None) -> list[SearchHit]:

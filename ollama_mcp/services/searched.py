@@ -18,9 +18,18 @@ NOTHING = "Memory holds nothing on this"
 ORDER: tuple[MemoryKind, ...] = ("message", "note", "summary", "fact")
 
 
-def nothing_found(conversations: int, by_kind: Mapping[str, int], kinds: Sequence[MemoryKind]) -> str:
+def nothing_found(
+    conversations: int, by_kind: Mapping[str, int], kinds: Sequence[MemoryKind], tags: Sequence[str] = ()
+) -> str:
     """The notice of a search that found nothing among ``conversations`` holding ``by_kind``
-    memories of the ``kinds`` it covered."""
+    memories of the ``kinds`` (and ``tags``) it covered."""
+    said = _searched(conversations, by_kind, kinds)
+    if tags and any(by_kind.values()):
+        said += ' Query "*" lists every memory that carries these tags, newest first.'
+    return said
+
+
+def _searched(conversations: int, by_kind: Mapping[str, int], kinds: Sequence[MemoryKind]) -> str:
     if not conversations:
         return f"{NOTHING}: there is nothing to search here yet" + (
             "." if len(kinds) == len(ORDER) else f" of kind {', '.join(kinds)}; leave kinds out to search every kind."

@@ -326,3 +326,16 @@ async def test_the_agents_record_of_its_own_searches_is_not_recalled(
         found = await call(client, "search_all_conversations", query="vault code 1234", top_k=10)
     assert found["results"][0]["memory_id"] == note["memory_id"]
     assert [r for r in found["results"] if "<memory" in r["content"]] == []  # the wrapped copy of the note
+
+
+async def test_a_tag_filtered_search_that_finds_nothing_offers_the_listing_of_those_tags(app: App) -> None:
+    conversation = await app.service.init_conversation("decisions")
+    await app.service.store_memory("We picked PostgreSQL", conversation.id, ["decision"])
+    await backfill(app)
+    outcome = await app.service.search(search_request("xylophone", everywhere=True, tags=["decision"]))
+    assert outcome.hits == [] and outcome.notice == (
+        "Memory holds nothing on this: searched 1 conversation (0 recorded turns, 1 note, 0 summaries, 0 facts)."
+        ' Query "*" lists every memory that carries these tags, newest first.'
+    )
+    listed = await app.service.search(search_request("*", everywhere=True, tags=["decision"]))
+    assert [h.memory.content for h in listed.hits] == ["We picked PostgreSQL"]
