@@ -393,6 +393,7 @@ class StoreSummary:
     job_problems: list[tuple[str, str, str]]  # (kind, state, last error) of jobs waiting or failed
     chat_calls: tuple[int, str | None] = (0, None)  # background chat calls in the last hour, and the oldest's time
     chat_jobs_open: int = 0  # jobs that call the chat model, queued or running (services/chat_budget.py)
+    pending_context: int = 0  # memories without their in-context vector of the model (searched by a stand-in)
 
 
 @dataclass(frozen=True)

@@ -66,12 +66,13 @@ async def _ollama(settings: Settings, summary: StoreSummary | None) -> list[Chec
                             f"dimensions but the model now returns {vector.size}: the model changed under the same "
                             "name. Pull the original model again, or set OLLAMA_MCP_EMBED_MODEL to a new name so "
                             "every memory is embedded again."))
-    if summary.pending:
+    if summary.pending or summary.pending_context:
         checks.append(
             Check(
                 "pending",
                 True,
-                f"{summary.pending:,} memories wait for their vectors; the server "
+                f"{summary.pending:,} memories wait for their vectors and {summary.pending_context:,} for their "
+                "in-context vectors (searches rank those by a stand-in, so results can still move); the server "
                 "embeds them in the background while it runs (or run `ollama-mcp reembed`)",
                 blocking=False,
             )
@@ -133,7 +134,9 @@ def _holdings(summary: StoreSummary, settings: Settings) -> list[tuple[str, str]
         ("memories", f"{kinds.get('note', 0):,} notes, {kinds.get('summary', 0):,} summaries, "
                      f"{kinds.get('message', 0):,} messages"
                      + (f", {kinds['fact']:,} facts" if kinds.get("fact") else "")),
-        ("pending", f"{summary.pending:,} without a vector of {settings.embed_model!r} (the configured model)"),
+        ("pending", f"{summary.pending:,} without a vector of {settings.embed_model!r} (the configured model); "
+                    f"{summary.pending_context:,} waiting for their in-context vector (searched by a stand-in "
+                    "meanwhile, so results can still move)"),
         ("jobs", ", ".join(f"{count:,} {state}" for state, count in sorted(summary.jobs.items())) or "none"),
         ("chat budget", budget_state(settings, summary).describe(summary.chat_jobs_open)),
     ]

@@ -62,7 +62,8 @@ def test_doctor_reports_the_store_and_pending_memories(db: Database, fake_ollama
     assert done.returncode == 0, done.stdout
     newest = (migrations() if db.backend == "sqlite" else postgres_migrations())[-1].version
     assert f"2 memories, schema {newest}" in done.stdout
-    assert "warn pending" not in done.stdout and "2 memories wait for their vectors" in done.stdout
+    assert "warn pending" not in done.stdout
+    assert "2 memories wait for their vectors and 2 for their in-context vectors" in done.stdout
 
 
 def test_doctor_finds_a_store_with_tagged_and_corrected_memories_sound(db: Database, fake_ollama: FakeOllama) -> None:
@@ -166,7 +167,7 @@ def test_stats_counts_what_the_store_holds(db: Database, fake_ollama: FakeOllama
         assert "SQLite 3." in out
     assert "1 (1 active, 0 completed)" in out
     assert "3 notes, 0 summaries, 0 messages" in out
-    assert "0 without a vector of 'nomic-embed-text'" in out
+    assert "0 without a vector of 'nomic-embed-text' (the configured model); 2 waiting for their in-context" in out
     assert "nomic-embed-text: 3 memories, 256 dimensions" in out
 
 

@@ -68,6 +68,13 @@ def summarize(url: str, model: str) -> PgSummary:
                         {"model": model},
                     )
                 ),
+                pending_context=int(
+                    _one(
+                        conn,
+                        f"SELECT count(*) FROM memories m WHERE {missing_vector(POSTGRES, 'context', '%(model)s')}",
+                        {"model": model},
+                    )
+                ),
                 jobs=dict(conn.execute("SELECT state, count(*) FROM jobs GROUP BY state").fetchall()),
                 job_problems=[
                     tuple(row)

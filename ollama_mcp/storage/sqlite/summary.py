@@ -30,6 +30,9 @@ def summarize(path: Path, model: str) -> StoreSummary:
                 pending=conn.execute(
                     f"SELECT count(*) FROM memories m WHERE {missing_vector(SQLITE, 'content')}", (model,)
                 ).fetchone()[0],
+                pending_context=conn.execute(
+                    f"SELECT count(*) FROM memories m WHERE {missing_vector(SQLITE, 'context')}", (model,)
+                ).fetchone()[0],
                 jobs=dict(conn.execute("SELECT state, count(*) FROM jobs GROUP BY state")) if version >= 2 else {},
                 job_problems=conn.execute(
                     "SELECT kind, state, last_error FROM jobs WHERE last_error IS NOT NULL AND state != 'done'"
