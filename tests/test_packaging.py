@@ -210,8 +210,10 @@ def test_server_json_is_a_valid_registry_entry_for_this_version_named_in_the_rea
     # The schema is not vacuous: what the registry refuses, it refuses.
     for bad in ({"description": "x" * 101}, {"name": "ollama-mcp"},
                 {"packages": [{**pypi, "version": "latest"}]},
-                {"packages": [{**pypi, "registryType": "mcpb"}]}):  # an mcpb package needs its fileSha256
-        assert list(validator.iter_errors({**entry, **bad})), bad
+                {"packages": [{**pypi, "registryType": "mcpb"}]},  # an mcpb package needs its fileSha256
+                {"packages": [{k: v for k, v in pypi.items() if k != "version"}]},  # a pypi one its version
+                {"$schema": "https://static.modelcontextprotocol.io/schemas/2025-09-29/server.schema.json"}):
+        assert list(validator.iter_errors({**entry, **bad})), bad  # (the publisher refuses an older schema)
 
 
 def test_the_claude_code_plugin_is_the_packages_version_and_hooks_every_recording_event() -> None:
