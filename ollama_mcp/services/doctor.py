@@ -10,7 +10,7 @@ from __future__ import annotations
 from datetime import UTC, datetime
 
 from ollama_mcp.config import Settings
-from ollama_mcp.domain import Check, StoreSummary
+from ollama_mcp.domain import Check, StoreSummary, counted
 from ollama_mcp.errors import OllamaError, OllamaModelError
 from ollama_mcp.ollama.client import OllamaClient
 from ollama_mcp.ollama.embeddings import Embedder
@@ -131,9 +131,10 @@ def _holdings(summary: StoreSummary, settings: Settings) -> list[tuple[str, str]
     lines = [
         ("conversations", f"{sum(conversations.values()):,} ({conversations.get('active', 0):,} active, "
                           f"{conversations.get('completed', 0):,} completed)"),
-        ("memories", f"{kinds.get('note', 0):,} notes, {kinds.get('summary', 0):,} summaries, "
-                     f"{kinds.get('message', 0):,} messages"
-                     + (f", {kinds['fact']:,} facts" if kinds.get("fact") else "")),
+        ("memories", f"{counted(kinds.get('note', 0), 'note')}, "
+                     f"{counted(kinds.get('summary', 0), 'summary', 'summaries')}, "
+                     f"{counted(kinds.get('message', 0), 'message')}"
+                     + (f", {counted(kinds['fact'], 'fact')}" if kinds.get("fact") else "")),
         ("pending", f"{summary.pending:,} without a vector of {settings.embed_model!r} (the configured model); "
                     f"{summary.pending_context:,} waiting for their in-context vector (searched by a stand-in "
                     "meanwhile, so results can still move)"),

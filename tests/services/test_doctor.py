@@ -210,3 +210,11 @@ def test_doctor_fails_with_the_fix_when_the_store_could_not_be_created_there(fak
             in done.stdout), done.stdout
     assert "Set OLLAMA_MCP_DB to an absolute path in a folder you can write to." in done.stdout
     assert not Path("/sys/ollama-mcp").exists()
+
+
+def test_stats_count_one_of_a_kind_in_the_singular(db: Database, fake_ollama: FakeOllama) -> None:
+    make_store(db, fake_ollama, "one")
+    done = subprocess.run([str(SCRIPT), "stats"], capture_output=True, text=True, timeout=60, cwd="/",
+                          env={"PATH": os.environ.get("PATH", ""), "HOME": "/nonexistent", "OLLAMA_MCP_DB": db.url,
+                               "OLLAMA_HOST": fake_ollama.url})
+    assert "1 note, 0 summaries, 0 messages" in done.stdout, done.stdout  # it said "1 notes", "1 summaries"
