@@ -409,7 +409,8 @@ def _maintenance(settings: Settings, args: argparse.Namespace) -> int:
             args.restore_deleted,
         )
         print(admin.import_summary(imported, settings.chat_calls_per_hour))
-        if not imported.turns and not imported.deleted_turns:  # nothing in it could be read: not a success
+        # Everything in it was skipped (broken, or of no format imported): not a success.
+        if imported.skipped and not (imported.turns or imported.new_conversations or imported.deleted_turns):
             print(f"{args.file}: nothing in it could be imported; see what was skipped above", file=sys.stderr)
             return 1
     elif args.command == "reembed":
