@@ -35,7 +35,8 @@ from ollama_mcp.ui.guard import LOCAL, Admit, Guard, Refused, Site, checked_form
 
 NOTES_SHOWN = 200  # notes per page of a conversation, newest first
 MESSAGES_SHOWN = 200  # the end of a transcript; the export has all of it
-LISTED = 500  # conversations on the list page (inputs.MAX_LIST_LIMIT)
+LISTED = 500  # conversations on the list page (inputs.MAX_LIST_LIMIT); the page says when there may be more
+SHOWN_CHARS = 3_000  # of a memory's text shown on its conversation's page before "show all"
 DONE = {
     "updated": "Saved as a new version; the old one is kept below it as history.",
     "unchanged": "Nothing was changed.",
@@ -87,7 +88,8 @@ async def conversations(request: Request) -> Response:
     params = request.query_params
     status, text = params.get("status") or None, params.get("q") or None
     found = await _app(request).service.list_conversations(status, LISTED, text)
-    return _page(request, "conversations.html", conversations=found, status=status or "", q=text or "")
+    return _page(request, "conversations.html", conversations=found, status=status or "", q=text or "",
+                 listed=LISTED)
 
 
 async def conversation(request: Request) -> Response:
@@ -105,6 +107,7 @@ async def conversation(request: Request) -> Response:
     notes = [replace(n, pending=await app.indexer.is_pending(n.memory)) for n in shown]
     transcript = parts.transcript[-MESSAGES_SHOWN:]
     return _page(request, "conversation.html", conversation=current, parts=parts, notes=notes, page=number,
+                 shown_chars=SHOWN_CHARS,
                  pages=pages, first=(number - 1) * NOTES_SHOWN + 1, transcript=transcript,
                  earlier=len(parts.transcript) - len(transcript))
 

@@ -575,3 +575,27 @@ async def test_the_import_page_takes_a_chatgpt_export_zip_as_the_command_does(ap
     assert db.rows("SELECT name FROM conversations") == [("Lisbon trip",)]
     assert mislabelled.status_code == 400
     assert "file: export.zip ends in .zip but is not a zip archive" in mislabelled.text
+
+
+async def test_a_long_memory_shows_its_start_with_the_rest_folded_and_a_full_list_says_there_may_be_more(
+    app: App,
+) -> None:
+    from ollama_mcp.ui import web  # noqa: PLC0415
+
+    conversation = await app.service.init_conversation("long")
+    long = "word " * 12_000 + "THE END"
+    await app.service.store_memory(long, conversation.id)
+    async with view(app) as client:
+        page = await client.get(f"/conversations/{conversation.id}")
+        listed = await client.get("/")
+    assert page.status_code == 200
+    start = page.text.index('<li id="m-')
+    shown = page.text[start:page.text.index("</li>", start)]
+    assert f"Show all {len(long)} characters" in shown
+    assert shown.index("THE END") > shown.index("<details")  # the end is behind "show all", not above Delete
+    assert "Showing the" not in listed.text and '<div class="scroll">' in listed.text
+    for n in range(web.LISTED):
+        await app.service.init_conversation(f"chat {n}")
+    async with view(app) as client:
+        capped = await client.get("/")
+    assert f"Showing the {web.LISTED} conversations with the latest activity; filter by name or status" in capped.text
