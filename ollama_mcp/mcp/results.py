@@ -22,6 +22,7 @@ from ollama_mcp.domain import (
     SummaryStatus,
     counted,
 )
+from ollama_mcp.folds import ALSO_SHOWN
 from ollama_mcp.services.passages import fit
 
 
@@ -135,10 +136,6 @@ class MemoryStored(BaseModel):
             embedding_status=s.embedding_status, embedding_dimension=s.embedding_dimension,
             duplicate=s.duplicate, note=note,
         )
-
-
-# The other places a folded hit lists: a fact said in hundreds of chats must not fill a result.
-ALSO_SHOWN = 5
 
 
 class Place(BaseModel):

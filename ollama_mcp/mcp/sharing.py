@@ -34,7 +34,6 @@ from ollama_mcp.domain import (
 )
 from ollama_mcp.errors import InvalidInputError, OllamaMcpError
 from ollama_mcp.folds import fold
-from ollama_mcp.services.searched import NOTHING
 
 if TYPE_CHECKING:
     from ollama_mcp.app import App
@@ -181,9 +180,8 @@ class Sharing:
         if not request.query:  # a listing: newest first across every owner, as in one store
             hits.sort(key=lambda h: (h.memory.occurred_at, h.memory.created_at), reverse=True)
             mode = "list"
-        notices = dict.fromkeys(outcome.notice for outcome in done if outcome.notice)
-        if hits:  # one owner's "nothing on this" is not the answer when another's memory holds it
-            notices = {n: None for n in notices if not n.startswith(NOTHING)}
+        # An owner whose memory held nothing says so; that is not the answer when another's holds it.
+        notices = dict.fromkeys(o.notice for o in done if o.notice and (o.hits or not hits))
         shown = hits[: request.top_k] if mode == "list" else fold(hits, request.top_k)  # one hit per fact
         return SearchOutcome(shown, mode, max(o.elapsed_ms for o in done), " ".join(notices) or None, "all")
 

@@ -11,6 +11,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from ollama_mcp.domain import Conversation, JobStatus, Memory, OpenTurn, SearchHit
+from ollama_mcp.folds import ALSO_SHOWN
 
 
 class Body(BaseModel):
@@ -251,7 +252,7 @@ class RecallHit(BaseModel):
     similarity: float | None = None  # none for a memory without a vector yet (found by its words)
     occurred_at: str
     project: str | None = None
-    also_in: list[RecallPlace] | None = None  # the same fact said elsewhere, shown once here (the first 5)
+    also_in: list[RecallPlace] | None = None  # the same fact said elsewhere, shown once here (ALSO_SHOWN)
     also_more: int | None = None  # how many more places said it
     via: str | None = None  # a turn found through the turn before it: that turn's words
 
@@ -262,8 +263,8 @@ class RecallHit(BaseModel):
             memory_id=m.id, conversation_id=m.conversation_id, kind=m.kind, content=m.content,
             similarity=h.similarity, occurred_at=m.occurred_at, project=h.project,
             also_in=[RecallPlace(memory_id=o.id, conversation_id=o.conversation_id, kind=o.kind,
-                                 occurred_at=o.occurred_at) for o in h.also[:5]] or None,
-            also_more=len(h.also) - 5 if len(h.also) > 5 else None, via=h.via,
+                                 occurred_at=o.occurred_at) for o in h.also[:ALSO_SHOWN]] or None,
+            also_more=len(h.also) - ALSO_SHOWN if len(h.also) > ALSO_SHOWN else None, via=h.via,
         )
 
 
