@@ -36,7 +36,7 @@ from ollama_mcp.errors import InvalidInputError, NotFoundError, OllamaMcpError
 from ollama_mcp.inputs import MAX_QUERY_CHARS, search_request, text
 from ollama_mcp.ollama.client import OllamaClient, ToolCall
 from ollama_mcp.services.agent_tools import TOOLS, AgentTool, now_text
-from ollama_mcp.services.context import AGENT_ACTOR_PREFIX, answered, as_chat_message, recall_block
+from ollama_mcp.services.context import AGENT_ACTOR_PREFIX, as_chat_message, recall_block
 from ollama_mcp.services.lifecycle import ConversationLifecycle
 from ollama_mcp.services.memories import MemoryService
 from ollama_mcp.storage.protocols import Storage
@@ -361,7 +361,7 @@ class Agent:
             )
             # The recalled memories go into the system prompt (as data); the rest is the conversation.
             history = ([{"role": "system", "content": built.summary}] if built.summary else []) + [
-                _for_ollama(m) for m in answered(built.recent)
+                _for_ollama(m) for m in built.recent  # (build_context left orphan tool turns out)
             ]
             recalled = built.recalled
         else:

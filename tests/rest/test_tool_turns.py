@@ -5,6 +5,8 @@ them. Through the real HTTP server and MCP client, on both backends."""
 
 from __future__ import annotations
 
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from typing import Any
 
 import httpx2
@@ -42,13 +44,21 @@ def openai_valid(messages: list[dict[str, Any]]) -> bool:
     return True
 
 
-async def test_a_tool_call_only_turn_is_recorded_and_handed_back_as_openai_takes_it(settings: Settings) -> None:
-    _, secret = await admin.create_token(settings, "app", "app")
+@asynccontextmanager
+async def chat_app(settings: Settings, name: str) -> AsyncIterator[tuple[httpx2.AsyncClient, str, str]]:
+    """A chat app's client of the real HTTP server (its own token and person), the API's base
+    address, and a new conversation's id."""
+    _, secret = await admin.create_token(settings, name, name)
     async with serving(settings) as url, httpx2.AsyncClient(
         headers={"Authorization": f"Bearer {secret}"}, timeout=30
     ) as http:
         base = url.removesuffix("/mcp") + PREFIX
-        conversation = (await http.post(base + "/conversations", json={"name": "weather"})).json()["id"]
+        conversation = (await http.post(base + "/conversations", json={"name": name})).json()["id"]
+        yield http, base, conversation
+
+
+async def test_a_tool_call_only_turn_is_recorded_and_handed_back_as_openai_takes_it(settings: Settings) -> None:
+    async with chat_app(settings, "weather") as (http, base, conversation):
         for turn in CHAT:
             sent = {k: v for k, v in turn.items() if v is not None}
             added = await http.post(f"{base}/conversations/{conversation}/turns", json=sent)
@@ -89,12 +99,7 @@ async def test_mcp_records_a_tool_call_only_turn_and_an_export_round_trip_keeps_
 
 
 async def test_a_turn_carries_the_apps_own_metadata_through_rest_and_mcp(settings: Settings) -> None:
-    _, secret = await admin.create_token(settings, "app2", "app2")
-    async with serving(settings) as url, httpx2.AsyncClient(
-        headers={"Authorization": f"Bearer {secret}"}, timeout=30
-    ) as http:
-        base = url.removesuffix("/mcp") + PREFIX
-        conversation = (await http.post(base + "/conversations", json={"name": "meta"})).json()["id"]
+    async with chat_app(settings, "meta") as (http, base, conversation):
         sent = {"role": "user", "content": "hello", "metadata": {"message_id": "m-17", "client": {"v": 3}}}
         added = (await http.post(f"{base}/conversations/{conversation}/turns", json=sent)).json()
         assert added["metadata"] == {"message_id": "m-17", "client": {"v": 3}}

@@ -19,6 +19,7 @@ from typing import Any, Literal
 
 from ollama_mcp.domain import Conversation, Memory, MemoryKind, format_timestamp, headline
 from ollama_mcp.services.export import ConversationRecord
+from ollama_mcp.storage.memory_rules import SOURCE_ID
 
 Source = Literal["chatgpt", "claude.ai", "claude-code", "memory-server"]
 Role = Literal["user", "assistant", "system", "tool"]
@@ -127,12 +128,12 @@ def record_of(chat: Chat, now: str) -> ConversationRecord:
     conversation = Conversation(
         key=0, id=cid, name=title[:500] if title else None, status="completed", anonymous=False,
         created_at=chat.created_at or chat.last_at or now, ended_at=chat.last_at or chat.created_at or now,
-        metadata={"source": chat.source, "source_id": chat.source_id, **chat.metadata},
+        metadata={"source": chat.source, SOURCE_ID: chat.source_id, **chat.metadata},
     )
     memories = [
         Memory(
             id=our_id(chat.source, chat.source_id, turn.source_id), seq=0, conversation_id=cid, kind=turn.kind,
-            content=turn.content, tags=turn.tags, metadata={"source_id": turn.source_id, **turn.metadata},
+            content=turn.content, tags=turn.tags, metadata={SOURCE_ID: turn.source_id, **turn.metadata},
             created_at=now, role=turn.role if turn.kind == "message" else None,
             occurred_at=turn.at or conversation.created_at,
         )
