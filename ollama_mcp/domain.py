@@ -157,6 +157,9 @@ class SearchHit:
     # A turn found through the turn before it only ("Yes, we did!" for "did they go to Paris?"):
     # that turn's words, so the hit says why it is one.
     via: str | None = None
+    # A long memory embedded in several chunks: where the chunk closest in meaning to the query
+    # stands in its text (start, end), which it is shown by when none of the query's words is in it.
+    closest: tuple[int, int] | None = None
 
 
 @dataclass(frozen=True)

@@ -181,7 +181,8 @@ class SearchResults(BaseModel):
         memory by its passages that match ``query``; hits that get no useful share are left out,
         and the notice says so."""
         results = []
-        for h, shown in zip(outcome.hits, fit([h.memory.content for h in outcome.hits], query, budget), strict=False):
+        for h, shown in zip(outcome.hits, fit([h.memory.content for h in outcome.hits], query, budget,
+                                                         [h.closest for h in outcome.hits]), strict=False):
             results.append(Hit(
                 memory_id=h.memory.id, conversation_id=h.memory.conversation_id, content=shown.text,
                 similarity=h.similarity, created_at=h.memory.created_at, tags=list(h.memory.tags),

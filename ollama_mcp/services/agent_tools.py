@@ -59,7 +59,9 @@ async def _search(agent: Agent, args: Mapping[str, Any], run: Run, *, everywhere
         args.get("query"), run.conversation_id, _clamp(args.get("top_k", 5), 1, 20), everywhere=everywhere,
     )
     outcome = await agent.service.search(request)
-    shown = fit([h.memory.content for h in outcome.hits], request.query, SEARCH_RESULT_CHARS)
+    shown = fit(
+        [h.memory.content for h in outcome.hits], request.query, SEARCH_RESULT_CHARS, [h.closest for h in outcome.hits]
+    )
     lines = [
         recall_line(replace(h.memory, content=s.text), conversation=everywhere)
         for h, s in zip(outcome.hits, shown, strict=False)

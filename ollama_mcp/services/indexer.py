@@ -28,13 +28,16 @@ import logging
 import time
 from collections.abc import AsyncIterator, Iterable, Sequence
 from contextlib import asynccontextmanager
+from dataclasses import replace
 from typing import Protocol
 
 import anyio
+import numpy as np
 
 from ollama_mcp.background import Step, Wakeup
 from ollama_mcp.domain import EmbeddingRow, Facet, Memory, SearchFilters, SearchHit, StoredMemory
 from ollama_mcp.errors import EmbeddingMismatchError, OllamaError, OllamaMcpError
+from ollama_mcp.ollama.embedding_text import chunk_text
 from ollama_mcp.ollama.embeddings import ChunkVector, Embedder, to_blob
 from ollama_mcp.services.context import calls_line
 from ollama_mcp.storage.protocols import MemoryStorage, QueryVector, Ranker, VectorStorage
@@ -297,9 +300,33 @@ class Indexer:
             self._fail(failures[0])  # the model changed under its name: keywords only, and say so
             hits = await self.ranker.search(text, None, filters, conversation_key, top_k, threshold, window)
             return hits, False, self._keyword_notice(threshold, failures[0])
-        if await vector.get() is None:  # Ollama failed: the ranker ranked by keywords alone
+        query_vector = await vector.get()
+        if query_vector is None:  # Ollama failed: the ranker ranked by keywords alone
             return found, False, self._keyword_notice(threshold, missed[0] if missed else None)
-        return found, True, None
+        return await self._with_closest(found, query_vector), True, None
+
+    async def _with_closest(self, hits: list[SearchHit], query: np.ndarray) -> list[SearchHit]:
+        """``hits`` with, for each long one embedded in several chunks, the chunk closest in
+        meaning to ``query`` (``SearchHit.closest``): a long memory found by meaning alone is
+        shown by that passage, not by its start (``passages.passage``). Read only for the hits
+        longer than a chunk: one small read, and none for most searches."""
+        chunk_chars = await self.embedder.chunk_chars()
+        long = [h for h in hits if len(h.memory.content) > chunk_chars]
+        if not long:
+            return hits
+        stored = await self._store.chunk_vectors([h.memory.seq for h in long], self.model)
+        closest: dict[int, tuple[int, int]] = {}
+        for hit in long:
+            chunks = chunk_text(hit.memory.content, chunk_chars)
+            vectors = stored.get(hit.memory.seq, {})
+            if len(vectors) != len(chunks) or set(vectors) != set(range(len(chunks))):
+                continue  # a chunk was halved to fit, or the vector was the caller's: no passage to name
+            matrix = np.frombuffer(b"".join(vectors[i] for i in range(len(chunks))), dtype="<f4")
+            if matrix.size != len(chunks) * query.size:
+                continue
+            best = chunks[int(np.argmax(matrix.reshape(len(chunks), query.size) @ query))]
+            closest[hit.memory.seq] = (best.start, best.end)
+        return [replace(h, closest=closest[h.memory.seq]) if h.memory.seq in closest else h for h in hits]
 
     async def pending_count(self) -> int:
         """Memories still lacking a vector of this model."""

@@ -59,22 +59,29 @@ def shares(lengths: Sequence[int], budget: int) -> list[int]:
     return [min(n, max(level, MIN_SHARE)) for n in kept]
 
 
-def fit(texts: Sequence[str], query: str, budget: int) -> list[Shown]:
+def fit(
+    texts: Sequence[str], query: str, budget: int, closest: Sequence[tuple[int, int] | None] = ()
+) -> list[Shown]:
     """``texts`` within ``budget`` characters together (``shares``), each whole or by its passages
-    that match ``query`` (``passage``); shorter than ``texts`` when the last got no useful share."""
-    return [passage(text, query, allowance) for text, allowance in zip(texts, shares([len(t) for t in texts], budget),
-                                                                         strict=False)]
+    that match ``query`` (``passage``; ``closest``: each text's passage closest in meaning, or
+    None); shorter than ``texts`` when the last got no useful share."""
+    allowances = shares([len(t) for t in texts], budget)
+    spans = [*closest, *([None] * (len(texts) - len(closest)))]
+    return [passage(text, query, allowance, span) for text, allowance, span in zip(texts, allowances, spans,
+                                                                                    strict=False)]
 
 
-def passage(text: str, query: str, allowance: int) -> Shown:
+def passage(text: str, query: str, allowance: int, closest: tuple[int, int] | None = None) -> Shown:
     """``text`` whole if it fits ``allowance`` characters, else the passage(s) holding most of the
-    query's words (the start when it holds none), each cut marked with ``MARK``."""
+    query's words; when it holds none, the passage ``closest`` in meaning (a span of ``text``:
+    ``SearchHit.closest``), else its start. Each cut is marked with ``MARK``."""
     if len(text) <= allowance:
         return Shown(text, len(text))
     room = max(allowance - 2 * (len(MARK) + 1), 1)
     found = _occurrences(text, query)
     if not found:
-        return Shown(_cut(text, 0, room), len(text))
+        start, end = closest if closest is not None and 0 <= closest[0] < closest[1] <= len(text) else (0, 0)
+        return Shown(_joined(text, [_span(text, start, end, room)]), len(text))
     one = _best_window(found, room, frozenset())
     windows = [one]
     if room >= 2 * MIN_PASSAGE and len(one[2]) < len({term for _, term in found}):
@@ -198,10 +205,6 @@ def _span(text: str, first: int, last: int, width: int) -> tuple[int, int]:
         space = text.rfind(" ", max(last, end - 40), end)
         end = space if space > 0 else end
     return start, end
-
-
-def _cut(text: str, start: int, width: int) -> str:
-    return _joined(text, [_span(text, start, start, width)])
 
 
 def _joined(text: str, parts: Sequence[tuple[int, int]]) -> str:

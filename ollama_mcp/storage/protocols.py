@@ -380,6 +380,10 @@ class VectorStorage(Protocol):
         """Up to ``limit`` memories after ``after_seq`` (and up to ``through_seq``) lacking a vector
         of ``model``, oldest first, each with the facets it lacks."""
 
+    async def chunk_vectors(self, memory_seqs: Sequence[int], model: str) -> dict[int, dict[int, bytes]]:
+        """The content vectors of ``model`` of each memory's chunks (float32 bytes), by chunk
+        index: which passage of a long memory a search came closest to."""
+
     async def newest_seq(self) -> int:
         """The highest memory seq (0 in an empty store): cheap to read."""
 

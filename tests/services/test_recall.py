@@ -246,6 +246,36 @@ async def test_a_long_memory_found_by_a_words_stem_is_shown_by_the_passage_holdi
     assert hit["content"].startswith("[…]") and "our deployments happen on Fridays." in hit["content"]
 
 
+async def test_a_long_memory_found_by_meaning_alone_is_shown_by_its_passage_closest_in_meaning(
+    settings: Settings, fake_ollama: FakeOllama
+) -> None:
+    fake_ollama.concepts.update({"car": "vehicle", "automobile": "vehicle"})
+    before = " ".join(f"paragraph {i} talks about gardening, tomatoes and the weather." for i in range(300))
+    after = " ".join(f"section {i} lists the rainfall of each month and the soil." for i in range(300))
+    wanted = "Our automobile is blue."  # a passage of its own, longer than the answer shows of it
+    async with connect(settings) as client:
+        await call(client, "store_memory", content=" ".join([before, *[wanted] * 250, after]))
+        found = await call(client, "search_all_conversations", query="car", top_k=1)
+        starts = await call(client, "search_all_conversations", query="car", top_k=1, kind="message")
+    (hit,) = found["results"]
+    assert hit["length"] > 30_000 and len(hit["content"]) < hit["length"]
+    assert "meaning" in hit["matched"] and "words" not in hit["matched"]
+    assert hit["content"].startswith("[…]") and wanted in hit["content"] and "paragraph 0 " not in hit["content"]
+    assert starts["results"] == []
+
+
+async def test_a_long_memory_found_by_meaning_alone_shows_its_start_when_its_one_vector_names_no_passage(
+    settings: Settings, fake_ollama: FakeOllama
+) -> None:
+    fake_ollama.concepts["climate"] = "weather"
+    text = " ".join(f"paragraph {i} talks about gardening, tomatoes and the weather." for i in range(600))
+    async with connect(settings) as client:  # one vector the caller gave for the whole text
+        await call(client, "store_memory", content=text, embedding=fake_ollama.vector("nomic-embed-text", "weather"))
+        found = await call(client, "search_all_conversations", query="climate", top_k=1)
+    (hit,) = found["results"]
+    assert hit["content"].startswith("paragraph 0 talks") and hit["content"].endswith("[…]")
+
+
 async def test_build_context_recalls_an_earlier_chats_turn_and_not_the_turns_it_already_holds(app: App) -> None:
     earlier = await app.service.init_conversation("monday")
     (said,), _ = await app.lifecycle.add_messages(

@@ -94,6 +94,23 @@ class VectorRows(SqlParts):
         )
         return bool(rows and rows[0][0])
 
+    async def chunk_vectors(self, memory_seqs: Sequence[int], model: str) -> dict[int, dict[int, bytes]]:
+        """The content vectors of ``model`` of each memory's chunks, by chunk index."""
+        if not memory_seqs:
+            return {}
+        d = self._dialect
+        rows = await self._fetchall(
+            d.sql(
+                "SELECT memory_seq, chunk_index, vector FROM memory_embeddings"
+                f" WHERE model = ? AND facet = 'content' AND memory_seq IN ({', '.join('?' * len(memory_seqs))})"
+            ),
+            (model, *memory_seqs), "read the vectors of a memory's passages",
+        )
+        found: dict[int, dict[int, bytes]] = {}
+        for seq, chunk, vector in rows:
+            found.setdefault(int(seq), {})[int(chunk)] = d.vector_bytes(vector)
+        return found
+
     async def conversation_vectors(self, conversation_id: str) -> list[tuple[str, EmbeddingRow]]:
         """Every vector of the conversation's memories, with the id of the memory it belongs to."""
         rows = await self._fetchall(

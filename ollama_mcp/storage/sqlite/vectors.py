@@ -111,6 +111,23 @@ class VectorStore(VectorRows, StoreBase):
                 ))
         return total
 
+    async def chunk_vectors(self, memory_seqs: Sequence[int], model: str) -> dict[int, dict[int, bytes]]:
+        """The content vectors of ``model`` of each memory's chunks, by chunk index (a folded one
+        as its block holds it)."""
+        if not memory_seqs:
+            return {}
+        async with self._snapshot("read the vectors of a memory's passages") as conn:
+            rows = list(await conn.execute_fetchall(
+                "SELECT memory_seq, chunk_index, vector, block_id, slot FROM memory_embeddings"
+                f" WHERE model = ? AND facet = 'content' AND memory_seq IN ({', '.join('?' * len(memory_seqs))})",
+                (model, *memory_seqs),
+            ))
+            vectors = await vectors_of(conn, [(r[2], r[3], r[4]) for r in rows])
+        found: dict[int, dict[int, bytes]] = {}
+        for row, vector in zip(rows, vectors, strict=True):
+            found.setdefault(int(row[0]), {})[int(row[1])] = vector
+        return found
+
     async def conversation_vectors(self, conversation_id: str) -> list[tuple[str, EmbeddingRow]]:
         """Every vector of the conversation's memories, with the id of the memory it belongs to
         (a folded one as its block holds it: an own vector at float16's precision)."""
