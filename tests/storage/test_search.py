@@ -13,11 +13,11 @@ import pytest
 
 from ollama_mcp.app import App, open_app
 from ollama_mcp.config import Settings
-from ollama_mcp.domain import SearchFilters
+from ollama_mcp.domain import Scope, SearchFilters
 from ollama_mcp.errors import EmbeddingMismatchError, StorageError
 from ollama_mcp.inputs import search_request
 from ollama_mcp.storage.postgres.search import _ReadOnce, ef_search
-from ollama_mcp.storage.ranking import SearchTuning, fuse, names, query_terms
+from ollama_mcp.storage.ranking import SearchTuning, fuse, names, query_terms, stand_in
 from ollama_mcp.storage.sqlite.search import fts_any, fts_phrase
 from tests.conftest import Database, eventually
 from tests.fake_ollama import FakeModel, FakeOllama
@@ -301,6 +301,39 @@ async def test_the_server_merges_the_keyword_index_in_the_background_once_enough
             return _segments(db, "memories_fts") == 1
 
         await eventually(merged)
+
+
+@pytest.mark.sqlite_only  # (PostgreSQL mixes the stand-ins in its own query)
+async def test_the_stand_ins_of_a_burst_of_waiting_turns_are_each_their_context_mixed_as_ranking_stand_in_mixes_it(
+    settings: Settings, fake_ollama: FakeOllama
+) -> None:
+    # Built for every waiting memory at once (one matrix operation): each must be what
+    # ranking.stand_in makes of its own vector and its context's, weighted by characters.
+    words = ["deploy", "vault", "lunch", "harbour", "crane", "tomato", "ferret", "rain", "sofa", "train"]
+    async with open_app(settings, background=False) as app:
+        said = []
+        for chat in range(3):
+            conversation = await app.service.init_conversation(f"chat {chat}")
+            turns, _ = await app.lifecycle.add_messages(conversation.id, [
+                {"role": ("user", "assistant")[i % 2], "content": " ".join(words[(i * 3 + chat) % 10:][:1 + i % 4] * (1 + i))}
+                for i in range(12)
+            ])
+            said.extend(turns)
+        assert await app.indexer.pending_count() == 33  # every turn but each chat's first waits for its context
+        parts = await app.store.context_parts([m.seq for m in said])
+        own = {m.seq: np.asarray(fake_ollama.vector("nomic-embed-text", m.content), dtype=np.float32) for m in said}
+        query = np.asarray(fake_ollama.vector("nomic-embed-text", "deploy vault crane ferret"), dtype=np.float32)
+        expected = {
+            m.seq: float(stand_in(own[m.seq], parts[m.seq][-1][1], [(own[p], c) for p, c in parts[m.seq][:-1]]) @ query)
+            for m in said if len(parts.get(m.seq, [])) > 1
+        }
+        assert len(expected) == 33
+        await app.ranker.vectors.refresh()
+        ranking = await app.ranker.vectors.rank(query, len(said), Scope())
+    scores = dict(ranking.ranked)
+    off = {seq: (scores[seq], v) for seq, v in expected.items() if abs(scores[seq] - v) > 2e-3}  # (float16 rows)
+    assert off == {}
+    assert len({round(v, 2) for v in expected.values()}) > 10  # the mixes differ: a wrong one would show
 
 
 @pytest.mark.sqlite_only  # (PostgreSQL holds no copy of the vectors in the process)

@@ -37,10 +37,9 @@ import numpy as np
 
 from ollama_mcp.domain import Scope
 from ollama_mcp.errors import EmbeddingMismatchError
-from ollama_mcp.storage.ranking import stand_in
 from ollama_mcp.storage.sqlite import vector_blocks
 from ollama_mcp.storage.sqlite.block_read import StaleBlock
-from ollama_mcp.storage.sqlite.matrix import INLINE_ROWS, Matrix, top
+from ollama_mcp.storage.sqlite.matrix import INLINE_ROWS, Matrix, distinct, top
 from ollama_mcp.storage.sqlite.store import FACET_CODES, Store, VectorBatch
 
 _CONTENT, _CONTEXT = FACET_CODES["content"], FACET_CODES["context"]
@@ -315,19 +314,47 @@ class VectorIndex:
     def _guess_contexts(self, content: Matrix, owners: np.ndarray, own: np.ndarray) -> np.ndarray:
         """Each own row as the stand-in for its memory's context vector (``ranking.stand_in``),
         from the own vectors of the memories its context holds; a part whose own vector is not
-        here yet is left out."""
+        here yet is left out. One matrix operation for every row at once: a row at a time cost
+        the first search after a burst of 10,000 stores ~900 ms (#80)."""
+        weight = np.ones(len(owners), dtype=np.float32)  # each own row's characters
+        whose: list[int] = []  # per earlier part: the row of ``own`` it is mixed into ...
+        parts: list[int] = []  # ... the memory it is ...
+        chars: list[int] = []  # ... and its characters as the context holds them
         for i, seq in enumerate(owners.tolist()):
-            parts = self._parts.get(seq, [])
-            earlier = [(part, chars) for part, chars in parts if part != seq]
-            if not earlier:
+            held = self._parts.get(seq)
+            if not held or all(part == seq for part, _ in held):
                 continue
-            rows, whose = content.rows_of.lookup(np.array([part for part, _ in earlier], dtype=np.int64))
-            first: dict[int, int] = {}
-            for row, part in zip(rows.tolist(), whose.tolist(), strict=True):
-                first.setdefault(part, row)
-            held = [(content.gather(np.array([first[part]]))[0], chars) for part, chars in earlier if part in first]
-            own[i] = stand_in(own[i], parts[-1][1], held)
-        return own
+            weight[i] = max(1, held[-1][1])
+            for part, count in held:
+                if part != seq:
+                    whose.append(i)
+                    parts.append(part)
+                    chars.append(max(1, count))
+        if not parts:
+            return own
+        mixed = np.asarray(distinct(np.asarray(whose)), dtype=np.int64)  # the rows that get a stand-in
+        wanted = np.asarray(parts, dtype=np.int64)
+        rows, of = content.rows_of.lookup(np.asarray(distinct(wanted), dtype=np.int64))
+        order = np.argsort(of, kind="stable")  # a memory of several chunks: its first row, as listed
+        of, rows = of[order], rows[order]
+        first = np.ones(len(of), dtype=bool)
+        first[1:] = of[1:] != of[:-1]
+        of, rows = of[first], rows[first]
+        at = np.minimum(np.searchsorted(of, wanted), max(len(of) - 1, 0))
+        found = (at < len(of)) & (of[at] == wanted) if len(of) else np.zeros(len(wanted), dtype=bool)
+        out = own.astype(np.float32, copy=True)
+        out[mixed] *= weight[mixed, None]
+        if found.any():
+            vectors = content.gather(rows).astype(np.float32)
+            into = np.asarray(whose, dtype=np.int64)[found]
+            added = vectors[at[found]] * np.asarray(chars, dtype=np.float32)[found, None]
+            starts = np.flatnonzero(np.r_[True, into[1:] != into[:-1]])
+            out[into[starts]] += np.add.reduceat(added, starts, axis=0)
+        norms = np.linalg.norm(out[mixed], axis=1)
+        usable = norms > 0
+        out[mixed[usable]] /= norms[usable, None]
+        out[mixed[~usable]] = own[mixed[~usable]]
+        return out
 
     def _append(self, batch: VectorBatch) -> None:
         """Take in a batch of rows, a facet at a time (a load of 10k memories: 20 ms, not 200)."""
