@@ -95,17 +95,18 @@ def embed_floor(host: str, rng: random.Random, calls: int) -> float:
 
 
 TURNS_A_CONVERSATION = 1_000  # --turns: recorded chats of this many turns each (ended but the last)
+LONG_TURN_CHARS = 100_000  # --long-turns: turns this long
 
 
 def build_store(
     path: str, n: int, rng: random.Random, text: Callable[[random.Random], str] = sentence, conversations: int = 1,
-    dim: int = DIM, turns: int = 0,
+    dim: int = DIM, turns: int = 0, chat_size: int = TURNS_A_CONVERSATION, long_turns: int = 0,
 ) -> str:
     """A store of ``n`` memories (``text``: each one's, Zipf words by default) in ``conversations``
     conversations of equal size, with synthetic vectors for both facets, and ``turns`` recorded
-    turns (``add_messages``, as a chat app or the hooks record them) in chats of
-    ``TURNS_A_CONVERSATION``; returns the id of the last conversation of memories (the one the
-    searches of one conversation ask)."""
+    turns (``add_messages``, as a chat app or the hooks record them) in chats of ``chat_size``,
+    the last of which also holds ``long_turns`` turns of ``LONG_TURN_CHARS`` characters; returns
+    the id of the last conversation of memories (the one the searches of one conversation ask)."""
     import anyio  # noqa: PLC0415
     import numpy as np  # noqa: PLC0415
 
@@ -129,15 +130,20 @@ def build_store(
                     await app.service.import_memories(
                         conv.id, [text(rng) for _ in range(count)], list(vectors[:count]))
             last = conv.id
-            for chat in range(0, turns, TURNS_A_CONVERSATION):
-                recorded = await app.service.init_conversation(f"chat {chat // TURNS_A_CONVERSATION}")
-                size = min(TURNS_A_CONVERSATION, turns - chat)
+            for chat in range(0, turns, chat_size):
+                recorded = await app.service.init_conversation(f"chat {chat // chat_size}")
+                size = min(chat_size, turns - chat)
                 for start in range(0, size, 100):
                     said = [{"role": ("user", "assistant")[i % 2], "content": text(rng)}
                             for i in range(min(100, size - start))]
                     await app.lifecycle.add_messages(recorded.id, said, embed=False)
-                if chat + TURNS_A_CONVERSATION < turns:
+                if chat + chat_size < turns:
                     await app.service.end_conversation(recorded.id)
+            for _ in range(long_turns):  # in the last chat (or one of their own)
+                if not turns:
+                    recorded = await app.service.init_conversation("long turns")
+                long = " ".join(text(rng) for _ in range(LONG_TURN_CHARS // 20))[:LONG_TURN_CHARS]
+                await app.lifecycle.add_messages(recorded.id, [{"role": "user", "content": long}], embed=False)
             while await app.indexer.backfill_once():  # own and context vectors (synthetic, instant)
                 pass
             await app.ranker.upkeep()
@@ -209,7 +215,8 @@ def measure_size(n: int, host: str, args: argparse.Namespace, rng: random.Random
     with tempfile.TemporaryDirectory() as tmp:
         db = f"{tmp}/bench.db"
         started = time.perf_counter()
-        conv = build_store(db, n, rng, conversations=args.conversations, turns=args.turns)
+        conv = build_store(db, n, rng, conversations=args.conversations, turns=args.turns, chat_size=args.chat_size,
+                           long_turns=args.long_turns)
         if args.backlog:
             with sqlite3.connect(db) as conn:  # as if Ollama had been down for their contexts
                 conn.execute("DELETE FROM memory_embeddings WHERE facet = 'context' AND memory_seq >"
@@ -263,6 +270,7 @@ def measure_size(n: int, host: str, args: argparse.Namespace, rng: random.Random
         result["first_search_after_1s_over_floor_ms"] = round(statistics.median(later) - statistics.median(floors), 1)
 
         search_ms, all_ms, store_ms, floor_ms, statuses, modes = [], [], [], [], {}, {}
+        shown: list[int] = []  # characters of memory text each search answered with
         server = Server(env)
         try:
             server.initialize()
@@ -276,6 +284,7 @@ def measure_size(n: int, host: str, args: argparse.Namespace, rng: random.Random
                     ms, found = server.timed("search_all_conversations", query=query(rng), top_k=10)
                     all_ms.append(ms)
                 modes[found["mode"]] = modes.get(found["mode"], 0) + 1
+                shown.append(sum(len(hit["content"]) for hit in found["results"]))
                 ms, stored = server.timed("store_memory", content=sentence(rng), conversation_id=conv)
                 store_ms.append(ms)
                 floor_ms.append(floor_call())
@@ -295,6 +304,7 @@ def measure_size(n: int, host: str, args: argparse.Namespace, rng: random.Random
             "search_ms_p95": round(percentile(search_ms, 0.95), 1),
             "search_ms_max": round(max(search_ms), 1),
             "searches_over_250ms": sum(ms > 250 for ms in search_ms + all_ms),
+            "shown_chars_max": max(shown),
             **({"search_all_ms_p50": round(statistics.median(all_ms), 1),
                 "search_all_ms_p95": round(percentile(all_ms, 0.95), 1)} if all_ms else {}),
             "store_ms_p50": round(statistics.median(store_ms), 1),
@@ -390,6 +400,10 @@ def main() -> None:
     parser.add_argument("--conversations", type=int, default=1, help="the memories spread over this many")
     parser.add_argument("--turns", type=int, default=0,
                         help="also this many recorded turns, in chats of 1,000 (every one but the last ended)")
+    parser.add_argument("--chat-size", type=int, default=TURNS_A_CONVERSATION,
+                        help="turns a recorded chat holds (--turns 100000 --chat-size 100000: one chat of 100,000)")
+    parser.add_argument("--long-turns", type=int, default=0,
+                        help=f"also this many turns of {LONG_TURN_CHARS:,} characters, in the last chat")
     parser.add_argument("--drain", action="store_true",
                         help="only time how long the server alone takes to embed the --backlog")
     parser.add_argument("--json", type=Path)
