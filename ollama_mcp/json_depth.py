@@ -20,8 +20,16 @@ _TOKENS = re.compile(rb'"(?:[^"\\]|\\.)*"|[\[\]{}]', re.DOTALL)
 _TEXT_TOKENS = re.compile(r'"(?:[^"\\]|\\.)*"|[\[\]{}]', re.DOTALL)
 
 
-class TooDeep(ValueError):
+class Refused(ValueError):
+    """JSON from outside refused before it was built; the message says why ("is ...")."""
+
+
+class TooDeep(Refused):
     """A JSON document nested deeper than the ceiling; the message says how deep it went."""
+
+
+class TooLarge(Refused):
+    """A JSON document (a line of a JSON lines file) longer than the ceiling its reader keeps."""
 
 
 def depth_exceeds(data: bytes | str, limit: int = MAX_DEPTH) -> int | None:
@@ -40,8 +48,11 @@ def depth_exceeds(data: bytes | str, limit: int = MAX_DEPTH) -> int | None:
     return None
 
 
-def loads(data: bytes | str, limit: int = MAX_DEPTH) -> Any:
-    """``json.loads`` of ``data``, refused (``TooDeep``) when nested deeper than ``limit``."""
+def loads(data: bytes | str | Refused, limit: int = MAX_DEPTH) -> Any:
+    """``json.loads`` of ``data``, refused (``TooDeep``) when nested deeper than ``limit``; a
+    reader hands on what it refused already (``TooLarge``) to be raised in its place."""
+    if isinstance(data, Refused):
+        raise data
     at = depth_exceeds(data, limit)
     if at is not None:
         raise TooDeep(f"nested deeper than {limit} levels (at character {at:,}); nothing the server reads is that deep")

@@ -166,3 +166,71 @@ def test_imports_of_broken_files_say_what_is_wrong_in_one_line_and_fail_when_not
     done = run(db, fake_ollama, "import", str(nothing))
     assert done.returncode == 1, done.stdout
     assert "nothing.json: nothing in it could be imported" in done.stderr
+
+
+HUGE_TURN = 128 << 20  # one turn's bytes: 32 MB took 4.5 s and 150 MB, 128 MB past a minute before
+
+
+def _with_huge_turn(path: Path, export: str, placeholder: str) -> None:
+    """``export`` written to ``path`` with ``placeholder`` (inside a JSON string) replaced by
+    ``HUGE_TURN`` bytes of words, written a megabyte at a time."""
+    head, tail = export.split(placeholder)
+    words = ("deploy on fridays " * ((1 << 20) // 18 + 1))[: 1 << 20].encode()
+    with path.open("wb") as out:
+        out.write(head.encode())
+        for _ in range(HUGE_TURN >> 20):
+            out.write(words)
+        out.write(tail.encode())
+
+
+def test_a_turn_of_128_mb_is_cut_at_the_content_limit_while_it_streams_and_the_summary_says_so(
+    tmp_path: Path, db: Database, fake_ollama: FakeOllama
+) -> None:
+    from tests.cli.test_import_formats import chatgpt_conversation  # noqa: PLC0415
+
+    chat = chatgpt_conversation()
+    chat["mapping"]["q2"]["message"]["content"]["parts"] = ["HUGE"]
+    listed = tmp_path / "conversations.json"
+    _with_huge_turn(listed, json.dumps([chat]), "HUGE")
+    session = tmp_path / "session.jsonl"
+    line = {"type": "user", "sessionId": "s1", "cwd": "/tmp/p", "uuid": "u1", "timestamp": "2026-01-01T00:00:00Z",
+            "message": {"role": "user", "content": "HUGE"}}
+    _with_huge_turn(session, json.dumps(line) + "\n", "HUGE")
+    for path in (listed, session):
+        done, seconds = _import_limited(db, fake_ollama, path)
+        assert done.returncode == 0 and seconds < 30, (path.name, seconds, done.stderr[-500:])
+        assert "cut 1 turn longer than 100,000 characters at that length" in done.stdout, done.stdout
+    cut = [(len(text), text[:18], text[-1]) for (text,) in rows(db, "SELECT content FROM memories")
+           if len(text) > 1000]
+    assert cut == [(100_000, "deploy on fridays ", "…")] * 2
+
+
+def test_a_zip_bomb_is_refused_before_it_is_expanded_and_a_line_too_long_once_its_texts_are_cut_is_skipped(
+    tmp_path: Path, db: Database, fake_ollama: FakeOllama
+) -> None:
+    bomb = tmp_path / "chatgpt.zip"
+    with zipfile.ZipFile(bomb, "w", zipfile.ZIP_DEFLATED) as archive, archive.open("conversations.json", "w") as out:
+        out.write(b'[{"id": "x", "mapping": {}, "title": "')
+        for _ in range(256):
+            out.write(b"a" * (1 << 20))
+        out.write(b'"}]')
+    assert bomb.stat().st_size < 1 << 20
+    _store(db, fake_ollama)
+    done, seconds = _import_limited(db, fake_ollama, bomb)
+    assert done.returncode != 0 and seconds < 30, (seconds, done.stderr[-500:])
+    expanded = len(b'[{"id": "x", "mapping": {}, "title": "') + (256 << 20) + len(b'"}]')
+    assert f"chatgpt.zip holds a conversations.json of {expanded:,} bytes packed into" in done.stderr
+    assert "(a zip bomb)" in done.stderr and "Traceback" not in done.stderr
+
+    graph = tmp_path / "memory.jsonl"  # a line of numbers: nothing to cut, too long to hold
+    entity = {"type": "entity", "name": "Dana", "entityType": "person", "observations": ["likes tea"]}
+    with graph.open("wb") as out:
+        out.write(json.dumps(entity).encode() + b"\n")
+        out.write(b'{"type": "entity", "numbers": [' + b"0," * (33 << 20) + b"0]}\n")
+        out.write(json.dumps({**entity, "name": "Ravi"}).encode() + b"\n")
+    done, seconds = _import_limited(db, fake_ollama, graph)
+    assert done.returncode == 0 and seconds < 30, (seconds, done.stderr[-500:])
+    assert "memory.jsonl line 2: is longer than 64 MB after its texts were cut, which no export is" in done.stdout
+    assert rows(db, "SELECT content FROM memories ORDER BY seq") == [
+        ("Dana (person): likes tea",), ("Ravi (person): likes tea",)
+    ]

@@ -24,7 +24,7 @@ from ollama_mcp.config import LOCAL_PRINCIPAL, Settings
 from ollama_mcp.domain import AccessToken, Shrunk, WriteRecord, counted, format_timestamp
 from ollama_mcp.errors import InvalidInputError, OllamaMcpError, StorageError
 from ollama_mcp.services import export, tokens
-from ollama_mcp.services.archive import ImportReport
+from ollama_mcp.services.archive import ImportReport, cut_notice
 from ollama_mcp.services.imports.sources import Source, open_source
 from ollama_mcp.services.transfer import AccessReport, CopyReport, copy_access, copy_store
 from ollama_mcp.storage.backends import open_backend, principal_stores, store_file
@@ -114,6 +114,8 @@ def import_summary(report: ImportReport, calls_per_hour: int | None = None) -> s
         shown = "; ".join(f"{s.where}: {s.reason}" for s in report.skipped[:SKIPS_SHOWN])
         more = f"; and {len(report.skipped) - SKIPS_SHOWN:,} more" if len(report.skipped) > SKIPS_SHOWN else ""
         line += f"\nskipped {len(report.skipped):,}: {shown}{more}"
+    if report.cut_turns:
+        line += f"\n{cut_notice(report.cut_turns)}"
     if report.deleted_conversations or report.deleted_turns:
         line += (f"\nleft out {counted(report.deleted_conversations, 'conversation')} and"
                  f" {counted(report.deleted_turns, 'turn')} you deleted since an earlier import"

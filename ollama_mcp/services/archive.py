@@ -44,6 +44,15 @@ class ImportReport:
     deleted_conversations: int = 0
     deleted_turns: int = 0
     restored: int = 0  # of those, brought back on purpose (--restore-deleted)
+    cut_turns: int = 0  # turns longer than a memory may be, kept up to chats.MAX_TURN_CHARS
+
+
+def cut_notice(turns: int) -> str:
+    """What an import says of the turns it cut (``ImportReport.cut_turns``)."""
+    from ollama_mcp.services.imports.chats import MAX_TURN_CHARS  # noqa: PLC0415  (see the imports)
+
+    return (f"cut {counted(turns, 'turn')} longer than {MAX_TURN_CHARS:,} characters at that length (a memory holds"
+            " no more); the rest of each was not imported")
 
 
 class Archive:
@@ -154,7 +163,7 @@ class Archive:
         ``dry_run``: count what would be added, write nothing. Embeddings are left to the background,
         and so are summaries: none unless
         ``summarize`` asks, and then within the chat-model budget (``chat_budget``)."""
-        from ollama_mcp.services.imports.chats import Skipped, record_of  # noqa: PLC0415  (see the imports)
+        from ollama_mcp.services.imports.chats import Skipped, record_of, was_cut  # noqa: PLC0415  (see the imports)
 
         if summarize and self._summarizer is None:
             raise InvalidInputError(
@@ -182,6 +191,7 @@ class Archive:
                 if record is None:
                     continue
                 report.turns += len(record.memories)
+                report.cut_turns += sum(was_cut(m.content) for m in record.memories)
                 if dry_run:
                     await self._count_new(report, record)
                     continue

@@ -28,6 +28,7 @@ from ollama_mcp.app import App
 from ollama_mcp.domain import ConversationQuery
 from ollama_mcp.errors import ConversationClosedError, InvalidInputError, NotFoundError, OllamaError, OllamaMcpError
 from ollama_mcp.services import doctor
+from ollama_mcp.services.archive import cut_notice
 from ollama_mcp.services.imports.formats import EXPECTED, FORMAT_NAMES
 from ollama_mcp.services.imports.sources import open_source
 from ollama_mcp.ui import views
@@ -243,6 +244,9 @@ async def import_file(request: Request) -> Response:
             report = await _app(request).lifecycle.import_source(source)
     result = (f"Imported {report.new_conversations:,} new conversation(s) and {report.new_turns:,} new memories "
               f"from {FORMAT_NAMES[report.format]}.")
+    if report.cut_turns:
+        cut = cut_notice(report.cut_turns)
+        result += f" {cut[:1].upper()}{cut[1:]}."
     if report.skipped:
         named = "; ".join(f"{s.where}: {s.reason}" for s in report.skipped[:5])
         result += f" Skipped {len(report.skipped):,}: {named}"

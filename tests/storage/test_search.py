@@ -315,7 +315,8 @@ async def test_the_stand_ins_of_a_burst_of_waiting_turns_are_each_their_context_
         for chat in range(3):
             conversation = await app.service.init_conversation(f"chat {chat}")
             turns, _ = await app.lifecycle.add_messages(conversation.id, [
-                {"role": ("user", "assistant")[i % 2], "content": " ".join(words[(i * 3 + chat) % 10:][:1 + i % 4] * (1 + i))}
+                {"role": ("user", "assistant")[i % 2],
+                 "content": " ".join(words[(i * 3 + chat) % 10:][:1 + i % 4] * (1 + i))}
                 for i in range(12)
             ])
             said.extend(turns)

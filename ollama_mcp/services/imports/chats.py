@@ -111,6 +111,12 @@ def clipped(text: str, limit: int = MAX_TURN_CHARS) -> str:
     return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
+def was_cut(text: str) -> bool:
+    """Whether ``text`` is a turn ``clipped`` cut at ``MAX_TURN_CHARS`` (as an export's string cut
+    while it streamed by, ``long_strings``, always is next)."""
+    return len(text) == MAX_TURN_CHARS and text.endswith("…")
+
+
 def our_id(*parts: str) -> str:
     return str(uuid.uuid5(NAMESPACE, "\x1f".join(parts)))
 

@@ -23,18 +23,18 @@ from ollama_mcp.services.projects import project_of
 ROLES: dict[str, Role] = {"user": "user", "assistant": "assistant"}
 
 
-def session(name: str, lines: Iterable[str]) -> Iterator[Chat | Skipped]:
+def session(name: str, lines: Iterable[str | json_depth.Refused]) -> Iterator[Chat | Skipped]:
     """The session in the lines of the file ``name``: the skipped lines, then the chat (none when
     the file holds no turn of a session)."""
     session_id = cwd = title = None
     started: str | None = None
     turns: list[Turn] = []
     for number, line in enumerate(lines, 1):
-        if not line.strip():
+        if isinstance(line, str) and not line.strip():
             continue
         try:
             entry = json_depth.loads(line)
-        except json_depth.TooDeep as exc:
+        except json_depth.Refused as exc:
             yield Skipped(f"{name} line {number}", f"is {exc}")
             continue
         except json.JSONDecodeError as exc:

@@ -19,15 +19,15 @@ SOURCE_ID = "memory.jsonl"
 TITLE = "Memories from the MCP memory server"
 
 
-def graph(name: str, lines: Iterable[str]) -> Iterator[Chat | Skipped]:
+def graph(name: str, lines: Iterable[str | json_depth.Refused]) -> Iterator[Chat | Skipped]:
     notes: dict[str, Turn] = {}
     for number, line in enumerate(lines, 1):
-        if not line.strip():
+        if isinstance(line, str) and not line.strip():
             continue
         where = f"{name} line {number}"
         try:
             entry = json_depth.loads(line)
-        except json_depth.TooDeep as exc:
+        except json_depth.Refused as exc:
             yield Skipped(where, f"is {exc}")
             continue
         except json.JSONDecodeError as exc:

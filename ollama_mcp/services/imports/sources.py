@@ -21,11 +21,20 @@ from typing import IO, Any
 from ollama_mcp import json_depth
 from ollama_mcp.errors import InvalidInputError
 from ollama_mcp.services.imports import chatgpt, claude_ai, claude_code, memory_server
-from ollama_mcp.services.imports.chats import Chat, Skipped
+from ollama_mcp.services.imports.chats import MAX_TURN_CHARS, Chat, Skipped
 from ollama_mcp.services.imports.formats import EXPECTED, FORMATS
+from ollama_mcp.services.imports.long_strings import CHUNK_BYTES, ClippedStrings
 
 FIELD = "FILE"
 FIRST_LINE_BYTES = 1 << 20
+# A JSON string longer than this is cut here while the file streams by (``long_strings``): a turn
+# keeps its first MAX_TURN_CHARS characters anyway, which take at most this many bytes (\uXXXX each).
+STRING_BYTES = 6 * MAX_TURN_CHARS + 64
+LINE_BYTES = 64 << 20  # a JSON line longer than this once its strings are cut is skipped
+# A zip member that expands more than this many times its compressed size, to more than
+# BOMB_BYTES, is refused: exports compress 5-20 times; a zip bomb, a thousand.
+MAX_EXPANSION = 200
+BOMB_BYTES = 64 << 20
 
 
 @dataclass(frozen=True)
@@ -100,7 +109,8 @@ def _stream(at: _At, raw: IO[bytes], size: int, position: Callable[[], int], fmt
             suffix: str) -> Source:
     name = at.shown
     # The first line, at most 1 MB of it (a minified export is one line of all of it).
-    head = raw.readline(FIRST_LINE_BYTES).lstrip(b"\xef\xbb\xbf")
+    # (Its strings cut as the import cuts them: a session whose first turn is huge is still one.)
+    head = io.BufferedReader(ClippedStrings(raw, STRING_BYTES)).readline(FIRST_LINE_BYTES).lstrip(b"\xef\xbb\xbf")
     raw.seek(0)
     first = head.lstrip(b" \t\r\n")[:1]
     if first == b"[":
@@ -139,7 +149,7 @@ def _json_list(at: _At, raw: IO[bytes], size: int, position: Callable[[], int], 
     import ijson  # type: ignore[import-untyped]  # noqa: PLC0415 - only an import needs the streaming parser
 
     _within_depth(at, raw)
-    items = ijson.items(raw, "item", use_float=True)
+    items = ijson.items(ClippedStrings(raw, STRING_BYTES), "item", use_float=True)
     # The format is told by the first of the first few conversations that shows one: a broken
     # first conversation is skipped with its reason, as it would be anywhere else in the list.
     looked: list[object] = []
@@ -176,7 +186,7 @@ def _within_depth(at: _At, raw: IO[bytes]) -> None:
 
     depth = 0
     try:
-        for event, _ in ijson.basic_parse(raw):
+        for event, _ in ijson.basic_parse(ClippedStrings(raw, STRING_BYTES)):
             if event == "start_array" or event == "start_map":
                 depth += 1
                 if depth > json_depth.MAX_DEPTH:
@@ -241,6 +251,11 @@ def _zip(handle: IO[bytes], size: int, fmt: str | None, at: _At) -> Source:
     if member is None:
         raise refusal(at, "holds no conversations.json")
     info = archive.getinfo(member)
+    if info.file_size > BOMB_BYTES and info.file_size > MAX_EXPANSION * max(info.compress_size, 1):
+        raise refusal(
+            at, f"holds a {member} of {info.file_size:,} bytes packed into {info.compress_size:,}, which no export"
+            " compresses to (a zip bomb)", "import the export as downloaded",
+        )
     try:
         stream = archive.open(info)
     except (zipfile.BadZipFile, OSError) as exc:
@@ -264,6 +279,14 @@ def _claude_code_folder(folder: Path, at: _At) -> Source:
     return Source("claude-code", sessions(), sum(sizes), lambda: done[0])
 
 
-def _lines(raw: IO[bytes]) -> Iterator[str]:
-    for line in raw:
+def _lines(raw: IO[bytes]) -> Iterator[str | json_depth.TooLarge]:
+    """The lines of a JSON lines file, their strings cut at ``STRING_BYTES``; a line still longer
+    than ``LINE_BYTES`` (not made of strings) is read past, in bounded memory, and named."""
+    lines = io.BufferedReader(ClippedStrings(raw, STRING_BYTES), CHUNK_BYTES)
+    while line := lines.readline(LINE_BYTES):
+        if len(line) == LINE_BYTES and not line.endswith(b"\n"):
+            while (more := lines.readline(LINE_BYTES)) and not more.endswith(b"\n"):
+                pass
+            yield json_depth.TooLarge(f"longer than {LINE_BYTES >> 20} MB after its texts were cut, which no export is")
+            continue
         yield line.decode("utf-8", errors="replace")
