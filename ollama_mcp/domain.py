@@ -256,6 +256,7 @@ class ConversationQuery:
     metadata: tuple[tuple[str, str], ...] = ()  # (key, value as text) pairs the metadata must hold
     order: Literal["activity", "created"] = "activity"  # latest activity first, or newest first
     limit: int = 20
+    offset: int = 0  # how many of the first in that order to pass over (the browser's pages)
     ids: tuple[str, ...] | None = None  # only these conversations (those shared with a caller)
     project: str | None = None  # only those filed under this project (inputs.project)
 

@@ -532,7 +532,7 @@ class MemoryService:
         return await self._store.memory_total(conversation_id)
 
     async def memory_timeline(self) -> list[tuple[str, str, int]]:
-        """Memories stored per day and conversation, for the browser view's timeline."""
+        """Notes and turns per day (a turn's own) and conversation, for the browser view's timeline."""
         return await self._store.memory_timeline()
 
     async def conversation_ids(self, *, idle_before: str | None = None) -> list[str]:

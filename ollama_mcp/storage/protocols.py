@@ -109,7 +109,8 @@ class ConversationStorage(Protocol):
         """Every memory row of a conversation: versions, messages and summaries included."""
 
     async def memory_timeline(self) -> list[tuple[str, str, int]]:
-        """(conversation id, UTC day, notes stored that day and not since replaced), by day."""
+        """(conversation id, UTC day, notes and turns of that day and not since replaced), by day:
+        a turn's day is when it was said (``occurred_at``), a note's when it was stored."""
 
     async def delete_conversation(self, conversation_id: str) -> list[int]:
         """Delete a conversation with everything that belongs to it, in one transaction; returns

@@ -126,8 +126,8 @@ def timeline_plot(rows: Sequence[tuple[str, str, int]], names: dict[str, str], m
         groups.append((f"{len(ranked) - most} others", dict(rest)))
     days = sorted({day for _, counts in groups for day in counts})
     start, end = date.fromisoformat(days[0]), date.fromisoformat(days[-1])
-    if start == end:  # one day of memories: draw it as a step from the day before
-        start -= timedelta(days=1)
+    if start == end:  # one day of memories: drawn across that day, which starts the axis
+        end += timedelta(days=1)
     span = max((end - start).days, 1)
     top = max(sum(counts.values()) for _, counts in groups)
 

@@ -36,7 +36,7 @@ from ollama_mcp.ui.guard import LOCAL, Admit, Guard, Refused, Site, checked_form
 
 NOTES_SHOWN = 200  # notes per page of a conversation, newest first
 MESSAGES_SHOWN = 200  # the end of a transcript; the export has all of it
-LISTED = 500  # conversations on the list page (inputs.MAX_LIST_LIMIT); the page says when there may be more
+LISTED = 500  # conversations a page of the list shows (inputs.MAX_LIST_LIMIT); the rest on the next pages
 SHOWN_CHARS = 3_000  # of a memory's text shown on its conversation's page before "show all"
 DONE = {
     "updated": "Saved as a new version; the old one is kept below it as history.",
@@ -86,11 +86,16 @@ def _pages() -> Starlette:
 
 
 async def conversations(request: Request) -> Response:
+    """The conversations, latest activity first, ``LISTED`` to a page."""
     params = request.query_params
     status, text = params.get("status") or None, params.get("q") or None
-    found = await _app(request).service.list_conversations(status, LISTED, text)
-    return _page(request, "conversations.html", conversations=found, status=status or "", q=text or "",
-                 listed=LISTED)
+    number = _page_number(params.get("page", "1"))
+    query = inputs.conversation_query(status, LISTED, text, None, "activity")
+    found = await _app(request).service.conversations(
+        replace(query, limit=LISTED + 1, offset=(number - 1) * LISTED)  # one more: is there a next page?
+    )
+    return _page(request, "conversations.html", conversations=found[:LISTED], status=status or "", q=text or "",
+                 page=number, more=len(found) > LISTED, first=(number - 1) * LISTED + 1)
 
 
 async def conversation(request: Request) -> Response:
@@ -102,8 +107,7 @@ async def conversation(request: Request) -> Response:
     current = replace(current, opening=listed[0].opening if listed else None)
     parts = views.conversation_parts(rows)
     pages = max(1, -(-len(parts.notes) // NOTES_SHOWN))
-    raw = request.query_params.get("page", "1")
-    number = inputs.integer("page", int(raw) if re.fullmatch(r"[0-9]{1,9}", raw) else raw, 1, pages)
+    number = _page_number(request.query_params.get("page", "1"), pages)
     shown = parts.notes[(number - 1) * NOTES_SHOWN:number * NOTES_SHOWN]
     notes = [replace(n, pending=await app.indexer.is_pending(n.memory)) for n in shown]
     transcript = parts.transcript[-MESSAGES_SHOWN:]
@@ -280,6 +284,11 @@ def _redirect(request: Request, path: str, done: str, anchor: str = "") -> Redir
     """To ``path`` of the view (below ``/ui`` on the shared server), saying what was done."""
     where = request.scope.get("root_path", "") + path
     return RedirectResponse(f"{quote(where)}?done={done}" + (f"#{anchor}" if anchor else ""), status_code=303)
+
+
+def _page_number(raw: str, pages: int = 1_000_000) -> int:
+    """The ``page`` a link asks for, from 1 to ``pages``."""
+    return inputs.integer("page", int(raw) if re.fullmatch(r"[0-9]{1,9}", raw) else raw, 1, pages)
 
 
 def _field(value: object) -> str:

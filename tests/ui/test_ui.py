@@ -276,6 +276,23 @@ async def test_the_delete_page_of_a_revised_memory_says_every_version_goes_and_e
     assert db.count("SELECT count(*) FROM memories") == 0  # as the page said: no version stays
 
 
+async def test_one_turn_of_a_transcript_is_deleted_from_its_page_and_the_rest_stays(app: App, db: Database) -> None:
+    conversation = await app.service.init_conversation("Garden")
+    said, _ = await app.lifecycle.add_messages(conversation.id, [
+        {"role": "user", "content": "My card number is 4111 1111 1111 1111"},
+        {"role": "assistant", "content": "Noted."},
+    ])
+    page = f"/conversations/{conversation.id}"
+    async with view(app) as client:
+        shown = await client.get(page)
+        path = f"/memories/{said[0].id}/delete"
+        assert f'href="{path}">Delete this turn…</a>' in shown.text
+        await post(client, path, {}, path)
+        after = await client.get(page)
+    assert "4111" not in after.text and "Noted." in after.text
+    assert db.rows("SELECT content FROM memories") == [("Noted.",)]
+
+
 async def test_ending_and_deleting_a_conversation_go_through_the_service(app: App, db: Database) -> None:
     conversation = await app.service.init_conversation("Garden")
     await app.service.store_memory("Tomatoes need water every second day")
@@ -368,7 +385,21 @@ async def test_the_health_page_shows_checks_holdings_and_memories_over_time(app:
         down = (await client.get("/health")).text
     assert "<td>ok</td><td>ollama</td>" in healthy and "<td>ok</td><td>database</td>" in healthy
     assert "2 notes" in healthy and "<polyline" in healthy and "Trip planning (2)" in healthy
+    today = datetime.now(UTC).date().isoformat()
+    assert f'font-size="11">{today}</text>' in healthy  # one day: the axis starts on it, not the day before
     assert "<td>FAIL</td><td>ollama</td>" in down
+
+
+async def test_the_health_plot_counts_recorded_turns_on_the_day_they_were_said(app: App) -> None:
+    chat = await app.service.init_conversation("Recorded chat")
+    await app.lifecycle.add_messages(chat.id, [
+        {"role": "user", "content": "Hello", "occurred_at": "2026-03-01T10:00:00Z"},
+        {"role": "assistant", "content": "Hi", "occurred_at": "2026-03-03T10:00:00Z"},
+    ])
+    async with view(app) as client:
+        health = (await client.get("/health")).text
+    assert "Recorded chat (2)" in health
+    assert 'font-size="11">2026-03-01</text>' in health and 'font-size="11">2026-03-03</text>' in health
 
 
 async def test_the_health_page_names_a_background_job_that_gave_up_with_its_reason(app: App, db: Database) -> None:
@@ -577,7 +608,7 @@ async def test_the_import_page_takes_a_chatgpt_export_zip_as_the_command_does(ap
     assert "file: export.zip ends in .zip but is not a zip archive" in mislabelled.text
 
 
-async def test_a_long_memory_shows_its_start_with_the_rest_folded_and_a_full_list_says_there_may_be_more(
+async def test_a_long_memory_shows_its_start_with_the_rest_folded_and_a_long_list_pages_on(
     app: App,
 ) -> None:
     from ollama_mcp.ui import web  # noqa: PLC0415
@@ -593,9 +624,17 @@ async def test_a_long_memory_shows_its_start_with_the_rest_folded_and_a_full_lis
     shown = page.text[start:page.text.index("</li>", start)]
     assert f"Show all {len(long)} characters" in shown
     assert shown.index("THE END") > shown.index("<details")  # the end is behind "show all", not above Delete
-    assert "Showing the" not in listed.text and '<div class="scroll">' in listed.text
+    assert "Pages of conversations" not in listed.text and '<div class="scroll">' in listed.text
     for n in range(web.LISTED):
         await app.service.init_conversation(f"chat {n}")
     async with view(app) as client:
-        capped = await client.get("/")
-    assert f"Showing the {web.LISTED} conversations with the latest activity; filter by name or status" in capped.text
+        first = await client.get("/")
+        second = await client.get("/", params={"page": "2"})
+        named = await client.get("/", params={"page": "2", "q": "chat"})
+        past = await client.get("/", params={"page": "3"})
+    assert f"conversations 1–{web.LISTED}, more on the next page (page 1)" in first.text
+    assert 'href="?page=2&amp;q=&amp;status="' in first.text and "chat 499" in first.text
+    assert f"conversations {web.LISTED + 1}–{web.LISTED + 1} (page 2)" in second.text  # the first one made: "long"
+    assert ">long</a>" in second.text and ">chat 0</a>" not in second.text and "← later activity" in second.text
+    assert "No conversation on page 2" in named.text  # 500 chats, all on page 1
+    assert past.status_code == 200 and "No conversation on page 3" in past.text

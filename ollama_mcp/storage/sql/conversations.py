@@ -123,10 +123,10 @@ class ConversationStore(SqlParts):
                 f" FROM (SELECT c.key AS k, c.created_at, {d.greatest}(c.created_at, coalesce(c.ended_at, ''),"
                 f" coalesce({d.LAST_MEMORY_OF_C}, ''))"
                 f" AS last_activity FROM conversations c WHERE {' AND '.join(where)}"
-                f" ORDER BY {first} DESC, c.key DESC LIMIT ?) t"
+                f" ORDER BY {first} DESC, c.key DESC LIMIT ? OFFSET ?) t"
                 f" JOIN conversations c ON c.key = t.k ORDER BY t.{first} DESC, t.k DESC"
             ),
-            [*params, query.limit],
+            [*params, query.limit, query.offset],
             "list conversations",
         )
         return [conversation_from_row(d, row) for row in rows]
@@ -287,8 +287,8 @@ class ConversationStore(SqlParts):
 
     async def memory_timeline(self) -> list[tuple[str, str, int]]:
         rows = await self._fetchall(
-            "SELECT conversation_id, substr(created_at, 1, 10) AS day, count(*) FROM memories"
-            " WHERE kind = 'note' AND superseded_by IS NULL GROUP BY conversation_id, day ORDER BY day",
+            "SELECT conversation_id, substr(occurred_at, 1, 10) AS day, count(*) FROM memories"
+            " WHERE kind IN ('note', 'message') AND superseded_by IS NULL GROUP BY conversation_id, day ORDER BY day",
             (), "count memories by day",
         )
         return [(row[0], row[1], int(row[2])) for row in rows]
