@@ -130,6 +130,13 @@ class ChatBudget:
             raise self._spent(frees or format_timestamp(now))
         return taken
 
+    async def why_waiting(self, kind: str) -> str | None:
+        """Why a queued job of ``kind`` is not run now (the budget is spent or paused), else None."""
+        if kind not in CHAT_JOBS:
+            return None
+        state = await self.state()
+        return None if state.next_at is None else str(self._spent(state.next_at))
+
     async def give_back(self, call_id: int) -> None:
         await self._store.give_back_chat_call(call_id)
 

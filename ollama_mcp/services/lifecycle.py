@@ -359,10 +359,16 @@ class ConversationLifecycle(Archive):
         return turn.seq
 
     async def job(self, job_id: object) -> JobStatus:
-        """A job requested with ``request``: its state, attempts and why it waits or failed."""
+        """A job requested with ``request``: its state, attempts and why it waits or failed (a
+        queued job that calls the chat model while the hour's budget is spent: the budget)."""
         if isinstance(job_id, bool) or not isinstance(job_id, int) or job_id < 1:
             raise JobNotFoundError(str(job_id))
-        return await self._store.job_status(job_id)
+        status = await self._store.job_status(job_id)
+        if status.state == "queued" and self._jobs.budget is not None:
+            waits = await self._jobs.budget.why_waiting(status.kind)
+            if waits is not None:
+                return replace(status, last_error=waits)
+        return status
 
     # -- context --------------------------------------------------------------------------------
 

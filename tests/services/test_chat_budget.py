@@ -145,6 +145,30 @@ async def test_a_budget_of_0_pauses_background_chat_work_and_stats_and_doctor_sa
     assert len(fake_ollama.chat_requests()) == 2 and summaries(db) == 2
 
 
+async def test_a_requested_job_waiting_for_the_budget_says_why_when_followed(
+    settings: Settings, db: Database, fake_ollama: FakeOllama
+) -> None:
+    async with open_app(replace(settings, chat_calls_per_hour=1), background=False) as app:
+        first, second = await ended_conversations(app, 2)
+        await run_jobs(app)  # the hour's one call: the first summary
+        job = await app.lifecycle.request(second, "summarize")
+        await run_jobs(app)
+        waiting = await app.lifecycle.job(job.id)
+        assert waiting.state == "queued" and waiting.last_error is not None
+        assert waiting.last_error.startswith(
+            "Background work made its 1 chat-model call of the last hour (OLLAMA_MCP_CHAT_CALLS_PER_HOUR); it waits"
+            " until "
+        )
+        an_hour_passes(db)
+        assert (await app.lifecycle.job(job.id)).last_error is None  # a call is free: nothing to wait for
+    async with open_app(replace(settings, chat_calls_per_hour=0), background=False) as app:
+        job = await app.lifecycle.request(first, "compact")
+        assert (await app.lifecycle.job(job.id)).last_error == (
+            "Background chat-model work is paused (OLLAMA_MCP_CHAT_CALLS_PER_HOUR=0); it waits until the setting"
+            " allows calls."
+        )
+
+
 async def test_stats_and_doctor_show_the_calls_used_this_hour_and_when_the_next_may_be_made(
     settings: Settings, db: Database
 ) -> None:
