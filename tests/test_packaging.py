@@ -225,3 +225,12 @@ def test_the_claude_code_plugin_is_the_packages_version_and_hooks_every_recordin
     assert sorted(hooks) == sorted(EVENTS)
     for event, groups in hooks.items():
         assert groups[0]["hooks"][0]["command"].endswith(f"ollama-mcp hook {event}")
+
+
+def test_the_bundle_and_plugin_icon_is_a_512_pixel_square_png() -> None:
+    # Claude Desktop's extension list and the plugin directory draw it at up to 512 px.
+    icon = (ROOT / "packaging/mcpb/icon.png").read_bytes()
+    assert icon[:8] == b"\x89PNG\r\n\x1a\n" and icon[12:16] == b"IHDR"
+    assert (int.from_bytes(icon[16:20], "big"), int.from_bytes(icon[20:24], "big")) == (512, 512)
+    assert json.loads((ROOT / ".claude-plugin/plugin.json").read_text())["icon"] == "./packaging/mcpb/icon.png"
+    assert json.loads((ROOT / "packaging/mcpb/manifest.json").read_text())["icon"] == "icon.png"

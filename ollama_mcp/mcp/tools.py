@@ -65,7 +65,9 @@ Project = Annotated[str | None, Field(description="Folder name or path.")]
 async def init_conversation(
     ctx: Context,
     name: str | None = None,
-    metadata: Annotated[dict[str, Any] | None, Field(description="ttl_hours: delete after.")] = None,
+    metadata: Annotated[
+        dict[str, Any] | None, Field(description="Yours, e.g. project; ttl_hours deletes it after.")
+    ] = None,
     follows: Annotated[str | None, Field(description="Conversation it continues.")] = None,
 ) -> Annotated[CallToolResult, ConversationCreated]:
     """Start a conversation and make it current; returns its id."""
@@ -152,7 +154,7 @@ async def search_all_conversations(
     related_to: Annotated[str | None, Field(description="This conversation and related ones.")] = None,
     project: Project = None,
 ) -> Annotated[CallToolResult, SearchResults]:
-    """search_memories across every conversation, ended ones and summaries too."""
+    """search_memories across every conversation, ended ones too."""
     begin_search(ctx, query)
     async with tool_call(ctx, related_to) as app:
         request = search_request(
