@@ -337,6 +337,35 @@ async def test_the_stand_ins_of_a_burst_of_waiting_turns_are_each_their_context_
     assert len({round(v, 2) for v in expected.values()}) > 10  # the mixes differ: a wrong one would show
 
 
+@pytest.mark.sqlite_only  # (PostgreSQL mixes the stand-ins in its own query)
+async def test_a_search_leaves_more_stand_ins_than_it_builds_to_the_background_and_ranks_by_own_vectors_meanwhile(
+    settings: Settings, fake_ollama: FakeOllama, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from ollama_mcp.storage.sqlite import vector_index  # noqa: PLC0415
+
+    monkeypatch.setattr(vector_index, "STAND_INS_AT_ONCE", 10)
+    async with open_app(settings, background=False) as app:
+        conversation = await app.service.init_conversation("chat")
+        said, _ = await app.lifecycle.add_messages(conversation.id, [
+            {"role": "user", "content": f"turn {i} about the harbour crane and the {i % 3} ferries"} for i in range(30)
+        ])
+        waiting = said[1:]  # the first is its own context
+        own = {m.seq: np.asarray(fake_ollama.vector("nomic-embed-text", m.content), dtype=np.float32) for m in said}
+        query = np.asarray(fake_ollama.vector("nomic-embed-text", "harbour ferries"), dtype=np.float32)
+        await app.ranker.vectors.refresh()
+        before = dict((await app.ranker.vectors.rank(query, len(said), Scope())).ranked)
+        assert all(abs(before[m.seq] - float(own[m.seq] @ query)) < 2e-3 for m in waiting)  # 29 > 10: own vectors
+        await app.ranker.vectors.prepare_stand_ins()  # as the warm-up and the catch-up do
+        after = dict((await app.ranker.vectors.rank(query, len(said), Scope())).ranked)
+        parts = await app.store.context_parts([m.seq for m in waiting])
+    mixed = {
+        m.seq: float(stand_in(own[m.seq], parts[m.seq][-1][1], [(own[p], c) for p, c in parts[m.seq][:-1]]) @ query)
+        for m in waiting
+    }
+    assert all(abs(after[seq] - v) < 2e-3 for seq, v in mixed.items())
+    assert sum(abs(after[seq] - before[seq]) > 1e-2 for seq in mixed) > 10  # the stand-ins did change the ranking
+
+
 @pytest.mark.sqlite_only  # (PostgreSQL holds no copy of the vectors in the process)
 async def test_the_server_takes_a_stored_memorys_vectors_into_its_index_right_after_the_store_not_at_the_next_search(
     settings: Settings,

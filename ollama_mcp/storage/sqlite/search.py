@@ -207,7 +207,7 @@ class HybridSearch:
         """Fetch the vectors this process wrote, and bring a held keyword index up to date, before
         the next search would (after a store: 0.8 ms of a search at 10k memories, and the keyword
         index's catch-up, another 0.85 ms at 100k)."""
-        await self.vectors.refresh()
+        await self.vectors.prepare_stand_ins()
         if self.keywords.loaded and not self.keywords.busy:
             await self.keywords.refresh()
 
@@ -226,6 +226,7 @@ class HybridSearch:
         await self._fold()  # the next process reads blocks, not rows
         await self._hold_keywords(await self._store.approximate_memory_count())
         await self.vectors.read_own_vectors()  # those the load left on disk
+        await self.vectors.prepare_stand_ins()  # last: a step at a time, beside the first searches
 
     async def upkeep(self, min_new: int = 0) -> bool:
         """Fold the vectors waiting in rows into blocks (``vector_blocks``); load the keyword index once

@@ -48,6 +48,13 @@ _HELD: dict[int, np.dtype] = {FACET_CODES[facet]: np.dtype(held) for facet, held
 
 log = logging.getLogger(__name__)
 
+# A search learns the contexts of at most this many memories waiting for their in-context vector
+# and builds their stand-ins (``_guess_contexts``); more (a restart right after an import) are
+# left to the background (``prepare_stand_ins``) and rank by their own vectors meanwhile: the
+# first search after a restart on 10,000 of them took 180-330 ms with them, 100 is its target.
+STAND_INS_AT_ONCE = 2_000
+STAND_INS_A_STEP = 1_000  # the background's, between which searches go on
+
 # A model's vectors already read from a database's blocks, or None: what a new process read while
 # it was importing the app (``head_start.HeadStart``).
 EarlyLoad = Callable[[Path, str], Awaitable["vector_blocks.Loaded | None"]]
@@ -126,10 +133,11 @@ class VectorIndex:
                     else:
                         self._uncovered.discard(seq)
 
-    async def refresh(self, data_version: int | None = None) -> None:
+    async def refresh(self, data_version: int | None = None, *, searching: bool = True) -> None:
         """Bring the matrices up to date with the database (cheap when nothing changed).
 
-        ``data_version``: the database's data version if the caller just read it.
+        ``data_version``: the database's data version if the caller just read it. ``searching``:
+        a search waits for it, and learns the contexts of at most ``STAND_INS_AT_ONCE`` memories.
         """
         async with self._lock:
             version = await self._store.data_version() if data_version is None else data_version
@@ -152,25 +160,44 @@ class VectorIndex:
                 if not await self._load_blocks():
                     self.loaded_from = "rows"
                     await self._store.vector_snapshot(self.model, 0, self._append)
-            await self._learn_context_parts()
+            await self._learn_context_parts(STAND_INS_AT_ONCE if searching else None)
             self._loaded = True
             self._data_version = version
 
-    async def _learn_context_parts(self) -> None:
+    async def prepare_stand_ins(self) -> None:
+        """Build every stand-in a search would (the background's: after a load or a burst of
+        stores leaves more than ``STAND_INS_AT_ONCE`` memories waiting for their context), a
+        step of ``STAND_INS_A_STEP`` at a time: a search meanwhile waits for one step at most."""
+        await self.refresh(searching=False)
+        left = 1
+        while left:
+            async with self._lock:
+                if not self._loaded:
+                    return  # (removed or invalidated meanwhile: the next search loads anew)
+                left = await self._learn_context_parts(None, STAND_INS_A_STEP)
+                content = self._matrices.get(_CONTENT)
+                if content is not None and self._uncovered:
+                    await anyio.to_thread.run_sync(self._bare_rows, content)
+
+    async def _learn_context_parts(self, at_most: int | None, step: int | None = None) -> int:
         """Read what the contexts of the memories still waiting for a context vector are made of
-        (``_guess_contexts``), once each; a stand-in built before that is built again."""
+        (``_guess_contexts``), once each, ``step`` of them (all: None); a stand-in built before
+        that is built again. More than ``at_most`` are left to ``prepare_stand_ins``: they rank by
+        their own vector meanwhile. Returns how many are left to read."""
         for seq in self._parts.keys() - self._uncovered:
             del self._parts[seq]
         missing = self._uncovered - self._parts.keys()
-        if not missing:
-            return
-        found = await self._store.context_parts(sorted(missing))
-        for seq in missing:
+        if not missing or (at_most is not None and len(missing) > at_most):
+            return len(missing)
+        now = set(sorted(missing)[:step]) if step is not None else missing
+        found = await self._store.context_parts(sorted(now))
+        for seq in now:
             self._parts[seq] = found.get(seq, [])
-        stale = missing & self._bare_held
+        stale = now & self._bare_held
         if stale:
             self._bare.remove(np.fromiter(stale, dtype=np.int64))
             self._bare_held -= stale
+        return len(missing) - len(now)
 
     async def rank(self, query: np.ndarray, k: int, scope: Scope, candidates: Iterable[int] = ()) -> Ranking:
         """The ``k`` best memories in ``scope`` by meaning, with the content similarity of those and
@@ -314,46 +341,50 @@ class VectorIndex:
     def _guess_contexts(self, content: Matrix, owners: np.ndarray, own: np.ndarray) -> np.ndarray:
         """Each own row as the stand-in for its memory's context vector (``ranking.stand_in``),
         from the own vectors of the memories its context holds; a part whose own vector is not
-        here yet is left out. One matrix operation for every row at once: a row at a time cost
-        the first search after a burst of 10,000 stores ~900 ms (#80)."""
-        weight = np.ones(len(owners), dtype=np.float32)  # each own row's characters
-        whose: list[int] = []  # per earlier part: the row of ``own`` it is mixed into ...
-        parts: list[int] = []  # ... the memory it is ...
-        chars: list[int] = []  # ... and its characters as the context holds them
+        here yet is left out. A few matrix operations for every row at once, one per place in a
+        context (a row at a time, the first search after a burst of 10,000 stores took ~900 ms
+        in this loop: #80); each into one preallocated array (a fresh 46 MB one per search cost
+        ~190 ms of page faults on these machines)."""
+        mixed: list[int] = []  # the rows of ``own`` that get a stand-in ...
+        weight: list[int] = []  # ... their own text's characters ...
+        earlier: list[list[tuple[int, int]]] = []  # ... and the (seq, characters) mixed into each
         for i, seq in enumerate(owners.tolist()):
-            held = self._parts.get(seq)
-            if not held or all(part == seq for part, _ in held):
-                continue
-            weight[i] = max(1, held[-1][1])
-            for part, count in held:
-                if part != seq:
-                    whose.append(i)
-                    parts.append(part)
-                    chars.append(max(1, count))
-        if not parts:
+            held = self._parts.get(seq) or []
+            others = [(part, max(1, count)) for part, count in held if part != seq]
+            if others:
+                mixed.append(i)
+                weight.append(max(1, held[-1][1]))  # itself, last
+                earlier.append(others)
+        if not mixed:
             return own
-        mixed = np.asarray(distinct(np.asarray(whose)), dtype=np.int64)  # the rows that get a stand-in
-        wanted = np.asarray(parts, dtype=np.int64)
-        rows, of = content.rows_of.lookup(np.asarray(distinct(wanted), dtype=np.int64))
+        width = max(len(parts) for parts in earlier)
+        seqs = np.full((len(mixed), width), -1, dtype=np.int64)
+        chars = np.zeros((len(mixed), width), dtype=np.float32)
+        for row, parts in enumerate(earlier):
+            seqs[row, :len(parts)] = [part for part, _ in parts]
+            chars[row, :len(parts)] = [count for _, count in parts]
+        rows, of = content.rows_of.lookup(np.asarray(distinct(seqs[seqs >= 0]), dtype=np.int64))
         order = np.argsort(of, kind="stable")  # a memory of several chunks: its first row, as listed
         of, rows = of[order], rows[order]
         first = np.ones(len(of), dtype=bool)
         first[1:] = of[1:] != of[:-1]
         of, rows = of[first], rows[first]
-        at = np.minimum(np.searchsorted(of, wanted), max(len(of) - 1, 0))
-        found = (at < len(of)) & (of[at] == wanted) if len(of) else np.zeros(len(wanted), dtype=bool)
         out = own.astype(np.float32, copy=True)
-        out[mixed] *= weight[mixed, None]
-        if found.any():
+        picked = np.asarray(mixed, dtype=np.int64)
+        sums = out[picked]
+        sums *= np.asarray(weight, dtype=np.float32)[:, None]
+        if len(of):
             vectors = content.gather(rows).astype(np.float32)
-            into = np.asarray(whose, dtype=np.int64)[found]
-            added = vectors[at[found]] * np.asarray(chars, dtype=np.float32)[found, None]
-            starts = np.flatnonzero(np.r_[True, into[1:] != into[:-1]])
-            out[into[starts]] += np.add.reduceat(added, starts, axis=0)
-        norms = np.linalg.norm(out[mixed], axis=1)
+            at = np.minimum(np.searchsorted(of, seqs), len(of) - 1)
+            chars[of[at] != seqs] = 0.0  # a part not here yet (or no part): left out
+            part = np.empty_like(sums)
+            for place in range(width):
+                np.take(vectors, at[:, place], axis=0, out=part)
+                part *= chars[:, place, None]
+                sums += part
+        norms = np.linalg.norm(sums, axis=1)
         usable = norms > 0
-        out[mixed[usable]] /= norms[usable, None]
-        out[mixed[~usable]] = own[mixed[~usable]]
+        out[picked[usable]] = sums[usable] / norms[usable, None]
         return out
 
     def _append(self, batch: VectorBatch) -> None:
