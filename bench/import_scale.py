@@ -1,6 +1,7 @@
 """How long ``ollama-mcp import`` takes on a large ChatGPT export, and its peak memory.
 
     python bench/import_scale.py [--conversations 10000] [--turns 20] [--backend sqlite]
+    python bench/import_scale.py --huge-turn 32     # one turn of 32 MB (#80 item 4)
 
 Generates a ChatGPT-format ``conversations.json`` (each conversation a tree with a regenerated
 answer, so the current-branch walk is exercised; turns of about 200 characters), then runs the
@@ -105,6 +106,27 @@ async def drain(db: str, home: str, model: str) -> tuple[int, float, float]:
         embedder.stop()
 
 
+def generate_huge(path: Path, megabytes: int) -> None:
+    """One ChatGPT conversation whose question is ``megabytes`` MB of words (written a megabyte at
+    a time) and whose answer is short: an export a parser must not build whole (#80 item 4)."""
+    node = {"id": "m1", "parent": "root", "children": ["m2"], "message": {
+        "id": "m1", "author": {"role": "user"}, "create_time": 1700000001,
+        "content": {"content_type": "text", "parts": ["HUGE"]}}}
+    chat = {"id": "c1", "title": "one huge turn", "create_time": 1700000000, "current_node": "m2", "mapping": {
+        "root": {"id": "root", "message": None, "parent": None, "children": ["m1"]}, "m1": node,
+        "m2": {"id": "m2", "parent": "m1", "children": [], "message": {
+            "id": "m2", "author": {"role": "assistant"}, "create_time": 1700000002,
+            "content": {"content_type": "text", "parts": ["ok"]}}}}}
+    head, tail = json.dumps([chat]).split("HUGE")
+    words = (" ".join(WORDS) + " ").encode()
+    block = (words * ((1 << 20) // len(words) + 1))[: 1 << 20]
+    with path.open("wb") as out:
+        out.write(head.encode())
+        for _ in range(megabytes):
+            out.write(block)
+        out.write(tail.encode())
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--conversations", type=int, default=10_000)
@@ -113,11 +135,16 @@ def main() -> int:
     parser.add_argument("--drain", action="store_true",
                         help="then time the server's background embedding of what the import left pending")
     parser.add_argument("--model", default="all-minilm", help="the embedding model --drain serves")
+    parser.add_argument("--huge-turn", type=int, metavar="MB",
+                        help="instead: one conversation whose one turn is this many MB")
     args = parser.parse_args()
     script = Path(sys.executable).parent / "ollama-mcp"
     with tempfile.TemporaryDirectory(prefix="import-scale-") as folder:
         export = Path(folder) / "conversations.json"
-        generate(export, args.conversations, args.turns)
+        if args.huge_turn:
+            generate_huge(export, args.huge_turn)
+        else:
+            generate(export, args.conversations, args.turns)
         db = args.postgres_url or str(Path(folder) / "memory.db")
         env = {"PATH": os.environ["PATH"], "HOME": folder, "OLLAMA_MCP_DB": db, "OLLAMA_HOST": "http://127.0.0.1:9"}
         started = time.monotonic()
@@ -131,8 +158,9 @@ def main() -> int:
             return 1
         size = export.stat().st_size
         print(out.strip())
-        print(f"{args.conversations:,} conversations, {args.conversations * args.turns:,} turns, file "
-              f"{size / 1e6:.0f} MB: {elapsed:.1f} s, peak RSS {usage.ru_maxrss / 1024:.0f} MB")
+        what = (f"one turn of {args.huge_turn:,} MB" if args.huge_turn else
+                f"{args.conversations:,} conversations, {args.conversations * args.turns:,} turns")
+        print(f"{what}, file {size / 1e6:.0f} MB: {elapsed:.2f} s, peak RSS {usage.ru_maxrss / 1024:.0f} MB")
         if args.drain:
             import anyio  # noqa: PLC0415
 
