@@ -65,6 +65,9 @@ log = logging.getLogger(__name__)
 
 MAX_HISTORY = 500
 SUMMARY_TOKENS = 1000  # hierarchical compaction condenses a rolling summary past this
+# The turns one compaction job folds at most; a longer backlog (an imported or long-recorded chat)
+# takes several jobs, each queuing the next, each within the chat-model budget.
+COMPACT_AT_MOST = 1_000
 MAX_TOKEN_BUDGET = 1_000_000
 
 
@@ -556,13 +559,20 @@ class ConversationLifecycle(Archive):
             return
         summarizer = self._require_summarizer()
         await self._facts_before_retiring(conversation)
-        pending = await self._store.conversation_memories(
-            job.conversation_id, after_seq=conversation.summarized_through, kinds=("message",)
-        )
-        if "through_seq" in job.options:  # asked for: the turns up to that one, however many
+        # At most COMPACT_AT_MOST turns a job: a recorded chat of 100,000 turns was read whole, on
+        # the event loop, at every retry of a job waiting for the chat model (~1 s each time).
+        if "through_seq" in job.options:  # asked for: the turns up to that one, however many (in steps)
+            pending = await self._store.conversation_memories(
+                job.conversation_id, after_seq=conversation.summarized_through, limit=COMPACT_AT_MOST,
+                kinds=("message",),
+            )
             folded = [m for m in pending if m.seq <= job.options["through_seq"]]
         else:  # a threshold crossed: the older half, the newer kept verbatim
-            folded = pending[: len(pending) // 2] if len(pending) >= 2 else []
+            messages, _ = await self._store.transcript_size(job.conversation_id, conversation.summarized_through)
+            folded = await self._store.conversation_memories(
+                job.conversation_id, after_seq=conversation.summarized_through,
+                limit=min(messages // 2, COMPACT_AT_MOST), kinds=("message",),
+            ) if messages >= 2 else []
         if not folded:
             await self._store.finish_job(job, utc_now())
             return
@@ -595,7 +605,11 @@ class ConversationLifecycle(Archive):
         self._indexer.added()  # its vector is computed in the background like any pending memory
         if self._facts is not None and self._facts.wanted(conversation) and self.retention(conversation) == "full":
             await self._store.enqueue_job("facts", conversation.id, utc_now())  # the turns stay: no hurry
-        # Still over a threshold (a burst of messages while the model worked): go on.
+        if "through_seq" in job.options and through < job.options["through_seq"] and len(folded) == COMPACT_AT_MOST:
+            await self._store.request_job("compact", conversation.id, utc_now(), dict(job.options))  # the next step
+            self._jobs.wakeup.set()
+            return
+        # Still over a threshold (a burst of messages while the model worked, or a long backlog): go on.
         await self._maybe_compact(await self._store.get_conversation(job.conversation_id))
 
     async def _maybe_compact(self, conversation: Conversation) -> None:

@@ -238,6 +238,26 @@ async def test_compaction_summarizes_the_oldest_half_once_past_the_message_thres
     assert [m.content for m in built.recent] == [f"topic{i} is discussed" for i in range(3, 7)]
 
 
+async def test_a_long_backlog_is_compacted_a_bounded_step_at_a_time_each_job_queuing_the_next(
+    app: App, db: Database, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from ollama_mcp.services import lifecycle  # noqa: PLC0415
+
+    monkeypatch.setattr(lifecycle, "COMPACT_AT_MOST", 10)  # (1,000: a 100,000-turn chat was read whole)
+    conv = await app.service.init_conversation("long", {"compact_after_messages": 6})
+    sent, _ = await app.lifecycle.add_messages(
+        conv.id, [{"role": "user", "content": f"topic{i} is discussed"} for i in range(40)]
+    )
+    assert await app.jobs.run_once()
+    assert rows(db, "SELECT summarized_through FROM conversations") == [(sent[9].seq,)]  # 10, not the 20 of half
+    assert [r[:2] for r in job_rows(db)] == [("compact", "done"), ("compact", "queued")]  # and it goes on
+    while await app.jobs.run_once():
+        pass
+    through = rows(db, "SELECT summarized_through FROM conversations")[0][0]
+    assert through == sent[34].seq  # 10 + 10 + 10 + 5: the older half each step, 10 at most, until 6 or fewer are left
+    assert all(state == "done" for _, state, *_ in job_rows(db))
+
+
 async def test_what_compaction_summarized_is_found_from_another_conversation_and_replaced_when_compacted_again(
     app: App, db: Database, fake_ollama: FakeOllama
 ) -> None:
