@@ -33,8 +33,9 @@ ROOT = Path(__file__).resolve().parent.parent
 MANIFEST = Path("packaging/mcpb/manifest.json")
 ICON = Path("packaging/mcpb/icon.png")
 # What the bundle carries besides its manifest and icon: what `uv run` needs to build and run the
-# package (pyproject.toml names README.md and LICENSE).
-CARRIED = ("pyproject.toml", "README.md", "LICENSE", "ollama_mcp")
+# package (pyproject.toml names README.md and LICENSE), and the lock it installs from without
+# resolving (`uv run --frozen`: a first start only downloads).
+CARRIED = ("pyproject.toml", "uv.lock", "README.md", "LICENSE", "ollama_mcp")
 RELEASES = "https://github.com/ollama-mcp/ollama-mcp/releases/download"
 
 

@@ -234,3 +234,15 @@ def test_the_bundle_and_plugin_icon_is_a_512_pixel_square_png() -> None:
     assert (int.from_bytes(icon[16:20], "big"), int.from_bytes(icon[20:24], "big")) == (512, 512)
     assert json.loads((ROOT / ".claude-plugin/plugin.json").read_text())["icon"] == "./packaging/mcpb/icon.png"
     assert json.loads((ROOT / "packaging/mcpb/manifest.json").read_text())["icon"] == "icon.png"
+
+
+def test_the_plugin_and_the_bundle_install_from_the_lock_file_without_resolving() -> None:
+    # A first start then only downloads: resolving 38 packages took Claude Code past its 30 s
+    # connect limit (#80 item 10). CI checks the lock against pyproject.toml (uv lock --check).
+    plugin = json.loads((ROOT / ".claude-plugin/plugin.json").read_text())["mcpServers"]["ollama-mcp"]
+    bundle = json.loads((ROOT / "packaging/mcpb/manifest.json").read_text())["server"]["mcp_config"]
+    for launch in (plugin, bundle):
+        assert launch["command"] == "uv" and launch["args"][:2] == ["run", "--directory"]
+        assert "--frozen" in launch["args"] and launch["args"][-1] == "ollama-mcp"
+    locked = (ROOT / "uv.lock").read_text()
+    assert '[[package]]\nname = "ollama-mcp"' in locked and 'name = "mcp"' in locked
