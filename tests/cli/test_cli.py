@@ -485,7 +485,7 @@ def test_shrink_gives_an_older_stores_free_space_back_keeping_every_conversation
             for text in ("Flights to Lisbon on May 3", "The hotel is booked near the river",
                          "Museum tickets for Saturday"):
                 await app.service.store_memory(text, kept)
-            await app.service.import_memories(filler, [f"{i} " + "filler text " * 400 for i in range(4500)])
+            await app.service.import_memories(filler, [f"{i} " + "filler text " * 4000 for i in range(450)])
 
     anyio.run(fill)
     with closing(sqlite3.connect(path, isolation_level=None)) as conn:

@@ -44,7 +44,7 @@ def tool(db: Path, fake: FakeOllama, tool_name: str, expect: int = 0, **argument
     return result if expect else result["structuredContent"]
 
 
-def test_the_inspector_cli_lists_and_calls_every_tool(db_path: Path, fake_ollama: FakeOllama) -> None:
+def test_the_inspector_cli_lists_every_tool_and_stores_searches_and_reads_a_memory(db_path: Path, fake_ollama: FakeOllama) -> None:
     listed = inspect(db_path, fake_ollama, "--method", "tools/list")
     assert {t["name"] for t in listed["tools"]} == {
         "init_conversation", "get_conversation_id", "store_memory", "search_memories",
@@ -63,6 +63,20 @@ def test_the_inspector_cli_lists_and_calls_every_tool(db_path: Path, fake_ollama
     assert tool(db_path, fake_ollama, "get_conversation_id")["current"] is None  # a fresh process
     listed_conversations = tool(db_path, fake_ollama, "list_conversations", status="active")["conversations"]
     assert [c["conversation_id"] for c in listed_conversations] == [conv]
+
+
+# Each Inspector call starts Node and a server: 17 in one test took 55-62 s on a loaded machine, half
+# the suite's per-test timeout (#80 item 12). The calls that change a stored memory have tests of
+# their own, which run beside the others.
+
+
+def _stored(db_path: Path, fake: FakeOllama) -> tuple[str, dict[str, Any]]:
+    conv = tool(db_path, fake, "init_conversation", name="inspector")["conversation_id"]
+    return conv, tool(db_path, fake, "store_memory", content="The Inspector stored this", conversation_id=conv)
+
+
+def test_the_inspector_cli_updates_and_exports_a_memory(db_path: Path, fake_ollama: FakeOllama) -> None:
+    conv, stored = _stored(db_path, fake_ollama)
     updated = tool(
         db_path, fake_ollama, "update_memory", memory_id=stored["memory_id"], content="The Inspector fixed this"
     )
@@ -72,12 +86,18 @@ def test_the_inspector_cli_lists_and_calls_every_tool(db_path: Path, fake_ollama
         "The Inspector fixed this" in exported["markdown"]
         and f"replaced by {updated['memory_id']}" in exported["markdown"]
     )
+
+
+def test_the_inspector_cli_asks_the_agent_ends_deletes_and_is_refused_a_bad_argument(
+    db_path: Path, fake_ollama: FakeOllama
+) -> None:
+    conv, stored = _stored(db_path, fake_ollama)
     # The fake chat model answers "ok" without calling tools: one step, question and answer saved.
     asked = tool(db_path, fake_ollama, "ask_agent", query="what did the Inspector store?", conversation_id=conv)
     assert (asked["response"], asked["steps"], asked["conversation_id"]) == ("ok", 1, conv)
     ended = tool(db_path, fake_ollama, "end_conversation", conversation_id=conv)
     assert ended["status"] == "completed" and ended["summary_status"] == "pending"
-    assert tool(db_path, fake_ollama, "delete_memory", memory_id=updated["memory_id"])["deleted"] is True
+    assert tool(db_path, fake_ollama, "delete_memory", memory_id=stored["memory_id"])["deleted"] is True
     forgotten = tool(db_path, fake_ollama, "delete_conversation", conversation_id=conv)
     assert forgotten["deleted"] is True and forgotten["memories_deleted"] >= 2  # the agent's question and answer
     refused = tool(db_path, fake_ollama, "search_memories", expect=5, query="x", top_k=0)
