@@ -148,7 +148,13 @@ class Archive:
             for record in records:
                 await self._count_new(report, record)
         else:
-            report.new_conversations, report.new_turns = await self.import_document(source.document)
+            def counted(done: int, total: int) -> None:  # the file was read whole: count conversations
+                source.position = lambda: source.size * done // max(total, 1)
+                if progress is not None:
+                    progress()
+
+            report.new_conversations, report.new_turns = await self.import_document(source.document, counted)
+            counted(1, 1)
         return report
 
     async def import_chats(
@@ -239,12 +245,17 @@ class Archive:
         report.new_conversations += not known
         report.new_turns += len(record.memories) - len(present)
 
-    async def import_document(self, data: object) -> tuple[int, int]:
+    async def import_document(
+        self, data: object, progress: Callable[[int, int], None] | None = None
+    ) -> tuple[int, int]:
         """Import an export document (ids kept; importing twice changes nothing). Everything is
-        checked before anything is written. Returns (new conversations, new memories)."""
+        checked before anything is written. ``progress(done, total)``: called after each
+        conversation. Returns (new conversations, new memories)."""
         records = export.read_document(data)
         new_conversations = new_memories = 0
-        for record in records:
+        for done, record in enumerate(records, 1):
+            if progress is not None:
+                progress(done - 1, len(records))
             with audit.recording("import", record.conversation.id, arguments=record.memories):
                 created, added = await self._store.import_conversation(
                     record.conversation, record.memories, record.summarized_through_id

@@ -44,7 +44,9 @@ def tool(db: Path, fake: FakeOllama, tool_name: str, expect: int = 0, **argument
     return result if expect else result["structuredContent"]
 
 
-def test_the_inspector_cli_lists_every_tool_and_stores_searches_and_reads_a_memory(db_path: Path, fake_ollama: FakeOllama) -> None:
+def test_the_inspector_cli_lists_every_tool_and_stores_searches_and_reads_a_memory(
+    db_path: Path, fake_ollama: FakeOllama
+) -> None:
     listed = inspect(db_path, fake_ollama, "--method", "tools/list")
     assert {t["name"] for t in listed["tools"]} == {
         "init_conversation", "get_conversation_id", "store_memory", "search_memories",

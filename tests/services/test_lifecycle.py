@@ -7,6 +7,7 @@ import json
 import sqlite3
 from collections.abc import Callable
 from dataclasses import replace
+from pathlib import Path
 from typing import Any
 
 import anyio
@@ -742,3 +743,22 @@ def test_settings_read_back_from_stored_metadata_keep_what_is_usable_and_ignore_
         "compact_summary_tokens": 10, "retention": "audit-only", "facts": "yes",
     })
     assert read == inputs.ConversationSettings(compact_after_messages=40, retention="audit-only")
+
+
+async def test_importing_our_own_export_reports_its_progress_conversation_by_conversation(
+    app: App, tmp_path: Path
+) -> None:
+    from ollama_mcp.services.imports.sources import open_source  # noqa: PLC0415
+
+    for name in ("one", "two", "three"):
+        conversation = await app.service.init_conversation(name)
+        await app.service.store_memory(f"a note in {name}", conversation.id)
+    text, _ = await app.lifecycle.export_text(None, "json")
+    path = tmp_path / "backup.json"
+    path.write_text(text)
+    seen: list[int] = []
+    with open_source(path) as source:
+        report = await app.lifecycle.import_source(source, progress=lambda: seen.append(source.position()))
+    size = path.stat().st_size
+    assert report.format == "ollama-mcp" and report.new_turns == 0  # (the same store: nothing new)
+    assert seen == [0, size // 3, size * 2 // 3, size]  # a 65 s import of an export said nothing until it ended
