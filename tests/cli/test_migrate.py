@@ -242,3 +242,26 @@ def test_migrate_to_itself_or_to_a_bad_address_is_refused(db_path: Path, fake_ol
     other = cli(str(db_path), fake_ollama, "migrate", "--to", "mysql://u:pw@h/db")
     assert other.returncode == 2 and "--to is a mysql:// URL" in other.stderr and "pw" not in other.stderr
     assert same.stdout == relative.stdout == other.stdout == ""
+
+
+async def test_a_chat_apps_tool_call_and_its_answer_are_migrated_with_the_call(
+    settings: Settings, tmp_path: Path, postgres_url: str, fake_ollama: FakeOllama
+) -> None:
+    call_ = {"id": "call_1", "type": "function", "function": {"name": "get_weather", "arguments": '{"city": "Lisbon"}'}}
+    first = str(tmp_path / "a" / "memory.db")
+    async with open_app(settings.with_database(first, "path"), background=False) as app:
+        weather = await app.service.init_conversation("weather")
+        await app.lifecycle.add_messages(weather.id, [
+            {"role": "user", "content": "What is the weather in Lisbon?"},
+            {"role": "assistant", "content": None, "tool_calls": [call_]},
+            {"role": "tool", "tool_call_id": "call_1", "content": "18 degrees and sunny"},
+        ])
+    done = await anyio.to_thread.run_sync(lambda: cli(first, fake_ollama, "migrate", "--to", postgres_url))
+    assert done.returncode == 0, done.stderr
+    async with open_app(settings.with_database(postgres_url, "url"), background=False) as app:
+        turns = await app.store.messages(weather.id, 10)
+    assert [(t.role, t.content, t.tool_calls, t.tool_call_id) for t in turns] == [
+        ("user", "What is the weather in Lisbon?", (), None),
+        ("assistant", "", (call_,), None),
+        ("tool", "18 degrees and sunny", (), "call_1"),
+    ]
