@@ -176,7 +176,7 @@ class VectorIndex:
                     return  # (removed or invalidated meanwhile: the next search loads anew)
                 left = await self._learn_context_parts(None, STAND_INS_A_STEP)
                 content = self._matrices.get(_CONTENT)
-                if content is not None and self._uncovered:
+                if content is not None and self._bare_held != self._uncovered:  # (after every store: mostly not)
                     await anyio.to_thread.run_sync(self._bare_rows, content)
 
     async def _learn_context_parts(self, at_most: int | None, step: int | None = None) -> int:
