@@ -7,6 +7,7 @@ summaries (the SDK logs tool errors at INFO, and users' words must stay out of l
     OllamaMcpError
     ├── ConfigError
     ├── InvalidInputError
+    │   └── ImportBrokeOff             (an import file that breaks off: what came before is in)
     ├── NotFoundError
     │   ├── ConversationNotFoundError
     │   ├── JobNotFoundError
