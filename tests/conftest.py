@@ -42,6 +42,9 @@ BACKENDS = [
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", "sqlite_only: behaviour of the SQLite backend alone")
     config.addinivalue_line("markers", "postgres_only: behaviour of the PostgreSQL backend alone")
+    config.addinivalue_line(
+        "markers", "slow: over ~10 s on a loaded machine (processes, outages, big stores); -m 'not slow' skips them"
+    )
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:

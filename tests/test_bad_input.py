@@ -236,6 +236,7 @@ async def test_a_nul_character_is_refused_on_every_backend_and_stores_nothing(se
     top_k=st.one_of(st.integers(-10, 200), st.floats(allow_nan=True), st.text(max_size=3)),
     threshold=st.one_of(st.none(), st.floats(allow_nan=True, allow_infinity=True)),
 )
+@pytest.mark.slow
 def test_fuzzed_inputs_get_a_result_or_a_clear_error(
     settings: Settings, content: Any, tags: Any, top_k: Any, threshold: Any
 ) -> None:

@@ -67,6 +67,7 @@ def test_the_manifest_names_every_stdio_tool_with_its_description_at_the_package
         assert "default" in manifest["user_config"][key], name
 
 
+@pytest.mark.slow
 async def test_the_bundle_builds_and_starts_as_its_manifest_declares_from_a_minimal_environment(
     tmp_path: Path, fake_ollama: FakeOllama
 ) -> None:

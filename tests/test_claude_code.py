@@ -53,6 +53,7 @@ def test_claude_codes_validator_passes_the_plugin_and_the_marketplace_strictly(c
         assert "Validation passed" in done.stdout
 
 
+@pytest.mark.slow
 def test_the_plugin_installs_from_the_repository_connects_its_server_and_its_hooks_record_the_session(
     claude_home: Path, tmp_path: Path
 ) -> None:

@@ -183,6 +183,7 @@ def _with_huge_turn(path: Path, export: str, placeholder: str) -> None:
         out.write(tail.encode())
 
 
+@pytest.mark.slow
 def test_a_turn_of_128_mb_is_cut_at_the_content_limit_while_it_streams_and_the_summary_says_so(
     tmp_path: Path, db: Database, fake_ollama: FakeOllama
 ) -> None:

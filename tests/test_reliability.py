@@ -62,6 +62,7 @@ def assert_consistent(db: Database | Path) -> None:
         assert orphans == (0,)
 
 
+@pytest.mark.slow
 async def test_four_processes_storing_250_each_amid_searches_store_everything_exactly_once(
     db: Database, fake_ollama: FakeOllama
 ) -> None:
@@ -141,6 +142,7 @@ def _store(proc: subprocess.Popen[bytes], request_id: int, content: str) -> None
 IN_FLIGHT = 300  # requests sent beyond those answered, in the kill -9 test
 
 
+@pytest.mark.slow
 def test_kill_9_mid_batch_keeps_every_acknowledged_write_and_a_sound_file(
     db: Database, fake_ollama: FakeOllama
 ) -> None:

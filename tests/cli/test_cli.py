@@ -455,6 +455,7 @@ def test_a_command_on_an_older_sqlite_store_says_from_which_schema_it_upgraded_i
 
 
 @pytest.mark.sqlite_only
+@pytest.mark.slow
 def test_shrink_gives_an_older_stores_free_space_back_keeping_every_conversations_key_and_ranking(
     tmp_path: Path, fake_ollama: FakeOllama
 ) -> None:

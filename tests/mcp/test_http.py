@@ -397,6 +397,7 @@ async def test_concurrent_clients_of_several_principals_lose_nothing(settings: S
         assert present == acknowledged[principal] and len(present) == 32
 
 
+@pytest.mark.slow
 async def test_fifty_clients_at_once_with_their_own_tokens_get_no_error_and_lose_no_store(
     database_url: str, fake_ollama: FakeOllama
 ) -> None:
@@ -411,6 +412,7 @@ async def test_fifty_clients_at_once_with_their_own_tokens_get_no_error_and_lose
 
 
 @pytest.mark.postgres_only
+@pytest.mark.slow
 async def test_two_stateless_instances_on_one_database_serve_fifty_clients_as_one_server(
     database_url: str, fake_ollama: FakeOllama
 ) -> None:

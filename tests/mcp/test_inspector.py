@@ -22,6 +22,8 @@ ROOT = Path(__file__).resolve().parents[2]
 INSPECTOR = Path(os.environ.get("OLLAMA_MCP_INSPECTOR", ROOT / "node_modules" / ".bin" / "mcp-inspector"))
 SERVER = Path(sys.executable).parent / "ollama-mcp"
 
+pytestmark = pytest.mark.slow  # each call starts Node and a server
+
 if not INSPECTOR.exists():
     if os.environ.get("CI"):
         raise RuntimeError(f"the MCP Inspector CLI is missing at {INSPECTOR}; .ci/run must install it (see README)")

@@ -294,6 +294,7 @@ async def test_build_context_recalls_an_earlier_chats_turn_and_not_the_turns_it_
     assert [m.id for m in built.recent] == [recent[0].id]
 
 
+@pytest.mark.slow
 async def test_ten_thousand_look_alike_notes_stay_apart_and_a_fact_said_in_many_chats_lists_a_few_places(
     settings: Settings,
 ) -> None:

@@ -168,6 +168,7 @@ async def test_a_database_restarted_mid_session_fails_calls_clearly_then_recover
     assert {h["memory_id"] for h in found["results"]} == {first["memory_id"], second["memory_id"]}
 
 
+@pytest.mark.slow
 async def test_after_a_long_outage_the_first_call_once_the_database_is_back_succeeds(
     settings: Settings, private_server: tuple[object, str]
 ) -> None:
@@ -217,6 +218,7 @@ async def test_a_burst_that_keeps_every_connection_busy_queues_instead_of_report
     assert waited > POOL_TIMEOUT_S  # it queued past the unreachable-server limit, and then succeeded
 
 
+@pytest.mark.slow
 async def test_a_batch_write_cancelled_midway_leaves_the_store_working_and_nothing_half_cleaned(
     settings: Settings, db: Database
 ) -> None:
