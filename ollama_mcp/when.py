@@ -281,7 +281,6 @@ def in_window(window: TimeWindow, occurred_at: str, spoken: str) -> bool:
     return False
 
 
-
 # -- resolving ---------------------------------------------------------------------------------
 
 

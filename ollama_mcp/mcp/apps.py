@@ -177,7 +177,6 @@ def caller_of(ctx: Context | None, default_principal: str) -> Caller:
     return Caller(principal, f"session:{session}" if session else f"{caller.TOKEN}{token.client_id}", token.client_id)
 
 
-
 async def serving(
     principals: Principals, principal: str, conversation_id: object, need: Need, doing: str = "do that"
 ) -> App:

@@ -81,34 +81,6 @@ class Run:
     steps: int = 0
 
 
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
-
 class ToolFailure(Exception):
     """A tool call that did not run; its message is fed back to the model, and ``refusal`` (why,
     when the caller should know: a guard held, not a slip of the model) goes into the answer's note."""
@@ -407,11 +379,6 @@ class Agent:
 
 def _clip(text: str, limit: int) -> str:
     return text if len(text) <= limit else text[: limit - 1] + "…"
-
-
-
-
-
 
 
 def _last_assistant_text(messages: Sequence[Mapping[str, Any]]) -> str:

@@ -71,19 +71,6 @@ COMPACT_AT_MOST = 1_000
 MAX_TOKEN_BUDGET = 1_000_000
 
 
-
-
-
-
-
-
-
-
-
-
-
-
-
 class ConversationLifecycle(Archive):
     """Transcript, summaries, compaction, context building and retention over ``MemoryService``."""
 

@@ -77,7 +77,6 @@ async def principal_stores(settings: Settings) -> list[str]:
     return [name for name in found if is_principal_name(name) and name != LOCAL_PRINCIPAL]
 
 
-
 def health(settings: Settings) -> tuple[list[Check], StoreSummary | None]:
     """``doctor``'s checks of the store ``settings`` name, read-only, and what it holds (None
     when it cannot be read or does not exist yet)."""

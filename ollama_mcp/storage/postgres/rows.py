@@ -32,8 +32,6 @@ async def insert_embedding_rows(conn: psycopg.AsyncConnection, rows: Sequence[Em
     )
 
 
-
-
 def filter_sql(filters: SearchFilters, params: dict[str, Any]) -> list[str]:
     """WHERE conditions on ``memories m`` for ``filters`` (``storage/sql/rows.py``); their values are
     added to ``params`` under names of their own."""

@@ -44,7 +44,6 @@ def fts_any(terms: Sequence[str]) -> str | None:
     return " OR ".join('"' + term.replace('"', '""') + '"' for term in terms)
 
 
-
 def fts_phrase(text: str, required: Sequence[str] = ()) -> str | None:
     """An FTS5 phrase matching the words of ``text`` in order (two words at least), else None.
 

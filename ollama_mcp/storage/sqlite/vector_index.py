@@ -72,12 +72,6 @@ class Ranking:
 _EMPTY = Ranking([], {})
 
 
-
-
-
-
-
-
 class VectorIndex:
     """All vectors of one model, ranked by cosine similarity (the vectors are unit length)."""
 
@@ -413,8 +407,6 @@ class VectorIndex:
             else:
                 added = seqs[pick]
                 self._uncovered.update(added[~self._matrices.get(_CONTEXT, _NO_ROWS).rows_of.holds(added)].tolist())
-
-
 
 
 _NO_ROWS = Matrix(0, _HELD[_CONTEXT])
