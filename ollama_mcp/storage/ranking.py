@@ -172,7 +172,7 @@ def rank_lists(
     ranks over content and context; ``by_meaning``: vector ranks in context; ``similarity``: the
     content similarity (to the query vector) of every candidate that has one; ``in_window``: the
     candidates in the time the query names; ``told``: the memories that speak of that time later
-    (``told_range``), found by no other list.
+    (``told_later_span``), found by no other list.
     """
     # Every candidate, however found, re-ranked by the meaning of its own text: precise where a
     # memory's neighbours say little about it (standalone notes).
@@ -264,19 +264,19 @@ async def choose(
     """The ``top_k`` best memories as search hits, from a backend's candidate lists (``rank_lists``)
     and its ``rows``: when the query names a time, when each candidate happened and the times its
     words name decide the time list; then the chosen ones' rows, sessions and the participants
-    named in ``words``, the query's terms (``hits``). ``told``: the memories that speak of the
-    window later (``told_range``)."""
+    named in ``words``, the query's terms (``top_hits``). ``told``: the memories that speak of the
+    window later (``told_later_span``)."""
     in_window: frozenset[int] = frozenset()
     if window is not None:
         moments = await rows.moments_by_seq(candidates(exact, keyword, keyword_context, by_meaning))
-        in_window = timely(window, moments).union(told)
+        in_window = happened_or_named_in(window, moments).union(told)
     chosen = rank_lists(
         tuning, exact=exact, keyword=keyword, keyword_context=keyword_context, by_meaning=by_meaning,
         similarity=similarity, top_k=ranked_depth(tuning, top_k), depth=depth, threshold=threshold,
         in_window=in_window, told=told,
     )
     found = await rows.memories_by_seq(r.seq for r in chosen)
-    return await hits(tuning, chosen, found, top_k, words, rows)
+    return await top_hits(tuning, chosen, found, top_k, words, rows)
 
 
 def candidates(*lists: Sequence[int]) -> list[int]:
@@ -284,15 +284,15 @@ def candidates(*lists: Sequence[int]) -> list[int]:
     return list(dict.fromkeys(seq for ranked in lists for seq in ranked))
 
 
-def timely(window: TimeWindow, moments: dict[int, tuple[str, str]]) -> frozenset[int]:
+def happened_or_named_in(window: TimeWindow, moments: dict[int, tuple[str, str]]) -> frozenset[int]:
     """The memories (of ``moments``: when each happened, and the times its words name) that
     happened in ``window`` or speak of a time in it."""
     return frozenset(seq for seq, (happened, spoken) in moments.items() if in_window(window, happened, spoken))
 
 
-def told_range(tuning: SearchTuning, window: TimeWindow | None) -> tuple[str, str] | None:
+def told_later_span(tuning: SearchTuning, window: TimeWindow | None) -> tuple[str, str] | None:
     """When the memories that may speak of a short ``window`` later happened: the
-    ``told_after_days`` after it, of which those that speak of it (``timely``) are told of it later:
+    ``told_after_days`` after it, of which those that speak of it (``happened_or_named_in``) are told of it later:
     "where was Tim in the second week of November?" and the turn of 16 November saying "I went to a
     castle in the UK last Friday". None for a query naming no time, an open or a long one, or with
     ``told_weight`` 0."""
@@ -311,7 +311,7 @@ def candidate_depth(tuning: SearchTuning, top_k: int, window: TimeWindow | None)
 
 
 def ranked_depth(tuning: SearchTuning, top_k: int) -> int:
-    """How many fused memories ``hits`` needs to choose the best ``top_k``."""
+    """How many fused memories ``top_hits`` needs to choose the best ``top_k``."""
     # Half as many again as asked for: folding copies of one fact (folds.fold) and leaving out
     # notes found through their neighbours only (earns_place) must not leave places empty.
     wanted = top_k + top_k // 2 + 1
@@ -319,7 +319,7 @@ def ranked_depth(tuning: SearchTuning, top_k: int) -> int:
     return max(wanted, tuning.session_depth) if deeper else wanted
 
 
-async def hits(
+async def top_hits(
     tuning: SearchTuning, fused: Sequence[Ranked], memories: dict[int, Memory], top_k: int, words: Sequence[str],
     rows: Rows,
 ) -> list[SearchHit]:
@@ -378,7 +378,7 @@ async def with_via(found: list[SearchHit], rows: Rows) -> list[SearchHit]:
     return out
 
 
-def names(actor: str, words: frozenset[str]) -> bool:
+def query_names_actor(actor: str, words: frozenset[str]) -> bool:
     """Whether a query of ``words`` (lower-cased terms) names ``actor``: by all its words, or by
     its first ("Sam" names "Sam Rivera"; "claude" names "claude-code")."""
     own = [word.lower() for word in WORD.findall(actor)]
@@ -397,7 +397,7 @@ async def by_actor(
     participant named, ``fused`` as it is."""
     head = [r for r in fused[: tuning.session_depth] if r.seq in memories and r.score != float("inf")]
     actors = {actor for r in head if (actor := memories[r.seq].actor)}
-    named = {actor for actor in actors if names(actor, words)}
+    named = {actor for actor in actors if query_names_actor(actor, words)}
     if not named:
         return list(fused)
     theirs = [r.seq for r in head if memories[r.seq].actor in named]

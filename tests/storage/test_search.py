@@ -17,7 +17,7 @@ from ollama_mcp.domain import Scope, SearchFilters
 from ollama_mcp.errors import EmbeddingMismatchError, StorageError
 from ollama_mcp.inputs import search_request
 from ollama_mcp.storage.postgres.search import _ReadOnce, ef_search
-from ollama_mcp.storage.ranking import SearchTuning, fuse, names, query_terms, stand_in
+from ollama_mcp.storage.ranking import SearchTuning, fuse, query_names_actor, query_terms, stand_in
 from ollama_mcp.storage.sqlite.search import fts_any, fts_phrase
 from tests.conftest import Database, eventually
 from tests.fake_ollama import FakeModel, FakeOllama
@@ -574,12 +574,12 @@ async def test_a_query_naming_nobody_who_spoke_ranks_as_if_no_participant_were_k
 
 
 def test_a_participant_is_named_by_their_first_word_or_by_all_their_words() -> None:
-    assert names("Sam Rivera", frozenset({"sam", "paint"}))
-    assert names("Sam Rivera", frozenset({"rivera", "sam"}))
-    assert names("claude-code", frozenset({"claude"}))
-    assert not names("Sam Rivera", frozenset({"rivera"}))  # a surname alone names too many people
-    assert not names("The Reviewer", frozenset({"the"}))  # a first word that is a function word names nobody
-    assert not names("Sam", frozenset({"samuel"}))
+    assert query_names_actor("Sam Rivera", frozenset({"sam", "paint"}))
+    assert query_names_actor("Sam Rivera", frozenset({"rivera", "sam"}))
+    assert query_names_actor("claude-code", frozenset({"claude"}))
+    assert not query_names_actor("Sam Rivera", frozenset({"rivera"}))  # a surname alone names too many people
+    assert not query_names_actor("The Reviewer", frozenset({"the"}))  # a function word first names nobody
+    assert not query_names_actor("Sam", frozenset({"samuel"}))
 
 
 async def test_a_memorys_neighbours_are_the_current_turns_of_its_own_conversation_either_side(app: App) -> None:

@@ -12,7 +12,7 @@ The lists are those of the SQLite ranker, fused by the same code (``ranking.choo
   this process while it waits), filtered after the index scan; when
   the filters leave fewer than wanted, an exact scan of the filtered memories takes over;
 - told of later: for a short window, the memories of the days after it whose words name a time in
-  it (``ranking.told_range``; by ``memories_conversation_occurred``);
+  it (``ranking.told_later_span``; by ``memories_conversation_occurred``);
 - the content similarity of every candidate, read by key.
 """
 
@@ -44,10 +44,10 @@ from ollama_mcp.storage.ranking import (
     SearchTuning,
     candidate_depth,
     choose,
+    happened_or_named_in,
     query_terms,
     stand_in,
-    timely,
-    told_range,
+    told_later_span,
 )
 from ollama_mcp.storage.sql.rows import ALL_KINDS, text_kept
 from ollama_mcp.when import TimeWindow
@@ -128,7 +128,7 @@ class PgRanker:
         where = filter_sql(filters, params)
         words = query_terms(query)
         lists: dict[str, list[int]] = {}
-        span = told_range(tuning, window)  # what was said of a short window later, read with the keywords
+        span = told_later_span(tuning, window)  # what was said of a short window later, read with the keywords
         similarity: dict[int, float] = {}  # content similarity of every candidate with a vector
         # Every list here needs the vector (for the candidates' similarities): wait for it first.
         resolved = await resolve(query_vector)
@@ -152,7 +152,8 @@ class PgRanker:
                 # On this connection, after the keywords, not on one of its own: a read of 50 rows
                 # (0.1 ms) while the nearest-vector scan takes milliseconds, and a fourth connection
                 # a search would hold from the pool (8) for nothing.
-                lists["told"] = list(timely(window, await moments_between(conn, filters, *span, tuning.told_rows)))
+                told = await moments_between(conn, filters, *span, tuning.told_rows)
+                lists["told"] = list(happened_or_named_in(window, told))
                 await similarities(conn, lists["told"])
 
         async def by_context_words(conn: psycopg.AsyncConnection) -> None:

@@ -22,9 +22,9 @@ from ollama_mcp.storage.ranking import (
     SearchTuning,
     candidate_depth,
     choose,
+    happened_or_named_in,
     query_terms,
-    timely,
-    told_range,
+    told_later_span,
 )
 from ollama_mcp.storage.sqlite import vector_blocks
 from ollama_mcp.storage.sqlite.keyword_index import KeywordIndex
@@ -176,8 +176,9 @@ class HybridSearch:
                 if tuning.keyword_context_weight:
                     keyword_context = self.keywords.rank(FACET_CODES["context"], tokens, depth, scope)
             told_later: frozenset[int] = frozenset()
-            if window is not None and (span := told_range(tuning, window)) is not None:
-                told_later = timely(window, await self._store.moments_between(filters, *span, tuning.told_rows))
+            if window is not None and (span := told_later_span(tuning, window)) is not None:
+                told = await self._store.moments_between(filters, *span, tuning.told_rows)
+                told_later = happened_or_named_in(window, told)
             by_meaning: list[int] = []
             similarity: dict[int, float] = {}
             vector = await resolve(query_vector)  # Ollama computed it while the keyword work above ran
