@@ -127,11 +127,11 @@ class VectorIndex:
                     else:
                         self._uncovered.discard(seq)
 
-    async def refresh(self, data_version: int | None = None, *, searching: bool = True) -> None:
-        """Bring the matrices up to date with the database (cheap when nothing changed).
+    async def refresh(self, data_version: int | None = None) -> None:
+        """Bring the matrices up to date with the database (cheap when nothing changed), learning
+        the contexts of the memories waiting for theirs when at most ``STAND_INS_AT_ONCE`` wait.
 
-        ``data_version``: the database's data version if the caller just read it. ``searching``:
-        a search waits for it, and learns the contexts of at most ``STAND_INS_AT_ONCE`` memories.
+        ``data_version``: the database's data version if the caller just read it.
         """
         async with self._lock:
             version = await self._store.data_version() if data_version is None else data_version
@@ -154,7 +154,7 @@ class VectorIndex:
                 if not await self._load_blocks():
                     self.loaded_from = "rows"
                     await self._store.vector_snapshot(self.model, 0, self._append)
-            await self._learn_context_parts(STAND_INS_AT_ONCE if searching else None)
+            await self._learn_context_parts(STAND_INS_AT_ONCE)
             self._loaded = True
             self._data_version = version
 
@@ -162,7 +162,7 @@ class VectorIndex:
         """Build every stand-in a search would (the background's: after a load or a burst of
         stores leaves more than ``STAND_INS_AT_ONCE`` memories waiting for their context), a
         step of ``STAND_INS_A_STEP`` at a time: a search meanwhile waits for one step at most."""
-        await self.refresh(searching=False)
+        await self.refresh()
         left = 1
         while left:
             async with self._lock:
