@@ -8,6 +8,7 @@ import sys
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from pathlib import Path
+from urllib.parse import urlsplit, urlunsplit
 
 from ollama_mcp.errors import ConfigError
 
@@ -217,6 +218,26 @@ class Settings:
         if self.principal == LOCAL_PRINCIPAL:
             return self.db_path
         return self.principals_folder / f"{self.principal}.db"
+
+    @property
+    def store_file(self) -> Path | None:
+        """The SQLite file this principal's memories live in; None when they live in a PostgreSQL
+        database (no file to protect, shrink or check for)."""
+        return self.store_path if self.postgres_url is None else None
+
+    def client_database(self) -> tuple[str, list[str]]:
+        """OLLAMA_MCP_DB as a client's config should carry it (the absolute file, or the URL without
+        its password), and what the user must do about what was left out."""
+        if self.postgres_url is None:
+            return str(self.db_path), []
+        parts = urlsplit(self.postgres_url)
+        if not parts.password:
+            return urlunsplit(parts), []
+        host = parts.netloc.rsplit("@", 1)[1]
+        parts = parts._replace(netloc=f"{parts.username}@{host}" if parts.username else host)
+        notes = ["The password in OLLAMA_MCP_DB was left out: put it in ~/.pgpass "
+                 "(or PGPASSWORD in env) on the machine that runs the client."]
+        return urlunsplit(parts), notes
 
     @property
     def principals_folder(self) -> Path:

@@ -34,7 +34,6 @@ from ollama_mcp.config import Settings
 from ollama_mcp.errors import OllamaError
 from ollama_mcp.ollama.client import ModelInfo, OllamaClient
 from ollama_mcp.ollama.embedding_text import MIN_CHUNK_CHARS, query_text
-from ollama_mcp.storage import backends
 
 if TYPE_CHECKING:
     from ollama_mcp.storage.sqlite.vector_blocks import Loaded
@@ -103,7 +102,7 @@ class HeadStart:
         try:
             async with beside() as tasks:
                 yield cls(
-                    client, settings.embed_model, tasks, backends.store_file(settings)
+                    client, settings.embed_model, tasks, settings.store_file
                 )
         finally:
             with anyio.CancelScope(shield=True):

@@ -11,24 +11,25 @@ import shutil
 import sys
 import tempfile
 import time
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
+from collections.abc import AsyncIterator, Callable, Iterator
+from contextlib import asynccontextmanager, contextmanager
 from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
-from typing import TextIO
+from typing import TYPE_CHECKING, TextIO
 
 from ollama_mcp import audit, inputs
 from ollama_mcp.app import open_app
 from ollama_mcp.config import LOCAL_PRINCIPAL, Settings
 from ollama_mcp.domain import AccessToken, Shrunk, WriteRecord, counted, format_timestamp
 from ollama_mcp.errors import InvalidInputError, OllamaMcpError, StorageError
-from ollama_mcp.services import export, tokens
+from ollama_mcp.services import export, stores, tokens
 from ollama_mcp.services.archive import ImportReport, cut_notice
 from ollama_mcp.services.imports.sources import Source, open_source
-from ollama_mcp.services.transfer import AccessReport, CopyReport, copy_access, copy_store
-from ollama_mcp.storage.backends import open_backend, principal_stores, store_file
-from ollama_mcp.storage.protocols import Storage
+from ollama_mcp.services.transfer import AccessReport, CopyReport
+
+if TYPE_CHECKING:  # a name for what the token service hands back; the CLI never opens a store itself
+    from ollama_mcp.storage.protocols import TokenStorage
 
 SKIPS_SHOWN = 20  # skipped conversations or lines named in the summary; the rest are counted
 
@@ -178,58 +179,27 @@ async def prune(settings: Settings, dry_run: bool) -> list[tuple[str, str]]:
 
 
 async def shrink(settings: Settings) -> list[tuple[str, Shrunk]] | None:
-    """Give back the space each SQLite store of ``settings`` holds free (the local principal's,
-    then every other principal's file), each opened as the server opens it (migrated first); the
-    file of each with what was done. None on PostgreSQL, which does it by itself."""
-    if store_file(settings) is None:
-        return None
-    _must_exist(settings, "shrink")
-    done: list[tuple[str, Shrunk]] = []
-    for principal in [LOCAL_PRINCIPAL, *await principal_stores(settings)]:
-        chosen = settings.for_principal(principal)
-        store, _ = await open_backend(chosen)
-        try:
-            shrunk = await store.shrink()
-        finally:
-            await store.aclose()
-        if shrunk is not None:
-            done.append((str(store_file(chosen)), shrunk))
-    return done
+    """``stores.shrink``, once the store is known to exist (None on PostgreSQL)."""
+    if settings.store_file is not None:
+        _must_exist(settings, "shrink")
+    return await stores.shrink(settings)
 
 
 async def migrate(settings: Settings, destination: Settings) -> tuple[dict[str, CopyReport], AccessReport]:
-    """Copy the database ``settings`` names into the one ``destination`` names (``transfer``): the
-    local principal's store with the HTTP server's tokens and shares, then every other principal's
-    store. Returns each store's report by principal, and the tokens' and shares'."""
-    if settings.database == destination.database:
-        raise InvalidInputError("--to", "names the store being copied", "name another database")
-    reports, access = {}, AccessReport()
-    for principal in [LOCAL_PRINCIPAL, *await principal_stores(settings)]:
-        source, _ = await open_backend(settings.for_principal(principal))
-        try:
-            target, _ = await open_backend(destination.for_principal(principal))
-            try:
-                whose = "" if principal == LOCAL_PRINCIPAL else f"{principal}'s "
-                reports[principal] = await _copy_with_progress(source, target, f"copying {whose}conversations")
-                if principal == LOCAL_PRINCIPAL:
-                    access = await copy_access(source, target)
-            finally:
-                await target.aclose()
-        finally:
-            await source.aclose()
-    return reports, access
+    """``stores.migrate`` with a progress line per store copied."""
+    return await stores.migrate(settings, destination, _progress)
 
 
-async def _copy_with_progress(source: Storage, target: Storage, label: str) -> CopyReport:
+@contextmanager
+def _progress(label: str) -> Iterator[Callable[[int, int], None]]:
     bar = ProgressLine(label, 0)
 
-    def progress(done: int, total: int) -> None:
+    def update(done: int, total: int) -> None:
         bar.total = total
         bar.update(done)
 
-    report = await copy_store(source, target, progress)
+    yield update
     bar.close()
-    return report
 
 
 def _duration(seconds: float) -> str:
@@ -313,7 +283,7 @@ async def revoke_token(settings: Settings, name: str) -> None:
 
 
 @asynccontextmanager
-async def _token_store(settings: Settings, must_exist: str | None = None) -> AsyncIterator[Storage]:
+async def _token_store(settings: Settings, must_exist: str | None = None) -> AsyncIterator[TokenStorage]:
     """The local principal's store, which keeps every principal's tokens (just the store: no app)."""
     if must_exist is not None:
         _must_exist(settings.for_principal(LOCAL_PRINCIPAL), must_exist)
@@ -324,7 +294,7 @@ async def _token_store(settings: Settings, must_exist: str | None = None) -> Asy
 def _must_exist(settings: Settings, what: str) -> None:
     """Commands that only read (or remove) must not create an empty SQLite store on the way: a
     mistyped OLLAMA_MCP_DB would otherwise look like a store that holds nothing."""
-    path = store_file(settings)
+    path = settings.store_file
     if path is not None and not path.exists():
         raise StorageError(
             f"There is no memory database at {path}, so there is nothing to {what}; nothing was created. "

@@ -27,7 +27,6 @@ from ollama_mcp.cli.hook_payload import EVENTS as HOOK_EVENTS
 from ollama_mcp.config import Settings
 from ollama_mcp.errors import ConfigError
 from ollama_mcp.services import tokens
-from ollama_mcp.storage import backends
 
 CLIENTS = ("claude-desktop", "claude-code", "cursor", "vscode", "claude-code-hooks")
 HOOK_TIMEOUT_S = 30
@@ -223,7 +222,7 @@ def server_command() -> tuple[str, list[str]]:
 
 def server_env(settings: Settings, env: Mapping[str, str]) -> tuple[dict[str, str], list[str]]:
     """OLLAMA_MCP_DB as the absolute path or URL in effect, and every other setting given here."""
-    database, notes = backends.client_database(settings)
+    database, notes = settings.client_database()
     variables = {"OLLAMA_MCP_DB": database}
     for key in sorted(env):
         if key != "OLLAMA_MCP_DB" and (key.startswith("OLLAMA_MCP_") or key == "OLLAMA_HOST"):

@@ -17,7 +17,6 @@ from pathlib import Path
 
 from ollama_mcp.config import Settings, default_db_path
 from ollama_mcp.errors import InvalidInputError
-from ollama_mcp.storage.backends import store_file
 
 STORE_COMPANIONS = ("", "-wal", "-shm", "-journal")
 
@@ -25,7 +24,7 @@ STORE_COMPANIONS = ("", "-wal", "-shm", "-journal")
 def checked_output(raw: str, settings: Settings, *, force: bool, field: str = "--output") -> Path:
     """The file ``raw`` names, if an export may be written there; else InvalidInputError with the fix."""
     target = Path(raw).expanduser().resolve()
-    stored = store_file(settings)  # None: the memories live in a PostgreSQL database, no file to protect
+    stored = settings.store_file  # None: the memories live in a PostgreSQL database, no file to protect
     if stored is not None:
         store = stored.expanduser().resolve()
         if target in {Path(f"{store}{suffix}") for suffix in STORE_COMPANIONS} or _same_file(target, store):

@@ -7,9 +7,7 @@ builds) sees only ``storage.Storage`` and ``storage.Ranker``.
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import TYPE_CHECKING
-from urllib.parse import urlsplit, urlunsplit
 
 from ollama_mcp.config import LOCAL_PRINCIPAL, Settings, is_principal_name
 from ollama_mcp.domain import Check, StoreSummary
@@ -42,26 +40,6 @@ async def open_backend(
         ) from exc
     pg = await PgStore.open(settings.store_url)
     return pg, PgRanker(pg, settings.embed_model, tuning)
-
-
-def store_file(settings: Settings) -> Path | None:
-    """The SQLite file the memories live in; None when they live in a PostgreSQL database."""
-    return settings.store_path if settings.postgres_url is None else None
-
-
-def client_database(settings: Settings) -> tuple[str, list[str]]:
-    """OLLAMA_MCP_DB as a client's config should carry it (the absolute file, or the URL without
-    its password), and what the user must do about what was left out."""
-    if settings.postgres_url is None:
-        return str(settings.db_path), []
-    parts = urlsplit(settings.postgres_url)
-    if not parts.password:
-        return urlunsplit(parts), []
-    host = parts.netloc.rsplit("@", 1)[1]
-    parts = parts._replace(netloc=f"{parts.username}@{host}" if parts.username else host)
-    notes = ["The password in OLLAMA_MCP_DB was left out: put it in ~/.pgpass "
-             "(or PGPASSWORD in env) on the machine that runs the client."]
-    return urlunsplit(parts), notes
 
 
 async def principal_stores(settings: Settings) -> list[str]:
