@@ -105,7 +105,7 @@ GROUPS = (
                                 "ollama_mcp/storage/postgres/rank")),
     ("our storage (SQL built, rows read)", ("ollama_mcp/storage/",)),
     ("our services", ("ollama_mcp/services/",)),
-    ("our MCP tools and HTTP edge (auth, tokens)", ("ollama_mcp/mcp/", "ollama_mcp/http", "ollama_mcp/transport")),
+    ("our MCP tools and HTTP edge (auth, tokens)", ("ollama_mcp/mcp/", "ollama_mcp/host/")),
     ("pydantic (validation, serialisation)", ("pydantic/", "pydantic_core/")),
     ("json", ("json/",)),
     ("MCP SDK (sessions, streams, messages)", ("mcp/",)),

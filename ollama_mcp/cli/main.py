@@ -337,7 +337,7 @@ def _serve_http(settings: Settings, args: argparse.Namespace) -> None:
     import anyio  # noqa: PLC0415  (kept off the stdio path)
 
     from ollama_mcp import listen  # noqa: PLC0415
-    from ollama_mcp.mcp import http  # noqa: PLC0415
+    from ollama_mcp.host import http  # noqa: PLC0415
 
     sock = listen.bind(args.host or http.DEFAULT_HOST, http.DEFAULT_PORT if args.port is None else args.port)
     anyio.run(http.serve, settings, sock, args.public_url, args.stateless)

@@ -83,7 +83,7 @@ TOKEN_HELP = ("send your token as `Authorization: Bearer <token>`; the server's 
 
 Admit = Callable[[str | None], Awaitable[tuple["App", str | None] | None]]
 """The bearer secret sent (None: none) -> the app it opens and the name its writes are audited
-under, or None (refused). Made by the HTTP server from its plan (``mcp.http``)."""
+under, or None (refused). Made by the HTTP server from its plan (``host.http``)."""
 
 
 class Refused(Exception):
