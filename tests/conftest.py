@@ -32,7 +32,7 @@ from ollama_mcp.app import App, open_app
 from ollama_mcp.config import Settings
 from ollama_mcp.mcp.server import build_server
 from ollama_mcp.storage.sqlite import db as sqlite_db
-from tests.fake_ollama import FakeOllama
+from tests.support.fake_ollama import FakeOllama
 
 BACKENDS = [
     name.strip() for name in os.environ.get("OLLAMA_MCP_TEST_BACKENDS", "sqlite,postgres").split(",") if name.strip()

@@ -18,9 +18,9 @@ import pytest
 from mcp import Client, StdioServerParameters
 
 from ollama_mcp.mcp.tools import TOOLS
-from tests.fake_ollama import FakeOllama
-from tests.installs import UV, committed_copy, need_node_tool, uv_env
-from tests.mcp.test_tools import call
+from tests.support.fake_ollama import FakeOllama
+from tests.support.installs import UV, committed_copy, need_node_tool, uv_env
+from tests.support.mcp_client import call
 
 pytestmark = pytest.mark.anyio
 ROOT = Path(__file__).resolve().parent.parent

@@ -21,8 +21,8 @@ import pytest
 from ollama_mcp.cli import admin
 from ollama_mcp.config import Settings
 from ollama_mcp.mcp.unauthorized import NO_OAUTH, NOT_OURS
-from tests.installs import ROOT, committed_copy, need_node_tool, uv_env
-from tests.mcp.test_http import serving
+from tests.support.http import serving
+from tests.support.installs import ROOT, committed_copy, need_node_tool, uv_env
 
 pytestmark = pytest.mark.anyio
 CLAUDE = ROOT / "node_modules" / ".bin" / "claude"

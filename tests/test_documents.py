@@ -44,3 +44,15 @@ def test_the_error_tree_drawn_in_errors_py_is_the_classes_own() -> None:
         if issubclass(cls, errors.OllamaMcpError) and cls.__module__ == errors.__name__
     }
     assert drawn == actual
+
+
+def test_no_test_module_imports_another_test_module() -> None:
+    """Shared helpers live in tests/support/: a test file is read on its own, and moving or
+    deleting one never breaks another."""
+    crossing = sorted(
+        f"{path.relative_to(ROOT)}: {line.strip()}"
+        for path in (ROOT / "tests").rglob("*.py")
+        for line in path.read_text().splitlines()
+        if re.match(r"\s*(from|import) tests\.(\w+\.)*test_\w+", line)
+    )
+    assert crossing == []

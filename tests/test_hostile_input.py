@@ -21,11 +21,11 @@ from ollama_mcp.app import App, open_app
 from ollama_mcp.cli import admin
 from ollama_mcp.config import Settings
 from ollama_mcp.rest.api import PREFIX
-from tests.cli.test_cli import SCRIPT, rows
 from tests.conftest import Database
-from tests.fake_ollama import FakeOllama
-from tests.mcp.test_http import serving
-from tests.ui.test_ui import BASE, csrf_of, view
+from tests.support.cli import SCRIPT, rows
+from tests.support.fake_ollama import FakeOllama
+from tests.support.http import serving
+from tests.support.view import BASE, csrf_of, view
 
 pytestmark = pytest.mark.anyio
 
@@ -138,8 +138,8 @@ async def test_an_upload_nested_100000_deep_is_refused_at_once_and_the_page_says
 def test_imports_of_broken_files_say_what_is_wrong_in_one_line_and_fail_when_nothing_could_be_read(
     tmp_path: Path, db: Database, fake_ollama: FakeOllama
 ) -> None:
-    from tests.cli.test_cli import run  # noqa: PLC0415
-    from tests.cli.test_import_formats import chatgpt_conversation  # noqa: PLC0415
+    from tests.support.chats import chatgpt_conversation  # noqa: PLC0415
+    from tests.support.cli import run  # noqa: PLC0415
 
     latin = tmp_path / "memory.jsonl"  # a stray latin-1 byte in the first line was a UnicodeDecodeError traceback
     latin.write_bytes(b'{"type": "entity", "name": "Ren\xe9", "entityType": "person", "observations": ["cycles"]}\n')
@@ -187,7 +187,7 @@ def _with_huge_turn(path: Path, export: str, placeholder: str) -> None:
 def test_a_turn_of_128_mb_is_cut_at_the_content_limit_while_it_streams_and_the_summary_says_so(
     tmp_path: Path, db: Database, fake_ollama: FakeOllama
 ) -> None:
-    from tests.cli.test_import_formats import chatgpt_conversation  # noqa: PLC0415
+    from tests.support.chats import chatgpt_conversation  # noqa: PLC0415
 
     chat = chatgpt_conversation()
     chat["mapping"]["q2"]["message"]["content"]["parts"] = ["HUGE"]

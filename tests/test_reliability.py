@@ -27,9 +27,9 @@ from ollama_mcp.inputs import search_request
 from ollama_mcp.mcp.server import build_server
 from ollama_mcp.storage.sqlite.db import migrations
 from tests.conftest import Database
-from tests.fake_ollama import FakeOllama
-from tests.mcp.test_stdio import SCRIPT, server_env, stdio
-from tests.mcp.test_tools import call, error
+from tests.support.fake_ollama import FakeOllama
+from tests.support.mcp_client import call, error
+from tests.support.stdio import SCRIPT, server_env, stdio
 
 pytestmark = pytest.mark.anyio
 

@@ -23,8 +23,8 @@ from ollama_mcp.storage.ranking import SearchTuning
 from ollama_mcp.storage.sqlite.store import Store
 from ollama_mcp.when import TimeWindow, in_window, query_window, times_named
 from tests.conftest import Database, backfill, connect, eventually, sqlite_store_at
-from tests.fake_ollama import FakeOllama
-from tests.mcp.test_tools import call, error
+from tests.support.fake_ollama import FakeOllama
+from tests.support.mcp_client import call, error
 
 pytestmark = pytest.mark.anyio
 

@@ -10,7 +10,6 @@ import shlex
 import socket
 import sqlite3
 import subprocess
-import sys
 from collections.abc import Callable
 from contextlib import closing
 from pathlib import Path
@@ -26,23 +25,9 @@ from ollama_mcp.config import Settings
 from ollama_mcp.domain import SearchRequest
 from ollama_mcp.storage.sqlite import db as sqlite_db
 from tests.conftest import Database, sqlite_store_at
-from tests.fake_ollama import FakeModel, FakeOllama
-from tests.mcp.test_tools import call
-
-SCRIPT = Path(sys.executable).parent / "ollama-mcp"
-
-
-def run(
-    db: Database, fake: FakeOllama, *args: str, stdin: str | None = None, **extra: str
-) -> subprocess.CompletedProcess[str]:
-    env = {"PATH": os.environ.get("PATH", ""), "HOME": "/nonexistent", "OLLAMA_HOST": fake.url,
-           "OLLAMA_MCP_DB": db.url, "OLLAMA_MCP_EMBED_TIMEOUT": "2", **extra}
-    return subprocess.run([str(SCRIPT), *args], capture_output=True, text=True, timeout=120, env=env, cwd="/",
-                          input=stdin)
-
-
-def rows(db: Database, sql: str, *params: Any) -> list[tuple[Any, ...]]:
-    return db.rows(sql, *params)
+from tests.support.cli import SCRIPT, rows, run
+from tests.support.fake_ollama import FakeModel, FakeOllama
+from tests.support.mcp_client import call
 
 
 def fill(db: Database, fake: FakeOllama) -> str:
@@ -315,7 +300,7 @@ def test_config_needs_a_known_client() -> None:
 def test_forget_older_than_counts_first_then_deletes_only_the_idle_conversations(
     db: Database, fake_ollama: FakeOllama
 ) -> None:
-    from tests.services.test_lifecycle import assert_no_trace  # noqa: PLC0415
+    from tests.support.traces import assert_no_trace  # noqa: PLC0415
 
     old_id = "11111111-1111-4111-8111-111111111111"
     old = {"format": "ollama-mcp-export", "version": 1, "conversations": [{
@@ -399,7 +384,7 @@ async def test_every_door_leaves_a_write_audit_row_without_the_text_and_audit_sh
 ) -> None:
     from dataclasses import replace as changed  # noqa: PLC0415
 
-    from tests.services.test_agent import human, tool_call  # noqa: PLC0415
+    from tests.support.agent import human, tool_call  # noqa: PLC0415
 
     secret = "the vault code is 8812"
     async with human(changed(settings, agent_confirm=()), None) as (client, _):

@@ -16,8 +16,8 @@ import pytest
 from mcp import Client, StdioServerParameters
 
 from tests.conftest import Database
-from tests.fake_ollama import FakeOllama
-from tests.mcp.test_tools import call
+from tests.support.fake_ollama import FakeOllama
+from tests.support.mcp_client import call
 
 SCRIPT = Path(sys.executable).parent / "ollama-mcp"
 TOKEN = "omcp_" + "A" * 43

@@ -18,8 +18,8 @@ from ollama_mcp.cli.hooks import CONTEXT_NOTICE
 from ollama_mcp.config import Settings
 from ollama_mcp.inputs import search_request
 from tests.conftest import Database
-from tests.fake_ollama import FakeOllama
-from tests.mcp.test_http import SERVER, environment
+from tests.support.fake_ollama import FakeOllama
+from tests.support.http import SERVER, environment
 
 pytestmark = pytest.mark.anyio
 

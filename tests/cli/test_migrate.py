@@ -21,7 +21,7 @@ from ollama_mcp.services import tokens
 from ollama_mcp.services.transfer import check_counts, copy_store
 from ollama_mcp.storage.backends import open_backend
 from tests.conftest import Database
-from tests.fake_ollama import FakeOllama
+from tests.support.fake_ollama import FakeOllama
 
 # The source of each copy is the settings' SQLite file; the other side is PostgreSQL.
 pytestmark = [pytest.mark.anyio, pytest.mark.sqlite_only]

@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from tests.fake_ollama import FakeOllama
+from tests.support.fake_ollama import FakeOllama
 
 ROOT = Path(__file__).resolve().parents[2]
 INSPECTOR = Path(os.environ.get("OLLAMA_MCP_INSPECTOR", ROOT / "node_modules" / ".bin" / "mcp-inspector"))

@@ -20,19 +20,15 @@ from ollama_mcp.cli import admin
 from ollama_mcp.config import Settings
 from ollama_mcp.mcp.server import build_server
 from tests.conftest import Database, connect
-from tests.fake_ollama import FakeOllama
-from tests.mcp.test_http import client, serving
-from tests.mcp.test_stdio import stdio
-from tests.mcp.test_tools import call
+from tests.support.fake_ollama import FakeOllama
+from tests.support.http import client, serving
+from tests.support.live import next_event
+from tests.support.mcp_client import call
+from tests.support.stdio import stdio
 
 pytestmark = pytest.mark.anyio
 
 QUIET = 0.6  # seconds without a notification after which "nothing more came" is believed (3 ticks)
-
-
-async def next_event(sub: Subscription, timeout: float = 3.0) -> Any:
-    with anyio.fail_after(timeout):
-        return await sub.__anext__()
 
 
 async def no_event(sub: Subscription) -> None:

@@ -11,7 +11,7 @@ from mcp import Client
 
 from ollama_mcp.config import Settings
 from tests.conftest import connect
-from tests.mcp.test_tools import call, error
+from tests.support.mcp_client import call, error
 
 pytestmark = pytest.mark.anyio
 

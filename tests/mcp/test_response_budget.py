@@ -8,8 +8,10 @@ import json
 import random
 from typing import Any
 
-from tests.fake_ollama import FakeOllama
-from tests.mcp.test_stdio import _raw_server, _read, _rpc
+from tests.support.fake_ollama import FakeOllama
+from tests.support.stdio import raw_server as _raw_server
+from tests.support.stdio import read_reply as _read
+from tests.support.stdio import send_rpc as _rpc
 
 WORDS = (
     "river stone lantern orchard meadow harbour copper window thistle marble cedar hollow ember "

@@ -12,9 +12,9 @@ from mcp.shared.exceptions import MCPError
 from ollama_mcp.cli import admin
 from ollama_mcp.config import Settings
 from tests.conftest import Database
-from tests.mcp.test_http import client, serving
-from tests.mcp.test_tools import call, error
-from tests.ui.test_ui import store_of
+from tests.support.http import client, serving
+from tests.support.mcp_client import call, error
+from tests.support.view import store_of
 
 pytestmark = pytest.mark.anyio
 

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import contextlib
 import ctypes
-import json
 import os
 import pty
 import select
@@ -17,29 +16,17 @@ import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
 
 import anyio
 import pytest
-from mcp import Client, StdioServerParameters
+from mcp import Client
 
-from tests.fake_ollama import FakeOllama
-from tests.mcp.test_tools import call
-from tests.services.test_doctor import make_store
+from tests.support.fake_ollama import FakeOllama
+from tests.support.mcp_client import call
+from tests.support.stdio import SCRIPT, raw_server, read_reply, send_line, send_rpc, server_env, stdio
+from tests.support.stores import damage
 
 pytestmark = pytest.mark.anyio
-
-SCRIPT = Path(sys.executable).parent / "ollama-mcp"
-
-
-def server_env(db: Path | str, fake: FakeOllama) -> dict[str, str]:
-    """The environment Claude Desktop gives the server; ``db``: a SQLite path or a PostgreSQL URL."""
-    return {"OLLAMA_HOST": fake.url, "OLLAMA_MCP_DB": str(db), "OLLAMA_MCP_EMBED_TIMEOUT": "5"}
-
-
-def stdio(db: Path | str, fake: FakeOllama, command: list[str] | None = None) -> StdioServerParameters:
-    command = command or [sys.executable, "-m", "ollama_mcp"]
-    return StdioServerParameters(command=command[0], args=command[1:], env=server_env(db, fake), cwd="/")
 
 
 @pytest.mark.parametrize("command", [[str(SCRIPT)], [sys.executable, "-m", "ollama_mcp"]], ids=["script", "module"])
@@ -54,54 +41,6 @@ async def test_the_installed_server_stores_and_searches_over_stdio_from_cwd_root
         assert found["results"][0]["memory_id"] == stored["memory_id"]
     with sqlite3.connect(db_path) as conn:
         assert conn.execute("SELECT content FROM memories").fetchall() == [("spawned over stdio",)]
-
-
-def _rpc(proc: subprocess.Popen[bytes], message: dict[str, Any]) -> None:
-    _send_line(proc, json.dumps(message).encode())
-
-
-def _send_line(proc: subprocess.Popen[bytes], line: bytes) -> None:
-    assert proc.stdin is not None
-    proc.stdin.write(line + b"\n")
-    proc.stdin.flush()
-
-
-@contextmanager
-def _raw_server(db_path: Path, fake: FakeOllama, **env: str) -> Iterator[tuple[subprocess.Popen[bytes], list[str]]]:
-    """The real script started as Claude Desktop starts it, past ``initialize``; yields the process
-    and a list that holds its stderr once it has exited (the caller closes stdin to end it)."""
-    full_env = {"PATH": os.environ.get("PATH", ""), "HOME": os.environ.get("HOME", "/root"),
-                **server_env(db_path, fake), **env}
-    proc = subprocess.Popen(
-        [str(SCRIPT)],
-        stdin=subprocess.PIPE,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        cwd="/",
-        bufsize=0,
-        env=full_env,
-    )
-    stderr: list[str] = []
-    try:
-        _rpc(proc, {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
-            "protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "t", "version": "0"}}})
-        assert _read(proc)["id"] == 1
-        _rpc(proc, {"jsonrpc": "2.0", "method": "notifications/initialized"})
-        yield proc, stderr
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-        stderr.append(proc.stderr.read().decode() if proc.stderr else "")
-
-
-def _read(proc: subprocess.Popen[bytes], timeout: float = 20) -> dict[str, Any]:
-    """The next line on stdout, failing (not hanging) when none comes within ``timeout`` seconds."""
-    assert proc.stdout is not None
-    if not select.select([proc.stdout], [], [], timeout)[0]:  # stdout is unbuffered (bufsize=0)
-        raise AssertionError(f"no answer on stdout within {timeout} s")
-    line = proc.stdout.readline()
-    assert line, "the server closed stdout"
-    return json.loads(line)  # every byte on stdout must be protocol
 
 
 def test_raw_claude_desktop_session_gets_only_protocol_on_stdout_and_exits_when_stdin_closes(
@@ -122,7 +61,7 @@ def test_raw_claude_desktop_session_gets_only_protocol_on_stdout_and_exits_when_
         env=env,
     )
     try:
-        _rpc(
+        send_rpc(
             proc,
             {
                 "jsonrpc": "2.0",
@@ -135,21 +74,21 @@ def test_raw_claude_desktop_session_gets_only_protocol_on_stdout_and_exits_when_
                 },
             },
         )
-        init = _read(proc)
+        init = read_reply(proc)
         assert init["id"] == 1 and init["result"]["protocolVersion"] == "2025-06-18"
         assert init["result"]["serverInfo"]["name"] == "ollama-mcp"
-        _rpc(proc, {"jsonrpc": "2.0", "method": "notifications/initialized"})
-        _rpc(proc, {"jsonrpc": "2.0", "id": 2, "method": "tools/list", "params": {}})
-        listed = _read(proc)
+        send_rpc(proc, {"jsonrpc": "2.0", "method": "notifications/initialized"})
+        send_rpc(proc, {"jsonrpc": "2.0", "id": 2, "method": "tools/list", "params": {}})
+        listed = read_reply(proc)
         assert listed["id"] == 2 and len(listed["result"]["tools"]) == 14
-        _rpc(proc, {"jsonrpc": "2.0", "id": 3, "method": "tools/call",
+        send_rpc(proc, {"jsonrpc": "2.0", "id": 3, "method": "tools/call",
                     "params": {"name": "store_memory", "arguments": {"content": "raw wire memory"}}})
-        stored = _read(proc)
+        stored = read_reply(proc)
         assert stored["id"] == 3 and stored["result"]["isError"] is False
         assert stored["result"]["structuredContent"]["embedding_status"] == "embedded"
-        _rpc(proc, {"jsonrpc": "2.0", "id": 4, "method": "tools/call",
+        send_rpc(proc, {"jsonrpc": "2.0", "id": 4, "method": "tools/call",
                     "params": {"name": "search_memories", "arguments": {"query": "raw wire", "top_k": 0}}})
-        refused = _read(proc)
+        refused = read_reply(proc)
         assert refused["id"] == 4 and refused["result"]["isError"] is True
         assert "top_k" in refused["result"]["content"][0]["text"]
         assert proc.stdin is not None
@@ -205,15 +144,15 @@ def test_an_ollama_error_that_echoes_its_input_never_puts_memory_text_in_the_log
     stored_text, query = "the door code is 4711 zebra", "zebra door code"
     # A proxy before Ollama that quotes what it was sent in its error body.
     fake_ollama.fail = (502, f"upstream failed for input {stored_text!r} / {query!r}")
-    with _raw_server(db_path, fake_ollama, OLLAMA_MCP_LOG_LEVEL="INFO") as (proc, stderr):
-        _rpc(proc, {"jsonrpc": "2.0", "id": 2, "method": "tools/call",
+    with raw_server(db_path, fake_ollama, OLLAMA_MCP_LOG_LEVEL="INFO") as (proc, stderr):
+        send_rpc(proc, {"jsonrpc": "2.0", "id": 2, "method": "tools/call",
                     "params": {"name": "store_memory", "arguments": {"content": stored_text}}})
-        stored = _read(proc)["result"]["structuredContent"]
+        stored = read_reply(proc)["result"]["structuredContent"]
         assert stored["embedding_status"] == "pending"
         assert "HTTP 502" in stored["note"] and "4711" not in stored["note"]
-        _rpc(proc, {"jsonrpc": "2.0", "id": 3, "method": "tools/call",
+        send_rpc(proc, {"jsonrpc": "2.0", "id": 3, "method": "tools/call",
                     "params": {"name": "search_memories", "arguments": {"query": query}}})
-        found = _read(proc)["result"]["structuredContent"]
+        found = read_reply(proc)["result"]["structuredContent"]
         assert found["mode"] == "keyword" and "zebra" not in (found["notice"] or "")
         assert proc.stdin is not None
         proc.stdin.close()
@@ -248,17 +187,17 @@ def test_every_request_line_the_sdk_cannot_parse_gets_an_error_with_its_id_and_t
         # JSON, but no method
         ('{"jsonrpc":"2.0","id":9}', 9, -32600, "method"),
     ]
-    with _raw_server(db_path, fake_ollama, OLLAMA_MCP_LOG_LEVEL="INFO") as (proc, stderr):
+    with raw_server(db_path, fake_ollama, OLLAMA_MCP_LOG_LEVEL="INFO") as (proc, stderr):
         for line, request_id, code, reason in unreadable:
-            _send_line(proc, line.encode())
-            answer = _read(proc)
+            send_line(proc, line.encode())
+            answer = read_reply(proc)
             assert answer["id"] == request_id, line
             assert answer["error"]["code"] == code
             assert reason in answer["error"]["message"] and "nothing was done" in answer["error"]["message"]
-        _send_line(proc, b'{"jsonrpc":"2.0","method":42}')  # a malformed notification: never answered
-        _rpc(proc, {"jsonrpc": "2.0", "id": 10, "method": "tools/call",
+        send_line(proc, b'{"jsonrpc":"2.0","method":42}')  # a malformed notification: never answered
+        send_rpc(proc, {"jsonrpc": "2.0", "id": 10, "method": "tools/call",
                     "params": {"name": "store_memory", "arguments": {"content": "still serving"}}})
-        stored = _read(proc)
+        stored = read_reply(proc)
         assert stored["id"] == 10 and stored["result"]["isError"] is False
         assert proc.stdin is not None
         proc.stdin.close()
@@ -269,39 +208,19 @@ def test_every_request_line_the_sdk_cannot_parse_gets_an_error_with_its_id_and_t
     assert "secret" not in stderr[0] and "Traceback" not in stderr[0]
 
 
-def _damage(db_path: Path, fake: FakeOllama, how: str) -> None:
-    db_path.parent.mkdir(parents=True, exist_ok=True)
-    if how == "random bytes":
-        db_path.write_bytes(os.urandom(8192))
-        return
-    make_store(db_path, fake, *(f"memory number {i} " + "lorem ipsum " * 80 for i in range(300)))
-    with db_path.open("r+b") as file:
-        if how == "truncated":  # a copy cut short, as by a full disk or an interrupted sync
-            file.truncate(db_path.stat().st_size // 2)
-        else:  # one damaged page of the keyword index: only a full read (quick_check) or a search finds it
-            with sqlite3.connect(db_path) as conn:
-                page = conn.execute(
-                    "SELECT max(pageno) FROM dbstat WHERE name = 'memory_contexts_fts_data'"
-                ).fetchone()[0]
-                size = conn.execute("PRAGMA page_size").fetchone()[0]
-            conn.close()
-            file.seek((page - 1) * size + 8)
-            file.write(b"\xff" * 32)
-
-
 @pytest.mark.parametrize("how", ["random bytes", "truncated"])
 def test_a_damaged_database_is_named_with_what_to_do_by_every_tool_and_left_byte_for_byte(
     db_path: Path, fake_ollama: FakeOllama, how: str
 ) -> None:
-    _damage(db_path, fake_ollama, how)
+    damage(db_path, fake_ollama, how)
     before = db_path.read_bytes()
     calls = [("store_memory", {"content": "a new memory"}), ("search_memories", {"query": "memory number 7"}),
              ("list_conversations", {})]
-    with _raw_server(db_path, fake_ollama) as (proc, stderr):
+    with raw_server(db_path, fake_ollama) as (proc, stderr):
         for request_id, (tool, arguments) in enumerate(calls, start=2):
-            _rpc(proc, {"jsonrpc": "2.0", "id": request_id, "method": "tools/call",
+            send_rpc(proc, {"jsonrpc": "2.0", "id": request_id, "method": "tools/call",
                         "params": {"name": tool, "arguments": arguments}})
-            reply = _read(proc)["result"]
+            reply = read_reply(proc)["result"]
             assert reply["isError"] is True, (tool, reply)
             text = reply["content"][0]["text"]
             assert f"The file {db_path} is not a usable ollama-mcp database" in text, (tool, text)
@@ -320,13 +239,13 @@ def test_a_damaged_database_is_named_with_what_to_do_by_every_tool_and_left_byte
 def test_settings_that_cannot_be_used_are_told_through_every_tool_not_by_exiting_before_initialize(
     db_path: Path, fake_ollama: FakeOllama, name: str, value: str, said: str
 ) -> None:
-    with _raw_server(db_path, fake_ollama, **{name: value}) as (proc, stderr):
-        _rpc(proc, {"jsonrpc": "2.0", "id": 2, "method": "tools/list", "params": {}})
-        assert len(_read(proc)["result"]["tools"]) == 14
+    with raw_server(db_path, fake_ollama, **{name: value}) as (proc, stderr):
+        send_rpc(proc, {"jsonrpc": "2.0", "id": 2, "method": "tools/list", "params": {}})
+        assert len(read_reply(proc)["result"]["tools"]) == 14
         for request_id in (3, 4):  # every call, not only the first
-            _rpc(proc, {"jsonrpc": "2.0", "id": request_id, "method": "tools/call",
+            send_rpc(proc, {"jsonrpc": "2.0", "id": request_id, "method": "tools/call",
                         "params": {"name": "store_memory", "arguments": {"content": "kept nowhere"}}})
-            reply = _read(proc)["result"]
+            reply = read_reply(proc)["result"]
             assert reply["isError"] is True and said in reply["content"][0]["text"]
         assert proc.stdin is not None
         proc.stdin.close()

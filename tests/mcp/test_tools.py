@@ -12,30 +12,17 @@ import anyio
 import jsonschema
 import numpy as np
 import pytest
-from mcp import Client
 
 from ollama_mcp.config import Settings
 from tests.conftest import Database, connect, eventually
-from tests.fake_ollama import FakeOllama
+from tests.support.fake_ollama import FakeOllama
+from tests.support.mcp_client import call, error
 
 pytestmark = pytest.mark.anyio
 
 ERAS = ["legacy", "auto"]  # legacy = the initialize handshake Claude Desktop and the Inspector speak
 
 CONTEXT_OF_ID = "SELECT x.context FROM memories m JOIN memory_contexts x ON x.seq = m.seq WHERE m.id = ?"
-
-
-async def call(client: Client, tool: str, **args: Any) -> dict[str, Any]:
-    result = await client.call_tool(tool, args)
-    assert not result.is_error, result.content[0].text  # type: ignore[union-attr]
-    assert result.structured_content is not None
-    return result.structured_content
-
-
-async def error(client: Client, tool: str, **args: Any) -> str:
-    result = await client.call_tool(tool, args)
-    assert result.is_error, result.structured_content
-    return result.content[0].text  # type: ignore[union-attr]
 
 
 def rows(db: Database, sql: str, *params: Any) -> list[tuple[Any, ...]]:
@@ -405,7 +392,7 @@ async def test_a_memory_sharing_neither_words_nor_meaning_with_the_query_is_not_
 async def test_delete_conversation_removes_it_with_every_trace_and_nothing_of_the_others(
     settings: Settings, db: Database, fake_ollama: FakeOllama
 ) -> None:
-    from tests.services.test_lifecycle import assert_no_trace  # noqa: PLC0415
+    from tests.support.traces import assert_no_trace  # noqa: PLC0415
 
     async with connect(settings) as client:
         kept = (await call(client, "init_conversation", name="kept"))["conversation_id"]

@@ -13,7 +13,7 @@ from ollama_mcp.inputs import search_request
 from ollama_mcp.ollama.embedding_text import chunk_text, prefixes_for
 from ollama_mcp.services import indexer
 from tests.conftest import Database, backfill
-from tests.fake_ollama import FakeModel, FakeOllama
+from tests.support.fake_ollama import FakeModel, FakeOllama
 
 pytestmark = pytest.mark.anyio
 

@@ -17,7 +17,7 @@ from ollama_mcp.head_start import HeadStart
 from ollama_mcp.inputs import search_request
 from ollama_mcp.ollama.embedding_text import MIN_CHUNK_CHARS
 from tests.conftest import connect, eventually
-from tests.fake_ollama import FakeOllama
+from tests.support.fake_ollama import FakeOllama
 
 pytestmark = pytest.mark.anyio
 

@@ -18,7 +18,7 @@ import pytest
 from ollama_mcp.errors import InputTooLongError, OllamaModelError, OllamaUnavailableError
 from ollama_mcp.ollama.client import OllamaClient
 from ollama_mcp.ollama.json_http import Base, JsonHttp, parse_host, usable_for
-from tests.fake_ollama import CHUNKING_BYTES, FakeModel, FakeOllama
+from tests.support.fake_ollama import CHUNKING_BYTES, FakeModel, FakeOllama
 
 pytestmark = pytest.mark.anyio
 

@@ -17,8 +17,8 @@ from mcp import Client
 from ollama_mcp.app import open_app
 from ollama_mcp.config import Settings
 from tests.conftest import Database, connect, eventually
-from tests.fake_ollama import FakeModel, FakeOllama
-from tests.mcp.test_tools import call
+from tests.support.fake_ollama import FakeModel, FakeOllama
+from tests.support.mcp_client import call
 
 pytestmark = pytest.mark.anyio
 

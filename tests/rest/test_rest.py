@@ -19,9 +19,9 @@ from ollama_mcp.cli import admin
 from ollama_mcp.config import Settings
 from ollama_mcp.rest.api import ENDPOINTS, PREFIX
 from tests.conftest import Database, eventually
-from tests.fake_ollama import FakeOllama
-from tests.mcp.test_http import serving
-from tests.ui.test_ui import store_of
+from tests.support.fake_ollama import FakeOllama
+from tests.support.http import serving
+from tests.support.view import store_of
 
 pytestmark = pytest.mark.anyio
 
@@ -453,8 +453,8 @@ async def test_an_aborted_turn_is_kept_marked_never_becomes_a_message_and_takes_
 async def test_an_mcp_subscriber_sees_a_streamed_turn_grow_in_the_transcript(settings: Settings) -> None:
     from mcp.client.subscriptions import ResourceUpdated  # noqa: PLC0415
 
-    from tests.mcp.test_http import client  # noqa: PLC0415
-    from tests.mcp.test_live_updates import next_event  # noqa: PLC0415
+    from tests.support.http import client  # noqa: PLC0415
+    from tests.support.live import next_event  # noqa: PLC0415
 
     async with serving(settings) as url, httpx2.AsyncClient(timeout=30) as plain:
         api = Api(plain, url.removesuffix("/mcp") + PREFIX)

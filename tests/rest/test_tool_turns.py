@@ -16,8 +16,8 @@ from ollama_mcp.cli import admin
 from ollama_mcp.config import Settings
 from ollama_mcp.rest.api import PREFIX
 from tests.conftest import connect
-from tests.mcp.test_http import serving
-from tests.mcp.test_tools import call
+from tests.support.http import serving
+from tests.support.mcp_client import call
 
 pytestmark = pytest.mark.anyio
 

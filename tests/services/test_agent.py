@@ -5,25 +5,18 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
 from dataclasses import replace
 from typing import Any
 
 import pytest
-from mcp import Client, types
 
 from ollama_mcp.config import Settings
-from ollama_mcp.mcp.server import build_server
 from tests.conftest import Database, eventually
-from tests.fake_ollama import FakeOllama
-from tests.mcp.test_tools import call, error
+from tests.support.agent import human, tool_call
+from tests.support.fake_ollama import FakeOllama
+from tests.support.mcp_client import call, error
 
 pytestmark = pytest.mark.anyio
-
-
-def tool_call(name: str, **arguments: Any) -> dict[str, Any]:
-    return {"role": "assistant", "content": "", "tool_calls": [{"function": {"name": name, "arguments": arguments}}]}
 
 
 def rows(db: Database, sql: str, *params: Any) -> list[tuple[Any, ...]]:
@@ -36,23 +29,6 @@ def _tool_calls(stored: Any) -> list[dict[str, Any]]:
 
 def audit(db: Database) -> list[tuple[Any, ...]]:
     return rows(db, "SELECT step, tool, risk, decision FROM agent_audit ORDER BY id")
-
-
-@asynccontextmanager
-async def human(
-    settings: Settings, answer: str | None, mode: str = "legacy"
-) -> AsyncIterator[tuple[Client, list[str]]]:
-    """A client whose user answers every confirmation with ``answer`` (accept, decline, cancel);
-    ``None``: a client that cannot ask (declares no elicitation), like Claude Desktop chat."""
-    asked: list[str] = []
-
-    async def elicit(_context: Any, params: types.ElicitRequestParams) -> types.ElicitResult:
-        asked.append(params.message)
-        return types.ElicitResult(action=answer, content={"confirm": True} if answer == "accept" else None)
-
-    callback = None if answer is None else elicit
-    async with Client(build_server(settings), mode=mode, elicitation_callback=callback) as client:
-        yield client, asked
 
 
 async def test_the_agent_searches_memory_and_answers_with_every_step_audited(

@@ -17,7 +17,7 @@ from ollama_mcp.config import Settings
 from ollama_mcp.errors import ChatBudgetSpent, ConfigError
 from ollama_mcp.services import doctor
 from tests.conftest import Database
-from tests.fake_ollama import FakeOllama
+from tests.support.fake_ollama import FakeOllama
 
 pytestmark = pytest.mark.anyio
 

@@ -16,7 +16,8 @@ from ollama_mcp.config import Settings
 from ollama_mcp.storage.postgres.db import migrations as postgres_migrations
 from ollama_mcp.storage.sqlite.db import migrations
 from tests.conftest import Database
-from tests.fake_ollama import FakeModel, FakeOllama
+from tests.support.fake_ollama import FakeModel, FakeOllama
+from tests.support.stores import damage, make_store, url
 
 SCRIPT = Path(sys.executable).parent / "ollama-mcp"
 
@@ -25,20 +26,6 @@ def doctor(db: Database | Path, fake: FakeOllama, **more: str) -> subprocess.Com
     env = {"PATH": os.environ.get("PATH", ""), "HOME": "/nonexistent", "OLLAMA_HOST": fake.url,
            "OLLAMA_MCP_DB": url(db), "OLLAMA_MCP_EMBED_TIMEOUT": "2", **more}
     return subprocess.run([str(SCRIPT), "doctor"], capture_output=True, text=True, timeout=60, env=env, cwd="/")
-
-
-def url(db: Database | Path) -> str:
-    return db.url if isinstance(db, Database) else str(db)
-
-
-def make_store(db: Database | Path, fake: FakeOllama, *texts: str) -> None:
-    async def fill() -> None:
-        async with open_app(Settings.from_env({"OLLAMA_MCP_DB": url(db), "OLLAMA_HOST": fake.url}),
-                            background=False) as app:
-            for text in texts:
-                await app.service.store_memory(text)
-
-    anyio.run(fill)
 
 
 def test_doctor_passes_on_a_working_setup_and_creates_nothing(db: Database, fake_ollama: FakeOllama) -> None:
@@ -181,9 +168,8 @@ def test_doctor_and_stats_name_a_damaged_database_with_what_to_do_and_leave_it_a
             conn.execute("CREATE TABLE photos (name TEXT)")
         conn.close()
     else:
-        from tests.mcp.test_stdio import _damage  # noqa: PLC0415
 
-        _damage(db_path, fake_ollama, how)
+        damage(db_path, fake_ollama, how)
     before = db_path.read_bytes()
     checked = doctor(db_path, fake_ollama)
     env = {"PATH": os.environ.get("PATH", ""), "HOME": "/nonexistent", "OLLAMA_MCP_DB": str(db_path)}

@@ -28,9 +28,9 @@ from ollama_mcp.services.transfer import copy_store
 from ollama_mcp.storage.backends import open_backend
 from ollama_mcp.storage.sqlite.store import Store
 from tests.conftest import Database, connect, eventually, sqlite_store_at
-from tests.fake_ollama import FakeOllama
-from tests.mcp.test_tools import call, error
-from tests.ui.test_ui import view
+from tests.support.fake_ollama import FakeOllama
+from tests.support.mcp_client import call, error
+from tests.support.view import view
 
 pytestmark = pytest.mark.anyio
 

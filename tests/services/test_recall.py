@@ -17,13 +17,13 @@ from ollama_mcp.app import App, open_app
 from ollama_mcp.config import Settings
 from ollama_mcp.inputs import search_request
 from ollama_mcp.rest.api import PREFIX
-from tests.cli.test_cli import rows, run
-from tests.cli.test_import_formats import chatgpt_conversation
 from tests.conftest import Database, backfill, connect
-from tests.fake_ollama import FakeOllama
-from tests.mcp.test_http import serving
-from tests.mcp.test_tools import call
-from tests.ui.test_ui import view
+from tests.support.chats import chatgpt_conversation
+from tests.support.cli import rows, run
+from tests.support.fake_ollama import FakeOllama
+from tests.support.http import serving
+from tests.support.mcp_client import call
+from tests.support.view import view
 
 pytestmark = pytest.mark.anyio
 

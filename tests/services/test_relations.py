@@ -18,8 +18,8 @@ from ollama_mcp.config import Settings
 from ollama_mcp.domain import Relation
 from ollama_mcp.storage.relation_rules import merge_relations
 from tests.conftest import Database, connect, eventually
-from tests.fake_ollama import FakeOllama
-from tests.mcp.test_tools import call, error
+from tests.support.fake_ollama import FakeOllama
+from tests.support.mcp_client import call, error
 
 pytestmark = pytest.mark.anyio
 

@@ -18,7 +18,7 @@ from ollama_mcp.domain import Memory
 from ollama_mcp.errors import InvalidInputError
 from ollama_mcp.inputs import search_request
 from tests.conftest import Database, backfill, connect, eventually
-from tests.mcp.test_tools import call
+from tests.support.mcp_client import call
 
 pytestmark = pytest.mark.anyio
 

@@ -16,8 +16,8 @@ from ollama_mcp.app import App
 from ollama_mcp.config import Settings
 from ollama_mcp.errors import InvalidInputError
 from tests.conftest import Database, backfill, connect
-from tests.fake_ollama import FakeOllama
-from tests.mcp.test_tools import call, error
+from tests.support.fake_ollama import FakeOllama
+from tests.support.mcp_client import call, error
 
 pytestmark = pytest.mark.anyio
 

@@ -22,7 +22,7 @@ from ollama_mcp.storage.sqlite import keywords as store_keywords
 from ollama_mcp.storage.sqlite.db import connect_reader, migrations
 from ollama_mcp.storage.sqlite.keyword_index import KeywordIndex
 from ollama_mcp.storage.sqlite.store import FACET_CODES, KEYWORD_TABLES, TOKENIZER
-from tests.fake_ollama import FakeOllama
+from tests.support.fake_ollama import FakeOllama
 
 pytestmark = [pytest.mark.anyio, pytest.mark.sqlite_only]  # the SQLite backend's in-memory keyword index
 

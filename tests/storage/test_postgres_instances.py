@@ -20,8 +20,8 @@ from ollama_mcp.config import Settings
 from ollama_mcp.domain import EmbeddingRow
 from ollama_mcp.inputs import search_request
 from tests.conftest import Database, connect
-from tests.fake_ollama import FakeOllama
-from tests.mcp.test_tools import call, error
+from tests.support.fake_ollama import FakeOllama
+from tests.support.mcp_client import call, error
 
 pytestmark = [pytest.mark.anyio, pytest.mark.postgres_only]
 

@@ -20,7 +20,7 @@ from ollama_mcp.storage.postgres.search import _ReadOnce, ef_search
 from ollama_mcp.storage.ranking import SearchTuning, fuse, query_names_actor, query_terms, stand_in
 from ollama_mcp.storage.sqlite.search import fts_any, fts_phrase
 from tests.conftest import Database, eventually
-from tests.fake_ollama import FakeModel, FakeOllama
+from tests.support.fake_ollama import FakeModel, FakeOllama
 
 pytestmark = pytest.mark.anyio
 

@@ -24,7 +24,7 @@ from ollama_mcp.storage.sqlite import db
 from ollama_mcp.storage.sqlite.store import Store
 from ollama_mcp.storage.sqlite.vector_index import Ranking, VectorIndex
 from tests.conftest import Database, connect, sqlite_store_at
-from tests.fake_ollama import FakeOllama
+from tests.support.fake_ollama import FakeOllama
 
 pytestmark = pytest.mark.anyio
 

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 UV = Path(sys.executable).parent / "uv"
 # How this machine reaches PyPI (a proxy's certificate authority, an index): uv needs them, the
 # server does not read them.

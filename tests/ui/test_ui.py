@@ -23,35 +23,14 @@ from ollama_mcp.config import Settings
 from ollama_mcp.domain import SearchRequest
 from ollama_mcp.ui.guard import MAX_BODY_BYTES
 from ollama_mcp.ui.run import bind
-from ollama_mcp.ui.web import build_ui
-from tests.cli.test_import_formats import chatgpt_conversation
 from tests.conftest import Database
-from tests.fake_ollama import FakeOllama
-from tests.mcp.test_http import VIEW_TOKEN, client, serving
-from tests.mcp.test_tools import call
+from tests.support.chats import chatgpt_conversation
+from tests.support.fake_ollama import FakeOllama
+from tests.support.http import VIEW_TOKEN, client, serving
+from tests.support.mcp_client import call
+from tests.support.view import BASE, csrf_of, store_of, view
 
 pytestmark = pytest.mark.anyio
-
-BASE = "http://127.0.0.1:8766"
-TOKEN = "session-token-for-tests-0123456789abcdefghij"
-
-
-@asynccontextmanager
-async def view(app: App, *, enter: bool = True) -> AsyncIterator[httpx.AsyncClient]:
-    """An HTTP client of the view over ``app``; with ``enter``, it has followed the printed link."""
-    web = build_ui(app, TOKEN)
-    async with httpx.AsyncClient(transport=httpx.ASGITransport(app=web), base_url=BASE) as client:
-        if enter:
-            entered = await client.get(f"/?token={TOKEN}")
-            assert entered.status_code == 303 and entered.headers["location"] == "/"
-            assert "HttpOnly" in entered.headers["set-cookie"] and "SameSite=Strict" in entered.headers["set-cookie"]
-        yield client
-
-
-def csrf_of(page: httpx.Response) -> str:
-    found = re.search(r'name="csrf" value="([0-9a-f]+)"', page.text)
-    assert found, page.text
-    return found.group(1)
 
 
 async def post(client: httpx.AsyncClient, path: str, form: dict[str, Any], page: str = "/import") -> httpx.Response:
@@ -478,11 +457,6 @@ def origin_of(browser: httpx.AsyncClient) -> dict[str, str]:
 
 async def sign_in(browser: httpx.AsyncClient, token: str) -> httpx.Response:
     return await browser.post("/ui/sign-in", data={"token": token}, headers=origin_of(browser))
-
-
-def store_of(settings: Settings, backend: str, principal: str) -> Database:
-    mine = settings.for_principal(principal)
-    return Database(backend, str(mine.store_path) if backend == "sqlite" else mine.store_url)
 
 
 async def stored_over_mcp(url: str, token: str, name: str, text: str) -> tuple[str, str]:

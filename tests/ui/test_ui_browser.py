@@ -23,11 +23,11 @@ from playwright.async_api import Browser, Page, async_playwright
 
 from ollama_mcp.config import Settings
 from tests.conftest import connect
-from tests.fake_ollama import FakeOllama
-from tests.mcp.test_http import ServeProcess, cli, environment
-from tests.mcp.test_http import client as http_client
-from tests.mcp.test_stdio import SCRIPT
-from tests.mcp.test_tools import call
+from tests.support.fake_ollama import FakeOllama
+from tests.support.http import ServeProcess, cli, environment
+from tests.support.http import client as http_client
+from tests.support.mcp_client import call
+from tests.support.stdio import SCRIPT
 
 pytestmark = pytest.mark.anyio
 
@@ -196,7 +196,7 @@ async def test_on_the_shared_server_a_person_signs_in_with_their_token_and_finds
 async def test_an_imported_chat_shows_its_own_times_sorts_as_history_and_is_found_by_a_plain_search(
     database_url: str, fake_ollama: FakeOllama, chromium: str, backend: str, tmp_path: Path
 ) -> None:
-    from tests.cli.test_import_formats import chatgpt_conversation  # noqa: PLC0415
+    from tests.support.chats import chatgpt_conversation  # noqa: PLC0415
 
     export = tmp_path / "conversations.json"
     export.write_text(json.dumps([chatgpt_conversation()]))
