@@ -1,5 +1,5 @@
 """What upgrading an existing SQLite store to this version's schema costs: the memories table is
-copied into a new one for facts (schema/0010_facts.sql), once, at the first open after the
+copied into a new one for facts (sqlite/migrations/0010_facts.sql), once, at the first open after the
 upgrade. Builds a store as version 9 left it with N memories (each with a content and a context
 vector of 384 dimensions and a tag), then times ``Store.open`` and checks that every row, vector
 and keyword entry is still there.

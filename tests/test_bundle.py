@@ -79,7 +79,7 @@ async def test_the_bundle_builds_and_starts_as_its_manifest_declares_from_a_mini
     with zipfile.ZipFile(bundle) as archive:
         names = set(archive.namelist())
     assert {"manifest.json", "icon.png", "pyproject.toml", "uv.lock", "README.md", "LICENSE", "ollama_mcp/__main__.py",
-            "ollama_mcp/schema/0001_initial.sql", "ollama_mcp/ui/templates/base.html"} <= names
+            "ollama_mcp/storage/sqlite/migrations/0001_initial.sql", "ollama_mcp/ui/templates/base.html"} <= names
     assert not [n for n in names if n.startswith(("tests/", ".venv/", "node_modules/")) or "__pycache__" in n]
 
     # The registry entry beside it lists the bundle by its address and hash, valid by the schema.

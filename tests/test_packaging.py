@@ -150,8 +150,10 @@ def test_the_wheel_carries_metadata_migrations_and_the_entry_point_uvx_needs(tmp
         names = set(archive.namelist())
         metadata = archive.read(next(n for n in names if n.endswith(".dist-info/METADATA"))).decode()
         entry_points = archive.read(next(n for n in names if n.endswith(".dist-info/entry_points.txt"))).decode()
-    shipped = {n.rsplit("/", 1)[-1] for n in names if n.startswith("ollama_mcp/schema/") and n.endswith(".sql")}
-    assert shipped == {p.name for p in (ROOT / "ollama_mcp" / "schema").glob("*.sql")}
+    for backend in ("sqlite", "postgres"):
+        folder = f"ollama_mcp/storage/{backend}/migrations/"
+        shipped = {n.rsplit("/", 1)[-1] for n in names if n.startswith(folder) and n.endswith(".sql")}
+        assert shipped == {p.name for p in (ROOT / folder).glob("*.sql")}
     assert "ollama-mcp = ollama_mcp.__main__:main" in entry_points
     for line in (
         "Requires-Python: >=3.11",

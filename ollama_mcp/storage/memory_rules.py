@@ -23,7 +23,7 @@ CONTEXT_NEIGHBOUR_CHARS = 1000
 def compose_context(earlier: Sequence[str], content: str) -> str:
     """A memory's context: the last CONTEXT_NEIGHBOURS earlier texts, each clipped to its end, then the memory.
 
-    SQLite does not store contexts: its view ``memory_contexts`` (schema/0019_context_view.sql)
+    SQLite does not store contexts: its view ``memory_contexts`` (sqlite/migrations/0019_context_view.sql)
     spells this rule, and ``earlier_contents``', in SQL. A change to either is a migration there;
     tests/storage/test_context_view.py compares the two."""
     clipped = [text[-CONTEXT_NEIGHBOUR_CHARS:] for text in earlier[-CONTEXT_NEIGHBOURS:]]

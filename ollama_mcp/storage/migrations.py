@@ -23,7 +23,7 @@ class Migration:
 
 
 def shipped(package: str) -> list[Migration]:
-    """The migrations in ``package`` (e.g. ``ollama_mcp.schema``), in version order."""
+    """The migrations in ``package`` (e.g. ``ollama_mcp.storage.sqlite.migrations``), in version order."""
     found = []
     for entry in resources.files(package).iterdir():
         match = _NAME.match(entry.name)

@@ -1,6 +1,6 @@
 """A conversation's last activity (the latest of its start, its end and its memories' times),
 which list_conversations orders by and retention reads: SQLite keeps its newest memory's time on
-the conversation's row (schema/0022), PostgreSQL reads it from an index; both must agree."""
+the conversation's row (sqlite/migrations/0022), PostgreSQL reads it from an index; both must agree."""
 
 from __future__ import annotations
 

@@ -344,7 +344,7 @@ def test_the_disk_reader_refuses_a_block_whose_slots_hold_other_rows_or_that_is_
 ) -> None:
     path = tmp_path / "blocks.db"
     conn = sqlite3.connect(path)
-    schema = (Path(vector_blocks.__file__).parents[2] / "schema" / "0018_vector_blocks.sql").read_text()
+    schema = (Path(vector_blocks.__file__).parent / "migrations" / "0018_vector_blocks.sql").read_text()
     conn.executescript(schema.split("-- `vector` may now be NULL")[0])  # the table alone
     held = np.arange(8, dtype="<f2").reshape(4, 2)
     conn.execute(

@@ -53,7 +53,7 @@ FACETS = ("content", "context")
 
 def vector_index_name(model: str, dim: int, facet: str) -> str:
     """The HNSW index of one (model, dimension, facet): a stable name whatever characters the model
-    has (schema_postgres/0003 computes the same name in SQL)."""
+    has (postgres/migrations/0003 computes the same name in SQL)."""
     return f"memory_embeddings_hnsw_{hashlib.sha256(f'{model}/{dim}/{facet}'.encode()).hexdigest()[:16]}"
 
 

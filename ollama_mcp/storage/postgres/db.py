@@ -1,4 +1,4 @@
-"""Connecting to PostgreSQL and applying ``schema_postgres/NNNN_*.sql`` once, however many
+"""Connecting to PostgreSQL and applying ``postgres/migrations/NNNN_*.sql`` once, however many
 server processes start at the same moment.
 
 Errors are translated here, once: every message names the server as ``host:port/database``
@@ -31,7 +31,7 @@ MIGRATION_LOCK = 0x6F6C6C616D61_01  # "ollama" + 1
 
 def migrations() -> list[Migration]:
     """The PostgreSQL migrations shipped with this version, in order."""
-    return shipped("ollama_mcp.schema_postgres")
+    return shipped("ollama_mcp.storage.postgres.migrations")
 
 
 def describe(url: str) -> str:

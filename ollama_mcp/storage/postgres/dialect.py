@@ -34,7 +34,7 @@ class PostgresDialect(Dialect):
     JSON_PAIR = "{column} ->> ? = ?"
     IN_LIST = "{column} = ANY({value})"
     NAME_LIKE = "{column} ILIKE ?"  # backslash is LIKE's escape character by default
-    # Kept in columns by triggers (schema_postgres/0004).
+    # Kept in columns by triggers (postgres/migrations/0004).
     NOTES_OF_C = "c.memory_count"
     MESSAGES_OF_C = "c.message_count"
     OF_CONVERSATION = "{alias}conversation_id = {value}"

@@ -365,7 +365,7 @@ class PgRanker:
         # The nearest context vectors, by the facet's HNSW index (used only when its predicate
         # appears literally in the query); and the memories with no context vector yet, by their own
         # vector: exactly, when few (the usual state: the backfill is seconds behind), else by the
-        # content facet's index. context_gaps lists them (schema_postgres/0013); each is checked
+        # content facet's index. context_gaps lists them (postgres/migrations/0013); each is checked
         # against memory_embeddings, so a stale row of it costs a probe, never a wrong rank.
         cursor = await conn.execute(  # one round trip: the stored dimension, the scans' ef_search, the gaps
             "SELECT (SELECT dim FROM memory_embeddings WHERE model = %(model)s LIMIT 1),"

@@ -42,10 +42,10 @@ class Dialect(ABC):
     MESSAGES_OF_C: str
     # The newest ``occurred_at`` of conversation ``c``'s memories (NULL: none): when its newest
     # memory happened, which its last activity is made of (an imported chat's is its own time, not
-    # the import's): SQLite keeps it on the row (schema/0022, 0025); PostgreSQL reads its index.
+    # the import's): SQLite keeps it on the row (sqlite/migrations/0022, 0025); PostgreSQL reads its index.
     LAST_MEMORY_OF_C: str
     # How a memory names its conversation where SQL finds a conversation's memories: SQLite's
-    # indexes hold its integer key (``conversation_key``, schema/0023), PostgreSQL's its id.
+    # indexes hold its integer key (``conversation_key``, sqlite/migrations/0023), PostgreSQL's its id.
     # ``OF_CONVERSATION``: memory ``{alias}`` is of the conversation whose id is one ``{value}``.
     # ``IN_CONVERSATIONS``: memory ``{alias}`` is of one of the conversations whose ids are one
     # parameter ``{value}`` made by ``listed``. ``SAME_CONVERSATION``: memories ``{a}`` and
@@ -64,7 +64,7 @@ class Dialect(ABC):
     notes_cost: bool
     # A memory's context (its content after the memories before it): PostgreSQL stores it in
     # ``memories.context``; SQLite computes it, by the view ``memory_contexts``, and stores only
-    # ``context_before``, the place of a new version of a note (schema/0019_context_view.sql).
+    # ``context_before``, the place of a new version of a note (sqlite/migrations/0019_context_view.sql).
     # ``CONTEXT_OF`` is the SQL of memory ``{alias}``'s context.
     stores_context: bool
     CONTEXT_OF: str

@@ -90,7 +90,7 @@ class MemoryStore(SqlParts):
                     if digest in seen[conv]:
                         continue
                     seen[conv].add(digest)
-                context = None  # (SQLite computes it: schema/0019_context_view.sql)
+                context = None  # (SQLite computes it: sqlite/migrations/0019_context_view.sql)
                 if d.stores_context:
                     context = memory.content
                     if not own_context(memory):

@@ -192,7 +192,7 @@ class TranscriptStore(SqlParts):
             recent = await earlier_contents(conn, d, c.id) if d.stores_context else []
             rows = []
             for m in memories:
-                context = None  # (SQLite computes it: schema/0019_context_view.sql)
+                context = None  # (SQLite computes it: sqlite/migrations/0019_context_view.sql)
                 if d.stores_context:
                     context = m.content
                     if not own_context(m):

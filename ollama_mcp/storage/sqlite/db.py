@@ -1,4 +1,4 @@
-"""Opening the SQLite file safely for several processes, and applying ``schema/NNNN_*.sql`` once.
+"""Opening the SQLite file safely for several processes, and applying ``sqlite/migrations/NNNN_*.sql`` once.
 
 Rules (measured in shared/notes/sqlite.md): WAL, a busy timeout on every connection, autocommit
 mode with every write transaction opened explicitly by ``BEGIN IMMEDIATE`` so that a writer
@@ -29,7 +29,7 @@ BUSY_TIMEOUT_MS = 10_000
 
 def migrations() -> list[Migration]:
     """The SQLite migrations shipped with this version, in order."""
-    return shipped("ollama_mcp.schema")
+    return shipped("ollama_mcp.storage.sqlite.migrations")
 
 
 # Functions of ours a migration may call, registered on the connection that applies the

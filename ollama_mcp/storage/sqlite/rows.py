@@ -20,7 +20,7 @@ from ollama_mcp.storage.sqlite.dialect import SQLITE
 # blobs, then joined), so 4096 rows of 768 dimensions cost a first start 37 MB more at its peak
 # than 1024, for no faster a load (100k memories: about 1 s either way).
 VECTOR_BATCH_ROWS = 1024
-# The keyword indexes' tokenizer (schema/0001_initial.sql): scratch tables that tokenize new
+# The keyword indexes' tokenizer (sqlite/migrations/0001_initial.sql): scratch tables that tokenize new
 # memories and query words for the in-memory keyword index use the same one.
 TOKENIZER = "porter unicode61 remove_diacritics 2"
 KEYWORD_TABLES: dict[int, str] = {FACET_CODES["content"]: "memories_fts", FACET_CODES["context"]: "memory_contexts_fts"}

@@ -1,4 +1,4 @@
-"""One copy of the vectors: the block format of ``vector_blocks`` (schema/0018_vector_blocks.sql),
+"""One copy of the vectors: the block format of ``vector_blocks`` (sqlite/migrations/0018_vector_blocks.sql),
 and a model's vectors as arrays, from what ``block_read`` read.
 
 A vector is written as a float32 row of ``memory_embeddings``; the upkeep folds a model's rows of one

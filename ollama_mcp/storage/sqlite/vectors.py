@@ -261,7 +261,7 @@ class VectorStore(VectorRows, StoreBase):
             await conn.execute("DELETE FROM vector_blocks WHERE id = ?", (block,))
 
 
-# A block's dead slots (schema/0020_slim_vector_rows.sql), for a statement over ``vector_blocks b``.
+# A block's dead slots (sqlite/migrations/0020_slim_vector_rows.sql), for a statement over ``vector_blocks b``.
 DEAD_SLOTS = "(SELECT count(*) FROM vector_block_dead d WHERE d.block_id = b.id)"
 # A model's vector rows, counted without reading them: its blocks' live slots, and its rows not folded yet.
 MODEL_ROWS = (
