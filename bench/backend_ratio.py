@@ -43,6 +43,7 @@ os.environ.setdefault("OPENBLAS_THREAD_TIMEOUT", "4")
 
 from bench.latency import percentile, through_mcp, words  # noqa: E402
 from bench.postgres_scale import load, near_stored  # noqa: E402
+from ollama_mcp.inputs.conversations import new_conversation  # noqa: E402
 
 
 async def measure(n: int, dim: int, queries: int, mcp_rounds: int, new_words: bool = False) -> dict[str, Any]:
@@ -71,10 +72,10 @@ async def measure(n: int, dim: int, queries: int, mcp_rounds: int, new_words: bo
                 apps = {"postgres": on_pg, "sqlite": on_sqlite}
                 convs, contexts = {}, {}
                 for name, app in apps.items():
-                    conv = await app.service.init_conversation("scale")
+                    conv = await app.conversations.start(new_conversation("scale"))
                     # the same seeds: the same texts and vectors in both
                     _, contexts[name], timings = await load(
-                        app.service, app.store, conv.id, n, dim, random.Random(7), np.random.default_rng(1))
+                        app, app.store, conv.id, n, dim, random.Random(7), np.random.default_rng(1))
                     convs[name] = conv
                     result[f"{name}_load_s"] = round(timings["total_s"], 1)
                 assert np.array_equal(contexts["postgres"], contexts["sqlite"])

@@ -35,6 +35,8 @@ import anyio
 
 from ollama_mcp.app import open_app
 from ollama_mcp.config import Settings
+from ollama_mcp.inputs.conversations import new_conversation
+from ollama_mcp.inputs.turns import parse_turns
 
 PROJECT = "/work/shop"
 EVENTS = ("SessionStart", "UserPromptSubmit", "Stop")
@@ -58,15 +60,15 @@ async def seed(db: Path, sessions: int, turns: int) -> None:
     async with open_app(settings, background=False) as app:
         for n in range(sessions):
             meta = {"client": "claude-code", "session_id": f"earlier-{n}", "project": PROJECT}
-            conversation = await app.service.init_conversation(f"shop {n}", meta)
+            conversation = await app.conversations.start(new_conversation(f"shop {n}", meta))
             batch = [
                 {"role": "user" if t % 2 == 0 else "assistant", "content": f"Session {n} turn {t}: the checkout "
                  f"page needs the {t}th fix to the basket totals and the tax rounding rule."}
                 for t in range(turns)
             ]
             for start in range(0, len(batch), 100):
-                await app.lifecycle.add_messages(conversation.id, batch[start:start + 100])
-            await app.service.end_conversation(conversation.id, "Fixed basket totals.")
+                await app.transcript.add_messages(conversation.id, parse_turns("messages", batch[start:start + 100]))
+            await app.conversations.end(conversation.id, "Fixed basket totals.")
 
 
 def timed(command: list[str], payload: str | None, env: dict[str, str]) -> float:

@@ -37,6 +37,9 @@ os.environ.setdefault("OPENBLAS_THREAD_TIMEOUT", "4")
 # A Zipf-distributed vocabulary, like English text: a few words are everywhere, most are rare,
 # and the most frequent ones are function words (the search leaves those out of keyword queries,
 # as it would for real text).
+from ollama_mcp.inputs.conversations import new_conversation  # noqa: E402
+from ollama_mcp.inputs.memories import note as new_note  # noqa: E402
+from ollama_mcp.inputs.memories import notes_to_import  # noqa: E402
 from ollama_mcp.storage.ranking import STOP_WORDS  # noqa: E402
 
 VOCABULARY = sorted(STOP_WORDS) + [f"w{i}" for i in range(5000)]
@@ -80,8 +83,8 @@ async def measure_size(n: int, dim: int, queries: int) -> dict[str, Any]:
                 "OLLAMA_MCP_LOG_LEVEL": "WARNING",
             }
             async with open_app(Settings.from_env(env), background=False) as app:
-                svc = app.service
-                conv = await svc.init_conversation("latency")
+                svc = app
+                conv = await svc.conversations.start(new_conversation("latency"))
                 vectors = np.random.default_rng(1).standard_normal((min(n, 5000), dim)).astype(np.float32)
 
                 # bulk insert (the import path), content vectors given: no embedding call
@@ -89,7 +92,9 @@ async def measure_size(n: int, dim: int, queries: int) -> dict[str, Any]:
                 started = time.perf_counter()
                 for start in range(0, n, 5000):
                     count = min(5000, n - start)
-                    await svc.import_memories(conv.id, texts[start:start + count], list(vectors[:count]))
+                    await svc.memories.import_notes(
+                        notes_to_import(conv.id, texts[start : start + count], list(vectors[:count]))
+                    )
                 result["bulk_insert_per_s"] = round(n / (time.perf_counter() - started))
                 del texts
 
@@ -103,7 +108,7 @@ async def measure_size(n: int, dim: int, queries: int) -> dict[str, Any]:
                 store_ms = []
                 for i in range(queries):
                     started = time.perf_counter()
-                    await svc.store_memory(sentence(rng), conv.id, embedding=vectors[i % len(vectors)])
+                    await svc.memories.store(new_note(sentence(rng), conv.id, embedding=vectors[i % len(vectors)]))
                     store_ms.append((time.perf_counter() - started) * 1000)
                 while await app.indexer.backfill_once():
                     pass

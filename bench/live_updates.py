@@ -30,6 +30,7 @@ from bench.embed_server import EmbedServer, Synthetic  # noqa: E402
 from ollama_mcp.app import open_app  # noqa: E402
 from ollama_mcp.config import Settings  # noqa: E402
 from ollama_mcp.domain import Memory, utc_now  # noqa: E402
+from ollama_mcp.inputs.conversations import new_conversation
 from ollama_mcp.mcp.server import build_server  # noqa: E402
 
 
@@ -46,7 +47,7 @@ async def run(memories: int, writes: int) -> None:
     settings = replace(settings, chat_model=None)
     try:
         async with open_app(settings, background=False) as app:
-            conversation = await app.service.init_conversation("watched")
+            conversation = await app.conversations.start(new_conversation("watched"))
             notes = [
                 Memory(id=str(uuid.uuid4()), seq=0, conversation_id=conversation.id, kind="note", content=f"note {i}",
                        tags=(), metadata={}, created_at=utc_now())

@@ -48,6 +48,10 @@ from typing import Any, Protocol
 
 import anyio
 
+from ollama_mcp.inputs.conversations import new_conversation
+from ollama_mcp.inputs.memories import note as new_note
+from ollama_mcp.inputs.turns import parse_turns
+
 ROOT = Path(__file__).resolve().parent.parent
 DEFAULT_DATA = ROOT.parent / "shared" / "bench-data" / "locomo-dev.json"
 CATEGORIES = {1: "multi-hop", 2: "temporal", 3: "open-domain", 4: "single-hop", 5: "adversarial"}
@@ -184,28 +188,28 @@ async def settle(driver: Driver) -> None:
 async def service_driver(env: dict[str, str], tuning: dict[str, Any]) -> AsyncIterator[Driver]:
     from ollama_mcp.app import open_app  # noqa: PLC0415
     from ollama_mcp.config import Settings  # noqa: PLC0415
-    from ollama_mcp.inputs import search_request  # noqa: PLC0415
+    from ollama_mcp.inputs.search import search_request  # noqa: PLC0415
     from ollama_mcp.storage.ranking import SearchTuning  # noqa: PLC0415
 
     class ServiceDriver:
         def __init__(self, app: Any) -> None:
-            self.service = app.service
-            self.lifecycle = app.lifecycle
+            self.conversations, self.memories, self.recall = app.conversations, app.memories, app.recall
+            self.transcript = app.transcript
             self.indexer = app.indexer
 
         async def init(self, name: str) -> str:
-            return (await self.service.init_conversation(name)).id
+            return (await self.conversations.start(new_conversation(name))).id
 
         async def record(self, conversation_id: str, turns: list[Turn]) -> list[str]:
-            added, _ = await self.lifecycle.add_messages(conversation_id, messages(turns))
+            added, _ = await self.transcript.add_messages(conversation_id, parse_turns("messages", messages(turns)))
             return [m.id for m in added]
 
         async def note(self, conversation_id: str, turn: Turn) -> str:
-            stored = await self.service.store_memory(turn.text, conversation_id, occurred_at=turn.occurred_at)
+            stored = await self.memories.store(new_note(turn.text, conversation_id, occurred_at=turn.occurred_at))
             return str(stored.memory.id)
 
         async def end(self, conversation_id: str) -> None:
-            await self.service.end_conversation(conversation_id)
+            await self.conversations.end(conversation_id)
 
         async def search(self, conversation_id: str | None, query: str, k: int, reference_time: str | None) -> Found:
             legacy = {"include_messages": True} if LEGACY else {}
@@ -213,7 +217,7 @@ async def service_driver(env: dict[str, str], tuning: dict[str, Any]) -> AsyncIt
                 query, conversation_id, top_k=k, reference_time=reference_time, everywhere=conversation_id is None,
                 **legacy,
             )
-            outcome = await self.service.search(request)
+            outcome = await self.recall.search(request)
             if outcome.mode != "hybrid":
                 raise SystemExit(f"search fell back to {outcome.mode}: {outcome.notice}")
             return [([hit.memory.id, *(m.id for m in getattr(hit, "also", ()))], hit.memory.content)
@@ -353,7 +357,7 @@ async def store_all(
     driver: Driver, samples: Iterable[Sample], progress: bool, wait: bool = True
 ) -> tuple[list[Stored], list[float]]:
     stored, timings = [], []
-    from ollama_mcp.services.turns import MAX_TURNS  # noqa: PLC0415 - add_messages' limit per call
+    from ollama_mcp.inputs.turns import MAX_TURNS  # noqa: PLC0415 - add_messages' limit per call
     for sample in samples:
         turns_of: dict[str, set[str]] = defaultdict(set)
         sessions = [list(grouped) for _, grouped in itertools.groupby(sample.turns, key=lambda turn: turn.occurred_at)]

@@ -49,6 +49,9 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from bench.latency import _peak_rss_mb, percentile, sentence, startup, words  # noqa: E402
+from ollama_mcp.inputs.conversations import new_conversation  # noqa: E402
+from ollama_mcp.inputs.memories import notes_to_import  # noqa: E402
+from ollama_mcp.inputs.turns import parse_turns  # noqa: E402
 
 DIM = 384
 SERVER = str(Path(sys.executable).parent / "ollama-mcp")
@@ -123,27 +126,30 @@ def build_store(
             vectors = np.random.default_rng(1).standard_normal((5000, dim)).astype(np.float32)
             each = -(-n // conversations)
             for index in range(conversations):
-                conv = await app.service.init_conversation(f"bench {index}")
+                conv = await app.conversations.start(new_conversation(f"bench {index}"))
                 size = min(each, n - index * each)
                 for start in range(0, size, 5000):
                     count = min(5000, size - start)
-                    await app.service.import_memories(
-                        conv.id, [text(rng) for _ in range(count)], list(vectors[:count]))
+                    await app.memories.import_notes(
+                        notes_to_import(conv.id, [text(rng) for _ in range(count)], list(vectors[:count]))
+                    )
             last = conv.id
             for chat in range(0, turns, chat_size):
-                recorded = await app.service.init_conversation(f"chat {chat // chat_size}")
+                recorded = await app.conversations.start(new_conversation(f"chat {chat // chat_size}"))
                 size = min(chat_size, turns - chat)
                 for start in range(0, size, 100):
                     said = [{"role": ("user", "assistant")[i % 2], "content": text(rng)}
                             for i in range(min(100, size - start))]
-                    await app.lifecycle.add_messages(recorded.id, said, embed=False)
+                    await app.transcript.add_messages(recorded.id, parse_turns("messages", said), embed=False)
                 if chat + chat_size < turns:
-                    await app.service.end_conversation(recorded.id)
+                    await app.conversations.end(recorded.id)
             for _ in range(long_turns):  # in the last chat (or one of their own)
                 if not turns:
-                    recorded = await app.service.init_conversation("long turns")
+                    recorded = await app.conversations.start(new_conversation("long turns"))
                 long = " ".join(text(rng) for _ in range(LONG_TURN_CHARS // 20))[:LONG_TURN_CHARS]
-                await app.lifecycle.add_messages(recorded.id, [{"role": "user", "content": long}], embed=False)
+                await app.transcript.add_messages(
+                    recorded.id, parse_turns("messages", [{"role": "user", "content": long}]), embed=False
+                )
             while await app.indexer.backfill_once():  # own and context vectors (synthetic, instant)
                 pass
             await app.ranker.upkeep()

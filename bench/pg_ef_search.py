@@ -31,6 +31,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from bench.postgres_scale import load, near_stored  # noqa: E402
+from ollama_mcp.inputs.conversations import new_conversation  # noqa: E402
 
 NEIGHBOURS = 100
 QUERIES = 200
@@ -72,9 +73,9 @@ async def measure(n: int, efs: list[int], dim: int) -> dict[str, Any]:
         try:
             async with open_app(Settings.from_env(env), background=False) as app:
                 pg.psql("ALTER SYSTEM SET maintenance_work_mem = '2GB'; SELECT pg_reload_conf();")
-                conv = await app.service.init_conversation("ef_search")
+                conv = await app.conversations.start(new_conversation("ef_search"))
                 rng, vectors_rng = random.Random(7), np.random.default_rng(1)
-                _, context, _ = await load(app.service, app.store, conv.id, n, dim, rng, vectors_rng)
+                _, context, _ = await load(app, app.store, conv.id, n, dim, rng, vectors_rng)
                 pg.psql("VACUUM ANALYZE;")
                 sets = {"near": [near_stored(context, rng, vectors_rng) for _ in range(QUERIES)],
                         "far": far_from_stored(context, vectors_rng, QUERIES)}

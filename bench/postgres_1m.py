@@ -55,6 +55,7 @@ async def build(directory: Path, n: int) -> None:
     from bench.embed_server import EmbedServer, Synthetic  # noqa: PLC0415
     from ollama_mcp.app import open_app  # noqa: PLC0415
     from ollama_mcp.config import Settings  # noqa: PLC0415
+    from ollama_mcp.inputs.conversations import new_conversation  # noqa: PLC0415
 
     directory.mkdir(parents=True, exist_ok=True)
     pg = server(directory)
@@ -65,8 +66,8 @@ async def build(directory: Path, n: int) -> None:
     embedder = EmbedServer(Synthetic(DIM)).start()
     try:
         async with open_app(Settings.from_env(environment(directory, pg, embedder.url)), background=False) as app:
-            svc, store = app.service, app.store
-            conv = await svc.init_conversation("scale")
+            svc, store = app, app.store
+            conv = await svc.conversations.start(new_conversation("scale"))
             _content, context, timings = await load(svc, store, conv.id, n, DIM, rng, vectors_rng)
             np.save(directory / "context.npy", context.astype(np.float32))
     finally:

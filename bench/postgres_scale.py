@@ -67,6 +67,7 @@ async def load(svc: Any, store: Any, conversation_id: str, n: int, dim: int, rng
     import numpy as np  # noqa: PLC0415
 
     from ollama_mcp.domain import EmbeddingRow  # noqa: PLC0415
+    from ollama_mcp.inputs.memories import notes_to_import  # noqa: PLC0415
 
     content = clustered(vectors_rng, n, dim)
     context = content + 0.3 * clustered(vectors_rng, n, dim)
@@ -75,9 +76,9 @@ async def load(svc: Any, store: Any, conversation_id: str, n: int, dim: int, rng
     async with store.bulk_load():
         for start in range(0, n, 5000):
             count = min(5000, n - start)
-            await svc.import_memories(
+            await svc.memories.import_notes(notes_to_import(
                 conversation_id, [sentence(rng) for _ in range(count)], list(content[start : start + count])
-            )
+            ))
         memories = time.perf_counter()
         seqs = [m.seq for m in (await store.conversation_snapshot(conversation_id))[1]][: n - waiting]
         for start in range(0, n, 5000):
@@ -99,6 +100,8 @@ async def measure(n: int, dim: int, queries: int, waiting: int = 0) -> dict[str,
     from ollama_mcp.app import open_app  # noqa: PLC0415
     from ollama_mcp.config import Settings  # noqa: PLC0415
     from ollama_mcp.domain import SearchFilters  # noqa: PLC0415
+    from ollama_mcp.inputs.conversations import new_conversation  # noqa: PLC0415
+    from ollama_mcp.inputs.memories import note as new_note  # noqa: PLC0415
     from ollama_mcp.storage.postgres.search import OVERFETCH, ef_search  # noqa: PLC0415
     from ollama_mcp.storage.ranking import SearchTuning, candidate_depth  # noqa: PLC0415
     from ollama_mcp.when import query_window  # noqa: PLC0415
@@ -112,11 +115,11 @@ async def measure(n: int, dim: int, queries: int, waiting: int = 0) -> dict[str,
                "HOME": tmp, "OLLAMA_MCP_LOG_LEVEL": "WARNING"}
         try:
             async with open_app(Settings.from_env(env), background=False) as app:
-                svc, store = app.service, app.store
+                svc, store = app, app.store
                 # HNSW builds beyond a few thousand vectors want more than the default 64 MB (a
                 # server setting; the bench sets what a team would for a store this size).
                 pg.psql("ALTER SYSTEM SET maintenance_work_mem = '2GB'; SELECT pg_reload_conf();")
-                conv = await svc.init_conversation("scale")
+                conv = await svc.conversations.start(new_conversation("scale"))
                 content, context, timings = await load(svc, store, conv.id, n, dim, rng, vectors_rng, waiting)
                 result["index_build_s"] = round(timings["index_build_s"], 1)
                 result["bulk_import_per_s"] = round(n / timings["total_s"])  # both vectors, indexes built
@@ -125,7 +128,7 @@ async def measure(n: int, dim: int, queries: int, waiting: int = 0) -> dict[str,
                 store_ms = []
                 for i in range(queries):
                     started = time.perf_counter()
-                    await svc.store_memory(sentence(rng), conv.id, embedding=content[i])
+                    await svc.memories.store(new_note(sentence(rng), conv.id, embedding=content[i]))
                     store_ms.append((time.perf_counter() - started) * 1000)
 
                 # recall@10 of the HNSW scan against an exact scan, for queries near stored memories

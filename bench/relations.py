@@ -31,6 +31,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from bench.embed_server import DEFAULT_CACHE, EmbedServer, MiniLM  # noqa: E402
 from ollama_mcp.app import open_app  # noqa: E402
 from ollama_mcp.config import RELATED_THRESHOLD, Settings  # noqa: E402
+from ollama_mcp.inputs.conversations import new_conversation
 from ollama_mcp.services.relations import MAX_RELATED  # noqa: E402
 
 DATA = Path(__file__).resolve().parent.parent.parent / "shared" / "bench-data" / "locomo-dev.json"
@@ -45,8 +46,8 @@ async def run(env: dict[str, str], samples: list[dict[str, Any]]) -> dict[str, A
         started = time.perf_counter()
         for sample in samples:
             for key, summary in sorted(sample["session_summary"].items(), key=lambda kv: int(kv[0].split("_")[1])):
-                conversation = await app.service.init_conversation(f"{sample['sample_id']} {key}")
-                await app.service.end_conversation(conversation.id, summary)
+                conversation = await app.conversations.start(new_conversation(f"{sample['sample_id']} {key}"))
+                await app.conversations.end(conversation.id, summary)
                 owner[conversation.id] = sample["sample_id"]
                 order.append(conversation.id)
         while await app.store.next_job_time() is not None:  # a relate job still queued or running

@@ -46,7 +46,7 @@ NAMED = {"": "a query naming none", TIME: "a query naming its month", WEEK: "one
 async def measure(db: str, conversation: str, url: str, args: argparse.Namespace) -> dict[str, list[float]]:
     from ollama_mcp.app import open_app  # noqa: PLC0415
     from ollama_mcp.config import Settings  # noqa: PLC0415
-    from ollama_mcp.inputs import search_request  # noqa: PLC0415
+    from ollama_mcp.inputs.search import search_request  # noqa: PLC0415
     from ollama_mcp.storage.ranking import SearchTuning  # noqa: PLC0415
 
     env = {"OLLAMA_HOST": url, "OLLAMA_MCP_DB": db, "OLLAMA_MCP_EMBED_MODEL": "all-minilm",
@@ -55,7 +55,7 @@ async def measure(db: str, conversation: str, url: str, args: argparse.Namespace
     times: dict[str, list[float]] = {}
     async with open_app(Settings.from_env(env)) as app:
         for _ in range(30):  # the indexes load; query words get cached
-            await app.service.search(search_request(query(rng) + TIME, conversation))
+            await app.recall.search(search_request(query(rng) + TIME, conversation))
         keywords = app.indexer.ranker.keywords  # a large store's in-memory keyword index loads in the background
         with anyio.fail_after(120):
             while args.memories >= app.indexer.ranker.tuning.keyword_index_min_memories and not keywords.loaded:
@@ -69,7 +69,7 @@ async def measure(db: str, conversation: str, url: str, args: argparse.Namespace
                     for _ in range(args.searches):
                         request = search_request(query(rng) + suffix, conversation)
                         started = time.perf_counter()
-                        await app.service.search(request)
+                        await app.recall.search(request)
                         times.setdefault(label, []).append((time.perf_counter() - started) * 1000)
     return times
 

@@ -77,6 +77,8 @@ def unread_settings(env: Mapping[str, str]) -> tuple[str, ...]:
     return tuple(said)
 
 
+DEFAULT_MAX_CONTENT_CHARS = 100_000  # a memory's or a turn's text, at most (OLLAMA_MCP_MAX_CONTENT_CHARS)
+
 @dataclass(frozen=True)
 class Settings:
     """Everything the server is configured with; build it with ``from_env``."""
@@ -96,7 +98,7 @@ class Settings:
     # minutes; a reload costs the next call seconds). Ollama's format: 30m, 1h, 0, -1 (forever).
     keep_alive: str = "30m"
     connect_timeout: float = 2.0
-    max_content_chars: int = 100_000
+    max_content_chars: int = DEFAULT_MAX_CONTENT_CHARS
     # Characters of memory text one tool result carries at most (a search's hits share it; an
     # export page and a read_memory page hold about this much): it keeps a result well inside
     # a client's limit (Claude Code: about 25k tokens), the text counted twice as MCP sends it.
@@ -181,7 +183,9 @@ class Settings:
             embed_timeout=_number(env, "OLLAMA_MCP_EMBED_TIMEOUT", 15.0, 0.1, 600.0),
             wait_timeout=_number(env, "OLLAMA_MCP_WAIT_TIMEOUT", 3.0, 0.1, 600.0),
             keep_alive=_keep_alive(env.get("OLLAMA_MCP_KEEP_ALIVE", "")),
-            max_content_chars=int(_number(env, "OLLAMA_MCP_MAX_CONTENT_CHARS", 100_000, 1, 10_000_000)),
+            max_content_chars=int(
+                _number(env, "OLLAMA_MCP_MAX_CONTENT_CHARS", DEFAULT_MAX_CONTENT_CHARS, 1, 10_000_000)
+            ),
             response_chars=int(_number(env, "OLLAMA_MCP_RESPONSE_CHARS", 10_000, 1_000, 1_000_000)),
             log_level=_log_level(env.get("OLLAMA_MCP_LOG_LEVEL", "INFO")),
             chat_model=chat_model,

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any, Literal
@@ -117,7 +118,7 @@ class SearchFilters:
 
 @dataclass(frozen=True)
 class SearchRequest:
-    """A search as a caller asked for it, checked once (``inputs.search_request``).
+    """A search as a caller asked for it, checked once (``inputs.search.search_request``).
 
     ``conversation_id`` is the conversation given; with none, the service searches the current
     one, or all when there is none. ``everywhere`` searches every conversation whatever is given.
@@ -258,7 +259,7 @@ class ConversationQuery:
     limit: int = 20
     offset: int = 0  # how many of the first in that order to pass over (the browser's pages)
     ids: tuple[str, ...] | None = None  # only these conversations (those shared with a caller)
-    project: str | None = None  # only those filed under this project (inputs.project)
+    project: str | None = None  # only those filed under this project (inputs.fields.project)
 
 
 @dataclass(frozen=True)
@@ -286,6 +287,22 @@ class EmbeddingRow:
     model: str
     vector: bytes  # float32, little-endian
     dim: int
+
+
+@dataclass(frozen=True)
+class CompactAt:
+    """When a conversation's transcript is due for compaction: past ``messages`` turns, or about
+    ``tokens`` estimated tokens, after what its rolling summary covers. A write that adds turns
+    carries it to the store, which queues the compaction in the write's own transaction."""
+
+    messages: int
+    tokens: int
+    chars_per_token: float
+    overhead_tokens: int  # per message (its role, its framing)
+
+    def crossed(self, messages: int, chars: int) -> bool:
+        tokens = math.ceil(chars / self.chars_per_token) + self.overhead_tokens * messages
+        return messages >= 2 and (messages > self.messages or tokens > self.tokens)
 
 
 @dataclass(frozen=True)

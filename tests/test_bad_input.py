@@ -12,7 +12,9 @@ from hypothesis import strategies as st
 
 from ollama_mcp.config import Settings
 from ollama_mcp.errors import InvalidInputError
-from ollama_mcp.inputs import search_request
+from ollama_mcp.inputs.conversations import conversation_query
+from ollama_mcp.inputs.memories import note as new_note
+from ollama_mcp.inputs.search import search_request
 from tests.conftest import Database, connect
 
 pytestmark = pytest.mark.anyio
@@ -261,11 +263,11 @@ def test_fuzzed_inputs_get_a_result_or_a_clear_error(
 
 async def test_nan_and_infinity_are_refused_by_the_service_itself(app: Any) -> None:
     # JSON cannot carry NaN (clients send null), but the agent and the CLI call the service directly.
-    svc = app.service
+    svc = app
     with pytest.raises(InvalidInputError, match="threshold"):
-        await svc.search(search_request("q", threshold=float("nan")))
+        await svc.recall.search(search_request("q", threshold=float("nan")))
     with pytest.raises(InvalidInputError, match="metadata: contains NaN"):
-        await svc.store_memory("ok", metadata={"k": float("inf")})
+        await svc.memories.store(new_note("ok", metadata={"k": float("inf")}))
     with pytest.raises(InvalidInputError, match="embedding: contains NaN"):
-        await svc.store_memory("ok", embedding=[float("nan")] * 256)
-    assert (await svc.list_conversations()) == []  # nothing was created on the way
+        await svc.memories.store(new_note("ok", embedding=[float("nan")] * 256))
+    assert (await svc.conversations.listed(conversation_query())) == []  # nothing was created on the way

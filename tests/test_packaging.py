@@ -99,22 +99,24 @@ def test_an_app_that_stores_and_searches_imports_the_agent_lifecycle_and_facts_o
 ) -> None:
     """Their modules are about 9 ms of imports that a new process's first search would otherwise
     wait for (app.LaterServices, bench/README.md)."""
-    later = ("ollama_mcp.services.agent", "ollama_mcp.services.lifecycle", "ollama_mcp.services.facts")
+    later = ("ollama_mcp.services.agent", "ollama_mcp.services.transcript", "ollama_mcp.services.facts")
     code = (
         "import sys, anyio\n"
         "from ollama_mcp.app import open_app\n"
         "from ollama_mcp.config import Settings\n"
         "from ollama_mcp.domain import SearchRequest\n"
+        "from ollama_mcp.inputs.conversations import new_conversation\n"
+        "from ollama_mcp.inputs.memories import note\n"
         f"LATER = {later!r}\n"
         "async def main():\n"
         f"    settings = Settings.from_env({{'HOME': '/tmp', 'OLLAMA_MCP_DB': {str(settings.db_path)!r},"
         f" 'OLLAMA_HOST': {settings.ollama_host!r}}})\n"
         "    async with open_app(settings, background=False) as app:\n"
-        "        conv = await app.service.init_conversation('boats', None)\n"
-        "        await app.service.store_memory('the boat is blue', conv.id)\n"
-        "        found = await app.service.search(SearchRequest('boat colour', top_k=5))\n"
+        "        conv = await app.conversations.start(new_conversation('boats', None))\n"
+        "        await app.memories.store(note('the boat is blue', conv.id))\n"
+        "        found = await app.recall.search(SearchRequest('boat colour', top_k=5))\n"
         "        before = [m in sys.modules for m in LATER]\n"
-        "        await app.service.end_conversation(conv.id)\n"  # (queues a job: relate it to others)
+        "        await app.conversations.end(conv.id)\n"  # (queues a job: relate it to others)
         "        ran = await app.jobs.run_once()\n"  # (the runner has them built before it claims a job)
         "        print(len(found.hits), before, [m in sys.modules for m in LATER], ran)\n"
         "anyio.run(main)\n"

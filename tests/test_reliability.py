@@ -23,7 +23,10 @@ from mcp import Client
 
 from ollama_mcp.app import open_app
 from ollama_mcp.config import Settings
-from ollama_mcp.inputs import search_request
+from ollama_mcp.inputs.conversations import conversation_query, new_conversation
+from ollama_mcp.inputs.memories import note as new_note
+from ollama_mcp.inputs.memories import notes_to_import
+from ollama_mcp.inputs.search import search_request
 from ollama_mcp.mcp.server import build_server
 from ollama_mcp.storage.sqlite.db import migrations
 from tests.conftest import Database
@@ -325,15 +328,15 @@ async def test_a_database_of_every_released_schema_opens_migrated_with_its_data(
     path.write_bytes(fixture.read_bytes())
     settings = Settings.from_env({"OLLAMA_MCP_DB": str(path), "OLLAMA_HOST": fake_ollama.url})
     async with open_app(replace(settings, backfill_max_delay=0.2), background=False) as app:
-        svc = app.service
-        conversations = {c.name: c for c in await svc.list_conversations()}
+        svc = app
+        conversations = {c.name: c for c in await svc.conversations.listed(conversation_query())}
         assert conversations["fixture: ended"].status == "completed"
-        found = await svc.search(search_request("which database for billing", top_k=3, everywhere=True))
+        found = await svc.recall.search(search_request("which database for billing", top_k=3, everywhere=True))
         assert found.mode == "hybrid"
         assert "We chose PostgreSQL for billing" in [h.memory.content for h in found.hits]
-        summary = await svc.search(search_request("what was decided", top_k=5, everywhere=True))
+        summary = await svc.recall.search(search_request("what was decided", top_k=5, everywhere=True))
         assert any(h.memory.kind == "summary" for h in summary.hits)
-        stored = await svc.store_memory("written after the upgrade", conversations["fixture: active"].id)
+        stored = await svc.memories.store(new_note("written after the upgrade", conversations["fixture: active"].id))
         assert stored.embedding_status == "embedded"
     assert query(path, "SELECT max(version) FROM schema_migrations") == [(migrations()[-1].version,)]
     assert_consistent(path)
@@ -344,14 +347,18 @@ async def test_merging_the_keyword_index_while_another_process_writes_loses_noth
 ) -> None:
     settings = Settings.from_env({"OLLAMA_MCP_DB": str(db_path), "OLLAMA_HOST": fake_ollama.url})
     async with open_app(settings, background=False) as merger, open_app(settings, background=False) as writer:
-        await merger.service.import_memories((await merger.service.init_conversation("bulk")).id,
-                                             [f"bulk memory {i} about topic {i % 17}" for i in range(3000)])
-        conv = await writer.service.init_conversation("chat")
+        await merger.memories.import_notes(
+            notes_to_import(
+                (await merger.conversations.start(new_conversation("bulk"))).id,
+                [f"bulk memory {i} about topic {i % 17}" for i in range(3000)],
+            )
+        )
+        conv = await writer.conversations.start(new_conversation("chat"))
         written: list[str] = []
 
         async def write() -> None:
             for i in range(60):
-                written.append((await writer.service.store_memory(f"live note {i} of the chat", conv.id)).memory.id)
+                written.append((await writer.memories.store(new_note(f"live note {i} of the chat", conv.id))).memory.id)
 
         async def merge() -> None:
             for _ in range(3):
@@ -364,7 +371,7 @@ async def test_merging_the_keyword_index_while_another_process_writes_loses_noth
         assert len(written) == 60
         assert query(db_path, "SELECT count(*) FROM memories WHERE conversation_id = ?", conv.id) == [(60,)]
         for i in (0, 31, 59):
-            found = await merger.service.search(search_request(f"live note {i} of the chat", conv.id, top_k=1))
+            found = await merger.recall.search(search_request(f"live note {i} of the chat", conv.id, top_k=1))
             assert found.hits[0].memory.content == f"live note {i} of the chat"
     assert_consistent(db_path)
 

@@ -17,7 +17,10 @@ from ollama_mcp.app import App, open_app
 from ollama_mcp.config import Settings
 from ollama_mcp.domain import SearchFilters
 from ollama_mcp.errors import InvalidInputError
-from ollama_mcp.inputs import search_request
+from ollama_mcp.inputs.conversations import new_conversation
+from ollama_mcp.inputs.memories import note as new_note
+from ollama_mcp.inputs.memories import note_change
+from ollama_mcp.inputs.search import search_request
 from ollama_mcp.services import indexer
 from ollama_mcp.storage.ranking import SearchTuning
 from ollama_mcp.storage.sqlite.store import Store
@@ -211,8 +214,8 @@ async def test_an_upgraded_store_reads_again_the_times_its_memories_name_by_the_
 
 
 async def test_a_memory_remembers_when_it_happened_and_defaults_to_when_it_was_stored(app: App, db: Database) -> None:
-    then = await app.service.store_memory("we adopted the cat", occurred_at="2021-06-05")
-    now = await app.service.store_memory("the cat likes tuna")
+    then = await app.memories.store(new_note("we adopted the cat", occurred_at="2021-06-05"))
+    now = await app.memories.store(new_note("the cat likes tuna"))
     assert db.rows("SELECT content, occurred_at, created_at FROM memories ORDER BY seq") == [
         ("we adopted the cat", "2021-06-05T00:00:00.000000Z", then.memory.created_at),
         ("the cat likes tuna", now.memory.created_at, now.memory.created_at),
@@ -254,38 +257,38 @@ async def test_a_turn_recorded_late_keeps_when_it_was_said(settings: Settings, d
 
 
 async def test_a_revised_memory_keeps_when_it_happened_and_who_wrote_it(app: App) -> None:
-    first = await app.service.store_memory(
-        "we met Sam at the harbour", occurred_at="2023-12-04T10:00:00Z", actor="alex"
+    first = await app.memories.store(
+        new_note("we met Sam at the harbour", occurred_at="2023-12-04T10:00:00Z"), actor="alex"
     )
-    old, new = await app.service.update_memory(first.memory.id, "we met Sam at the old harbour", None, None)
+    old, new = await app.memories.update(note_change(first.memory.id, "we met Sam at the old harbour", None, None))
     assert (new.memory.occurred_at, new.memory.actor) == ("2023-12-04T10:00:00.000000Z", "alex")
     assert new.memory.created_at > old.created_at  # the row is new; what it records is not
-    found = await app.service.search(search_request("harbour", since="2023-12-04", until="2023-12-05"))
+    found = await app.recall.search(search_request("harbour", since="2023-12-04", until="2023-12-05"))
     assert [h.memory.id for h in found.hits] == [new.memory.id]
 
 
 async def test_since_and_until_filter_by_when_memories_happened_not_when_they_were_stored(app: App) -> None:
-    await app.service.store_memory("the tea tasting in Kyoto", occurred_at="2019-04-02")
-    await app.service.store_memory("the tea order for the office")
-    old = await app.service.search(search_request("tea", until="2020-01-01", top_k=10))
+    await app.memories.store(new_note("the tea tasting in Kyoto", occurred_at="2019-04-02"))
+    await app.memories.store(new_note("the tea order for the office"))
+    old = await app.recall.search(search_request("tea", until="2020-01-01", top_k=10))
     assert [h.memory.content for h in old.hits] == ["the tea tasting in Kyoto"]
-    recent = await app.service.search(search_request("tea", since="2020-01-01", top_k=10))
+    recent = await app.recall.search(search_request("tea", since="2020-01-01", top_k=10))
     assert [h.memory.content for h in recent.hits] == ["the tea order for the office"]
 
 
 async def test_occurred_at_survives_export_and_import_and_an_old_export_happened_when_stored(
     app: App, settings: Settings, another_database: Callable[[], Database]
 ) -> None:
-    conv = await app.service.init_conversation("trip")
-    await app.service.store_memory("the ferry to Hydra", conv.id, occurred_at="2022-08-14T08:30:00Z")
-    await app.service.store_memory("pack sunscreen", conv.id)
-    document = json.loads(json.dumps(await app.lifecycle.export_all()))
+    conv = await app.conversations.start(new_conversation("trip"))
+    await app.memories.store(new_note("the ferry to Hydra", conv.id, occurred_at="2022-08-14T08:30:00Z"))
+    await app.memories.store(new_note("pack sunscreen", conv.id))
+    document = json.loads(json.dumps(await app.archive.export_all()))
     memories = document["conversations"][0]["memories"]
     assert [m["occurred_at"] for m in memories][0] == "2022-08-14T08:30:00.000000Z"
     del memories[1]["occurred_at"]  # as an export written before occurred_at existed
     target = another_database()
     async with open_app(target.settings(settings), background=False) as restored:
-        await restored.lifecycle.import_document(document)
+        await restored.archive.import_document(document)
     assert target.rows("SELECT content, occurred_at = created_at FROM memories ORDER BY seq") == [
         ("the ferry to Hydra", 0), ("pack sunscreen", 1)
     ]
@@ -294,7 +297,7 @@ async def test_occurred_at_survives_export_and_import_and_an_old_export_happened
     ]
     memories[0]["occurred_at"] = "3000-01-01"
     with pytest.raises(InvalidInputError, match=r"conversations\[0\]\.memories\[0\]\.occurred_at: is more than a day"):
-        await app.lifecycle.import_document(document)
+        await app.archive.import_document(document)
 
 
 @pytest.mark.sqlite_only
@@ -331,19 +334,19 @@ async def test_an_upgraded_store_searches_its_earlier_memories_by_the_times_they
         )
         request = search_request("Sam hiking on 4 December 2023", conv, top_k=2)
         # its text read meanwhile
-        assert [h.memory.id for h in (await app.service.search(request)).hits] == [ids[2], ids[1]]
+        assert [h.memory.id for h in (await app.recall.search(request)).hits] == [ids[2], ids[1]]
         assert await app.indexer.times_step() is None
         assert sqlite3.connect(db_path).execute("SELECT id, spoken_of FROM memories ORDER BY seq").fetchall() == [
             (ids[1], ""), (ids[2], f"{day('2023-12-04')}/{day('2023-12-05')}"),
         ]
-        assert [h.memory.id for h in (await app.service.search(request)).hits] == [ids[2], ids[1]]
+        assert [h.memory.id for h in (await app.recall.search(request)).hits] == [ids[2], ids[1]]
 
 
 # -- a query's time in the ranking -------------------------------------------------------------------
 
 
 async def _hikes(app: App) -> dict[str, str]:
-    conv = await app.service.init_conversation("hikes")
+    conv = await app.conversations.start(new_conversation("hikes"))
     stored = {}
     for text, when in [
         ("Sam and I went hiking in the hills, the hills were steep", "2023-06-01T10:00:00Z"),
@@ -351,7 +354,7 @@ async def _hikes(app: App) -> dict[str, str]:
         ("Sam went hiking in the hills today, lovely hills", "2023-03-01T10:00:00Z"),
         ("Sam: the hiking boots hurt after yesterday", "2023-12-05T09:00:00Z"),
     ]:
-        stored[when[:10]] = (await app.service.store_memory(text, conv.id, occurred_at=when)).memory.id
+        stored[when[:10]] = (await app.memories.store(new_note(text, conv.id, occurred_at=when))).memory.id
     while await app.indexer.backfill_once():
         pass
     return stored
@@ -359,9 +362,9 @@ async def _hikes(app: App) -> dict[str, str]:
 
 async def test_a_memory_of_the_day_a_query_names_rises_above_better_worded_ones(app: App) -> None:
     ids = await _hikes(app)
-    plain = await app.service.search(search_request("Sam hiking hills", top_k=4))
+    plain = await app.recall.search(search_request("Sam hiking hills", top_k=4))
     assert plain.hits[0].memory.id != ids["2023-12-04"]
-    dated = await app.service.search(search_request("Sam hiking hills on 4 December 2023", top_k=4))
+    dated = await app.recall.search(search_request("Sam hiking hills on 4 December 2023", top_k=4))
     first_two = {h.memory.id for h in dated.hits[:2]}
     # The walk of 4 December, and the turn of the 5th that calls it "yesterday".
     assert first_two == {ids["2023-12-04"], ids["2023-12-05"]}
@@ -375,7 +378,7 @@ async def test_memories_stored_before_their_times_were_kept_are_found_by_them_an
     query = search_request("Sam hiking hills on 4 December 2023", top_k=4)
     first_two = {ids["2023-12-04"], ids["2023-12-05"]}
     # their text is read meanwhile
-    assert {h.memory.id for h in (await app.service.search(query)).hits[:2]} == first_two
+    assert {h.memory.id for h in (await app.recall.search(query)).hits[:2]} == first_two
     monkeypatch.setattr(indexer, "TIMES_BATCH", 3)
     assert await app.indexer.times_step() == indexer.TIMES_PAUSE_SECONDS  # a whole batch: more may wait
     assert db.count("SELECT count(*) FROM memories WHERE spoken_of IS NULL") == 1
@@ -384,7 +387,7 @@ async def test_memories_stored_before_their_times_were_kept_are_found_by_them_an
         (ids["2023-03-01"], f"{day('2023-03-01')}/{day('2023-03-02')}"),  # "today"
         (ids["2023-12-05"], f"{day('2023-12-04')}/{day('2023-12-05')}"),  # "yesterday", read against the 5th
     ]
-    assert {h.memory.id for h in (await app.service.search(query)).hits[:2]} == first_two
+    assert {h.memory.id for h in (await app.recall.search(query)).hits[:2]} == first_two
 
 
 async def test_a_server_reads_the_times_of_memories_stored_before_they_were_kept_on_its_own(
@@ -406,7 +409,7 @@ async def test_a_server_reads_the_times_of_memories_stored_before_they_were_kept
 async def test_relative_words_in_a_query_are_read_against_the_reference_time_given(app: App) -> None:
     ids = await _hikes(app)
     request = search_request("Sam hiking hills last week", top_k=4, reference_time="2023-12-13T12:00:00Z")
-    found = await app.service.search(request)
+    found = await app.recall.search(request)
     assert {h.memory.id for h in found.hits[:2]} == {ids["2023-12-04"], ids["2023-12-05"]}
     with pytest.raises(InvalidInputError, match="reference_time: is not an ISO 8601"):
         search_request("hiking last week", reference_time="last week")
@@ -415,14 +418,14 @@ async def test_relative_words_in_a_query_are_read_against_the_reference_time_giv
 async def test_an_impossible_date_in_a_query_is_searched_without_a_window(app: App) -> None:
     ids = await _hikes(app)
     # what "February 2023" would lift
-    february = await app.service.store_memory("hiking again", occurred_at="2023-02-10")
+    february = await app.memories.store(new_note("hiking again", occurred_at="2023-02-10"))
     while await app.indexer.backfill_once():
         pass
-    found = await app.service.search(search_request("Sam hiking hills on 31 February 2023", top_k=5))
-    plain = await app.service.search(search_request("Sam hiking hills 31 February 2023", top_k=5))
+    found = await app.recall.search(search_request("Sam hiking hills on 31 February 2023", top_k=5))
+    plain = await app.recall.search(search_request("Sam hiking hills 31 February 2023", top_k=5))
     assert [h.memory.id for h in found.hits] == [h.memory.id for h in plain.hits]
     assert found.hits[0].memory.id != february.memory.id
-    lifted = await app.service.search(search_request("Sam hiking hills on 10 February 2023", top_k=5))
+    lifted = await app.recall.search(search_request("Sam hiking hills on 10 February 2023", top_k=5))
     assert lifted.hits[0].memory.id == february.memory.id
     assert set(ids.values()) | {february.memory.id} >= {h.memory.id for h in found.hits}
 
@@ -430,25 +433,28 @@ async def test_an_impossible_date_in_a_query_is_searched_without_a_window(app: A
 async def test_without_the_time_weight_a_dated_query_ranks_by_its_other_words(app: App) -> None:
     ids = await _hikes(app)
     app.ranker.tuning = replace(SearchTuning(), time_weight=0)  # type: ignore[misc]
-    dated = await app.service.search(search_request("Sam hiking hills on 4 December 2023", top_k=4))
+    dated = await app.recall.search(search_request("Sam hiking hills on 4 December 2023", top_k=4))
     assert dated.hits[0].memory.id != ids["2023-12-04"]
 
 
 async def test_a_dated_query_lifts_a_memory_of_that_day_from_far_down_the_candidates(app: App) -> None:
-    conv = await app.service.init_conversation("many hikes")
+    conv = await app.conversations.start(new_conversation("many hikes"))
     for i in range(120):  # better worded, one a day from January 2022 (each its own session)
         happened = (datetime(2022, 1, 1, 10, tzinfo=UTC) + timedelta(days=i)).isoformat()
-        await app.service.store_memory(f"Sam hiking in the hills, trail {i}", conv.id, occurred_at=happened)
-    target = await app.service.store_memory(  # worded worse than all of them: one query word among many
-        "went hiking, then cooked a long dinner with friends and watched a film about the sea until late",
-        conv.id, occurred_at="2023-12-04T10:00:00Z",
+        await app.memories.store(new_note(f"Sam hiking in the hills, trail {i}", conv.id, occurred_at=happened))
+    target = await app.memories.store(
+        new_note(
+            "went hiking, then cooked a long dinner with friends and watched a film about the sea until late",
+            conv.id,
+            occurred_at="2023-12-04T10:00:00Z",
+        )
     )
     while await app.indexer.backfill_once():
         pass
     request = search_request("Sam hiking hills on 4 December 2023", conv.id, top_k=20)
-    assert target.memory.id in [h.memory.id for h in (await app.service.search(request)).hits]
+    assert target.memory.id in [h.memory.id for h in (await app.recall.search(request)).hits]
     app.ranker.tuning = replace(SearchTuning(), window_depth=50)  # type: ignore[misc]
-    assert target.memory.id not in [h.memory.id for h in (await app.service.search(request)).hits]
+    assert target.memory.id not in [h.memory.id for h in (await app.recall.search(request)).hits]
 
 
 # -- memories that tell of the time a query names, later ---------------------------------------------
@@ -470,10 +476,12 @@ async def _november(app: App, fake_ollama: FakeOllama) -> tuple[str, dict[str, s
     """``_NOVEMBER``'s memories by key: only a list of its own finds the castle, which shares no word
     with the question and is less near in meaning than the fairs the lists hold."""
     fake_ollama.concepts.update({"uk": "country"})  # near in meaning, as a real model has them
-    conv = (await app.service.init_conversation("trips")).id
-    other = (await app.service.init_conversation("other trips")).id
+    conv = (await app.conversations.start(new_conversation("trips"))).id
+    other = (await app.conversations.start(new_conversation("other trips"))).id
     ids = {
-        key: (await app.service.store_memory(text, other if key == "elsewhere" else conv, occurred_at=when)).memory.id
+        key: (
+            await app.memories.store(new_note(text, other if key == "elsewhere" else conv, occurred_at=when))
+        ).memory.id
         for key, text, when in _NOVEMBER
     }
     await backfill(app)
@@ -486,11 +494,11 @@ async def test_a_memory_telling_later_of_the_week_a_query_names_is_found_without
 ) -> None:
     conv, ids = await _november(app, fake_ollama)
     request = search_request(_WHERE_WAS_TIM, conv, top_k=3, reference_time="2023-12-20T12:00:00Z")
-    found = [h.memory.id for h in (await app.service.search(request)).hits]
+    found = [h.memory.id for h in (await app.recall.search(request)).hits]
     assert ids["castle"] in found  # 16 November's "last Friday" is the 10th: in the second week
     assert not {ids["yesterday"], ids["december"], ids["january"], ids["elsewhere"]} & set(found)
     app.ranker.tuning = replace(app.ranker.tuning, told_weight=0)  # type: ignore[misc]
-    assert ids["castle"] not in [h.memory.id for h in (await app.service.search(request)).hits]
+    assert ids["castle"] not in [h.memory.id for h in (await app.recall.search(request)).hits]
 
 
 async def test_a_month_a_query_names_is_too_long_to_read_what_was_said_of_it_later(
@@ -499,22 +507,27 @@ async def test_a_month_a_query_names_is_too_long_to_read_what_was_said_of_it_lat
     conv, ids = await _november(app, fake_ollama)
     request = search_request("Which country was Tim visiting in November 2023?", conv, top_k=3)
     # 1 December's "last Friday" is 24 November: told of November, and read only when a month is short enough
-    assert ids["december"] not in [h.memory.id for h in (await app.service.search(request)).hits]
+    assert ids["december"] not in [h.memory.id for h in (await app.recall.search(request)).hits]
     app.ranker.tuning = replace(app.ranker.tuning, told_span_days=31)  # type: ignore[misc]
-    assert ids["december"] in [h.memory.id for h in (await app.service.search(request)).hits]
+    assert ids["december"] in [h.memory.id for h in (await app.recall.search(request)).hits]
 
 
 async def test_what_happened_after_a_time_is_read_within_the_filters_earliest_first(app: App) -> None:
-    chat = (await app.service.init_conversation("chat")).id
-    other = (await app.service.init_conversation("other")).id
+    chat = (await app.conversations.start(new_conversation("chat"))).id
+    other = (await app.conversations.start(new_conversation("other"))).id
     stored = {}
     for key, conversation, when in [
-        ("before", chat, "2023-11-14T23:59:59Z"), ("third", chat, "2023-11-20T10:00:00Z"),
-        ("first", chat, "2023-11-15T00:00:00Z"), ("second", chat, "2023-11-15T09:00:00Z"),
-        ("elsewhere", other, "2023-11-16T10:00:00Z"), ("after", chat, "2023-12-16T00:00:00Z"),
+        ("before", chat, "2023-11-14T23:59:59Z"),
+        ("third", chat, "2023-11-20T10:00:00Z"),
+        ("first", chat, "2023-11-15T00:00:00Z"),
+        ("second", chat, "2023-11-15T09:00:00Z"),
+        ("elsewhere", other, "2023-11-16T10:00:00Z"),
+        ("after", chat, "2023-12-16T00:00:00Z"),
     ]:
-        stored[key] = (await app.service.store_memory(f"the {key} one", conversation, occurred_at=when)).memory
-    revised = (await app.service.update_memory(stored["second"].id, "the second one, yesterday", None, None))[1].memory
+        stored[key] = (await app.memories.store(new_note(f"the {key} one", conversation, occurred_at=when))).memory
+    revised = (await app.memories.update(note_change(stored["second"].id, "the second one, yesterday", None, None)))[
+        1
+    ].memory
     start, end = day("2023-11-15"), day("2023-12-16")
     read = await app.store.moments_between(SearchFilters(conversation_id=chat), start, end, 10)
     assert list(read) == [stored["first"].seq, revised.seq, stored["third"].seq]  # not the superseded version
@@ -532,10 +545,10 @@ async def test_what_was_said_later_is_read_only_from_the_conversations_a_caller_
 ) -> None:
     conv, ids = await _november(app, fake_ollama)
     request = search_request(_WHERE_WAS_TIM, top_k=3, reference_time="2023-12-20T12:00:00Z", everywhere=True)
-    everywhere = [h.memory.id for h in (await app.service.search(request)).hits]
+    everywhere = [h.memory.id for h in (await app.recall.search(request)).hits]
     assert {ids["castle"], ids["elsewhere"]} <= set(everywhere)  # both told of the second week later
     # A caller who may search ``conv`` only: nothing of the other conversation, however far down.
     shared = replace(request, top_k=50, filters=replace(request.filters, conversation_ids=(conv,)))
-    found = (await app.service.search(shared)).hits
+    found = (await app.recall.search(shared)).hits
     assert ids["castle"] in [h.memory.id for h in found]
     assert {h.memory.conversation_id for h in found} == {conv}

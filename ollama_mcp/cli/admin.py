@@ -18,11 +18,12 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING, TextIO
 
-from ollama_mcp import audit, inputs
+from ollama_mcp import audit
 from ollama_mcp.app import open_app
 from ollama_mcp.config import LOCAL_PRINCIPAL, Settings
 from ollama_mcp.domain import AccessToken, Shrunk, WriteRecord, counted, format_timestamp
 from ollama_mcp.errors import InvalidInputError, OllamaMcpError, StorageError
+from ollama_mcp.inputs import fields
 from ollama_mcp.services import export, stores, tokens
 from ollama_mcp.services.archive import ImportReport, cut_notice
 from ollama_mcp.services.imports.sources import Source, open_source
@@ -65,8 +66,9 @@ async def export_store(settings: Settings, conversation_id: str | None, fmt: str
     """The store (or one conversation) as JSON or Markdown text, and how many conversations it
     holds. Nothing is written: the caller writes the text once it is complete."""
     _must_exist(settings, "export")
+    given = fields.conversation_id("conversation_id", conversation_id)
     async with open_app(settings, background=False) as app:
-        return await app.lifecycle.export_text(conversation_id, fmt)
+        return await app.archive.export_text(given, fmt)
 
 
 async def import_file(
@@ -76,7 +78,7 @@ async def import_file(
     """Import a file ('-': standard input) or a Claude Code projects folder, in the format its
     content shows (``fmt`` overrides): another tool's history, or an ollama-mcp export. What the
     user deleted of an earlier import stays deleted unless ``restore_deleted``."""
-    since_at = inputs.timestamp("--since", since) if since else None
+    since_at = fields.timestamp("--since", since) if since else None
     if path == "-":
         with tempfile.TemporaryDirectory(prefix="ollama-mcp-import-") as folder:
             spooled = Path(folder) / "stdin"
@@ -97,7 +99,7 @@ async def _import(
     try:
         async with open_app(settings, background=False) as app:
             with audit.through("import"):
-                return await app.lifecycle.import_source(
+                return await app.archive.import_source(
                     source, since=since, dry_run=dry_run, summarize=summarize, restore_deleted=restore_deleted,
                     progress=lambda: progress.update(min(source.position(), source.size)),
                 )
@@ -143,7 +145,7 @@ async def reembed(settings: Settings, model: str | None, force: bool) -> tuple[i
     chosen = replace(settings, embed_model=model or settings.embed_model)
     async with open_app(chosen, background=False) as app:
         if force:
-            await app.service.forget_vectors()
+            await app.memories.forget_vectors()
         total = await app.indexer.pending_count()
         progress = ProgressLine(f"embedding with {chosen.embed_model}", total)
         done = 0
@@ -170,10 +172,10 @@ async def prune(settings: Settings, dry_run: bool) -> list[tuple[str, str]]:
     conversations deleted, or that would be with ``dry_run``."""
     _must_exist(settings, "prune")
     async with open_app(settings, background=False) as app:
-        expired = await app.lifecycle.expired()
+        expired = await app.retention.expired()
         names = [(c.id, c.name or "unnamed") for c in expired]
         if not dry_run:
-            deleted = set(await app.lifecycle.sweep())
+            deleted = set(await app.retention.sweep())
             names = [(cid, name) for cid, name in names if cid in deleted]
     return names
 
@@ -235,35 +237,35 @@ async def forget(
     async with open_app(settings, background=False) as app:
         if conversation_id is not None:
             # Any conversation, ended ones too (every imported chat has ended): a delete, not a store.
-            given = inputs.conversation_id("--conversation", conversation_id)
+            given = fields.conversation_id("--conversation", conversation_id)
             assert given is not None
-            ids = [(await app.service.conversation(given)).id]
+            ids = [(await app.conversations.get(given)).id]
         elif cutoff is not None:
-            ids = await app.service.conversation_ids(idle_before=cutoff)
+            ids = await app.conversations.ids(idle_before=cutoff)
         else:
-            ids = await app.service.conversation_ids()
+            ids = await app.conversations.ids()
         chosen = []
         for target in ids:
-            conversation = await app.service.conversation(target)
-            count = await app.service.memory_total(target)
+            conversation = await app.conversations.get(target)
+            count = await app.conversations.memory_total(target)
             chosen.append((conversation.id, conversation.name or "unnamed", count))
         if not dry_run:
             for target, _, _ in chosen:
-                await app.service.delete_conversation(target)
+                await app.conversations.delete(target)
         older = 0
         if cutoff is not None and conversation_id is None:
-            kept = set(await app.service.conversation_ids()) - {c for c, _, _ in chosen}
+            kept = set(await app.conversations.ids()) - {c for c, _, _ in chosen}
             for target in sorted(kept):
-                older += await app.service.forget_older(cutoff, target, dry_run=dry_run)
+                older += await app.memories.forget_older(cutoff, target, dry_run=dry_run)
     return chosen, sum(count for _, _, count in chosen), older
 
 
 async def write_log(settings: Settings, since: str | None, limit: int) -> list[WriteRecord]:
     """The write audit, newest first: every write through any door, without its text."""
-    start = inputs.timestamp("--since", since) if since else None
+    start = fields.timestamp("--since", since) if since else None
     _must_exist(settings, "show")
     async with open_app(settings, background=False) as app:
-        return await app.service.write_records(start, limit)
+        return await app.changes.write_records(start, limit)
 
 
 async def create_token(settings: Settings, name: str, principal: str | None) -> tuple[AccessToken, str]:

@@ -37,6 +37,9 @@ from ollama_mcp.cli.hook_payload import EVENTS, HookCall, HookError
 from ollama_mcp.cli.hook_spool import draining, folder_for, load, waiting
 from ollama_mcp.domain import Conversation, ConversationQuery
 from ollama_mcp.errors import InvalidInputError
+from ollama_mcp.inputs.context import HistoryRequest
+from ollama_mcp.inputs.conversations import new_conversation
+from ollama_mcp.inputs.turns import parse_turns
 
 if TYPE_CHECKING:
     from ollama_mcp.app import App
@@ -113,16 +116,17 @@ async def _dispatch(app: App, call: HookCall) -> str:
     if call.event == "SessionEnd":
         conversation = await _session_conversation(app, call, create=False)
         if conversation is not None:
-            await app.service.end_conversation(conversation.id)
+            await app.conversations.end(conversation.id)
         return ""
     if call.turn is None:
         return ""  # a Stop after tool calls only: nothing was said
     role, text = call.turn
-    text = _within(text, app.service.max_content_chars)
+    text = _within(text, app.settings.max_content_chars)
     conversation = await _session_conversation(app, call, create=True)
     assert conversation is not None
     # embed=False: a hook returns at once; the server's background embeds the turn
-    await app.lifecycle.add_messages(conversation.id, [{"role": role, "content": text}], embed=False)
+    turns = parse_turns("messages", [{"role": role, "content": text}], app.settings.max_content_chars)
+    await app.transcript.add_messages(conversation.id, turns, embed=False)
     return ""
 
 
@@ -142,22 +146,22 @@ async def _session_conversation(app: App, call: HookCall, *, create: bool) -> Co
     """The session's active conversation; a new one (``create``) when it has none yet, or its
     last one ended (a resumed session continues in a new conversation, a follow-up of that one)."""
     query = ConversationQuery(status="active", metadata=(("session_id", call.session_id),), order="created", limit=5)
-    found = await app.service.conversations(query)
+    found = await app.conversations.listed(query)
     if found:
         return found[-1]  # the oldest, should two hooks have raced to make one
     if not create:
         return None
     name = Path(call.project).name or call.project
     metadata = {"client": CLIENT, "session_id": call.session_id, "project": call.project}
-    ended = await app.service.conversations(replace(query, status="completed", limit=1))
-    return await app.service.init_conversation(name, metadata, ended[0].id if ended else None)
+    ended = await app.conversations.listed(replace(query, status="completed", limit=1))
+    return await app.conversations.start(new_conversation(name, metadata, ended[0].id if ended else None))
 
 
 async def earlier_sessions(app: App, project: str, current_id: str) -> str:
     """What the project's latest other sessions said, newest first, within CONTEXT_CHARS: each
     one's summary when it has one, and its last messages."""
     query = ConversationQuery(project=project, order="activity", limit=EARLIER_SESSIONS + 1)
-    earlier = [c for c in await app.service.conversations(query) if c.id != current_id][:EARLIER_SESSIONS]
+    earlier = [c for c in await app.conversations.listed(query) if c.id != current_id][:EARLIER_SESSIONS]
     blocks = []
     share = CONTEXT_CHARS // max(1, len(earlier))
     for conversation in earlier:
@@ -178,7 +182,7 @@ async def _session_block(app: App, conversation: Conversation, chars: int) -> st
         line = _quoted(f"Summary: {summary}", chars - used)
         lines.append(line)
         used += len(line) + 1
-    messages = await app.lifecycle.history(conversation.id, MESSAGES_PER_SESSION)
+    messages = await app.transcript.history(HistoryRequest(conversation.id, MESSAGES_PER_SESSION))
     kept: list[str] = []
     for message in reversed(messages):  # the latest first, as far as the share goes
         line = _quoted(f"{message.role}: {message.content}", MESSAGE_CHARS)

@@ -25,7 +25,7 @@ from mcp.server.mcpserver import Context
 from ollama_mcp import caller
 from ollama_mcp.config import LOCAL_PRINCIPAL, Settings
 from ollama_mcp.errors import ConfigError, OllamaMcpError
-from ollama_mcp.inputs import LIST_EVERYTHING
+from ollama_mcp.inputs.search import LIST_EVERYTHING
 from ollama_mcp.mcp.sharing import Need, Sharing, Solo
 
 if TYPE_CHECKING:

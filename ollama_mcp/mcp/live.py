@@ -32,7 +32,7 @@ Send = Callable[[str | None], Awaitable[None]]
 
 
 class Marked(Protocol):
-    """What a watch reads of one memory (its app's service): the change marks of conversations
+    """What a watch reads of one memory (its app's changes): the change marks of conversations
     and of the conversation list, compared tick by tick."""
 
     async def change_marks(self, conversation_ids: Sequence[str]) -> dict[str, tuple[Any, ...]]: ...

@@ -9,6 +9,7 @@ from mcp.server.mcpserver.prompts.base import Message
 from mcp.shared.exceptions import MCPError
 from mcp_types import INVALID_PARAMS
 
+from ollama_mcp.inputs.context import context_request
 from ollama_mcp.mcp.calls import opened, prompt_errors
 from ollama_mcp.services.context import as_text
 
@@ -40,10 +41,10 @@ def register_prompt(server: MCPServer) -> None:
         names = [name.strip() for name in participants.split(",") if name.strip()] or None
         with prompt_errors():
             app = await opened(ctx, conversation_id)
-            built = await app.lifecycle.build_context(
+            built = await app.context.build(context_request(
                 conversation_id, int(token_budget), int(recent_turns), int(recall_k), query=query or None,
                 participants=names, facts=facts.strip().lower() in ("true", "yes"), recall_threshold=threshold,
-            )
+            ))
         return [
             AssistantMessage(as_text(m)) if m["role"] == "assistant"
             else UserMessage(as_text(m) if m["role"] == "user" else f"[{m['role']}] {as_text(m)}")

@@ -10,7 +10,10 @@ from mcp.server.mcpserver import Context
 from mcp.server.mcpserver.exceptions import ResourceNotFoundError
 
 from ollama_mcp.domain import Memory, OpenTurn, counted
-from ollama_mcp.inputs import conversation_id as checked_conversation_id
+from ollama_mcp.inputs import fields
+from ollama_mcp.inputs.context import history_request
+from ollama_mcp.inputs.conversations import conversation_query
+from ollama_mcp.inputs.fields import conversation_id as checked_conversation_id
 from ollama_mcp.mcp.apps import RunningApps
 from ollama_mcp.mcp.calls import opened, resource_errors, sharing_of
 
@@ -24,7 +27,7 @@ def register_resources(server: MCPServer, running: RunningApps) -> None:
     async def conversations_resource() -> str:
         with resource_errors():
             app = await running.of_request()  # a static resource gets no Context: the request's token tells whose
-            found = await app.service.list_conversations(None, RESOURCE_LIST_LIMIT)
+            found = await app.conversations.listed(conversation_query(None, RESOURCE_LIST_LIMIT))
         lines = ["# Conversations", ""] + [
             f"- [{c.title or 'unnamed'}](memory://conversations/{c.id}) · {c.status}"
             f" · {counted(c.memory_count, 'memory', 'memories')} · {c.created_at[:10]}"
@@ -73,7 +76,8 @@ def register_resources(server: MCPServer, running: RunningApps) -> None:
 async def _conversation_page(ctx: Context, conversation_id: str, page: int) -> str:
     with resource_errors():
         app = await opened(ctx, conversation_id)
-        exported = await app.lifecycle.export_conversation(conversation_id, "markdown", page)
+        target = fields.required_conversation_id("conversation_id", conversation_id, "pass the conversation to export")
+        exported = await app.archive.export_conversation(target, "markdown", fields.integer("page", page, 1, 1_000_000))
     return exported.markdown or ""
 
 
@@ -84,9 +88,10 @@ async def _history_page(ctx: Context, conversation_id: str, before: str | None) 
     """A page of the transcript as Markdown: one line per message, then where earlier ones are."""
     with resource_errors():
         app = await opened(ctx, conversation_id)
-        target, messages, earlier = await app.lifecycle.history_page(conversation_id, HISTORY_PAGE, before)
-        participants = await app.lifecycle.participants(target)
-        writing = [] if before is not None else await app.lifecycle.open_turns(target)
+        asked = history_request(conversation_id, HISTORY_PAGE, before)
+        target, messages, earlier = await app.transcript.history_page(asked)
+        participants = await app.transcript.participants(target)
+        writing = [] if before is not None else await app.streamed_turns.open_turns(target)
     seen = ", ".join(f"{p.name} ({p.role}, {p.messages})" if p.name != p.role else f"{p.name} ({p.messages})"
                      for p in participants)
     lines = [f"# Transcript of {target}", "", f"Participants: {seen or 'none yet'}", ""] + [

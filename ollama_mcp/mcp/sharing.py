@@ -20,7 +20,6 @@ from typing import TYPE_CHECKING, Literal
 
 import anyio
 
-from ollama_mcp import inputs
 from ollama_mcp.config import LOCAL_PRINCIPAL
 from ollama_mcp.domain import (
     Conversation,
@@ -34,6 +33,7 @@ from ollama_mcp.domain import (
 )
 from ollama_mcp.errors import InvalidInputError, OllamaMcpError
 from ollama_mcp.folds import fold
+from ollama_mcp.inputs import fields
 
 if TYPE_CHECKING:
     from ollama_mcp.app import App
@@ -57,7 +57,7 @@ class Sharing:
         then finds it, or says it does not exist). A share that does not allow ``need`` is
         refused, naming the owner; ``doing`` says what only the owner may do."""
         try:
-            key = inputs.conversation_id("conversation_id", conversation_id)
+            key = fields.conversation_id("conversation_id", conversation_id)
         except InvalidInputError:
             return principal  # the caller's own app reports it
         share = None if key is None else await (await self._registry()).share_of(key, principal)
@@ -88,19 +88,19 @@ class Sharing:
     ) -> tuple[str, list[ConversationShare]]:
         """Share ``owner``'s conversation with ``grantee`` (``access`` none: stop); its id, and
         whom it is shared with afterwards."""
-        key = inputs.conversation_id("conversation_id", conversation_id)
+        key = fields.conversation_id("conversation_id", conversation_id)
         if key is None:
             raise InvalidInputError(
                 "conversation_id",
                 "is required",
                 "pass the id of a conversation of yours (list_conversations shows them)",
             )
-        to = inputs.principal("principal", grantee)
-        level = inputs.share_access("access", access)
+        to = fields.principal("principal", grantee)
+        level = fields.share_access("access", access)
         if to == owner:
             raise InvalidInputError("principal", "names you", "pass the principal of the person to share it with")
         await self.serving(owner, key, "own", "share it")
-        await (await self._app_of(owner)).service.conversation(key)  # the owner's, or not found
+        await (await self._app_of(owner)).conversations.get(key)  # the owner's, or not found
         registry = await self._registry()
         if level is None:
             await registry.withdraw(key, to)
@@ -118,11 +118,11 @@ class Sharing:
         """list_conversations for ``principal``: its own conversations and those shared with it
         that ``query`` selects, in the query's order, at most its limit."""
         found: list[tuple[Conversation, ConversationShare | None]] = [
-            (c, None) for c in await own.service.conversations(query)
+            (c, None) for c in await own.conversations.listed(query)
         ]
         for owner, shares in (await self._by_owner(principal)).items():
             app = await self._app_of(owner)
-            found += [(c, shares[c.id]) for c in await app.service.conversations(replace(query, ids=tuple(shares)))]
+            found += [(c, shares[c.id]) for c in await app.conversations.listed(replace(query, ids=tuple(shares)))]
         if query.order == "created":
             found.sort(key=lambda pair: pair[0].created_at, reverse=True)
         else:
@@ -141,7 +141,7 @@ class Sharing:
         only what the caller may read there; else everywhere it may read."""
         if request.related_to is not None:
             allowed = await self.readable_beside(principal, request.related_to)
-            return await own.service.search(
+            return await own.recall.search(
                 replace(request, filters=replace(request.filters, conversation_ids=allowed))
             )
         return await self._search_everywhere(principal, own, request)
@@ -152,13 +152,13 @@ class Sharing:
         something only within it, so the lists are interleaved by rank (own first at each)."""
         by_owner = await self._by_owner(principal)
         if not by_owner:
-            return await own.service.search(request)
+            return await own.recall.search(request)
         outcomes: list[SearchOutcome | OllamaMcpError | None] = [None] * (len(by_owner) + 1)
 
         async def search(slot: int, owner: str | None, asked: SearchRequest) -> None:
             try:
                 app = own if owner is None else await self._app_of(owner)
-                outcomes[slot] = await app.service.search(asked)
+                outcomes[slot] = await app.recall.search(asked)
             except OllamaMcpError as exc:  # raised below as itself, not in an ExceptionGroup
                 outcomes[slot] = exc
 
@@ -202,7 +202,7 @@ class Solo:
     async def listed(
         self, principal: str, own: App, query: ConversationQuery
     ) -> list[tuple[Conversation, ConversationShare | None]]:
-        return [(c, None) for c in await own.service.conversations(query)]
+        return [(c, None) for c in await own.conversations.listed(query)]
 
     async def search_all(self, principal: str, own: App, request: SearchRequest) -> SearchOutcome:
-        return await own.service.search(request)
+        return await own.recall.search(request)

@@ -22,7 +22,7 @@ from mcp_types import (
 )
 
 from ollama_mcp.errors import InvalidInputError, NotFoundError
-from ollama_mcp.inputs import conversation_id as checked_conversation_id
+from ollama_mcp.inputs.fields import conversation_id as checked_conversation_id
 from ollama_mcp.mcp.apps import Principals, caller_of, serving
 from ollama_mcp.mcp.calls import prompt_errors
 from ollama_mcp.mcp.live import Marked, Watch, Watches
@@ -55,7 +55,7 @@ def serve_live_updates(server: MCPServer, watches: Watches) -> None:
                     await session.send_resource_list_changed()
                 await session.send_resource_updated(uri)
 
-            watch = Watch(app.service, frozenset([conversation] if conversation else []), conversation is None, send)
+            watch = Watch(app.changes, frozenset([conversation] if conversation else []), conversation is None, send)
             await watches.add(watch)
         legacy[(_connection_of(session), uri)] = watch
         return EmptyResult()
@@ -84,15 +84,15 @@ def serve_live_updates(server: MCPServer, watches: Watches) -> None:
                         principals, uri, f"notifications.resourceSubscriptions[{i}]"
                     )
                     uris_of.setdefault(conversation, []).append(uri)
-                    ids = ids_of.setdefault(app.service, set())
+                    ids = ids_of.setdefault(app.changes, set())
                     if conversation is None:
-                        listing.add(app.service)
+                        listing.add(app.changes)
                     else:
                         ids.add(conversation)
                 if wanted.resources_list_changed:
                     own = await principals.holder(caller_of(None, principals.default_principal).principal).app()
-                    ids_of.setdefault(own.service, set())
-                    listing.add(own.service)
+                    ids_of.setdefault(own.changes, set())
+                    listing.add(own.changes)
 
                 async def send(target: str | None) -> None:
                     for uri in uris_of.get(target, ()):
@@ -147,7 +147,7 @@ async def _watch_target(principals: Principals, uri: str, field: str) -> tuple[A
     assert conversation is not None, "the pattern matched a non-empty id"
     try:
         app = await serving(principals, principal, conversation, "read", "subscribe to it")
-        await app.service.conversation(conversation)
+        await app.conversations.get(conversation)
     except NotFoundError:
         raise InvalidInputError(
             field, f"names no conversation that exists ({conversation})", "call list_conversations to see the ids"

@@ -16,8 +16,13 @@ from mcp.shared.exceptions import NoBackChannelError
 from mcp.types import CallToolResult, ToolAnnotations
 from pydantic import BaseModel, Field
 
-from ollama_mcp.inputs import conversation_id as checked_conversation_id
-from ollama_mcp.inputs import conversation_query, search_request
+from ollama_mcp.errors import InvalidInputError
+from ollama_mcp.inputs import fields
+from ollama_mcp.inputs.conversations import conversation_query, new_conversation
+from ollama_mcp.inputs.fields import conversation_id as checked_conversation_id
+from ollama_mcp.inputs.memories import note, note_change
+from ollama_mcp.inputs.search import search_request
+from ollama_mcp.inputs.turns import parse_turns
 from ollama_mcp.mcp.calls import begin_search, reply, sharing_of, tool_call
 from ollama_mcp.mcp.results import (
     AgentReply,
@@ -72,14 +77,14 @@ async def init_conversation(
 ) -> Annotated[CallToolResult, ConversationCreated]:
     """Start a conversation and make it current; returns its id."""
     async with tool_call(ctx) as app:
-        created = await app.service.init_conversation(name, metadata, follows)
-        return reply(ConversationCreated.of(created, checked_conversation_id("follows", follows)))
+        new = new_conversation(name, metadata, follows)
+        return reply(ConversationCreated.of(await app.conversations.start(new), new.follows))
 
 
 async def get_conversation_id(ctx: Context) -> Annotated[CallToolResult, CurrentConversation]:
     """The current conversation, or null."""
     async with tool_call(ctx) as app:
-        return reply(CurrentConversation.of(await app.service.get_conversation_id()))
+        return reply(CurrentConversation.of(await app.conversations.current()))
 
 
 async def store_memory(
@@ -93,7 +98,10 @@ async def store_memory(
 ) -> Annotated[CallToolResult, MemoryStored]:
     """Save a fact, decision or preference; the same text again returns the existing memory."""
     async with tool_call(ctx, conversation_id, "write") as app:
-        stored = await app.service.store_memory(content, conversation_id, tags, metadata, embedding, occurred_at)
+        given = note(
+            content, conversation_id, tags, metadata, embedding, occurred_at, max_chars=app.settings.max_content_chars
+        )
+        stored = await app.memories.store(given)
         return reply(MemoryStored.of(stored))
 
 
@@ -106,7 +114,8 @@ async def update_memory(
 ) -> Annotated[CallToolResult, MemoryUpdated]:
     """Correct a memory: a new version, omitted fields kept, the old one as history."""
     async with tool_call(ctx) as app:
-        old, new = await app.service.update_memory(memory_id, content, tags, metadata)
+        change = note_change(memory_id, content, tags, metadata, max_chars=app.settings.max_content_chars)
+        old, new = await app.memories.update(change)
         return reply(MemoryUpdated.of(old, new))
 
 
@@ -119,7 +128,9 @@ async def add_messages(
 ) -> Annotated[CallToolResult, MessagesAdded]:
     """Record chat turns in the transcript, in order; a retried call adds nothing."""
     async with tool_call(ctx, conversation_id, "write") as app:
-        added, retry = await app.lifecycle.add_messages(conversation_id, messages)
+        turns = parse_turns("messages", messages, app.settings.max_content_chars)
+        target = checked_conversation_id("conversation_id", conversation_id)
+        added, retry = await app.transcript.add_messages(target, turns)
         return reply(MessagesAdded.of(added, retry))
 
 
@@ -145,7 +156,7 @@ async def search_memories(
             query, conversation_id, top_k, threshold, tags, since, until, kind, include_superseded,
             actor, reference_time=reference_time, project=project,
         )
-        return reply(SearchResults.of(await app.service.search(request), request.query, app.settings.response_chars))
+        return reply(SearchResults.of(await app.recall.search(request), request.query, app.settings.response_chars))
 
 
 async def search_all_conversations(
@@ -185,7 +196,10 @@ async def _read_memory(ctx: Context, memory_id: str, conversation_id: str | None
     """read_memory on any server; ``conversation_id`` names a conversation shared with the caller
     (only a server with tokens has shares, so only its read_memory takes one)."""
     async with tool_call(ctx, conversation_id) as app:
-        read = await app.service.read_memory(memory_id, conversation_id, page, page_chars=app.settings.response_chars)
+        read = await app.memories.read(
+            fields.memory_id("memory_id", memory_id), checked_conversation_id("conversation_id", conversation_id),
+            fields.integer("page", page, 1, 1_000_000), page_chars=app.settings.response_chars,
+        )
         return reply(MemoryRead.of(read))
 
 
@@ -194,7 +208,11 @@ async def end_conversation(
 ) -> Annotated[CallToolResult, ConversationEnded]:
     """Close a conversation; it stays searchable. Without a summary, the local model writes one."""
     async with tool_call(ctx, conversation_id, "own", "end it") as app:
-        return reply(ConversationEnded.of(await app.service.end_conversation(conversation_id, summary)))
+        target = checked_conversation_id("conversation_id", conversation_id)
+        text = None if summary is None else fields.text(
+            "summary", summary, app.settings.max_content_chars, what="summary"
+        )
+        return reply(ConversationEnded.of(await app.conversations.end(target, text)))
 
 
 async def list_conversations(
@@ -222,14 +240,21 @@ async def export_conversation(
 ) -> Annotated[CallToolResult, ConversationExport]:
     """A conversation: summary, memories (every version) and messages."""
     async with tool_call(ctx, conversation_id) as app:
-        target = conversation_id or await app.service.current_conversation_id()
-        return reply(ConversationExport.of(await app.lifecycle.export_conversation(target, format, page)))
+        target = checked_conversation_id("conversation_id", conversation_id) or await app.current.id()
+        if target is None:
+            raise InvalidInputError("conversation_id", "is required", "pass the conversation to export")
+        if format not in ("markdown", "json"):
+            raise InvalidInputError("format", "must be 'markdown' or 'json'", "pass one of them")
+        number = fields.integer("page", page, 1, 1_000_000)
+        return reply(ConversationExport.of(await app.archive.export_conversation(target, format, number)))
 
 
 async def delete_conversation(ctx: Context, conversation_id: str) -> Annotated[CallToolResult, ConversationDeleted]:
     """Permanently delete a conversation and everything in it."""
     async with tool_call(ctx, conversation_id, "own", "delete it") as app:
-        deleted = await app.service.delete_conversation(conversation_id)
+        deleted = await app.conversations.delete(fields.required_conversation_id(
+            "conversation_id", conversation_id, "pass the id of the conversation to delete"
+        ))
         await sharing_of(ctx)[0].forget(deleted.conversation.id)
         return reply(ConversationDeleted.of(deleted))
 
@@ -237,7 +262,7 @@ async def delete_conversation(ctx: Context, conversation_id: str) -> Annotated[C
 async def delete_memory(ctx: Context, memory_id: str) -> Annotated[CallToolResult, MemoryDeleted]:
     """Permanently delete one memory with all its versions."""
     async with tool_call(ctx) as app:
-        return reply(MemoryDeleted.of(await app.service.delete_memory(memory_id)))
+        return reply(MemoryDeleted.of(await app.memories.delete(fields.memory_id("memory_id", memory_id))))
 
 
 async def ask_agent(

@@ -26,7 +26,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Match, Route
 
-from ollama_mcp import audit, caller, inputs, json_depth
+from ollama_mcp import audit, caller, json_depth
 from ollama_mcp.domain import Memory
 from ollama_mcp.errors import (
     ConfigError,
@@ -41,6 +41,11 @@ from ollama_mcp.errors import (
     StorageError,
     TurnClosedError,
 )
+from ollama_mcp.inputs import fields
+from ollama_mcp.inputs.context import context_request, history_request, job_id, work_request
+from ollama_mcp.inputs.conversations import conversation_query, new_conversation
+from ollama_mcp.inputs.search import search_request
+from ollama_mcp.inputs.turns import produced_of, turn, turn_to_open
 from ollama_mcp.listen import names_this_server
 from ollama_mcp.rest.models import (
     AppendIn,
@@ -127,100 +132,109 @@ class Endpoint:
 
 async def list_conversations(call: Call) -> tuple[int, BaseModel]:
     q = call.query
-    query = inputs.conversation_query(
+    query = conversation_query(
         q.get("status"), _whole(q, "limit", 20), q.get("name"), None, q.get("order", "activity"), q.get("project")
     )
-    found = await call.app.service.conversations(query)
+    found = await call.app.conversations.listed(query)
     return 200, ConversationList(conversations=[ConversationOut.of(c) for c in found])
 
 
 async def create_conversation(call: Call) -> tuple[int, BaseModel]:
     body: ConversationIn = call.body
-    conversation, created = await call.app.service.create_conversation(body.name, body.metadata, body.follows, body.id)
+    new = new_conversation(body.name, body.metadata, body.follows, body.id)
+    conversation, created = await call.app.conversations.create(new)
     return (201 if created else 200), ConversationCreated(**ConversationOut.of(conversation).model_dump(),
                                                           created=created)
 
 
 async def get_conversation(call: Call) -> tuple[int, BaseModel]:
-    return 200, ConversationOut.of(await call.app.service.conversation(_id(call)))
+    return 200, ConversationOut.of(await call.app.conversations.get(_id(call)))
 
 
 async def delete_conversation(call: Call) -> tuple[int, BaseModel]:
-    deleted = await call.app.service.delete_conversation(_id(call))
+    deleted = await call.app.conversations.delete(_id(call))
     return 200, ConversationDeleted(id=deleted.conversation.id, memories_deleted=deleted.memories)
 
 
 async def end_conversation(call: Call) -> tuple[int, BaseModel]:
     body: EndIn = call.body
-    ended = await call.app.service.end_conversation(_id(call), body.summary)
+    summary = None if body.summary is None else fields.text(
+        "summary", body.summary, call.app.settings.max_content_chars, what="summary"
+    )
+    ended = await call.app.conversations.end(_id(call), summary)
     return 200, ConversationOut.of(ended.conversation)
 
 
 async def add_turn(call: Call) -> tuple[int, BaseModel]:
     body: TurnIn = call.body
     if body.status == "open":
-        opened = await call.app.lifecycle.open_turn(_id(call), body.model_dump(exclude_none=True, exclude={"status"}))
+        started = turn_to_open(body.model_dump(exclude_none=True, exclude={"status"}), _chars(call))
+        opened = await call.app.streamed_turns.open(_id(call), started)
         return 201, OpenTurnOut.of(opened)
-    added, retry = await call.app.lifecycle.add_turn(_id(call), body.model_dump(exclude_none=True))
+    added, retry = await call.app.transcript.add_turn(_id(call), turn(body.model_dump(exclude_none=True), _chars(call)))
     return (200 if retry else 201), TurnAdded(**TurnOut.of(added).model_dump(), duplicate=retry)
 
 
 async def append_to_turn(call: Call) -> tuple[int, BaseModel]:
     body: AppendIn = call.body
-    return 200, OpenTurnOut.of(await call.app.lifecycle.append(call.path["turn_id"], body.append))
+    return 200, OpenTurnOut.of(await call.app.streamed_turns.append(_turn_id(call), body.append))
 
 
 async def commit_turn(call: Call) -> tuple[int, BaseModel]:
     body: CommitIn = call.body
-    committed = await call.app.lifecycle.commit(call.path["turn_id"], body.model_dump(exclude_none=True))
+    # Checked with the whole turn, whose text is known only now (StreamedTurns.commit).
+    committed = await call.app.streamed_turns.commit(_turn_id(call), body.model_dump(exclude_none=True))
     return 200, TurnOut.of(committed)
 
 
 async def edit_turn(call: Call) -> tuple[int, BaseModel]:
     body: EditIn = call.body
-    return 200, TurnOut.of(await call.app.lifecycle.revise_turn(call.path["turn_id"], body.content))
+    text = fields.text("content", body.content, _chars(call), what="message text")
+    return 200, TurnOut.of(await call.app.transcript.revise_turn(_turn_id(call), text))
 
 
 async def regenerate_turn(call: Call) -> tuple[int, BaseModel]:
     body: RegenerateIn = call.body
-    revised = await call.app.lifecycle.revise_turn(call.path["turn_id"], body.content, regenerated=True,
-                                                   model=body.model)
+    text = fields.text("content", body.content, _chars(call), what="message text")
+    model = dict(produced_of("", {} if body.model is None else {"model": body.model})).get("model")
+    revised = await call.app.transcript.revise_turn(_turn_id(call), text, regenerated=True, model=model)
     return 200, TurnOut.of(revised)
 
 
 async def get_turn(call: Call) -> tuple[int, BaseModel]:
-    found = await call.app.lifecycle.read_turn(call.path["turn_id"])
+    found = await call.app.streamed_turns.read(_turn_id(call))
     return 200, TurnOut.of(found) if isinstance(found, Memory) else OpenTurnOut.of(found)
 
 
 async def abort_turn(call: Call) -> tuple[int, BaseModel]:
-    return 200, OpenTurnOut.of(await call.app.lifecycle.abort(call.path["turn_id"]))
+    return 200, OpenTurnOut.of(await call.app.streamed_turns.abort(_turn_id(call)))
 
 
 async def list_turns(call: Call) -> tuple[int, BaseModel]:
     q = call.query
-    _, turns, earlier = await call.app.lifecycle.history_page(_id(call), _whole(q, "limit", 20), q.get("before"))
+    asked = history_request(_id(call), _whole(q, "limit", 20), q.get("before"))
+    _, turns, earlier = await call.app.transcript.history_page(asked)
     return 200, TurnPage(turns=[TurnOut.of(m) for m in turns], earlier=earlier)
 
 
 async def recall(call: Call) -> tuple[int, BaseModel]:
     body: RecallIn = call.body
     target = _id(call)
-    await call.app.service.conversation(target)  # a conversation that is not the caller's: 404
-    request = inputs.search_request(
+    await call.app.conversations.get(target)  # a conversation that is not the caller's: 404
+    request = search_request(
         body.query, target, body.k, body.threshold, kinds=body.kinds, everywhere=body.scope == "all",
     )
-    outcome = await call.app.service.search(request)
+    outcome = await call.app.recall.search(request)
     return 200, Recalled(hits=[RecallHit.of(h) for h in outcome.hits], mode=outcome.mode, notice=outcome.notice)
 
 
 async def build_context(call: Call) -> tuple[int, BaseModel]:
     body: ContextIn = call.body
     recall = body.semantic_recall
-    built = await call.app.lifecycle.build_context(
+    built = await call.app.context.build(context_request(
         _id(call), body.token_budget, body.recent_turns, 5 if recall is None else recall.k, body.query,
         body.participants, body.include_facts, recall_threshold=None if recall is None else recall.threshold,
-    )
+    ))
     return 200, ContextOut(
         messages=[ContextMessage(**m) for m in built.messages], tokens=built.tokens,
         summary_included=built.summary_included, recalled=[m.id for m in built.recalled],
@@ -229,28 +243,28 @@ async def build_context(call: Call) -> tuple[int, BaseModel]:
 
 async def summarize(call: Call) -> tuple[int, BaseModel]:
     body: SummarizeIn = call.body
-    return 202, JobOut.of(await call.app.lifecycle.request(_id(call), "summarize", through=body.through))
+    return 202, JobOut.of(await call.app.work.request(work_request(_id(call), "summarize", body.through)))
 
 
 async def compact(call: Call) -> tuple[int, BaseModel]:
     body: CompactIn = call.body
-    job = await call.app.lifecycle.request(_id(call), "compact", through=body.through, strategy=body.strategy)
+    job = await call.app.work.request(work_request(_id(call), "compact", body.through, body.strategy))
     return 202, JobOut.of(job)
 
 
 async def extract_facts(call: Call) -> tuple[int, BaseModel]:
     body: FactsIn = call.body
-    return 202, JobOut.of(await call.app.lifecycle.request(_id(call), "facts", through=body.through))
+    return 202, JobOut.of(await call.app.work.request(work_request(_id(call), "facts", body.through)))
 
 
 async def get_job(call: Call) -> tuple[int, BaseModel]:
     raw = call.path["job_id"]
-    return 200, JobOut.of(await call.app.lifecycle.job(int(raw) if WHOLE.fullmatch(raw) and raw[0] != "-" else raw))
+    return 200, JobOut.of(await call.app.work.job(job_id(int(raw) if WHOLE.fullmatch(raw) and raw[0] != "-" else raw)))
 
 
 def _whole(query: dict[str, str], name: str, default: int) -> object:
     """A query parameter that is a whole number, as a number; anything else as sent, for the
-    services' own check to refuse naming it."""
+    request's own check to refuse naming it."""
     value = query.get(name)
     if value is None:
         return default
@@ -262,10 +276,20 @@ def _whole(query: dict[str, str], name: str, default: int) -> object:
 WHOLE = re.compile(r"-?[0-9]{1,18}")
 
 
+def _chars(call: Call) -> int:
+    """The longest text a turn or a memory may hold on this server."""
+    return call.app.settings.max_content_chars
+
+
+def _turn_id(call: Call) -> str:
+    """The path's turn id, checked."""
+    return fields.memory_id("turn_id", call.path["turn_id"])
+
+
 def _id(call: Call) -> str:
     """The path's conversation id, checked (a malformed one is a 404, as an unknown one)."""
     try:
-        found = inputs.conversation_id("conversation_id", call.path["conversation_id"])
+        found = fields.conversation_id("conversation_id", call.path["conversation_id"])
     except InvalidInputError:
         found = None
     if found is None:

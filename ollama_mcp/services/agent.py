@@ -29,16 +29,23 @@ from typing import Any, Literal
 
 import anyio
 
-from ollama_mcp import audit, inputs
-from ollama_mcp.config import AGENT_WRITING_TOOLS
+from ollama_mcp import audit
+from ollama_mcp.config import AGENT_WRITING_TOOLS, DEFAULT_MAX_CONTENT_CHARS
 from ollama_mcp.domain import AgentAnswer, AuditRow, Memory, utc_now
 from ollama_mcp.errors import InvalidInputError, NotFoundError, OllamaMcpError
-from ollama_mcp.inputs import MAX_QUERY_CHARS, search_request, text
+from ollama_mcp.inputs import fields
+from ollama_mcp.inputs.context import ContextRequest
+from ollama_mcp.inputs.fields import MAX_QUERY_CHARS, text
+from ollama_mcp.inputs.search import search_request
 from ollama_mcp.ollama.client import OllamaClient, ToolCall
 from ollama_mcp.services.agent_tools import TOOLS, AgentTool, now_text
 from ollama_mcp.services.context import AGENT_ACTOR_PREFIX, as_chat_message, recall_block
-from ollama_mcp.services.lifecycle import ConversationLifecycle
-from ollama_mcp.services.memories import MemoryService
+from ollama_mcp.services.context_builder import ContextBuilder
+from ollama_mcp.services.conversations import Conversations
+from ollama_mcp.services.memories import Memories
+from ollama_mcp.services.on_demand import WorkOnDemand
+from ollama_mcp.services.recall import Recall
+from ollama_mcp.services.transcript import Transcript
 from ollama_mcp.storage.protocols import Storage
 
 log = logging.getLogger(__name__)
@@ -95,8 +102,12 @@ class Agent:
     def __init__(
         self,
         store: Storage,
-        service: MemoryService,
-        lifecycle: ConversationLifecycle,
+        conversations: Conversations,
+        memories: Memories,
+        recall: Recall,
+        transcript: Transcript,
+        context: ContextBuilder,
+        work: WorkOnDemand,
         client: OllamaClient,
         model: str | None,
         *,
@@ -106,10 +117,16 @@ class Agent:
         deadline: float = 45.0,
         context_messages: int = 20,
         instructions: str | None = None,
+        max_content_chars: int = DEFAULT_MAX_CONTENT_CHARS,
     ) -> None:
         self._store = store  # the audit trail
-        self.service = service
-        self.lifecycle = lifecycle
+        self.conversations = conversations
+        self.memories = memories
+        self.recall = recall
+        self.transcript = transcript
+        self.context = context
+        self.work = work
+        self.max_content_chars = max_content_chars  # what a memory the agent stores may hold
         self.client = client
         self.model = model
         self.tools = [TOOLS[name] for name in allowed if name in TOOLS]
@@ -139,7 +156,7 @@ class Agent:
                 "ask_agent needs a chat model, but OLLAMA_MCP_CHAT_MODEL is 'none'; set OLLAMA_MCP_AGENT_MODEL "
                 "or OLLAMA_MCP_CHAT_MODEL to a tool-capable model such as qwen2.5:3b."
             )
-        target = await self.service.resolve_conversation(conversation_id)
+        target = await self.conversations.resolve(fields.conversation_id("conversation_id", conversation_id))
         confined = scope == "conversation" or (scope is None and conversation_id is not None)
         if confined and target is None:
             raise InvalidInputError(
@@ -172,13 +189,13 @@ class Agent:
     async def _record(self, run: Run, question: str, answer: str) -> None:
         """The run's transcript: the question, each tool call and its result, the answer."""
         conversation = await self.conversation(run)
-        await self.lifecycle.add_message(conversation, "user", question, actor="user")
+        await self.transcript.add_message(conversation, "user", question, actor="user")
         for said in run.steps_said:  # the tool calls and their results (clipped), in order
-            await self.lifecycle.add_message(
+            await self.transcript.add_message(
                 conversation, said.role, said.content, actor=said.actor, tool_calls=said.tool_calls,
                 tool_call_id=said.tool_call_id,
             )
-        await self.lifecycle.add_message(conversation, "assistant", answer, actor=f"{AGENT_ACTOR_PREFIX}{self.model}")
+        await self.transcript.add_message(conversation, "assistant", answer, actor=f"{AGENT_ACTOR_PREFIX}{self.model}")
 
     # -- the loop ---------------------------------------------------------------------------------
 
@@ -293,7 +310,7 @@ class Agent:
         run deletes the conversation it answers in. Checked before anyone is asked to confirm."""
         if tool.name == "delete_conversation" and run.conversation_id is not None:
             with contextlib.suppress(InvalidInputError):
-                if inputs.conversation_id("conversation_id", args.get("conversation_id")) == run.conversation_id:
+                if fields.conversation_id("conversation_id", args.get("conversation_id")) == run.conversation_id:
                     raise ToolFailure("not_allowed", (
                         "the conversation this question is asked in cannot be deleted by the agent; it was not run."
                     ), "an agent never deletes the conversation it answers in")
@@ -307,10 +324,10 @@ class Agent:
             ), outside)
         try:
             if "conversation_id" in args:
-                touched = inputs.conversation_id("conversation_id", args["conversation_id"])
+                touched = fields.conversation_id("conversation_id", args["conversation_id"])
             elif "memory_id" in args:
                 touched = (
-                    await self._store.get_memory(inputs.memory_id("memory_id", args["memory_id"]))
+                    await self._store.get_memory(fields.memory_id("memory_id", args["memory_id"]))
                 ).conversation_id
             else:
                 return
@@ -327,10 +344,10 @@ class Agent:
         recalled = []
         conversation_id = run.conversation_id
         if conversation_id is not None:
-            built = await self.lifecycle.build_context(
+            built = await self.context.build(ContextRequest(
                 conversation_id, CONTEXT_TOKENS, self.context_messages, query=question,
                 recall_everywhere=not run.confined,
-            )
+            ))
             # The recalled memories go into the system prompt (as data); the rest is the conversation.
             history = ([{"role": "system", "content": built.summary}] if built.summary else []) + [
                 _for_ollama(m) for m in built.recent  # (build_context left orphan tool turns out)
@@ -338,7 +355,7 @@ class Agent:
             recalled = built.recalled
         else:
             everywhere = search_request(question, top_k=5, everywhere=True)
-            recalled = [h.memory for h in (await self.service.search(everywhere)).hits]
+            recalled = [h.memory for h in (await self.recall.search(everywhere)).hits]
         lines = [
             "You are a local memory agent. You answer the user's question from their stored memories, "
             "using the tools below when the memories given are not enough. Answer briefly and say when "
@@ -361,7 +378,7 @@ class Agent:
     async def conversation(self, run: Run) -> str:
         """The run's conversation, started (anonymous, and current) if it has none yet."""
         if run.conversation_id is None:
-            run.conversation_id = (await self.service.resolve_conversation(None, create=True)).id  # type: ignore[union-attr]
+            run.conversation_id = (await self.conversations.for_writing(None)).id
         return run.conversation_id
 
     def _names(self) -> str:

@@ -1,23 +1,21 @@
-"""A conversation's export and import, as a part of its lifecycle (mixed into
-``ConversationLifecycle``): a page of one conversation for the export tool and the resources,
-the whole store as the CLI and the browser view write it, and an export document read back.
-The format itself is ``export``'s."""
+"""Export and import: a page of one conversation for the export tool and the resources, the whole
+store as the CLI and the browser view write it, an export document read back, and other tools'
+histories brought in. The format itself is ``export``'s; other tools' are ``imports``'."""
 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field, replace
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal
 
 import anyio
 
-from ollama_mcp import audit, inputs
+from ollama_mcp import audit
 from ollama_mcp.domain import Conversation, Export, Memory, counted, utc_now
 from ollama_mcp.errors import ConversationNotFoundError, ImportBrokeOff, InvalidInputError, OllamaMcpError
 from ollama_mcp.services import export
 from ollama_mcp.services.indexer import Indexer
 from ollama_mcp.services.passages import MIN_SHARE, page_bounds
-from ollama_mcp.services.summaries import Summarizer
 from ollama_mcp.storage.protocols import Storage
 
 if TYPE_CHECKING:  # the readers of other tools' histories load when something is imported, not with
@@ -25,6 +23,7 @@ if TYPE_CHECKING:  # the readers of other tools' histories load when something i
     from ollama_mcp.services.imports.chats import Chat, Skipped
     from ollama_mcp.services.imports.sources import Source
 
+ExportFormat = Literal["markdown", "json"]
 IMPORT_BATCH = 50  # chats parsed per hop to a worker thread (a large export's parsing never blocks the loop)
 
 
@@ -56,26 +55,22 @@ def cut_notice(turns: int) -> str:
 
 
 class Archive:
-    """Export and import over ``_store``; new memories are handed to ``_indexer`` to embed."""
+    """Export and import over a store; new memories are handed to the indexer to embed."""
 
-    _store: Storage
-    _indexer: Indexer
-    _page_chars: int  # about how many characters a page of an export holds
-    _summarizer: Summarizer | None  # None: no chat model, so no summaries
+    def __init__(self, store: Storage, indexer: Indexer, *, page_chars: int, summaries: bool) -> None:
+        self._store = store
+        self._indexer = indexer
+        self._page_chars = page_chars  # about how many characters a page of an export holds
+        self._summaries = summaries  # a chat model is configured to write summaries
 
     async def export_conversation(
-        self, conversation_id: object, format: object = "markdown", page: object = 1
+        self, conversation_id: str, format: ExportFormat = "markdown", page: int = 1
     ) -> Export:
         """One page of a conversation as Markdown or JSON: at most ``export.PAGE_ITEMS`` memories
         and messages and about ``_page_chars`` characters (``passages.page_bounds``), so that a
         page fits a client's context; a memory longer than a page alone shows its start, marked,
         and how to read it whole."""
-        target = inputs.conversation_id("conversation_id", conversation_id)
-        if target is None:
-            raise InvalidInputError("conversation_id", "is required", "pass the conversation to export")
-        if format not in ("markdown", "json"):
-            raise InvalidInputError("format", "must be 'markdown' or 'json'", "pass one of them")
-        number = inputs.integer("page", page, 1, 1_000_000)
+        target, number = conversation_id, page
         overhead = export.ITEM_OVERHEAD[format]
         bounds = page_bounds(
             [n + overhead for n in await self._store.content_lengths(target)], self._page_chars, export.PAGE_ITEMS
@@ -99,9 +94,9 @@ class Archive:
             conversation.id, "markdown", number, pages, export.markdown(conversation, shown, number, pages), None
         )
 
-    async def snapshots(self, conversation_id: object = None) -> list[tuple[Conversation, list[Memory]]]:
+    async def snapshots(self, conversation_id: str | None = None) -> list[tuple[Conversation, list[Memory]]]:
         """Every conversation (or the one given) with all its memories, oldest conversation first."""
-        given = inputs.conversation_id("conversation_id", conversation_id)
+        given = conversation_id
         ids = [given] if given else await self._store.conversation_ids()
         found = []
         for cid in ids:
@@ -114,11 +109,11 @@ class Archive:
             found.append((conversation, memories))
         return found
 
-    async def export_all(self, conversation_id: object = None) -> dict[str, Any]:
+    async def export_all(self, conversation_id: str | None = None) -> dict[str, Any]:
         """The whole store (or one conversation) as an export document, every memory included."""
         return export.document_of(await self.snapshots(conversation_id))
 
-    async def export_text(self, conversation_id: object, fmt: str) -> tuple[str, int]:
+    async def export_text(self, conversation_id: str | None, fmt: str) -> tuple[str, int]:
         """The whole store (or one conversation) as export text, JSON (``import`` reads it back) or
         Markdown, and how many conversations it holds: what the CLI and the browser view write."""
         found = await self.snapshots(conversation_id)
@@ -171,7 +166,7 @@ class Archive:
         ``summarize`` asks, and then within the chat-model budget (``chat_budget``)."""
         from ollama_mcp.services.imports.chats import Skipped, record_of, was_cut  # noqa: PLC0415  (see the imports)
 
-        if summarize and self._summarizer is None:
+        if summarize and not self._summaries:
             raise InvalidInputError(
                 "--summarize", "needs a chat model, and OLLAMA_MCP_CHAT_MODEL is none",
                 "set OLLAMA_MCP_CHAT_MODEL to a chat model such as qwen2.5:3b, or leave --summarize out",
@@ -249,8 +244,10 @@ class Archive:
         self, data: object, progress: Callable[[int, int], None] | None = None
     ) -> tuple[int, int]:
         """Import an export document (ids kept; importing twice changes nothing). Everything is
-        checked before anything is written. ``progress(done, total)``: called after each
-        conversation. Returns (new conversations, new memories)."""
+        checked before anything is written: ``data`` is the document as JSON gave it, and reading
+        it (``export.read_document``) is its parse, the one place its shape is checked.
+        ``progress(done, total)``: called after each conversation. Returns (new conversations, new
+        memories)."""
         records = export.read_document(data)
         new_conversations = new_memories = 0
         for done, record in enumerate(records, 1):

@@ -12,9 +12,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
-from ollama_mcp import inputs
 from ollama_mcp.domain import Conversation, Memory, utc_now
 from ollama_mcp.errors import InvalidInputError
+from ollama_mcp.inputs import fields
 from ollama_mcp.services.passages import passage
 from ollama_mcp.storage.fact_rules import FACT_KEY, FACT_SOURCE, fact_key
 
@@ -144,10 +144,10 @@ def _read_conversation(path: str, raw: object) -> ConversationRecord:
     if summary_status not in ("none", "given", "pending", "done", "failed"):
         raise InvalidInputError(f"{path}.summary_status", "is not a known status", "fix the file")
     conversation = Conversation(
-        key=0, id=conversation_id, name=inputs.optional_name(f"{path}.name", raw.get("name")), status=status,
+        key=0, id=conversation_id, name=fields.optional_name(f"{path}.name", raw.get("name")), status=status,
         anonymous=bool(raw.get("anonymous", False)), created_at=_time(f"{path}.created_at", raw.get("created_at")),
         ended_at=_optional_time(f"{path}.ended_at", raw.get("ended_at")),
-        metadata=inputs.metadata(f"{path}.metadata", raw.get("metadata")),
+        metadata=fields.metadata(f"{path}.metadata", raw.get("metadata")),
         summary=_optional_text(f"{path}.summary", raw.get("summary")),
         summary_status="failed" if summary_status == "pending" else summary_status,
         rolling_summary=_optional_text(f"{path}.rolling_summary", raw.get("rolling_summary")),
@@ -189,17 +189,17 @@ def _read_memory(path: str, raw: object, conversation_id: str) -> Memory:
         seq=0,
         conversation_id=conversation_id,
         kind=kind,
-        content=inputs.text(f"{path}.content", raw.get("content"), 10_000_000, what="memory text"),
-        tags=inputs.tags(f"{path}.tags", raw.get("tags")),
-        metadata=inputs.metadata(f"{path}.metadata", raw.get("metadata")),
+        content=fields.text(f"{path}.content", raw.get("content"), 10_000_000, what="memory text"),
+        tags=fields.tags(f"{path}.tags", raw.get("tags")),
+        metadata=fields.metadata(f"{path}.metadata", raw.get("metadata")),
         created_at=_time(f"{path}.created_at", raw.get("created_at")),
         role=role,
-        actor=inputs.optional_name(f"{path}.actor", raw.get("actor")),
+        actor=fields.optional_name(f"{path}.actor", raw.get("actor")),
         tool_calls=tuple(tool_calls),
         tool_call_id=_optional_text(f"{path}.tool_call_id", raw.get("tool_call_id")),
         superseded_by=None if superseded is None else _uuid(f"{path}.superseded_by", superseded),
         # An export written before occurred_at existed: the memory happened when it was stored.
-        occurred_at=inputs.occurred_at(f"{path}.occurred_at", raw.get("occurred_at")),
+        occurred_at=fields.occurred_at(f"{path}.occurred_at", raw.get("occurred_at")),
     )
 
 
@@ -220,14 +220,14 @@ def _read_fact(path: str, fact: Memory, earlier: set[str]) -> Memory:
 
 
 def _uuid(field: str, value: object) -> str:
-    found = inputs.conversation_id(field, value)
+    found = fields.conversation_id(field, value)
     if found is None:
         raise InvalidInputError(field, "is missing", "every record needs its id")
     return found
 
 
 def _time(field: str, value: object) -> str:
-    found = inputs.timestamp(field, value)
+    found = fields.timestamp(field, value)
     if found is None:
         raise InvalidInputError(field, "is missing", "pass an ISO 8601 time")
     return found
@@ -238,7 +238,7 @@ def _optional_time(field: str, value: object) -> str | None:
 
 
 def _optional_text(field: str, value: object) -> str | None:
-    return None if value is None else inputs.text(field, value, 10_000_000)
+    return None if value is None else fields.text(field, value, 10_000_000)
 
 
 def _when(timestamp: str) -> str:

@@ -26,9 +26,10 @@ from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from ollama_mcp import audit, inputs
+from ollama_mcp import audit
 from ollama_mcp.domain import Conversation, Job, Memory, utc_now
 from ollama_mcp.errors import ChatOutputError, ConversationNotFoundError, OllamaMcpError
+from ollama_mcp.inputs.conversations import facts_wanted
 from ollama_mcp.services.chat_budget import BudgetedChat
 from ollama_mcp.services.indexer import Indexer
 from ollama_mcp.services.jobs import JobRunner
@@ -212,7 +213,7 @@ class ConversationFacts:
 
     def wanted(self, conversation: Conversation) -> bool:
         """Whether the conversation has facts extracted (its metadata, else the server's default)."""
-        return self._extractor is not None and inputs.facts_wanted(conversation.metadata, self._default)
+        return self._extractor is not None and facts_wanted(conversation.metadata, self._default)
 
     async def catch_up(self, conversation_id: str, through_seq: int | None = None) -> int:
         """Extract and store the facts of every note and turn the conversation gained since the

@@ -28,20 +28,16 @@ import logging
 import time
 from collections.abc import AsyncIterator, Iterable, Sequence
 from contextlib import asynccontextmanager
-from dataclasses import replace
 from typing import Protocol
 
 import anyio
-import numpy as np
 
 from ollama_mcp.background import Step, Wakeup
-from ollama_mcp.domain import EmbeddingRow, Facet, Memory, SearchFilters, SearchHit, StoredMemory
+from ollama_mcp.domain import EmbeddingRow, Facet, Memory, StoredMemory
 from ollama_mcp.errors import EmbeddingMismatchError, OllamaError, OllamaMcpError
-from ollama_mcp.ollama.embedding_text import chunk_text
 from ollama_mcp.ollama.embeddings import ChunkVector, Embedder, to_blob
 from ollama_mcp.services.context import calls_line
-from ollama_mcp.storage.protocols import MemoryStorage, QueryVector, Ranker, VectorStorage
-from ollama_mcp.when import TimeWindow
+from ollama_mcp.storage.protocols import MemoryStorage, Ranker, VectorStorage
 
 log = logging.getLogger(__name__)
 
@@ -191,7 +187,7 @@ class Indexer:
                     self._look_back([memory.seq])
                 return StoredMemory(memory, duplicate, "embedded", self._model_dim)
             except (OllamaError, EmbeddingMismatchError) as exc:
-                self._fail(exc)
+                self.fail(exc)
         self._look_back([memory.seq])
         return StoredMemory(
             memory, duplicate, "pending", None,
@@ -211,7 +207,7 @@ class Indexer:
         try:
             await self._embed_and_store(work, waited=True)
         except (OllamaError, EmbeddingMismatchError) as exc:
-            self._fail(exc)
+            self.fail(exc)
 
     async def embed_now(self, memory: Memory) -> None:
         """Embed a stored memory's own text now, for work that needs its vector and cannot wait
@@ -249,85 +245,6 @@ class Indexer:
         found = await self._store.model_dimension(self.model, conversation_id) if conversation_id else None
         return found or await self._known_dimension() or self.embedder.known_dimension
 
-    async def search(
-        self, text: str, filters: SearchFilters, conversation_key: int | None, top_k: int, threshold: float | None,
-        window: TimeWindow | None = None,
-    ) -> tuple[list[SearchHit], bool, str | None]:
-        """Ranked hits, whether meaning was used (else keywords only), and a notice saying why not.
-
-        The query's embedding is computed while the ranker does what needs no vector (reading
-        the keyword lists): a search costs about one embedding call, not its sum with the rest.
-        """
-        known = self._failure
-        if known is not None:
-            hits = await self.ranker.search(text, None, filters, conversation_key, top_k, threshold, window)
-            return hits, False, self._keyword_notice(threshold, known)
-        vector = QueryVector()
-        failures: list[Exception] = []
-        missed: list[OllamaMcpError] = []  # why this search got no vector
-        found: list[SearchHit] = []
-
-        async def embed() -> None:
-            try:
-                vector.set(await self.embedder.embed_query(text))
-            except OllamaError as exc:
-                self._fail(exc)
-                missed.append(exc)
-                vector.set(None)
-            except Exception as exc:  # a bug: re-raised below as itself
-                failures.append(exc)
-                vector.set(None)
-                tasks.cancel_scope.cancel()
-            finally:
-                if not vector.ready:  # cancelled: the ranker must not wait for it
-                    vector.set(None)
-
-        async def rank() -> None:
-            try:
-                found.extend(
-                    await self.ranker.search(text, vector, filters, conversation_key, top_k, threshold, window)
-                )
-            except Exception as exc:  # re-raised below as itself, not in an exception group
-                failures.append(exc)
-                tasks.cancel_scope.cancel()
-
-        async with anyio.create_task_group() as tasks:
-            tasks.start_soon(embed)
-            tasks.start_soon(rank)
-        if failures:
-            if not isinstance(failures[0], EmbeddingMismatchError):
-                raise failures[0]
-            self._fail(failures[0])  # the model changed under its name: keywords only, and say so
-            hits = await self.ranker.search(text, None, filters, conversation_key, top_k, threshold, window)
-            return hits, False, self._keyword_notice(threshold, failures[0])
-        query_vector = await vector.get()
-        if query_vector is None:  # Ollama failed: the ranker ranked by keywords alone
-            return found, False, self._keyword_notice(threshold, missed[0] if missed else None)
-        return await self._with_closest(found, query_vector), True, None
-
-    async def _with_closest(self, hits: list[SearchHit], query: np.ndarray) -> list[SearchHit]:
-        """``hits`` with, for each long one embedded in several chunks, the chunk closest in
-        meaning to ``query`` (``SearchHit.closest``): a long memory found by meaning alone is
-        shown by that passage, not by its start (``passages.passage``). Read only for the hits
-        longer than a chunk: one small read, and none for most searches."""
-        chunk_chars = await self.embedder.chunk_chars()
-        long = [h for h in hits if len(h.memory.content) > chunk_chars]
-        if not long:
-            return hits
-        stored = await self._store.chunk_vectors([h.memory.seq for h in long], self.model)
-        closest: dict[int, tuple[int, int]] = {}
-        for hit in long:
-            chunks = chunk_text(hit.memory.content, chunk_chars)
-            vectors = stored.get(hit.memory.seq, {})
-            if len(vectors) != len(chunks) or set(vectors) != set(range(len(chunks))):
-                continue  # a chunk was halved to fit, or the vector was the caller's: no passage to name
-            matrix = np.frombuffer(b"".join(vectors[i] for i in range(len(chunks))), dtype="<f4")
-            if matrix.size != len(chunks) * query.size:
-                continue
-            best = chunks[int(np.argmax(matrix.reshape(len(chunks), query.size) @ query))]
-            closest[hit.memory.seq] = (best.start, best.end)
-        return [replace(h, closest=closest[h.memory.seq]) if h.memory.seq in closest else h for h in hits]
-
     async def pending_count(self) -> int:
         """Memories still lacking a vector of this model."""
         return await self._store.pending_count(self.model)
@@ -345,7 +262,7 @@ class Indexer:
         try:
             await self.embedder.warm()
         except (OllamaError, EmbeddingMismatchError) as exc:
-            self._fail(exc)
+            self.fail(exc)
 
     async def times_step(self) -> float | None:
         """One round of reading the times named by memories stored before those were kept with
@@ -379,7 +296,7 @@ class Indexer:
                 pending = pending[:BUSY_BATCH]
             embedded = await self._embed_and_store(pending)
         except (OllamaError, EmbeddingMismatchError) as exc:
-            self._fail(exc, wake=False)  # the backfill itself backs off: no wake-up of its own
+            self.fail(exc, wake=False)  # the backfill itself backs off: no wake-up of its own
             raise
         self._backfill_cursor = pending[-1][0].seq
         self._recover()
@@ -475,7 +392,12 @@ class Indexer:
             note += " The similarity threshold was not applied."
         return note
 
-    def _fail(self, exc: OllamaMcpError, *, wake: bool = True) -> None:
+    @property
+    def failure(self) -> OllamaMcpError | None:
+        """The last embedding failure (None: healthy): why a search is by keywords only."""
+        return self._failure
+
+    def fail(self, exc: OllamaMcpError, *, wake: bool = True) -> None:
         """Record an embedding failure; ``wake``: let the backfill probe for recovery now."""
         if self._failure is None or type(self._failure) is not type(exc):
             log.warning("embeddings unavailable: %s", exc)

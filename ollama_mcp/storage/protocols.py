@@ -24,6 +24,7 @@ import numpy as np
 from ollama_mcp.domain import (
     AccessToken,
     AuditRow,
+    CompactAt,
     Conversation,
     ConversationQuery,
     ConversationShare,
@@ -226,10 +227,14 @@ class TranscriptStorage(Protocol):
     async def participants(self, conversation_id: str) -> list[Participant]:
         """Who wrote the conversation's messages, in the order they first spoke."""
 
-    async def insert_messages(self, messages: Sequence[Memory], retry_since: str) -> tuple[list[Memory], bool]:
+    async def insert_messages(
+        self, messages: Sequence[Memory], retry_since: str | None, *, compact: CompactAt | None = None
+    ) -> tuple[list[Memory], bool, bool]:
         """Append messages of one active conversation in order, in one transaction; returns (the
-        messages, was_retry): when the latest messages are these same turns, the first stored at
-        or after ``retry_since`` (``memory_rules.is_retry``), nothing is added and they are returned."""
+        messages, was_retry, compaction_queued): when the latest messages are these same turns, the
+        first stored at or after ``retry_since`` (``memory_rules.is_retry``; None: never), nothing
+        is added and they are returned. With ``compact``, a transcript past it is queued for
+        compaction in the same transaction."""
 
     async def conversation_memories(
         self, conversation_id: str, *, after_seq: int = 0, limit: int = -1, kinds: Sequence[MemoryKind] = ()
@@ -295,14 +300,17 @@ class JobStorage(Protocol):
 
     async def finish_job(
         self, job: Job, now: str, *, summary: Memory | None = None, rolling: tuple[Memory, int] | None = None,
-        retire: tuple[str, int] | None = None,
+        retire: tuple[str, int] | None = None, then: Sequence[tuple[JobKind, dict[str, Any]]] = (),
+        compact: CompactAt | None = None,
     ) -> tuple[list[int], list[int]]:
         """Mark a job done in one transaction with what it produced: a conversation ``summary``
         memory, or a ``rolling`` (summary memory, message seq it covers through) that replaces the
         previous rolling summary's memory. With ``retire`` (a retention mode, audit-only or
         ephemeral, and the seq the summary covers turns through) the covered turns are redacted or
         deleted with it. Returns the seqs of the memories that went (or lost their text and
-        vectors) and those of the memories whose context was rewritten."""
+        vectors) and those of the memories whose context was rewritten. The jobs it leads to are
+        queued in that transaction too: ``then`` (kinds with options), and with ``compact`` a
+        compaction if the transcript is still past it."""
 
 
 class OpenTurnStorage(Protocol):
@@ -316,7 +324,9 @@ class OpenTurnStorage(Protocol):
 
     async def open_turns(self, conversation_id: str) -> list[OpenTurn]: ...
 
-    async def commit_turn(self, turn_id: str, message: Memory) -> Memory: ...
+    async def commit_turn(
+        self, turn_id: str, message: Memory, *, compact: CompactAt | None = None
+    ) -> tuple[Memory, bool]: ...
 
     async def abort_turn(self, turn_id: str, now: str) -> OpenTurn: ...
 

@@ -23,10 +23,14 @@ from starlette.responses import HTMLResponse, RedirectResponse, Response
 from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 
-from ollama_mcp import audit, caller, inputs
+from ollama_mcp import audit, caller
 from ollama_mcp.app import App
 from ollama_mcp.domain import ConversationQuery
 from ollama_mcp.errors import ConversationClosedError, InvalidInputError, NotFoundError, OllamaError, OllamaMcpError
+from ollama_mcp.inputs import fields
+from ollama_mcp.inputs.conversations import conversation_query
+from ollama_mcp.inputs.memories import note_change
+from ollama_mcp.inputs.search import search_request
 from ollama_mcp.services import doctor
 from ollama_mcp.services.archive import cut_notice
 from ollama_mcp.services.imports.formats import EXPECTED, FORMAT_NAMES
@@ -36,7 +40,7 @@ from ollama_mcp.ui.guard import LOCAL, Admit, Guard, Refused, Site, checked_form
 
 NOTES_SHOWN = 200  # notes per page of a conversation, newest first
 MESSAGES_SHOWN = 200  # the end of a transcript; the export has all of it
-LISTED = 500  # conversations a page of the list shows (inputs.MAX_LIST_LIMIT); the rest on the next pages
+LISTED = 500  # conversations a page of the list shows (fields.MAX_LIST_LIMIT); the rest on the next pages
 SHOWN_CHARS = 3_000  # of a memory's text shown on its conversation's page before "show all"
 DONE = {
     "updated": "Saved as a new version; the old one is kept below it as history.",
@@ -90,8 +94,8 @@ async def conversations(request: Request) -> Response:
     params = request.query_params
     status, text = params.get("status") or None, params.get("q") or None
     number = _page_number(params.get("page", "1"))
-    query = inputs.conversation_query(status, LISTED, text, None, "activity")
-    found = await _app(request).service.conversations(
+    query = conversation_query(status, LISTED, text, None, "activity")
+    found = await _app(request).conversations.listed(
         replace(query, limit=LISTED + 1, offset=(number - 1) * LISTED)  # one more: is there a next page?
     )
     return _page(request, "conversations.html", conversations=found[:LISTED], status=status or "", q=text or "",
@@ -100,10 +104,10 @@ async def conversations(request: Request) -> Response:
 
 async def conversation(request: Request) -> Response:
     app = _app(request)
-    conversation_id = request.path_params["conversation_id"]
-    current, rows, _ = await app.service.snapshot(conversation_id)
+    conversation_id = _conversation_id(request)
+    current, rows, _ = await app.conversations.snapshot(conversation_id)
     # Its title as listings give it (the same opening, read by the same query).
-    listed = await app.service.conversations(ConversationQuery(ids=(current.id,), limit=1))
+    listed = await app.conversations.listed(ConversationQuery(ids=(current.id,), limit=1))
     current = replace(current, opening=listed[0].opening if listed else None)
     parts = views.conversation_parts(rows)
     pages = max(1, -(-len(parts.notes) // NOTES_SHOWN))
@@ -124,7 +128,7 @@ async def search(request: Request) -> Response:
     scope = params.get("conversation") or None
     form: dict[str, Any] = {key: params.get(key, "") for key in ("q", "conversation", "tags", "since", "until", "kind")}
     form |= {"superseded": bool(params.get("superseded"))}
-    choices = await app.service.list_conversations(None, LISTED)
+    choices = await app.conversations.listed(conversation_query(None, LISTED))
     outcome = matches = None
     names: dict[str, str] = {c.id: c.title or "unnamed" for c in choices}
     if query:
@@ -132,11 +136,11 @@ async def search(request: Request) -> Response:
         until = form["until"] or None
         if until is not None and len(until) == 10:  # the date picker's day is included, to its end
             until += "T23:59:59.999999"
-        asked = inputs.search_request(
+        asked = search_request(
             query, scope, 20, None, tags, form["since"] or None, until,
             form["kind"] or None, form["superseded"], everywhere=scope is None,
         )
-        outcome = await app.service.search(asked)
+        outcome = await app.recall.search(asked)
         matches = views.matches(query, outcome.hits)
     return _page(request, "search.html", form=form, outcome=outcome, matches=matches, choices=choices, names=names)
 
@@ -145,13 +149,13 @@ async def health(request: Request) -> Response:
     app = _app(request)
     checks = await doctor.run_checks(app.settings)
     lines = await anyio.to_thread.run_sync(doctor.stats, app.settings)
-    names = {c.id: c.title or "unnamed" for c in await app.service.list_conversations(None, LISTED)}
-    plot = views.timeline_plot(await app.service.memory_timeline(), names)
+    names = {c.id: c.title or "unnamed" for c in await app.conversations.listed(conversation_query(None, LISTED))}
+    plot = views.timeline_plot(await app.memories.timeline(), names)
     return _page(request, "health.html", checks=checks, lines=lines, plot=plot)
 
 
 async def export_conversation(request: Request) -> Response:
-    return await _export(request, request.path_params["conversation_id"])
+    return await _export(request, _conversation_id(request))
 
 
 async def export_all(request: Request) -> Response:
@@ -162,7 +166,7 @@ async def _export(request: Request, conversation_id: str | None) -> Response:
     fmt = request.query_params.get("format", "json")
     if fmt not in ("json", "markdown"):
         raise InvalidInputError("format", f"is {fmt!r}", "choose json or markdown")
-    text, _ = await _app(request).lifecycle.export_text(conversation_id, fmt)
+    text, _ = await _app(request).archive.export_text(conversation_id, fmt)
     name = f"conversation-{conversation_id}" if conversation_id else "memory-export"
     suffix, kind = (".json", "application/json") if fmt == "json" else (".md", "text/markdown")
     return Response(text, media_type=f"{kind}; charset=utf-8",
@@ -175,24 +179,25 @@ async def _export(request: Request, conversation_id: str | None) -> Response:
 async def update_memory(request: Request) -> Response:
     app = _app(request)
     form = await checked_form(request)
-    memory_id = request.path_params["memory_id"]
-    old = await app.service.memory(memory_id)
+    memory_id = fields.memory_id("memory_id", request.path_params["memory_id"])
+    old = await app.memories.get(memory_id)
     content = _field(form.get("content"))
     tags = [t.strip() for t in _field(form.get("tags")).split(",") if t.strip()]
     if content.strip() == old.content and tuple(tags) == old.tags:
         return _redirect(request, f"/conversations/{old.conversation_id}", "unchanged")
     with _writing(request):
-        _, new = await app.service.update_memory(memory_id, content, tags)
+        change = note_change(memory_id, content, tags, max_chars=app.settings.max_content_chars)
+        _, new = await app.memories.update(change)
     return _redirect(request, f"/conversations/{old.conversation_id}", "updated", f"m-{new.memory.id}")
 
 
 async def delete_memory(request: Request) -> Response:
     app = _app(request)
-    memory = await app.service.memory(request.path_params["memory_id"])
+    memory = await app.memories.get(fields.memory_id("memory_id", request.path_params["memory_id"]))
     page = f"/conversations/{memory.conversation_id}"
     return await _after_confirming(
         request,
-        lambda: app.service.delete_memory(memory.id),
+        lambda: app.memories.delete(memory.id),
         page,
         (page, "memory-deleted"),
         what="memory",
@@ -202,19 +207,26 @@ async def delete_memory(request: Request) -> Response:
 
 async def end_conversation(request: Request) -> Response:
     await checked_form(request)
-    conversation_id = request.path_params["conversation_id"]
+    conversation_id = _conversation_id(request)
     with _writing(request):
-        await _app(request).service.end_conversation(conversation_id)
+        await _app(request).conversations.end(conversation_id)
     return _redirect(request, f"/conversations/{conversation_id}", "ended")
 
 
 async def delete_conversation(request: Request) -> Response:
     app = _app(request)
-    current = await app.service.conversation(request.path_params["conversation_id"])
-    total = await app.service.memory_total(current.id)  # what `forget` counts: versions and messages too
-    return await _after_confirming(request, lambda: app.service.delete_conversation(current.id),
+    current = await app.conversations.get(_conversation_id(request))
+    total = await app.conversations.memory_total(current.id)  # what `forget` counts: versions and messages too
+    return await _after_confirming(request, lambda: app.conversations.delete(current.id),
                                    f"/conversations/{current.id}", ("/", "conversation-deleted"),
                                    what="conversation", conversation=current, total=total)
+
+
+def _conversation_id(request: Request) -> str:
+    """The path's conversation id, checked."""
+    return fields.required_conversation_id(
+        "conversation_id", request.path_params["conversation_id"], "open a conversation from the list"
+    )
 
 
 async def _after_confirming(
@@ -245,7 +257,7 @@ async def import_file(request: Request) -> Response:
                 out.write(chunk)
         source = await anyio.to_thread.run_sync(lambda: open_source(saved, field="file", shown=saved.name))
         with source, _writing(request):
-            report = await _app(request).lifecycle.import_source(source)
+            report = await _app(request).archive.import_source(source)
     result = (f"Imported {report.new_conversations:,} new conversation(s) and {report.new_turns:,} new memories "
               f"from {FORMAT_NAMES[report.format]}.")
     if report.cut_turns:
@@ -288,7 +300,7 @@ def _redirect(request: Request, path: str, done: str, anchor: str = "") -> Redir
 
 def _page_number(raw: str, pages: int = 1_000_000) -> int:
     """The ``page`` a link asks for, from 1 to ``pages``."""
-    return inputs.integer("page", int(raw) if re.fullmatch(r"[0-9]{1,9}", raw) else raw, 1, pages)
+    return fields.integer("page", int(raw) if re.fullmatch(r"[0-9]{1,9}", raw) else raw, 1, pages)
 
 
 def _field(value: object) -> str:

@@ -23,6 +23,9 @@ from ollama_mcp.app import open_app
 from ollama_mcp.cli.admin import ProgressLine
 from ollama_mcp.config import Settings
 from ollama_mcp.domain import SearchRequest
+from ollama_mcp.inputs.conversations import new_conversation
+from ollama_mcp.inputs.memories import note as new_note
+from ollama_mcp.inputs.memories import note_change, notes_to_import
 from ollama_mcp.storage.sqlite import db as sqlite_db
 from tests.conftest import Database, sqlite_store_at
 from tests.support.cli import SCRIPT, rows, run
@@ -34,11 +37,11 @@ def fill(db: Database, fake: FakeOllama) -> str:
     async def go() -> str:
         async with open_app(Settings.from_env({"OLLAMA_MCP_DB": db.url, "OLLAMA_HOST": fake.url}),
                             background=False) as app:
-            conv = await app.service.init_conversation("trip", {"ttl_hours": 1000})
-            first = await app.service.store_memory("Flights to Lisbon on May 3", conv.id, ["travel"])
-            await app.service.update_memory(first.memory.id, content="Flights to Lisbon on May 4")
-            await app.lifecycle.add_message(conv.id, "user", "book the hotel too")
-            await app.service.end_conversation(conv.id, "Lisbon trip planned")
+            conv = await app.conversations.start(new_conversation("trip", {"ttl_hours": 1000}))
+            first = await app.memories.store(new_note("Flights to Lisbon on May 3", conv.id, ["travel"]))
+            await app.memories.update(note_change(first.memory.id, content="Flights to Lisbon on May 4"))
+            await app.transcript.add_message(conv.id, "user", "book the hotel too")
+            await app.conversations.end(conv.id, "Lisbon trip planned")
             return conv.id
 
     return anyio.run(go)
@@ -462,7 +465,7 @@ def test_shrink_gives_an_older_stores_free_space_back_keeping_every_conversation
             while await app.indexer.backfill_once():
                 pass
             await app.ranker.upkeep()  # (folds the vectors into blocks: their slots keep the keys)
-            found = [await app.service.search(SearchRequest(query, top_k=3, conversation_id=kept))
+            found = [await app.recall.search(SearchRequest(query, top_k=3, conversation_id=kept))
                      for query in ("lisbon flights", "hotel booking", "museum tickets")]
             return [[hit.memory.content for hit in outcome.hits] for outcome in found]
 
@@ -470,8 +473,10 @@ def test_shrink_gives_an_older_stores_free_space_back_keeping_every_conversation
         async with open_app(settings, background=False) as app:
             for text in ("Flights to Lisbon on May 3", "The hotel is booked near the river",
                          "Museum tickets for Saturday"):
-                await app.service.store_memory(text, kept)
-            await app.service.import_memories(filler, [f"{i} " + "filler text " * 4000 for i in range(450)])
+                await app.memories.store(new_note(text, kept))
+            await app.memories.import_notes(
+                notes_to_import(filler, [f"{i} " + "filler text " * 4000 for i in range(450)])
+            )
 
     anyio.run(fill)
     with closing(sqlite3.connect(path, isolation_level=None)) as conn:

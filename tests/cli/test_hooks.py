@@ -16,7 +16,7 @@ import pytest
 from ollama_mcp.app import open_app
 from ollama_mcp.cli.hooks import CONTEXT_NOTICE
 from ollama_mcp.config import Settings
-from ollama_mcp.inputs import search_request
+from ollama_mcp.inputs.search import search_request
 from tests.conftest import Database
 from tests.support.fake_ollama import FakeOllama
 from tests.support.http import SERVER, environment
@@ -95,7 +95,7 @@ async def test_a_session_replayed_through_the_hooks_is_recorded_turn_by_turn_and
     async with open_app(settings, background=False) as app:
         while await app.indexer.backfill_once():
             pass
-        found = await app.service.search(search_request("metrics exporter", everywhere=True))
+        found = await app.recall.search(search_request("metrics exporter", everywhere=True))
     assert found.mode == "hybrid", found
     assert found.hits[0].memory.conversation_id == conversation
     assert found.hits[0].memory.content == payload("Stop2")["last_assistant_message"]

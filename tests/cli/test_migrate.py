@@ -16,7 +16,11 @@ from ollama_mcp.cli import admin
 from ollama_mcp.config import Settings
 from ollama_mcp.domain import AuditRow, ConversationShare, utc_now
 from ollama_mcp.errors import StorageError
-from ollama_mcp.inputs import search_request
+from ollama_mcp.inputs.conversations import new_conversation
+from ollama_mcp.inputs.memories import note as new_note
+from ollama_mcp.inputs.memories import note_change, notes_to_import
+from ollama_mcp.inputs.search import search_request
+from ollama_mcp.inputs.turns import parse_turns
 from ollama_mcp.services import tokens
 from ollama_mcp.services.transfer import check_counts, copy_store
 from ollama_mcp.storage.backends import open_backend
@@ -40,19 +44,23 @@ async def fill(settings: Settings) -> None:
     """Every kind of row: notes with tags and versions, messages, a given and a pending summary,
     an audit trail, queued jobs, a follow-up, and vectors of every memory."""
     async with open_app(settings, background=False) as app:
-        svc = app.service
-        trip = await svc.init_conversation("trip", {"ttl_hours": 1000})
-        first = await svc.store_memory("Flights to Lisbon on May 3", trip.id, ["travel"])
-        await svc.update_memory(first.memory.id, content="Flights to Lisbon on May 4")
-        await app.lifecycle.add_message(trip.id, "user", "book the hotel too", actor="ana")
-        await app.lifecycle.add_message(trip.id, "assistant", "Booked the hotel by the river")
+        svc = app
+        trip = await svc.conversations.start(new_conversation("trip", {"ttl_hours": 1000}))
+        first = await svc.memories.store(new_note("Flights to Lisbon on May 3", trip.id, ["travel"]))
+        await svc.memories.update(note_change(first.memory.id, content="Flights to Lisbon on May 4"))
+        await app.transcript.add_message(trip.id, "user", "book the hotel too", actor="ana")
+        await app.transcript.add_message(trip.id, "assistant", "Booked the hotel by the river")
         await app.store.insert_audit([AuditRow("r1", trip.id, 1, "search_memories", "ab" * 32, "low", "ran", "ok", 3.5,
                                                utc_now())])
-        await svc.end_conversation(trip.id)  # queues a summary job (never run here)
-        work = await svc.init_conversation("work", follows=trip.id)
-        await svc.import_memories(work.id, ["We chose PostgreSQL for billing", "the crane is painted orange",
-                                            "the zeppelin arrives tuesday"])
-        await svc.end_conversation(work.id, "Database decided")
+        await svc.conversations.end(trip.id)  # queues a summary job (never run here)
+        work = await svc.conversations.start(new_conversation("work", follows=trip.id))
+        await svc.memories.import_notes(
+            notes_to_import(
+                work.id,
+                ["We chose PostgreSQL for billing", "the crane is painted orange", "the zeppelin arrives tuesday"],
+            )
+        )
+        await svc.conversations.end(work.id, "Database decided")
         # trip also recorded work as related: the pair has a row each way, the score on trip's only.
         await app.store.set_similar(trip.id, [(work.id, "related", 0.8)], utc_now())
         while await app.indexer.backfill_once():
@@ -62,9 +70,9 @@ async def fill(settings: Settings) -> None:
 async def picture(settings: Settings) -> tuple[dict[str, object], list[list[str]], list[tuple[object, ...]]]:
     """What a store holds as a user sees it: its export, the hits of fixed queries, jobs and audit."""
     async with open_app(settings, background=False) as app:
-        document = await app.lifecycle.export_all()
+        document = await app.archive.export_all()
         document["exported_at"] = None
-        hits = [[h.memory.id for h in (await app.service.search(search_request(q, everywhere=True, top_k=5))).hits]
+        hits = [[h.memory.id for h in (await app.recall.search(search_request(q, everywhere=True, top_k=5))).hits]
                 for q in QUERIES]
         extras = []
         for conversation_id in await app.store.conversation_ids():
@@ -162,10 +170,12 @@ async def a_shared_server(settings: Settings) -> dict[str, str]:
         secrets[name] = (await admin.create_token(settings, name, principal))[1]
     await admin.revoke_token(settings, "bob-old")
     async with open_app(settings.for_principal("alice"), background=False) as app:
-        plans = await app.service.init_conversation("plans")
-        await app.service.store_memory("the offsite is in Porto in June", plans.id)
+        plans = await app.conversations.start(new_conversation("plans"))
+        await app.memories.store(new_note("the offsite is in Porto in June", plans.id))
     async with open_app(settings.for_principal("bob"), background=False) as app:
-        await app.service.store_memory("bob prefers the window seat", (await app.service.init_conversation("bob")).id)
+        await app.memories.store(
+            new_note("bob prefers the window seat", (await app.conversations.start(new_conversation("bob"))).id)
+        )
     local, _ = await open_backend(settings)
     try:
         await local.set_share(ConversationShare(plans.id, "bob", "alice", "write", utc_now()))
@@ -179,7 +189,7 @@ async def whole(settings: Settings) -> tuple[object, ...]:
     exports = []
     for principal in ("alice", "bob"):
         async with open_app(settings.for_principal(principal), background=False) as app:
-            document = await app.lifecycle.export_all()
+            document = await app.archive.export_all()
             exports.append({**document, "exported_at": None})
     local, _ = await open_backend(settings)
     try:
@@ -250,12 +260,12 @@ async def test_a_chat_apps_tool_call_and_its_answer_are_migrated_with_the_call(
     call_ = {"id": "call_1", "type": "function", "function": {"name": "get_weather", "arguments": '{"city": "Lisbon"}'}}
     first = str(tmp_path / "a" / "memory.db")
     async with open_app(settings.with_database(first, "path"), background=False) as app:
-        weather = await app.service.init_conversation("weather")
-        await app.lifecycle.add_messages(weather.id, [
+        weather = await app.conversations.start(new_conversation("weather"))
+        await app.transcript.add_messages(weather.id, parse_turns("messages", [
             {"role": "user", "content": "What is the weather in Lisbon?"},
             {"role": "assistant", "content": None, "tool_calls": [call_]},
             {"role": "tool", "tool_call_id": "call_1", "content": "18 degrees and sunny"},
-        ])
+        ]))
     done = await anyio.to_thread.run_sync(lambda: cli(first, fake_ollama, "migrate", "--to", postgres_url))
     assert done.returncode == 0, done.stderr
     async with open_app(settings.with_database(postgres_url, "url"), background=False) as app:

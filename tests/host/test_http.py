@@ -26,6 +26,7 @@ from ollama_mcp.cli import admin
 from ollama_mcp.config import Settings
 from ollama_mcp.errors import ConfigError, InvalidInputError
 from ollama_mcp.host import http
+from ollama_mcp.inputs.memories import note as new_note
 from ollama_mcp.mcp.unauthorized import MISSING, NO_OAUTH, NOT_OURS
 from ollama_mcp.storage.postgres import db as pg_db
 from tests.conftest import Database, with_database
@@ -547,7 +548,7 @@ async def test_on_postgresql_the_database_itself_refuses_another_principals_rows
                 async with client(endpoint, token) as mcp:
                     await call(mcp, "store_memory", content=text)
         async with open_app(shared) as local:  # the local principal's, as the stdio server and the CLI act
-            await local.service.store_memory("The local user's vault code is 9999")
+            await local.memories.store(new_note("The local user's vault code is 9999"))
         alice = shared.for_principal("alice").store_url
         assert _rows(alice, "SELECT content FROM memories") == [("Alice's vault code is 4711",)]
         assert _rows(url, "SELECT content FROM memories") == [("The local user's vault code is 9999",)]

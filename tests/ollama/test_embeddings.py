@@ -9,7 +9,8 @@ import pytest
 
 from ollama_mcp.app import App, open_app
 from ollama_mcp.config import Settings
-from ollama_mcp.inputs import search_request
+from ollama_mcp.inputs.memories import note as new_note
+from ollama_mcp.inputs.search import search_request
 from ollama_mcp.ollama.embedding_text import chunk_text, prefixes_for
 from ollama_mcp.services import indexer
 from tests.conftest import Database, backfill
@@ -35,8 +36,8 @@ def test_model_task_prefixes_are_known_per_family() -> None:
 
 
 async def test_documents_and_queries_get_the_nomic_prefixes(app: App, fake_ollama: FakeOllama) -> None:
-    await app.service.store_memory("prefix check")
-    await app.service.search(search_request("prefix"))
+    await app.memories.store(new_note("prefix check"))
+    await app.recall.search(search_request("prefix"))
     inputs = [text for r in fake_ollama.embed_requests() for text in r.body["input"]]
     assert inputs == ["search_document: prefix check", "search_query: prefix"]
     assert all(r.body["truncate"] is False for r in fake_ollama.embed_requests())
@@ -50,9 +51,9 @@ async def test_a_long_memory_is_chunked_and_a_hit_on_a_late_chunk_returns_the_wh
     filler = " ".join(f"filler{i}" for i in range(400))
     content = filler + " the last part mentions a zeppelin"
     async with open_app(settings, background=False) as app:
-        stored = await app.service.store_memory(content)
-        await app.service.store_memory("a short unrelated memory")
-        outcome = await app.service.search(search_request("dirigible"))  # no shared keyword
+        stored = await app.memories.store(new_note(content))
+        await app.memories.store(new_note("a short unrelated memory"))
+        outcome = await app.recall.search(search_request("dirigible"))  # no shared keyword
     assert outcome.hits[0].memory.id == stored.memory.id
     assert outcome.hits[0].memory.content == content
     chunks = db.count(
@@ -68,7 +69,7 @@ async def test_text_over_the_model_context_is_split_until_it_fits_never_truncate
     fake_ollama.models["nomic-embed-text"] = FakeModel(context=20)  # far below our chunk estimate
     content = " ".join(f"w{i}" for i in range(300))
     async with open_app(settings, background=False) as app:
-        stored = await app.service.store_memory(content)
+        stored = await app.memories.store(new_note(content))
     assert stored.embedding_status == "embedded"
     too_long = [r for r in fake_ollama.embed_requests() if any(len(t.split()) > 21 for t in r.body["input"])]
     assert too_long  # the server refused those ...
@@ -79,7 +80,7 @@ async def store_pending(app: App, fake_ollama: FakeOllama, texts: list[str]) -> 
     """Store memories while Ollama is down: each waits for the backfill."""
     fake_ollama.stop()
     for text in texts:
-        await app.service.store_memory(text)
+        await app.memories.store(new_note(text))
     fake_ollama.start()
 
 
@@ -135,7 +136,7 @@ async def test_a_memory_left_pending_behind_the_backfill_is_embedded_by_its_next
 ) -> None:
     async with open_app(settings, background=False) as app:
         for i in range(5):
-            await app.service.store_memory(f"remembered number {i}")
+            await app.memories.store(new_note(f"remembered number {i}"))
         await backfill(app)
         # As another process's reembed or delete leaves it: the first memory lacks its context vector.
         db.rows(
@@ -144,7 +145,7 @@ async def test_a_memory_left_pending_behind_the_backfill_is_embedded_by_its_next
         )
         assert await app.indexer.pending_count() == 1
         assert await app.indexer.backfill_once() == 0  # a pass over the store started a moment ago
-        await app.service.store_memory("stored after it")
+        await app.memories.store(new_note("stored after it"))
         assert await app.indexer.backfill_once() == 1  # the new one's context, after the cursor
         monkeypatch.setattr(indexer, "BACKFILL_POLL_SECONDS", 0.0)  # as a minute later
         assert await app.indexer.backfill_once() == 1
@@ -153,7 +154,7 @@ async def test_a_memory_left_pending_behind_the_backfill_is_embedded_by_its_next
 
 async def test_no_embedding_model_means_no_vectors_from_anything_else(settings: Settings, db: Database) -> None:
     async with open_app(replace(settings, embed_model="missing-model"), background=False) as app:
-        stored = await app.service.store_memory("stays pending")
+        stored = await app.memories.store(new_note("stays pending"))
         assert stored.embedding_status == "pending"
     assert db.count("SELECT count(*) FROM memory_embeddings") == 0
 

@@ -14,7 +14,8 @@ from ollama_mcp.app import open_app
 from ollama_mcp.config import Settings
 from ollama_mcp.errors import ConfigError, OllamaUnavailableError
 from ollama_mcp.head_start import HeadStart
-from ollama_mcp.inputs import search_request
+from ollama_mcp.inputs.memories import note as new_note
+from ollama_mcp.inputs.search import search_request
 from ollama_mcp.ollama.embedding_text import MIN_CHUNK_CHARS
 from tests.conftest import connect, eventually
 from tests.support.fake_ollama import FakeOllama
@@ -31,7 +32,7 @@ async def test_a_search_during_the_opening_is_embedded_before_the_app_opens_and_
 ) -> None:
     fake_ollama.concepts.update({"boat": "vessel", "ship": "vessel"})
     async with open_app(settings, background=False) as app:
-        stored = await app.service.store_memory("the ship is moored at the pier")
+        stored = await app.memories.store(new_note("the ship is moored at the pier"))
     fake_ollama.requests.clear()
 
     async with HeadStart.running(settings) as head:
@@ -41,7 +42,7 @@ async def test_a_search_during_the_opening_is_embedded_before_the_app_opens_and_
             lambda: anyio.to_thread.run_sync(query_requests, fake_ollama, "search_query: where is my boat")
         )
         async with open_app(settings, background=False, head_start=head) as app:
-            outcome = await app.service.search(search_request("where is my boat"))
+            outcome = await app.recall.search(search_request("where is my boat"))
 
     assert outcome.mode == "hybrid" and outcome.hits[0].memory.id == stored.memory.id  # by meaning: no shared word
     assert query_requests(fake_ollama, "search_query: where is my boat") == 1
@@ -56,7 +57,7 @@ async def test_a_query_longer_than_the_shortest_chunk_is_left_to_the_app(
     async with HeadStart.running(settings) as head:
         head.search(query)
         async with open_app(settings, background=False, head_start=head) as app:
-            await app.service.search(search_request(query))
+            await app.recall.search(search_request(query))
     sent = [r.body["input"] for r in fake_ollama.embed_requests()]
     assert sent == [["search_query: " + query]]  # one request, the query whole (it fits the model)
     assert head.queried is False
@@ -66,7 +67,7 @@ async def test_when_ollama_is_down_the_head_start_gets_nothing_and_the_search_sa
     settings: Settings, fake_ollama: FakeOllama
 ) -> None:
     async with open_app(settings, background=False) as app:
-        await app.service.store_memory("the ship is moored at the pier")
+        await app.memories.store(new_note("the ship is moored at the pier"))
     fake_ollama.stop()
     async with HeadStart.running(settings) as head:
         head.search("ship")
@@ -74,7 +75,7 @@ async def test_when_ollama_is_down_the_head_start_gets_nothing_and_the_search_sa
             await head.model_info()
         assert await head.model_info() is None  # handed out once: later callers ask Ollama again
         async with open_app(settings, background=False, head_start=head) as app:
-            outcome = await app.service.search(search_request("ship"))
+            outcome = await app.recall.search(search_request("ship"))
     assert outcome.mode == "keyword" and outcome.hits[0].memory.content == "the ship is moored at the pier"
     assert outcome.notice is not None and "Ollama" in outcome.notice
 
@@ -86,7 +87,7 @@ async def test_a_model_that_cannot_embed_is_refused_even_when_its_answer_came_ea
     async with HeadStart.running(chat_only) as head:
         head.search("ship")
         async with open_app(chat_only, background=False, head_start=head) as app:
-            outcome = await app.service.search(search_request("ship"))
+            outcome = await app.recall.search(search_request("ship"))
     assert outcome.mode == "keyword"
     assert outcome.notice is not None and "not an embedding model" in outcome.notice
 

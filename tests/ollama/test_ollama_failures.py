@@ -16,6 +16,8 @@ from mcp import Client
 
 from ollama_mcp.app import open_app
 from ollama_mcp.config import Settings
+from ollama_mcp.inputs.conversations import new_conversation
+from ollama_mcp.inputs.memories import note as new_note
 from tests.conftest import Database, connect, eventually
 from tests.support.fake_ollama import FakeModel, FakeOllama
 from tests.support.mcp_client import call
@@ -270,15 +272,15 @@ async def test_while_ollama_is_failing_a_store_does_not_wait_on_it_again(
 ) -> None:
     fake_ollama.delay = 3.0  # beyond the 2 s timeout
     async with open_app(settings, background=False) as app:  # no backfill probing in between
-        first = await app.service.store_memory("first while slow")
+        first = await app.memories.store(new_note("first while slow"))
         assert first.embedding_status == "pending"
         asked = len(fake_ollama.requests)
-        second = await app.service.store_memory("second while slow")
+        second = await app.memories.store(new_note("second while slow"))
         assert second.embedding_status == "pending" and "did not answer within 2 s" in (second.embedding_note or "")
         assert len(fake_ollama.requests) == asked  # it did not ask Ollama at all
         fake_ollama.delay = 0.0
         assert await app.indexer.backfill_once() == 2  # the backfill is what tries again
-        third = await app.service.store_memory("third, Ollama is back")
+        third = await app.memories.store(new_note("third, Ollama is back"))
         assert third.embedding_status == "embedded"
 
 
@@ -287,8 +289,8 @@ async def test_the_backfill_backs_off_while_ollama_fails_instead_of_asking_again
 ) -> None:
     fake_ollama.fail = (503, "server busy")
     async with open_app(replace(settings, backfill_max_delay=30.0)) as app:
-        conversation = await app.service.init_conversation("outage")
-        stored = await app.service.store_memory("a note written while Ollama fails", conversation.id)
+        conversation = await app.conversations.start(new_conversation("outage"))
+        stored = await app.memories.store(new_note("a note written while Ollama fails", conversation.id))
         assert stored.embedding_status == "pending"
         before = len(fake_ollama.requests)
         await anyio.sleep(2.5)  # the backoff is the behaviour under test: 1 s, then 2 s
@@ -301,7 +303,7 @@ async def test_a_redirect_from_a_plain_http_ollama_address_is_not_followed_and_n
 ) -> None:
     fake_ollama.fail = (301, "moved")
     async with open_app(settings, background=False) as app:
-        stored = await app.service.store_memory("a note behind a redirecting proxy")
+        stored = await app.memories.store(new_note("a note behind a redirecting proxy"))
     assert stored.embedding_status == "pending"
     assert "redirect (HTTP 301)" in (stored.embedding_note or "") and "set OLLAMA_HOST" in (stored.embedding_note or "")
     assert len(fake_ollama.requests) == 1  # asked once, not led around a loop

@@ -15,6 +15,9 @@ import pytest
 from ollama_mcp.app import App, open_app
 from ollama_mcp.config import Settings
 from ollama_mcp.errors import ChatBudgetSpent, ConfigError
+from ollama_mcp.inputs.context import job_id, work_request
+from ollama_mcp.inputs.conversations import new_conversation
+from ollama_mcp.inputs.memories import note as new_note
 from ollama_mcp.services import doctor
 from tests.conftest import Database
 from tests.support.fake_ollama import FakeOllama
@@ -26,9 +29,9 @@ async def ended_conversations(app: App, count: int) -> list[str]:
     """``count`` conversations with a note each, ended without a summary: a summarize job each."""
     ids = []
     for n in range(count):
-        conversation = await app.service.init_conversation(f"chat {n}")
-        await app.service.store_memory(f"Note number {n} about the garden", conversation.id)
-        await app.service.end_conversation(conversation.id)
+        conversation = await app.conversations.start(new_conversation(f"chat {n}"))
+        await app.memories.store(new_note(f"Note number {n} about the garden", conversation.id))
+        await app.conversations.end(conversation.id)
         ids.append(conversation.id)
     return ids
 
@@ -80,10 +83,10 @@ async def test_a_job_needing_more_calls_than_the_hour_allows_finishes_and_the_ne
     settings: Settings, db: Database, fake_ollama: FakeOllama
 ) -> None:
     async with open_app(replace(settings, chat_calls_per_hour=1), background=False) as app:
-        long = await app.service.init_conversation("long")
+        long = await app.conversations.start(new_conversation("long"))
         for n in range(6):  # 6 x 4,000 characters: two segments of 20,000, two calls
-            await app.service.store_memory(f"{n} " + "the garden plan in detail " * 154, long.id)
-        await app.service.end_conversation(long.id)
+            await app.memories.store(new_note(f"{n} " + "the garden plan in detail " * 154, long.id))
+        await app.conversations.end(long.id)
         await ended_conversations(app, 1)
         await run_jobs(app)
         assert len(fake_ollama.chat_requests()) == 2 and summaries(db) == 1  # the long one, whole
@@ -151,19 +154,19 @@ async def test_a_requested_job_waiting_for_the_budget_says_why_when_followed(
     async with open_app(replace(settings, chat_calls_per_hour=1), background=False) as app:
         first, second = await ended_conversations(app, 2)
         await run_jobs(app)  # the hour's one call: the first summary
-        job = await app.lifecycle.request(second, "summarize")
+        job = await app.work.request(work_request(second, "summarize"))
         await run_jobs(app)
-        waiting = await app.lifecycle.job(job.id)
+        waiting = await app.work.job(job_id(job.id))
         assert waiting.state == "queued" and waiting.last_error is not None
         assert waiting.last_error.startswith(
             "Background work made its 1 chat-model call of the last hour (OLLAMA_MCP_CHAT_CALLS_PER_HOUR); it waits"
             " until "
         )
         an_hour_passes(db)
-        assert (await app.lifecycle.job(job.id)).last_error is None  # a call is free: nothing to wait for
+        assert (await app.work.job(job_id(job.id))).last_error is None  # a call is free: nothing to wait for
     async with open_app(replace(settings, chat_calls_per_hour=0), background=False) as app:
-        job = await app.lifecycle.request(first, "compact")
-        assert (await app.lifecycle.job(job.id)).last_error == (
+        job = await app.work.request(work_request(first, "compact"))
+        assert (await app.work.job(job_id(job.id))).last_error == (
             "Background chat-model work is paused (OLLAMA_MCP_CHAT_CALLS_PER_HOUR=0); it waits until the setting"
             " allows calls."
         )

@@ -13,6 +13,8 @@ import pytest
 
 from ollama_mcp.app import open_app
 from ollama_mcp.config import Settings
+from ollama_mcp.inputs.memories import note as new_note
+from ollama_mcp.inputs.memories import note_change
 from ollama_mcp.storage.postgres.db import migrations as postgres_migrations
 from ollama_mcp.storage.sqlite.db import migrations
 from tests.conftest import Database
@@ -58,8 +60,8 @@ def test_doctor_finds_a_store_with_tagged_and_corrected_memories_sound(db: Datab
     async def fill() -> None:
         async with open_app(Settings.from_env({"OLLAMA_MCP_DB": url(db), "OLLAMA_HOST": fake_ollama.url}),
                             background=False) as app:
-            stored = await app.service.store_memory("Sam prefers window seats", tags=["travel", "sam"])
-            await app.service.update_memory(stored.memory.id, "Sam prefers aisle seats")
+            stored = await app.memories.store(new_note("Sam prefers window seats", tags=["travel", "sam"]))
+            await app.memories.update(note_change(stored.memory.id, "Sam prefers aisle seats"))
 
     anyio.run(fill)
     done = doctor(db, fake_ollama)

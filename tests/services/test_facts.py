@@ -19,7 +19,12 @@ from mcp.shared.exceptions import MCPError
 from ollama_mcp.app import App, open_app
 from ollama_mcp.config import Settings
 from ollama_mcp.errors import ConfigError, InvalidInputError, OllamaMcpError
-from ollama_mcp.inputs import search_request
+from ollama_mcp.inputs.context import context_request
+from ollama_mcp.inputs.conversations import new_conversation
+from ollama_mcp.inputs.memories import note as new_note
+from ollama_mcp.inputs.memories import note_change
+from ollama_mcp.inputs.search import search_request
+from ollama_mcp.inputs.turns import parse_turns
 from ollama_mcp.services import export
 from ollama_mcp.services.context import FACTS_NOTICE
 from ollama_mcp.services.export import read_document
@@ -69,13 +74,13 @@ async def run_jobs(app: App) -> None:
 async def ended_with_facts(app: App, fake_ollama: FakeOllama, script: str, *turns: str) -> tuple[str, list[str]]:
     """A conversation that asks for facts, its turns recorded and ended with a given summary (so
     the only chat request is the facts job's, answered by ``script``); the jobs run."""
-    conv = await app.service.init_conversation("move", {"facts": True})
-    stored, _ = await app.lifecycle.add_messages(conv.id, [
+    conv = await app.conversations.start(new_conversation("move", {"facts": True}))
+    stored, _ = await app.transcript.add_messages(conv.id, parse_turns("messages", [
         {"role": "user" if i % 2 == 0 else "assistant", "content": text, "actor": "caroline" if i % 2 == 0 else None}
         for i, text in enumerate(turns)
-    ])
+    ]))
     fake_ollama.enqueue_chat(script)
-    await app.service.end_conversation(conv.id, summary="Caroline talked about her move.")
+    await app.conversations.end(conv.id, summary="Caroline talked about her move.")
     await run_jobs(app)
     return conv.id, [m.id for m in stored]
 
@@ -108,7 +113,7 @@ async def test_a_conversation_asking_for_facts_has_them_extracted_at_its_end_bes
     assert db.rows("SELECT created_at FROM memories WHERE content = 'Caroline moved to Boston'")[0][0] == said
     while await app.indexer.backfill_once():
         pass
-    outcome = await app.service.search(search_request("Caroline moved to Boston", everywhere=True))
+    outcome = await app.recall.search(search_request("Caroline moved to Boston", everywhere=True))
     assert ("fact", "Caroline moved to Boston") in [(h.memory.kind, h.memory.content) for h in outcome.hits]
     assert db.count("SELECT facts_through FROM conversations WHERE id = ?", conv) == max(
         seq for (seq,) in db.rows("SELECT seq FROM memories WHERE conversation_id = ? AND kind = 'message'", conv)
@@ -119,17 +124,17 @@ async def test_conversations_that_do_not_ask_get_no_facts_job_and_no_facts(
     settings: Settings, db: Database, fake_ollama: FakeOllama
 ) -> None:
     async with open_app(replace(settings, facts=True), background=False) as app:  # the server's default: on
-        kept_out = await app.service.init_conversation("private", {"facts": False})
-        default = await app.service.init_conversation("default")
+        kept_out = await app.conversations.start(new_conversation("private", {"facts": False}))
+        default = await app.conversations.start(new_conversation("default"))
         for conv in (kept_out, default):
-            await app.service.store_memory("Caroline moved to Boston", conv.id)
-            await app.service.end_conversation(conv.id, summary="a move")
+            await app.memories.store(new_note("Caroline moved to Boston", conv.id))
+            await app.conversations.end(conv.id, summary="a move")
         jobs = db.rows("SELECT conversation_id FROM jobs WHERE kind = 'facts'")
         assert jobs == [(default.id,)]
     async with open_app(settings, background=False) as app:  # the default: off
-        plain = await app.service.init_conversation("plain")
-        await app.service.store_memory("Melanie paints sunsets", plain.id)
-        await app.service.end_conversation(plain.id, summary="painting")
+        plain = await app.conversations.start(new_conversation("plain"))
+        await app.memories.store(new_note("Melanie paints sunsets", plain.id))
+        await app.conversations.end(plain.id, summary="painting")
         await run_jobs(app)
     assert db.count("SELECT count(*) FROM jobs WHERE kind = 'facts' AND conversation_id = ?", plain.id) == 0
     assert db.count("SELECT count(*) FROM memories WHERE kind = 'fact'") == 0
@@ -206,39 +211,39 @@ async def test_a_malformed_reply_leaves_the_job_waiting_with_its_reason_and_stor
 async def test_a_fact_goes_with_the_memory_it_came_from_and_leaves_search_at_once(
     app: App, db: Database, fake_ollama: FakeOllama
 ) -> None:
-    conv = await app.service.init_conversation("notes", {"facts": True})
-    note = (await app.service.store_memory("Melanie signed up for a pottery class", conv.id)).memory
-    other = (await app.service.store_memory("Melanie runs on Sundays", conv.id)).memory
+    conv = await app.conversations.start(new_conversation("notes", {"facts": True}))
+    note = (await app.memories.store(new_note("Melanie signed up for a pottery class", conv.id))).memory
+    other = (await app.memories.store(new_note("Melanie runs on Sundays", conv.id))).memory
     fake_ollama.enqueue_chat(
         reply(fact("Melanie", "signed up for", "a pottery class", 1), fact("Melanie", "runs on", "Sundays", 2))
     )
     await app.facts.catch_up(conv.id)
     while await app.indexer.backfill_once():
         pass
-    hits = await app.service.search(search_request("pottery class", everywhere=True))
+    hits = await app.recall.search(search_request("pottery class", everywhere=True))
     # The fact says what its note says, word for word: one hit, the fact folded into it.
     assert {m.kind for h in hits.hits for m in (h.memory, *h.also)} == {"note", "fact"}
-    await app.service.delete_memory(note.id)
+    await app.memories.delete(note.id)
     assert [content for content, _, _, _ in fact_rows(db)] == ["Melanie runs on Sundays"]
-    hits = await app.service.search(search_request("pottery class", everywhere=True))
+    hits = await app.recall.search(search_request("pottery class", everywhere=True))
     assert not [h for h in hits.hits if "pottery" in h.memory.content]
     assert db.count("SELECT count(*) FROM memory_embeddings WHERE memory_seq NOT IN (SELECT seq FROM memories)") == 0
     assert other.id in {m["source"] for _, m, _, _ in fact_rows(db)}
     # Deleting the conversation deletes the rest.
-    await app.service.delete_conversation(conv.id)
+    await app.conversations.delete(conv.id)
     assert db.count("SELECT count(*) FROM memories WHERE kind = 'fact'") == 0
 
 
 async def test_a_newer_contradicting_fact_supersedes_the_older_and_the_older_returns_when_it_goes(
     app: App, db: Database, fake_ollama: FakeOllama
 ) -> None:
-    first = await app.service.init_conversation("spring", {"facts": True})
-    paris = (await app.service.store_memory("I live in Paris and I like pizza", first.id)).memory
+    first = await app.conversations.start(new_conversation("spring", {"facts": True}))
+    paris = (await app.memories.store(new_note("I live in Paris and I like pizza", first.id))).memory
     fake_ollama.enqueue_chat(reply(fact("the user", "lives in", "Paris", 1, exclusive=True),
                                    fact("the user", "likes", "pizza", 1)))
     await app.facts.catch_up(first.id)
-    second = await app.service.init_conversation("autumn", {"facts": True})
-    berlin = (await app.service.store_memory("I moved: I live in Berlin now, and I like hiking", second.id)).memory
+    second = await app.conversations.start(new_conversation("autumn", {"facts": True}))
+    berlin = (await app.memories.store(new_note("I moved: I live in Berlin now, and I like hiking", second.id))).memory
     fake_ollama.enqueue_chat(reply(fact("The User", "lives  in", "Berlin", 1, exclusive=True),
                                    fact("the user", "likes", "hiking", 1), fact("the user", "likes", "Pizza", 1)))
     await app.facts.catch_up(second.id)
@@ -250,11 +255,11 @@ async def test_a_newer_contradicting_fact_supersedes_the_older_and_the_older_ret
     assert by_content["the user likes pizza"][1] is None and by_content["the user likes hiking"][1] is None
     while await app.indexer.backfill_once():
         pass
-    hits = await app.service.search(search_request("the user lives in", everywhere=True))
+    hits = await app.recall.search(search_request("the user lives in", everywhere=True))
     assert "the user lives in Paris" not in [h.memory.content for h in hits.hits]
     assert "The User lives in Berlin" in [h.memory.content for h in hits.hits]
     # The memory that said Berlin is deleted, so is its fact: Paris is current again.
-    await app.service.delete_memory(berlin.id)
+    await app.memories.delete(berlin.id)
     assert db.rows("SELECT superseded_by FROM memories WHERE content = 'the user lives in Paris'") == [(None,)]
     assert paris.id in {m["source"] for _, m, _, _ in fact_rows(db)}
 
@@ -262,10 +267,10 @@ async def test_a_newer_contradicting_fact_supersedes_the_older_and_the_older_ret
 async def test_a_fact_said_earlier_but_extracted_later_is_stored_already_superseded(
     app: App, db: Database, fake_ollama: FakeOllama
 ) -> None:
-    old = await app.service.init_conversation("old", {"facts": True})
-    await app.service.store_memory("I work at Acme", old.id)
-    new = await app.service.init_conversation("new", {"facts": True})
-    await app.service.store_memory("I work at Globex now", new.id)
+    old = await app.conversations.start(new_conversation("old", {"facts": True}))
+    await app.memories.store(new_note("I work at Acme", old.id))
+    new = await app.conversations.start(new_conversation("new", {"facts": True}))
+    await app.memories.store(new_note("I work at Globex now", new.id))
     fake_ollama.enqueue_chat(reply(fact("the user", "works at", "Globex", 1, exclusive=True)))
     await app.facts.catch_up(new.id)
     fake_ollama.enqueue_chat(reply(fact("the user", "works at", "Acme", 1, exclusive=True)))
@@ -277,12 +282,12 @@ async def test_a_fact_said_earlier_but_extracted_later_is_stored_already_superse
 async def test_audit_only_retention_extracts_facts_before_compaction_redacts_the_turns(
     app: App, db: Database, fake_ollama: FakeOllama
 ) -> None:
-    conv = await app.service.init_conversation(
-        "audit", {"facts": True, "retention": "audit-only", "compact_after_messages": 4}
+    conv = await app.conversations.start(
+        new_conversation("audit", {"facts": True, "retention": "audit-only", "compact_after_messages": 4})
     )
     for i in range(5):
-        await app.lifecycle.add_messages(
-            conv.id, [{"role": "user", "content": f"turn {i}: my sister Ana lives in Porto"}]
+        await app.transcript.add_messages(
+            conv.id, parse_turns("messages", [{"role": "user", "content": f"turn {i}: my sister Ana lives in Porto"}])
         )
     fake_ollama.enqueue_chat(reply(fact("Ana", "lives in", "Porto", 1, exclusive=True)))
     assert await app.jobs.run_once()  # compaction: facts first, then the summary (the fake's default)
@@ -296,15 +301,19 @@ async def test_audit_only_retention_extracts_facts_before_compaction_redacts_the
 async def test_ephemeral_retention_deletes_the_facts_of_the_turns_it_deletes(
     app: App, db: Database, fake_ollama: FakeOllama
 ) -> None:
-    conv = await app.service.init_conversation(
-        "gone", {"facts": True, "retention": "ephemeral", "compact_after_messages": 4}
+    conv = await app.conversations.start(
+        new_conversation("gone", {"facts": True, "retention": "ephemeral", "compact_after_messages": 4})
     )
-    await app.service.store_memory("Ana's favourite colour is green", conv.id)
-    await app.lifecycle.add_messages(conv.id, [{"role": "user", "content": "Ana lives in Porto"}])
+    await app.memories.store(new_note("Ana's favourite colour is green", conv.id))
+    await app.transcript.add_messages(
+        conv.id, parse_turns("messages", [{"role": "user", "content": "Ana lives in Porto"}])
+    )
     fake_ollama.enqueue_chat(reply(fact("Ana", "likes the colour", "green", 1), fact("Ana", "lives in", "Porto", 2)))
     await app.facts.catch_up(conv.id)
     for i in range(4):
-        await app.lifecycle.add_messages(conv.id, [{"role": "user", "content": f"more talk {i}"}])
+        await app.transcript.add_messages(
+            conv.id, parse_turns("messages", [{"role": "user", "content": f"more talk {i}"}])
+        )
     await run_jobs(app)
     assert [c for c, _, _, _ in fact_rows(db)] == ["Ana likes the colour green"]  # the note's fact stays
 
@@ -314,17 +323,19 @@ async def test_build_context_lists_facts_only_when_asked(app: App, db: Database,
                            "I moved to Boston last spring")
     while await app.indexer.backfill_once():
         pass
-    conv = await app.service.init_conversation("later")
-    await app.lifecycle.add_messages(conv.id, [{"role": "user", "content": "Where did Caroline move to?"}])
-    plain = await app.lifecycle.build_context(conv.id)
+    conv = await app.conversations.start(new_conversation("later"))
+    await app.transcript.add_messages(
+        conv.id, parse_turns("messages", [{"role": "user", "content": "Where did Caroline move to?"}])
+    )
+    plain = await app.context.build(context_request(conv.id))
     assert not any(FACTS_NOTICE in m["content"] for m in plain.messages) and plain.facts == []
-    built = await app.lifecycle.build_context(conv.id, facts=True)
+    built = await app.context.build(context_request(conv.id, facts=True))
     assert [m.content for m in built.facts] == ["Caroline moved to Boston"]
     block = next(m["content"] for m in built.messages if FACTS_NOTICE in m["content"])
     assert 'kind="fact"' in block and "Caroline moved to Boston" in block
     assert all(m.kind != "fact" for m in built.recalled)  # not twice
     with pytest.raises(InvalidInputError, match="facts: must be true or false"):
-        await app.lifecycle.build_context(conv.id, facts="yes")
+        await app.context.build(context_request(conv.id, facts="yes"))
 
 
 async def test_the_build_context_prompt_takes_facts_and_refuses_other_values(
@@ -368,7 +379,7 @@ async def test_update_memory_refuses_a_fact(app: App, db: Database, fake_ollama:
     await ended_with_facts(app, fake_ollama, reply(fact("Caroline", "moved to", "Boston", 1)), "I moved to Boston")
     fact_id = db.rows("SELECT id FROM memories WHERE kind = 'fact'")[0][0]
     with pytest.raises(InvalidInputError, match="memory_id: names a fact the chat model extracted"):
-        await app.service.update_memory(fact_id, "Caroline moved to Denver")
+        await app.memories.update(note_change(fact_id, "Caroline moved to Denver"))
     assert db.count("SELECT count(*) FROM memories WHERE kind = 'fact'") == 1
 
 
@@ -378,13 +389,13 @@ async def test_facts_are_exported_and_imported_beside_their_source(
     conv, turns = await ended_with_facts(
         app, fake_ollama, reply(fact("Caroline", "moved to", "Boston", 1)), "I moved to Boston"
     )
-    document = await app.lifecycle.export_all(conv)
+    document = await app.archive.export_all(conv)
     exported = [m for m in document["conversations"][0]["memories"] if m["kind"] == "fact"]
     assert [(m["content"], m["metadata"]["source"]) for m in exported] == [("Caroline moved to Boston", turns[0])]
     target = another_database()
     async with open_app(target.settings(app.settings), background=False) as other:
-        assert await other.lifecycle.import_document(document) == (1, 3)  # the turn, the summary, the fact
-        assert await other.lifecycle.import_document(document) == (0, 0)
+        assert await other.archive.import_document(document) == (1, 3)  # the turn, the summary, the fact
+        assert await other.archive.import_document(document) == (0, 0)
     rows = target.rows(
         "SELECT f.content, s.id FROM memories f JOIN memories s ON s.seq = f.source_seq WHERE f.kind = 'fact'"
     )
@@ -450,8 +461,8 @@ async def test_the_memories_table_rebuilt_for_facts_keeps_every_row_vector_tag_a
 async def test_the_conversation_page_lists_its_current_facts_with_their_source(
     app: App, db: Database, fake_ollama: FakeOllama
 ) -> None:
-    conv = await app.service.init_conversation("jobs", {"facts": True})
-    note = (await app.service.store_memory("I worked at Acme, now I work at Globex", conv.id)).memory
+    conv = await app.conversations.start(new_conversation("jobs", {"facts": True}))
+    note = (await app.memories.store(new_note("I worked at Acme, now I work at Globex", conv.id))).memory
     fake_ollama.enqueue_chat(reply(fact("the user", "works at", "Acme", 1, exclusive=True),
                                    fact("the user", "works at", "Globex", 1, exclusive=True, confidence=0.8)))
     await app.facts.catch_up(conv.id)
@@ -466,12 +477,12 @@ async def test_the_conversation_page_lists_its_current_facts_with_their_source(
 async def test_migrate_copies_facts_beside_their_sources_with_their_versions(
     app: App, settings: Settings, fake_ollama: FakeOllama, postgres_url: str
 ) -> None:
-    first = await app.service.init_conversation("spring", {"facts": True})
-    await app.service.store_memory("I live in Paris", first.id)
+    first = await app.conversations.start(new_conversation("spring", {"facts": True}))
+    await app.memories.store(new_note("I live in Paris", first.id))
     fake_ollama.enqueue_chat(reply(fact("the user", "lives in", "Paris", 1, exclusive=True)))
     await app.facts.catch_up(first.id)
-    second = await app.service.init_conversation("autumn", {"facts": True})
-    berlin = (await app.service.store_memory("I live in Berlin now", second.id)).memory
+    second = await app.conversations.start(new_conversation("autumn", {"facts": True}))
+    berlin = (await app.memories.store(new_note("I live in Berlin now", second.id))).memory
     fake_ollama.enqueue_chat(reply(fact("the user", "lives in", "Berlin", 1, exclusive=True)))
     await app.facts.catch_up(second.id)
     target, _ = await open_backend(settings.with_database(postgres_url, "url"))
@@ -494,8 +505,8 @@ async def test_migrate_copies_facts_beside_their_sources_with_their_versions(
 async def test_a_long_conversation_is_read_in_batches_whose_facts_stay_when_a_later_request_fails(
     app: App, db: Database, fake_ollama: FakeOllama
 ) -> None:
-    conv = await app.service.init_conversation("long", {"facts": True})
-    notes = [(await app.service.store_memory(f"note {i} " + f"word{i} " * 700, conv.id)).memory for i in range(10)]
+    conv = await app.conversations.start(new_conversation("long", {"facts": True}))
+    notes = [(await app.memories.store(new_note(f"note {i} " + f"word{i} " * 700, conv.id))).memory for i in range(10)]
     # Two notes a request (each is clipped to 4,000 characters), four requests a batch: 4 + 1 requests.
     fake_ollama.enqueue_chat(*[reply(fact(f"note {2 * r}", "is", f"number {2 * r}", 1)) for r in range(4)])
     fake_ollama.enqueue_chat({"_status": (500, "model runner crashed")})
@@ -532,8 +543,8 @@ async def test_two_processes_catching_up_the_same_conversation_store_its_facts_o
     settings: Settings, db: Database, fake_ollama: FakeOllama
 ) -> None:
     async with open_app(settings, background=False) as one, open_app(settings, background=False) as two:
-        conv = await one.service.init_conversation("shared", {"facts": True})
-        await one.service.store_memory("Ana plays the cello", conv.id)
+        conv = await one.conversations.start(new_conversation("shared", {"facts": True}))
+        await one.memories.store(new_note("Ana plays the cello", conv.id))
         # The two readings differ (small models are not deterministic): one of them is kept, whole.
         fake_ollama.enqueue_chat(reply(fact("Ana", "plays", "the cello", 1)), reply(fact("Ana", "plays", "a cello", 1)))
         fake_ollama.chat_delay = 0.2  # both read before either stores

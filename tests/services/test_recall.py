@@ -15,7 +15,12 @@ import pytest
 
 from ollama_mcp.app import App, open_app
 from ollama_mcp.config import Settings
-from ollama_mcp.inputs import search_request
+from ollama_mcp.inputs.context import context_request
+from ollama_mcp.inputs.conversations import conversation_query, new_conversation
+from ollama_mcp.inputs.memories import note as new_note
+from ollama_mcp.inputs.memories import notes_to_import
+from ollama_mcp.inputs.search import search_request
+from ollama_mcp.inputs.turns import parse_turns
 from ollama_mcp.rest.api import PREFIX
 from tests.conftest import Database, backfill, connect
 from tests.support.chats import chatgpt_conversation
@@ -77,14 +82,16 @@ def _tool_call(name: str, **arguments: Any) -> dict[str, Any]:
 
 
 async def test_one_fact_told_in_two_conversations_is_one_hit_naming_both(app: App) -> None:
-    first = await app.service.init_conversation("monday")
-    (said,), _ = await app.lifecycle.add_messages(first.id, [{"role": "user", "content": "We deploy on Fridays only."}])
-    second = await app.service.init_conversation("thursday")
-    note = await app.service.store_memory("we deploy on fridays only", second.id)
-    await app.service.store_memory("Lunch is at noon in the canteen", second.id)
+    first = await app.conversations.start(new_conversation("monday"))
+    (said,), _ = await app.transcript.add_messages(
+        first.id, parse_turns("messages", [{"role": "user", "content": "We deploy on Fridays only."}])
+    )
+    second = await app.conversations.start(new_conversation("thursday"))
+    note = await app.memories.store(new_note("we deploy on fridays only", second.id))
+    await app.memories.store(new_note("Lunch is at noon in the canteen", second.id))
     await backfill(app)
 
-    found = (await app.service.search(search_request("deploy Fridays", everywhere=True, top_k=5))).hits
+    found = (await app.recall.search(search_request("deploy Fridays", everywhere=True, top_k=5))).hits
     deploys = [h for h in found if "deploy" in h.memory.content.lower()]
     assert len(deploys) == 1
     places = {deploys[0].memory.id, *(m.id for m in deploys[0].also)}
@@ -93,70 +100,73 @@ async def test_one_fact_told_in_two_conversations_is_one_hit_naming_both(app: Ap
 
 
 async def test_a_note_and_the_turn_it_repeats_are_one_hit_showing_the_longer(app: App) -> None:
-    conversation = await app.service.init_conversation("standup")
-    (turn,), _ = await app.lifecycle.add_messages(
-        conversation.id, [{"role": "user", "content": "The staging proxy listens on port 8443 now"}]
+    conversation = await app.conversations.start(new_conversation("standup"))
+    (turn,), _ = await app.transcript.add_messages(
+        conversation.id,
+        parse_turns("messages", [{"role": "user", "content": "The staging proxy listens on port 8443 now"}]),
     )
-    note = await app.service.store_memory(
-        "[3 March] Sam: The staging proxy listens on port 8443 now", conversation.id
+    note = await app.memories.store(
+        new_note("[3 March] Sam: The staging proxy listens on port 8443 now", conversation.id)
     )
     await backfill(app)
-    found = (await app.service.search(search_request("staging proxy port", conversation.id))).hits
+    found = (await app.recall.search(search_request("staging proxy port", conversation.id))).hits
     assert len(found) == 1
     assert found[0].memory.id == note.memory.id and [m.id for m in found[0].also] == [turn.id]
 
 
 async def test_look_alikes_that_differ_in_one_number_or_name_stay_two_hits(app: App) -> None:
-    conversation = await app.service.init_conversation("facts")
-    nine = await app.service.store_memory("The weekly standup starts at 9 in room Orion", conversation.id)
-    ten = await app.service.store_memory("The weekly standup starts at 10 in room Orion", conversation.id)
-    vega = await app.service.store_memory("The weekly standup starts at 9 in room Vega", conversation.id)
+    conversation = await app.conversations.start(new_conversation("facts"))
+    nine = await app.memories.store(new_note("The weekly standup starts at 9 in room Orion", conversation.id))
+    ten = await app.memories.store(new_note("The weekly standup starts at 10 in room Orion", conversation.id))
+    vega = await app.memories.store(new_note("The weekly standup starts at 9 in room Vega", conversation.id))
     await backfill(app)
-    found = (await app.service.search(search_request("weekly standup starts", conversation.id))).hits
+    found = (await app.recall.search(search_request("weekly standup starts", conversation.id))).hits
     assert {h.memory.id for h in found} == {nine.memory.id, ten.memory.id, vega.memory.id}
     assert all(not h.also for h in found)
 
 
 async def test_deleting_one_copy_of_a_folded_fact_deletes_that_copy_only(app: App) -> None:
-    one = await app.service.init_conversation("one")
-    two = await app.service.init_conversation("two")
-    first = await app.service.store_memory("The VPN password rotates every 30 days", one.id)
-    second = await app.service.store_memory("The VPN password rotates every 30 days", two.id)
+    one = await app.conversations.start(new_conversation("one"))
+    two = await app.conversations.start(new_conversation("two"))
+    first = await app.memories.store(new_note("The VPN password rotates every 30 days", one.id))
+    second = await app.memories.store(new_note("The VPN password rotates every 30 days", two.id))
     await backfill(app)
-    await app.service.delete_memory(first.memory.id)
-    found = (await app.service.search(search_request("VPN password rotates", everywhere=True))).hits
+    await app.memories.delete(first.memory.id)
+    found = (await app.recall.search(search_request("VPN password rotates", everywhere=True))).hits
     assert [(h.memory.id, h.also) for h in found] == [(second.memory.id, ())]
 
 
 async def test_a_note_found_only_through_the_note_before_it_is_not_a_hit(app: App) -> None:
-    conversation = await app.service.init_conversation("notes")
-    allergy = await app.service.store_memory("Dana has a peanut allergy", conversation.id)
-    await app.service.store_memory("Budget for Q3 marketing is 40k", conversation.id)
-    await app.service.store_memory("Use ruff for linting", conversation.id)
+    conversation = await app.conversations.start(new_conversation("notes"))
+    allergy = await app.memories.store(new_note("Dana has a peanut allergy", conversation.id))
+    await app.memories.store(new_note("Budget for Q3 marketing is 40k", conversation.id))
+    await app.memories.store(new_note("Use ruff for linting", conversation.id))
     await backfill(app)
-    found = (await app.service.search(search_request("peanut allergy", conversation.id, top_k=5))).hits
+    found = (await app.recall.search(search_request("peanut allergy", conversation.id, top_k=5))).hits
     assert [h.memory.id for h in found] == [allergy.memory.id]
 
 
 async def test_a_turn_found_through_the_turn_before_it_quotes_that_turn(app: App) -> None:
-    conversation = await app.service.init_conversation("trip")
-    added, _ = await app.lifecycle.add_messages(conversation.id, [
+    conversation = await app.conversations.start(new_conversation("trip"))
+    added, _ = await app.transcript.add_messages(conversation.id, parse_turns("messages", [
         {"role": "user", "actor": "ann", "content": "Did you finally go to Paris in June?"},
         {"role": "user", "actor": "ben", "content": "Yes, we did! It was lovely."},
-    ])
+    ]))
     await backfill(app)
-    found = (await app.service.search(search_request("Paris June", conversation.id, top_k=5))).hits
+    found = (await app.recall.search(search_request("Paris June", conversation.id, top_k=5))).hits
     reply = next(h for h in found if h.memory.id == added[1].id)
     assert reply.via == "ann: Did you finally go to Paris in June?"
     assert next(h for h in found if h.memory.id == added[0].id).via is None
 
 
 async def test_a_search_that_finds_nothing_says_what_it_searched(app: App) -> None:
-    conversation = await app.service.init_conversation("trip")
-    await app.lifecycle.add_messages(conversation.id, [{"role": "user", "content": "Book the Lisbon flight"}])
-    await app.service.store_memory("The hotel is in Alfama", conversation.id)
+    conversation = await app.conversations.start(new_conversation("trip"))
+    await app.transcript.add_messages(
+        conversation.id, parse_turns("messages", [{"role": "user", "content": "Book the Lisbon flight"}])
+    )
+    await app.memories.store(new_note("The hotel is in Alfama", conversation.id))
     await backfill(app)
-    outcome = await app.service.search(search_request("xylophone quartet", everywhere=True))
+    outcome = await app.recall.search(search_request("xylophone quartet", everywhere=True))
     assert outcome.hits == []
     assert outcome.notice == (
         "Memory holds nothing on this: searched 1 conversation (1 recorded turn, 1 note, 0 summaries, 0 facts)."
@@ -171,9 +181,9 @@ def test_an_imported_chat_keeps_its_own_time_in_lists_and_forget_older_than(
 
     async def today() -> str:
         async with open_app(settings, background=False) as app:
-            conversation = await app.service.init_conversation("today")
-            await app.service.store_memory("a note of today", conversation.id)
-            listed = await app.service.list_conversations(None, 10)
+            conversation = await app.conversations.start(new_conversation("today"))
+            await app.memories.store(new_note("a note of today", conversation.id))
+            listed = await app.conversations.listed(conversation_query(None, 10))
             assert [c.name for c in listed] == ["today", "Lisbon trip"]  # by activity, the import's is 2023
             assert listed[1].last_activity == "2023-11-14T22:14:10.000000Z"
             return conversation.id
@@ -201,8 +211,8 @@ def test_a_deleted_imported_conversation_and_turn_stay_deleted_when_the_export_i
 
     async def delete() -> None:
         async with open_app(_settings(db, fake_ollama), background=False) as app:
-            await app.service.delete_conversation(lisbon)
-            await app.service.delete_memory(secret)
+            await app.conversations.delete(lisbon)
+            await app.memories.delete(secret)
 
     anyio.run(delete)
     again = _import(tmp_path, db, fake_ollama, chatgpt_conversation("c-1", "Lisbon trip"),
@@ -277,18 +287,25 @@ async def test_a_long_memory_found_by_meaning_alone_shows_its_start_when_its_one
 
 
 async def test_build_context_recalls_an_earlier_chats_turn_and_not_the_turns_it_already_holds(app: App) -> None:
-    earlier = await app.service.init_conversation("monday")
-    (said,), _ = await app.lifecycle.add_messages(
-        earlier.id, [{"role": "user", "content": "The staging database password rotates on Mondays"}]
+    earlier = await app.conversations.start(new_conversation("monday"))
+    (said,), _ = await app.transcript.add_messages(
+        earlier.id,
+        parse_turns("messages", [{"role": "user", "content": "The staging database password rotates on Mondays"}]),
     )
-    await app.service.end_conversation(earlier.id)
-    now = await app.service.init_conversation("tuesday")
-    recent, _ = await app.lifecycle.add_messages(now.id, [
-        {"role": "user", "content": "When does the staging database password rotate?"},
-    ])
+    await app.conversations.end(earlier.id)
+    now = await app.conversations.start(new_conversation("tuesday"))
+    recent, _ = await app.transcript.add_messages(
+        now.id,
+        parse_turns(
+            "messages",
+            [
+                {"role": "user", "content": "When does the staging database password rotate?"},
+            ],
+        ),
+    )
     await backfill(app)
-    built = await app.lifecycle.build_context(
-        now.id, 2000, 10, query="staging database password rotate", recall_everywhere=True
+    built = await app.context.build(
+        context_request(now.id, 2000, 10, query="staging database password rotate", recall_everywhere=True)
     )
     assert [m.id for m in built.recalled] == [said.id]
     assert [m.id for m in built.recent] == [recent[0].id]
@@ -299,14 +316,16 @@ async def test_ten_thousand_look_alike_notes_stay_apart_and_a_fact_said_in_many_
     settings: Settings,
 ) -> None:
     async with open_app(settings, background=False) as app:
-        lookalikes = await app.service.init_conversation("builds")
-        await app.service.import_memories(
-            lookalikes.id, [f"The release build number is {n} for the ferret project" for n in range(10_000)]
+        lookalikes = await app.conversations.start(new_conversation("builds"))
+        await app.memories.import_notes(
+            notes_to_import(
+                lookalikes.id, [f"The release build number is {n} for the ferret project" for n in range(10_000)]
+            )
         )
         for day in range(12):
-            chat = await app.service.init_conversation(f"chat {day}")
+            chat = await app.conversations.start(new_conversation(f"chat {day}"))
             said = [{"role": "user", "content": "Our wifi password is on the fridge"}]
-            await app.lifecycle.add_messages(chat.id, said)
+            await app.transcript.add_messages(chat.id, parse_turns("messages", said))
         await backfill(app)
     async with connect(settings) as client:
         builds = await call(client, "search_all_conversations", query="ferret release build number", top_k=10)
@@ -325,7 +344,7 @@ async def test_rest_recall_finds_an_imported_turn_by_default_and_narrows_by_kind
     await anyio.to_thread.run_sync(lambda: _import(tmp_path, db, fake_ollama, chatgpt_conversation()))
     settings = _settings(db, fake_ollama)
     async with open_app(settings, background=False) as app:
-        chat = await app.service.init_conversation("today")
+        chat = await app.conversations.start(new_conversation("today"))
     async with serving(settings) as url, httpx2.AsyncClient(timeout=30) as http:
         base = url.removesuffix("/mcp") + PREFIX + f"/conversations/{chat.id}/recall"
         found = (await http.post(base, json={"query": "Alfama hotel nights", "scope": "all"})).json()
@@ -335,14 +354,17 @@ async def test_rest_recall_finds_an_imported_turn_by_default_and_narrows_by_kind
 
 
 async def test_a_text_holding_a_fact_among_much_else_is_not_folded_into_it(app: App) -> None:
-    conversation = await app.service.init_conversation("notes")
-    short = await app.service.store_memory("The backup job runs at 2 am nightly", conversation.id)
-    long = await app.service.store_memory(
-        "Ops notes for the quarter: the backup job runs at 2 am nightly, the database moved to the new cluster"
-        " in March, and the on-call rota changes every second Monday", conversation.id,
+    conversation = await app.conversations.start(new_conversation("notes"))
+    short = await app.memories.store(new_note("The backup job runs at 2 am nightly", conversation.id))
+    long = await app.memories.store(
+        new_note(
+            "Ops notes for the quarter: the backup job runs at 2 am nightly, the database moved to the new cluster"
+            " in March, and the on-call rota changes every second Monday",
+            conversation.id,
+        )
     )
     await backfill(app)
-    found = (await app.service.search(search_request("backup job nightly", conversation.id))).hits
+    found = (await app.recall.search(search_request("backup job nightly", conversation.id))).hits
     assert {h.memory.id for h in found} == {short.memory.id, long.memory.id}
     assert all(not h.also for h in found)
 
@@ -360,13 +382,13 @@ async def test_the_agents_record_of_its_own_searches_is_not_recalled(
 
 
 async def test_a_tag_filtered_search_that_finds_nothing_offers_the_listing_of_those_tags(app: App) -> None:
-    conversation = await app.service.init_conversation("decisions")
-    await app.service.store_memory("We picked PostgreSQL", conversation.id, ["decision"])
+    conversation = await app.conversations.start(new_conversation("decisions"))
+    await app.memories.store(new_note("We picked PostgreSQL", conversation.id, ["decision"]))
     await backfill(app)
-    outcome = await app.service.search(search_request("xylophone", everywhere=True, tags=["decision"]))
+    outcome = await app.recall.search(search_request("xylophone", everywhere=True, tags=["decision"]))
     assert outcome.hits == [] and outcome.notice == (
         "Memory holds nothing on this: searched 1 conversation (0 recorded turns, 1 note, 0 summaries, 0 facts)."
         ' Query "*" lists every memory that carries these tags, newest first.'
     )
-    listed = await app.service.search(search_request("*", everywhere=True, tags=["decision"]))
+    listed = await app.recall.search(search_request("*", everywhere=True, tags=["decision"]))
     assert [h.memory.content for h in listed.hits] == ["We picked PostgreSQL"]

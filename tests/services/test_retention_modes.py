@@ -16,7 +16,11 @@ from ollama_mcp.app import App, open_app
 from ollama_mcp.config import Settings
 from ollama_mcp.domain import Memory
 from ollama_mcp.errors import InvalidInputError
-from ollama_mcp.inputs import search_request
+from ollama_mcp.inputs.context import context_request, history_request
+from ollama_mcp.inputs.conversations import new_conversation
+from ollama_mcp.inputs.memories import note as new_note
+from ollama_mcp.inputs.search import search_request
+from ollama_mcp.inputs.turns import parse_turns
 from tests.conftest import Database, backfill, connect, eventually
 from tests.support.mcp_client import call
 
@@ -86,15 +90,17 @@ def no_orphans(db: Database) -> None:
 async def transcript(app: App, retention: str) -> tuple[str, list[Memory], Memory]:
     """Five turns (kumquat0-4) with a note between the second and third, embedded, compaction
     queued (past 4 messages): it covers the oldest two turns."""
-    conv = await app.service.init_conversation("fruit", {"retention": retention, "compact_after_messages": 4})
+    conv = await app.conversations.start(
+        new_conversation("fruit", {"retention": retention, "compact_after_messages": 4})
+    )
     turns: list[Memory] = []
     note = None
     for i in range(5):
-        turns += (await app.lifecycle.add_messages(conv.id, [
+        turns += (await app.transcript.add_messages(conv.id, parse_turns("messages", [
             {"role": "user" if i % 2 == 0 else "assistant", "content": f"kumquat{i} is on the table", "actor": "ann"}
-        ]))[0]
+        ])))[0]
         if i == 1:
-            note = (await app.service.store_memory("the pantry code is persimmon", conv.id)).memory
+            note = (await app.memories.store(new_note("the pantry code is persimmon", conv.id))).memory
     assert note is not None
     await backfill(app)
     return conv.id, turns, note
@@ -127,7 +133,7 @@ async def test_audit_only_replaces_covered_turns_by_their_digest_in_every_table_
 ) -> None:
     conv, turns, note = await transcript(app, "audit-only")
     async with open_app(settings, background=False) as other:  # another process, its indexes loaded
-        before = await other.service.search(search_request("kumquat0", everywhere=True))
+        before = await other.recall.search(search_request("kumquat0", everywhere=True))
         assert turns[0].id in [h.memory.id for h in before.hits]
 
         assert await app.jobs.run_once()
@@ -151,14 +157,14 @@ async def test_audit_only_replaces_covered_turns_by_their_digest_in_every_table_
         no_orphans(db)
 
         for searcher in (app, other):
-            found = await searcher.service.search(search_request("kumquat0", everywhere=True))
+            found = await searcher.recall.search(search_request("kumquat0", everywhere=True))
             ids = [h.memory.id for h in found.hits]
             assert turns[0].id not in ids and turns[1].id not in ids
             assert any(h.memory.kind == "summary" and "kumquat0" in h.memory.content for h in found.hits)
     # The turns stay in the transcript (who, when), with their digest for the text.
-    history = await app.lifecycle.history(conv, 10)
+    history = await app.transcript.history(history_request(conv, 10))
     assert [m.content.startswith("sha256:") for m in history] == [True, True, False, False, False]
-    [exported] = (await app.lifecycle.export_all(conv))["conversations"]
+    [exported] = (await app.archive.export_all(conv))["conversations"]
     turns_out = [m["content"] for m in exported["memories"] if m.get("kind") == "message"]
     assert [t.startswith("sha256:") for t in turns_out] == [True, True, False, False, False]
 
@@ -173,12 +179,12 @@ async def test_ephemeral_deletes_covered_turns_and_at_the_end_every_turn_keeping
         assert holders(db, word) == summary_only(db), word
     assert memory_row(db, note.seq)[1] == "the pantry code is persimmon"
     no_orphans(db)
-    assert [m.content for m in await app.lifecycle.history(conv, 10)] == [
+    assert [m.content for m in await app.transcript.history(history_request(conv, 10))] == [
         f"kumquat{i} is on the table" for i in (2, 3, 4)]
-    built = await app.lifecycle.build_context(conv, 10_000)
+    built = await app.context.build(context_request(conv, 10_000))
     assert built.summary_included and "kumquat0" in built.messages[0]["content"]
 
-    await app.service.end_conversation(conv)
+    await app.conversations.end(conv)
     assert await app.jobs.run_once()  # the end summary covers the rest
     assert db.count("SELECT count(*) FROM memories WHERE conversation_id = ? AND kind = 'message'", conv) == 0
     assert db.count("SELECT count(*) FROM memories WHERE conversation_id = ? AND kind = 'note'", conv) == 1
@@ -187,24 +193,26 @@ async def test_ephemeral_deletes_covered_turns_and_at_the_end_every_turn_keeping
                                          {"memories.content_words:summary", "memories.context_words:summary"})}
     no_orphans(db)
     await backfill(app)
-    found = await app.service.search(search_request("kumquat4", everywhere=True))
+    found = await app.recall.search(search_request("kumquat4", everywhere=True))
     assert [h.memory.kind for h in found.hits if "kumquat4" in h.memory.content] == ["summary"]
 
 
 async def test_a_deleted_private_turn_keeps_participants_views_without_the_summary(app: App, db: Database) -> None:
-    conv = await app.service.init_conversation("ops", {"retention": "ephemeral", "compact_after_messages": 2})
-    await app.lifecycle.add_messages(conv.id, [
+    conv = await app.conversations.start(
+        new_conversation("ops", {"retention": "ephemeral", "compact_after_messages": 2})
+    )
+    await app.transcript.add_messages(conv.id, parse_turns("messages", [
         {"role": "user", "content": "the vault code is quince", "actor": "ann", "to": ["bob"]},
         {"role": "user", "content": "lunch at noon", "actor": "ann"},
         {"role": "user", "content": "agreed", "actor": "carol"},
-    ])
+    ]))
     assert await app.jobs.run_once()
     assert db.count("SELECT count(*) FROM memories WHERE kind = 'message'") == 2  # the private turn went
     assert meta(db.rows("SELECT metadata FROM conversations")[0][0])["private_turns"] is True
-    carol = await app.lifecycle.build_context(conv.id, 10_000, participants=["carol"])
+    carol = await app.context.build(context_request(conv.id, 10_000, participants=["carol"]))
     assert carol.summary is None and "quince" not in json.dumps(carol.messages)
     # Bob's only turn addressed to him went with it; his view is still asked for by name.
-    bob = await app.lifecycle.build_context(conv.id, 10_000, participants=["bob"])
+    bob = await app.context.build(context_request(conv.id, 10_000, participants=["bob"]))
     assert [m.content for m in bob.recent] == ["lunch at noon", "agreed"] and bob.summary is None
 
 
@@ -240,20 +248,22 @@ async def test_a_retention_that_needs_summaries_is_refused_without_a_chat_model(
     async with open_app(replace(settings, chat_model=None), background=False) as app:
         for mode in ("audit-only", "ephemeral"):
             with pytest.raises(InvalidInputError, match=f"^metadata.retention: is '{mode}', but no chat model"):
-                await app.service.init_conversation("x", {"retention": mode})
+                await app.conversations.start(new_conversation("x", {"retention": mode}))
         assert db.count("SELECT count(*) FROM conversations") == 0
-        assert (await app.service.init_conversation("kept whole", {"retention": "full"})).metadata[
+        assert (await app.conversations.start(new_conversation("kept whole", {"retention": "full"}))).metadata[
             "retention"
         ] == "full"
 
 
 async def test_audit_only_forgets_the_times_a_redacted_turn_named(app: App, db: Database) -> None:
-    conv = await app.service.init_conversation("dates", {"retention": "audit-only", "compact_after_messages": 4})
+    conv = await app.conversations.start(
+        new_conversation("dates", {"retention": "audit-only", "compact_after_messages": 4})
+    )
     turns: list[Memory] = []
     for i in range(5):
-        turns += (await app.lifecycle.add_messages(conv.id, [
+        turns += (await app.transcript.add_messages(conv.id, parse_turns("messages", [
             {"role": "user", "content": f"kumquat{i} arrived yesterday", "actor": "ann"}
-        ]))[0]
+        ])))[0]
     await backfill(app)
     spoken = "SELECT spoken_of FROM memories WHERE seq = ?"
     assert db.rows(spoken, turns[0].seq)[0][0].count("/") == 1  # the day before it was said
@@ -281,9 +291,9 @@ async def test_an_end_summary_and_the_link_to_a_similar_conversation_leave_audit
 ) -> None:
     ids = []
     for name in ("first", "second"):
-        conversation = await app.service.init_conversation(name)
-        await app.service.store_memory("We chose PostgreSQL for billing because of row locks", conversation.id)
-        await app.service.end_conversation(conversation.id)
+        conversation = await app.conversations.start(new_conversation(name))
+        await app.memories.store(new_note("We chose PostgreSQL for billing because of row locks", conversation.id))
+        await app.conversations.end(conversation.id)
         ids.append(conversation.id)
     while await app.jobs.run_once():
         await backfill(app)

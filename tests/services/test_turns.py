@@ -11,10 +11,13 @@ import anyio
 import pytest
 from mcp.shared.exceptions import MCPError
 
-from ollama_mcp import inputs
 from ollama_mcp.app import App
 from ollama_mcp.config import Settings
 from ollama_mcp.errors import InvalidInputError
+from ollama_mcp.inputs.context import history_request
+from ollama_mcp.inputs.conversations import new_conversation
+from ollama_mcp.inputs.search import search_request
+from ollama_mcp.inputs.turns import parse_turns
 from tests.conftest import Database, backfill, connect
 from tests.support.fake_ollama import FakeOllama
 from tests.support.mcp_client import call, error
@@ -245,11 +248,11 @@ async def test_a_view_of_a_transcript_with_private_turns_leaves_out_the_rolling_
 
 
 async def test_a_turns_tokens_model_and_adapter_are_kept_and_bad_ones_are_refused_naming_them(app: App) -> None:
-    conv = await app.service.init_conversation("usage")
-    [stored], _ = await app.lifecycle.add_messages(conv.id, [{
+    conv = await app.conversations.start(new_conversation("usage"))
+    [stored], _ = await app.transcript.add_messages(conv.id, parse_turns("messages", [{
         "role": "assistant", "content": "Done.", "tokens": {"prompt": 10, "completion": 2}, "model": "qwen2.5:7b",
         "adapter": "ollama",
-    }])
+    }]))
     assert stored.metadata == {"tokens": {"prompt": 10, "completion": 2}, "model": "qwen2.5:7b", "adapter": "ollama"}
     for turn, field in [
         ({"tokens": {"prompt": 1.5}}, "messages[0].tokens.prompt"), ({"tokens": {"cached": 1}}, "messages[0].tokens"),
@@ -257,20 +260,22 @@ async def test_a_turns_tokens_model_and_adapter_are_kept_and_bad_ones_are_refuse
         ({"adapter": "x" * 201}, "messages[0].adapter"),
     ]:
         with pytest.raises(InvalidInputError) as refused:
-            await app.lifecycle.add_messages(conv.id, [{"role": "assistant", "content": "again", **turn}])
+            await app.transcript.add_messages(
+                conv.id, parse_turns("messages", [{"role": "assistant", "content": "again", **turn}])
+            )
         assert refused.value.field == field
-    assert len(await app.lifecycle.history(conv.id)) == 1
+    assert len(await app.transcript.history(history_request(conv.id))) == 1
 
 
 async def test_an_edited_turn_leaves_no_trace_of_its_old_text_in_the_keyword_index_or_the_next_turns_context(
     app: App, db: Database
 ) -> None:
-    conv = await app.service.init_conversation("edits")
-    [first, second], _ = await app.lifecycle.add_messages(conv.id, [
-        {"role": "user", "content": "The code word is pelican"}, {"role": "assistant", "content": "Noted."}])
+    conv = await app.conversations.start(new_conversation("edits"))
+    [first, second], _ = await app.transcript.add_messages(conv.id, parse_turns("messages", [
+        {"role": "user", "content": "The code word is pelican"}, {"role": "assistant", "content": "Noted."}]))
     await backfill(app)
     assert db.keyword_matches("content", "pelican") == 1 and db.keyword_matches("context", "pelican") == 2
-    revised = await app.lifecycle.revise_turn(first.id, "The code word is heron")
+    revised = await app.transcript.revise_turn(first.id, "The code word is heron")
     assert (revised.id, revised.seq, revised.content) == (first.id, first.seq, "The code word is heron")
     assert db.keyword_matches("content", "pelican") == 0 and db.keyword_matches("context", "pelican") == 0
     assert db.keyword_matches("context", "heron") == 2  # its own, and the reply's
@@ -278,7 +283,7 @@ async def test_an_edited_turn_leaves_no_trace_of_its_old_text_in_the_keyword_ind
     assert revised.metadata["earlier_versions"] == [{"content": "The code word is pelican",
                                                       "written_at": first.created_at}]
     await backfill(app)
-    found = await app.service.search(inputs.search_request("code word heron"))
+    found = await app.recall.search(search_request("code word heron"))
     assert first.id in [h.memory.id for h in found.hits]  # by its new text (the reply's context holds it too)
 
 
@@ -286,10 +291,10 @@ async def test_recorded_turns_have_their_own_vectors_when_add_messages_returns_a
     app: App, db: Database, fake_ollama: FakeOllama
 ) -> None:
     first = [{"role": "user", "content": "The staging proxy listens on port 8443."}]
-    added, _ = await app.lifecycle.add_messages(None, first)
+    added, _ = await app.transcript.add_messages(None, parse_turns("messages", first))
     before = len(fake_ollama.embed_requests())
     more = [{"role": "assistant", "content": "Noted."}, {"role": "user", "content": "And the database on 5432."}]
-    await app.lifecycle.add_messages(added[0].conversation_id, more)
+    await app.transcript.add_messages(added[0].conversation_id, parse_turns("messages", more))
 
     # one request for the two turns' own texts; no background ran (the app has none here)
     requests = fake_ollama.embed_requests()[before:]
@@ -312,15 +317,19 @@ async def test_turns_recorded_while_ollama_fails_are_kept_and_pending_and_embedd
     app: App, db: Database, fake_ollama: FakeOllama
 ) -> None:
     fake_ollama.fail = (503, "server busy")
-    added, retry = await app.lifecycle.add_messages(None, [{"role": "user", "content": "The proxy is on 8443."}])
+    added, retry = await app.transcript.add_messages(
+        None, parse_turns("messages", [{"role": "user", "content": "The proxy is on 8443."}])
+    )
     assert not retry and [m.content for m in added] == ["The proxy is on 8443."]
     assert db.rows("SELECT count(*) FROM memory_embeddings") == [(0,)]
-    outcome = await app.service.search(inputs.search_request("proxy", added[0].conversation_id))
+    outcome = await app.recall.search(search_request("proxy", added[0].conversation_id))
     assert [hit.memory.id for hit in outcome.hits] == [added[0].id]
     assert outcome.mode == "keyword" and "503" in (outcome.notice or "")
     # while it is known to fail, the next turns do not wait for it
     before = len(fake_ollama.embed_requests())
-    await app.lifecycle.add_messages(added[0].conversation_id, [{"role": "assistant", "content": "Noted."}])
+    await app.transcript.add_messages(
+        added[0].conversation_id, parse_turns("messages", [{"role": "assistant", "content": "Noted."}])
+    )
     assert len(fake_ollama.embed_requests()) == before
     fake_ollama.fail = None
     await backfill(app)

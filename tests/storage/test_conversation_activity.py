@@ -14,6 +14,9 @@ import pytest
 
 from ollama_mcp.app import App, open_app
 from ollama_mcp.config import Settings
+from ollama_mcp.inputs.conversations import conversation_query, new_conversation
+from ollama_mcp.inputs.memories import note as new_note
+from ollama_mcp.inputs.memories import notes_to_import
 from ollama_mcp.storage.memory_rules import content_hash, text_digest
 from tests.conftest import Database, sqlite_store_at
 
@@ -21,35 +24,37 @@ pytestmark = pytest.mark.anyio
 
 
 async def listed(app: App) -> list[tuple[str, str | None]]:
-    return [(c.id, c.last_activity) for c in await app.service.list_conversations()]
+    return [(c.id, c.last_activity) for c in await app.conversations.listed(conversation_query())]
 
 
 async def test_a_conversations_last_activity_is_its_newest_memory_through_stores_a_shared_batch_time_and_deletes(
     app: App,
 ) -> None:
-    service = app.service
-    older = await service.init_conversation("older")
-    newer = await service.init_conversation("newer")
-    note = (await service.store_memory("the newer conversation's one note", newer.id)).memory
+    service = app
+    older = await service.conversations.start(new_conversation("older"))
+    newer = await service.conversations.start(new_conversation("newer"))
+    note = (await service.memories.store(new_note("the newer conversation's one note", newer.id))).memory
     await anyio.sleep(0.01)
-    assert await service.import_memories(older.id, ["batch one", "batch two", "batch three"]) == 3
-    _, batch, _ = await service.snapshot(older.id)
+    assert (
+        await service.memories.import_notes(notes_to_import(older.id, ["batch one", "batch two", "batch three"])) == 3
+    )
+    _, batch, _ = await service.conversations.snapshot(older.id)
     assert len(batch) == 3 and len({m.created_at for m in batch}) == 1  # one batch, one time
     at = batch[0].created_at
     assert await listed(app) == [(older.id, at), (newer.id, note.created_at)]
-    assert await service.conversation_ids(idle_before=note.created_at) == []
+    assert await service.conversations.ids(idle_before=note.created_at) == []
 
-    await service.delete_memory(batch[2].id)  # the newest time stays: two memories have it
-    await service.delete_memory(batch[0].id)
+    await service.memories.delete(batch[2].id)  # the newest time stays: two memories have it
+    await service.memories.delete(batch[0].id)
     assert await listed(app) == [(older.id, at), (newer.id, note.created_at)]
 
-    await service.delete_memory(batch[1].id)  # the last of them: back to the conversation's start
+    await service.memories.delete(batch[1].id)  # the last of them: back to the conversation's start
     assert await listed(app) == [(newer.id, note.created_at), (older.id, older.created_at)]
-    assert await service.conversation_ids(idle_before=note.created_at) == [older.id]
+    assert await service.conversations.ids(idle_before=note.created_at) == [older.id]
 
-    again = (await service.store_memory("the older conversation speaks again", older.id)).memory
+    again = (await service.memories.store(new_note("the older conversation speaks again", older.id))).memory
     assert await listed(app) == [(older.id, again.created_at), (newer.id, note.created_at)]
-    await service.delete_conversation(older.id)
+    await service.conversations.delete(older.id)
     assert await listed(app) == [(newer.id, note.created_at)]
 
 
@@ -82,14 +87,14 @@ async def test_an_upgraded_store_keeps_each_conversations_newest_memory_time_and
         assert await listed(app) == [
             (empty, "2026-01-05T00:00:00Z"), (a, "2026-01-04T00:00:00Z"), (b, "2026-01-03T12:00:00Z"),
         ]
-        assert await app.service.forget_older("2026-01-03T06:00:00Z") == 1  # m2, read without its index
-        await app.service.delete_memory(m1)
+        assert await app.memories.forget_older("2026-01-03T06:00:00Z") == 1  # m2, read without its index
+        await app.memories.delete(m1)
         assert await listed(app) == [(empty, "2026-01-05T00:00:00Z"), (b, "2026-01-03T12:00:00Z"),
                                      (a, "2026-01-01T00:00:00Z")]
-        again = await app.service.store_memory("memory 3", b)  # found by (key, digest) after the upgrade
+        again = await app.memories.store(new_note("memory 3", b))  # found by (key, digest) after the upgrade
         assert again.duplicate and again.memory.id == m3
-        added = await app.service.store_memory("a memory after the upgrade", empty)
-        _, memories, _ = await app.service.snapshot(b)
+        added = await app.memories.store(new_note("a memory after the upgrade", empty))
+        _, memories, _ = await app.conversations.snapshot(b)
         assert [m.id for m in memories] == [m3]
     with closing(sqlite3.connect(path, isolation_level=None)) as conn:  # an older time (a fact's) moves nothing
         conn.execute(

@@ -16,7 +16,10 @@ import pytest
 from ollama_mcp.app import App, open_app
 from ollama_mcp.config import Settings
 from ollama_mcp.domain import Scope
-from ollama_mcp.inputs import search_request
+from ollama_mcp.inputs.conversations import new_conversation
+from ollama_mcp.inputs.memories import note as new_note
+from ollama_mcp.inputs.memories import note_change, notes_to_import
+from ollama_mcp.inputs.search import search_request
 from ollama_mcp.storage.ranking import SearchTuning, query_terms
 from ollama_mcp.storage.sqlite import keywords as store_keywords
 from ollama_mcp.storage.sqlite.db import connect_reader, migrations
@@ -67,15 +70,18 @@ async def assert_ranks_as_fts5(index: KeywordIndex, db_path: Path, queries: list
 
 async def test_the_in_memory_keyword_index_ranks_every_query_as_fts5_does(app: App, db_path: Path) -> None:
     rng = random.Random(5)
-    svc = app.service
-    first, second = await svc.init_conversation("one"), await svc.init_conversation("two")
-    await svc.import_memories(first.id, [sentence(rng) for _ in range(150)])
+    svc = app
+    first, second = (
+        await svc.conversations.start(new_conversation("one")),
+        await svc.conversations.start(new_conversation("two")),
+    )
+    await svc.memories.import_notes(notes_to_import(first.id, [sentence(rng) for _ in range(150)]))
     index = KeywordIndex(app.store)
     queries = [rng.sample(VOCABULARY, rng.randint(1, 4)) for _ in range(40)]
     await assert_ranks_as_fts5(index, db_path, queries)  # loaded from FTS5's own postings
     for _ in range(40):  # one at a time: each tokenized by the scratch tables
-        await svc.store_memory(sentence(rng), second.id)
-    await svc.import_memories(second.id, [sentence(rng) for _ in range(60)])
+        await svc.memories.store(new_note(sentence(rng), second.id))
+    await svc.memories.import_notes(notes_to_import(second.id, [sentence(rng) for _ in range(60)]))
     await assert_ranks_as_fts5(index, db_path, queries)
     with sqlite3.connect(db_path) as conn:
         assert index.size == conn.execute("SELECT count(*) FROM memories").fetchone()[0] > 240
@@ -86,8 +92,8 @@ async def test_a_load_read_a_few_tokens_at_a_time_ranks_as_fts5_and_leaves_the_s
 ) -> None:
     monkeypatch.setattr(store_keywords, "_SNAPSHOT_TERMS", 3)  # dozens of parts, not one
     rng = random.Random(8)
-    conv = await app.service.init_conversation("one")
-    await app.service.import_memories(conv.id, [sentence(rng) for _ in range(120)])
+    conv = await app.conversations.start(new_conversation("one"))
+    await app.memories.import_notes(notes_to_import(conv.id, [sentence(rng) for _ in range(120)]))
     with sqlite3.connect(db_path) as conn:
         stored = conn.execute("SELECT count(*) FROM memories").fetchone()[0]  # (a repeated sentence is one)
     async with app.store.keyword_snapshot() as snapshot:
@@ -95,9 +101,9 @@ async def test_a_load_read_a_few_tokens_at_a_time_ranks_as_fts5_and_leaves_the_s
         assert len(first.memories) == stored > 100 and not first.postings
         # The snapshot's reads are open on connections of their own: the store still writes and reads.
         with anyio.fail_after(5):
-            late = await app.service.store_memory("the zeppelin crane arrived late", conv.id)
+            late = await app.memories.store(new_note("the zeppelin crane arrived late", conv.id))
             assert late.memory.id in [
-                h.memory.id for h in (await app.service.search(search_request("zeppelin late", conv.id))).hits
+                h.memory.id for h in (await app.recall.search(search_request("zeppelin late", conv.id))).hits
             ]
         facets = []
         for postings in snapshot.postings:
@@ -125,8 +131,8 @@ async def test_a_load_that_fails_midway_raises_its_own_error_keeps_no_reader_ope
 ) -> None:
     monkeypatch.setattr(store_keywords, "_SNAPSHOT_TERMS", 3)  # dozens of parts, not one
     rng = random.Random(9)
-    conv = await app.service.init_conversation("one")
-    await app.service.import_memories(conv.id, [sentence(rng) for _ in range(120)])
+    conv = await app.conversations.start(new_conversation("one"))
+    await app.memories.import_notes(notes_to_import(conv.id, [sentence(rng) for _ in range(120)]))
     built = 0
 
     class Stop(Exception):
@@ -142,7 +148,7 @@ async def test_a_load_that_fails_midway_raises_its_own_error_keeps_no_reader_ope
     with pytest.raises(Stop):  # itself, not in an exception group
         await index.refresh()
     assert not index.loaded
-    await app.service.store_memory("written after the failed load", conv.id)
+    await app.memories.store(new_note("written after the failed load", conv.id))
     assert not wal_pinned(db_path)  # the load's readers closed: none holds its read transaction
     await assert_ranks_as_fts5(index, db_path, [rng.sample(VOCABULARY, 2) for _ in range(10)])
     assert built > 8 and index.loaded
@@ -151,8 +157,8 @@ async def test_a_load_that_fails_midway_raises_its_own_error_keeps_no_reader_ope
 async def test_a_snapshot_whose_second_reader_began_after_a_write_reads_both_indexes_as_of_the_first(
     app: App, db_path: Path
 ) -> None:
-    conv = await app.service.init_conversation("one")
-    await app.service.import_memories(conv.id, ["the harbour crane", "a blue zeppelin over the harbour"])
+    conv = await app.conversations.start(new_conversation("one"))
+    await app.memories.import_notes(notes_to_import(conv.id, ["the harbour crane", "a blue zeppelin over the harbour"]))
     readers = []
     try:
         for _ in KEYWORD_TABLES:
@@ -163,7 +169,7 @@ async def test_a_snapshot_whose_second_reader_began_after_a_write_reads_both_ind
                 await reader.execute(statement)
             await reader.execute("BEGIN")
         await readers[0].execute("SELECT count(*) FROM memories")  # its read transaction starts here
-        late = await app.service.store_memory("the zeppelin came to the harbour late", conv.id)
+        late = await app.memories.store(new_note("the zeppelin came to the harbour late", conv.id))
         snapshot = await store_keywords._snapshot(readers, db_path, begin=False)
         postings = {}
         for parts in snapshot.postings:
@@ -183,8 +189,8 @@ async def test_a_load_after_the_file_was_moved_away_reads_the_open_file_and_crea
     app: App, db_path: Path
 ) -> None:
     rng = random.Random(9)
-    conv = await app.service.init_conversation("one")
-    await app.service.import_memories(conv.id, [sentence(rng) for _ in range(40)])
+    conv = await app.conversations.start(new_conversation("one"))
+    await app.memories.import_notes(notes_to_import(conv.id, [sentence(rng) for _ in range(40)]))
     with sqlite3.connect(db_path) as conn:
         stored = conn.execute("SELECT count(*) FROM memories").fetchone()[0]
     db_path.rename(db_path.with_name("moved-aside.db"))  # SQLite keeps reading the open file
@@ -211,25 +217,25 @@ async def test_a_search_sees_what_another_process_inserted_deleted_or_rewrote_si
     settings: Settings, db_path: Path
 ) -> None:
     async with two_processes(settings) as (mine, theirs):
-        conv = await mine.service.init_conversation("shared")
-        a = await mine.service.store_memory("the harbour crane is red", conv.id)
-        b = await mine.service.store_memory("the zeppelin lands on tuesday", conv.id)
-        c = await mine.service.store_memory("the invoice for the crane", conv.id)
-        assert [h.memory.id for h in (await mine.service.search(search_request("zeppelin", conv.id))).hits] == [
+        conv = await mine.conversations.start(new_conversation("shared"))
+        a = await mine.memories.store(new_note("the harbour crane is red", conv.id))
+        b = await mine.memories.store(new_note("the zeppelin lands on tuesday", conv.id))
+        c = await mine.memories.store(new_note("the invoice for the crane", conv.id))
+        assert [h.memory.id for h in (await mine.recall.search(search_request("zeppelin", conv.id))).hits] == [
             b.memory.id
         ]
         index = KeywordIndex(mine.store)  # another index on my connection, loaded now
         await index.refresh()
-        await theirs.service.delete_memory(b.memory.id)  # rewrites c's context (b was in it)
-        await theirs.service.delete_memory(c.memory.id)  # the highest seqs gone: the next store reuses one
-        d = await theirs.service.store_memory("the budget meeting moved", conv.id)
+        await theirs.memories.delete(b.memory.id)  # rewrites c's context (b was in it)
+        await theirs.memories.delete(c.memory.id)  # the highest seqs gone: the next store reuses one
+        d = await theirs.memories.store(new_note("the budget meeting moved", conv.id))
         assert d.memory.seq <= c.memory.seq  # so "memories past the highest seq I saw" would miss it
-        assert (await mine.service.search(search_request("zeppelin", conv.id))).hits == []
-        assert (await mine.service.search(search_request("invoice", conv.id))).hits == []
-        assert [h.memory.id for h in (await mine.service.search(search_request("budget", conv.id))).hits] == [
+        assert (await mine.recall.search(search_request("zeppelin", conv.id))).hits == []
+        assert (await mine.recall.search(search_request("invoice", conv.id))).hits == []
+        assert [h.memory.id for h in (await mine.recall.search(search_request("budget", conv.id))).hits] == [
             d.memory.id
         ]
-        crane = await mine.service.search(search_request("crane", conv.id))
+        crane = await mine.recall.search(search_request("crane", conv.id))
         assert [h.memory.id for h in crane.hits] == [a.memory.id]
         await assert_ranks_as_fts5(index, db_path, [["crane"], ["budget", "zeppelin"], ["red", "tuesday"]])
 
@@ -241,14 +247,14 @@ async def test_the_contexts_another_process_changed_by_deleting_a_memory_are_mat
     # next two without any row of theirs being written (the triggers log them as changed). Every
     # process's in-memory keyword index must still match them as FTS5 does.
     async with two_processes(settings) as (mine, theirs):
-        conv = await mine.service.init_conversation("shared")
+        conv = await mine.conversations.start(new_conversation("shared"))
         texts = ["the harbour crane is red", "the zeppelin lands on tuesday", "the invoice for the crane",
                  "the budget meeting moved", "lunch with the auditors"]
-        stored = [(await mine.service.store_memory(text, conv.id)).memory for text in texts]
+        stored = [(await mine.memories.store(new_note(text, conv.id))).memory for text in texts]
         index = KeywordIndex(mine.store)  # another index on my connection, loaded now
         await index.refresh()
         await assert_ranks_as_fts5(index, db_path, [["zeppelin"], ["harbour"]])
-        await theirs.service.delete_memory(stored[1].id)  # the zeppelin: in the invoice's and the budget's
+        await theirs.memories.delete(stored[1].id)  # the zeppelin: in the invoice's and the budget's
         with closing(sqlite3.connect(db_path)) as conn:
             (budget,) = conn.execute("SELECT context FROM memory_contexts WHERE seq = ?", (stored[3].seq,)).fetchone()
         assert budget == "the harbour crane is red\nthe invoice for the crane\nthe budget meeting moved"
@@ -262,25 +268,25 @@ async def test_a_process_that_fell_behind_a_pruned_change_log_reloads_its_keywor
     settings: Settings, db_path: Path
 ) -> None:
     async with two_processes(settings) as (mine, theirs):
-        conv = await mine.service.init_conversation("shared")
-        doomed = await mine.service.store_memory("the secret zeppelin plan", conv.id)
-        await mine.service.store_memory("an unrelated note", conv.id)
-        assert (await mine.service.search(search_request("zeppelin", conv.id))).hits  # loaded
-        await theirs.service.delete_memory(doomed.memory.id)
+        conv = await mine.conversations.start(new_conversation("shared"))
+        doomed = await mine.memories.store(new_note("the secret zeppelin plan", conv.id))
+        await mine.memories.store(new_note("an unrelated note", conv.id))
+        assert (await mine.recall.search(search_request("zeppelin", conv.id))).hits  # loaded
+        await theirs.memories.delete(doomed.memory.id)
         with sqlite3.connect(db_path) as conn:  # what the upkeep does once 10,000 changes piled up
             conn.execute("DELETE FROM memory_changes")
-        await theirs.service.store_memory("one more note", conv.id)
-        assert (await mine.service.search(search_request("zeppelin", conv.id))).hits == []
+        await theirs.memories.store(new_note("one more note", conv.id))
+        assert (await mine.recall.search(search_request("zeppelin", conv.id))).hits == []
 
 
 async def test_a_query_word_fts5_splits_in_two_matches_only_where_its_parts_stand_together(
     settings: Settings,
 ) -> None:
     async with open_app(settings, background=False, tuning=CONTENT_ONLY) as app:
-        conv = await app.service.init_conversation("config")
-        await app.service.store_memory("set config_value to 3 in the file", conv.id)
-        await app.service.store_memory("the value lives in the config file", conv.id)  # apart
-        found = await app.service.search(search_request("config_value", conv.id))
+        conv = await app.conversations.start(new_conversation("config"))
+        await app.memories.store(new_note("set config_value to 3 in the file", conv.id))
+        await app.memories.store(new_note("the value lives in the config file", conv.id))  # apart
+        found = await app.recall.search(search_request("config_value", conv.id))
         assert [h.memory.content for h in found.hits] == ["set config_value to 3 in the file"]
 
 
@@ -291,13 +297,13 @@ async def test_a_search_while_the_keyword_index_is_rebuilt_ranks_from_fts5_inste
     texts = [" ".join(["harbour"] * (1 + i % 5) + ["crane"] * (i % 11) + [f"berth{i}"]) for i in range(50)]
     queries = ["harbour", "crane", "harbour crane", "harbour berth7"]
     async with open_app(settings, background=False, tuning=KEYWORDS_ONLY) as app:
-        conv = await app.service.init_conversation("busy")
-        await app.service.import_memories(conv.id, texts)
+        conv = await app.conversations.start(new_conversation("busy"))
+        await app.memories.import_notes(notes_to_import(conv.id, texts))
         keywords = app.ranker.keywords
         await keywords.refresh()
 
         async def ranked() -> list[list[str]]:
-            return [[h.memory.content for h in (await app.service.search(search_request(q, conv.id, 10))).hits]
+            return [[h.memory.content for h in (await app.recall.search(search_request(q, conv.id, 10))).hits]
                     for q in queries]
 
         settled = await ranked()
@@ -312,14 +318,14 @@ async def test_a_keyword_index_load_waits_for_a_running_search_to_finish(
 ) -> None:
     monkeypatch.setattr(store_keywords, "_SNAPSHOT_TERMS", 3)  # dozens of parts, each a chance to give way
     rng = random.Random(12)
-    conv = await app.service.init_conversation("one")
-    await app.service.import_memories(conv.id, [sentence(rng) for _ in range(120)])
+    conv = await app.conversations.start(new_conversation("one"))
+    await app.memories.import_notes(notes_to_import(conv.id, [sentence(rng) for _ in range(120)]))
     keywords = app.ranker.keywords
     fake_ollama.delay = 0.4  # the search's query embedding: the search runs that long
     done: list[str] = []
 
     async def search() -> None:
-        await app.service.search(search_request("harbour crane", conv.id))
+        await app.recall.search(search_request("harbour crane", conv.id))
         done.append("search")
 
     async def load() -> None:
@@ -341,8 +347,8 @@ async def test_a_keyword_index_load_finishes_while_searches_overlap_without_a_pa
 ) -> None:
     monkeypatch.setattr(store_keywords, "_SNAPSHOT_TERMS", 20)
     rng = random.Random(13)
-    conv = await app.service.init_conversation("one")
-    await app.service.import_memories(conv.id, [sentence(rng) for _ in range(120)])
+    conv = await app.conversations.start(new_conversation("one"))
+    await app.memories.import_notes(notes_to_import(conv.id, [sentence(rng) for _ in range(120)]))
     keywords = app.ranker.keywords
     fake_ollama.delay = 0.2
     loaded = anyio.Event()
@@ -351,7 +357,7 @@ async def test_a_keyword_index_load_finishes_while_searches_overlap_without_a_pa
     async def keep_searching() -> None:
         nonlocal searches
         while not loaded.is_set():  # a new query each time: a repeated one's vector is not asked for again
-            await app.service.search(search_request(f"harbour crane {searches}", conv.id))
+            await app.recall.search(search_request(f"harbour crane {searches}", conv.id))
             searches += 1
 
     with anyio.fail_after(10):
@@ -368,15 +374,18 @@ async def test_a_keyword_index_load_finishes_while_searches_overlap_without_a_pa
 async def test_keyword_filters_hold_in_the_in_memory_index(settings: Settings) -> None:
     async with open_app(settings, background=False, tuning=KEYWORDS_ONLY) as app:
         await app.ranker.keywords.refresh()
-        svc = app.service
-        one, two = await svc.init_conversation("one"), await svc.init_conversation("two")
-        note = await svc.store_memory("the zeppelin budget", one.id, ["plans"])
-        await svc.store_memory("the zeppelin budget, again", two.id)
-        await app.lifecycle.add_message(one.id, "user", "a zeppelin message")
-        old, newer = await svc.update_memory(note.memory.id, content="the zeppelin budget doubled")
+        svc = app
+        one, two = (
+            await svc.conversations.start(new_conversation("one")),
+            await svc.conversations.start(new_conversation("two")),
+        )
+        note = await svc.memories.store(new_note("the zeppelin budget", one.id, ["plans"]))
+        await svc.memories.store(new_note("the zeppelin budget, again", two.id))
+        await app.transcript.add_message(one.id, "user", "a zeppelin message")
+        old, newer = await svc.memories.update(note_change(note.memory.id, content="the zeppelin budget doubled"))
 
         async def found(**filters: object) -> set[str]:
-            outcome = await svc.search(search_request("zeppelin", **filters))  # type: ignore[arg-type]
+            outcome = await svc.recall.search(search_request("zeppelin", **filters))  # type: ignore[arg-type]
             return {h.memory.content for h in outcome.hits}
 
         assert await found(conversation_id=one.id, kinds="note") == {"the zeppelin budget doubled"}
@@ -405,13 +414,13 @@ async def test_the_keyword_index_survives_more_deletes_than_it_keeps_masked(
     settings: Settings, db_path: Path
 ) -> None:
     async with open_app(settings, background=False, tuning=KEYWORDS_ONLY) as app:
-        svc = app.service
-        conv = await svc.init_conversation("churn")
-        stored = [await svc.store_memory(f"harbour crane number {i}", conv.id) for i in range(80)]
+        svc = app
+        conv = await svc.conversations.start(new_conversation("churn"))
+        stored = [await svc.memories.store(new_note(f"harbour crane number {i}", conv.id)) for i in range(80)]
         index = KeywordIndex(app.store)
         await index.refresh()
         for memory in stored[:60]:  # three quarters deleted: the index rebuilds on the way
-            await svc.delete_memory(memory.memory.id)
+            await svc.memories.delete(memory.memory.id)
             await index.refresh()
         await assert_ranks_as_fts5(index, db_path, [["crane"], ["number", "79"], ["harbour", "5"]])
         assert index.size == 20
@@ -422,14 +431,14 @@ async def test_a_search_after_another_process_wrote_many_memories_ranks_from_fts
 ) -> None:
     rng = random.Random(9)
     async with two_processes(settings) as (mine, theirs):
-        conv = await mine.service.init_conversation("bulk")
-        await mine.service.store_memory("the harbour crane", conv.id)
-        assert (await mine.service.search(search_request("crane", conv.id))).hits  # caught up with its own store
+        conv = await mine.conversations.start(new_conversation("bulk"))
+        await mine.memories.store(new_note("the harbour crane", conv.id))
+        assert (await mine.recall.search(search_request("crane", conv.id))).hits  # caught up with its own store
         keywords = mine.ranker.keywords
         assert keywords.size == 1
         texts = {sentence(rng) for _ in range(100)} | {"the lighthouse crane"}
-        await theirs.service.import_memories(conv.id, sorted(texts))
-        found = await mine.service.search(search_request("lighthouse", conv.id))
+        await theirs.memories.import_notes(notes_to_import(conv.id, sorted(texts)))
+        found = await mine.recall.search(search_request("lighthouse", conv.id))
         assert [h.memory.content for h in found.hits] == ["the lighthouse crane"]  # from FTS5, at once
         assert keywords.size == 1  # the search did not stop to take in a hundred memories
         await mine.ranker.upkeep()

@@ -14,6 +14,10 @@ import pytest
 
 from ollama_mcp.app import App, open_app
 from ollama_mcp.config import Settings
+from ollama_mcp.inputs.conversations import new_conversation
+from ollama_mcp.inputs.memories import note as new_note
+from ollama_mcp.inputs.memories import notes_to_import
+from ollama_mcp.inputs.turns import parse_turns
 from ollama_mcp.storage.memory_rules import content_hash, text_digest
 from ollama_mcp.storage.postgres import db as postgres_db
 from tests.conftest import Database, sqlite_store_at
@@ -24,9 +28,11 @@ pytestmark = pytest.mark.anyio
 async def test_a_note_keeps_the_first_16_bytes_of_its_texts_sha256_and_every_other_kind_keeps_none(
     app: App, db: Database
 ) -> None:
-    conv = await app.service.init_conversation("digests")
-    note = (await app.service.store_memory("the spare key is under the blue pot", conv.id)).memory
-    turns, _was_retry = await app.lifecycle.add_messages(conv.id, [{"role": "user", "content": "where is the key?"}])
+    conv = await app.conversations.start(new_conversation("digests"))
+    note = (await app.memories.store(new_note("the spare key is under the blue pot", conv.id))).memory
+    turns, _was_retry = await app.transcript.add_messages(
+        conv.id, parse_turns("messages", [{"role": "user", "content": "where is the key?"}])
+    )
     rows = db.rows("SELECT id, kind, note_digest FROM memories ORDER BY seq")
     assert [(i, k, None if d is None else bytes(d)) for i, k, d in rows] == [
         (note.id, "note", hashlib.sha256(b"the spare key is under the blue pot").digest()[:16]),
@@ -37,23 +43,26 @@ async def test_a_note_keeps_the_first_16_bytes_of_its_texts_sha256_and_every_oth
 async def test_a_note_stored_or_imported_again_is_found_by_its_digest_and_nothing_is_added(
     app: App, db: Database
 ) -> None:
-    conv = await app.service.init_conversation("retries")
-    first = (await app.service.store_memory("water the fig on Sundays", conv.id)).memory
-    again = await app.service.store_memory("water the fig on Sundays", conv.id)
+    conv = await app.conversations.start(new_conversation("retries"))
+    first = (await app.memories.store(new_note("water the fig on Sundays", conv.id))).memory
+    again = await app.memories.store(new_note("water the fig on Sundays", conv.id))
     assert again.duplicate and again.memory.id == first.id
     # An import of 1,200 notes, 600 of them there already: more than one statement's worth of
     # digests (500) is asked for, and each is found.
     texts = [f"plant {n} wants water every {n % 7 + 1} days" for n in range(1200)]
-    assert await app.service.import_memories(conv.id, texts[:600]) == 600
-    assert await app.service.import_memories(conv.id, [*texts, "water the fig on Sundays", texts[-1]]) == 600
+    assert await app.memories.import_notes(notes_to_import(conv.id, texts[:600])) == 600
+    assert (
+        await app.memories.import_notes(notes_to_import(conv.id, [*texts, "water the fig on Sundays", texts[-1]]))
+        == 600
+    )
     assert db.count("SELECT count(*) FROM memories WHERE kind = 'note'") == 1201
     assert db.count("SELECT count(DISTINCT content) FROM memories") == 1201
-    other = await app.service.init_conversation("elsewhere")  # once per conversation, not once in all
-    assert not (await app.service.store_memory("water the fig on Sundays", other.id)).duplicate
+    other = await app.conversations.start(new_conversation("elsewhere"))  # once per conversation, not once in all
+    assert not (await app.memories.store(new_note("water the fig on Sundays", other.id))).duplicate
 
 
 async def test_a_note_without_its_digest_or_a_turn_with_one_is_refused_by_the_table(app: App, db: Database) -> None:
-    conv = await app.service.init_conversation("rules")
+    conv = await app.conversations.start(new_conversation("rules"))
     # (SQLite: the conversation's key too; PostgreSQL: the context and time it stores)
     more, values = (", conversation_key", ", (SELECT key FROM conversations WHERE id = ?)") \
         if db.backend == "sqlite" else (", context, occurred_at", ", 'x', '2026-01-01'")
@@ -95,9 +104,9 @@ async def test_an_upgraded_sqlite_store_keeps_each_notes_digest_and_finds_it_on_
             )
     db = Database("sqlite", str(path))
     async with open_app(db.settings(settings), background=False) as app:
-        again = await app.service.store_memory("the boiler code is 4471", conv)
+        again = await app.memories.store(new_note("the boiler code is 4471", conv))
         assert again.duplicate and again.memory.id == rows[0][0]
-        assert await app.service.import_memories(conv, ["a note from a test fixture", "a new note"]) == 1
+        assert await app.memories.import_notes(notes_to_import(conv, ["a note from a test fixture", "a new note"])) == 1
     assert db.rows("SELECT m.id FROM memories_fts f JOIN memories m ON m.seq = f.rowid"
                    " WHERE memories_fts MATCH 'boiler'") == [(rows[0][0],)]
     assert db.rows("SELECT id, content, note_digest FROM memories WHERE seq <= 4 ORDER BY seq") == [
@@ -135,7 +144,7 @@ async def test_an_upgraded_postgres_store_keeps_each_notes_digest_and_finds_it_o
                 (memory_id, conv, kind, content, content_hash(content), content),
             )
     async with open_app(settings, background=False) as app:
-        again = await app.service.store_memory("the boiler code is 4471", conv)
+        again = await app.memories.store(new_note("the boiler code is 4471", conv))
         assert again.duplicate and again.memory.id == "m1"
     db = Database("postgres", postgres_url)
     assert db.rows("SELECT id, note_digest FROM memories ORDER BY seq") == [

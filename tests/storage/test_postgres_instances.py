@@ -18,7 +18,9 @@ import pytest
 from ollama_mcp.app import open_app
 from ollama_mcp.config import Settings
 from ollama_mcp.domain import EmbeddingRow
-from ollama_mcp.inputs import search_request
+from ollama_mcp.inputs.conversations import new_conversation
+from ollama_mcp.inputs.memories import note as new_note
+from ollama_mcp.inputs.search import search_request
 from tests.conftest import Database, connect
 from tests.support.fake_ollama import FakeOllama
 from tests.support.mcp_client import call, error
@@ -28,12 +30,12 @@ pytestmark = [pytest.mark.anyio, pytest.mark.postgres_only]
 
 async def test_the_same_note_stored_by_two_instances_at_once_is_stored_once(settings: Settings, db: Database) -> None:
     async with open_app(settings, background=False) as one, open_app(settings, background=False) as two:
-        conv = await one.service.init_conversation("shared")
+        conv = await one.conversations.start(new_conversation("shared"))
         results = []
 
         async def store(app_index: int) -> None:
             app = (one, two)[app_index % 2]
-            results.append(await app.service.store_memory("we meet at nine on fridays", conv.id))
+            results.append(await app.memories.store(new_note("we meet at nine on fridays", conv.id)))
 
         async with anyio.create_task_group() as tasks:
             for i in range(20):
@@ -48,9 +50,9 @@ async def test_two_instances_backfilling_at_once_never_embed_a_memory_twice(
 ) -> None:
     fake_ollama.stop()
     async with open_app(settings, background=False) as one, open_app(settings, background=False) as two:
-        conv = await one.service.init_conversation("c")
+        conv = await one.conversations.start(new_conversation("c"))
         for i in range(60):
-            await one.service.store_memory(f"pending memory number {i}", conv.id)
+            await one.memories.store(new_note(f"pending memory number {i}", conv.id))
         fake_ollama.start()
         before = len(fake_ollama.embed_requests())
 
@@ -72,12 +74,12 @@ async def test_two_instances_backfilling_at_once_never_embed_a_memory_twice(
 
 async def test_an_instance_sees_at_once_what_another_stored_and_deleted(settings: Settings) -> None:
     async with open_app(settings, background=False) as one, open_app(settings, background=False) as two:
-        stored = await one.service.store_memory("the harbour crane is painted orange")
+        stored = await one.memories.store(new_note("the harbour crane is painted orange"))
         await one.indexer.backfill_once()
-        found = await two.service.search(search_request("what colour is the crane", everywhere=True))
+        found = await two.recall.search(search_request("what colour is the crane", everywhere=True))
         assert [h.memory.id for h in found.hits] == [stored.memory.id] and found.hits[0].similarity
-        await two.service.delete_memory(stored.memory.id)
-        assert (await one.service.search(search_request("crane", everywhere=True))).hits == []
+        await two.memories.delete(stored.memory.id)
+        assert (await one.recall.search(search_request("crane", everywhere=True))).hits == []
 
 
 async def test_connections_the_server_ended_while_idle_are_never_lent_even_a_moment_after_their_last_use(
@@ -88,15 +90,15 @@ async def test_connections_the_server_ended_while_idle_are_never_lent_even_a_mom
     from ollama_mcp.storage.postgres.base import APPLICATION_PREFIX  # noqa: PLC0415
 
     async with open_app(settings, background=False) as app:
-        first = await app.service.store_memory("the ferry leaves at noon")
+        first = await app.memories.store(new_note("the ferry leaves at noon"))
         name = APPLICATION_PREFIX + app.store.holder  # type: ignore[attr-defined]
         ended = db.rows("SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = ?", name)
         assert ended and all(row[0] for row in ended)
         with anyio.fail_after(5):  # well inside the pool's idle time, so only the socket tells
             while db.count("SELECT count(*) FROM pg_stat_activity WHERE application_name = ?", name):
                 await anyio.sleep(0.02)
-            second = await app.service.store_memory("the ferry returns at six")
-            found = await app.service.search(search_request("ferry", everywhere=True, top_k=5))
+            second = await app.memories.store(new_note("the ferry returns at six"))
+            found = await app.recall.search(search_request("ferry", everywhere=True, top_k=5))
     assert {h.memory.id for h in found.hits} == {first.memory.id, second.memory.id}
 
 
@@ -199,7 +201,7 @@ async def test_a_burst_that_keeps_every_connection_busy_queues_instead_of_report
     from ollama_mcp.storage.postgres.base import POOL_MAX, POOL_TIMEOUT_S  # noqa: PLC0415
 
     async with open_app(settings, background=False) as app:
-        conv = await app.service.init_conversation("busy")
+        conv = await app.conversations.start(new_conversation("busy"))
         store = app.store
 
         async def hold() -> None:
@@ -212,7 +214,7 @@ async def test_a_burst_that_keeps_every_connection_busy_queues_instead_of_report
                     tasks.start_soon(hold)
                 await anyio.sleep(0.5)  # every connection is taken now
                 started = anyio.current_time()
-                stored = await app.service.store_memory("stored after the burst", conv.id)
+                stored = await app.memories.store(new_note("stored after the burst", conv.id))
                 waited = anyio.current_time() - started
     assert stored.memory.content == "stored after the burst"
     assert waited > POOL_TIMEOUT_S  # it queued past the unreachable-server limit, and then succeeded
@@ -226,8 +228,8 @@ async def test_a_batch_write_cancelled_midway_leaves_the_store_working_and_nothi
     in pipeline mode; cancelled there, it used to break the connection and leave a pipeline whose
     cleanup raised when garbage-collected ("Exception ignored in BasePipeline._exit_gen")."""
     async with open_app(settings, background=False) as app:
-        conv = await app.service.init_conversation("c")
-        stored = [await app.service.store_memory(f"memory number {i}", conv.id) for i in range(3)]
+        conv = await app.conversations.start(new_conversation("c"))
+        stored = [await app.memories.store(new_note(f"memory number {i}", conv.id)) for i in range(3)]
         seqs = [seq for (seq,) in db.rows("SELECT seq FROM memories ORDER BY seq")]
         vector = np.ones(8, dtype="<f4").tobytes()
         rows = [EmbeddingRow(seqs[i % 3], "content", i, "big", vector, 8) for i in range(3000)]
@@ -239,6 +241,6 @@ async def test_a_batch_write_cancelled_midway_leaves_the_store_working_and_nothi
             gc.collect()
         # Every connection the pool hands out still works, and whole batches still commit.
         assert await app.store.insert_embeddings(rows[:30]) in (0, 30)
-        found = await app.service.search(search_request("memory number", conversation_id=conv.id))
+        found = await app.recall.search(search_request("memory number", conversation_id=conv.id))
         assert {h.memory.id for h in found.hits} == {s.memory.id for s in stored}
     assert db.count("SELECT count(*) FROM memory_embeddings WHERE model = 'big'") in (30, 3000)

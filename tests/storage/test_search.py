@@ -15,7 +15,11 @@ from ollama_mcp.app import App, open_app
 from ollama_mcp.config import Settings
 from ollama_mcp.domain import Scope, SearchFilters
 from ollama_mcp.errors import EmbeddingMismatchError, StorageError
-from ollama_mcp.inputs import search_request
+from ollama_mcp.inputs.conversations import new_conversation
+from ollama_mcp.inputs.memories import note as new_note
+from ollama_mcp.inputs.memories import note_change, notes_to_import
+from ollama_mcp.inputs.search import search_request
+from ollama_mcp.inputs.turns import parse_turns
 from ollama_mcp.storage.postgres.search import _ReadOnce, ef_search
 from ollama_mcp.storage.ranking import SearchTuning, fuse, query_names_actor, query_terms, stand_in
 from ollama_mcp.storage.sqlite.search import fts_any, fts_phrase
@@ -61,10 +65,10 @@ def test_fusion_ranks_items_found_by_several_lists_first() -> None:
 
 async def test_a_memory_is_found_by_meaning_without_sharing_a_word(app: App, fake_ollama: FakeOllama) -> None:
     fake_ollama.concepts.update({"car": "vehicle", "automobile": "vehicle", "sedan": "vehicle"})
-    svc = app.service
-    await svc.store_memory("I drive an automobile to work")
-    await svc.store_memory("The cat sleeps on the sofa")
-    outcome = await svc.search(search_request("car"))
+    svc = app
+    await svc.memories.store(new_note("I drive an automobile to work"))
+    await svc.memories.store(new_note("The cat sleeps on the sofa"))
+    outcome = await svc.recall.search(search_request("car"))
     assert outcome.mode == "hybrid"
     assert outcome.hits[0].memory.content == "I drive an automobile to work"
     assert outcome.hits[0].similarity and outcome.hits[0].similarity > 0.3
@@ -81,25 +85,26 @@ async def test_a_turn_waiting_for_its_context_vector_ranks_by_its_neighbours_mea
     tuning = SearchTuning(keyword_weight=0, keyword_context_weight=0, vector_weight=0, session_weight=0,
                           exchange_weight=0)
     async with open_app(settings, background=False, tuning=tuning) as app:
-        first, second = (await app.service.init_conversation("a")).id, (await app.service.init_conversation("b")).id
-        lunch, _ = await app.lifecycle.add_messages(first, [
+        first, second = (
+            (await app.conversations.start(new_conversation("a"))).id,
+            (await app.conversations.start(new_conversation("b"))).id,
+        )
+        lunch, _ = await app.transcript.add_messages(first, parse_turns("messages", [
             {"role": "user", "content": "Lunch is at noon today."},
             {"role": "assistant", "content": "Noted, tomorrow deploy."},
-        ])
-        deploy, _ = await app.lifecycle.add_messages(second, [
+        ]))
+        deploy, _ = await app.transcript.add_messages(second, parse_turns("messages", [
             {"role": "user", "content": "The deploy credentials live in the vault."},
             {"role": "assistant", "content": "Noted, tomorrow."},
-        ])
+        ]))
         assert await app.indexer.pending_count() == 2  # the two "Noted" turns' context vectors
-        outcome = await app.service.search(
-            search_request("deploy credentials tomorrow", everywhere=True)
-        )
+        outcome = await app.recall.search(search_request("deploy credentials tomorrow", everywhere=True))
         ranked = [hit.memory.id for hit in outcome.hits]
         assert ranked.index(deploy[1].id) < ranked.index(lunch[1].id)
 
 
 async def test_a_query_vector_of_another_dimension_is_refused_by_the_ranker_as_one_clear_error(app: App) -> None:
-    await app.service.store_memory("stored at the first dimension")
+    await app.memories.store(new_note("stored at the first dimension"))
     with pytest.raises(EmbeddingMismatchError, match="now returns 32-dimensional vectors"):
         await app.ranker.search("first dimension", np.ones(32, dtype=np.float32), SearchFilters(), None, 5, None)
 
@@ -150,22 +155,22 @@ async def test_a_store_with_no_vector_of_the_model_is_searched_by_keywords_alone
     app: App, fake_ollama: FakeOllama
 ) -> None:
     fake_ollama.stop()  # stored without vectors: Ollama is down
-    await app.service.store_memory("the lighthouse keeper paints the stairs")
+    await app.memories.store(new_note("the lighthouse keeper paints the stairs"))
     fake_ollama.start()
     hits = await app.ranker.search("lighthouse", np.ones(64, dtype=np.float32), SearchFilters(), None, 5, None)
     assert [hit.memory.content for hit in hits] == ["the lighthouse keeper paints the stairs"]
 
 
 async def test_an_exact_keyword_match_ranks_first(app: App) -> None:
-    svc = app.service
+    svc = app
     for text in ("notes about lunch", "the invoice number is INV-7781", "general thoughts about numbers"):
-        await svc.store_memory(text)
-    outcome = await svc.search(search_request("INV-7781"))
+        await svc.memories.store(new_note(text))
+    outcome = await svc.recall.search(search_request("INV-7781"))
     assert outcome.hits[0].memory.content == "the invoice number is INV-7781"
 
 
 async def test_a_query_that_shares_one_word_besides_stop_words_is_not_an_exact_phrase_match(app: App) -> None:
-    await app.service.store_memory("Sam went hiking in the hills")
+    await app.memories.store(new_note("Sam went hiking in the hills"))
     loose = await app.ranker.search("what did Sam do", None, SearchFilters(), None, 5, None)
     assert [hit.memory.content for hit in loose] == ["Sam went hiking in the hills"]
     assert loose[0].score != float("inf")
@@ -177,42 +182,42 @@ async def test_keywords_alone_rank_a_rare_word_above_a_common_one_and_a_short_me
     app: App,
 ) -> None:
     for i in range(8):
-        await app.service.store_memory(f"alpha reading number {i} from the garden station")
+        await app.memories.store(new_note(f"alpha reading number {i} from the garden station"))
     long = "a zebra came down to the river bank with the herd and drank"
-    await app.service.store_memory(long)
-    await app.service.store_memory("a zebra grazing")
+    await app.memories.store(new_note(long))
+    await app.memories.store(new_note("a zebra grazing"))
     hits = await app.ranker.search("alpha zebra", None, SearchFilters(), None, 10, None)
     assert [hit.memory.content for hit in hits[:2]] == ["a zebra grazing", long]
 
 
 async def test_tag_filter_requires_every_given_tag(app: App) -> None:
-    svc = app.service
-    await svc.store_memory("red apple", tags=["fruit", "red"])
-    await svc.store_memory("green apple", tags=["fruit"])
-    await svc.store_memory("red car", tags=["red"])
-    both = await svc.search(search_request("apple", tags=["fruit", "red"], top_k=10))
+    svc = app
+    await svc.memories.store(new_note("red apple", tags=["fruit", "red"]))
+    await svc.memories.store(new_note("green apple", tags=["fruit"]))
+    await svc.memories.store(new_note("red car", tags=["red"]))
+    both = await svc.recall.search(search_request("apple", tags=["fruit", "red"], top_k=10))
     assert [h.memory.content for h in both.hits] == ["red apple"]
-    fruit = await svc.search(search_request("apple", tags=["fruit"], top_k=10))
+    fruit = await svc.recall.search(search_request("apple", tags=["fruit"], top_k=10))
     assert {h.memory.content for h in fruit.hits} == {"red apple", "green apple"}
 
 
 async def test_time_filters_hold_for_both_keyword_and_vector_candidates(app: App) -> None:
-    svc = app.service
-    await svc.store_memory("an early memory about tea")
+    svc = app
+    await svc.memories.store(new_note("an early memory about tea"))
     middle = datetime.now(UTC) + timedelta(microseconds=1)
-    await svc.store_memory("a later memory about tea")
-    later = await svc.search(search_request("tea", since=middle.isoformat(), top_k=10))
+    await svc.memories.store(new_note("a later memory about tea"))
+    later = await svc.recall.search(search_request("tea", since=middle.isoformat(), top_k=10))
     assert [h.memory.content for h in later.hits] == ["a later memory about tea"]
-    earlier = await svc.search(search_request("tea", until=middle.isoformat(), top_k=10))
+    earlier = await svc.recall.search(search_request("tea", until=middle.isoformat(), top_k=10))
     assert [h.memory.content for h in earlier.hits] == ["an early memory about tea"]
-    assert (await svc.search(search_request("tea", since="2999-01-01"))).hits == []
+    assert (await svc.recall.search(search_request("tea", since="2999-01-01"))).hits == []
 
 
 async def test_threshold_drops_weak_semantic_matches(app: App) -> None:
-    svc = app.service
-    await svc.store_memory("blue whale facts")
-    await svc.store_memory("completely unrelated text")
-    strict = await svc.search(search_request("blue whale facts", threshold=0.9, top_k=10))
+    svc = app
+    await svc.memories.store(new_note("blue whale facts"))
+    await svc.memories.store(new_note("completely unrelated text"))
+    strict = await svc.recall.search(search_request("blue whale facts", threshold=0.9, top_k=10))
     assert [h.memory.content for h in strict.hits] == ["blue whale facts"]
 
 
@@ -220,28 +225,28 @@ async def test_a_memory_still_waiting_for_its_vector_is_found_by_keywords(
     settings: Settings, fake_ollama: FakeOllama
 ) -> None:
     async with open_app(settings, background=False) as app:
-        await app.service.store_memory("the wifi password is on the fridge")
+        await app.memories.store(new_note("the wifi password is on the fridge"))
     # A new model: every old memory is pending for it until the backfill runs (it does not here).
     fake_ollama.models["all-minilm"] = FakeModel(dim=32, family="bert")
     async with open_app(replace(settings, embed_model="all-minilm"), background=False) as app:
-        await app.service.store_memory("a fresh memory about bread")
-        outcome = await app.service.search(search_request("wifi password", everywhere=True))
+        await app.memories.store(new_note("a fresh memory about bread"))
+        outcome = await app.recall.search(search_request("wifi password", everywhere=True))
         assert outcome.mode == "hybrid"
         assert outcome.hits[0].memory.content == "the wifi password is on the fridge"
         assert outcome.hits[0].similarity is None
 
 
 async def test_a_memory_containing_the_query_word_for_word_ranks_first(app: App) -> None:
-    svc = app.service
-    await svc.store_memory("the house was red and the car was blue")
-    await svc.store_memory("we painted the blue car near the red house")
-    await svc.store_memory("a house painted red beside a blue car")
+    svc = app
+    await svc.memories.store(new_note("the house was red and the car was blue"))
+    await svc.memories.store(new_note("we painted the blue car near the red house"))
+    await svc.memories.store(new_note("a house painted red beside a blue car"))
     for query, expected in (("red house", "we painted the blue car near the red house"),
                             ("the car was blue", "the house was red and the car was blue")):
-        outcome = await svc.search(search_request(query, top_k=3))
+        outcome = await svc.recall.search(search_request(query, top_k=3))
         assert outcome.hits[0].memory.content == expected, query
     # an exact phrase is kept even below a similarity threshold it would not pass on meaning
-    strict = await svc.search(search_request("red house", threshold=0.99, top_k=3))
+    strict = await svc.recall.search(search_request("red house", threshold=0.99, top_k=3))
     assert [h.memory.content for h in strict.hits][:1] == ["we painted the blue car near the red house"]
 
 
@@ -250,14 +255,16 @@ async def test_a_word_found_in_most_memories_is_left_out_of_a_query_that_has_rar
 ) -> None:
     tuning = SearchTuning(common_min_docs=5, vector_weight=0, vector_context_weight=0)  # keywords only
     async with open_app(settings, background=False, tuning=tuning) as app:
-        svc = app.service
-        conv = await svc.init_conversation("c")
-        await svc.import_memories(conv.id, [f"status report number {i} for the project" for i in range(30)])
-        await svc.import_memories(conv.id, ["the zeppelin arrives tuesday"])
-        outcome = await svc.search(search_request("project zeppelin", conv.id, top_k=3))
+        svc = app
+        conv = await svc.conversations.start(new_conversation("c"))
+        await svc.memories.import_notes(
+            notes_to_import(conv.id, [f"status report number {i} for the project" for i in range(30)])
+        )
+        await svc.memories.import_notes(notes_to_import(conv.id, ["the zeppelin arrives tuesday"]))
+        outcome = await svc.recall.search(search_request("project zeppelin", conv.id, top_k=3))
         # the common word no longer makes every memory a candidate to score
         assert [h.memory.content for h in outcome.hits] == ["the zeppelin arrives tuesday"]
-        only_common = await svc.search(search_request("project report", conv.id, top_k=3))
+        only_common = await svc.recall.search(search_request("project report", conv.id, top_k=3))
         assert only_common.hits and "project" in only_common.hits[0].memory.content  # nothing rarer: kept
 
 
@@ -269,9 +276,9 @@ def _segments(db: Database, table: str) -> int:
 
 @pytest.mark.sqlite_only
 async def test_merging_the_keyword_index_leaves_one_segment_and_every_memory_findable(app: App, db: Database) -> None:
-    svc = app.service
+    svc = app
     for i in range(12):  # one write transaction each, as a chat stores them
-        await svc.store_memory(f"note {i} about the harbour crane number {i * 7}")
+        await svc.memories.store(new_note(f"note {i} about the harbour crane number {i * 7}"))
     assert _segments(db, "memories_fts") > 1 and _segments(db, "memory_contexts_fts") > 1
     assert not await app.ranker.upkeep(min_new=64)  # only 12 new: not yet
     assert _segments(db, "memories_fts") > 1
@@ -282,7 +289,7 @@ async def test_merging_the_keyword_index_leaves_one_segment_and_every_memory_fin
         for table in ("memories_fts", "memory_contexts_fts"):
             conn.execute(f"INSERT INTO {table} ({table}) VALUES ('integrity-check')")  # raises if corrupt
     for i in (0, 5, 11):
-        outcome = await svc.search(search_request(f"crane number {i * 7}"))
+        outcome = await svc.recall.search(search_request(f"crane number {i * 7}"))
         assert outcome.hits[0].memory.content == f"note {i} about the harbour crane number {i * 7}"
 
 
@@ -292,10 +299,10 @@ async def test_the_server_merges_the_keyword_index_in_the_background_once_enough
 ) -> None:
     async with open_app(replace(settings, upkeep_interval=0.05, upkeep_min_new=6), background=True) as app:
         for i in range(5):
-            await app.service.store_memory(f"first batch {i}")
+            await app.memories.store(new_note(f"first batch {i}"))
         await anyio.sleep(0.3)
         assert _segments(db, "memories_fts") > 1  # 5 new: below the bar
-        await app.service.store_memory("the sixth")
+        await app.memories.store(new_note("the sixth"))
 
         async def merged() -> bool:
             return _segments(db, "memories_fts") == 1
@@ -313,12 +320,12 @@ async def test_the_stand_ins_of_a_burst_of_waiting_turns_are_each_their_context_
     async with open_app(settings, background=False) as app:
         said = []
         for chat in range(3):
-            conversation = await app.service.init_conversation(f"chat {chat}")
-            turns, _ = await app.lifecycle.add_messages(conversation.id, [
+            conversation = await app.conversations.start(new_conversation(f"chat {chat}"))
+            turns, _ = await app.transcript.add_messages(conversation.id, parse_turns("messages", [
                 {"role": ("user", "assistant")[i % 2],
                  "content": " ".join(words[(i * 3 + chat) % 10:][:1 + i % 4] * (1 + i))}
                 for i in range(12)
-            ])
+            ]))
             said.extend(turns)
         assert await app.indexer.pending_count() == 33  # every turn but each chat's first waits for its context
         parts = await app.store.context_parts([m.seq for m in said])
@@ -345,10 +352,10 @@ async def test_a_search_leaves_more_stand_ins_than_it_builds_to_the_background_a
 
     monkeypatch.setattr(vector_index, "STAND_INS_AT_ONCE", 10)
     async with open_app(settings, background=False) as app:
-        conversation = await app.service.init_conversation("chat")
-        said, _ = await app.lifecycle.add_messages(conversation.id, [
+        conversation = await app.conversations.start(new_conversation("chat"))
+        said, _ = await app.transcript.add_messages(conversation.id, parse_turns("messages", [
             {"role": "user", "content": f"turn {i} about the harbour crane and the {i % 3} ferries"} for i in range(30)
-        ])
+        ]))
         waiting = said[1:]  # the first is its own context
         own = {m.seq: np.asarray(fake_ollama.vector("nomic-embed-text", m.content), dtype=np.float32) for m in said}
         query = np.asarray(fake_ollama.vector("nomic-embed-text", "harbour ferries"), dtype=np.float32)
@@ -371,9 +378,9 @@ async def test_the_server_takes_a_stored_memorys_vectors_into_its_index_right_af
     settings: Settings,
 ) -> None:
     async with open_app(settings, background=True) as app:
-        await app.service.search(search_request("anything"))  # the index is loaded
+        await app.recall.search(search_request("anything"))  # the index is loaded
         before = app.ranker.vectors.size
-        stored = await app.service.store_memory("the harbour crane is yellow")
+        stored = await app.memories.store(new_note("the harbour crane is yellow"))
         assert stored.embedding_status == "embedded"
 
         async def taken_in() -> bool:
@@ -387,12 +394,12 @@ async def test_a_memory_another_process_stored_is_found_by_meaning_at_once(
 ) -> None:
     fake_ollama.concepts.update({"car": "vehicle", "automobile": "vehicle"})
     async with open_app(settings, background=False) as mine, open_app(settings, background=False) as theirs:
-        await mine.service.store_memory("The cat sleeps on the sofa")
-        assert [h.memory.content for h in (await mine.service.search(search_request("car", everywhere=True))).hits] != [
+        await mine.memories.store(new_note("The cat sleeps on the sofa"))
+        assert [h.memory.content for h in (await mine.recall.search(search_request("car", everywhere=True))).hits] != [
             "I drive an automobile to work"
         ]  # the index is loaded now, before the other process writes
-        await theirs.service.store_memory("I drive an automobile to work")
-        outcome = await mine.service.search(search_request("car", everywhere=True))
+        await theirs.memories.store(new_note("I drive an automobile to work"))
+        outcome = await mine.recall.search(search_request("car", everywhere=True))
         # no shared word: only a refreshed vector index can find it
         assert outcome.hits[0].memory.content == "I drive an automobile to work"
         assert outcome.hits[0].similarity and outcome.hits[0].similarity > 0.3
@@ -407,26 +414,27 @@ async def test_memories_waiting_for_their_context_vector_are_ranked_by_their_own
 
     monkeypatch.setattr(pg_search, "GAPS_RANKED_EXACTLY", exactly)  # 0: as a large import's would be
     fake_ollama.concepts.update({"car": "vehicle", "automobile": "vehicle"})
-    svc = app.service
-
+    svc = app
     def gaps() -> list[str]:
         return [row[0] for row in db.rows(
             "SELECT m.content FROM context_gaps g JOIN memories m ON m.seq = g.memory_seq ORDER BY m.seq")]
 
     # Enough memories with both vectors that the nearest context vectors fill a search's depth (with
     # fewer, the ranker scans the filtered memories exactly and finds every memory anyway).
-    filler = (await svc.init_conversation("filler")).id
-    await svc.import_memories(filler, [f"note {i} about the weather" for i in range(60)])
+    filler = (await svc.conversations.start(new_conversation("filler"))).id
+    await svc.memories.import_notes(notes_to_import(filler, [f"note {i} about the weather" for i in range(60)]))
     while await app.indexer.backfill_once():
         pass
-    conv = (await svc.init_conversation("cars")).id
-    first = (await svc.store_memory("The cat sleeps on the sofa", conv)).memory  # its own context: both vectors
-    car = (await svc.store_memory("I drive an automobile to work", conv)).memory  # its own vector only
+    conv = (await svc.conversations.start(new_conversation("cars"))).id
+    first = (
+        await svc.memories.store(new_note("The cat sleeps on the sofa", conv))
+    ).memory  # its own context: both vectors
+    car = (await svc.memories.store(new_note("I drive an automobile to work", conv))).memory  # its own vector only
     assert gaps() == ["I drive an automobile to work"]
 
     async def top() -> str:
         # everywhere: no filter that would make the ranker scan a conversation's vectors exactly
-        hits = (await svc.search(search_request("car", everywhere=True))).hits
+        hits = (await svc.recall.search(search_request("car", everywhere=True))).hits
         return hits[0].memory.content if hits else "nothing found"
 
     assert await top() == "I drive an automobile to work"  # by its own vector
@@ -434,14 +442,14 @@ async def test_memories_waiting_for_their_context_vector_are_ranked_by_their_own
         pass
     assert gaps() == []
     assert await top() == "I drive an automobile to work"  # by its context vector
-    await svc.delete_memory(first.id)  # the follower's context is rewritten
+    await svc.memories.delete(first.id)  # the follower's context is rewritten
     assert gaps() == ["I drive an automobile to work"]
     assert await top() == "I drive an automobile to work"
-    await svc.forget_vectors()  # reembed --force: no vector left to rank by
+    await svc.memories.forget_vectors()  # reembed --force: no vector left to rank by
     assert gaps() == []
     await app.indexer.backfill_once()
     assert gaps() == []
-    await svc.delete_memory(car.id)
+    await svc.memories.delete(car.id)
     assert gaps() == [] and db.count("SELECT count(*) FROM memory_embeddings e JOIN memories m ON m.seq = e.memory_seq"
                                      " WHERE m.conversation_id = ?", conv) == 0
 
@@ -450,12 +458,12 @@ async def test_memories_waiting_for_their_context_vector_are_ranked_by_their_own
 async def test_a_database_from_before_the_gaps_table_lists_its_memories_without_a_context_vector_on_upgrade(
     app: App, db: Database, settings: Settings
 ) -> None:
-    svc = app.service
-    conv = (await svc.init_conversation("old")).id
+    svc = app
+    conv = (await svc.conversations.start(new_conversation("old"))).id
     for text in ("first turn", "second turn", "third turn"):
-        await svc.store_memory(text, conv)
+        await svc.memories.store(new_note(text, conv))
     await app.indexer.backfill_once()  # every memory has both vectors
-    await svc.store_memory("fourth turn", conv)  # its own vector only
+    await svc.memories.store(new_note("fourth turn", conv))  # its own vector only
     db.rows("DROP TRIGGER context_gaps_follow ON memory_embeddings")  # as version 12 left it
     db.rows("DROP FUNCTION context_gaps_follow()")
     db.rows("DROP TABLE context_gaps")
@@ -470,8 +478,8 @@ async def test_the_server_loads_its_vectors_before_the_first_search_and_a_keywor
     settings: Settings,
 ) -> None:
     async with open_app(settings, background=False) as app:
-        conv = await app.service.init_conversation("c")
-        await app.service.import_memories(conv.id, ["the harbour crane", "the zeppelin"])
+        conv = await app.conversations.start(new_conversation("c"))
+        await app.memories.import_notes(notes_to_import(conv.id, ["the harbour crane", "the zeppelin"]))
         await app.indexer.backfill_once()
     async with open_app(settings, background=True) as app:
 
@@ -481,7 +489,7 @@ async def test_the_server_loads_its_vectors_before_the_first_search_and_a_keywor
         await eventually(vectors_loaded)  # without any search
         await app.ranker.upkeep()
         assert not app.ranker.keywords.loaded  # a small store: FTS5 ranks as fast
-        found = await app.service.search(search_request("harbour crane", conv.id))
+        found = await app.recall.search(search_request("harbour crane", conv.id))
         assert found.hits[0].memory.content == "the harbour crane"
     async with open_app(settings, background=True, tuning=SearchTuning(keyword_index_min_memories=2)) as app:
 
@@ -489,7 +497,7 @@ async def test_the_server_loads_its_vectors_before_the_first_search_and_a_keywor
             return app.ranker.keywords.size == 2 and app.ranker.vectors.size == 4
 
         await eventually(both_loaded)
-        found = await app.service.search(search_request("harbour crane", conv.id))
+        found = await app.recall.search(search_request("harbour crane", conv.id))
         assert found.hits[0].memory.content == "the harbour crane"
 
 
@@ -505,10 +513,10 @@ _GARDEN = [
 
 async def _garden(app: App, apart: bool = False) -> dict[str, str]:
     """The memories of ``_GARDEN``, in one conversation (or, ``apart``, each in its own)."""
-    ids, shared = {}, (await app.service.init_conversation("garden")).id
+    ids, shared = {}, (await app.conversations.start(new_conversation("garden"))).id
     for key, text, when in _GARDEN:
-        conversation = (await app.service.init_conversation(key)).id if apart else shared
-        ids[key] = (await app.service.store_memory(text, conversation, occurred_at=when)).memory.id
+        conversation = (await app.conversations.start(new_conversation(key))).id if apart else shared
+        ids[key] = (await app.memories.store(new_note(text, conversation, occurred_at=when))).memory.id
     while await app.indexer.backfill_once():
         pass
     return ids
@@ -516,23 +524,23 @@ async def _garden(app: App, apart: bool = False) -> dict[str, str]:
 
 async def test_a_session_several_of_the_best_memories_share_rises_above_a_better_lone_memory(app: App) -> None:
     ids = await _garden(app)
-    found = await app.service.search(search_request("garden tomato plants", top_k=3))
+    found = await app.recall.search(search_request("garden tomato plants", top_k=3))
     assert {h.memory.id for h in found.hits[:2]} == {ids["first"], ids["second"]}
     assert found.hits[2].memory.id == ids["lone"]
     app.ranker.tuning = replace(SearchTuning(), session_weight=0)  # type: ignore[misc]
-    alone = await app.service.search(search_request("garden tomato plants", top_k=3))
+    alone = await app.recall.search(search_request("garden tomato plants", top_k=3))
     assert alone.hits[0].memory.id == ids["lone"]  # the best worded, without sessions
 
 
 async def test_memories_of_one_day_in_different_conversations_are_not_one_session(app: App) -> None:
     ids = await _garden(app, apart=True)
-    found = await app.service.search(search_request("garden tomato plants", top_k=3, everywhere=True))
+    found = await app.recall.search(search_request("garden tomato plants", top_k=3, everywhere=True))
     assert found.hits[0].memory.id == ids["lone"]
 
 
 async def test_a_memory_holding_the_query_word_for_word_stays_first_whatever_the_sessions(app: App) -> None:
     ids = await _garden(app)
-    found = await app.service.search(search_request("tomato plants", top_k=3))  # lone's words, in order
+    found = await app.recall.search(search_request("tomato plants", top_k=3))  # lone's words, in order
     assert [h.memory.id for h in found.hits] == [ids["lone"], ids["first"], ids["second"]]
 
 
@@ -547,9 +555,9 @@ _TALK = [
 
 async def _talk(app: App) -> dict[str, str]:
     """``_TALK`` as one conversation's turns, by id of each speaker's first line about the fence."""
-    conversation = (await app.service.init_conversation("chat")).id
+    conversation = (await app.conversations.start(new_conversation("chat"))).id
     turns = [{"role": "user", "actor": who, "content": text} for who, text in _TALK]
-    added, _ = await app.lifecycle.add_messages(conversation, turns)
+    added, _ = await app.transcript.add_messages(conversation, parse_turns("messages", turns))
     while await app.indexer.backfill_once():
         pass
     return {"alex": added[0].id, "sam": added[1].id}
@@ -558,18 +566,16 @@ async def _talk(app: App) -> dict[str, str]:
 async def test_a_query_naming_a_participant_ranks_their_turn_above_the_same_words_from_another(app: App) -> None:
     ids = await _talk(app)
     request = search_request("what blue paint did Sam put on the fence", top_k=2)
-    found = await app.service.search(request)
+    found = await app.recall.search(request)
     assert [h.memory.id for h in found.hits] == [ids["sam"], ids["alex"]]
     app.ranker.tuning = replace(SearchTuning(), actor_weight=0, exchange_weight=0)  # type: ignore[misc]
-    unnamed = await app.service.search(request)
+    unnamed = await app.recall.search(request)
     assert [h.memory.id for h in unnamed.hits] == [ids["alex"], ids["sam"]]  # the better worded, by default
 
 
 async def test_a_query_naming_nobody_who_spoke_ranks_as_if_no_participant_were_known(app: App) -> None:
     ids = await _talk(app)
-    found = await app.service.search(
-        search_request("what blue paint did Rivers put on the fence")
-    )
+    found = await app.recall.search(search_request("what blue paint did Rivers put on the fence"))
     assert [h.memory.id for h in found.hits[:2]] == [ids["alex"], ids["sam"]]
 
 
@@ -583,13 +589,13 @@ def test_a_participant_is_named_by_their_first_word_or_by_all_their_words() -> N
 
 
 async def test_a_memorys_neighbours_are_the_current_turns_of_its_own_conversation_either_side(app: App) -> None:
-    chat = (await app.service.init_conversation("chat")).id
-    other = (await app.service.init_conversation("other")).id
-    first = (await app.service.store_memory("first", chat)).memory
-    await app.service.store_memory("elsewhere", other)
-    middle = (await app.service.store_memory("middle", chat)).memory
-    revised = (await app.service.update_memory(middle.id, "middle, revised", None, None))[1].memory
-    last = (await app.service.store_memory("last", chat)).memory
+    chat = (await app.conversations.start(new_conversation("chat"))).id
+    other = (await app.conversations.start(new_conversation("other"))).id
+    first = (await app.memories.store(new_note("first", chat))).memory
+    await app.memories.store(new_note("elsewhere", other))
+    middle = (await app.memories.store(new_note("middle", chat))).memory
+    revised = (await app.memories.update(note_change(middle.id, "middle, revised", None, None)))[1].memory
+    last = (await app.memories.store(new_note("last", chat))).memory
     around = await app.store.adjacent_seqs([first.seq, revised.seq, last.seq, 10_000])
     # the revised version took a new seq; the old one, superseded, is no one's neighbour
     assert around == {first.seq: (None, revised.seq), revised.seq: (first.seq, last.seq), last.seq: (revised.seq, None)}
@@ -605,16 +611,16 @@ _EXCHANGE = [  # an afternoon's exchange, then notes of other days that match th
 
 
 async def test_the_reply_of_a_named_participant_rises_with_the_question_another_asked(app: App) -> None:
-    conversation = (await app.service.init_conversation("chat")).id
-    added, _ = await app.lifecycle.add_messages(conversation, [
+    conversation = (await app.conversations.start(new_conversation("chat"))).id
+    added, _ = await app.transcript.add_messages(conversation, parse_turns("messages", [
         {"role": "user", "actor": who, "content": text, "occurred_at": when} for who, text, when in _EXCHANGE
-    ])
+    ]))
     while await app.indexer.backfill_once():
         pass
     question, reply = added[0].id, added[1].id
     request = search_request("which colour did Sam paint the garden fence", top_k=3)
-    found = await app.service.search(request)
+    found = await app.recall.search(request)
     assert found.hits[0].memory.id == reply
     app.ranker.tuning = replace(SearchTuning(), exchange_weight=0)  # type: ignore[misc]
-    alone = await app.service.search(request)
+    alone = await app.recall.search(request)
     assert [h.memory.id for h in alone.hits[:2]] == [question, reply]  # without it, the question's words win

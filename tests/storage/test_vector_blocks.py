@@ -23,6 +23,9 @@ from ollama_mcp.app import App, open_app
 from ollama_mcp.config import Settings
 from ollama_mcp.domain import Scope, SearchFilters
 from ollama_mcp.head_start import HeadStart
+from ollama_mcp.inputs.conversations import new_conversation
+from ollama_mcp.inputs.memories import note as new_note
+from ollama_mcp.inputs.memories import notes_to_import
 from ollama_mcp.storage.sqlite import block_read, vector_blocks
 from ollama_mcp.storage.sqlite import db as sqlite_db
 from ollama_mcp.storage.sqlite import matrix as vectors
@@ -46,9 +49,9 @@ def store_of(app: App) -> Store:
 
 
 async def fill(app: App, count: int, seed: int) -> str:
-    conversation = await app.service.init_conversation(f"batch {seed}")
+    conversation = await app.conversations.start(new_conversation(f"batch {seed}"))
     texts = [f"memory {seed}-{i}" for i in range(count)]
-    await app.service.import_memories(conversation.id, texts, unit_vectors(seed, count))
+    await app.memories.import_notes(notes_to_import(conversation.id, texts, unit_vectors(seed, count)))
     while await app.indexer.backfill_once():  # the context vectors, from the fake Ollama
         pass
     return conversation.id
@@ -218,7 +221,7 @@ async def test_a_store_no_vector_came_to_since_its_last_upkeep_folds_its_last_ro
         await app.ranker.upkeep()  # the first fold of this process: whole blocks
         assert layout(db) == (2 * 36, 2 * 64, 2 * 64, 2)
         assert db.count("PRAGMA freelist_count") > 0  # the emptied rows' pages, kept for the next writes
-        await app.service.store_memory("one more", (await app.service.init_conversation("later")).id)
+        await app.memories.store(new_note("one more", (await app.conversations.start(new_conversation("later"))).id))
         await app.indexer.backfill_once()
         await app.ranker.upkeep()  # a vector came since: the rows wait
         assert layout(db) == (2 * 37, 2 * 64, 2 * 64, 2)
@@ -235,7 +238,7 @@ async def test_memories_deleted_after_a_fold_leave_dead_slots_that_are_never_ran
         keep = await fill(app, 64, 5)
         gone = await fill(app, 64, 6)
         assert await fold(app) == 256
-        await app.service.delete_conversation(gone)
+        await app.conversations.delete(gone)
         assert sorted(db.rows(
             "SELECT facet, n, (SELECT count(*) FROM vector_block_dead d WHERE d.block_id = b.id) FROM vector_blocks b"
         )) == [
@@ -262,7 +265,7 @@ async def test_memories_deleted_by_a_process_that_holds_its_blocks_as_read_are_d
         await ranking(app)
         context = app.ranker.vectors._matrices[FACET_CODES["context"]]
         assert app.ranker.vectors.loaded_from == "blocks" and not context.blocks[0].flags.writeable
-        await app.service.delete_conversation(gone)
+        await app.conversations.delete(gone)
         assert app.ranker.vectors.size == 2 * 128
         expected = await ranking(app)
         hits = await conversations_found(app)
@@ -319,7 +322,7 @@ async def test_a_block_another_process_compacted_between_a_refresh_and_a_ranking
         doomed_seqs = {seq for (seq,) in db.rows("SELECT seq FROM memories WHERE conversation_id = ?", doomed)}
         # Between this process's refresh and its ranking, the other deletes a conversation and
         # compacts the blocks it emptied a quarter of (the second of each facet), then folds anew.
-        await theirs.service.delete_conversation(doomed)
+        await theirs.conversations.delete(doomed)
         assert await store_of(theirs).compact_vector_blocks(theirs.settings.embed_model) == 2
         await fill(theirs, 40, 68)
         assert await fold(theirs) == 2 * 64
@@ -380,7 +383,7 @@ async def test_a_new_process_never_ranks_a_memory_another_process_deleted_after_
         gone = await fill(mine, 64, 8)
         assert await fold(mine) == 256
         await ranking(mine)  # loaded, from the blocks
-        await theirs.service.delete_conversation(gone)
+        await theirs.conversations.delete(gone)
         hits = await conversations_found(mine)
     assert hits and set(hits) == {keep}
 
@@ -393,7 +396,7 @@ async def test_a_block_that_lost_a_quarter_of_its_slots_is_compacted_and_folded_
         doomed = await fill(app, 40, 10)
         await fill(app, 24, 11)
         assert await fold(app) == 256  # two blocks a facet, the second holding 40 doomed of 64
-        await app.service.delete_conversation(doomed)
+        await app.conversations.delete(doomed)
         store = store_of(app)
         assert await store.compact_vector_blocks(app.settings.embed_model) == 2  # the second of each facet
         assert layout(db) == (2 * 24, 2 * 64, 2 * 64, 2)
@@ -500,7 +503,7 @@ async def test_ended_conversations_are_compared_by_their_summaries_vectors_once_
         for seed in range(3):
             conversation = await fill(app, 30, 20 + seed)
             ids.append(conversation)
-            await app.service.end_conversation(conversation, summary=f"summary of batch {seed} about walruses")
+            await app.conversations.end(conversation, summary=f"summary of batch {seed} about walruses")
         while await app.indexer.backfill_once():
             pass
         before = await store.similar_summaries(ids[0], model, 5)
@@ -682,7 +685,7 @@ async def test_a_store_upgraded_from_counted_dead_slots_lists_them_keeps_its_ids
                   for i in range(6)]
         assert app.ranker.vectors.loaded_from == "blocks" and app.ranker.vectors.size == 10
         assert firsts == [["m1"], ["m2"], ["m3"], ["m4"], [], ["m6"]]  # m5's slots are dead
-        stored = await app.service.store_memory("a memory after the upgrade", conversation)
+        stored = await app.memories.store(new_note("a memory after the upgrade", conversation))
     db = Database("sqlite", str(path))
     assert db.rows("SELECT b.facet, d.slot FROM vector_block_dead d JOIN vector_blocks b ON b.id = d.block_id"
                    " ORDER BY 1") == [("content", 4), ("context", 4)]

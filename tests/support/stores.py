@@ -10,6 +10,7 @@ import anyio
 
 from ollama_mcp.app import open_app
 from ollama_mcp.config import Settings
+from ollama_mcp.inputs.memories import note as new_note
 from tests.conftest import Database
 from tests.support.fake_ollama import FakeOllama
 
@@ -19,7 +20,7 @@ def make_store(db: Database | Path, fake: FakeOllama, *texts: str) -> None:
         async with open_app(Settings.from_env({"OLLAMA_MCP_DB": url(db), "OLLAMA_HOST": fake.url}),
                             background=False) as app:
             for text in texts:
-                await app.service.store_memory(text)
+                await app.memories.store(new_note(text))
 
     anyio.run(fill)
 

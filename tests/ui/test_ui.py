@@ -21,6 +21,10 @@ from ollama_mcp.app import App, open_app
 from ollama_mcp.cli import admin
 from ollama_mcp.config import Settings
 from ollama_mcp.domain import SearchRequest
+from ollama_mcp.inputs.conversations import new_conversation
+from ollama_mcp.inputs.memories import note as new_note
+from ollama_mcp.inputs.memories import note_change
+from ollama_mcp.inputs.turns import parse_turns
 from ollama_mcp.ui.guard import MAX_BODY_BYTES
 from ollama_mcp.ui.run import bind
 from tests.conftest import Database
@@ -40,12 +44,12 @@ async def post(client: httpx.AsyncClient, path: str, form: dict[str, Any], page:
 
 
 async def search_ids(app: App, query: str) -> list[str]:
-    outcome = await app.service.search(SearchRequest(query=query, top_k=10, everywhere=True))
+    outcome = await app.recall.search(SearchRequest(query=query, top_k=10, everywhere=True))
     return [hit.memory.id for hit in outcome.hits]
 
 
 async def test_the_printed_link_sets_a_session_cookie_and_the_pages_then_need_nothing_else(app: App) -> None:
-    await app.service.init_conversation("Trip planning")
+    await app.conversations.start(new_conversation("Trip planning"))
     async with view(app) as client:
         page = await client.get("/")
         assert page.status_code == 200 and "Trip planning" in page.text
@@ -56,7 +60,7 @@ async def test_the_printed_link_sets_a_session_cookie_and_the_pages_then_need_no
 
 @pytest.mark.parametrize("path", ["/", "/search?q=seats", "/health", "/export?format=json", "/import"])
 async def test_without_the_token_or_with_a_wrong_one_every_page_is_refused(app: App, path: str) -> None:
-    await app.service.store_memory("Sam prefers aisle seats")
+    await app.memories.store(new_note("Sam prefers aisle seats"))
     async with view(app, enter=False) as client:
         bare = await client.get(path)
         guessed = await client.get(path.split("?")[0] + "?token=wrong")
@@ -68,7 +72,7 @@ async def test_without_the_token_or_with_a_wrong_one_every_page_is_refused(app: 
 
 
 async def test_writes_without_the_token_change_nothing(app: App, db: Database) -> None:
-    stored = await app.service.store_memory("Sam prefers aisle seats")
+    stored = await app.memories.store(new_note("Sam prefers aisle seats"))
     async with view(app, enter=False) as client:
         for path in (f"/memories/{stored.memory.id}/delete", f"/conversations/{stored.memory.conversation_id}/delete"):
             refused = await client.post(path, data={"csrf": "x"}, headers={"origin": BASE})
@@ -84,7 +88,7 @@ async def test_a_request_for_another_host_name_is_refused_against_dns_rebinding(
 
 
 async def test_a_cross_site_post_is_refused_and_changes_nothing(app: App, db: Database) -> None:
-    stored = await app.service.store_memory("Sam prefers aisle seats")
+    stored = await app.memories.store(new_note("Sam prefers aisle seats"))
     path = f"/memories/{stored.memory.id}/delete"
     async with view(app) as client:
         token = csrf_of(await client.get(path))
@@ -99,10 +103,10 @@ async def test_a_cross_site_post_is_refused_and_changes_nothing(app: App, db: Da
 
 
 async def test_the_conversation_list_filters_by_status_and_name(app: App) -> None:
-    trip = await app.service.init_conversation("Trip planning")
-    await app.service.store_memory("Sam prefers aisle seats")
-    garden = await app.service.init_conversation("Garden")
-    await app.service.end_conversation(garden.id, "Watering every second day")
+    trip = await app.conversations.start(new_conversation("Trip planning"))
+    await app.memories.store(new_note("Sam prefers aisle seats"))
+    garden = await app.conversations.start(new_conversation("Garden"))
+    await app.conversations.end(garden.id, "Watering every second day")
     async with view(app) as client:
         everything = (await client.get("/")).text
         active = (await client.get("/?status=active")).text
@@ -115,9 +119,9 @@ async def test_the_conversation_list_filters_by_status_and_name(app: App) -> Non
 
 
 async def test_conversations_the_server_started_are_listed_and_headed_by_their_first_memory(app: App) -> None:
-    first = await app.service.store_memory("Renew the TLS certificate before the 14th")  # no init: the server's own
-    await app.service.end_conversation(first.memory.conversation_id)
-    second = await app.service.store_memory("Book the dentist for Tuesday")
+    first = await app.memories.store(new_note("Renew the TLS certificate before the 14th"))  # no init: the server's own
+    await app.conversations.end(first.memory.conversation_id)
+    second = await app.memories.store(new_note("Book the dentist for Tuesday"))
     async with view(app) as client:
         listed = (await client.get("/")).text
         page = (await client.get(f"/conversations/{second.memory.conversation_id}")).text
@@ -129,12 +133,12 @@ async def test_conversations_the_server_started_are_listed_and_headed_by_their_f
 async def test_a_conversation_page_shows_summary_memories_with_history_tags_state_and_transcript(
     app: App, fake_ollama: FakeOllama
 ) -> None:
-    conversation = await app.service.init_conversation("Trip planning")
-    first = await app.service.store_memory("Sam prefers window seats", tags=["travel"])
-    await app.service.update_memory(first.memory.id, "Sam prefers aisle seats")
-    await app.lifecycle.add_message(conversation.id, "user", "Where are we staying in Lisbon?", actor="sam")
+    conversation = await app.conversations.start(new_conversation("Trip planning"))
+    first = await app.memories.store(new_note("Sam prefers window seats", tags=["travel"]))
+    await app.memories.update(note_change(first.memory.id, "Sam prefers aisle seats"))
+    await app.transcript.add_message(conversation.id, "user", "Where are we staying in Lisbon?", actor="sam")
     fake_ollama.stop()
-    await app.service.store_memory("The hotel in Lisbon is booked")  # stored while Ollama is down: pending
+    await app.memories.store(new_note("The hotel in Lisbon is booked"))  # stored while Ollama is down: pending
     async with view(app) as client:
         page = await client.get(f"/conversations/{conversation.id}")
     text = page.text
@@ -148,8 +152,8 @@ async def test_a_conversation_page_shows_summary_memories_with_history_tags_stat
 
 
 async def test_memory_text_is_shown_as_text_never_as_markup(app: App) -> None:
-    await app.service.init_conversation("<b>bold</b> name")
-    await app.service.store_memory('<script>alert("x")</script> and <img src=x onerror=alert(1)>')
+    await app.conversations.start(new_conversation("<b>bold</b> name"))
+    await app.memories.store(new_note('<script>alert("x")</script> and <img src=x onerror=alert(1)>'))
     async with view(app) as client:
         listed = (await client.get("/")).text
         found = (await client.get("/search?q=script+alert")).text
@@ -166,9 +170,9 @@ async def test_an_unknown_conversation_or_memory_is_a_404_naming_it(app: App) ->
 
 
 async def test_search_shows_mode_and_why_each_hit_matched_with_the_tools_filters(app: App) -> None:
-    await app.service.init_conversation("Trip planning")
-    await app.service.store_memory("Sam prefers aisle seats on long flights", tags=["travel"])
-    await app.service.store_memory("The hotel in Lisbon is booked", tags=["hotel"])
+    await app.conversations.start(new_conversation("Trip planning"))
+    await app.memories.store(new_note("Sam prefers aisle seats on long flights", tags=["travel"]))
+    await app.memories.store(new_note("The hotel in Lisbon is booked", tags=["hotel"]))
     async with view(app) as client:
         found = (await client.get("/search?q=aisle+seats")).text
         tagged = (await client.get("/search?q=Lisbon+seats&tags=hotel")).text
@@ -185,7 +189,7 @@ async def test_search_shows_mode_and_why_each_hit_matched_with_the_tools_filters
 
 
 async def test_search_while_ollama_is_down_finds_by_keywords_and_says_so(app: App, fake_ollama: FakeOllama) -> None:
-    await app.service.store_memory("Sam prefers aisle seats on long flights")
+    await app.memories.store(new_note("Sam prefers aisle seats on long flights"))
     fake_ollama.stop()
     async with view(app) as client:
         found = (await client.get("/search?q=aisle")).text
@@ -194,8 +198,8 @@ async def test_search_while_ollama_is_down_finds_by_keywords_and_says_so(app: Ap
 
 
 async def test_editing_a_memory_saves_a_new_version_that_the_next_search_finds(app: App, db: Database) -> None:
-    conversation = await app.service.init_conversation("Trip planning")
-    stored = await app.service.store_memory("Sam prefers window seats", tags=["travel"])
+    conversation = await app.conversations.start(new_conversation("Trip planning"))
+    stored = await app.memories.store(new_note("Sam prefers window seats", tags=["travel"]))
     async with view(app) as client:
         saved = await post(
             client,
@@ -216,7 +220,7 @@ async def test_editing_a_memory_saves_a_new_version_that_the_next_search_finds(a
 
 
 async def test_saving_an_unchanged_or_empty_memory_changes_nothing(app: App, db: Database) -> None:
-    stored = await app.service.store_memory("Sam prefers window seats", tags=["travel"])
+    stored = await app.memories.store(new_note("Sam prefers window seats", tags=["travel"]))
     path = f"/memories/{stored.memory.id}/update"
     async with view(app) as client:
         same = await post(client, path, {"content": "Sam prefers window seats", "tags": "travel"})
@@ -227,7 +231,7 @@ async def test_saving_an_unchanged_or_empty_memory_changes_nothing(app: App, db:
 
 
 async def test_deleting_a_memory_asks_first_and_then_the_search_no_longer_finds_it(app: App, db: Database) -> None:
-    stored = await app.service.store_memory("The door code is 4711")
+    stored = await app.memories.store(new_note("The door code is 4711"))
     path = f"/memories/{stored.memory.id}/delete"
     async with view(app) as client:
         asked = await client.get(path)
@@ -244,8 +248,8 @@ async def test_deleting_a_memory_asks_first_and_then_the_search_no_longer_finds_
 async def test_the_delete_page_of_a_revised_memory_says_every_version_goes_and_every_version_goes(
     app: App, db: Database
 ) -> None:
-    stored = await app.service.store_memory("The door code is 4711")
-    _, revised = await app.service.update_memory(stored.memory.id, content="The door code is 0815")
+    stored = await app.memories.store(new_note("The door code is 4711"))
+    _, revised = await app.memories.update(note_change(stored.memory.id, content="The door code is 0815"))
     path = f"/memories/{revised.memory.id}/delete"
     async with view(app) as client:
         asked = await client.get(path)
@@ -256,11 +260,11 @@ async def test_the_delete_page_of_a_revised_memory_says_every_version_goes_and_e
 
 
 async def test_one_turn_of_a_transcript_is_deleted_from_its_page_and_the_rest_stays(app: App, db: Database) -> None:
-    conversation = await app.service.init_conversation("Garden")
-    said, _ = await app.lifecycle.add_messages(conversation.id, [
+    conversation = await app.conversations.start(new_conversation("Garden"))
+    said, _ = await app.transcript.add_messages(conversation.id, parse_turns("messages", [
         {"role": "user", "content": "My card number is 4111 1111 1111 1111"},
         {"role": "assistant", "content": "Noted."},
-    ])
+    ]))
     page = f"/conversations/{conversation.id}"
     async with view(app) as client:
         shown = await client.get(page)
@@ -273,9 +277,9 @@ async def test_one_turn_of_a_transcript_is_deleted_from_its_page_and_the_rest_st
 
 
 async def test_ending_and_deleting_a_conversation_go_through_the_service(app: App, db: Database) -> None:
-    conversation = await app.service.init_conversation("Garden")
-    await app.service.store_memory("Tomatoes need water every second day")
-    await app.lifecycle.add_message(conversation.id, "user", "When do the tomatoes need water?")
+    conversation = await app.conversations.start(new_conversation("Garden"))
+    await app.memories.store(new_note("Tomatoes need water every second day"))
+    await app.transcript.add_message(conversation.id, "user", "When do the tomatoes need water?")
     page = f"/conversations/{conversation.id}"
     async with view(app) as client:
         ended = await post(client, f"{page}/end", {}, page)
@@ -291,8 +295,8 @@ async def test_ending_and_deleting_a_conversation_go_through_the_service(app: Ap
 
 
 async def test_ending_an_ended_conversation_is_a_409_with_the_reason(app: App) -> None:
-    conversation = await app.service.init_conversation("Garden")
-    await app.service.end_conversation(conversation.id, "done")
+    conversation = await app.conversations.start(new_conversation("Garden"))
+    await app.conversations.end(conversation.id, "done")
     async with view(app) as client:
         again = await post(client, f"/conversations/{conversation.id}/end", {})
     assert again.status_code == 409 and conversation.id in again.text
@@ -301,8 +305,8 @@ async def test_ending_an_ended_conversation_is_a_409_with_the_reason(app: App) -
 async def test_export_downloads_markdown_and_json_that_import_reads_back(
     app: App, db: Database, another_database: Callable[[], Database], settings: Settings
 ) -> None:
-    conversation = await app.service.init_conversation("Trip planning")
-    await app.service.store_memory("Sam prefers aisle seats", tags=["travel"])
+    conversation = await app.conversations.start(new_conversation("Trip planning"))
+    await app.memories.store(new_note("Sam prefers aisle seats", tags=["travel"]))
     async with view(app) as client:
         markdown = await client.get(f"/conversations/{conversation.id}/export?format=markdown")
         document = await client.get(f"/conversations/{conversation.id}/export?format=json")
@@ -355,9 +359,9 @@ async def test_importing_a_file_that_is_not_an_export_is_a_400_naming_the_file_a
 
 
 async def test_the_health_page_shows_checks_holdings_and_memories_over_time(app: App, fake_ollama: FakeOllama) -> None:
-    await app.service.init_conversation("Trip planning")
-    await app.service.store_memory("Sam prefers aisle seats")
-    await app.service.store_memory("The hotel in Lisbon is booked")
+    await app.conversations.start(new_conversation("Trip planning"))
+    await app.memories.store(new_note("Sam prefers aisle seats"))
+    await app.memories.store(new_note("The hotel in Lisbon is booked"))
     async with view(app) as client:
         healthy = (await client.get("/health")).text
         fake_ollama.stop()
@@ -370,11 +374,11 @@ async def test_the_health_page_shows_checks_holdings_and_memories_over_time(app:
 
 
 async def test_the_health_plot_counts_recorded_turns_on_the_day_they_were_said(app: App) -> None:
-    chat = await app.service.init_conversation("Recorded chat")
-    await app.lifecycle.add_messages(chat.id, [
+    chat = await app.conversations.start(new_conversation("Recorded chat"))
+    await app.transcript.add_messages(chat.id, parse_turns("messages", [
         {"role": "user", "content": "Hello", "occurred_at": "2026-03-01T10:00:00Z"},
         {"role": "assistant", "content": "Hi", "occurred_at": "2026-03-03T10:00:00Z"},
-    ])
+    ]))
     async with view(app) as client:
         health = (await client.get("/health")).text
     assert "Recorded chat (2)" in health
@@ -382,9 +386,9 @@ async def test_the_health_plot_counts_recorded_turns_on_the_day_they_were_said(a
 
 
 async def test_the_health_page_names_a_background_job_that_gave_up_with_its_reason(app: App, db: Database) -> None:
-    conversation = await app.service.init_conversation("Garden")
-    await app.service.store_memory("Tomatoes need water every second day")
-    await app.service.end_conversation(conversation.id)  # queues the chat model's summary
+    conversation = await app.conversations.start(new_conversation("Garden"))
+    await app.memories.store(new_note("Tomatoes need water every second day"))
+    await app.conversations.end(conversation.id)  # queues the chat model's summary
     reason = "Gave up after 5 attempts: Chat model 'qwen2.5:3b' replied without a summary."
     db.rows("UPDATE jobs SET state = 'failed', last_error = ?", reason)
     async with view(app) as client:
@@ -397,9 +401,9 @@ async def test_the_health_page_names_a_background_job_that_gave_up_with_its_reas
 
 
 async def test_the_health_page_shows_the_chat_model_budget_and_the_jobs_waiting_for_it(app: App, db: Database) -> None:
-    conversation = await app.service.init_conversation("Garden")
-    await app.service.store_memory("Tomatoes need water every second day")
-    await app.service.end_conversation(conversation.id)  # queues the chat model's summary
+    conversation = await app.conversations.start(new_conversation("Garden"))
+    await app.memories.store(new_note("Tomatoes need water every second day"))
+    await app.conversations.end(conversation.id)  # queues the chat model's summary
     async with view(app) as client:
         page = (await client.get("/health")).text
     line = "0 of 60 chat-model calls used in the last hour; 1 job (summaries, compaction, facts) waiting"
@@ -412,10 +416,10 @@ async def test_a_long_conversation_pages_its_memories_and_shows_the_end_of_its_t
 ) -> None:
     monkeypatch.setattr("ollama_mcp.ui.web.NOTES_SHOWN", 2)
     monkeypatch.setattr("ollama_mcp.ui.web.MESSAGES_SHOWN", 2)
-    conversation = await app.service.init_conversation("Long")
+    conversation = await app.conversations.start(new_conversation("Long"))
     for text in ("first note", "second note", "third note"):
-        await app.service.store_memory(text)
-        await app.lifecycle.add_message(conversation.id, "user", f"said {text}")
+        await app.memories.store(new_note(text))
+        await app.transcript.add_message(conversation.id, "user", f"said {text}")
     page = f"/conversations/{conversation.id}"
     async with view(app) as client:
         newest = (await client.get(page)).text
@@ -587,9 +591,9 @@ async def test_a_long_memory_shows_its_start_with_the_rest_folded_and_a_long_lis
 ) -> None:
     from ollama_mcp.ui import web  # noqa: PLC0415
 
-    conversation = await app.service.init_conversation("long")
+    conversation = await app.conversations.start(new_conversation("long"))
     long = "word " * 12_000 + "THE END"
-    await app.service.store_memory(long, conversation.id)
+    await app.memories.store(new_note(long, conversation.id))
     async with view(app) as client:
         page = await client.get(f"/conversations/{conversation.id}")
         listed = await client.get("/")
@@ -600,7 +604,7 @@ async def test_a_long_memory_shows_its_start_with_the_rest_folded_and_a_long_lis
     assert shown.index("THE END") > shown.index("<details")  # the end is behind "show all", not above Delete
     assert "Pages of conversations" not in listed.text and '<div class="scroll">' in listed.text
     for n in range(web.LISTED):
-        await app.service.init_conversation(f"chat {n}")
+        await app.conversations.start(new_conversation(f"chat {n}"))
     async with view(app) as client:
         first = await client.get("/")
         second = await client.get("/", params={"page": "2"})

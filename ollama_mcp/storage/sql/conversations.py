@@ -36,7 +36,7 @@ def opening(d: Dialect) -> str:
 
 def in_project(d: Dialect, project: str) -> tuple[str, list[Any]]:
     """A condition on a conversation ``c`` and its parameters: it is filed under ``project``
-    (``inputs.project``): its ``metadata.project`` is that text, or, for a bare folder name,
+    (``inputs.fields.project``): its ``metadata.project`` is that text, or, for a bare folder name,
     a path ending in that folder (either separator; case as the name search, ``name_like``)."""
     filed = d.json_text("c.metadata", "project")
     if "/" in project or "\\" in project:

@@ -9,10 +9,11 @@ from collections.abc import Sequence
 from dataclasses import replace
 from typing import Any
 
-from ollama_mcp.domain import AuditRow, Job, JobKind, JobRecord, JobStatus, Memory, WriteRecord
+from ollama_mcp.domain import AuditRow, CompactAt, Job, JobKind, JobRecord, JobStatus, Memory, WriteRecord
 from ollama_mcp.errors import JobBusyError, JobNotFoundError
 from ollama_mcp.storage.sql.parts import SqlParts
 from ollama_mcp.storage.sql.rows import (
+    compact_if_due,
     enqueue_job_row,
     execute,
     fetchall,
@@ -156,13 +157,16 @@ class JobStore(SqlParts):
 
     async def finish_job(
         self, job: Job, now: str, *, summary: Memory | None = None, rolling: tuple[Memory, int] | None = None,
-        retire: tuple[str, int] | None = None,
+        retire: tuple[str, int] | None = None, then: Sequence[tuple[JobKind, dict[str, Any]]] = (),
+        compact: CompactAt | None = None,
     ) -> tuple[list[int], list[int]]:
         """Mark a job done with what it produced, in one transaction: a conversation summary
         (stored as a memory too) or a rolling summary reaching a message seq, which replaces the
         previous rolling summary's memory; with ``retire`` (a retention mode and the seq the new
-        summary covers turns through), the covered turns are redacted or deleted. Returns the seqs
-        of memories that went (or lost their text) and those whose context was rewritten."""
+        summary covers turns through), the covered turns are redacted or deleted. The jobs it leads
+        to are queued in the same transaction: ``then`` (kinds with their options), and with
+        ``compact`` a compaction if the transcript is still past it. Returns the seqs of memories
+        that went (or lost their text) and those whose context was rewritten."""
         d = self._dialect
         gone: list[int] = []
         contexts: list[int] = []
@@ -202,6 +206,11 @@ class JobStore(SqlParts):
                 conn, d, "UPDATE jobs SET state = 'done', lease_until = NULL, finished_at = ? WHERE id = ?",
                 (now, job.id),
             )
+            for kind, options in then:
+                wanted = json.dumps(options, sort_keys=True) if options else None
+                await enqueue_job_row(conn, d, kind, job.conversation_id, now, wanted)
+            if compact is not None:
+                await compact_if_due(conn, d, job.conversation_id, compact, now)
         return gone, contexts
 
     async def write_records(self, since: str | None, limit: int) -> list[WriteRecord]:

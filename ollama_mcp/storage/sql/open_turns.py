@@ -7,10 +7,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from ollama_mcp.domain import Memory, OpenTurn
+from ollama_mcp.domain import CompactAt, Memory, OpenTurn
 from ollama_mcp.errors import ConversationClosedError, not_open
 from ollama_mcp.storage.sql.parts import SqlParts
 from ollama_mcp.storage.sql.rows import (
+    compact_if_due,
     execute,
     fetchall,
     fetchone,
@@ -65,14 +66,18 @@ class OpenTurnStore(SqlParts):
         )
         return [self._open_turn(row) for row in rows]
 
-    async def commit_turn(self, turn_id: str, message: Memory) -> Memory:
-        """Store ``message`` (its id the turn's) and remove the open turn, in one transaction. A
-        commit that already happened (a retry) returns the message it stored."""
+    async def commit_turn(
+        self, turn_id: str, message: Memory, *, compact: CompactAt | None = None
+    ) -> tuple[Memory, bool]:
+        """Store ``message`` (its id the turn's) and remove the open turn, in one transaction (with
+        ``compact``, the compaction a transcript that crossed it is due, queued in it too); the
+        message, and whether a compaction was queued. A commit that already happened (a retry)
+        returns the message it stored."""
         d = self._dialect
         async with self._transaction("commit the turn") as conn:
             done = await memory_where(conn, d, "m.id = ?", (turn_id,))
             if done is not None:
-                return done
+                return done, False
             if await lock_conversation(conn, d, message.conversation_id) != "active":
                 raise ConversationClosedError(message.conversation_id)
             if not await fetchone(conn, d, "SELECT 1 FROM open_turns WHERE id = ? AND state = 'open'", (turn_id,)):
@@ -80,7 +85,10 @@ class OpenTurnStore(SqlParts):
             seq = await insert_memory_row(conn, d, message)
             assert seq is not None, "only notes are de-duplicated by the unique index"
             await execute(conn, d, "DELETE FROM open_turns WHERE id = ?", (turn_id,))
-            return await memory_by_seq(conn, d, seq)
+            queued = compact is not None and await compact_if_due(
+                conn, d, message.conversation_id, compact, message.created_at
+            )
+            return await memory_by_seq(conn, d, seq), queued
 
     async def abort_turn(self, turn_id: str, now: str) -> OpenTurn:
         """Mark an open turn aborted; it is kept, and never becomes a message."""

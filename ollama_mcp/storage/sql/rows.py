@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from ollama_mcp.domain import Conversation, JobKind, Memory, MemoryKind, SearchFilters
+from ollama_mcp.domain import CompactAt, Conversation, JobKind, Memory, MemoryKind, SearchFilters
 from ollama_mcp.errors import ConversationNotFoundError, MemoryNotFoundError
 from ollama_mcp.storage.fact_rules import fact_source
 from ollama_mcp.storage.memory_rules import (
@@ -169,6 +169,20 @@ async def latest_version(conn: Any, d: Dialect, memory_id: str) -> str:
         (memory_id,),
     )
     return str(row[0]) if row else memory_id
+
+
+async def compact_if_due(conn: Any, d: Dialect, conversation_id: str, rule: CompactAt, now: str) -> bool:
+    """Queue the conversation's compaction, in the caller's transaction, when its transcript past
+    what the rolling summary covers has crossed ``rule``; whether it was queued (and not already)."""
+    row = await fetchone(conn, d, "SELECT summarized_through FROM conversations WHERE id = ?", (conversation_id,))
+    if row is None:
+        return False
+    size = await fetchone(
+        conn, d, f"SELECT count(*), coalesce(sum(length(content)), 0) FROM memories WHERE {d.of_conversation('')}"
+        " AND kind = 'message' AND seq > ?", (conversation_id, int(row[0])),
+    )
+    assert size is not None, "an aggregate has a row"
+    return rule.crossed(int(size[0]), int(size[1])) and await enqueue_job_row(conn, d, "compact", conversation_id, now)
 
 
 async def enqueue_job_row(

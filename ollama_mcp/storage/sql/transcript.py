@@ -8,13 +8,14 @@ from typing import Any
 
 import anyio
 
-from ollama_mcp.domain import Conversation, Memory, MemoryKind, Participant
+from ollama_mcp.domain import CompactAt, Conversation, Memory, MemoryKind, Participant
 from ollama_mcp.errors import ConversationClosedError, ConversationNotFoundError
 from ollama_mcp.storage.fact_rules import fact_source
 from ollama_mcp.storage.memory_rules import CONTEXT_NEIGHBOURS, compose_context, is_retry, note_digest, own_context
 from ollama_mcp.storage.sql.parts import SqlParts
 from ollama_mcp.storage.sql.rows import (
     SOURCE_SEQ,
+    compact_if_due,
     context_column,
     conversation_columns,
     conversation_from_row,
@@ -63,12 +64,16 @@ class TranscriptStore(SqlParts):
             Participant(name, role, int(count), int(addressed), last) for name, role, count, addressed, last in rows
         ]
 
-    async def insert_messages(self, messages: Sequence[Memory], retry_since: str) -> tuple[list[Memory], bool]:
+    async def insert_messages(
+        self, messages: Sequence[Memory], retry_since: str | None, *, compact: CompactAt | None = None
+    ) -> tuple[list[Memory], bool, bool]:
         """Append ``messages`` (of one conversation, which must be active) in order, in one
-        transaction; returns (the messages, was_retry). When the conversation's latest messages
-        are these same turns, the first stored at or after ``retry_since``, they are a client's
-        retry: nothing is added and the stored ones are returned. (Where rows are locked, the
-        conversation's lock orders concurrent retries, so the second sees the first's messages.)"""
+        transaction; returns (the messages, was_retry, compaction_queued). When the conversation's
+        latest messages are these same turns, the first stored at or after ``retry_since`` (None:
+        never), they are a client's retry: nothing is added and the stored ones are returned.
+        (Where rows are locked, the conversation's lock orders concurrent retries, so the second
+        sees the first's messages.) With ``compact``, a transcript that crossed it is queued for
+        compaction in the same transaction."""
         d = self._dialect
         conversation_id = messages[0].conversation_id
         async with self._transaction("record the messages") as conn:
@@ -80,14 +85,17 @@ class TranscriptStore(SqlParts):
                 " ORDER BY m.seq DESC LIMIT ?", (conversation_id, len(messages) + 1),
             )
             recent = [memory_from_row(d, row) for row in reversed(latest)]
-            if is_retry(recent, messages, retry_since):
-                return recent[-len(messages):], True
+            if retry_since is not None and is_retry(recent, messages, retry_since):
+                return recent[-len(messages):], True, False
             stored = []
             for message in messages:
                 seq = await insert_memory_row(conn, d, message)
                 assert seq is not None, "only notes are de-duplicated by the unique index"
                 stored.append(await memory_by_seq(conn, d, seq))
-        return stored, False
+            queued = compact is not None and await compact_if_due(
+                conn, d, conversation_id, compact, messages[0].created_at
+            )
+        return stored, False, queued
 
     async def conversation_memories(
         self, conversation_id: str, *, after_seq: int = 0, limit: int = -1, kinds: Sequence[MemoryKind] = ()
