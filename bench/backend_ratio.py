@@ -92,7 +92,7 @@ async def measure(n: int, dim: int, queries: int, mcp_rounds: int, new_words: bo
                     order = ("postgres", "sqlite") if i % 2 == 0 else ("sqlite", "postgres")
                     for name in order:
                         if new_words and name == "postgres":
-                            on_pg.ranker._frequencies.clear()  # type: ignore[attr-defined]  # (see the docstring)
+                            on_pg.ranker._words.frequencies.clear()  # type: ignore[attr-defined]  # (see the docstring)
                         started = time.perf_counter()
                         found = await apps[name].ranker.search(text, q, SearchFilters(), convs[name].key, 10, None)
                         times[name].append((time.perf_counter() - started) * 1000)

@@ -31,7 +31,8 @@ from ollama_mcp.services.recall import Recall
 from ollama_mcp.services.relations import ConversationRelations
 from ollama_mcp.services.shares import ShareRegistry
 from ollama_mcp.storage.backends import open_backend
-from ollama_mcp.storage.protocols import Ranker, Storage
+from ollama_mcp.storage.protocols import Storage
+from ollama_mcp.storage.ranker import Ranker
 from ollama_mcp.storage.ranking import SearchTuning
 
 if TYPE_CHECKING:  # built on first use, their modules imported then (``LaterServices``)

@@ -23,6 +23,8 @@ date per text and has no relative expressions. The grammar below is small, exact
 microseconds for a query; a memory's words are read once, when it is stored (``times_named``).
 """
 
+# longer than 500 lines: one grammar, each pattern beside the function that reads what it matched;
+# split in two, a pattern and its reading would live in different files.
 from __future__ import annotations
 
 import functools

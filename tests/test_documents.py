@@ -56,3 +56,21 @@ def test_no_test_module_imports_another_test_module() -> None:
         if re.match(r"\s*(from|import) tests\.(\w+\.)*test_\w+", line)
     )
     assert crossing == []
+
+
+MAX_MODULE_LINES = 500
+LONGER_BECAUSE = "# longer than 500 lines:"
+
+
+def test_no_package_module_is_over_500_lines_unless_it_says_why() -> None:
+    """A module past MAX_MODULE_LINES holds more than one concept, or says in its own first lines
+    (LONGER_BECAUSE) why it does not; a module back under the ceiling drops the reason."""
+    over, stale = [], []
+    for path in sorted((ROOT / "ollama_mcp").rglob("*.py")):
+        lines = path.read_text().splitlines()
+        granted = any(line.startswith(LONGER_BECAUSE) for line in lines[:40])
+        if len(lines) > MAX_MODULE_LINES and not granted:
+            over.append(f"{path.relative_to(ROOT)} ({len(lines)} lines)")
+        if len(lines) <= MAX_MODULE_LINES and granted:
+            stale.append(str(path.relative_to(ROOT)))
+    assert (over, stale) == ([], [])

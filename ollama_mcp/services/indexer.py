@@ -37,7 +37,8 @@ from ollama_mcp.domain import EmbeddingRow, Facet, Memory, StoredMemory
 from ollama_mcp.errors import EmbeddingMismatchError, OllamaError, OllamaMcpError
 from ollama_mcp.ollama.embeddings import ChunkVector, Embedder, to_blob
 from ollama_mcp.services.context import calls_line
-from ollama_mcp.storage.protocols import MemoryStorage, Ranker, VectorStorage
+from ollama_mcp.storage.protocols import MemoryStorage, VectorStorage
+from ollama_mcp.storage.ranker import Ranker
 
 log = logging.getLogger(__name__)
 

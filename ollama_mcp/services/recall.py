@@ -41,7 +41,8 @@ from ollama_mcp.services.current import CurrentConversations
 from ollama_mcp.services.indexer import Indexer
 from ollama_mcp.services.relations import related_scope
 from ollama_mcp.services.searched import nothing_found
-from ollama_mcp.storage.protocols import QueryVector, Ranker, Storage
+from ollama_mcp.storage.protocols import Storage
+from ollama_mcp.storage.ranker import QueryVector, Ranker
 from ollama_mcp.when import TimeWindow, query_window
 
 

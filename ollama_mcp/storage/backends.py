@@ -14,7 +14,8 @@ from ollama_mcp.domain import Check, StoreSummary
 from ollama_mcp.errors import ConfigError
 
 if TYPE_CHECKING:  # head_start asks where the store lives before numpy is imported: keep this module light
-    from ollama_mcp.storage.protocols import Ranker, Storage
+    from ollama_mcp.storage.protocols import Storage
+    from ollama_mcp.storage.ranker import Ranker
     from ollama_mcp.storage.ranking import SearchTuning
     from ollama_mcp.storage.sqlite.vector_index import EarlyLoad
 

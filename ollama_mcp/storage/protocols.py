@@ -1,5 +1,5 @@
-"""The storage seam (``Storage``, and ``Ranker`` for search): what the layers above storage
-(service, lifecycle, agent, jobs, and the embedding half of the indexer) may ask of a backend.
+"""The storage seam: what the services above storage may ask of a backend's store (``Storage``,
+one protocol a concept; search asks its ranker, ``storage.ranker``).
 Each backend implements all of it with the same results and the same errors
 (``errors.StorageError`` and its kin, ``NotFoundError``s, ``ConversationClosedError``), so
 nothing above this seam branches on the backend.
@@ -17,9 +17,6 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Sequence
 from contextlib import AbstractAsyncContextManager
 from typing import Any, Protocol
-
-import anyio
-import numpy as np
 
 from ollama_mcp.domain import (
     AccessToken,
@@ -41,11 +38,9 @@ from ollama_mcp.domain import (
     Relation,
     RelationKind,
     SearchFilters,
-    SearchHit,
     Shrunk,
     WriteRecord,
 )
-from ollama_mcp.when import TimeWindow
 
 
 class ConversationStorage(Protocol):
@@ -499,73 +494,3 @@ class Storage(
 ):
     """Conversations, memories, transcript, jobs, audit and vector rows of one store: every part
     above, as each backend implements it. Type a consumer against the parts it uses."""
-
-
-class QueryVector:
-    """A search's query vector, which may still be on its way from Ollama while a ranker reads
-    what needs none (keyword lists, filters): ``get()`` waits for it, and gives None when it
-    could not be had (the search is then by keywords only)."""
-
-    def __init__(self) -> None:
-        self._vector: np.ndarray | None = None
-        self._done = anyio.Event()
-
-    @property
-    def ready(self) -> bool:
-        return self._done.is_set()
-
-    def set(self, vector: np.ndarray | None) -> None:
-        self._vector = vector
-        self._done.set()
-
-    async def get(self) -> np.ndarray | None:
-        await self._done.wait()
-        return self._vector
-
-
-async def resolve(vector: np.ndarray | QueryVector | None) -> np.ndarray | None:
-    """The vector itself, waiting for it if it is still on its way."""
-    return await vector.get() if isinstance(vector, QueryVector) else vector
-
-
-class Ranker(Protocol):
-    """Ranks a backend's memories for a query and keeps whatever index it ranks from current.
-
-    The indexer's door forwards to it. ``search.HybridSearch`` is the SQLite backend's, with
-    indexes held in memory; a backend that ranks inside its database keeps most of these as
-    no-ops. A ranker raises ``EmbeddingMismatchError`` when the query vector does not fit the
-    stored ones.
-    """
-
-    async def search(
-        self,
-        query: str,
-        query_vector: np.ndarray | QueryVector | None,
-        filters: SearchFilters,
-        conversation_key: int | None,
-        top_k: int,
-        threshold: float | None,
-        window: TimeWindow | None = None,
-    ) -> list[SearchHit]:
-        """The ``top_k`` best memories by keywords and (with ``query_vector``) by meaning, those in
-        the ``window`` the query names lifted (its absolute dates are not keywords). A
-        ``QueryVector`` may still be computed: do what needs no vector first, then wait for it."""
-
-    def vectors_added(self) -> None:
-        """Vectors were written (by this process)."""
-
-    async def catch_up(self) -> None:
-        """Take in what this process wrote since (``vectors_added``), so that the next search need
-        not: run in the background after writes; cheap when nothing was written."""
-
-    async def removed(self, seqs: Iterable[int], contexts: Sequence[int] = ()) -> None:
-        """Memories ``seqs`` were deleted; ``contexts``: memories whose context vectors were."""
-
-    def invalidate(self) -> None:
-        """Vectors vanished without saying which."""
-
-    async def warm_up(self) -> None:
-        """Get ready to answer the first search at full speed."""
-
-    async def upkeep(self, min_new: int = 0) -> bool:
-        """Periodic index maintenance once ``min_new`` memories arrived; returns whether it ran."""

@@ -18,9 +18,7 @@ The lists are those of the SQLite ranker, fused by the same code (``ranking.choo
 
 from __future__ import annotations
 
-import math
 from collections.abc import Awaitable, Callable, Iterable, Sequence
-from dataclasses import dataclass
 from functools import partial
 from typing import Any, Generic, TypeVar
 
@@ -34,13 +32,12 @@ from ollama_mcp.domain import SearchFilters, SearchHit
 from ollama_mcp.errors import EmbeddingMismatchError
 from ollama_mcp.storage.memory_rules import CONTEXT_NEIGHBOUR_CHARS, CONTEXT_NEIGHBOURS
 from ollama_mcp.storage.postgres.dialect import POSTGRES
+from ollama_mcp.storage.postgres.keyword_lists import KeywordLists
 from ollama_mcp.storage.postgres.memories import moments_between
 from ollama_mcp.storage.postgres.rows import filter_sql
 from ollama_mcp.storage.postgres.store import PgStore
-from ollama_mcp.storage.protocols import QueryVector, resolve
+from ollama_mcp.storage.ranker import QueryVector, resolve
 from ollama_mcp.storage.ranking import (
-    MAX_QUERY_TERMS,
-    WORD,
     SearchTuning,
     candidate_depth,
     choose,
@@ -57,19 +54,7 @@ from ollama_mcp.when import TimeWindow
 # scan). 2, not 4, since only the context facet's index is scanned: at 1M memories, 160
 # neighbours through the filter check cost 3-4 ms more a search than 80 (bench/README.md).
 OVERFETCH = 2
-# BM25's parameters, as SQLite's FTS5 uses them.
-BM25_K1 = 1.2
-BM25_B = 0.75
-# Above this many memories, document frequencies of common words come from the planner's
-# statistics (ANALYZE's most common lexemes of each tsvector column) rather than from counting.
-EXACT_STATISTICS_ROWS = 10_000
-SIZE_EVERY = 64
-# Memories a keyword list scores at most: those holding the query's rarest words, adding commoner
-# words while their document frequencies stay under this. A word in more memories than this adds
-# to the scores of the memories found but finds none itself; this bounds a search on a large
-# store (the rarest words carry most of BM25's weight). Each costs a heap fetch: at 1M memories,
-# 1,000 rows instead of 2,000 took 3 ms off a search (bench/README.md).
-KEYWORD_ROWS = 1_000
+SIZE_EVERY = 64  # searches between two reads of the store's size and word statistics (``KeywordLists.read_size``)
 # pgvector's ef_search, by the store's size (and never below the neighbours fetched): an HNSW
 # graph's recall at one ef_search falls as the graph grows, and the scan's cost rises with it.
 # Each size's value keeps recall@10 against exact search at 0.97 or more for queries far from
@@ -96,16 +81,8 @@ class PgRanker:
         self._store = store
         self.model = model
         self.tuning = tuning or SearchTuning()
-        # Ranking inputs, not data (old values move scores a little, never a result set): the
-        # store's size, average words per memory and the planner's common lexemes, read every
-        # SIZE_EVERY searches; and each lexeme's document frequency, kept while the size moves less
-        # than a fifth.
         self._searches = 0
-        self._memory_count = 0
-        self._average_words: dict[str, float] = {}  # column -> average distinct words per memory
-        self._cached_for_size = 0
-        self._common_shares: dict[str, dict[str, float]] = {}  # column -> lexeme -> share (planner's)
-        self._frequencies: dict[tuple[str, str], int] = {}  # (column, lexeme) -> memories holding it
+        self._words = KeywordLists()  # the keyword lists and the word statistics they rank by
         # Stand-ins for the context vectors of memories still waiting for theirs (``_stand_ins``).
         self._stand_ins: dict[int, np.ndarray] = {}
         self._stacked: tuple[list[int], np.ndarray] = ([], np.zeros((0, 0), dtype=np.float32))
@@ -141,12 +118,12 @@ class PgRanker:
         # Both keyword lists score the query's informative lexemes, by their document frequencies
         # in each keyword column: the first list to ask reads them all.
         columns = ("content_words", "context_words") if tuning.keyword_context_weight else ("content_words",)
-        informative = _ReadOnce(lambda conn: self._query_lexemes(conn, words, columns))
+        informative = _ReadOnce(lambda conn: self._words.query_lexemes(conn, words, columns, tuning))
 
         async def by_content_words(conn: psycopg.AsyncConnection) -> None:
             lexemes = await informative.read(conn)
-            lists["exact"] = await self._exact(conn, query, where, params, top_k)
-            lists["keyword"] = await self._keywords(conn, "content_words", lexemes, where, params, depth)
+            lists["exact"] = await self._words.exact(conn, query, where, params, top_k)
+            lists["keyword"] = await self._words.keywords(conn, "content_words", lexemes, where, params, depth)
             await similarities(conn, list(dict.fromkeys([*lists["exact"], *lists["keyword"]])))
             if window is not None and span is not None:
                 # On this connection, after the keywords, not on one of its own: a read of 50 rows
@@ -158,7 +135,7 @@ class PgRanker:
 
         async def by_context_words(conn: psycopg.AsyncConnection) -> None:
             lexemes = await informative.read(conn)
-            lists["keyword_context"] = await self._keywords(conn, "context_words", lexemes, where, params, depth)
+            lists["keyword_context"] = await self._words.keywords(conn, "context_words", lexemes, where, params, depth)
             await similarities(conn, lists["keyword_context"])
 
         async def by_meaning(conn: psycopg.AsyncConnection) -> None:
@@ -169,7 +146,7 @@ class PgRanker:
         self._searches += 1
         if (self._searches - 1) % SIZE_EVERY == 0:  # before the lists: the keyword lists use what it reads
             async with self._store.reading("search memories") as conn:
-                await self._read_size(conn)
+                await self._words.read_size(conn)
         # The lists run at once, each on its own connection (each statement reads its own committed
         # snapshot either way): a search waits for the slowest list, not for their sum.
         parts = [by_content_words]
@@ -194,166 +171,6 @@ class PgRanker:
 
         await at_once(*(partial(on_a_connection, part) for part in parts))
 
-    async def _exact(
-        self, conn: psycopg.AsyncConnection, query: str, where: list[str], params: dict[str, Any], top_k: int
-    ) -> list[int]:
-        """Memories whose content holds the query's words in this order (two words at least).
-
-        Two lexemes at least, too (``numnode`` 3: a <-> b): the English configuration drops stop
-        words, and "what did Sam do" would otherwise become the one word 'sam', which every
-        memory naming Sam matches as an exact phrase (and which, on a large store, ranks each of
-        them by ``ts_rank_cd``: 0.5-1.5 s at 1M memories for a common word).
-        """
-        words = [word.lower() for word in WORD.findall(query)][:MAX_QUERY_TERMS]
-        if len(words) < 2:
-            return []
-        conditions = " AND ".join(["m.content_words @@ q", *where])
-        cursor = await conn.execute(
-            f"SELECT m.seq FROM memories m, phraseto_tsquery('english', %(phrase)s) q WHERE {conditions}"
-            " AND numnode(q) >= 3 ORDER BY ts_rank_cd(m.content_words, q) DESC, m.seq LIMIT %(limit)s",
-            {**params, "phrase": " ".join(words), "limit": top_k},
-        )
-        return [int(row[0]) for row in await cursor.fetchall()]
-
-    async def _keywords(
-        self, conn: psycopg.AsyncConnection, column: str, words: QueryLexemes, where: list[str],
-        params: dict[str, Any], depth: int,
-    ) -> list[int]:
-        """Memories holding any of the query's lexemes (``words``) in ``column``, best first by BM25.
-
-        PostgreSQL finds the matches (GIN index); BM25 scores them from the lexemes each match
-        holds (each counted once), its length and each word's document frequency. ``ts_rank_cd`` alone has no inverse
-        document frequency, and ranked LoCoMo 0.03 lower (bench/README.md). The memories scored
-        are bounded by KEYWORD_ROWS (see there).
-        """
-        lexemes, frequencies = words.lexemes, words.frequencies[column]
-        if not lexemes:
-            return []
-        count = self._memory_count
-        idf = [math.log(1 + (count - df + 0.5) / (df + 0.5)) for df in frequencies]
-        finding: list[str] = []
-        rows = 0
-        for df, lexeme in sorted(zip(frequencies, lexemes, strict=True)):
-            if finding and rows + df > KEYWORD_ROWS:
-                break
-            finding.append(lexeme)
-            rows += df
-        conditions = " AND ".join([f"m.{column} @@ %(match)s::tsquery", *where])
-        # Each lexeme counts once per memory (a term frequency of 1): a test of the tsvector per
-        # lexeme instead of unnesting every found memory's words, which was two thirds of the
-        # statement at 1M memories (bench/README.md).
-        held = " + ".join(f"(CASE WHEN f.words @@ %(lexeme{i})s::tsquery THEN %(idf{i})s ELSE 0 END)"
-                          for i in range(len(lexemes)))
-        cursor = await conn.execute(
-            f"WITH found AS (SELECT m.seq, m.{column} AS words FROM memories m WHERE {conditions} LIMIT %(rows)s)"
-            f" SELECT f.seq, ({held}) * {BM25_K1 + 1}"
-            f" / (1 + {BM25_K1} * (1 - {BM25_B} + {BM25_B} * length(f.words) / %(average)s)) AS score"
-            " FROM found f ORDER BY score DESC, f.seq LIMIT %(limit)s",
-            {**params, **{f"lexeme{i}": tsquery_any([lexeme]) for i, lexeme in enumerate(lexemes)},
-             **{f"idf{i}": value for i, value in enumerate(idf)},
-             "match": tsquery_any(finding), "rows": KEYWORD_ROWS,
-             "average": max(self._average_words.get(column, 0.0), 1.0), "limit": depth},
-        )
-        return [int(row[0]) for row in await cursor.fetchall()]
-
-    async def _read_size(self, conn: psycopg.AsyncConnection) -> None:
-        """Read every SIZE_EVERY searches: the memory count (exact below EXACT_STATISTICS_ROWS, else the
-        planner's estimate), the average distinct words per memory (from a sample of about
-        EXACT_STATISTICS_ROWS rows) and, on large stores, the planner's most common lexemes, so
-        that reading them never stalls a search on a full scan."""
-        cursor = await conn.execute(
-            "SELECT CASE WHEN reltuples < %(exact)s THEN (SELECT count(*) FROM memories) ELSE reltuples::bigint END"
-            " FROM pg_class WHERE oid = 'memories'::regclass",
-            {"exact": EXACT_STATISTICS_ROWS},
-        )
-        row = await cursor.fetchone()
-        self._memory_count = count = int(row[0]) if row else 0
-        share = 100.0 if count <= EXACT_STATISTICS_ROWS else 100.0 * EXACT_STATISTICS_ROWS / count
-        cursor = await conn.execute(
-            "SELECT coalesce(avg(length(content_words)), 0), coalesce(avg(length(context_words)), 0)"
-            " FROM memories TABLESAMPLE SYSTEM (%s)", (share,),
-        )
-        row = await cursor.fetchone()
-        self._average_words = {"content_words": float(row[0]), "context_words": float(row[1])} if row else {}
-        self._common_shares = {}
-        if count > EXACT_STATISTICS_ROWS:
-            # ANALYZE's most common elements of a tsvector column, each with the share of rows
-            # holding it (the array's last three entries are its minimum, maximum and null share).
-            cursor = await conn.execute(
-                "SELECT attname, most_common_elems::text::text[], most_common_elem_freqs FROM pg_stats"
-                " WHERE schemaname = current_schema() AND tablename = 'memories'"
-                " AND attname IN ('content_words', 'context_words') AND most_common_elems IS NOT NULL"
-            )
-            for column, elements, shares in await cursor.fetchall():
-                self._common_shares[column] = dict(zip(elements, shares, strict=False))
-        if not self._cached_for_size or abs(count - self._cached_for_size) > self._cached_for_size // 5:
-            self._frequencies.clear()  # the store grew or shrank by a fifth: frequencies have moved
-            self._cached_for_size = max(count, 1)
-
-    async def _document_frequencies(
-        self, conn: psycopg.AsyncConnection, columns: Sequence[str], lexemes: Sequence[str]
-    ) -> dict[str, list[int]]:
-        """How many memories hold each of ``lexemes`` in each of ``columns``: estimated from the
-        planner's statistics for common words of a large store, counted for the others (cached,
-        see ``__init__``). Every count is made by one statement: a query brings several new words,
-        and a statement each was a round trip each (bench/README.md)."""
-        # Read into a dict of this call's own: the cache is shared by concurrent searches, and one
-        # of them may clear it (the store grew by a fifth) while this one waits on the counts.
-        known: dict[tuple[str, str], int] = {}
-        counting: dict[str, list[str]] = {}
-        for column in columns:
-            common = self._common_shares.get(column, {})
-            for lexeme in lexemes:
-                cached = self._frequencies.get((column, lexeme))
-                if cached is not None:
-                    known[column, lexeme] = cached
-                elif lexeme in common:
-                    known[column, lexeme] = round(common[lexeme] * self._memory_count)
-                else:
-                    counting.setdefault(column, []).append(lexeme)
-        if counting:
-            # One SELECT per column, each counting its lexemes by the column's GIN index (a
-            # correlated count per row: a bitmap scan for that one lexeme).
-            parts: list[str] = []
-            values: dict[str, Any] = {}
-            for i, (column, wanted) in enumerate(counting.items()):
-                parts.append(
-                    f"SELECT %(column{i})s::text, l.lexeme, (SELECT count(*) FROM memories"
-                    f" WHERE {column} @@ l.query::tsquery) FROM unnest(%(lexemes{i})s::text[],"
-                    f" %(queries{i})s::text[]) AS l(lexeme, query)"
-                )
-                values |= {f"column{i}": column, f"lexemes{i}": wanted,
-                           f"queries{i}": [tsquery_any([lexeme]) for lexeme in wanted]}
-            cursor = await conn.execute(" UNION ALL ".join(parts), values)
-            for column, lexeme, found in await cursor.fetchall():
-                known[column, lexeme] = int(found)
-            if len(self._frequencies) > 20_000:
-                self._frequencies.clear()
-            self._frequencies.update({key: known[key] for key in
-                                      ((column, lexeme) for column, wanted in counting.items() for lexeme in wanted)})
-        return {column: [known[column, lexeme] for lexeme in lexemes] for column in columns}
-
-    async def _query_lexemes(
-        self, conn: psycopg.AsyncConnection, terms: list[str], columns: Sequence[str]
-    ) -> QueryLexemes:
-        """The distinct lexemes of ``terms``, without those found in a large share of all memories
-        (if any rarer remain): they barely move the ranking, yet scoring every memory they match
-        is what is slow; with their document frequencies in each of ``columns``."""
-        if not terms:
-            return QueryLexemes([], {column: [] for column in columns})
-        cursor = await conn.execute(
-            "SELECT DISTINCT lexeme FROM unnest(tsvector_to_array(to_tsvector('english', %(text)s))) AS lexeme",
-            {"text": " ".join(terms)},
-        )
-        lexemes = sorted(row[0] for row in await cursor.fetchall())
-        frequencies = await self._document_frequencies(conn, columns, lexemes)  # (no statement if none)
-        if len(lexemes) < 2:
-            return QueryLexemes(lexemes, frequencies)
-        cap = max(self.tuning.common_min_docs, int(self._memory_count * self.tuning.common_share))
-        kept = [i for i, df in enumerate(frequencies["content_words"]) if df <= cap] or list(range(len(lexemes)))
-        return QueryLexemes([lexemes[i] for i in kept],
-                            {column: [frequencies[column][i] for i in kept] for column in columns})
-
     async def _by_meaning(
         self, conn: psycopg.AsyncConnection, vector: np.ndarray, where: list[str],
         params: dict[str, Any], depth: int, *, narrow: bool,
@@ -371,7 +188,8 @@ class PgRanker:
             "SELECT (SELECT dim FROM memory_embeddings WHERE model = %(model)s LIMIT 1),"
             " set_config('hnsw.ef_search', %(ef)s, true),"
             " array(SELECT memory_seq FROM context_gaps WHERE model = %(model)s LIMIT %(gaps)s)",
-            {"model": self.model, "ef": str(ef_search(self._memory_count, limit)), "gaps": GAPS_RANKED_EXACTLY + 1},
+            {"model": self.model, "ef": str(ef_search(self._words.memory_count, limit)),
+             "gaps": GAPS_RANKED_EXACTLY + 1},
         )
         row = await cursor.fetchone()
         if row is None or row[0] is None:  # no vector of this model is stored yet
@@ -529,14 +347,6 @@ class PgRanker:
 T = TypeVar("T")
 
 
-@dataclass(frozen=True)
-class QueryLexemes:
-    """The query's informative lexemes, and the memories holding each, per keyword column."""
-
-    lexemes: list[str]
-    frequencies: dict[str, list[int]]  # column -> document frequency of each lexeme, in order
-
-
 class _ReadOnce(Generic[T]):
     """A read the concurrent lists of one search need alike: the first list to ask makes it on its
     own connection; the others wait for that result (or its failure) instead of repeating it."""
@@ -587,8 +397,3 @@ def lacks_context(alias: str, model: sql.Composable) -> sql.Composed:
         "NOT EXISTS (SELECT 1 FROM memory_embeddings c WHERE c.memory_seq = {alias}.memory_seq"
         " AND c.model = {model} AND c.facet = 'context')"
     ).format(alias=sql.Identifier(alias), model=model)
-
-
-def tsquery_any(lexemes: Iterable[str]) -> str:
-    """A tsquery matching any of ``lexemes`` taken literally (quoted: no operator, no stemming)."""
-    return " | ".join("'" + lexeme.replace("\\", "\\\\").replace("'", "''") + "'" for lexeme in lexemes)

@@ -15,7 +15,7 @@ import anyio
 import numpy as np
 
 from ollama_mcp.domain import Facet, Scope, SearchFilters, SearchHit
-from ollama_mcp.storage.protocols import QueryVector, resolve
+from ollama_mcp.storage.ranker import QueryVector, resolve
 from ollama_mcp.storage.ranking import (
     MAX_QUERY_TERMS,
     WORD,
