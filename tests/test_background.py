@@ -13,7 +13,7 @@ from ollama_mcp.errors import DatabaseBusyError
 pytestmark = pytest.mark.anyio
 
 
-async def test_a_step_that_returns_none_ends_the_loop_and_a_number_is_the_wait_before_the_next() -> None:
+async def test_a_step_returning_none_ends_the_loop_and_a_number_is_the_next_wait() -> None:
     calls: list[float] = []
 
     async def step() -> float | None:

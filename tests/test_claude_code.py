@@ -83,7 +83,7 @@ def test_the_plugin_installs_from_the_repository_connects_its_server_and_its_hoo
     assert recorded == [("user", "Remember that the build uses uv")]  # UserPromptSubmit
 
 
-async def test_claude_code_shows_why_a_missing_or_wrong_token_is_refused_and_how_to_get_one(
+async def test_claude_code_shows_why_a_missing_or_wrong_token_is_refused_and_the_fix(
     claude_home: Path, settings: Settings
 ) -> None:
     _, secret = await admin.create_token(settings, "alice", None)

@@ -3,6 +3,7 @@ exception tree drawn in ``errors.py``'s docstring is the classes' own."""
 
 from __future__ import annotations
 
+import ast
 import inspect
 import re
 import subprocess
@@ -74,3 +75,15 @@ def test_no_package_module_is_over_500_lines_unless_it_says_why() -> None:
         if len(lines) <= MAX_MODULE_LINES and granted:
             stale.append(str(path.relative_to(ROOT)))
     assert (over, stale) == ([], [])
+
+
+def test_every_test_name_reads_as_one_sentence_of_at_most_15_words() -> None:
+    """A name longer than that is two tests, or a docstring's job."""
+    long = sorted(
+        f"{path.relative_to(ROOT)}::{node.name}"
+        for path in (ROOT / "tests").rglob("test_*.py")
+        for node in ast.walk(ast.parse(path.read_text()))
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef)
+        and node.name.startswith("test_") and len(node.name.removeprefix("test_").split("_")) > 15
+    )
+    assert long == []

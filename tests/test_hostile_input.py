@@ -135,7 +135,7 @@ async def test_an_upload_nested_100000_deep_is_refused_at_once_and_the_page_says
     assert db.count("SELECT count(*) FROM conversations") == 0
 
 
-def test_imports_of_broken_files_say_what_is_wrong_in_one_line_and_fail_when_nothing_could_be_read(
+def test_imports_of_broken_files_say_what_is_wrong_and_fail_when_nothing_was_read(
     tmp_path: Path, db: Database, fake_ollama: FakeOllama
 ) -> None:
     from tests.support.chats import chatgpt_conversation  # noqa: PLC0415
@@ -184,7 +184,7 @@ def _with_huge_turn(path: Path, export: str, placeholder: str) -> None:
 
 
 @pytest.mark.slow
-def test_a_turn_of_128_mb_is_cut_at_the_content_limit_while_it_streams_and_the_summary_says_so(
+def test_a_turn_of_128_mb_is_cut_while_it_streams_and_the_summary_says_so(
     tmp_path: Path, db: Database, fake_ollama: FakeOllama
 ) -> None:
     from tests.support.chats import chatgpt_conversation  # noqa: PLC0415
@@ -206,7 +206,7 @@ def test_a_turn_of_128_mb_is_cut_at_the_content_limit_while_it_streams_and_the_s
     assert cut == [(100_000, "deploy on fridays ", "…")] * 2
 
 
-def test_a_zip_bomb_is_refused_before_it_is_expanded_and_a_line_too_long_once_its_texts_are_cut_is_skipped(
+def test_a_zip_bomb_is_refused_unexpanded_and_an_overlong_line_is_skipped_after_cutting(
     tmp_path: Path, db: Database, fake_ollama: FakeOllama
 ) -> None:
     bomb = tmp_path / "chatgpt.zip"

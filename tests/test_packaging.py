@@ -94,7 +94,7 @@ def test_a_server_that_stores_and_searches_never_imports_the_ollama_client_or_nu
 
 
 @pytest.mark.sqlite_only  # (the subprocess opens the file path it is given)
-def test_an_app_that_stores_and_searches_imports_the_agent_lifecycle_and_facts_only_when_first_used(
+def test_an_app_that_stores_and_searches_imports_the_later_services_only_when_used(
     settings: Settings,
 ) -> None:
     """Their modules are about 9 ms of imports that a new process's first search would otherwise

@@ -406,7 +406,7 @@ async def test_a_search_in_another_process_never_sees_a_half_deleted_conversatio
 
 
 @pytest.mark.parametrize("embedding", ["fast", "pending"])
-async def test_a_memory_acknowledged_by_store_memory_is_found_by_the_next_search_on_the_same_server(
+async def test_a_memory_store_memory_acknowledged_is_found_by_the_next_search(
     settings: Settings, fake_ollama: FakeOllama, embedding: str
 ) -> None:
     """Read-your-writes, by meaning when the vectors are there and by keywords while they are

@@ -370,7 +370,7 @@ async def test_a_memory_of_the_day_a_query_names_rises_above_better_worded_ones(
     assert first_two == {ids["2023-12-04"], ids["2023-12-05"]}
 
 
-async def test_memories_stored_before_their_times_were_kept_are_found_by_them_and_read_in_the_background(
+async def test_memories_stored_before_times_were_kept_are_found_by_them_once_read(
     app: App, db: Database, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     ids = await _hikes(app)
@@ -489,7 +489,7 @@ async def _november(app: App, fake_ollama: FakeOllama) -> tuple[str, dict[str, s
     return conv, ids
 
 
-async def test_a_memory_telling_later_of_the_week_a_query_names_is_found_without_sharing_its_words(
+async def test_a_memory_telling_later_of_a_queried_week_is_found_without_sharing_its_words(
     app: App, fake_ollama: FakeOllama
 ) -> None:
     conv, ids = await _november(app, fake_ollama)
@@ -501,7 +501,7 @@ async def test_a_memory_telling_later_of_the_week_a_query_names_is_found_without
     assert ids["castle"] not in [h.memory.id for h in (await app.recall.search(request)).hits]
 
 
-async def test_a_month_a_query_names_is_too_long_to_read_what_was_said_of_it_later(
+async def test_a_queried_month_is_too_long_to_read_what_was_said_of_it_later(
     app: App, fake_ollama: FakeOllama
 ) -> None:
     conv, ids = await _november(app, fake_ollama)

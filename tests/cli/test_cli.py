@@ -126,7 +126,7 @@ def test_a_failed_export_leaves_the_previous_export_byte_for_byte(
 
 
 @pytest.mark.parametrize("companion", ["", "-wal", "-shm", "-journal"])
-def test_an_export_onto_the_database_or_its_companion_files_is_refused_before_the_store_is_opened(
+def test_an_export_onto_the_database_or_its_companion_files_is_refused_before_opening_it(
     companion: str, db: Database, fake_ollama: FakeOllama, tmp_path: Path
 ) -> None:
     if db.backend != "sqlite":
@@ -326,7 +326,7 @@ def test_forget_older_than_counts_first_then_deletes_only_the_idle_conversations
     assert rows(db, "SELECT id FROM conversations") == [(recent,)]
 
 
-def test_forget_older_than_also_deletes_old_memories_of_a_conversation_still_in_use_leaving_no_trace(
+def test_forget_older_than_also_deletes_old_memories_of_a_conversation_still_in_use(
     db: Database, fake_ollama: FakeOllama
 ) -> None:
     recent = fill(db, fake_ollama)  # a conversation in use, with recent memories
@@ -417,7 +417,7 @@ async def test_every_door_leaves_a_write_audit_row_without_the_text_and_audit_sh
     assert "import" in lines[1] and "delete_memory" in lines[2]
 
 
-def test_the_first_command_on_a_new_store_says_it_created_it_in_one_line_not_one_per_migration(
+def test_the_first_command_on_a_new_store_says_it_created_it_in_one_line(
     db: Database, fake_ollama: FakeOllama
 ) -> None:
     done = run(db, fake_ollama, "token", "create", "alice")
@@ -504,7 +504,7 @@ def test_shrink_gives_an_older_stores_free_space_back_keeping_every_conversation
     assert "disk" not in run(db, fake_ollama, "doctor").stdout
 
 
-def test_shrink_on_postgresql_says_there_is_nothing_to_do_and_on_a_missing_file_creates_nothing(
+def test_shrink_says_postgresql_needs_nothing_and_creates_no_missing_file(
     db: Database, fake_ollama: FakeOllama, tmp_path: Path
 ) -> None:
     if db.backend == "postgres":

@@ -78,7 +78,7 @@ def test_write_creates_a_missing_file_and_its_folders(tmp_path: Path, fake_ollam
 
 
 @pytest.mark.parametrize("damage", ["not json", "read-only", "not an object", "servers not an object"])
-def test_a_file_it_cannot_safely_merge_into_is_refused_with_its_path_and_left_byte_for_byte(
+def test_a_file_it_cannot_safely_merge_into_is_refused_by_its_path_and_left_unchanged(
     tmp_path: Path, fake_ollama: FakeOllama, damage: str
 ) -> None:
     path, _ = seeded(tmp_path, "cursor")

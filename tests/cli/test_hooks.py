@@ -66,7 +66,7 @@ def quiet(done: subprocess.CompletedProcess[str]) -> None:
     assert (done.returncode, done.stdout, done.stderr) == (0, "", ""), done.stderr
 
 
-async def test_a_session_replayed_through_the_hooks_is_recorded_turn_by_turn_and_ended_with_ollama_down(
+async def test_a_session_replayed_through_the_hooks_is_recorded_and_ended_with_ollama_down(
     settings: Settings, db: Database, fake_ollama: FakeOllama
 ) -> None:
     hooks = hook_commands(settings)
@@ -142,7 +142,7 @@ async def test_a_resumed_session_whose_conversation_ended_continues_in_a_new_one
         (resumed_in, ended, "follow_up")]  # the new conversation continues the ended one
 
 
-async def test_a_store_that_cannot_be_opened_records_nothing_and_the_hook_still_exits_0_with_one_line(
+async def test_a_store_that_cannot_be_opened_records_nothing_and_the_hook_exits_0(
     settings: Settings, backend: str, tmp_path: Path
 ) -> None:
     """SessionStart and SessionEnd say so at once. A prompt or a reply is kept in the store's spool
@@ -168,7 +168,7 @@ async def test_a_store_that_cannot_be_opened_records_nothing_and_the_hook_still_
 
 
 @pytest.mark.sqlite_only  # (a store path that cannot be opened until it is mended)
-async def test_turns_spooled_while_the_store_cannot_be_opened_are_recorded_in_order_by_the_next_session_start(
+async def test_turns_spooled_while_the_store_is_closed_are_recorded_in_order_at_the_next_start(
     settings: Settings, db: Database
 ) -> None:
     hooks = hook_commands(settings)
@@ -212,7 +212,7 @@ async def test_a_payload_that_is_not_a_hooks_records_nothing_and_says_which_fiel
     assert db.count("SELECT count(*) FROM memories") == 0
 
 
-def test_a_stop_hook_given_a_fifo_or_a_device_as_transcript_returns_at_once_and_records_nothing(
+def test_a_stop_hook_given_a_fifo_or_a_device_returns_at_once_recording_nothing(
     settings: Settings, db: Database, tmp_path: Path
 ) -> None:
     fifo = tmp_path / "transcript.fifo"

@@ -74,7 +74,7 @@ def test_a_chatgpt_export_imports_the_current_branch_in_order_with_titles_and_ti
     assert first_hit(db, fake_ollama, "which hotel in Alfama?") == "The Alfama hotel, three nights."
 
 
-def test_a_claude_ai_export_keeps_text_and_tool_use_as_tool_turns_and_leaves_thinking_out(
+def test_a_claude_ai_export_keeps_text_and_tool_use_and_leaves_thinking_out(
     tmp_path: Path, db: Database, fake_ollama: FakeOllama
 ) -> None:
     export = tmp_path / "conversations.json"
@@ -124,7 +124,7 @@ def _session_lines(session: str, cwd: str) -> list[dict[str, Any]]:
     ]
 
 
-def test_claude_code_sessions_import_with_tool_turns_without_sidechains_and_file_a_worktree_under_its_repository(
+def test_claude_code_sessions_import_tool_turns_without_sidechains_filing_worktrees_under_their_repository(
     tmp_path: Path, db: Database, fake_ollama: FakeOllama
 ) -> None:
     repo, worktree = tmp_path / "shop", tmp_path / "shop-feature"
@@ -177,7 +177,7 @@ def test_the_memory_servers_graph_becomes_notes_found_by_search(
     assert first_hit(db, fake_ollama, "Does Ada drink tea?") == "Ada (person): Prefers tea"
 
 
-def test_dry_run_counts_what_would_be_added_and_writes_nothing_and_since_leaves_older_turns_out(
+def test_dry_run_counts_without_writing_and_since_leaves_older_turns_out(
     tmp_path: Path, db: Database, fake_ollama: FakeOllama
 ) -> None:
     export = tmp_path / "conversations.json"
@@ -244,7 +244,7 @@ def test_bad_files_are_refused_naming_what_was_expected_and_nothing_is_written(
            "conversation 2: is not an object" in done.stdout
 
 
-def test_summarize_queues_a_summary_per_conversation_that_gained_turns_and_says_how_long_the_budget_takes(
+def test_summarize_queues_a_summary_per_grown_conversation_and_says_how_long_the_budget_takes(
     tmp_path: Path, db: Database, fake_ollama: FakeOllama
 ) -> None:
     export = tmp_path / "conversations.json"

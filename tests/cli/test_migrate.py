@@ -231,7 +231,7 @@ async def test_migrate_copies_every_principals_memory_the_tokens_that_keep_worki
     assert await whole(settings.with_database(back, "path")) == await whole(first)
 
 
-async def test_a_target_whose_token_of_the_same_name_has_another_secret_gets_no_tokens_and_says_which(
+async def test_a_target_holding_a_token_name_with_another_secret_gets_no_tokens_and_says_which(
     settings: Settings, tmp_path: Path, fake_ollama: FakeOllama
 ) -> None:
     first, other = settings.with_database(str(tmp_path / "a" / "memory.db"), "path"), tmp_path / "b" / "memory.db"

@@ -90,7 +90,7 @@ async def test_every_hit_says_its_project_and_a_hit_of_an_unfiled_conversation_s
         assert said == {**FILED, "unfiled": None}
 
 
-async def test_a_search_of_one_conversation_says_its_project_on_every_hit_as_a_search_of_them_all_does(
+async def test_a_search_of_one_conversation_names_its_project_on_every_hit_as_all_do(
     settings: Settings,
 ) -> None:
     async with connect(settings) as client:

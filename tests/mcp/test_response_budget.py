@@ -90,7 +90,7 @@ def test_a_search_over_long_memories_answers_with_their_matching_passages_within
         assert "".join(whole) == texts[2] and pages == first["pages"]
 
 
-def test_an_export_page_of_long_memories_stays_within_the_budget_and_its_pages_cover_every_memory(
+def test_export_pages_of_long_memories_stay_within_the_budget_and_cover_every_memory(
     database_url: str, fake_ollama: FakeOllama
 ) -> None:
     with _raw_server(database_url, fake_ollama) as (proc, _):  # type: ignore[arg-type]

@@ -213,7 +213,7 @@ async def test_sharing_checks_whom_what_and_how_before_anything_is_kept(settings
     assert db.count("SELECT count(*) FROM conversation_shares") == 2
 
 
-async def test_sharing_with_a_principal_no_token_opens_is_refused_with_the_known_ones_and_keeps_nothing(
+async def test_sharing_with_an_unknown_principal_is_refused_naming_the_known_ones_and_keeps_nothing(
     settings: Settings, db: Database
 ) -> None:
     tokens = await _people(settings)

@@ -161,7 +161,7 @@ def test_an_ollama_error_that_echoes_its_input_never_puts_memory_text_in_the_log
     assert "4711" not in stderr[0] and "zebra" not in stderr[0]  # ... without the text it was sent
 
 
-def test_every_request_line_the_sdk_cannot_parse_gets_an_error_with_its_id_and_the_server_keeps_serving(
+def test_an_unparsable_request_line_gets_an_error_with_its_id_and_the_server_keeps_serving(
     db_path: Path, fake_ollama: FakeOllama
 ) -> None:
     call_line = '{"jsonrpc":"2.0","id":%s,"method":"tools/call","params":{"name":"store_memory","arguments":%s}}'
@@ -209,7 +209,7 @@ def test_every_request_line_the_sdk_cannot_parse_gets_an_error_with_its_id_and_t
 
 
 @pytest.mark.parametrize("how", ["random bytes", "truncated"])
-def test_a_damaged_database_is_named_with_what_to_do_by_every_tool_and_left_byte_for_byte(
+def test_every_tool_names_a_damaged_database_with_what_to_do_and_leaves_it_unchanged(
     db_path: Path, fake_ollama: FakeOllama, how: str
 ) -> None:
     damage(db_path, fake_ollama, how)
@@ -290,7 +290,7 @@ def ended_by_ctrl_c(pid: int) -> bool:
     return False
 
 
-def test_started_by_hand_in_a_terminal_it_says_what_it_is_and_ctrl_c_stops_it(
+def test_started_by_hand_it_says_what_it_is_and_ctrl_c_stops_it(
     db_path: Path, fake_ollama: FakeOllama
 ) -> None:
     with started_in_a_terminal(db_path, fake_ollama) as (pid, terminal):
@@ -323,7 +323,7 @@ _TGKILL = {"x86_64": 234, "aarch64": 131}.get(os.uname().machine)
 
 @pytest.mark.skipif(sys.platform != "linux" or _TGKILL is None,
                     reason="tgkill(2)'s number is known here on Linux x86_64 and arm64")
-def test_in_a_terminal_ctrl_c_stops_it_whichever_of_its_threads_the_system_hands_the_signal(
+def test_in_a_terminal_ctrl_c_stops_it_whichever_thread_receives_the_signal(
     db_path: Path, fake_ollama: FakeOllama
 ) -> None:
     """The kernel may hand a process's SIGINT to any of its threads (a Ctrl-C sent the moment the

@@ -61,7 +61,7 @@ async def test_init_store_search_end_round_trip_in_both_protocol_eras(
     assert rows(db, "SELECT count(*) FROM memories") == [(1,)]
 
 
-async def test_after_end_conversation_the_model_reads_that_there_is_no_current_one_not_an_empty_object(
+async def test_after_end_conversation_the_model_reads_that_no_conversation_is_current(
     settings: Settings,
 ) -> None:
     async with connect(settings) as client:

@@ -43,7 +43,7 @@ async def test_documents_and_queries_get_the_nomic_prefixes(app: App, fake_ollam
     assert all(r.body["truncate"] is False for r in fake_ollama.embed_requests())
 
 
-async def test_a_long_memory_is_chunked_and_a_hit_on_a_late_chunk_returns_the_whole_memory(
+async def test_a_long_memory_is_chunked_and_a_late_chunks_hit_returns_the_whole_memory(
     settings: Settings, db: Database, fake_ollama: FakeOllama
 ) -> None:
     fake_ollama.models["nomic-embed-text"] = FakeModel(context=200)  # 600-character chunks
@@ -99,7 +99,7 @@ async def test_many_pending_memories_are_embedded_in_batches(
     assert max(len(r.body["input"]) for r in batches) == 32
 
 
-async def test_background_requests_are_sized_to_take_a_tenth_of_a_second_so_a_search_never_waits_long_behind_one(
+async def test_background_requests_take_about_a_tenth_of_a_second_so_searches_never_wait_long(
     settings: Settings, fake_ollama: FakeOllama
 ) -> None:
     async with open_app(settings, background=False) as app:
@@ -131,7 +131,7 @@ async def test_the_backfill_looks_through_a_large_store_a_range_of_memories_at_a
         assert await app.indexer.pending_count() == 0
 
 
-async def test_a_memory_left_pending_behind_the_backfill_is_embedded_by_its_next_pass_over_the_store(
+async def test_a_memory_left_pending_behind_the_backfill_is_embedded_by_its_next_pass(
     settings: Settings, db: Database, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     async with open_app(settings, background=False) as app:

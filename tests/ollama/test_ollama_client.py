@@ -150,7 +150,7 @@ async def test_a_reply_framed_by_the_end_of_the_connection_is_read_whole() -> No
 
 
 @pytest.mark.parametrize("embeddings", [[[0.1, "x"]], [[None]], [[[0.1]]], "none", None])
-async def test_json_that_is_not_a_list_of_vectors_is_a_reply_that_could_not_be_read(embeddings: object) -> None:
+async def test_json_that_is_not_a_list_of_vectors_is_an_unreadable_reply(embeddings: object) -> None:
     body = json.dumps({"embeddings": embeddings} if embeddings is not None else {"model": "m"}).encode()
     listener = _raw_server(b"HTTP/1.1 200 OK\r\nContent-Length: %d\r\n\r\n%s" % (len(body), body), times=1)
     client = OllamaClient(f"127.0.0.1:{listener.getsockname()[1]}", timeout=2.0, connect_timeout=1.0)

@@ -111,7 +111,7 @@ async def test_model_not_pulled_names_the_pull_command_and_recovers_after_pull(
     assert query(db, "SELECT DISTINCT model FROM memory_embeddings") == [("nomic-embed-text",)]
 
 
-async def test_a_mistyped_model_name_gets_the_closest_pulled_model_of_its_kind_not_a_pull_that_fails(
+async def test_a_mistyped_model_name_gets_the_closest_pulled_model_not_a_failing_pull(
     settings: Settings, fake_ollama: FakeOllama
 ) -> None:
     fake_ollama.models["nomic-embed-text2"] = FakeModel(capabilities=["completion"])  # close, but not an embedder
@@ -146,7 +146,7 @@ async def test_slow_ollama_times_out_into_pending_instead_of_hanging(
         await eventually(lambda: _async(embedded_count(db) == 2))
 
 
-async def test_a_hung_ollama_costs_a_search_and_a_store_the_wait_timeout_not_the_embed_timeout(
+async def test_a_hung_ollama_costs_searches_and_stores_the_wait_timeout_not_the_embed_timeout(
     settings: Settings, db: Database, fake_ollama: FakeOllama
 ) -> None:
     fake_ollama.delay = 30.0  # accepts, then says nothing for longer than any timeout here

@@ -187,7 +187,7 @@ async def test_a_bad_turn_is_refused_naming_the_field_and_nothing_is_recorded(
         assert (await alice.call("GET", f"/conversations/{conv}/turns"))["turns"] == []
 
 
-async def test_a_body_too_big_not_json_typed_or_on_an_ended_conversation_is_refused_and_changes_nothing(
+async def test_a_body_too_big_not_json_mistyped_or_for_an_ended_conversation_changes_nothing(
     settings: Settings,
 ) -> None:
     async with people(settings) as (alice, _, _):
@@ -231,7 +231,7 @@ async def test_the_openapi_document_is_valid_and_lists_exactly_the_routes_served
         assert schema["additionalProperties"] is False and set(schema["required"]) == {"role"}
 
 
-async def test_a_path_or_method_the_api_does_not_have_is_a_json_error_pointing_at_the_document(
+async def test_an_unknown_path_or_method_is_a_json_error_pointing_at_the_document(
     settings: Settings
 ) -> None:
     async with people(settings) as (alice, _, anonymous):
@@ -310,7 +310,7 @@ async def _finished(api: Api, job: dict[str, Any]) -> dict[str, Any]:
     return state
 
 
-async def test_work_asked_for_through_a_turn_reads_the_turns_up_to_it_and_a_strategy_applies_once(
+async def test_work_asked_through_a_turn_reads_up_to_it_and_a_strategy_applies_once(
     settings: Settings, fake_ollama: FakeOllama, backend: str
 ) -> None:
     async with people(settings) as (alice, bob, _):
@@ -500,7 +500,7 @@ async def test_two_agents_in_one_conversation_each_get_their_own_view_of_it(sett
         assert unknown["field"] == "participants"
 
 
-async def test_an_edited_or_regenerated_turn_keeps_its_id_and_place_and_its_earlier_text_in_the_chain(
+async def test_an_edited_or_regenerated_turn_keeps_its_id_place_and_earlier_text(
     settings: Settings,
 ) -> None:
     async with people(settings) as (alice, bob, _):
@@ -570,7 +570,7 @@ async def test_rest_errors_speak_of_rest_not_of_mcp_tools_and_the_document_lists
                 assert {"403", "405", "409", "413", "415"} <= set(operation["responses"])
 
 
-async def test_a_streamed_turn_can_be_read_whatever_became_of_it_and_ending_its_conversation_aborts_it(
+async def test_a_streamed_turn_reads_whatever_became_of_it_and_ending_its_conversation_aborts_it(
     settings: Settings,
 ) -> None:
     async with people(settings) as (alice, _, _):

@@ -56,7 +56,7 @@ def an_hour_passes(db: Database) -> None:
     db.rows("UPDATE jobs SET run_after = '2000-01-01T00:00:00.000000Z' WHERE state = 'queued'")
 
 
-async def test_background_work_makes_at_most_the_hours_budget_of_calls_and_the_rest_waits_until_it_frees(
+async def test_background_work_makes_at_most_the_hours_budget_of_calls_and_the_rest_waits(
     settings: Settings, db: Database, fake_ollama: FakeOllama
 ) -> None:
     async with open_app(replace(settings, chat_calls_per_hour=2), background=False) as app:
@@ -79,7 +79,7 @@ async def test_background_work_makes_at_most_the_hours_budget_of_calls_and_the_r
         assert [row[0] for row in summarize_jobs(db)] == ["done"] * 5  # nothing lost, nothing failed
 
 
-async def test_a_job_needing_more_calls_than_the_hour_allows_finishes_and_the_next_waits_until_the_hour_is_back_under(
+async def test_a_job_needing_more_calls_than_the_hour_allows_finishes_and_the_next_waits(
     settings: Settings, db: Database, fake_ollama: FakeOllama
 ) -> None:
     async with open_app(replace(settings, chat_calls_per_hour=1), background=False) as app:
@@ -172,7 +172,7 @@ async def test_a_requested_job_waiting_for_the_budget_says_why_when_followed(
         )
 
 
-async def test_stats_and_doctor_show_the_calls_used_this_hour_and_when_the_next_may_be_made(
+async def test_stats_and_doctor_show_this_hours_calls_and_when_the_next_may_be_made(
     settings: Settings, db: Database
 ) -> None:
     budgeted = replace(settings, chat_calls_per_hour=2)

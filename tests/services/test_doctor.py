@@ -161,7 +161,7 @@ def test_stats_counts_what_the_store_holds(db: Database, fake_ollama: FakeOllama
 
 
 @pytest.mark.parametrize("how", ["random bytes", "truncated", "another program's database", "a damaged page"])
-def test_doctor_and_stats_name_a_damaged_database_with_what_to_do_and_leave_it_as_it_is(
+def test_doctor_and_stats_name_a_damaged_database_with_what_to_do_and_leave_it(
     db_path: Path, fake_ollama: FakeOllama, how: str
 ) -> None:
     if how == "another program's database":

@@ -96,7 +96,7 @@ async def test_an_empty_conversation_gets_no_summary_job(app: App, db: Database)
     assert ended.conversation.summary_status == "none" and job_rows(db) == []
 
 
-async def test_a_missing_chat_model_never_fails_ending_and_the_job_says_why_until_it_is_pulled(
+async def test_a_missing_chat_model_never_fails_ending_and_the_job_says_why_meanwhile(
     app: App, db: Database, fake_ollama: FakeOllama
 ) -> None:
     del fake_ollama.models["qwen2.5:3b"]
@@ -243,7 +243,7 @@ async def test_compaction_summarizes_the_oldest_half_once_past_the_message_thres
     assert [m.content for m in built.recent] == [f"topic{i} is discussed" for i in range(3, 7)]
 
 
-async def test_a_long_backlog_is_compacted_a_bounded_step_at_a_time_each_job_queuing_the_next(
+async def test_a_long_backlog_is_compacted_in_bounded_steps_each_job_queuing_the_next(
     app: App, db: Database, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     from ollama_mcp.services import summarizing  # noqa: PLC0415
@@ -683,7 +683,7 @@ async def test_the_build_context_prompt_sizes_its_parts_by_recent_turns_recall_k
             assert str(refused.value).startswith(bad)
 
 
-async def test_a_prompt_asked_without_its_conversation_with_an_unknown_argument_or_by_a_wrong_name_is_refused_saying_so(
+async def test_a_prompt_missing_its_conversation_or_misnamed_or_misspelt_is_refused_saying_so(
     settings: Settings,
 ) -> None:
     async with connect(settings) as client:

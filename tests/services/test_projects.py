@@ -13,7 +13,7 @@ def git(folder: Path, *args: str) -> None:
                    capture_output=True)
 
 
-def test_a_folder_in_a_repository_a_linked_worktree_and_a_folder_outside_git_resolve_to_their_projects(
+def test_repository_folders_linked_worktrees_and_folders_outside_git_resolve_to_their_projects(
     tmp_path: Path,
 ) -> None:
     repo = tmp_path / "shop"

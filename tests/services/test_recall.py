@@ -274,7 +274,7 @@ async def test_a_long_memory_found_by_meaning_alone_is_shown_by_its_passage_clos
     assert starts["results"] == []
 
 
-async def test_a_long_memory_found_by_meaning_alone_shows_its_start_when_its_one_vector_names_no_passage(
+async def test_a_long_memory_whose_one_vector_names_no_passage_shows_its_start(
     settings: Settings, fake_ollama: FakeOllama
 ) -> None:
     fake_ollama.concepts["climate"] = "weather"
@@ -312,7 +312,7 @@ async def test_build_context_recalls_an_earlier_chats_turn_and_not_the_turns_it_
 
 
 @pytest.mark.slow
-async def test_ten_thousand_look_alike_notes_stay_apart_and_a_fact_said_in_many_chats_lists_a_few_places(
+async def test_ten_thousand_look_alike_notes_stay_apart_and_a_repeated_fact_lists_a_few_places(
     settings: Settings,
 ) -> None:
     async with open_app(settings, background=False) as app:

@@ -106,7 +106,7 @@ async def test_an_ended_conversation_links_to_those_its_summary_resembles_with_t
     ]
 
 
-def test_relations_read_from_both_directions_list_follow_ups_first_then_the_best_match_whoever_recorded_it() -> None:
+def test_relations_read_both_ways_list_follow_ups_first_then_the_best_match() -> None:
     def link(other: str, kind: Any, score: float | None, follows: bool) -> Relation:
         return Relation(other, other, "completed", kind, score, follows, "2026-11-24T00:00:00.000000Z")
 

@@ -275,7 +275,7 @@ async def test_audit_only_forgets_the_times_a_redacted_turn_named(app: App, db: 
 @pytest.mark.parametrize(("retention", "action"), [
     ("full", "compact"), ("audit-only", "compact_and_redact_turns"), ("ephemeral", "compact_and_delete_turns"),
 ])
-async def test_a_compaction_and_the_redactions_or_deletions_it_makes_leave_an_audit_row_through_the_background_door(
+async def test_a_compaction_and_its_redactions_or_deletions_are_audited_through_the_background_door(
     app: App, db: Database, retention: str, action: str
 ) -> None:
     conv, _, _ = await transcript(app, retention)
@@ -286,7 +286,7 @@ async def test_a_compaction_and_the_redactions_or_deletions_it_makes_leave_an_au
         ("background", action, conv, summary[0])]
 
 
-async def test_an_end_summary_and_the_link_to_a_similar_conversation_leave_audit_rows_through_the_background_door(
+async def test_an_end_summary_and_a_similar_conversations_link_are_audited_through_the_background_door(
     app: App, db: Database
 ) -> None:
     ids = []

@@ -267,7 +267,7 @@ async def test_a_turns_tokens_model_and_adapter_are_kept_and_bad_ones_are_refuse
     assert len(await app.transcript.history(history_request(conv.id))) == 1
 
 
-async def test_an_edited_turn_leaves_no_trace_of_its_old_text_in_the_keyword_index_or_the_next_turns_context(
+async def test_an_edited_turns_old_text_leaves_the_keyword_index_and_the_next_turns_context(
     app: App, db: Database
 ) -> None:
     conv = await app.conversations.start(new_conversation("edits"))

@@ -154,7 +154,7 @@ def test_after_every_statement_the_keyword_index_of_contexts_holds_exactly_the_t
         assert most > 30
 
 
-def test_the_view_clips_each_earlier_memory_to_its_last_thousand_characters_and_skips_summaries_facts_and_redactions(
+def test_the_view_clips_earlier_memories_to_a_thousand_characters_skipping_summaries_facts_and_redactions(
     tmp_path: Path,
 ) -> None:
     with closing(new_store(tmp_path / "memory.db")) as conn:
@@ -175,7 +175,7 @@ def test_the_view_clips_each_earlier_memory_to_its_last_thousand_characters_and_
         )] == ["a summary", "redacted turn", "a fact"]
 
 
-def test_a_memory_placed_before_others_of_its_conversation_or_moved_to_another_is_refused_and_nothing_changes(
+def test_a_memory_placed_before_others_or_moved_to_another_conversation_is_refused_unchanged(
     tmp_path: Path,
 ) -> None:
     with closing(new_store(tmp_path / "memory.db")) as conn:

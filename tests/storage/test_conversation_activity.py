@@ -27,7 +27,7 @@ async def listed(app: App) -> list[tuple[str, str | None]]:
     return [(c.id, c.last_activity) for c in await app.conversations.listed(conversation_query())]
 
 
-async def test_a_conversations_last_activity_is_its_newest_memory_through_stores_a_shared_batch_time_and_deletes(
+async def test_a_conversations_last_activity_is_its_newest_memory_through_stores_batches_and_deletes(
     app: App,
 ) -> None:
     service = app

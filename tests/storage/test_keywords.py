@@ -87,7 +87,7 @@ async def test_the_in_memory_keyword_index_ranks_every_query_as_fts5_does(app: A
         assert index.size == conn.execute("SELECT count(*) FROM memories").fetchone()[0] > 240
 
 
-async def test_a_load_read_a_few_tokens_at_a_time_ranks_as_fts5_and_leaves_the_store_free_meanwhile(
+async def test_a_load_read_in_small_steps_ranks_as_fts5_and_leaves_the_store_free(
     app: App, db_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setattr(store_keywords, "_SNAPSHOT_TERMS", 3)  # dozens of parts, not one
@@ -126,7 +126,7 @@ def wal_pinned(db_path: Path) -> bool:
     return bool(copied < frames)
 
 
-async def test_a_load_that_fails_midway_raises_its_own_error_keeps_no_reader_open_and_loads_next_time(
+async def test_a_load_failing_midway_raises_its_error_keeps_no_reader_and_loads_next_time(
     app: App, db_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setattr(store_keywords, "_SNAPSHOT_TERMS", 3)  # dozens of parts, not one
@@ -154,7 +154,7 @@ async def test_a_load_that_fails_midway_raises_its_own_error_keeps_no_reader_ope
     assert built > 8 and index.loaded
 
 
-async def test_a_snapshot_whose_second_reader_began_after_a_write_reads_both_indexes_as_of_the_first(
+async def test_a_snapshot_whose_second_reader_began_after_a_write_reads_both_as_of_the_first(
     app: App, db_path: Path
 ) -> None:
     conv = await app.conversations.start(new_conversation("one"))
@@ -185,7 +185,7 @@ async def test_a_snapshot_whose_second_reader_began_after_a_write_reads_both_ind
         assert str(late.memory.seq) not in found["zeppelin"].split() and "late" not in found
 
 
-async def test_a_load_after_the_file_was_moved_away_reads_the_open_file_and_creates_no_other(
+async def test_a_load_after_the_file_moved_away_reads_the_open_file_and_creates_none(
     app: App, db_path: Path
 ) -> None:
     rng = random.Random(9)
@@ -426,7 +426,7 @@ async def test_the_keyword_index_survives_more_deletes_than_it_keeps_masked(
         assert index.size == 20
 
 
-async def test_a_search_after_another_process_wrote_many_memories_ranks_from_fts5_and_the_upkeep_catches_up(
+async def test_after_another_process_wrote_many_memories_search_ranks_from_fts5_until_upkeep_catches_up(
     settings: Settings, db_path: Path
 ) -> None:
     rng = random.Random(9)

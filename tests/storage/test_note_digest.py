@@ -25,7 +25,7 @@ from tests.conftest import Database, sqlite_store_at
 pytestmark = pytest.mark.anyio
 
 
-async def test_a_note_keeps_the_first_16_bytes_of_its_texts_sha256_and_every_other_kind_keeps_none(
+async def test_a_note_keeps_16_bytes_of_its_texts_sha256_and_other_kinds_keep_none(
     app: App, db: Database
 ) -> None:
     conv = await app.conversations.start(new_conversation("digests"))

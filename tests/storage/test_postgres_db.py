@@ -61,7 +61,7 @@ async def test_a_database_from_a_newer_version_is_refused_and_left_unchanged(pos
     ]
 
 
-async def test_a_user_who_may_not_create_pgvector_is_told_to_run_create_extension_as_a_superuser(
+async def test_a_user_who_may_not_create_pgvector_is_told_to_ask_a_superuser(
     postgres_server: str,
 ) -> None:
     role, database, password = "member_no_vector", "team_no_vector", "pw-never-printed"
@@ -145,7 +145,7 @@ async def test_an_hnsw_index_over_both_facets_is_replaced_by_one_per_facet_on_up
     assert {definition.split("facet = ")[1][:9] for _, definition in indexes} == {"'content'", "'context'"}
 
 
-async def test_a_server_role_that_may_not_create_roles_is_told_how_to_give_a_principal_its_own(
+async def test_a_server_role_that_may_not_create_roles_is_told_how_to_give_principals_theirs(
     postgres_server: str,
 ) -> None:
     role_name, database = "member_no_createrole", "team_no_createrole"

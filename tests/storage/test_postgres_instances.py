@@ -82,7 +82,7 @@ async def test_an_instance_sees_at_once_what_another_stored_and_deleted(settings
         assert (await one.recall.search(search_request("crane", everywhere=True))).hits == []
 
 
-async def test_connections_the_server_ended_while_idle_are_never_lent_even_a_moment_after_their_last_use(
+async def test_connections_the_server_ended_while_idle_are_never_lent_even_just_after_use(
     settings: Settings, db: Database
 ) -> None:
     """The pool skips its round-trip check for a connection given back a moment ago, unless the
@@ -102,7 +102,7 @@ async def test_connections_the_server_ended_while_idle_are_never_lent_even_a_mom
     assert {h.memory.id for h in found.hits} == {first.memory.id, second.memory.id}
 
 
-async def test_the_pool_checks_by_a_round_trip_a_connection_never_seen_or_idle_for_a_while_and_no_other(
+async def test_the_pool_round_trips_only_connections_never_seen_or_idle_for_a_while(
     db: Database,
 ) -> None:
     from ollama_mcp.storage.postgres.base import _Liveness  # noqa: PLC0415

@@ -74,7 +74,7 @@ async def test_a_memory_is_found_by_meaning_without_sharing_a_word(app: App, fak
     assert outcome.hits[0].similarity and outcome.hits[0].similarity > 0.3
 
 
-async def test_a_turn_waiting_for_its_context_vector_ranks_by_its_neighbours_meaning_as_well_as_its_own(
+async def test_a_turn_waiting_for_its_context_vector_ranks_by_its_neighbours_meaning_too(
     settings: Settings,
 ) -> None:
     # Only the list of meaning in context counts here (keywords, own-vector re-ranking, sessions
@@ -109,7 +109,7 @@ async def test_a_query_vector_of_another_dimension_is_refused_by_the_ranker_as_o
         await app.ranker.search("first dimension", np.ones(32, dtype=np.float32), SearchFilters(), None, 5, None)
 
 
-def test_a_larger_postgres_store_never_scans_narrower_nor_a_scan_narrower_than_the_rows_it_must_yield() -> None:
+def test_a_larger_postgres_store_never_scans_narrower_nor_narrower_than_the_rows_it_yields() -> None:
     sizes = [0, 1_000, 10_000, 20_000, 20_001, 40_000, 40_001, 100_000, 1_000_000]
     widths = [ef_search(size, 100) for size in sizes]
     assert widths == sorted(widths)
@@ -117,7 +117,7 @@ def test_a_larger_postgres_store_never_scans_narrower_nor_a_scan_narrower_than_t
     assert ef_search(1_000, 400) == 400 and ef_search(1_000_000, 400) == 400  # a deep search gets every neighbour
 
 
-async def test_postgres_keyword_lists_share_one_read_of_the_query_words_and_both_fail_when_it_fails() -> None:
+async def test_postgres_keyword_lists_share_one_read_of_the_query_words_and_its_failure() -> None:
     reads: list[object] = []
 
     async def read(conn: object) -> list[str]:
@@ -178,7 +178,7 @@ async def test_a_query_that_shares_one_word_besides_stop_words_is_not_an_exact_p
     assert exact[0].score == float("inf")
 
 
-async def test_keywords_alone_rank_a_rare_word_above_a_common_one_and_a_short_memory_above_a_long_one(
+async def test_keywords_alone_rank_rare_words_above_common_and_short_memories_above_long(
     app: App,
 ) -> None:
     for i in range(8):
@@ -250,7 +250,7 @@ async def test_a_memory_containing_the_query_word_for_word_ranks_first(app: App)
     assert [h.memory.content for h in strict.hits][:1] == ["we painted the blue car near the red house"]
 
 
-async def test_a_word_found_in_most_memories_is_left_out_of_a_query_that_has_rarer_words(
+async def test_a_word_in_most_memories_is_left_out_of_a_query_with_rarer_words(
     settings: Settings, fake_ollama: FakeOllama
 ) -> None:
     tuning = SearchTuning(common_min_docs=5, vector_weight=0, vector_context_weight=0)  # keywords only
@@ -311,7 +311,7 @@ async def test_the_server_merges_the_keyword_index_in_the_background_once_enough
 
 
 @pytest.mark.sqlite_only  # (PostgreSQL mixes the stand-ins in its own query)
-async def test_the_stand_ins_of_a_burst_of_waiting_turns_are_each_their_context_mixed_as_ranking_stand_in_mixes_it(
+async def test_a_burst_of_waiting_turns_gets_stand_ins_mixed_as_ranking_stand_in_mixes(
     settings: Settings, fake_ollama: FakeOllama
 ) -> None:
     # Built for every waiting memory at once (one matrix operation): each must be what
@@ -345,7 +345,7 @@ async def test_the_stand_ins_of_a_burst_of_waiting_turns_are_each_their_context_
 
 
 @pytest.mark.sqlite_only  # (PostgreSQL mixes the stand-ins in its own query)
-async def test_a_search_leaves_more_stand_ins_than_it_builds_to_the_background_and_ranks_by_own_vectors_meanwhile(
+async def test_a_search_leaves_extra_stand_ins_to_the_background_and_ranks_by_own_vectors_meanwhile(
     settings: Settings, fake_ollama: FakeOllama, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     from ollama_mcp.storage.sqlite import vector_index  # noqa: PLC0415
@@ -374,7 +374,7 @@ async def test_a_search_leaves_more_stand_ins_than_it_builds_to_the_background_a
 
 
 @pytest.mark.sqlite_only  # (PostgreSQL holds no copy of the vectors in the process)
-async def test_the_server_takes_a_stored_memorys_vectors_into_its_index_right_after_the_store_not_at_the_next_search(
+async def test_a_stored_memorys_vectors_enter_the_index_at_once_not_at_the_next_search(
     settings: Settings,
 ) -> None:
     async with open_app(settings, background=True) as app:
@@ -407,7 +407,7 @@ async def test_a_memory_another_process_stored_is_found_by_meaning_at_once(
 
 @pytest.mark.postgres_only  # SQLite holds its vectors in memory and knows which lack a context vector
 @pytest.mark.parametrize("exactly", [1_000, 0], ids=["gaps-one-by-one", "gaps-by-index"])
-async def test_memories_waiting_for_their_context_vector_are_ranked_by_their_own_until_the_backfill_catches_up(
+async def test_memories_waiting_for_a_context_vector_rank_by_their_own_until_the_backfill_catches_up(
     app: App, db: Database, fake_ollama: FakeOllama, monkeypatch: pytest.MonkeyPatch, exactly: int
 ) -> None:
     from ollama_mcp.storage.postgres import search as pg_search  # noqa: PLC0415
@@ -455,7 +455,7 @@ async def test_memories_waiting_for_their_context_vector_are_ranked_by_their_own
 
 
 @pytest.mark.postgres_only
-async def test_a_database_from_before_the_gaps_table_lists_its_memories_without_a_context_vector_on_upgrade(
+async def test_an_upgrade_lists_the_memories_without_a_context_vector_in_the_new_gaps_table(
     app: App, db: Database, settings: Settings
 ) -> None:
     svc = app
@@ -474,7 +474,7 @@ async def test_a_database_from_before_the_gaps_table_lists_its_memories_without_
 
 
 @pytest.mark.sqlite_only  # PostgreSQL ranks in the database: nothing to load
-async def test_the_server_loads_its_vectors_before_the_first_search_and_a_keyword_index_only_in_a_large_store(
+async def test_the_server_loads_vectors_before_the_first_search_and_keywords_only_in_large_stores(
     settings: Settings,
 ) -> None:
     async with open_app(settings, background=False) as app:

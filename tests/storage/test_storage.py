@@ -48,7 +48,7 @@ async def test_opening_twice_applies_each_migration_once(db_path: Path) -> None:
     assert {"memories", "memories_fts", "memory_embeddings", "memories_ai", "memories_ad"} <= tables(db_path)
 
 
-async def test_a_new_file_another_connection_is_writing_is_opened_in_wal_once_the_writer_is_done(
+async def test_a_new_file_another_connection_is_writing_opens_in_wal_once_the_writer_is_done(
     db_path: Path,
 ) -> None:
     # Converting to WAL needs the file to itself and SQLite does not wait for it with the busy
@@ -176,7 +176,7 @@ def _axis(axis: int, dim: int = 8) -> np.ndarray:
     return vector
 
 
-async def test_search_ranks_by_context_vectors_and_where_none_exists_yet_by_a_stand_in_mixed_from_own_vectors(
+async def test_search_ranks_by_context_vectors_or_else_by_a_stand_in_mixed_from_own_vectors(
     db_path: Path,
 ) -> None:
     store = await Store.open(db_path)

@@ -127,7 +127,7 @@ def assert_each_vector_once(db: Database) -> None:
 @pytest.mark.parametrize(
     "block_rows", [None, BLOCK, 96], ids=["copied into one block", "held as read", "copied across blocks"]
 )
-async def test_a_new_process_ranks_from_the_blocks_as_the_writer_ranked_from_rows_and_catches_up_after_them(
+async def test_a_new_process_ranks_from_blocks_as_the_writer_did_from_rows_and_catches_up(
     settings: Settings, db: Database, monkeypatch: pytest.MonkeyPatch, head_start: bool, block_rows: int | None
 ) -> None:
     if block_rows is not None:
@@ -145,7 +145,7 @@ async def test_a_new_process_ranks_from_the_blocks_as_the_writer_ranked_from_row
         assert second.ranker.vectors.loaded_from == "blocks" and second.ranker.vectors.size == size
 
 
-async def test_a_fold_keeps_the_in_context_vectors_exact_and_the_own_vectors_at_the_precision_search_holds(
+async def test_a_fold_keeps_context_vectors_exact_and_own_vectors_at_search_precision(
     settings: Settings, db: Database
 ) -> None:
     async with open_app(settings, background=False) as app:
@@ -182,7 +182,7 @@ def blocks_of(db: Database) -> list[tuple[str, int]]:
 
 
 @pytest.mark.parametrize("head_start", [False, True], ids=["read by the index", "read by the head start"])
-async def test_a_quiet_stores_last_rows_fold_into_a_partial_block_that_the_next_fold_packs_with_the_rows_that_came(
+async def test_a_quiet_stores_last_rows_fold_into_a_partial_block_the_next_fold_fills(
     settings: Settings, db: Database, head_start: bool
 ) -> None:
     async with open_app(settings, background=False) as app:
@@ -211,7 +211,7 @@ async def test_a_quiet_stores_last_rows_fold_into_a_partial_block_that_the_next_
         assert second.ranker.vectors.size == size
 
 
-async def test_a_store_no_vector_came_to_since_its_last_upkeep_folds_its_last_rows_and_gives_back_pages_and_log(
+async def test_an_idle_stores_upkeep_folds_its_last_rows_and_gives_back_pages_and_log(
     settings: Settings, db: Database, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setattr(vector_blocks, "BLOCK_ROWS", BLOCK)
@@ -231,7 +231,7 @@ async def test_a_store_no_vector_came_to_since_its_last_upkeep_folds_its_last_ro
         assert Path(f"{settings.db_path}-wal").stat().st_size == 0  # and truncates its write-ahead log
 
 
-async def test_memories_deleted_after_a_fold_leave_dead_slots_that_are_never_ranked_here_or_in_a_new_process(
+async def test_memories_deleted_after_a_fold_leave_dead_slots_never_ranked_anywhere(
     settings: Settings, db: Database
 ) -> None:
     async with open_app(settings, background=False) as app:
@@ -253,7 +253,7 @@ async def test_memories_deleted_after_a_fold_leave_dead_slots_that_are_never_ran
     assert here and set(here) == set(there) == {keep}
 
 
-async def test_memories_deleted_by_a_process_that_holds_its_blocks_as_read_are_dropped_and_the_rest_ranked_alike(
+async def test_memories_deleted_by_a_process_holding_read_blocks_are_dropped_and_the_rest_ranked_alike(
     settings: Settings, db: Database, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setattr(vectors, "BLOCK_ROWS", BLOCK)  # each block read is held as it was read
@@ -275,7 +275,7 @@ async def test_memories_deleted_by_a_process_that_holds_its_blocks_as_read_are_d
 
 
 @pytest.mark.parametrize("head_start", [False, True], ids=["read by the index", "read by the head start"])
-async def test_a_new_process_reads_its_candidates_own_vectors_from_disk_until_the_warm_up_reads_them_whole(
+async def test_a_new_process_reads_candidates_own_vectors_from_disk_until_the_warm_up(
     settings: Settings, db: Database, monkeypatch: pytest.MonkeyPatch, head_start: bool
 ) -> None:
     monkeypatch.setattr(vectors, "BLOCK_ROWS", BLOCK)
@@ -304,7 +304,7 @@ async def test_a_new_process_reads_its_candidates_own_vectors_from_disk_until_th
         reading.execute("SELECT 1")  # closed with the store
 
 
-async def test_a_block_another_process_compacted_between_a_refresh_and_a_ranking_is_loaded_anew_not_misread(
+async def test_a_block_another_process_compacted_meanwhile_is_loaded_anew_not_misread(
     settings: Settings, db: Database, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setattr(vectors, "BLOCK_ROWS", BLOCK)
@@ -342,7 +342,7 @@ def mapped(path: Path) -> bool:
     return str(path) in Path("/proc/self/maps").read_text()
 
 
-def test_the_disk_reader_refuses_a_block_whose_slots_hold_other_rows_or_that_is_gone_and_unmaps_a_whole_read(
+def test_the_disk_reader_refuses_gone_or_mismatched_blocks_and_unmaps_whole_reads(
     tmp_path: Path,
 ) -> None:
     path = tmp_path / "blocks.db"
@@ -388,7 +388,7 @@ async def test_a_new_process_never_ranks_a_memory_another_process_deleted_after_
     assert hits and set(hits) == {keep}
 
 
-async def test_a_block_that_lost_a_quarter_of_its_slots_is_compacted_and_folded_anew_without_changing_rankings(
+async def test_a_block_that_lost_a_quarter_of_its_slots_is_refolded_without_changing_rankings(
     settings: Settings, db: Database
 ) -> None:
     async with open_app(settings, background=False) as app:
@@ -518,7 +518,7 @@ async def test_ended_conversations_are_compared_by_their_summaries_vectors_once_
         assert now == pytest.approx(was, abs=1e-3)
 
 
-async def test_a_store_upgraded_with_a_vector_file_beside_it_loses_the_file_and_keeps_every_vector(
+async def test_a_store_upgraded_beside_a_vector_file_loses_the_file_and_keeps_every_vector(
     settings: Settings, db: Database
 ) -> None:
     leftover = settings.db_path.with_name(f"{settings.db_path.name}-vectors-{settings.embed_model}")
@@ -531,7 +531,7 @@ async def test_a_store_upgraded_with_a_vector_file_beside_it_loses_the_file_and_
         assert await ranking(app) == expected
 
 
-def test_the_block_reader_waits_for_a_busy_store_as_the_store_does_and_holds_every_facet() -> None:
+def test_the_block_reader_waits_for_a_busy_store_and_holds_every_facet() -> None:
     assert block_read.BUSY_TIMEOUT_MS == sqlite_db.BUSY_TIMEOUT_MS  # (twice: block_read imports nothing of ours)
     assert set(vector_blocks.HELD) == set(FACET_CODES)
 
@@ -574,7 +574,7 @@ def test_a_matrix_counts_its_rows_per_conversation_and_kind_as_they_come_and_go(
 
 
 @pytest.mark.parametrize("conversations", [1, 2, 5, 40], ids=["every row", "half", "a fifth", "a fortieth"])
-def test_a_scope_of_few_rows_is_scored_by_its_rows_alone_exactly_as_multiplying_every_row_scores_it(
+def test_a_scope_of_few_rows_is_scored_by_them_alone_exactly_as_by_every_row(
     conversations: int,
 ) -> None:
     """Rows of a conversation spread over three blocks (a part one), with a kind filter and a list of
@@ -616,7 +616,7 @@ def test_a_large_matrix_multiplied_in_two_halves_gives_every_row_its_own_product
         assert np.allclose(half[convs == 1], (held @ query)[convs == 1], atol=1e-5)
 
 
-async def test_a_store_of_the_schema_before_blocks_upgrades_in_place_and_folds_its_vectors_ranking_as_before(
+async def test_a_store_from_before_blocks_upgrades_in_place_and_ranks_as_before(
     settings: Settings, tmp_path: Path
 ) -> None:
     path = tmp_path / "upgraded.db"
@@ -636,7 +636,7 @@ async def test_a_store_of_the_schema_before_blocks_upgrades_in_place_and_folds_i
         assert conn.execute("SELECT count(*) FROM memory_embeddings WHERE vector IS NULL").fetchone() == (8,)
 
 
-async def test_a_store_upgraded_from_counted_dead_slots_lists_them_keeps_its_ids_counter_and_ranks_as_before(
+async def test_a_store_upgraded_from_counted_dead_slots_lists_them_and_ranks_as_before(
     settings: Settings, tmp_path: Path
 ) -> None:
     """Schema 19 counted a block's dead slots on the block (and kept a creation time per row);
@@ -697,7 +697,7 @@ async def test_a_store_upgraded_from_counted_dead_slots_lists_them_keeps_its_ids
     ) == [(15,)]
 
 
-async def test_a_new_store_gives_the_pages_a_fold_emptied_back_to_the_file_system_and_an_older_one_keeps_them(
+async def test_a_new_store_gives_pages_a_fold_emptied_back_and_an_older_one_keeps_them(
     settings: Settings, db: Database, tmp_path: Path
 ) -> None:
     async with open_app(settings, background=False) as app:
@@ -723,7 +723,7 @@ async def test_a_new_store_gives_the_pages_a_fold_emptied_back_to_the_file_syste
         assert await store_of(app).give_back_free_pages(at_least=0) == 0  # auto_vacuum is off there
 
 
-async def test_a_head_start_reads_the_blocks_while_the_app_imports_once_for_its_model_and_never_creates_a_store(
+async def test_a_head_start_reads_the_blocks_once_while_the_app_imports_and_creates_no_store(
     settings: Settings, db: Database, tmp_path: Path
 ) -> None:
     async with open_app(settings, background=False) as first:

@@ -329,7 +329,7 @@ async def test_export_downloads_markdown_and_json_that_import_reads_back(
     assert other.rows("SELECT content FROM memories") == [("Sam prefers aisle seats",)]
 
 
-async def test_importing_a_file_that_is_not_an_export_is_a_400_naming_the_file_and_changes_nothing(
+async def test_importing_a_file_that_is_no_export_is_a_400_naming_it_changing_nothing(
     app: App, db: Database
 ) -> None:
     async with view(app) as client:
@@ -469,7 +469,7 @@ async def stored_over_mcp(url: str, token: str, name: str, text: str) -> tuple[s
         return conversation, (await call(mcp, "store_memory", content=text))["memory_id"]
 
 
-async def test_on_the_shared_server_each_person_signs_in_with_their_token_and_sees_only_their_memory(
+async def test_on_a_shared_server_each_person_signs_in_by_token_and_sees_only_their_memory(
     settings: Settings, backend: str
 ) -> None:
     _, alice_token = await admin.create_token(settings, "alice-laptop", "alice")
@@ -520,7 +520,7 @@ async def test_on_the_shared_server_each_person_signs_in_with_their_token_and_se
     assert bob.count("SELECT count(*) FROM write_audit WHERE door = 'ui'") == 0
 
 
-async def test_on_the_shared_server_no_valid_token_means_the_sign_in_form_and_nothing_read_or_changed(
+async def test_on_a_shared_server_no_valid_token_shows_the_sign_in_form_and_nothing_else(
     settings: Settings, backend: str
 ) -> None:
     _, alice_token = await admin.create_token(settings, "alice-laptop", "alice")
@@ -586,7 +586,7 @@ async def test_the_import_page_takes_a_chatgpt_export_zip_as_the_command_does(ap
     assert "file: export.zip ends in .zip but is not a zip archive" in mislabelled.text
 
 
-async def test_a_long_memory_shows_its_start_with_the_rest_folded_and_a_long_list_pages_on(
+async def test_a_long_memory_shows_its_start_with_the_rest_folded_and_long_lists_page(
     app: App,
 ) -> None:
     from ollama_mcp.ui import web  # noqa: PLC0415

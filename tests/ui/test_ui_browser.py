@@ -160,7 +160,7 @@ async def test_a_user_finds_corrects_and_deletes_memories_in_the_browser_and_the
     assert "aisle" not in logged and "4711" not in logged and "window" not in logged, logged
 
 
-async def test_on_the_shared_server_a_person_signs_in_with_their_token_and_finds_only_their_memory(
+async def test_on_a_shared_server_a_person_signs_in_by_token_and_finds_only_their_memory(
     settings: Settings, chromium: str, backend: str
 ) -> None:
     env = environment(settings)
@@ -193,7 +193,7 @@ async def test_on_the_shared_server_a_person_signs_in_with_their_token_and_finds
     assert code == 130 and "tomatoes" not in err, err
 
 
-async def test_an_imported_chat_shows_its_own_times_sorts_as_history_and_is_found_by_a_plain_search(
+async def test_an_imported_chat_shows_its_own_times_sorts_as_history_and_is_found_plainly(
     database_url: str, fake_ollama: FakeOllama, chromium: str, backend: str, tmp_path: Path
 ) -> None:
     from tests.support.chats import chatgpt_conversation  # noqa: PLC0415
