@@ -83,8 +83,7 @@ async def measure_size(n: int, dim: int, queries: int) -> dict[str, Any]:
                 "OLLAMA_MCP_LOG_LEVEL": "WARNING",
             }
             async with open_app(Settings.from_env(env), background=False) as app:
-                svc = app
-                conv = await svc.conversations.start(new_conversation("latency"))
+                conv = await app.conversations.start(new_conversation("latency"))
                 vectors = np.random.default_rng(1).standard_normal((min(n, 5000), dim)).astype(np.float32)
 
                 # bulk insert (the import path), content vectors given: no embedding call
@@ -92,7 +91,7 @@ async def measure_size(n: int, dim: int, queries: int) -> dict[str, Any]:
                 started = time.perf_counter()
                 for start in range(0, n, 5000):
                     count = min(5000, n - start)
-                    await svc.memories.import_notes(
+                    await app.memories.import_notes(
                         notes_to_import(conv.id, texts[start : start + count], list(vectors[:count]))
                     )
                 result["bulk_insert_per_s"] = round(n / (time.perf_counter() - started))
@@ -108,7 +107,7 @@ async def measure_size(n: int, dim: int, queries: int) -> dict[str, Any]:
                 store_ms = []
                 for i in range(queries):
                     started = time.perf_counter()
-                    await svc.memories.store(new_note(sentence(rng), conv.id, embedding=vectors[i % len(vectors)]))
+                    await app.memories.store(new_note(sentence(rng), conv.id, embedding=vectors[i % len(vectors)]))
                     store_ms.append((time.perf_counter() - started) * 1000)
                 while await app.indexer.backfill_once():
                     pass

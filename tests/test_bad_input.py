@@ -263,11 +263,10 @@ def test_fuzzed_inputs_get_a_result_or_a_clear_error(
 
 async def test_nan_and_infinity_are_refused_by_the_service_itself(app: Any) -> None:
     # JSON cannot carry NaN (clients send null), but the agent and the CLI call the service directly.
-    svc = app
     with pytest.raises(InvalidInputError, match="threshold"):
-        await svc.recall.search(search_request("q", threshold=float("nan")))
+        await app.recall.search(search_request("q", threshold=float("nan")))
     with pytest.raises(InvalidInputError, match="metadata: contains NaN"):
-        await svc.memories.store(new_note("ok", metadata={"k": float("inf")}))
+        await app.memories.store(new_note("ok", metadata={"k": float("inf")}))
     with pytest.raises(InvalidInputError, match="embedding: contains NaN"):
-        await svc.memories.store(new_note("ok", embedding=[float("nan")] * 256))
-    assert (await svc.conversations.listed(conversation_query())) == []  # nothing was created on the way
+        await app.memories.store(new_note("ok", embedding=[float("nan")] * 256))
+    assert (await app.conversations.listed(conversation_query())) == []  # nothing was created on the way

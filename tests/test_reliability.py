@@ -328,15 +328,14 @@ async def test_a_database_of_every_released_schema_opens_migrated_with_its_data(
     path.write_bytes(fixture.read_bytes())
     settings = Settings.from_env({"OLLAMA_MCP_DB": str(path), "OLLAMA_HOST": fake_ollama.url})
     async with open_app(replace(settings, backfill_max_delay=0.2), background=False) as app:
-        svc = app
-        conversations = {c.name: c for c in await svc.conversations.listed(conversation_query())}
+        conversations = {c.name: c for c in await app.conversations.listed(conversation_query())}
         assert conversations["fixture: ended"].status == "completed"
-        found = await svc.recall.search(search_request("which database for billing", top_k=3, everywhere=True))
+        found = await app.recall.search(search_request("which database for billing", top_k=3, everywhere=True))
         assert found.mode == "hybrid"
         assert "We chose PostgreSQL for billing" in [h.memory.content for h in found.hits]
-        summary = await svc.recall.search(search_request("what was decided", top_k=5, everywhere=True))
+        summary = await app.recall.search(search_request("what was decided", top_k=5, everywhere=True))
         assert any(h.memory.kind == "summary" for h in summary.hits)
-        stored = await svc.memories.store(new_note("written after the upgrade", conversations["fixture: active"].id))
+        stored = await app.memories.store(new_note("written after the upgrade", conversations["fixture: active"].id))
         assert stored.embedding_status == "embedded"
     assert query(path, "SELECT max(version) FROM schema_migrations") == [(migrations()[-1].version,)]
     assert_consistent(path)

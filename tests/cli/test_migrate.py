@@ -44,23 +44,22 @@ async def fill(settings: Settings) -> None:
     """Every kind of row: notes with tags and versions, messages, a given and a pending summary,
     an audit trail, queued jobs, a follow-up, and vectors of every memory."""
     async with open_app(settings, background=False) as app:
-        svc = app
-        trip = await svc.conversations.start(new_conversation("trip", {"ttl_hours": 1000}))
-        first = await svc.memories.store(new_note("Flights to Lisbon on May 3", trip.id, ["travel"]))
-        await svc.memories.update(note_change(first.memory.id, content="Flights to Lisbon on May 4"))
+        trip = await app.conversations.start(new_conversation("trip", {"ttl_hours": 1000}))
+        first = await app.memories.store(new_note("Flights to Lisbon on May 3", trip.id, ["travel"]))
+        await app.memories.update(note_change(first.memory.id, content="Flights to Lisbon on May 4"))
         await app.transcript.add_message(trip.id, "user", "book the hotel too", actor="ana")
         await app.transcript.add_message(trip.id, "assistant", "Booked the hotel by the river")
         await app.store.insert_audit([AuditRow("r1", trip.id, 1, "search_memories", "ab" * 32, "low", "ran", "ok", 3.5,
                                                utc_now())])
-        await svc.conversations.end(trip.id)  # queues a summary job (never run here)
-        work = await svc.conversations.start(new_conversation("work", follows=trip.id))
-        await svc.memories.import_notes(
+        await app.conversations.end(trip.id)  # queues a summary job (never run here)
+        work = await app.conversations.start(new_conversation("work", follows=trip.id))
+        await app.memories.import_notes(
             notes_to_import(
                 work.id,
                 ["We chose PostgreSQL for billing", "the crane is painted orange", "the zeppelin arrives tuesday"],
             )
         )
-        await svc.conversations.end(work.id, "Database decided")
+        await app.conversations.end(work.id, "Database decided")
         # trip also recorded work as related: the pair has a row each way, the score on trip's only.
         await app.store.set_similar(trip.id, [(work.id, "related", 0.8)], utc_now())
         while await app.indexer.backfill_once():

@@ -30,31 +30,30 @@ async def listed(app: App) -> list[tuple[str, str | None]]:
 async def test_a_conversations_last_activity_is_its_newest_memory_through_stores_batches_and_deletes(
     app: App,
 ) -> None:
-    service = app
-    older = await service.conversations.start(new_conversation("older"))
-    newer = await service.conversations.start(new_conversation("newer"))
-    note = (await service.memories.store(new_note("the newer conversation's one note", newer.id))).memory
+    older = await app.conversations.start(new_conversation("older"))
+    newer = await app.conversations.start(new_conversation("newer"))
+    note = (await app.memories.store(new_note("the newer conversation's one note", newer.id))).memory
     await anyio.sleep(0.01)
     assert (
-        await service.memories.import_notes(notes_to_import(older.id, ["batch one", "batch two", "batch three"])) == 3
+        await app.memories.import_notes(notes_to_import(older.id, ["batch one", "batch two", "batch three"])) == 3
     )
-    _, batch, _ = await service.conversations.snapshot(older.id)
+    _, batch, _ = await app.conversations.snapshot(older.id)
     assert len(batch) == 3 and len({m.created_at for m in batch}) == 1  # one batch, one time
     at = batch[0].created_at
     assert await listed(app) == [(older.id, at), (newer.id, note.created_at)]
-    assert await service.conversations.ids(idle_before=note.created_at) == []
+    assert await app.conversations.ids(idle_before=note.created_at) == []
 
-    await service.memories.delete(batch[2].id)  # the newest time stays: two memories have it
-    await service.memories.delete(batch[0].id)
+    await app.memories.delete(batch[2].id)  # the newest time stays: two memories have it
+    await app.memories.delete(batch[0].id)
     assert await listed(app) == [(older.id, at), (newer.id, note.created_at)]
 
-    await service.memories.delete(batch[1].id)  # the last of them: back to the conversation's start
+    await app.memories.delete(batch[1].id)  # the last of them: back to the conversation's start
     assert await listed(app) == [(newer.id, note.created_at), (older.id, older.created_at)]
-    assert await service.conversations.ids(idle_before=note.created_at) == [older.id]
+    assert await app.conversations.ids(idle_before=note.created_at) == [older.id]
 
-    again = (await service.memories.store(new_note("the older conversation speaks again", older.id))).memory
+    again = (await app.memories.store(new_note("the older conversation speaks again", older.id))).memory
     assert await listed(app) == [(older.id, again.created_at), (newer.id, note.created_at)]
-    await service.conversations.delete(older.id)
+    await app.conversations.delete(older.id)
     assert await listed(app) == [(newer.id, note.created_at)]
 
 

@@ -70,18 +70,17 @@ async def assert_ranks_as_fts5(index: KeywordIndex, db_path: Path, queries: list
 
 async def test_the_in_memory_keyword_index_ranks_every_query_as_fts5_does(app: App, db_path: Path) -> None:
     rng = random.Random(5)
-    svc = app
     first, second = (
-        await svc.conversations.start(new_conversation("one")),
-        await svc.conversations.start(new_conversation("two")),
+        await app.conversations.start(new_conversation("one")),
+        await app.conversations.start(new_conversation("two")),
     )
-    await svc.memories.import_notes(notes_to_import(first.id, [sentence(rng) for _ in range(150)]))
+    await app.memories.import_notes(notes_to_import(first.id, [sentence(rng) for _ in range(150)]))
     index = KeywordIndex(app.store)
     queries = [rng.sample(VOCABULARY, rng.randint(1, 4)) for _ in range(40)]
     await assert_ranks_as_fts5(index, db_path, queries)  # loaded from FTS5's own postings
     for _ in range(40):  # one at a time: each tokenized by the scratch tables
-        await svc.memories.store(new_note(sentence(rng), second.id))
-    await svc.memories.import_notes(notes_to_import(second.id, [sentence(rng) for _ in range(60)]))
+        await app.memories.store(new_note(sentence(rng), second.id))
+    await app.memories.import_notes(notes_to_import(second.id, [sentence(rng) for _ in range(60)]))
     await assert_ranks_as_fts5(index, db_path, queries)
     with sqlite3.connect(db_path) as conn:
         assert index.size == conn.execute("SELECT count(*) FROM memories").fetchone()[0] > 240
@@ -374,18 +373,17 @@ async def test_a_keyword_index_load_finishes_while_searches_overlap_without_a_pa
 async def test_keyword_filters_hold_in_the_in_memory_index(settings: Settings) -> None:
     async with open_app(settings, background=False, tuning=KEYWORDS_ONLY) as app:
         await app.ranker.keywords.refresh()
-        svc = app
         one, two = (
-            await svc.conversations.start(new_conversation("one")),
-            await svc.conversations.start(new_conversation("two")),
+            await app.conversations.start(new_conversation("one")),
+            await app.conversations.start(new_conversation("two")),
         )
-        note = await svc.memories.store(new_note("the zeppelin budget", one.id, ["plans"]))
-        await svc.memories.store(new_note("the zeppelin budget, again", two.id))
+        note = await app.memories.store(new_note("the zeppelin budget", one.id, ["plans"]))
+        await app.memories.store(new_note("the zeppelin budget, again", two.id))
         await app.transcript.add_message(one.id, "user", "a zeppelin message")
-        old, newer = await svc.memories.update(note_change(note.memory.id, content="the zeppelin budget doubled"))
+        old, newer = await app.memories.update(note_change(note.memory.id, content="the zeppelin budget doubled"))
 
         async def found(**filters: object) -> set[str]:
-            outcome = await svc.recall.search(search_request("zeppelin", **filters))  # type: ignore[arg-type]
+            outcome = await app.recall.search(search_request("zeppelin", **filters))  # type: ignore[arg-type]
             return {h.memory.content for h in outcome.hits}
 
         assert await found(conversation_id=one.id, kinds="note") == {"the zeppelin budget doubled"}
@@ -414,13 +412,12 @@ async def test_the_keyword_index_survives_more_deletes_than_it_keeps_masked(
     settings: Settings, db_path: Path
 ) -> None:
     async with open_app(settings, background=False, tuning=KEYWORDS_ONLY) as app:
-        svc = app
-        conv = await svc.conversations.start(new_conversation("churn"))
-        stored = [await svc.memories.store(new_note(f"harbour crane number {i}", conv.id)) for i in range(80)]
+        conv = await app.conversations.start(new_conversation("churn"))
+        stored = [await app.memories.store(new_note(f"harbour crane number {i}", conv.id)) for i in range(80)]
         index = KeywordIndex(app.store)
         await index.refresh()
         for memory in stored[:60]:  # three quarters deleted: the index rebuilds on the way
-            await svc.memories.delete(memory.memory.id)
+            await app.memories.delete(memory.memory.id)
             await index.refresh()
         await assert_ranks_as_fts5(index, db_path, [["crane"], ["number", "79"], ["harbour", "5"]])
         assert index.size == 20

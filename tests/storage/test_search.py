@@ -65,10 +65,9 @@ def test_fusion_ranks_items_found_by_several_lists_first() -> None:
 
 async def test_a_memory_is_found_by_meaning_without_sharing_a_word(app: App, fake_ollama: FakeOllama) -> None:
     fake_ollama.concepts.update({"car": "vehicle", "automobile": "vehicle", "sedan": "vehicle"})
-    svc = app
-    await svc.memories.store(new_note("I drive an automobile to work"))
-    await svc.memories.store(new_note("The cat sleeps on the sofa"))
-    outcome = await svc.recall.search(search_request("car"))
+    await app.memories.store(new_note("I drive an automobile to work"))
+    await app.memories.store(new_note("The cat sleeps on the sofa"))
+    outcome = await app.recall.search(search_request("car"))
     assert outcome.mode == "hybrid"
     assert outcome.hits[0].memory.content == "I drive an automobile to work"
     assert outcome.hits[0].similarity and outcome.hits[0].similarity > 0.3
@@ -162,10 +161,9 @@ async def test_a_store_with_no_vector_of_the_model_is_searched_by_keywords_alone
 
 
 async def test_an_exact_keyword_match_ranks_first(app: App) -> None:
-    svc = app
     for text in ("notes about lunch", "the invoice number is INV-7781", "general thoughts about numbers"):
-        await svc.memories.store(new_note(text))
-    outcome = await svc.recall.search(search_request("INV-7781"))
+        await app.memories.store(new_note(text))
+    outcome = await app.recall.search(search_request("INV-7781"))
     assert outcome.hits[0].memory.content == "the invoice number is INV-7781"
 
 
@@ -191,33 +189,30 @@ async def test_keywords_alone_rank_rare_words_above_common_and_short_memories_ab
 
 
 async def test_tag_filter_requires_every_given_tag(app: App) -> None:
-    svc = app
-    await svc.memories.store(new_note("red apple", tags=["fruit", "red"]))
-    await svc.memories.store(new_note("green apple", tags=["fruit"]))
-    await svc.memories.store(new_note("red car", tags=["red"]))
-    both = await svc.recall.search(search_request("apple", tags=["fruit", "red"], top_k=10))
+    await app.memories.store(new_note("red apple", tags=["fruit", "red"]))
+    await app.memories.store(new_note("green apple", tags=["fruit"]))
+    await app.memories.store(new_note("red car", tags=["red"]))
+    both = await app.recall.search(search_request("apple", tags=["fruit", "red"], top_k=10))
     assert [h.memory.content for h in both.hits] == ["red apple"]
-    fruit = await svc.recall.search(search_request("apple", tags=["fruit"], top_k=10))
+    fruit = await app.recall.search(search_request("apple", tags=["fruit"], top_k=10))
     assert {h.memory.content for h in fruit.hits} == {"red apple", "green apple"}
 
 
 async def test_time_filters_hold_for_both_keyword_and_vector_candidates(app: App) -> None:
-    svc = app
-    await svc.memories.store(new_note("an early memory about tea"))
+    await app.memories.store(new_note("an early memory about tea"))
     middle = datetime.now(UTC) + timedelta(microseconds=1)
-    await svc.memories.store(new_note("a later memory about tea"))
-    later = await svc.recall.search(search_request("tea", since=middle.isoformat(), top_k=10))
+    await app.memories.store(new_note("a later memory about tea"))
+    later = await app.recall.search(search_request("tea", since=middle.isoformat(), top_k=10))
     assert [h.memory.content for h in later.hits] == ["a later memory about tea"]
-    earlier = await svc.recall.search(search_request("tea", until=middle.isoformat(), top_k=10))
+    earlier = await app.recall.search(search_request("tea", until=middle.isoformat(), top_k=10))
     assert [h.memory.content for h in earlier.hits] == ["an early memory about tea"]
-    assert (await svc.recall.search(search_request("tea", since="2999-01-01"))).hits == []
+    assert (await app.recall.search(search_request("tea", since="2999-01-01"))).hits == []
 
 
 async def test_threshold_drops_weak_semantic_matches(app: App) -> None:
-    svc = app
-    await svc.memories.store(new_note("blue whale facts"))
-    await svc.memories.store(new_note("completely unrelated text"))
-    strict = await svc.recall.search(search_request("blue whale facts", threshold=0.9, top_k=10))
+    await app.memories.store(new_note("blue whale facts"))
+    await app.memories.store(new_note("completely unrelated text"))
+    strict = await app.recall.search(search_request("blue whale facts", threshold=0.9, top_k=10))
     assert [h.memory.content for h in strict.hits] == ["blue whale facts"]
 
 
@@ -237,16 +232,15 @@ async def test_a_memory_still_waiting_for_its_vector_is_found_by_keywords(
 
 
 async def test_a_memory_containing_the_query_word_for_word_ranks_first(app: App) -> None:
-    svc = app
-    await svc.memories.store(new_note("the house was red and the car was blue"))
-    await svc.memories.store(new_note("we painted the blue car near the red house"))
-    await svc.memories.store(new_note("a house painted red beside a blue car"))
+    await app.memories.store(new_note("the house was red and the car was blue"))
+    await app.memories.store(new_note("we painted the blue car near the red house"))
+    await app.memories.store(new_note("a house painted red beside a blue car"))
     for query, expected in (("red house", "we painted the blue car near the red house"),
                             ("the car was blue", "the house was red and the car was blue")):
-        outcome = await svc.recall.search(search_request(query, top_k=3))
+        outcome = await app.recall.search(search_request(query, top_k=3))
         assert outcome.hits[0].memory.content == expected, query
     # an exact phrase is kept even below a similarity threshold it would not pass on meaning
-    strict = await svc.recall.search(search_request("red house", threshold=0.99, top_k=3))
+    strict = await app.recall.search(search_request("red house", threshold=0.99, top_k=3))
     assert [h.memory.content for h in strict.hits][:1] == ["we painted the blue car near the red house"]
 
 
@@ -255,16 +249,15 @@ async def test_a_word_in_most_memories_is_left_out_of_a_query_with_rarer_words(
 ) -> None:
     tuning = SearchTuning(common_min_docs=5, vector_weight=0, vector_context_weight=0)  # keywords only
     async with open_app(settings, background=False, tuning=tuning) as app:
-        svc = app
-        conv = await svc.conversations.start(new_conversation("c"))
-        await svc.memories.import_notes(
+        conv = await app.conversations.start(new_conversation("c"))
+        await app.memories.import_notes(
             notes_to_import(conv.id, [f"status report number {i} for the project" for i in range(30)])
         )
-        await svc.memories.import_notes(notes_to_import(conv.id, ["the zeppelin arrives tuesday"]))
-        outcome = await svc.recall.search(search_request("project zeppelin", conv.id, top_k=3))
+        await app.memories.import_notes(notes_to_import(conv.id, ["the zeppelin arrives tuesday"]))
+        outcome = await app.recall.search(search_request("project zeppelin", conv.id, top_k=3))
         # the common word no longer makes every memory a candidate to score
         assert [h.memory.content for h in outcome.hits] == ["the zeppelin arrives tuesday"]
-        only_common = await svc.recall.search(search_request("project report", conv.id, top_k=3))
+        only_common = await app.recall.search(search_request("project report", conv.id, top_k=3))
         assert only_common.hits and "project" in only_common.hits[0].memory.content  # nothing rarer: kept
 
 
@@ -276,9 +269,8 @@ def _segments(db: Database, table: str) -> int:
 
 @pytest.mark.sqlite_only
 async def test_merging_the_keyword_index_leaves_one_segment_and_every_memory_findable(app: App, db: Database) -> None:
-    svc = app
     for i in range(12):  # one write transaction each, as a chat stores them
-        await svc.memories.store(new_note(f"note {i} about the harbour crane number {i * 7}"))
+        await app.memories.store(new_note(f"note {i} about the harbour crane number {i * 7}"))
     assert _segments(db, "memories_fts") > 1 and _segments(db, "memory_contexts_fts") > 1
     assert not await app.ranker.upkeep(min_new=64)  # only 12 new: not yet
     assert _segments(db, "memories_fts") > 1
@@ -289,7 +281,7 @@ async def test_merging_the_keyword_index_leaves_one_segment_and_every_memory_fin
         for table in ("memories_fts", "memory_contexts_fts"):
             conn.execute(f"INSERT INTO {table} ({table}) VALUES ('integrity-check')")  # raises if corrupt
     for i in (0, 5, 11):
-        outcome = await svc.recall.search(search_request(f"crane number {i * 7}"))
+        outcome = await app.recall.search(search_request(f"crane number {i * 7}"))
         assert outcome.hits[0].memory.content == f"note {i} about the harbour crane number {i * 7}"
 
 
@@ -414,27 +406,26 @@ async def test_memories_waiting_for_a_context_vector_rank_by_their_own_until_the
 
     monkeypatch.setattr(pg_search, "GAPS_RANKED_EXACTLY", exactly)  # 0: as a large import's would be
     fake_ollama.concepts.update({"car": "vehicle", "automobile": "vehicle"})
-    svc = app
     def gaps() -> list[str]:
         return [row[0] for row in db.rows(
             "SELECT m.content FROM context_gaps g JOIN memories m ON m.seq = g.memory_seq ORDER BY m.seq")]
 
     # Enough memories with both vectors that the nearest context vectors fill a search's depth (with
     # fewer, the ranker scans the filtered memories exactly and finds every memory anyway).
-    filler = (await svc.conversations.start(new_conversation("filler"))).id
-    await svc.memories.import_notes(notes_to_import(filler, [f"note {i} about the weather" for i in range(60)]))
+    filler = (await app.conversations.start(new_conversation("filler"))).id
+    await app.memories.import_notes(notes_to_import(filler, [f"note {i} about the weather" for i in range(60)]))
     while await app.indexer.backfill_once():
         pass
-    conv = (await svc.conversations.start(new_conversation("cars"))).id
+    conv = (await app.conversations.start(new_conversation("cars"))).id
     first = (
-        await svc.memories.store(new_note("The cat sleeps on the sofa", conv))
+        await app.memories.store(new_note("The cat sleeps on the sofa", conv))
     ).memory  # its own context: both vectors
-    car = (await svc.memories.store(new_note("I drive an automobile to work", conv))).memory  # its own vector only
+    car = (await app.memories.store(new_note("I drive an automobile to work", conv))).memory  # its own vector only
     assert gaps() == ["I drive an automobile to work"]
 
     async def top() -> str:
         # everywhere: no filter that would make the ranker scan a conversation's vectors exactly
-        hits = (await svc.recall.search(search_request("car", everywhere=True))).hits
+        hits = (await app.recall.search(search_request("car", everywhere=True))).hits
         return hits[0].memory.content if hits else "nothing found"
 
     assert await top() == "I drive an automobile to work"  # by its own vector
@@ -442,14 +433,14 @@ async def test_memories_waiting_for_a_context_vector_rank_by_their_own_until_the
         pass
     assert gaps() == []
     assert await top() == "I drive an automobile to work"  # by its context vector
-    await svc.memories.delete(first.id)  # the follower's context is rewritten
+    await app.memories.delete(first.id)  # the follower's context is rewritten
     assert gaps() == ["I drive an automobile to work"]
     assert await top() == "I drive an automobile to work"
-    await svc.memories.forget_vectors()  # reembed --force: no vector left to rank by
+    await app.memories.forget_vectors()  # reembed --force: no vector left to rank by
     assert gaps() == []
     await app.indexer.backfill_once()
     assert gaps() == []
-    await svc.memories.delete(car.id)
+    await app.memories.delete(car.id)
     assert gaps() == [] and db.count("SELECT count(*) FROM memory_embeddings e JOIN memories m ON m.seq = e.memory_seq"
                                      " WHERE m.conversation_id = ?", conv) == 0
 
@@ -458,12 +449,11 @@ async def test_memories_waiting_for_a_context_vector_rank_by_their_own_until_the
 async def test_an_upgrade_lists_the_memories_without_a_context_vector_in_the_new_gaps_table(
     app: App, db: Database, settings: Settings
 ) -> None:
-    svc = app
-    conv = (await svc.conversations.start(new_conversation("old"))).id
+    conv = (await app.conversations.start(new_conversation("old"))).id
     for text in ("first turn", "second turn", "third turn"):
-        await svc.memories.store(new_note(text, conv))
+        await app.memories.store(new_note(text, conv))
     await app.indexer.backfill_once()  # every memory has both vectors
-    await svc.memories.store(new_note("fourth turn", conv))  # its own vector only
+    await app.memories.store(new_note("fourth turn", conv))  # its own vector only
     db.rows("DROP TRIGGER context_gaps_follow ON memory_embeddings")  # as version 12 left it
     db.rows("DROP FUNCTION context_gaps_follow()")
     db.rows("DROP TABLE context_gaps")

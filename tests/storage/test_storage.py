@@ -248,24 +248,23 @@ async def test_vector_index_notices_inserts_and_deletes_made_by_another_connecti
 async def test_vector_index_follows_this_processs_own_writes_and_forgetting_its_vectors(
     app: App, db_path: Path
 ) -> None:
-    svc = app
     for text in ("first note", "second note"):
-        await svc.memories.store(new_note(text))
+        await app.memories.store(new_note(text))
     await app.indexer.backfill_once()
-    await svc.recall.search(search_request("note", everywhere=True))  # loads the matrices
+    await app.recall.search(search_request("note", everywhere=True))  # loads the matrices
 
     def rows_in_database() -> int:
         with sqlite3.connect(db_path) as conn:
             return conn.execute("SELECT count(*) FROM memory_embeddings").fetchone()[0]
 
-    await svc.memories.store(new_note("third note"))  # this process's write: fetched by id
+    await app.memories.store(new_note("third note"))  # this process's write: fetched by id
     await app.indexer.backfill_once()
-    await svc.recall.search(search_request("note", everywhere=True))
+    await app.recall.search(search_request("note", everywhere=True))
     assert app.ranker.vectors.size == rows_in_database() == 6  # own and context vector of each
-    await svc.memories.forget_vectors()  # deletes every row without naming them (reembed --force)
+    await app.memories.forget_vectors()  # deletes every row without naming them (reembed --force)
     while await app.indexer.backfill_once():
         pass
-    await svc.recall.search(search_request("note", everywhere=True))
+    await app.recall.search(search_request("note", everywhere=True))
     assert app.ranker.vectors.size == rows_in_database() == 6  # rebuilt, not the old rows plus the new
 
 
@@ -300,16 +299,15 @@ async def test_an_unwritable_database_path_is_reported_by_each_tool_and_retried_
 
 
 async def test_bulk_import_keeps_the_rules_of_single_stores(app: App, db: Database) -> None:
-    svc = app
-    conv = await svc.conversations.start(new_conversation("import"))
-    await svc.memories.store(new_note("already here", conv.id))
-    added = await svc.memories.import_notes(notes_to_import(conv.id, ["one", "two", "already here", "three", "two"]))
+    conv = await app.conversations.start(new_conversation("import"))
+    await app.memories.store(new_note("already here", conv.id))
+    added = await app.memories.import_notes(notes_to_import(conv.id, ["one", "two", "already here", "three", "two"]))
     assert added == 3  # duplicates of stored and of earlier imported notes are skipped
     contexts = dict(db.rows("SELECT m.content, x.context FROM memories m JOIN memory_contexts x ON x.seq = m.seq"))
     assert contexts["three"] == "one\ntwo\nthree" and contexts["one"] == "already here\none"
     assert db.keyword_matches("context", "three") == 1
     assert await app.indexer.backfill_once() == 3  # imported without vectors: embedded in the background
-    outcome = await svc.recall.search(search_request("two", conv.id))
+    outcome = await app.recall.search(search_request("two", conv.id))
     assert outcome.hits[0].memory.content == "two"
 
 
