@@ -10,6 +10,7 @@ from typing import Any
 from ollama_mcp.domain import Conversation, Memory
 from ollama_mcp.errors import InvalidInputError
 from ollama_mcp.inputs.context import MAX_HISTORY, ContextRequest
+from ollama_mcp.inputs.fields import MAX_TOP_K
 from ollama_mcp.inputs.search import search_request
 from ollama_mcp.services.context import (
     DATA_NOTICE,
@@ -93,9 +94,11 @@ class ContextBuilder:
             known, used = fit(candidates, FACTS_NOTICE, used, budget)
         recalled: list[Memory] = []
         if ask and request.recall_k:
+            # Asked for as many more as the recent turns it holds: a recent turn ranked among the
+            # best is already in the context, and must not take a recalled memory's place.
             asked = search_request(
-                ask, target, top_k=request.recall_k, threshold=request.recall_threshold,
-                everywhere=request.recall_everywhere,
+                ask, target, top_k=min(request.recall_k + len(recent), MAX_TOP_K),
+                threshold=request.recall_threshold, everywhere=request.recall_everywhere,
             )
             if private or request.facts:
                 kinds = ("note",) if private else tuple(kind for kind in asked.filters.kinds if kind != "fact")
@@ -108,7 +111,7 @@ class ContextBuilder:
             found = [
                 place for hit in outcome.hits
                 if (place := next((m for m in (hit.memory, *hit.also) if m.id not in held), None)) is not None
-            ]
+            ][: request.recall_k]
             recalled, used = fit(found, DATA_NOTICE, used, budget)
         for message in reversed(recent[:-1]):
             cost = estimate_tokens(message.content)

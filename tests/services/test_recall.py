@@ -21,7 +21,7 @@ from ollama_mcp.inputs.memories import note as new_note
 from ollama_mcp.inputs.memories import notes_to_import
 from ollama_mcp.inputs.search import search_request
 from ollama_mcp.inputs.turns import parse_turns
-from ollama_mcp.rest.api import PREFIX
+from ollama_mcp.rest.models import PREFIX
 from tests.conftest import Database, backfill, connect
 from tests.support.chats import chatgpt_conversation
 from tests.support.cli import rows, run
@@ -309,6 +309,20 @@ async def test_build_context_recalls_an_earlier_chats_turn_and_not_the_turns_it_
     )
     assert [m.id for m in built.recalled] == [said.id]
     assert [m.id for m in built.recent] == [recent[0].id]
+
+
+async def test_recent_turns_ranked_best_leave_recall_k_slots_to_other_memories(app: App) -> None:
+    earlier = await app.conversations.start(new_conversation("monday"))
+    (said,), _ = await app.transcript.add_messages(
+        earlier.id, parse_turns("messages", [{"role": "user", "content": "The staging password rotates on Mondays"}])
+    )
+    await app.conversations.end(earlier.id)
+    now = await app.conversations.start(new_conversation("tuesday"))
+    asked = [f"Staging password rotation question {i}: when does the staging password rotate?" for i in range(4)]
+    await app.transcript.add_messages(now.id, parse_turns("messages", [{"role": "user", "content": t} for t in asked]))
+    await backfill(app)
+    built = await app.context.build(context_request(now.id, 4000, 10, 1, query="staging password rotate"))
+    assert len(built.recent) == 4 and [m.id for m in built.recalled] == [said.id]
 
 
 @pytest.mark.slow

@@ -222,7 +222,8 @@ def _default_reply(body: dict[str, Any]) -> str:
     if isinstance(body["format"], dict) and "facts" in body["format"].get("properties", {}):
         return json.dumps({"facts": []})
     text = str(body["messages"][-1]["content"]) if body.get("messages") else ""
-    words = " ".join(_WORD.findall(text)[-60:])
+    found = _WORD.findall(text)  # its first and last 30 words: the start of a long transcript too
+    words = " ".join(found if len(found) <= 60 else found[:30] + found[-30:])
     return json.dumps({"summary": f"Summary: {words}", "key_points": ["fake point"], "decisions": []})
 
 
