@@ -49,7 +49,8 @@ def pytest_configure(config: pytest.Config) -> None:
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """Leave out the other backend's run of a backend-specific test (deselected, not skipped)."""
-    kept, dropped = [], []
+    kept: list[Any] = []
+    dropped: list[Any] = []
     for item in items:
         callspec = getattr(item, "callspec", None)
         backend = callspec.params.get("backend") if callspec else None
@@ -181,8 +182,8 @@ class Database:
             # stay open, holding the file and its WAL, until the garbage collector ran)
             with closing(sqlite3.connect(self.url)) as conn, conn:
                 return [tuple(row) for row in conn.execute(query, params).fetchall()]
-        with psycopg.connect(self.url, autocommit=True) as conn:
-            cursor = conn.execute(query.replace("?", "%s"), params)  # type: ignore[arg-type]
+        with psycopg.connect(self.url, autocommit=True) as pg:
+            cursor = pg.execute(query.replace("?", "%s"), params)
             return [tuple(row) for row in cursor.fetchall()] if cursor.description else []
 
     def count(self, query: str, *params: Any) -> int:

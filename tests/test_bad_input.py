@@ -178,7 +178,7 @@ async def test_bad_input_is_a_clear_tool_error_that_changes_nothing(
         before = counts(db)
         result = await client.call_tool(tool, args)
         assert result.is_error
-        text = result.content[0].text  # type: ignore[union-attr]
+        text = result.content[0].text
         assert expected in text
         assert "internal error" not in text
         assert counts(db) == before
@@ -192,7 +192,7 @@ async def test_a_tool_that_takes_no_arguments_answers_a_client_that_sends_a_plac
     async with connect(settings) as client:
         created = await client.call_tool("init_conversation", {"name": "here"})
         result = await client.call_tool("get_conversation_id", {"random_string": "dummy"})
-        assert not result.is_error, result.content[0].text  # type: ignore[union-attr]
+        assert not result.is_error, result.content[0].text
         assert result.structured_content["current"]["conversation_id"] == created.structured_content["conversation_id"]
 
 
@@ -205,7 +205,7 @@ async def test_fts_syntax_in_queries_never_errors_or_injects(settings: Settings,
     async with connect(settings) as client:
         await client.call_tool("store_memory", {"content": "a b value start x"})
         result = await client.call_tool("search_memories", {"query": query})
-        assert not result.is_error, result.content[0].text  # type: ignore[union-attr]
+        assert not result.is_error, result.content[0].text
 
 
 @pytest.mark.parametrize(
@@ -225,7 +225,7 @@ async def test_a_nul_character_is_refused_on_every_backend_and_stores_nothing(se
                      {"content": "ok", "metadata": {"k": "v\x00"}}):
             result = await client.call_tool("store_memory", args)
             assert result.is_error
-            assert "contains a NUL character (U+0000), which cannot be stored; remove it" in result.content[0].text  # type: ignore[union-attr]
+            assert "contains a NUL character (U+0000), which cannot be stored; remove it" in result.content[0].text
         found = await client.call_tool("search_all_conversations", {"query": "nul\x00inside"})
         assert not found.is_error and found.structured_content["results"] == []
     assert db.count("SELECT count(*) FROM memories") == 0
@@ -252,7 +252,7 @@ def test_fuzzed_inputs_get_a_result_or_a_clear_error(
             )
             for result in (stored, searched):
                 if result.is_error:
-                    assert "internal error" not in result.content[0].text  # type: ignore[union-attr]
+                    assert "internal error" not in result.content[0].text
                 else:
                     assert result.structured_content is not None
             alive = await client.call_tool("list_conversations", {})

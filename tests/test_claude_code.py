@@ -5,6 +5,7 @@ recording a session; and what Claude Code shows for an HTTP server's missing or 
 
 from __future__ import annotations
 
+import functools
 import json
 import shutil
 import sqlite3
@@ -90,8 +91,8 @@ async def test_claude_code_shows_why_a_missing_or_wrong_token_is_refused_and_the
     async with serving(settings) as url:
         for name, header in (("none", None), ("wrong", f"Bearer {secret[:-2]}xx"), ("right", f"Bearer {secret}")):
             args = ["mcp", "add", "--transport", "http", "--scope", "user", name, url]
-            done = await anyio.to_thread.run_sync(lambda a=args, h=header: claude(
-                claude_home, *a, *(("--header", f"Authorization: {h}") if h else ())))
+            done = await anyio.to_thread.run_sync(functools.partial(
+                claude, claude_home, *args, *(("--header", f"Authorization: {header}") if header else ())))
             assert done.returncode == 0, done.stderr
         listed = await anyio.to_thread.run_sync(lambda: claude(claude_home, "mcp", "list"))
     lines = {line.split(":", 1)[0]: line for line in listed.stdout.splitlines() if line.startswith(("none", "wrong",

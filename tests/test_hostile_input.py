@@ -20,7 +20,7 @@ import pytest
 from ollama_mcp.app import App, open_app
 from ollama_mcp.cli import admin
 from ollama_mcp.config import Settings
-from ollama_mcp.rest.api import PREFIX
+from ollama_mcp.rest.models import PREFIX
 from tests.conftest import Database
 from tests.support.cli import SCRIPT, rows
 from tests.support.fake_ollama import FakeOllama

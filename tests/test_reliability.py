@@ -81,21 +81,21 @@ async def test_four_processes_storing_250_each_amid_searches_store_everything_ex
                     "store_memory", {"content": f"process{n} item{i} token{n}x{i}", "conversation_id": conv}
                 )
                 if stored.is_error:
-                    errors.append(stored.content[0].text)  # type: ignore[union-attr]
+                    errors.append(stored.content[0].text)
                 if i % 25 == 24:
                     other = (n + 1) % processes
                     found = await client.call_tool(
                         "search_memories", {"query": f"process{other}", "conversation_id": conv}
                     )
                     if found.is_error:
-                        errors.append(found.content[0].text)  # type: ignore[union-attr]
+                        errors.append(found.content[0].text)
             # after everyone's last write has been acknowledged, each process sees the others'
             await barrier.wait()
             for other in range(processes):
-                found = await call(client, "search_memories", query=f"token{other}x{per_process - 1}",
-                                   conversation_id=conv, top_k=1)
+                seen = await call(client, "search_memories", query=f"token{other}x{per_process - 1}",
+                                  conversation_id=conv, top_k=1)
                 assert (
-                    found["results"][0]["content"]
+                    seen["results"][0]["content"]
                     == f"process{other} item{per_process - 1} token{other}x{per_process - 1}"
                 )
 

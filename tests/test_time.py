@@ -432,7 +432,7 @@ async def test_an_impossible_date_in_a_query_is_searched_without_a_window(app: A
 
 async def test_without_the_time_weight_a_dated_query_ranks_by_its_other_words(app: App) -> None:
     ids = await _hikes(app)
-    app.ranker.tuning = replace(SearchTuning(), time_weight=0)  # type: ignore[misc]
+    app.ranker.tuning = replace(SearchTuning(), time_weight=0)
     dated = await app.recall.search(search_request("Sam hiking hills on 4 December 2023", top_k=4))
     assert dated.hits[0].memory.id != ids["2023-12-04"]
 
@@ -453,7 +453,7 @@ async def test_a_dated_query_lifts_a_memory_of_that_day_from_far_down_the_candid
         pass
     request = search_request("Sam hiking hills on 4 December 2023", conv.id, top_k=20)
     assert target.memory.id in [h.memory.id for h in (await app.recall.search(request)).hits]
-    app.ranker.tuning = replace(SearchTuning(), window_depth=50)  # type: ignore[misc]
+    app.ranker.tuning = replace(SearchTuning(), window_depth=50)
     assert target.memory.id not in [h.memory.id for h in (await app.recall.search(request)).hits]
 
 
@@ -485,7 +485,7 @@ async def _november(app: App, fake_ollama: FakeOllama) -> tuple[str, dict[str, s
         for key, text, when in _NOVEMBER
     }
     await backfill(app)
-    app.ranker.tuning = replace(SearchTuning(), window_depth=0)  # type: ignore[misc]  # lists 12 deep
+    app.ranker.tuning = replace(SearchTuning(), window_depth=0)  # lists 12 deep
     return conv, ids
 
 
@@ -497,7 +497,7 @@ async def test_a_memory_telling_later_of_a_queried_week_is_found_without_sharing
     found = [h.memory.id for h in (await app.recall.search(request)).hits]
     assert ids["castle"] in found  # 16 November's "last Friday" is the 10th: in the second week
     assert not {ids["yesterday"], ids["december"], ids["january"], ids["elsewhere"]} & set(found)
-    app.ranker.tuning = replace(app.ranker.tuning, told_weight=0)  # type: ignore[misc]
+    app.ranker.tuning = replace(app.ranker.tuning, told_weight=0)
     assert ids["castle"] not in [h.memory.id for h in (await app.recall.search(request)).hits]
 
 
@@ -508,7 +508,7 @@ async def test_a_queried_month_is_too_long_to_read_what_was_said_of_it_later(
     request = search_request("Which country was Tim visiting in November 2023?", conv, top_k=3)
     # 1 December's "last Friday" is 24 November: told of November, and read only when a month is short enough
     assert ids["december"] not in [h.memory.id for h in (await app.recall.search(request)).hits]
-    app.ranker.tuning = replace(app.ranker.tuning, told_span_days=31)  # type: ignore[misc]
+    app.ranker.tuning = replace(app.ranker.tuning, told_span_days=31)
     assert ids["december"] in [h.memory.id for h in (await app.recall.search(request)).hits]
 
 

@@ -42,7 +42,6 @@ from ollama_mcp.errors import (
 )
 from ollama_mcp.listen import names_this_server
 from ollama_mcp.rest.handlers import (
-    PREFIX,
     Call,
     Handler,
     Refused,
@@ -67,6 +66,7 @@ from ollama_mcp.rest.handlers import (
     summarize,
 )
 from ollama_mcp.rest.models import (
+    PREFIX,
     AppendIn,
     CommitIn,
     CompactIn,

@@ -21,6 +21,7 @@ from ollama_mcp.inputs.conversations import conversation_query, new_conversation
 from ollama_mcp.inputs.search import search_request
 from ollama_mcp.inputs.turns import produced_of, turn, turn_to_open
 from ollama_mcp.rest.models import (
+    PREFIX,
     AppendIn,
     CommitIn,
     CompactIn,
@@ -50,9 +51,6 @@ from ollama_mcp.rest.models import (
 
 if TYPE_CHECKING:
     from ollama_mcp.app import App
-
-PREFIX = "/api/v1"
-
 
 class Refused(Exception):
     """A request answered before any handler: its status and what to do."""

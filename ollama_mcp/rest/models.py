@@ -1,7 +1,7 @@
-"""The REST API's bodies: what a request may send (strict: an unknown field or a wrong type is
-refused, naming it) and what each answer holds. The OpenAPI document is generated from these
-(``api.openapi``), so the shapes are written once. Values are checked again by the services'
-own rules (``inputs``, ``turns``), the same ones the MCP tools go through.
+"""The REST API's wire: its path prefix, what a request may send (strict: an unknown field or a
+wrong type is refused, naming it) and what each answer holds. The OpenAPI document is generated
+from these (``api.openapi``), so the shapes are written once. The rules a schema cannot say are
+the handlers' (``inputs/``: the same builders the MCP tools use).
 """
 
 from __future__ import annotations
@@ -12,6 +12,8 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from ollama_mcp.domain import Conversation, JobStatus, Memory, OpenTurn, SearchHit
 from ollama_mcp.folds import ALSO_SHOWN
+
+PREFIX = "/api/v1"  # where the host mounts the API
 
 
 class Body(BaseModel):

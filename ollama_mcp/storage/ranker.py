@@ -12,6 +12,7 @@ import anyio
 import numpy as np
 
 from ollama_mcp.domain import SearchFilters, SearchHit
+from ollama_mcp.storage.ranking import SearchTuning
 from ollama_mcp.when import TimeWindow
 
 
@@ -50,6 +51,8 @@ class Ranker(Protocol):
     no-ops. A ranker raises ``EmbeddingMismatchError`` when the query vector does not fit the
     stored ones.
     """
+
+    tuning: SearchTuning  # the rules it ranks by (benchmarks and tests set others; the server never does)
 
     async def search(
         self,

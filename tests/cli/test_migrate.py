@@ -73,7 +73,7 @@ async def picture(settings: Settings) -> tuple[dict[str, object], list[list[str]
         document["exported_at"] = None
         hits = [[h.memory.id for h in (await app.recall.search(search_request(q, everywhere=True, top_k=5))).hits]
                 for q in QUERIES]
-        extras = []
+        extras: list[tuple[object, ...]] = []
         for conversation_id in await app.store.conversation_ids():
             jobs, audit = await app.store.conversation_extras(conversation_id)
             extras += [(j.kind, j.state, j.attempts, j.run_after, j.created_at) for j in jobs]
@@ -211,8 +211,8 @@ async def test_migrate_copies_every_principals_memory_the_tokens_that_keep_worki
     assert await whole(on_postgres) == await whole(first)
     target, _ = await open_backend(on_postgres)
     try:  # the secrets people hold open the same principals' memory there; the revoked one nothing
-        assert (await tokens.verify(target, secrets["alice-laptop"])).principal == "alice"  # type: ignore[union-attr]
-        assert (await tokens.verify(target, secrets["bob-phone"])).principal == "bob"  # type: ignore[union-attr]
+        assert (await tokens.verify(target, secrets["alice-laptop"])).principal == "alice"
+        assert (await tokens.verify(target, secrets["bob-phone"])).principal == "bob"
         assert await tokens.verify(target, secrets["bob-old"]) is None
     finally:
         await target.aclose()

@@ -50,7 +50,7 @@ async def post(url: str, body: object, **headers: str) -> httpx2.Response:
         })
 
 
-INITIALIZE = {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+INITIALIZE: dict[str, Any] = {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
     "protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "raw", "version": "0"}}}
 
 
@@ -81,7 +81,7 @@ async def test_every_tool_works_over_http_as_over_stdio(settings: Settings, mode
         everywhere = await call(mcp, "search_all_conversations", query="key rotation")
         assert updated["memory_id"] in {hit["memory_id"] for hit in everywhere["results"]}
         page = await mcp.read_resource(f"memory://conversations/{conversation}")
-        assert "rotates on Fridays" in page.contents[0].text  # type: ignore[union-attr]
+        assert "rotates on Fridays" in page.contents[0].text
         assert (await call(mcp, "delete_conversation", conversation_id=conversation))["memories_deleted"] >= 2
 
 
@@ -248,7 +248,7 @@ async def test_two_principals_never_see_or_change_each_others_memory(settings: S
             assert [c["conversation_id"] for c in listed["conversations"]] == [mine[me][0]]
             with pytest.raises(MCPError):
                 await mcp.read_resource(f"memory://conversations/{conversation}")
-            index = (await mcp.read_resource("memory://conversations")).contents[0].text  # type: ignore[union-attr]
+            index = (await mcp.read_resource("memory://conversations")).contents[0].text
             assert conversation not in index and mine[me][0] in index
             with pytest.raises(MCPError):
                 await mcp.get_prompt("build_context", {"conversation_id": conversation})

@@ -166,7 +166,7 @@ async def test_a_subscriber_over_stdio_hears_what_another_process_writes_to_the_
                 assert await next_event(sub) == ResourceUpdated(uri=uri)
                 await call(writer, "init_conversation", name="a second one")
                 assert await next_event(sub) == ResourcesListChanged()
-                page = (await watcher.read_resource(f"{uri}/history")).contents[0].text  # type: ignore[union-attr]
+                page = (await watcher.read_resource(f"{uri}/history")).contents[0].text
                 assert "from the other process" in page
 
 

@@ -6,7 +6,7 @@ by rows that did not change."""
 from __future__ import annotations
 
 import pytest
-from mcp import Client
+from mcp import Client, types
 from mcp.shared.exceptions import MCPError
 
 from ollama_mcp.cli import admin
@@ -30,8 +30,8 @@ async def _alices_conversation(alice: Client) -> tuple[str, str]:
     return conversation, memory
 
 
-def _text(result: object) -> str:
-    return result.contents[0].text  # type: ignore[attr-defined,no-any-return]
+def _text(result: types.ReadResourceResult) -> str:
+    return result.contents[0].text
 
 
 async def test_a_conversation_shared_to_read_is_readable_by_its_grantee_alone_and_stays_its_owners(
@@ -64,7 +64,7 @@ async def test_a_conversation_shared_to_read_is_readable_by_its_grantee_alone_an
             assert f"memory_id: no memory {memory} exists" in await error(bob, "read_memory", memory_id=memory,
                                                                           **arguments)
         prompt = await bob.get_prompt("build_context", {"conversation_id": conversation, "query": "release freeze"})
-        assert any("freeze starts on the 14th" in m.content.text for m in prompt.messages)  # type: ignore[union-attr]
+        assert any("freeze starts on the 14th" in m.content.text for m in prompt.messages)
 
         # Reading is all: writing into it, and what only its owner does, are refused naming the owner.
         refused = await error(bob, "store_memory", content="Freeze moved to the 20th", conversation_id=conversation)

@@ -69,7 +69,7 @@ async def test_after_end_conversation_the_model_reads_that_no_conversation_is_cu
         await call(client, "end_conversation")
         result = await client.call_tool("get_conversation_id", {})
     assert result.structured_content == {"current": None}
-    assert result.content[0].text == '{"current":null}'  # type: ignore[union-attr]  (the README's null)
+    assert result.content[0].text == '{"current":null}'  # (the README's null)
 
 
 async def test_store_without_a_conversation_creates_an_anonymous_current_one(settings: Settings, db: Database) -> None:
@@ -338,7 +338,7 @@ async def test_result_text_is_compact_json_of_the_structured_content_without_nul
 
     async with connect(settings, "legacy") as client:
         result = await client.call_tool("store_memory", {"content": "compact please"})
-    text = result.content[0].text  # type: ignore[union-attr]
+    text = result.content[0].text
     assert "\n" not in text and ": " not in text and "null" not in text
     assert json.loads(text) == {k: v for k, v in result.structured_content.items() if v is not None}
     assert result.structured_content["note"] is None  # the structured form keeps every field

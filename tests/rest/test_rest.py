@@ -17,7 +17,8 @@ from openapi_spec_validator import validate
 
 from ollama_mcp.cli import admin
 from ollama_mcp.config import Settings
-from ollama_mcp.rest.api import ENDPOINTS, PREFIX
+from ollama_mcp.rest.api import ENDPOINTS
+from ollama_mcp.rest.models import PREFIX
 from tests.conftest import Database, eventually
 from tests.support.fake_ollama import FakeOllama
 from tests.support.http import serving
@@ -467,14 +468,14 @@ async def test_an_mcp_subscriber_sees_a_streamed_turn_grow_in_the_transcript(set
                 await api.call("PATCH", f"/turns/{opened['id']}", {"append": chunk})
                 while (await next_event(sub)) != ResourceUpdated(uri=history):
                     pass
-                page = (await watcher.read_resource(history)).contents[0].text  # type: ignore[union-attr]
+                page = (await watcher.read_resource(history)).contents[0].text
                 line = next(line for line in page.splitlines() if opened["id"] in line)
                 assert line.endswith("(being written): " + ("The ferry " if chunk == "The ferry " else
                                                             "The ferry leaves at 9."))
             await api.call("POST", f"/turns/{opened['id']}/commit", {})
             while (await next_event(sub)) != ResourceUpdated(uri=history):
                 pass
-            page = (await watcher.read_resource(history)).contents[0].text  # type: ignore[union-attr]
+            page = (await watcher.read_resource(history)).contents[0].text
             assert "(being written)" not in page and f"{opened['id']}: The ferry leaves at 9." in page
 
 

@@ -14,7 +14,7 @@ import pytest
 
 from ollama_mcp.cli import admin
 from ollama_mcp.config import Settings
-from ollama_mcp.rest.api import PREFIX
+from ollama_mcp.rest.models import PREFIX
 from tests.conftest import connect
 from tests.support.http import serving
 from tests.support.mcp_client import call
@@ -95,7 +95,7 @@ async def test_mcp_records_a_tool_call_only_turn_and_an_export_round_trip_keeps_
         ("tool", "18 degrees and sunny", None, "call_1"),
         ("assistant", "It is 18 degrees and sunny in Lisbon.", None, None),
     ]
-    assert refused.is_error and "messages[0].content" in refused.content[0].text  # type: ignore[union-attr]
+    assert refused.is_error and "messages[0].content" in refused.content[0].text
 
 
 async def test_a_turn_carries_the_apps_own_metadata_through_rest_and_mcp(settings: Settings) -> None:
@@ -116,4 +116,4 @@ async def test_a_turn_carries_the_apps_own_metadata_through_rest_and_mcp(setting
                                                                         "metadata": "not an object"}]})
     (turn,) = [m for m in exported["data"]["memories"] if m["kind"] == "message"]
     assert turn["metadata"] == {"app": {"k": 1}}
-    assert refused.is_error and "messages[0].metadata: must be a JSON object" in refused.content[0].text  # type: ignore[union-attr]
+    assert refused.is_error and "messages[0].metadata: must be a JSON object" in refused.content[0].text

@@ -436,7 +436,7 @@ async def test_ask_agent_is_not_offered_when_the_agent_is_off_or_has_no_model(
         names = {tool.name for tool in (await client.list_tools()).tools}
         refused = await client.call_tool("ask_agent", {"query": "hello"})
     assert "ask_agent" not in names and "search_memories" in names
-    assert refused.is_error and "ask_agent" in refused.content[0].text  # type: ignore[union-attr]
+    assert refused.is_error and "ask_agent" in refused.content[0].text
 
 
 async def test_the_agents_context_size_and_the_operators_instructions_are_configurable(

@@ -348,7 +348,7 @@ async def test_the_build_context_prompt_takes_facts_and_refuses_other_values(
             fake_ollama.enqueue_chat(reply(fact("Caroline", "moved to", "Boston", 1)))
             await app.facts.catch_up(conv["conversation_id"])
         prompt = await client.get_prompt("build_context", {"conversation_id": conv["conversation_id"], "facts": "true"})
-        texts = [m.content.text for m in prompt.messages]  # type: ignore[union-attr]
+        texts = [m.content.text for m in prompt.messages]
         assert any(FACTS_NOTICE in t and "Caroline moved to Boston" in t for t in texts)
         with pytest.raises(MCPError, match="facts: must be true or false"):
             await client.get_prompt("build_context", {"conversation_id": conv["conversation_id"], "facts": "maybe"})

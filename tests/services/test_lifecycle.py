@@ -208,7 +208,7 @@ async def test_history_pages_backwards_in_chronological_order(app: App) -> None:
     assert [m.role for m in earlier] == ["assistant", "user", "assistant"]
     assert sent[0].kind == "message"
     with pytest.raises(InvalidInputError, match="role"):
-        await app.transcript.add_message(conv.id, "robot", "hi")
+        await app.transcript.add_message(conv.id, "robot", "hi")  # type: ignore[arg-type]  # (no such role)
     other = await app.conversations.start(new_conversation("other"))
     with pytest.raises(InvalidInputError, match="before"):
         await app.transcript.history(history_request(other.id, before=latest[0].id))
@@ -525,11 +525,14 @@ async def test_export_pages_a_long_conversation_and_refuses_unknown_ids_and_page
     conv = await app.conversations.start(new_conversation("long"))
     await app.memories.import_notes(notes_to_import(conv.id, [f"fact number {i}" for i in range(250)]))
     first = await app.archive.export_conversation(conv.id)
+    assert first.markdown is not None
     assert (first.page, first.pages) == (1, 3) and "fact number 99 " in first.markdown + " "
     assert "fact number 100" not in first.markdown and "Next: page 2" in first.markdown
     # JSON spends more characters on each item's fields: its pages end sooner, at the same budget.
     first_json = await app.archive.export_conversation(conv.id, "json")
-    pages = [(await app.archive.export_conversation(conv.id, "json", n)).data for n in range(1, first_json.pages + 1)]
+    pages: list[Any] = [
+        (await app.archive.export_conversation(conv.id, "json", n)).data for n in range(1, first_json.pages + 1)
+    ]
     assert first_json.pages == 7 and [len(p["memories"]) for p in pages] == [37] * 6 + [28]
     assert [m["content"] for p in pages for m in p["memories"]] == [f"fact number {i}" for i in range(250)]
     with pytest.raises(InvalidInputError, match="page: is 4, but the conversation has 3 page"):
@@ -603,7 +606,7 @@ async def test_global_retention_deletes_conversations_idle_for_longer_and_keeps_
         }
         await app.archive.import_document({"format": "ollama-mcp-export", "version": 1, "conversations": [old]})
         assert await app.retention.sweep() == [old["id"]]
-        assert_no_trace(db, old["id"])
+        assert_no_trace(db, str(old["id"]))
         assert rows(db, "SELECT id FROM conversations") == [(recent,)]
 
 

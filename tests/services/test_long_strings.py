@@ -7,6 +7,7 @@ from __future__ import annotations
 import io
 import json
 import random
+from typing import Any
 
 import pytest
 
@@ -23,7 +24,7 @@ def test_strings_over_the_ceiling_keep_their_start_and_end_and_the_json_stays_va
     rng = random.Random(seed)
     for _ in range(500):
         texts = ["".join(rng.choice(ALPHABET) for _ in range(rng.randint(0, 60))) for _ in range(rng.randint(1, 6))]
-        document = [{"t": t, "m": [1, {"r": t[::-1]}]} for t in texts]
+        document: list[Any] = [{"t": t, "m": [1, {"r": t[::-1]}]} for t in texts]
         limit = rng.randint(12, 90)
         monkeypatch.setattr(long_strings, "CHUNK_BYTES", rng.randint(1, 64))  # reads that end anywhere
         ascii_only = rng.random() < 0.5

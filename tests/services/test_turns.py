@@ -9,6 +9,7 @@ from typing import Any
 
 import anyio
 import pytest
+from mcp import types
 from mcp.shared.exceptions import MCPError
 
 from ollama_mcp.app import App
@@ -33,8 +34,8 @@ TURNS: list[dict[str, Any]] = [
 ]
 
 
-def _text(result: object) -> str:
-    return result.contents[0].text  # type: ignore[attr-defined,no-any-return]
+def _text(result: types.ReadResourceResult) -> str:
+    return result.contents[0].text
 
 
 def transcript(db: Database) -> list[tuple[Any, ...]]:
@@ -117,7 +118,7 @@ async def test_turns_without_a_conversation_start_one_and_are_found_exported_and
         exported = (await call(mcp, "export_conversation"))["markdown"]
         assert "listens on port 8443" in exported and "dana" in exported
         prompt = await mcp.get_prompt("build_context", {"conversation_id": conversation, "token_budget": "2000"})
-        texts = [m.content.text for m in prompt.messages]  # type: ignore[union-attr]
+        texts = [m.content.text for m in prompt.messages]
         assert texts[0] == TURNS[0]["content"] and texts[-1] == TURNS[3]["content"]
     assert db.count("SELECT count(*) FROM conversations WHERE anonymous = ?", True) == 1
 
@@ -254,11 +255,12 @@ async def test_a_turns_tokens_model_and_adapter_are_kept_and_bad_ones_are_refuse
         "adapter": "ollama",
     }]))
     assert stored.metadata == {"tokens": {"prompt": 10, "completion": 2}, "model": "qwen2.5:7b", "adapter": "ollama"}
-    for turn, field in [
+    bad: list[tuple[dict[str, Any], str]] = [
         ({"tokens": {"prompt": 1.5}}, "messages[0].tokens.prompt"), ({"tokens": {"cached": 1}}, "messages[0].tokens"),
         ({"tokens": {}}, "messages[0].tokens"), ({"model": " "}, "messages[0].model"),
         ({"adapter": "x" * 201}, "messages[0].adapter"),
-    ]:
+    ]
+    for turn, field in bad:
         with pytest.raises(InvalidInputError) as refused:
             await app.transcript.add_messages(
                 conv.id, parse_turns("messages", [{"role": "assistant", "content": "again", **turn}])

@@ -9,6 +9,7 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager, closing
 from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
 import anyio
 import pytest
@@ -26,6 +27,7 @@ from ollama_mcp.storage.sqlite.db import connect_reader, migrations
 from ollama_mcp.storage.sqlite.keyword_index import KeywordIndex
 from ollama_mcp.storage.sqlite.store import FACET_CODES, KEYWORD_TABLES, TOKENIZER
 from tests.support.fake_ollama import FakeOllama
+from tests.support.sqlite_parts import sqlite_ranker, sqlite_store
 
 pytestmark = [pytest.mark.anyio, pytest.mark.sqlite_only]  # the SQLite backend's in-memory keyword index
 
@@ -75,7 +77,7 @@ async def test_the_in_memory_keyword_index_ranks_every_query_as_fts5_does(app: A
         await app.conversations.start(new_conversation("two")),
     )
     await app.memories.import_notes(notes_to_import(first.id, [sentence(rng) for _ in range(150)]))
-    index = KeywordIndex(app.store)
+    index = KeywordIndex(sqlite_store(app))
     queries = [rng.sample(VOCABULARY, rng.randint(1, 4)) for _ in range(40)]
     await assert_ranks_as_fts5(index, db_path, queries)  # loaded from FTS5's own postings
     for _ in range(40):  # one at a time: each tokenized by the scratch tables
@@ -95,7 +97,7 @@ async def test_a_load_read_in_small_steps_ranks_as_fts5_and_leaves_the_store_fre
     await app.memories.import_notes(notes_to_import(conv.id, [sentence(rng) for _ in range(120)]))
     with sqlite3.connect(db_path) as conn:
         stored = conn.execute("SELECT count(*) FROM memories").fetchone()[0]  # (a repeated sentence is one)
-    async with app.store.keyword_snapshot() as snapshot:
+    async with sqlite_store(app).keyword_snapshot() as snapshot:
         first = snapshot.memories
         assert len(first.memories) == stored > 100 and not first.postings
         # The snapshot's reads are open on connections of their own: the store still writes and reads.
@@ -111,7 +113,7 @@ async def test_a_load_read_in_small_steps_ranks_as_fts5_and_leaves_the_store_fre
             facets.append({facet for part in parts for facet in part.postings})
     assert facets == [{code} for code in KEYWORD_TABLES]  # one index each
     assert late.memory.seq not in {seq for seq, _, _ in first.memories}  # as of the snapshot's start
-    index = KeywordIndex(app.store)
+    index = KeywordIndex(sqlite_store(app))
     queries = [rng.sample(VOCABULARY, rng.randint(1, 4)) for _ in range(30)]
     await assert_ranks_as_fts5(index, db_path, [*queries, ["zeppelin", "late"]])  # the load, then the catch-up
     assert index.size == stored + 1
@@ -143,7 +145,7 @@ async def test_a_load_failing_midway_raises_its_error_keeps_no_reader_and_loads_
         if built == 8:
             raise Stop
 
-    index = KeywordIndex(app.store, give_way)
+    index = KeywordIndex(sqlite_store(app), give_way)
     with pytest.raises(Stop):  # itself, not in an exception group
         await index.refresh()
     assert not index.loaded
@@ -170,7 +172,7 @@ async def test_a_snapshot_whose_second_reader_began_after_a_write_reads_both_as_
         await readers[0].execute("SELECT count(*) FROM memories")  # its read transaction starts here
         late = await app.memories.store(new_note("the zeppelin came to the harbour late", conv.id))
         snapshot = await store_keywords._snapshot(readers, db_path, begin=False)
-        postings = {}
+        postings: dict[Any, Any] = {}
         for parts in snapshot.postings:
             async for part in parts:
                 for facet, found in part.postings.items():
@@ -193,7 +195,7 @@ async def test_a_load_after_the_file_moved_away_reads_the_open_file_and_creates_
     with sqlite3.connect(db_path) as conn:
         stored = conn.execute("SELECT count(*) FROM memories").fetchone()[0]
     db_path.rename(db_path.with_name("moved-aside.db"))  # SQLite keeps reading the open file
-    index = KeywordIndex(app.store)
+    index = KeywordIndex(sqlite_store(app))
     await index.refresh()
     assert index.size == stored > 30  # the memories of the file the store has open
     assert index.rank(FACET_CODES["content"], (await index.tokens(["crane"]))[0], 5, Scope())
@@ -208,7 +210,7 @@ async def two_processes(settings: Settings) -> AsyncIterator[tuple[App, App]]:
         open_app(settings, background=False, tuning=CONTENT_ONLY) as theirs,
     ):
         for app in (mine, theirs):
-            await app.ranker.keywords.refresh()  # as a server over a large store holds it
+            await sqlite_ranker(app).keywords.refresh()  # as a server over a large store holds it
         yield mine, theirs
 
 
@@ -223,7 +225,7 @@ async def test_a_search_sees_what_another_process_inserted_deleted_or_rewrote_si
         assert [h.memory.id for h in (await mine.recall.search(search_request("zeppelin", conv.id))).hits] == [
             b.memory.id
         ]
-        index = KeywordIndex(mine.store)  # another index on my connection, loaded now
+        index = KeywordIndex(sqlite_store(mine))  # another index on my connection, loaded now
         await index.refresh()
         await theirs.memories.delete(b.memory.id)  # rewrites c's context (b was in it)
         await theirs.memories.delete(c.memory.id)  # the highest seqs gone: the next store reuses one
@@ -250,7 +252,7 @@ async def test_the_contexts_another_process_changed_by_deleting_a_memory_are_mat
         texts = ["the harbour crane is red", "the zeppelin lands on tuesday", "the invoice for the crane",
                  "the budget meeting moved", "lunch with the auditors"]
         stored = [(await mine.memories.store(new_note(text, conv.id))).memory for text in texts]
-        index = KeywordIndex(mine.store)  # another index on my connection, loaded now
+        index = KeywordIndex(sqlite_store(mine))  # another index on my connection, loaded now
         await index.refresh()
         await assert_ranks_as_fts5(index, db_path, [["zeppelin"], ["harbour"]])
         await theirs.memories.delete(stored[1].id)  # the zeppelin: in the invoice's and the budget's
@@ -298,7 +300,7 @@ async def test_a_search_while_the_keyword_index_is_rebuilt_ranks_from_fts5_inste
     async with open_app(settings, background=False, tuning=KEYWORDS_ONLY) as app:
         conv = await app.conversations.start(new_conversation("busy"))
         await app.memories.import_notes(notes_to_import(conv.id, texts))
-        keywords = app.ranker.keywords
+        keywords = sqlite_ranker(app).keywords
         await keywords.refresh()
 
         async def ranked() -> list[list[str]]:
@@ -319,7 +321,7 @@ async def test_a_keyword_index_load_waits_for_a_running_search_to_finish(
     rng = random.Random(12)
     conv = await app.conversations.start(new_conversation("one"))
     await app.memories.import_notes(notes_to_import(conv.id, [sentence(rng) for _ in range(120)]))
-    keywords = app.ranker.keywords
+    keywords = sqlite_ranker(app).keywords
     fake_ollama.delay = 0.4  # the search's query embedding: the search runs that long
     done: list[str] = []
 
@@ -348,7 +350,7 @@ async def test_a_keyword_index_load_finishes_while_searches_overlap_without_a_pa
     rng = random.Random(13)
     conv = await app.conversations.start(new_conversation("one"))
     await app.memories.import_notes(notes_to_import(conv.id, [sentence(rng) for _ in range(120)]))
-    keywords = app.ranker.keywords
+    keywords = sqlite_ranker(app).keywords
     fake_ollama.delay = 0.2
     loaded = anyio.Event()
     searches = 0
@@ -372,7 +374,7 @@ async def test_a_keyword_index_load_finishes_while_searches_overlap_without_a_pa
 
 async def test_keyword_filters_hold_in_the_in_memory_index(settings: Settings) -> None:
     async with open_app(settings, background=False, tuning=KEYWORDS_ONLY) as app:
-        await app.ranker.keywords.refresh()
+        await sqlite_ranker(app).keywords.refresh()
         one, two = (
             await app.conversations.start(new_conversation("one")),
             await app.conversations.start(new_conversation("two")),
@@ -414,7 +416,7 @@ async def test_the_keyword_index_survives_more_deletes_than_it_keeps_masked(
     async with open_app(settings, background=False, tuning=KEYWORDS_ONLY) as app:
         conv = await app.conversations.start(new_conversation("churn"))
         stored = [await app.memories.store(new_note(f"harbour crane number {i}", conv.id)) for i in range(80)]
-        index = KeywordIndex(app.store)
+        index = KeywordIndex(sqlite_store(app))
         await index.refresh()
         for memory in stored[:60]:  # three quarters deleted: the index rebuilds on the way
             await app.memories.delete(memory.memory.id)
@@ -431,7 +433,7 @@ async def test_after_another_process_wrote_many_memories_search_ranks_from_fts5_
         conv = await mine.conversations.start(new_conversation("bulk"))
         await mine.memories.store(new_note("the harbour crane", conv.id))
         assert (await mine.recall.search(search_request("crane", conv.id))).hits  # caught up with its own store
-        keywords = mine.ranker.keywords
+        keywords = sqlite_ranker(mine).keywords
         assert keywords.size == 1
         texts = {sentence(rng) for _ in range(100)} | {"the lighthouse crane"}
         await theirs.memories.import_notes(notes_to_import(conv.id, sorted(texts)))

@@ -131,7 +131,7 @@ async def test_an_upgraded_postgres_store_keeps_each_notes_digest_and_finds_it_o
         conn.execute("CREATE TABLE schema_migrations (version integer PRIMARY KEY, name text NOT NULL,"
                      " applied_at timestamptz NOT NULL DEFAULT now())")
         for migration in [m for m in postgres_db.migrations() if m.version <= 20]:
-            conn.execute(migration.sql)  # type: ignore[arg-type]
+            conn.execute(migration.sql)
             conn.execute("INSERT INTO schema_migrations (version, name) VALUES (%s, %s)",
                          (migration.version, migration.name))
         conv = "0e5c4a1e-0000-4000-8000-000000000001"

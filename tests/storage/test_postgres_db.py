@@ -3,6 +3,8 @@ that name the server and the fix without ever printing a password."""
 
 from __future__ import annotations
 
+from typing import Any
+
 import anyio
 import psycopg
 import pytest
@@ -15,7 +17,7 @@ from ollama_mcp.storage.postgres import db
 pytestmark = pytest.mark.anyio
 
 
-def rows(url: str, query: str) -> list[tuple[object, ...]]:
+def rows(url: str, query: str) -> list[tuple[Any, ...]]:
     with psycopg.connect(url) as conn:
         return conn.execute(query).fetchall()
 
@@ -141,8 +143,8 @@ async def test_an_hnsw_index_over_both_facets_is_replaced_by_one_per_facet_on_up
     assert sorted(name for name, _ in indexes) == sorted(
         vector_index_name("it's:7b", 4, facet) for facet in ("content", "context")
     )
-    assert all("vector(4)" in definition and "model = 'it''s:7b'" in definition for _, definition in indexes)
-    assert {definition.split("facet = ")[1][:9] for _, definition in indexes} == {"'content'", "'context'"}
+    assert all("vector(4)" in str(definition) and "model = 'it''s:7b'" in str(definition) for _, definition in indexes)
+    assert {str(definition).split("facet = ")[1][:9] for _, definition in indexes} == {"'content'", "'context'"}
 
 
 async def test_a_server_role_that_may_not_create_roles_is_told_how_to_give_principals_theirs(

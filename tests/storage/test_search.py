@@ -25,6 +25,7 @@ from ollama_mcp.storage.ranking import SearchTuning, fuse, query_names_actor, qu
 from ollama_mcp.storage.sqlite.search import fts_any, fts_phrase
 from tests.conftest import Database, eventually
 from tests.support.fake_ollama import FakeModel, FakeOllama
+from tests.support.sqlite_parts import sqlite_ranker, sqlite_store
 
 pytestmark = pytest.mark.anyio
 
@@ -320,7 +321,7 @@ async def test_a_burst_of_waiting_turns_gets_stand_ins_mixed_as_ranking_stand_in
             ]))
             said.extend(turns)
         assert await app.indexer.pending_count() == 33  # every turn but each chat's first waits for its context
-        parts = await app.store.context_parts([m.seq for m in said])
+        parts = await sqlite_store(app).context_parts([m.seq for m in said])
         own = {m.seq: np.asarray(fake_ollama.vector("nomic-embed-text", m.content), dtype=np.float32) for m in said}
         query = np.asarray(fake_ollama.vector("nomic-embed-text", "deploy vault crane ferret"), dtype=np.float32)
         expected = {
@@ -328,8 +329,8 @@ async def test_a_burst_of_waiting_turns_gets_stand_ins_mixed_as_ranking_stand_in
             for m in said if len(parts.get(m.seq, [])) > 1
         }
         assert len(expected) == 33
-        await app.ranker.vectors.refresh()
-        ranking = await app.ranker.vectors.rank(query, len(said), Scope())
+        await sqlite_ranker(app).vectors.refresh()
+        ranking = await sqlite_ranker(app).vectors.rank(query, len(said), Scope())
     scores = dict(ranking.ranked)
     off = {seq: (scores[seq], v) for seq, v in expected.items() if abs(scores[seq] - v) > 2e-3}  # (float16 rows)
     assert off == {}
@@ -351,12 +352,12 @@ async def test_a_search_leaves_extra_stand_ins_to_the_background_and_ranks_by_ow
         waiting = said[1:]  # the first is its own context
         own = {m.seq: np.asarray(fake_ollama.vector("nomic-embed-text", m.content), dtype=np.float32) for m in said}
         query = np.asarray(fake_ollama.vector("nomic-embed-text", "harbour ferries"), dtype=np.float32)
-        await app.ranker.vectors.refresh()
-        before = dict((await app.ranker.vectors.rank(query, len(said), Scope())).ranked)
+        await sqlite_ranker(app).vectors.refresh()
+        before = dict((await sqlite_ranker(app).vectors.rank(query, len(said), Scope())).ranked)
         assert all(abs(before[m.seq] - float(own[m.seq] @ query)) < 2e-3 for m in waiting)  # 29 > 10: own vectors
-        await app.ranker.vectors.prepare_stand_ins()  # as the warm-up and the catch-up do
-        after = dict((await app.ranker.vectors.rank(query, len(said), Scope())).ranked)
-        parts = await app.store.context_parts([m.seq for m in waiting])
+        await sqlite_ranker(app).vectors.prepare_stand_ins()  # as the warm-up and the catch-up do
+        after = dict((await sqlite_ranker(app).vectors.rank(query, len(said), Scope())).ranked)
+        parts = await sqlite_store(app).context_parts([m.seq for m in waiting])
     mixed = {
         m.seq: float(stand_in(own[m.seq], parts[m.seq][-1][1], [(own[p], c) for p, c in parts[m.seq][:-1]]) @ query)
         for m in waiting
@@ -371,12 +372,12 @@ async def test_a_stored_memorys_vectors_enter_the_index_at_once_not_at_the_next_
 ) -> None:
     async with open_app(settings, background=True) as app:
         await app.recall.search(search_request("anything"))  # the index is loaded
-        before = app.ranker.vectors.size
+        before = sqlite_ranker(app).vectors.size
         stored = await app.memories.store(new_note("the harbour crane is yellow"))
         assert stored.embedding_status == "embedded"
 
         async def taken_in() -> bool:
-            return app.ranker.vectors.size > before
+            return sqlite_ranker(app).vectors.size > before
 
         await eventually(taken_in)  # no search ran since the store
 
@@ -474,17 +475,17 @@ async def test_the_server_loads_vectors_before_the_first_search_and_keywords_onl
     async with open_app(settings, background=True) as app:
 
         async def vectors_loaded() -> bool:
-            return app.ranker.vectors.size == 4  # own + context vectors
+            return sqlite_ranker(app).vectors.size == 4  # own + context vectors
 
         await eventually(vectors_loaded)  # without any search
         await app.ranker.upkeep()
-        assert not app.ranker.keywords.loaded  # a small store: FTS5 ranks as fast
+        assert not sqlite_ranker(app).keywords.loaded  # a small store: FTS5 ranks as fast
         found = await app.recall.search(search_request("harbour crane", conv.id))
         assert found.hits[0].memory.content == "the harbour crane"
     async with open_app(settings, background=True, tuning=SearchTuning(keyword_index_min_memories=2)) as app:
 
         async def both_loaded() -> bool:
-            return app.ranker.keywords.size == 2 and app.ranker.vectors.size == 4
+            return sqlite_ranker(app).keywords.size == 2 and sqlite_ranker(app).vectors.size == 4
 
         await eventually(both_loaded)
         found = await app.recall.search(search_request("harbour crane", conv.id))
@@ -517,7 +518,7 @@ async def test_a_session_several_of_the_best_memories_share_rises_above_a_better
     found = await app.recall.search(search_request("garden tomato plants", top_k=3))
     assert {h.memory.id for h in found.hits[:2]} == {ids["first"], ids["second"]}
     assert found.hits[2].memory.id == ids["lone"]
-    app.ranker.tuning = replace(SearchTuning(), session_weight=0)  # type: ignore[misc]
+    app.ranker.tuning = replace(SearchTuning(), session_weight=0)
     alone = await app.recall.search(search_request("garden tomato plants", top_k=3))
     assert alone.hits[0].memory.id == ids["lone"]  # the best worded, without sessions
 
@@ -558,7 +559,7 @@ async def test_a_query_naming_a_participant_ranks_their_turn_above_the_same_word
     request = search_request("what blue paint did Sam put on the fence", top_k=2)
     found = await app.recall.search(request)
     assert [h.memory.id for h in found.hits] == [ids["sam"], ids["alex"]]
-    app.ranker.tuning = replace(SearchTuning(), actor_weight=0, exchange_weight=0)  # type: ignore[misc]
+    app.ranker.tuning = replace(SearchTuning(), actor_weight=0, exchange_weight=0)
     unnamed = await app.recall.search(request)
     assert [h.memory.id for h in unnamed.hits] == [ids["alex"], ids["sam"]]  # the better worded, by default
 
@@ -611,6 +612,6 @@ async def test_the_reply_of_a_named_participant_rises_with_the_question_another_
     request = search_request("which colour did Sam paint the garden fence", top_k=3)
     found = await app.recall.search(request)
     assert found.hits[0].memory.id == reply
-    app.ranker.tuning = replace(SearchTuning(), exchange_weight=0)  # type: ignore[misc]
+    app.ranker.tuning = replace(SearchTuning(), exchange_weight=0)
     alone = await app.recall.search(request)
     assert [h.memory.id for h in alone.hits[:2]] == [question, reply]  # without it, the question's words win

@@ -17,7 +17,7 @@ import pytest
 import ollama_mcp.storage.sqlite.matrix as vectors
 from ollama_mcp.app import App
 from ollama_mcp.config import Settings
-from ollama_mcp.domain import EmbeddingRow, Memory, Scope, utc_now
+from ollama_mcp.domain import EmbeddingRow, Facet, Memory, Scope, utc_now
 from ollama_mcp.errors import SchemaError, StorageError
 from ollama_mcp.inputs.conversations import new_conversation
 from ollama_mcp.inputs.memories import note as new_note
@@ -28,6 +28,7 @@ from ollama_mcp.storage.sqlite.store import Store
 from ollama_mcp.storage.sqlite.vector_index import Ranking, VectorIndex
 from tests.conftest import Database, connect, sqlite_store_at
 from tests.support.fake_ollama import FakeOllama
+from tests.support.sqlite_parts import sqlite_ranker
 
 pytestmark = pytest.mark.anyio
 
@@ -164,7 +165,7 @@ async def _memory(store: Store, conversation_id: str, text: str) -> Memory:
     return stored
 
 
-def _row(seq: int, axis: int, dim: int = 8, facet: str = "content") -> EmbeddingRow:
+def _row(seq: int, axis: int, dim: int = 8, facet: Facet = "content") -> EmbeddingRow:
     vector = np.zeros(dim, dtype="<f4")
     vector[axis] = 1.0
     return EmbeddingRow(seq, facet, 0, "m", vector.tobytes(), dim)
@@ -260,12 +261,12 @@ async def test_vector_index_follows_this_processs_own_writes_and_forgetting_its_
     await app.memories.store(new_note("third note"))  # this process's write: fetched by id
     await app.indexer.backfill_once()
     await app.recall.search(search_request("note", everywhere=True))
-    assert app.ranker.vectors.size == rows_in_database() == 6  # own and context vector of each
+    assert sqlite_ranker(app).vectors.size == rows_in_database() == 6  # own and context vector of each
     await app.memories.forget_vectors()  # deletes every row without naming them (reembed --force)
     while await app.indexer.backfill_once():
         pass
     await app.recall.search(search_request("note", everywhere=True))
-    assert app.ranker.vectors.size == rows_in_database() == 6  # rebuilt, not the old rows plus the new
+    assert sqlite_ranker(app).vectors.size == rows_in_database() == 6  # rebuilt, not the old rows plus the new
 
 
 async def test_vectors_of_another_size_under_the_same_model_are_left_out_of_the_matrix(db_path: Path) -> None:
@@ -291,7 +292,7 @@ async def test_an_unwritable_database_path_is_reported_by_each_tool_and_retried_
     async with connect(settings) as client:
         for _ in range(2):
             failed = await client.call_tool("store_memory", {"content": "lost?"})
-            assert failed.is_error and "Could not create the database" in failed.content[0].text  # type: ignore[union-attr]
+            assert failed.is_error and "Could not create the database" in failed.content[0].text
         blocker.unlink()  # the user fixes it; no restart
         stored = await client.call_tool("store_memory", {"content": "kept"})
         assert not stored.is_error

@@ -31,6 +31,7 @@ from ollama_mcp.storage.sqlite import db as sqlite_db
 from ollama_mcp.storage.sqlite import matrix as vectors
 from ollama_mcp.storage.sqlite.store import FACET_CODES, Store
 from tests.conftest import Database, sqlite_store_at
+from tests.support.sqlite_parts import sqlite_ranker
 
 pytestmark = [pytest.mark.anyio, pytest.mark.sqlite_only]  # the SQLite backend's vector blocks
 
@@ -62,7 +63,7 @@ async def fold(app: App) -> int:
 
 
 async def ranking(app: App) -> list[list[tuple[str, float]]]:
-    await app.ranker.vectors.refresh()
+    await sqlite_ranker(app).vectors.refresh()
     out = []
     for query in unit_vectors(99, 5):
         hits = await app.ranker.search("", query, SearchFilters(), None, 10, None)
@@ -137,12 +138,12 @@ async def test_a_new_process_ranks_from_blocks_as_the_writer_did_from_rows_and_c
         assert await fold(first) == 2 * 256  # 300 rows a facet: four blocks each, 44 left in rows
         await fill(first, 40, 2)  # after the fold
         expected = await ranking(first)  # from the matrices it read out of rows, before the fold
-        size = first.ranker.vectors.size
+        size = sqlite_ranker(first).vectors.size
     assert layout(db) == (2 * 44 + 2 * 40, 2 * 256, 2 * 256, 8)
     assert_each_vector_once(db)
     async with opened(settings, head_start) as second:
         assert await ranking(second) == expected
-        assert second.ranker.vectors.loaded_from == "blocks" and second.ranker.vectors.size == size
+        assert sqlite_ranker(second).vectors.loaded_from == "blocks" and sqlite_ranker(second).vectors.size == size
 
 
 async def test_a_fold_keeps_context_vectors_exact_and_own_vectors_at_search_precision(
@@ -205,10 +206,10 @@ async def test_a_quiet_stores_last_rows_fold_into_a_partial_block_the_next_fold_
         assert blocks_of(db)[-2:] == [("content", 12), ("context", 12)]
         assert_each_vector_once(db)
         expected = await ranking(app)
-        size = app.ranker.vectors.size
+        size = sqlite_ranker(app).vectors.size
     async with opened(settings, head_start) as second:
         assert await ranking(second) == expected
-        assert second.ranker.vectors.size == size
+        assert sqlite_ranker(second).vectors.size == size
 
 
 async def test_an_idle_stores_upkeep_folds_its_last_rows_and_gives_back_pages_and_log(
@@ -247,8 +248,8 @@ async def test_memories_deleted_after_a_fold_leave_dead_slots_never_ranked_anywh
         assert_each_vector_once(db)
         here = await conversations_found(app)
     async with open_app(settings, background=False) as fresh:
-        await fresh.ranker.vectors.refresh()
-        assert fresh.ranker.vectors.loaded_from == "blocks" and fresh.ranker.vectors.size == 128
+        await sqlite_ranker(fresh).vectors.refresh()
+        assert sqlite_ranker(fresh).vectors.loaded_from == "blocks" and sqlite_ranker(fresh).vectors.size == 128
         there = await conversations_found(fresh)
     assert here and set(here) == set(there) == {keep}
 
@@ -263,10 +264,10 @@ async def test_memories_deleted_by_a_process_holding_read_blocks_are_dropped_and
         assert await fold(app) == 2 * 192
     async with open_app(settings, background=False) as app:
         await ranking(app)
-        context = app.ranker.vectors._matrices[FACET_CODES["context"]]
-        assert app.ranker.vectors.loaded_from == "blocks" and not context.blocks[0].flags.writeable
+        context = sqlite_ranker(app).vectors._matrices[FACET_CODES["context"]]
+        assert sqlite_ranker(app).vectors.loaded_from == "blocks" and not context.blocks[0].flags.writeable
         await app.conversations.delete(gone)
-        assert app.ranker.vectors.size == 2 * 128
+        assert sqlite_ranker(app).vectors.size == 2 * 128
         expected = await ranking(app)
         hits = await conversations_found(app)
     assert hits and set(hits) == {keep}
@@ -285,7 +286,7 @@ async def test_a_new_process_reads_candidates_own_vectors_from_disk_until_the_wa
         expected = await ranking(first)  # from the rows, before the fold
     async with opened(settings, head_start) as app:
         got = await ranking(app)
-        index = app.ranker.vectors
+        index = sqlite_ranker(app).vectors
         content = index._matrices[FACET_CODES["content"]]
         assert index.loaded_from == "blocks" and content.on_disk() == [0, 1, 2]
         # the searches read their candidates' rows, never a whole block
@@ -315,7 +316,7 @@ async def test_a_block_another_process_compacted_meanwhile_is_loaded_anew_not_mi
         assert await fold(first) == 256
     query = unit_vectors(99, 1)[0]
     async with open_app(settings, background=False) as mine, open_app(settings, background=False) as theirs:
-        index = mine.ranker.vectors
+        index = sqlite_ranker(mine).vectors
         await index.refresh()
         content = index._matrices[FACET_CODES["content"]]
         assert content.on_disk() == [0, 1]
@@ -328,8 +329,8 @@ async def test_a_block_another_process_compacted_meanwhile_is_loaded_anew_not_mi
         assert await fold(theirs) == 2 * 64
         got = await index.rank(query, 10, Scope())
         assert index._matrices[FACET_CODES["content"]].on_disk() == []  # loaded anew, own vectors whole
-        await theirs.ranker.vectors.refresh()
-        expected = await theirs.ranker.vectors.rank(query, 10, Scope())
+        await sqlite_ranker(theirs).vectors.refresh()
+        expected = await sqlite_ranker(theirs).vectors.rank(query, 10, Scope())
     assert len(doomed_seqs) == 40 and not doomed_seqs & {seq for seq, _ in got.ranked}
     assert got.ranked == expected.ranked
     assert {seq: round(value, 6) for seq, value in got.similarity.items()} == {
@@ -421,7 +422,7 @@ async def test_a_process_that_folded_meanwhile_leaves_the_new_rows_readable_from
         assert await fold(theirs) == 256
         assert db.count("SELECT count(*) FROM memory_embeddings WHERE vector IS NOT NULL") == 0
         assert await ranking(mine) == await ranking(theirs)
-        assert mine.ranker.vectors.size == 256
+        assert sqlite_ranker(mine).vectors.size == 256
 
 
 async def test_two_processes_folding_at_once_fold_each_row_once(settings: Settings, db: Database) -> None:
@@ -464,7 +465,7 @@ async def test_a_process_killed_mid_fold_leaves_every_vector_once_and_rankings_u
 ) -> None:
     async with open_app(settings, background=False) as app:
         await fill(app, 400, 16)
-        expected = await ranking(app)
+        expected: list[list[tuple[str, float]]] | None = await ranking(app)
     for attempt in range(4):
         folder = subprocess.Popen(  # folds 8 rows a block, over and over, until killed
             [sys.executable, "-c", _FOLDER, str(settings.db_path), settings.embed_model],
@@ -481,7 +482,7 @@ async def test_a_process_killed_mid_fold_leaves_every_vector_once_and_rankings_u
     assert db.count("SELECT count(*) FROM vector_blocks") > 0  # it did fold before it was killed
     async with open_app(settings, background=False) as fresh:
         got = await ranking(fresh)
-        assert fresh.ranker.vectors.size == db.count("SELECT count(*) FROM memory_embeddings")
+        assert sqlite_ranker(fresh).vectors.size == db.count("SELECT count(*) FROM memory_embeddings")
     if expected is not None:
         assert got == expected
 
@@ -630,7 +631,7 @@ async def test_a_store_from_before_blocks_upgrades_in_place_and_ranks_as_before(
         assert rows[0][0] == 8
         assert await store.fold_vectors(model, 2) == 8
     async with open_app(upgraded, background=False) as app:
-        assert await ranking(app) == expected and app.ranker.vectors.loaded_from == "blocks"
+        assert await ranking(app) == expected and sqlite_ranker(app).vectors.loaded_from == "blocks"
     with sqlite3.connect(path) as conn:
         assert conn.execute("PRAGMA integrity_check").fetchall() == [("ok",)]
         assert conn.execute("SELECT count(*) FROM memory_embeddings WHERE vector IS NULL").fetchone() == (8,)
@@ -683,7 +684,7 @@ async def test_a_store_upgraded_from_counted_dead_slots_lists_them_and_ranks_as_
     async with open_app(upgraded, background=False) as app:
         firsts = [[hit.memory.id for hit in await app.ranker.search("", own[i], SearchFilters(), None, 10, None)][:1]
                   for i in range(6)]
-        assert app.ranker.vectors.loaded_from == "blocks" and app.ranker.vectors.size == 10
+        assert sqlite_ranker(app).vectors.loaded_from == "blocks" and sqlite_ranker(app).vectors.size == 10
         assert firsts == [["m1"], ["m2"], ["m3"], ["m4"], [], ["m6"]]  # m5's slots are dead
         stored = await app.memories.store(new_note("a memory after the upgrade", conversation))
     db = Database("sqlite", str(path))
@@ -715,7 +716,7 @@ async def test_a_new_store_gives_pages_a_fold_emptied_back_and_an_older_one_keep
     assert settings.db_path.stat().st_size == (before - free) * db.count("PRAGMA page_size")
     async with open_app(settings, background=False) as app:
         await ranking(app)
-        assert app.ranker.vectors.size == 1280
+        assert sqlite_ranker(app).vectors.size == 1280
     older = tmp_path / "older.db"
     older.write_bytes((Path(__file__).parents[1] / "fixtures" / "schema_0017.db").read_bytes())
     async with open_app(replace(settings, db_path=older), background=False) as app:
@@ -730,7 +731,7 @@ async def test_a_head_start_reads_the_blocks_once_while_the_app_imports_and_crea
         await fill(first, 100, 41)
         assert await fold(first) == 128
         await ranking(first)
-        size = first.ranker.vectors.size
+        size = sqlite_ranker(first).vectors.size
     async with HeadStart.running(settings) as head:
         early = await head.vectors(settings.db_path, settings.embed_model)
         assert early is not None and early.rows == size == 200

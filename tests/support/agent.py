@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
-from typing import Any
+from typing import Any, Literal, cast
 
 from mcp import Client, types
 
@@ -26,8 +26,9 @@ async def human(
 
     async def elicit(_context: Any, params: types.ElicitRequestParams) -> types.ElicitResult:
         asked.append(params.message)
-        return types.ElicitResult(action=answer, content={"confirm": True} if answer == "accept" else None)
+        action = cast(Literal["accept", "decline", "cancel"], answer)
+        return types.ElicitResult(action=action, content={"confirm": True} if answer == "accept" else None)
 
-    callback = None if answer is None else elicit
+    callback: Any = None if answer is None else elicit
     async with Client(build_server(settings), mode=mode, elicitation_callback=callback) as client:
         yield client, asked

@@ -49,5 +49,5 @@ def uv_env(home: Path) -> dict[str, str]:
     first run downloads the dependencies through this machine's network settings)."""
     network = {name: os.environ[name] for name in NETWORK if name in os.environ}
     return {**network, "PATH": f"{UV.parent}:/usr/bin:/bin", "HOME": str(home),
-            "UV_CACHE_DIR": str(ROOT / "test-artifacts" / "uv-cache"), "UV_PYTHON": sys._base_executable,
-            "UV_PYTHON_DOWNLOADS": "never"}
+            "UV_CACHE_DIR": str(ROOT / "test-artifacts" / "uv-cache"),
+            "UV_PYTHON": getattr(sys, "_base_executable", sys.executable), "UV_PYTHON_DOWNLOADS": "never"}

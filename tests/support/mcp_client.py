@@ -9,7 +9,7 @@ from mcp import Client
 
 async def call(client: Client, tool: str, **args: Any) -> dict[str, Any]:
     result = await client.call_tool(tool, args)
-    assert not result.is_error, result.content[0].text  # type: ignore[union-attr]
+    assert not result.is_error, result.content[0].text
     assert result.structured_content is not None
     return result.structured_content
 
@@ -17,4 +17,4 @@ async def call(client: Client, tool: str, **args: Any) -> dict[str, Any]:
 async def error(client: Client, tool: str, **args: Any) -> str:
     result = await client.call_tool(tool, args)
     assert result.is_error, result.structured_content
-    return result.content[0].text  # type: ignore[union-attr]
+    return result.content[0].text

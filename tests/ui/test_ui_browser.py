@@ -53,7 +53,11 @@ def ui_process(database: str, fake: FakeOllama) -> Iterator[tuple[subprocess.Pop
     try:
         assert proc.stdout is not None
         lines: queue.Queue[str] = queue.Queue()
-        threading.Thread(target=lambda: [lines.put(line) for line in proc.stdout], daemon=True).start()  # type: ignore[union-attr]
+        def read_lines() -> None:
+            for line in proc.stdout or ():
+                lines.put(line)
+
+        threading.Thread(target=read_lines, daemon=True).start()
         printed = ""
         while "token=" not in printed:  # the link comes once the store is open
             try:
