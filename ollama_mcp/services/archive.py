@@ -198,11 +198,12 @@ class Archive:
                     continue
                 with audit.recording("import", record.conversation.id,
                                      arguments={"source": chat.source, "source_id": chat.source_id}):
-                    created, added = await self._store.import_conversation(record.conversation, record.memories, None)
+                    created, added, queued = await self._store.import_conversation(
+                        record.conversation, record.memories, None, summarize_at=now if summarize else None
+                    )
                 report.new_conversations += created
                 report.new_turns += added
-                if summarize and added and await self._store.enqueue_job("summarize", record.conversation.id, now):
-                    report.summaries_queued += 1
+                report.summaries_queued += queued
             if progress is not None:
                 progress()
         if report.new_turns:
@@ -254,7 +255,7 @@ class Archive:
             if progress is not None:
                 progress(done - 1, len(records))
             with audit.recording("import", record.conversation.id, arguments=record.memories):
-                created, added = await self._store.import_conversation(
+                created, added, _ = await self._store.import_conversation(
                     record.conversation, record.memories, record.summarized_through_id
                 )
             new_conversations += created

@@ -42,7 +42,7 @@ async def copy_store(
             conversation, memories, _ = await source.conversation_snapshot(conversation_id)
             by_seq = {m.seq: m.id for m in memories}
             through = by_seq.get(conversation.summarized_through) if conversation.summarized_through else None
-            new, added = await target.import_conversation(conversation, memories, through)
+            new, added, _ = await target.import_conversation(conversation, memories, through)
             report.conversations += int(new)
             report.memories += added
             vectors = await source.conversation_vectors(conversation_id)

@@ -249,9 +249,12 @@ class TranscriptStorage(Protocol):
         at most ``limit``; -1: all) and their total, read consistently in one transaction."""
 
     async def import_conversation(
-        self, conversation: Conversation, memories: Sequence[Memory], summarized_through_id: str | None
-    ) -> tuple[bool, int]:
-        """Insert an exported conversation and its memories with their ids, in one transaction."""
+        self, conversation: Conversation, memories: Sequence[Memory], summarized_through_id: str | None,
+        *, summarize_at: str | None = None,
+    ) -> tuple[bool, int, bool]:
+        """Insert an exported conversation and its memories with their ids, in one transaction; with
+        ``summarize_at``, a summary of a conversation that gained memories is queued in it. Returns
+        (conversation was new, memories added, summary queued)."""
 
     async def present(self, conversation_id: str, memory_ids: Sequence[str]) -> tuple[bool, set[str]]:
         """Whether the conversation exists, and which of the memory ids do (an import's dry run)."""

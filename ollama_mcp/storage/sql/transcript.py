@@ -20,6 +20,7 @@ from ollama_mcp.storage.sql.rows import (
     conversation_columns,
     conversation_from_row,
     earlier_contents,
+    enqueue_job_row,
     execute,
     fetchall,
     fetchone,
@@ -177,13 +178,16 @@ class TranscriptStore(SqlParts):
         return bool(known), {row[0] for row in found}
 
     async def import_conversation(
-        self, conversation: Conversation, memories: Sequence[Memory], summarized_through_id: str | None
-    ) -> tuple[bool, int]:
-        """Insert an exported conversation and its memories with their ids, in one transaction.
+        self, conversation: Conversation, memories: Sequence[Memory], summarized_through_id: str | None,
+        *, summarize_at: str | None = None,
+    ) -> tuple[bool, int, bool]:
+        """Insert an exported conversation and its memories with their ids, in one transaction;
+        with ``summarize_at`` (now), a summary of a conversation that gained memories is queued in
+        it too.
 
         Idempotent: a conversation or memory whose id exists is left as it is (and a note whose
         text is already current in the conversation is skipped), so importing twice changes
-        nothing. Returns (conversation was new, memories added).
+        nothing. Returns (conversation was new, memories added, summary queued).
         """
         d = self._dialect
         c = conversation
@@ -239,4 +243,7 @@ class TranscriptStore(SqlParts):
                     " WHERE id = ? AND summarized_through = 0 AND EXISTS (SELECT 1 FROM memories WHERE id = ?)",
                     (summarized_through_id, c.id, summarized_through_id),
                 )
-        return new_conversation, added
+            queued = summarize_at is not None and added > 0 and await enqueue_job_row(
+                conn, d, "summarize", c.id, summarize_at
+            )
+        return new_conversation, added, queued
