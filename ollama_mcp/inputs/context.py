@@ -1,6 +1,7 @@
 """What a caller asks of a conversation's transcript, checked once at the door: the context to
-build for a model (``context_request``), a page of its history (``history_request``), and work
-asked for now rather than at its trigger (``work_request``, ``job_id``)."""
+build for a model (``context_request``), a page of its history (``history_request``), work asked
+for now rather than at its trigger (``work_request``, ``job_id``), and a question for the local
+agent (``agent_question``)."""
 
 from __future__ import annotations
 
@@ -109,6 +110,27 @@ def job_id(value: object) -> int:
     if isinstance(value, bool) or not isinstance(value, int) or value < 1:
         raise JobNotFoundError(str(value))
     return value
+
+
+@dataclass(frozen=True)
+class AgentQuestion:
+    """ask_agent's fields, checked: the question, the conversation it is about (None: every one,
+    from the current conversation or a new one), and how far the run may read."""
+
+    query: str
+    conversation_id: str | None = None
+    scope: Literal["conversation", "all"] | None = None  # None: conversation when one is given
+
+    @property
+    def confined(self) -> bool:
+        return self.scope == "conversation" or (self.scope is None and self.conversation_id is not None)
+
+
+def agent_question(query: object, conversation_id: object = None, scope: object = None) -> AgentQuestion:
+    question = text("query", query, MAX_QUERY_CHARS, what="question")
+    if scope is not None and scope != "conversation" and scope != "all":
+        raise InvalidInputError("scope", "must be 'conversation' or 'all'", "omit it or pass one of those")
+    return AgentQuestion(question, _conversation_id("conversation_id", conversation_id), scope)
 
 
 _conversation_id = conversation_id

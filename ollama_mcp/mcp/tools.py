@@ -18,6 +18,7 @@ from pydantic import BaseModel, Field
 
 from ollama_mcp.errors import InvalidInputError
 from ollama_mcp.inputs import fields
+from ollama_mcp.inputs.context import agent_question
 from ollama_mcp.inputs.conversations import conversation_query, new_conversation
 from ollama_mcp.inputs.fields import conversation_id as checked_conversation_id
 from ollama_mcp.inputs.memories import note, note_change
@@ -276,7 +277,8 @@ async def ask_agent(
     """Hand a question to the local model: it searches memory itself and returns one answer."""
     async with tool_call(ctx, conversation_id, "own", "ask the agent about it") as app:
         confirm = _confirmer(ctx, app.settings.agent_confirm_timeout)
-        answer = await app.agent.ask(query, conversation_id, scope, confirm=confirm, progress=ctx.report_progress)
+        asked = agent_question(query, conversation_id, scope)
+        answer = await app.agent.ask(asked, confirm=confirm, progress=ctx.report_progress)
         return reply(AgentReply.of(answer))
 
 

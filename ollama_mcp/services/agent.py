@@ -34,8 +34,7 @@ from ollama_mcp.config import AGENT_WRITING_TOOLS, DEFAULT_MAX_CONTENT_CHARS
 from ollama_mcp.domain import AgentAnswer, AuditRow, Memory, utc_now
 from ollama_mcp.errors import InvalidInputError, NotFoundError, OllamaMcpError
 from ollama_mcp.inputs import fields
-from ollama_mcp.inputs.context import ContextRequest
-from ollama_mcp.inputs.fields import MAX_QUERY_CHARS, text
+from ollama_mcp.inputs.context import AgentQuestion, ContextRequest
 from ollama_mcp.inputs.search import search_request
 from ollama_mcp.ollama.client import OllamaClient, ToolCall
 from ollama_mcp.services.agent_tools import TOOLS, AgentTool, now_text
@@ -138,26 +137,22 @@ class Agent:
 
     async def ask(
         self,
-        query: object,
-        conversation_id: object = None,
-        scope: object = None,
+        asked: AgentQuestion,
         *,
         confirm: Confirm | None = None,
         progress: Progress | None = None,
     ) -> AgentAnswer:
-        """Answer ``query``. ``scope``: "conversation" keeps the run inside its conversation (the
-        default when ``conversation_id`` is given), "all" lets it read every conversation (the
+        """Answer the question. Its ``scope``: "conversation" keeps the run inside its conversation
+        (the default when a conversation is given), "all" lets it read every conversation (the
         default otherwise)."""
-        question = text("query", query, MAX_QUERY_CHARS, what="question")
-        if scope not in (None, "conversation", "all"):
-            raise InvalidInputError("scope", "must be 'conversation' or 'all'", "omit it or pass one of those")
+        question = asked.query
         if self.model is None:
             raise OllamaMcpError(
                 "ask_agent needs a chat model, but OLLAMA_MCP_CHAT_MODEL is 'none'; set OLLAMA_MCP_AGENT_MODEL "
                 "or OLLAMA_MCP_CHAT_MODEL to a tool-capable model such as qwen2.5:3b."
             )
-        target = await self.conversations.resolve(fields.conversation_id("conversation_id", conversation_id))
-        confined = scope == "conversation" or (scope is None and conversation_id is not None)
+        target = await self.conversations.resolve(asked.conversation_id)
+        confined = asked.confined
         if confined and target is None:
             raise InvalidInputError(
                 "scope", "is 'conversation' but there is no current conversation", "pass conversation_id or scope 'all'"
