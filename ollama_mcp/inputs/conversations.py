@@ -203,6 +203,7 @@ class NewConversation:
     follows: str | None = None
     id: str | None = None
     given: tuple[object, ...] = ()  # what the caller sent (name, metadata[, follows]): the write audit's
+    ttl_hours: float | None = None  # metadata.ttl_hours: the conversation is deleted this long after it starts
 
     @property
     def settings(self) -> ConversationSettings:
@@ -219,6 +220,7 @@ def new_conversation(
     return NewConversation(
         optional_name("name", name), meta, earlier, minted,
         (name, metadata) if follows is None else (name, metadata, follows),
+        ttl_hours("metadata.ttl_hours", meta.get("ttl_hours")),
     )  # (the name is checked last, as it always was: a request wrong twice names the same field)
 
 

@@ -25,7 +25,6 @@ from ollama_mcp.domain import (
 )
 from ollama_mcp.errors import ConversationClosedError, ConversationNotFoundError, InvalidInputError, StorageError
 from ollama_mcp.inputs.conversations import NewConversation, facts_wanted
-from ollama_mcp.inputs.fields import ttl_hours
 from ollama_mcp.services.current import CurrentConversations
 from ollama_mcp.services.indexer import Indexer
 from ollama_mcp.services.jobs import JobRunner
@@ -74,8 +73,7 @@ class Conversations:
                 "set OLLAMA_MCP_CHAT_MODEL to a chat model such as qwen2.5:3b, or leave facts out",
             )
         now = datetime.now(UTC)
-        ttl = ttl_hours("metadata.ttl_hours", meta.get("ttl_hours"))
-        expires_at = None if ttl is None else format_timestamp(now + timedelta(hours=ttl))
+        expires_at = None if new.ttl_hours is None else format_timestamp(now + timedelta(hours=new.ttl_hours))
         new_id = new.id or str(uuid.uuid4())
         try:
             with audit.recording("init_conversation", new_id, arguments=list(new.given)):

@@ -49,11 +49,6 @@ class Summarizing:
         jobs.register("summarize", self._summarize_job)
         jobs.register("compact", self._compact_job)
 
-    @property
-    def available(self) -> bool:
-        """Whether a chat model is configured to write summaries."""
-        return self._summarizer is not None
-
     def compact_at(self, conversation: Conversation) -> CompactAt | None:
         """When ``conversation``'s transcript is due for compaction; None when it never is (no chat
         model, or its strategy is never). A write of turns hands it to the store."""

@@ -16,7 +16,7 @@ from typing import Any
 from ollama_mcp import audit
 from ollama_mcp.domain import Memory, Participant, Role, format_timestamp, utc_now
 from ollama_mcp.errors import InvalidInputError
-from ollama_mcp.inputs.context import MAX_HISTORY, HistoryRequest
+from ollama_mcp.inputs.context import HistoryRequest
 from ollama_mcp.inputs.turns import Turn, parse_turn
 from ollama_mcp.services.conversations import Conversations
 from ollama_mcp.services.current import CurrentConversations
@@ -143,10 +143,6 @@ class Transcript:
         order they first spoke."""
         await self._store.get_conversation(conversation_id)
         return await self._store.participants(conversation_id)
-
-    async def recent(self, conversation_id: str, limit: int = MAX_HISTORY) -> list[Memory]:
-        """The conversation's latest ``limit`` messages, oldest first."""
-        return await self._store.messages(conversation_id, limit)
 
     def _woke(self, compacting: bool) -> None:
         if compacting:

@@ -171,16 +171,20 @@ async def latest_version(conn: Any, d: Dialect, memory_id: str) -> str:
     return str(row[0]) if row else memory_id
 
 
+def transcript_size_sql(d: Dialect) -> str:
+    """(messages, characters) of a conversation's messages after a seq; parameters (conversation
+    id, seq). The store's ``transcript_size`` and the compaction check in a write both ask it."""
+    return (f"SELECT count(*), coalesce(sum(length(content)), 0) FROM memories WHERE {d.of_conversation('')}"
+            " AND kind = 'message' AND seq > ?")
+
+
 async def compact_if_due(conn: Any, d: Dialect, conversation_id: str, rule: CompactAt, now: str) -> bool:
     """Queue the conversation's compaction, in the caller's transaction, when its transcript past
     what the rolling summary covers has crossed ``rule``; whether it was queued (and not already)."""
     row = await fetchone(conn, d, "SELECT summarized_through FROM conversations WHERE id = ?", (conversation_id,))
     if row is None:
         return False
-    size = await fetchone(
-        conn, d, f"SELECT count(*), coalesce(sum(length(content)), 0) FROM memories WHERE {d.of_conversation('')}"
-        " AND kind = 'message' AND seq > ?", (conversation_id, int(row[0])),
-    )
+    size = await fetchone(conn, d, transcript_size_sql(d), (conversation_id, int(row[0])))
     assert size is not None, "an aggregate has a row"
     return rule.crossed(int(size[0]), int(size[1])) and await enqueue_job_row(conn, d, "compact", conversation_id, now)
 

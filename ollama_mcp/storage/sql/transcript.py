@@ -29,6 +29,7 @@ from ollama_mcp.storage.sql.rows import (
     memory_by_seq,
     memory_columns,
     memory_from_row,
+    transcript_size_sql,
 )
 
 ROWS_ON_THE_LOOP = 2_000  # more rows than this are turned into memories in a worker thread
@@ -121,12 +122,9 @@ class TranscriptStore(SqlParts):
 
     async def transcript_size(self, conversation_id: str, after_seq: int) -> tuple[int, int]:
         """(messages, characters) of the conversation's messages after ``after_seq``."""
+        d = self._dialect
         rows = await self._fetchall(
-            self._dialect.sql(
-                "SELECT count(*), coalesce(sum(length(content)), 0) FROM memories"
-                f" WHERE {self._dialect.of_conversation('')} AND kind = 'message' AND seq > ?"
-            ),
-            (conversation_id, after_seq), "measure the transcript",
+            d.sql(transcript_size_sql(d)), (conversation_id, after_seq), "measure the transcript"
         )
         return int(rows[0][0]), int(rows[0][1])
 
