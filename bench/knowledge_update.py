@@ -237,6 +237,8 @@ async def run(seed: int, host: str, model: str) -> dict[str, Any]:
                 first = set(hits[0][0]) if hits else set()
                 top5 = [(set(ids), marked) for ids, marked in hits[:5]]
                 counts[probe.kind] += 1
+                if SHOW_MISSES:
+                    _show(probe, hits, found["results"], said)
                 if probe.kind == "current":
                     counts["top1_current"] += bool(first & probe.wanted)
                     counts["current_top5"] += any(ids & probe.wanted for ids, _ in top5)
@@ -247,6 +249,26 @@ async def run(seed: int, host: str, model: str) -> dict[str, Any]:
                     counts["collateral"] += bool(first & probe.wanted) and not hits[0][1]
     return {"seed": seed, "statements": len(said), "changing": sum(s.role == "version" for s in said),
             "counts": counts, "search_ms_p50": round(statistics.median(searched_ms), 1)}
+
+
+SHOW_MISSES = False  # --show-misses: print each question answered wrong, with its top 3
+
+
+def _show(probe: Probe, hits: list[tuple[list[int], bool]], results: list[dict[str, Any]],
+          said: list[Statement]) -> None:
+    first = set(hits[0][0]) if hits else set()
+    if probe.kind == "current":
+        ok = bool(first & probe.wanted) and not any(set(i) & probe.stale and not m for i, m in hits[:5])
+    elif probe.kind == "before":
+        ok = any(set(i) & probe.wanted for i, _ in hits[:5])
+    else:
+        ok = bool(first & probe.wanted) and not hits[0][1]
+    if ok:
+        return
+    print(f"MISS {probe.kind}: {probe.query}  wanted: {[said[i].text for i in sorted(probe.wanted)][:2]}",
+          file=sys.stderr)
+    for r, (_ids, marked) in zip(results[:3], hits[:3], strict=False):
+        print(f"    {'*' if marked else ' '} {r['content'][:90]}", file=sys.stderr)
 
 
 def pooled(runs: list[dict[str, Any]]) -> dict[str, float]:
@@ -266,6 +288,8 @@ def pooled(runs: list[dict[str, Any]]) -> dict[str, float]:
 
 async def amain(args: argparse.Namespace) -> None:
     locomo.DATED = True
+    global SHOW_MISSES  # noqa: PLW0603
+    SHOW_MISSES = args.show_misses
     if args.print_stream:
         said, probes = stream(args.seeds[0])
         for statement in said:
@@ -298,6 +322,7 @@ def main() -> None:
     parser.add_argument("--seeds", type=int, nargs="+", default=[1, 2, 3])
     parser.add_argument("--model", default="all-minilm")
     parser.add_argument("--ollama-host", default=None, help="an Ollama-compatible server (default: the bench's own)")
+    parser.add_argument("--show-misses", action="store_true", help="print each question answered wrong")
     parser.add_argument("--print-stream", action="store_true", help="print the first seed's stream and questions")
     anyio.run(amain, parser.parse_args())
 

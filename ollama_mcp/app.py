@@ -30,6 +30,7 @@ from ollama_mcp.services.memories import Memories
 from ollama_mcp.services.recall import Recall
 from ollama_mcp.services.relations import ConversationRelations
 from ollama_mcp.services.shares import ShareRegistry
+from ollama_mcp.services.superseding import Superseding
 from ollama_mcp.storage.backends import open_backend
 from ollama_mcp.storage.protocols import Storage
 from ollama_mcp.storage.ranker import Ranker
@@ -136,7 +137,8 @@ class LaterServices:
         )
         chars = settings.max_content_chars
         transcript = Transcript(
-            store, early.conversations, early.current, indexer, jobs, summarizing, max_content_chars=chars
+            store, early.conversations, early.current, indexer, jobs, summarizing, early.superseding,
+            max_content_chars=chars,
         )
         context = ContextBuilder(store, early.recall)
         work = WorkOnDemand(store, jobs, summaries=chatting, facts=facts)
@@ -148,7 +150,9 @@ class LaterServices:
             max_content_chars=chars,
         )
         return Later(
-            facts, summarizing, transcript, StreamedTurns(store, indexer, jobs, summarizing, max_content_chars=chars),
+            facts, summarizing, transcript, StreamedTurns(
+                store, indexer, jobs, summarizing, early.superseding, max_content_chars=chars,
+            ),
             context, Retention(store, early.conversations, early.memories, retention_days=settings.retention_days),
             work,
             Archive(store, indexer, page_chars=settings.response_chars, summaries=chatting), agent,
@@ -164,6 +168,7 @@ class Early:
     memories: Memories
     recall: Recall
     changes: Changes
+    superseding: Superseding
 
 
 @dataclass(frozen=True)
@@ -199,6 +204,10 @@ class App:
     @property
     def changes(self) -> Changes:
         return self.early.changes
+
+    @property
+    def superseding(self) -> Superseding:
+        return self.early.superseding
 
     @property
     def facts(self) -> ConversationFacts:
@@ -269,9 +278,10 @@ async def open_app(
         conversations = Conversations(
             store, indexer, jobs, current, summaries=settings.chat_model is not None, facts=settings.facts
         )
+        superseding = Superseding(store)
         early = Early(
-            current, conversations, Memories(store, indexer, conversations),
-            Recall(store, indexer, indexer.embedder, ranker, current), Changes(store),
+            current, conversations, Memories(store, indexer, conversations, superseding),
+            Recall(store, indexer, indexer.embedder, ranker, current, superseding), Changes(store), superseding,
         )
         relations = ConversationRelations(
             store, indexer, jobs, related=settings.related_threshold, duplicate=settings.duplicate_threshold

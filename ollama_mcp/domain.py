@@ -16,7 +16,8 @@ SearchMode = Literal["hybrid", "keyword", "list"]  # list: no query words, the f
 # The agent's tools whose results only repeat what memory holds: their recorded tool turns are
 # not recalled (each would hold again, wrapped, the memories that are hits themselves).
 MEMORY_READING_TOOLS = frozenset({"search_memories", "search_all_conversations", "list_conversations"})
-MatchReason = Literal["exact", "words", "nearby words", "meaning", "nearby meaning", "time"]
+# "newer": the current statement of what a hit found said, put where that stale hit ranked.
+MatchReason = Literal["exact", "words", "nearby words", "meaning", "nearby meaning", "time", "newer"]
 Role = Literal["user", "assistant", "system", "tool"]
 SummaryStatus = Literal["none", "given", "pending", "done", "failed"]
 JobKind = Literal["summarize", "compact", "relate", "facts"]
@@ -161,6 +162,21 @@ class SearchHit:
     # A long memory embedded in several chunks: where the chunk closest in meaning to the query
     # stands in its text (start, end), which it is shown by when none of the query's words is in it.
     closest: tuple[int, int] | None = None
+    # A statement a later one superseded (a changed fact: statements.chains): by which, and why.
+    superseded: Superseded | None = None
+
+
+@dataclass(frozen=True)
+class Superseded:
+    """Why a hit no longer holds: the memory that superseded it (``by``; its direct successor),
+    the one holding its subject's attribute now (``current``: ``by`` or later), on what grounds,
+    how sure the store is (``statements.chains``: 0.3 a conflict to review, 0.9 a told change)."""
+
+    by: Memory
+    current: Memory
+    grounds: str
+    confidence: float
+    conflict: bool = False
 
 
 @dataclass(frozen=True)

@@ -16,6 +16,7 @@ from ollama_mcp.domain import (
     MatchReason,
     Memory,
     MemoryPage,
+    SearchHit,
     SearchOutcome,
     ShareAccess,
     StoredMemory,
@@ -166,6 +167,26 @@ class Hit(BaseModel):
     also_in: list[Place] | None = None  # the same fact said elsewhere, shown once here (the first ALSO_SHOWN)
     also_more: int | None = None  # how many more places said it (beyond also_in)
     via: str | None = None  # a turn found through the turn before it: that turn's words
+    # A changed fact: the memory that superseded this one, why, and what holds now.
+    superseded_by: str | None = None
+    superseded_because: str | None = None
+    current: Current | None = None
+
+
+class Current(BaseModel):
+    """What holds now of what a superseded hit said: the newest statement of it (clipped)."""
+
+    memory_id: str
+    content: str
+    occurred_at: str
+
+    @classmethod
+    def of(cls, m: Memory) -> Current:
+        text = m.content if len(m.content) <= CURRENT_CHARS else m.content[:CURRENT_CHARS].rstrip() + " […]"
+        return cls(memory_id=m.id, content=text, occurred_at=m.occurred_at)
+
+
+CURRENT_CHARS = 300  # of the current statement a superseded hit carries
 
 
 class SearchResults(BaseModel):
@@ -191,6 +212,7 @@ class SearchResults(BaseModel):
                 matched=list(h.matched) or None, length=shown.length if shown.clipped else None,
                 project=h.project, also_in=[Place.of(m) for m in h.also[:ALSO_SHOWN]] or None,
                 also_more=len(h.also) - ALSO_SHOWN if len(h.also) > ALSO_SHOWN else None, via=h.via,
+                **_superseded(h),
             ))
         said = [outcome.notice] if outcome.notice else []
         if any(r.length is not None for r in results):
@@ -308,3 +330,11 @@ class AgentReply(BaseModel):
             conversation_id=a.conversation_id, response=a.response, tools_used=a.tools_used, steps=a.steps,
             model=a.model, note=a.note,
         )
+
+
+def _superseded(h: SearchHit) -> dict[str, Any]:
+    """A superseded hit's fields (none for one that holds)."""
+    if h.superseded is None:
+        return {}
+    return {"superseded_by": h.superseded.by.id, "superseded_because": h.superseded.grounds,
+            "current": Current.of(h.superseded.current)}

@@ -19,14 +19,18 @@ from ollama_mcp.ollama.embeddings import given_vector, to_blob
 from ollama_mcp.services.conversations import Conversations
 from ollama_mcp.services.indexer import Indexer
 from ollama_mcp.services.passages import page_of
+from ollama_mcp.services.superseding import Superseding
 from ollama_mcp.storage.protocols import Storage
 
 
 class Memories:
     """The notes of one store (turns are the transcript's), and any memory by id."""
 
-    def __init__(self, store: Storage, indexer: Indexer, conversations: Conversations) -> None:
+    def __init__(
+        self, store: Storage, indexer: Indexer, conversations: Conversations, superseding: Superseding,
+    ) -> None:
         self._store = store
+        self._superseding = superseding
         self._indexer = indexer
         self._conversations = conversations
 
@@ -52,6 +56,8 @@ class Memories:
                 rows = [EmbeddingRow(0, "content", 0, model, to_blob(vector), len(vector))]
             with audit.recording("store_memory", conversation.id, memory.id, arguments=list(note.given)):
                 stored, duplicate = await self._store.insert_memory(memory, rows)
+            if not duplicate:
+                await self._superseding.written([stored.seq])
             if rows and not duplicate:
                 self._indexer.added(vectors=True)  # its context vector comes from Ollama, in the background
                 return StoredMemory(stored, False, "embedded", rows[0].dim)
@@ -101,6 +107,7 @@ class Memories:
 
         with audit.recording("update_memory", None, change.memory_id, arguments=list(change.given)):
             old, new = await self._store.update_memory(change.memory_id, revise)
+        await self._superseding.written([new.seq])
         # The old version keeps its vectors: searches mask it out unless include_superseded.
         return old, await self._indexer.embed(new)
 

@@ -41,6 +41,7 @@ from ollama_mcp.services.current import CurrentConversations
 from ollama_mcp.services.indexer import Indexer
 from ollama_mcp.services.relations import related_scope
 from ollama_mcp.services.searched import nothing_found
+from ollama_mcp.services.superseding import Superseding, pool
 from ollama_mcp.storage.protocols import Storage
 from ollama_mcp.storage.ranker import QueryVector, Ranker
 from ollama_mcp.when import TimeWindow, query_window
@@ -51,8 +52,10 @@ class Recall:
 
     def __init__(
         self, store: Storage, indexer: Indexer, embedder: Embedder, ranker: Ranker, current: CurrentConversations,
+        superseding: Superseding,
     ) -> None:
         self._store = store
+        self._superseding = superseding
         self._indexer = indexer
         self._embedder = embedder
         self._ranker = ranker
@@ -158,8 +161,11 @@ class Recall:
             listed = await self._store.listed_memories(filters, request.top_k)
             return await self._with_projects([SearchHit(m, 0.0, None) for m in listed], conversation), "list", None
         hits, by_meaning, notice = await self._rank(
-            request.query, filters, None if conversation is None else conversation.key, request.top_k,
-            request.threshold, _window(request),
+            request.query, filters, None if conversation is None else conversation.key,
+            pool(request.top_k, request.query), request.threshold, _window(request),
+        )
+        hits = await self._superseding.arrange(
+            hits, request.query, filters, request.top_k, everything=filters.include_superseded,
         )
         if not hits:
             conversations, by_kind = await self._store.searched_counts(filters)

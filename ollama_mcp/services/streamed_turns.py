@@ -15,6 +15,7 @@ from ollama_mcp.inputs.turns import parse_turn
 from ollama_mcp.services.indexer import Indexer
 from ollama_mcp.services.jobs import JobRunner
 from ollama_mcp.services.summarizing import Summarizing
+from ollama_mcp.services.superseding import Superseding
 from ollama_mcp.services.turns import message_of
 from ollama_mcp.storage.protocols import Storage
 
@@ -23,9 +24,11 @@ class StreamedTurns:
     """The turns being written in the conversations of one store."""
 
     def __init__(
-        self, store: Storage, indexer: Indexer, jobs: JobRunner, summarizing: Summarizing, *, max_content_chars: int,
+        self, store: Storage, indexer: Indexer, jobs: JobRunner, summarizing: Summarizing, superseding: Superseding,
+        *, max_content_chars: int,
     ) -> None:
         self._store = store
+        self._superseding = superseding
         self._indexer = indexer
         self._jobs = jobs
         self._summarizing = summarizing
@@ -68,6 +71,7 @@ class StreamedTurns:
             stored, compacting = await self._store.commit_turn(
                 turn_id, message, compact=self._summarizing.compact_at(conversation)
             )
+        await self._superseding.written([stored.seq])
         self._indexer.added(seqs=[stored.seq])
         if compacting:
             self._jobs.wakeup.set()

@@ -23,6 +23,7 @@ from ollama_mcp.services.current import CurrentConversations
 from ollama_mcp.services.indexer import Indexer
 from ollama_mcp.services.jobs import JobRunner
 from ollama_mcp.services.summarizing import Summarizing
+from ollama_mcp.services.superseding import Superseding
 from ollama_mcp.services.turns import RETRY_WINDOW, message_of
 from ollama_mcp.storage.protocols import Storage
 
@@ -32,9 +33,10 @@ class Transcript:
 
     def __init__(
         self, store: Storage, conversations: Conversations, current: CurrentConversations, indexer: Indexer,
-        jobs: JobRunner, summarizing: Summarizing, *, max_content_chars: int,
+        jobs: JobRunner, summarizing: Summarizing, superseding: Superseding, *, max_content_chars: int,
     ) -> None:
         self._store = store
+        self._superseding = superseding
         self._conversations = conversations
         self._current = current
         self._indexer = indexer
@@ -82,6 +84,7 @@ class Transcript:
                 batch, retry_since, compact=self._summarizing.compact_at(conversation)
             )
         if not retry:
+            await self._superseding.written([turn.seq for turn in stored])
             if embed:
                 await self._indexer.embed_turns(stored)
             self._indexer.added(seqs=[turn.seq for turn in stored])

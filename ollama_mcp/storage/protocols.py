@@ -1,11 +1,10 @@
 """The storage seam: what the services above storage may ask of a backend's store (``Storage``,
-one protocol a concept; search asks its ranker, ``storage.ranker``).
-Each backend implements all of it with the same results and the same errors
-(``errors.StorageError`` and its kin, ``NotFoundError``s, ``ConversationClosedError``), so
-nothing above this seam branches on the backend.
+one protocol a concept; search asks its ranker, ``storage.ranker``). Each backend implements all
+of it with the same results and errors (``errors.StorageError`` and its kin, ``NotFoundError``s,
+``ConversationClosedError``), so nothing above this seam branches on the backend.
 
-``store.Store`` is the SQLite implementation. What the SQLite backend's in-memory ranking reads
-besides (``search_reads``, ``keyword_rows``, ``keyword_snapshot``, ``tokenize``, ``vector_snapshot``,
+``store.Store`` is the SQLite implementation. What its in-memory ranking reads besides
+(``search_reads``, ``keyword_rows``, ``keyword_snapshot``, ``tokenize``, ``vector_snapshot``,
 ``document_counts``, ``filtered_seqs``, ``data_version``, ``approximate_memory_count``,
 ``merge_keyword_indexes``) is not part of the seam: a backend that ranks inside its database
 has no use for it. Timestamps are ISO 8601 UTC text (``domain.format_timestamp``); a memory's
@@ -41,6 +40,7 @@ from ollama_mcp.domain import (
     Shrunk,
     WriteRecord,
 )
+from ollama_mcp.storage.claim_storage import ClaimStorage
 
 
 class ConversationStorage(Protocol):
@@ -492,6 +492,7 @@ class Storage(
     ClientStorage,
     TokenStorage,
     ShareStorage,
+    ClaimStorage,
     StorageLife,
     Protocol,
 ):

@@ -10,6 +10,7 @@ from typing import Any
 
 from ollama_mcp.domain import EmbeddingRow, Memory, SearchFilters, utc_now
 from ollama_mcp.errors import ConversationClosedError, InvalidInputError, MemoryNotFoundError, MemorySupersededError
+from ollama_mcp.statements.reading import kept_claims
 from ollama_mcp.storage.memory_rules import CONTEXT_NEIGHBOURS, SOURCE_ID, compose_context, note_digest, own_context
 from ollama_mcp.storage.sql.dialect import Dialect
 from ollama_mcp.storage.sql.fragments import MOMENT_COLUMNS, moment_from_row, neighbour_columns
@@ -101,12 +102,13 @@ class MemoryStore(SqlParts):
                 conn,
                 d.sql(
                     f"INSERT INTO memories (id, conversation_id{d.KEY_COLUMN}, kind, content, note_digest,"
-                    f" {context_column(d)}, tags, metadata, created_at, occurred_at, spoken_of)"
-                    f" VALUES (?, ?{d.KEY_VALUE}, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
+                    f" {context_column(d)}, tags, metadata, created_at, occurred_at, spoken_of, claims)"
+                    f" VALUES (?, ?{d.KEY_VALUE}, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
                 ),
                 [(m.id, m.conversation_id, m.kind, m.content, digest, context,
                   d.tags(m.tags), d.json(m.metadata),
-                  m.created_at, m.occurred_at, times_named(m.content, m.occurred_at)) for m, digest, context in rows],
+                  m.created_at, m.occurred_at, times_named(m.content, m.occurred_at),
+                  kept_claims(m.kind, m.role, m.actor, m.content)) for m, digest, context in rows],
             )
             ids = d.listed([m.id for m, _, _ in rows])
             seqs = {

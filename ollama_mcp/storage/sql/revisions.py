@@ -10,6 +10,7 @@ from typing import Any
 
 from ollama_mcp.domain import Memory
 from ollama_mcp.errors import ConversationClosedError, InvalidInputError
+from ollama_mcp.statements.reading import kept_claims
 from ollama_mcp.storage.memory_rules import compose_context, content_hash, is_redacted
 from ollama_mcp.storage.sql.parts import SqlParts
 from ollama_mcp.storage.sql.rows import (
@@ -63,9 +64,10 @@ class RevisionStore(SqlParts):
             followers = await context_followers(conn, d, old.conversation_id, [old.seq])
             set_context, context_param = context_assignment(d, context)
             await execute(
-                conn, d, f"UPDATE memories SET content = ?{set_context}, spoken_of = ?, metadata = ?"
+                conn, d, f"UPDATE memories SET content = ?{set_context}, spoken_of = ?, claims = ?, metadata = ?"
                 " WHERE seq = ?",
                 (content, *context_param, times_named(content, old.occurred_at),
+                 kept_claims(old.kind, old.role, old.actor, content),
                  d.json(metadata), old.seq),
             )
             await execute(conn, d, "DELETE FROM memory_embeddings WHERE memory_seq = ?", (old.seq,))

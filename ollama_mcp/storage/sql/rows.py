@@ -9,6 +9,7 @@ from typing import Any
 
 from ollama_mcp.domain import CompactAt, Conversation, JobKind, Memory, MemoryKind, SearchFilters
 from ollama_mcp.errors import ConversationNotFoundError, MemoryNotFoundError
+from ollama_mcp.statements.reading import kept_claims
 from ollama_mcp.storage.fact_rules import fact_source
 from ollama_mcp.storage.memory_rules import (
     CONTEXT_NEIGHBOURS,
@@ -124,7 +125,8 @@ async def insert_memory_row(conn: Any, d: Dialect, memory: Memory, *, context_be
         conn, d,
         f"INSERT INTO memories (id, conversation_id{d.KEY_COLUMN}, kind, role, actor, tool_calls, tool_call_id,"
         f" content, note_digest, {context_column(d)}, tags, metadata, created_at, superseded_by, occurred_at,"
-        f" spoken_of, source_seq) VALUES (?, ?{d.KEY_VALUE}, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, {SOURCE_SEQ})"
+        f" spoken_of, claims, source_seq)"
+        f" VALUES (?, ?{d.KEY_VALUE}, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, {SOURCE_SEQ})"
         f" ON CONFLICT ({d.NOTE_ONCE}) WHERE kind = 'note' AND superseded_by IS NULL DO NOTHING"
         " RETURNING seq",
         memory_params(d, memory, context),
@@ -156,7 +158,7 @@ def memory_params(d: Dialect, memory: Memory, context: str | int | None) -> tupl
         d.json(list(memory.tool_calls)) if memory.tool_calls else None, memory.tool_call_id,
         memory.content, note_digest(memory), context, d.tags(memory.tags), d.json(memory.metadata),
         memory.created_at, memory.superseded_by, memory.occurred_at, times_named(memory.content, memory.occurred_at),
-        fact_source(memory),
+        kept_claims(memory.kind, memory.role, memory.actor, memory.content), fact_source(memory),
     )
 
 
@@ -303,7 +305,7 @@ async def retire_turns(
         set_context = ", context = ?" if d.stores_context else ""
         await d.execute_many(
             conn,
-            d.sql(f"UPDATE memories SET content = ?{set_context}, spoken_of = '', tool_calls = NULL,"
+            d.sql(f"UPDATE memories SET content = ?{set_context}, spoken_of = '', claims = '', tool_calls = NULL,"
                   f" metadata = {d.json_with('metadata', REDACTED)} WHERE seq = ?"),
             [(text, *((text,) if d.stores_context else ()), retention, int(row[0]))
              for row in rows for text in [redacted_text(row[2])]],

@@ -2,6 +2,7 @@
 parts that are its own (``sqlite/store.py``, ``postgres/store.py``)."""
 
 from ollama_mcp.storage.sql.chat_calls import ChatCallStore
+from ollama_mcp.storage.sql.claims import ClaimStore
 from ollama_mcp.storage.sql.clients import ClientStore
 from ollama_mcp.storage.sql.conversations import ConversationStore
 from ollama_mcp.storage.sql.facts import FactStore
@@ -14,7 +15,7 @@ from ollama_mcp.storage.sql.transcript import TranscriptStore
 
 class SqlStore(
     ClientStore, ConversationStore, FactStore, TranscriptStore, OpenTurnStore, RevisionStore, TokenStore, ShareStore,
-    ChatCallStore,
+    ChatCallStore, ClaimStore,
 ):
     """Clients, conversations, facts, transcripts and turns being streamed, access tokens, shares
     and the chat-model calls of background work, on either backend."""

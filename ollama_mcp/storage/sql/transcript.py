@@ -10,6 +10,7 @@ import anyio
 
 from ollama_mcp.domain import CompactAt, Conversation, Memory, MemoryKind, Participant
 from ollama_mcp.errors import ConversationClosedError, ConversationNotFoundError
+from ollama_mcp.statements.reading import kept_claims
 from ollama_mcp.storage.fact_rules import fact_source
 from ollama_mcp.storage.memory_rules import CONTEXT_NEIGHBOURS, compose_context, is_retry, note_digest, own_context
 from ollama_mcp.storage.sql.parts import SqlParts
@@ -212,15 +213,16 @@ class TranscriptStore(SqlParts):
                     m.id, c.id, m.kind, m.role, m.actor, d.json(list(m.tool_calls)) if m.tool_calls else None,
                     m.tool_call_id, m.content, note_digest(m), context,
                     d.tags(m.tags), d.json(m.metadata),
-                    m.created_at, m.superseded_by, m.occurred_at, fact_source(m),
+                    m.created_at, m.superseded_by, m.occurred_at, kept_claims(m.kind, m.role, m.actor, m.content),
+                    fact_source(m),
                 ))
             added = await d.execute_many(
                 conn,
                 d.sql(
                     f"INSERT INTO memories (id, conversation_id{d.KEY_COLUMN}, kind, role, actor, tool_calls,"
                     f" tool_call_id, content, note_digest, {context_column(d)}, tags, metadata, created_at,"
-                    f" superseded_by, occurred_at, source_seq)"
-                    f" VALUES (?, ?{d.KEY_VALUE}, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, {SOURCE_SEQ})"
+                    f" superseded_by, occurred_at, claims, source_seq)"
+                    f" VALUES (?, ?{d.KEY_VALUE}, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, {SOURCE_SEQ})"
                     " ON CONFLICT DO NOTHING"
                 ),
                 rows,

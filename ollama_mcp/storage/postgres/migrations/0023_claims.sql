@@ -1,0 +1,36 @@
+-- What each note and turn states about whom, and the user's word on a supersession: see
+-- sqlite/migrations/0027_claims.sql.
+ALTER TABLE memories ADD COLUMN claims text;
+CREATE INDEX memories_claims_unread ON memories (seq) WHERE claims IS NULL;
+CREATE TABLE memory_claims (
+    subject    text NOT NULL,
+    memory_seq bigint NOT NULL REFERENCES memories (seq) ON DELETE CASCADE,
+    PRIMARY KEY (subject, memory_seq)
+);
+CREATE INDEX memory_claims_memory ON memory_claims (memory_seq);
+CREATE FUNCTION memory_claims_kept() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+    IF TG_OP = 'UPDATE' THEN
+        DELETE FROM memory_claims WHERE memory_seq = OLD.seq;
+    END IF;
+    IF NEW.claims IS NOT NULL AND NEW.claims <> '' THEN
+        INSERT INTO memory_claims (subject, memory_seq)
+            SELECT DISTINCT c ->> 'subject', NEW.seq FROM jsonb_array_elements(NEW.claims::jsonb) AS c
+            ON CONFLICT DO NOTHING;
+    END IF;
+    RETURN NULL;
+END
+$$;
+CREATE TRIGGER memories_claims_ai AFTER INSERT ON memories
+    FOR EACH ROW WHEN (NEW.claims IS NOT NULL AND NEW.claims <> '') EXECUTE FUNCTION memory_claims_kept();
+CREATE TRIGGER memories_claims_au AFTER UPDATE OF claims ON memories
+    FOR EACH ROW EXECUTE FUNCTION memory_claims_kept();
+
+CREATE TABLE supersession_reviews (
+    older_seq  bigint NOT NULL REFERENCES memories (seq) ON DELETE CASCADE,
+    newer_seq  bigint NOT NULL REFERENCES memories (seq) ON DELETE CASCADE,
+    verdict    text NOT NULL CHECK (verdict IN ('undone', 'confirmed')),
+    decided_at text NOT NULL,
+    PRIMARY KEY (older_seq, newer_seq)
+);
+CREATE INDEX supersession_reviews_newer ON supersession_reviews (newer_seq);
