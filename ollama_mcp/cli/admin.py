@@ -11,7 +11,7 @@ import shutil
 import sys
 import tempfile
 import time
-from collections.abc import AsyncIterator, Callable, Iterator
+from collections.abc import AsyncIterator, Callable, Iterator, Sequence
 from contextlib import asynccontextmanager, contextmanager
 from dataclasses import replace
 from datetime import UTC, datetime, timedelta
@@ -27,6 +27,7 @@ from ollama_mcp.inputs import fields
 from ollama_mcp.services import export, stores, tokens
 from ollama_mcp.services.archive import ImportReport, cut_notice
 from ollama_mcp.services.imports.sources import Source, open_source
+from ollama_mcp.services.superseding import Supersession
 from ollama_mcp.services.transfer import AccessReport, CopyReport
 
 if TYPE_CHECKING:  # a name for what the token service hands back; the CLI never opens a store itself
@@ -266,6 +267,43 @@ async def write_log(settings: Settings, since: str | None, limit: int) -> list[W
     _must_exist(settings, "show")
     async with open_app(settings, background=False) as app:
         return await app.changes.write_records(start, limit)
+
+
+async def conflicts(
+    settings: Settings, undo: Sequence[str] | None, confirm: Sequence[str] | None, limit: int,
+) -> tuple[Supersession | None, list[Supersession], list[Supersession]]:
+    """The review of changed facts (``Superseding``): an undo or a confirm when asked, then (to
+    review, recent)."""
+    _must_exist(settings, "review")
+    async with open_app(settings, background=False) as app:  # the door: the CLI's, the default
+        done = None
+        for verdict, pair in (("undo", undo), ("confirm", confirm)):
+            if pair:
+                done = await app.superseding.review(
+                    fields.memory_id("OLDER", pair[0]), fields.memory_id("NEWER", pair[1]), verdict)
+        open_, recent = await app.superseding.listed(limit)
+        return done, open_, recent
+
+
+def supersessions_text(to_review: Sequence[Supersession], recent: Sequence[Supersession]) -> str:
+    """The review lists as the terminal shows them: each pair's ids, times, texts and grounds."""
+    lines = [f"to review: {len(to_review)}" + ("" if to_review else " (nothing to review)")]
+    for title, shown in (("", to_review), ("recent supersessions:", recent)):
+        if title:
+            lines.append(title if shown else f"{title} none")
+        for s in shown:
+            flag = f" [{s.state}]" if s.state != "open" else ""
+            lines.append(f"  OLDER {s.older.id}  {s.older.occurred_at[:10]}  {_clip(s.older.content)}")
+            lines.append(f"  NEWER {s.newer.id}  {s.newer.occurred_at[:10]}  {_clip(s.newer.content)}")
+            lines.append(f"        {s.grounds}; confidence {s.confidence:.1f}{flag}")
+    if to_review:
+        lines.append("undo one: ollama-mcp conflicts --undo OLDER NEWER; confirm: --confirm OLDER NEWER")
+    return "\n".join(lines)
+
+
+def _clip(text: str, width: int = 80) -> str:
+    flat = " ".join(text.split())
+    return flat if len(flat) <= width else flat[: width - 1] + "…"
 
 
 async def create_token(settings: Settings, name: str, principal: str | None) -> tuple[AccessToken, str]:

@@ -168,6 +168,19 @@ def parser() -> argparse.ArgumentParser:
     )
     auditor.add_argument("--since", metavar="DATE", help="from this ISO 8601 date or time on")
     auditor.add_argument("--limit", type=int, default=100, metavar="N", help="at most N rows (default 100)")
+    reviewer = commands.add_parser(
+        "conflicts",
+        help="review the facts that changed: open conflicts, recent supersessions; undo or confirm one",
+        description="A later statement of the same thing (where someone lives, who they work for, "
+        "which database, which day) supersedes the earlier one: searches put it first and mark the old "
+        "one. This lists the supersessions to review (two values said at the same moment, or a change "
+        "read with low confidence) and the recent ones, each with OLDER and NEWER memory ids. "
+        "--undo OLDER NEWER says the older statement still holds (it is never superseded again); "
+        "--confirm OLDER NEWER takes one off the review list. Example: ollama-mcp conflicts --undo 3f2c... 9a1b...",
+    )
+    reviewer.add_argument("--undo", nargs=2, metavar=("OLDER", "NEWER"), help="the older statement still holds")
+    reviewer.add_argument("--confirm", nargs=2, metavar=("OLDER", "NEWER"), help="the change is right")
+    reviewer.add_argument("--limit", type=int, default=20, metavar="N", help="at most N of each list (default 20)")
     configurer = commands.add_parser(
         "config",
         help="print what an MCP client needs to start this server (absolute path and settings included)",

@@ -232,6 +232,12 @@ def _maintenance(settings: Settings, args: argparse.Namespace) -> int:
         for record in anyio.run(admin.write_log, settings, args.since, max(1, args.limit)):
             print(f"{record.at}  {record.door:<9} {record.action:<20} {record.conversation_id or '-':<36}  "
                   f"{record.memory_id or '-'}")
+    elif args.command == "conflicts":
+        reviewed, to_review, recent = anyio.run(
+            admin.conflicts, settings, args.undo, args.confirm, max(1, args.limit))
+        if reviewed is not None:
+            print(f"{reviewed.state}: {reviewed.grounds}")
+        print(admin.supersessions_text(to_review, recent))
     elif args.command == "forget":
         forgotten, total, older = anyio.run(
             admin.forget, settings, args.conversation, args.older_than, args.all, args.yes, args.dry_run

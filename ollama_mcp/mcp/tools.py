@@ -63,7 +63,7 @@ TopK = int  # 1-100: a bad one is refused saying so
 Threshold = float | None  # minimum cosine similarity, 0-1: a bad one is refused saying so
 # Every kind is searched unless narrowed to one: notes, recorded and imported turns, summaries, facts.
 Kind = Literal["note", "message", "summary", "fact"] | None
-Superseded = Annotated[bool, Field(description="Also replaced versions.")]
+Superseded = Annotated[bool, Field(description="Also replaced versions and changed facts' history.")]
 Query = Annotated[str, Field(description='"*" lists them newest first.')]
 Project = Annotated[str | None, Field(description="Folder name or path.")]
 
@@ -164,14 +164,14 @@ async def search_all_conversations(
     ctx: Context, query: Query, top_k: TopK = 5, threshold: Threshold = None, tags: Tags = None,
     kind: Kind = None,
     related_to: Annotated[str | None, Field(description="This conversation and related ones.")] = None,
-    project: Project = None,
+    project: Project = None, include_superseded: Superseded = False,
 ) -> Annotated[CallToolResult, SearchResults]:
     """search_memories across every conversation, ended ones too."""
     begin_search(ctx, query)
     async with tool_call(ctx, related_to) as app:
         request = search_request(
             query, top_k=top_k, threshold=threshold, tags=tags, kinds=kind, everywhere=True,
-            related_to=related_to, project=project,
+            related_to=related_to, project=project, include_superseded=include_superseded,
         )
         sharing, principal = sharing_of(ctx)
         outcome = await sharing.search_all(principal, app, request)

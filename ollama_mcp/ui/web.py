@@ -48,7 +48,10 @@ DONE = {
     "memory-deleted": "The memory was deleted.",
     "ended": "The conversation was ended; it stays searchable.",
     "conversation-deleted": "The conversation was deleted with everything in it.",
+    "undone": "Undone: the older statement holds again, and is not superseded by that one any more.",
+    "confirmed": "Confirmed: the change is off the review list.",
 }
+CHANGES_SHOWN = 50  # of each list on the changed-facts page
 
 
 def build_ui(memory: App, session_token: str) -> Guard:
@@ -76,6 +79,8 @@ def _pages() -> Starlette:
         Route("/memories/{memory_id}/update", update_memory, methods=["POST"]),
         Route("/memories/{memory_id}/delete", delete_memory, methods=["GET", "POST"]),
         Route("/search", search),
+        Route("/changes", changes),
+        Route("/changes/review", review_change, methods=["POST"]),
         Route("/import", import_file, methods=["GET", "POST"]),
         Route("/export", export_all),
         Route("/health", health),
@@ -143,6 +148,12 @@ async def search(request: Request) -> Response:
         outcome = await app.recall.search(asked)
         matches = views.matches(query, outcome.hits)
     return _page(request, "search.html", form=form, outcome=outcome, matches=matches, choices=choices, names=names)
+
+
+async def changes(request: Request) -> Response:
+    """Changed facts: the supersessions to review (conflicts, unsure ones) and the recent ones."""
+    to_review, recent = await _app(request).superseding.listed(CHANGES_SHOWN)
+    return _page(request, "changes.html", to_review=to_review, recent=recent)
 
 
 async def health(request: Request) -> Response:
@@ -220,6 +231,17 @@ async def delete_conversation(request: Request) -> Response:
     return await _after_confirming(request, lambda: app.conversations.delete(current.id),
                                    f"/conversations/{current.id}", ("/", "conversation-deleted"),
                                    what="conversation", conversation=current, total=total)
+
+
+async def review_change(request: Request) -> Response:
+    """One click on the changed-facts page: undo a supersession, or confirm it."""
+    form = await checked_form(request)
+    verdict = _field(form.get("verdict"))
+    older = fields.memory_id("older", _field(form.get("older")))
+    newer = fields.memory_id("newer", _field(form.get("newer")))
+    with _writing(request):
+        done = await _app(request).superseding.review(older, newer, verdict)
+    return _redirect(request, "/changes", done.state)
 
 
 def _conversation_id(request: Request) -> str:
