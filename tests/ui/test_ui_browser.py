@@ -239,3 +239,33 @@ async def test_an_imported_chat_shows_its_own_times_sorts_as_history_and_is_foun
             await first.wait_for()
             assert "The Alfama hotel, three nights." in await first.inner_text()
             assert "2023-11-14 22:14" in await first.inner_text()
+
+
+async def test_changed_facts_are_listed_in_the_browser_and_one_click_undoes_a_supersession(
+    settings: Settings, database_url: str, fake_ollama: FakeOllama, chromium: str, backend: str,
+) -> None:
+    async with connect(settings) as client:
+        await call(client, "store_memory", content="Maren lives in Berlin.", occurred_at="2024-01-10T09:00:00Z")
+        await call(client, "store_memory", content="Maren moved to Lisbon.", occurred_at="2025-03-02T09:00:00Z")
+        await call(client, "store_memory", content="Maren lives in Oslo.", occurred_at="2025-06-01T12:00:00Z")
+        await call(client, "store_memory", content="Maren lives in Bergen.", occurred_at="2025-06-01T12:00:00Z")
+        with ui_process(database_url, fake_ollama) as (_, link), anyio.fail_after(90):
+            async with browser(chromium) as opened:
+                page = await opened.new_page(viewport={"width": 1100, "height": 800})
+                page.set_default_timeout(15_000)
+                await page.goto(link)
+                await page.get_by_role("link", name="Changed facts").click()
+                conflict = page.locator("#to-review li.change")
+                assert await conflict.count() == 1  # Oslo and Bergen, said at the same moment
+                assert "conflict to review" in await conflict.inner_text()
+                moved = page.locator("#recent li.change", has_text="Maren moved to Lisbon.").filter(
+                    has_text="Maren lives in Berlin.")
+                assert "'lisbon'" in await moved.inner_text()
+                await shot(page, f"changes-{backend}")
+                await moved.get_by_role("button", name="Undo").click()
+                await page.get_by_text("Undone: the older statement holds again").wait_for()
+                assert "undone" in await page.locator("#recent li.change", has_text="Maren lives in Berlin.").filter(
+                    has_text="Maren moved to Lisbon.").inner_text()
+        found = await call(client, "search_all_conversations", query="Maren Berlin", top_k=10)
+        berlin = next(r for r in found["results"] if r["content"] == "Maren lives in Berlin.")
+        assert berlin.get("superseded_by") is None
