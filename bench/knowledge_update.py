@@ -146,6 +146,7 @@ def stream(seed: int) -> tuple[list[Statement], list[Probe]]:
     span = timedelta(days=30 * months)
     said: list[Statement] = []
     histories: dict[tuple[str, str], list[tuple[int, str | None]]] = {}
+    me = people[0] if FIRST else None  # --wording alt: the first person is the user, in the first person
     for person in people:
         for attribute, pool in VALUES.items():
             versions = rng.randint(2, 5)
@@ -161,12 +162,16 @@ def stream(seed: int) -> tuple[list[Statement], list[Probe]]:
                     way = "ended"
                 else:
                     way = rng.choice(["stated", "stated", "implied", "corrected"])
+                if person == me:
+                    way = "stated"
                 told: str | None = None if way == "ended" else value
                 text = rng.choice(ways[way]).format(s=person, v=value, old=old)
+                if person == me:
+                    text = FIRST[attribute][0].format(v=value)
                 at = start + span * when
                 said.append(Statement(text, _iso(at), person, attribute, told, i, "version"))
                 history.append((len(said) - 1, told))
-                if told is not None and rng.random() < 0.5:  # the value said again later, in other words
+                if told is not None and person != me and rng.random() < 0.5:  # said again later, in other words
                     again = at + (span * (times[i + 1] if i + 1 < len(times) else 1.0) - span * when) * rng.random()
                     said.append(Statement(rng.choice(ways["again"]).format(s=person, v=value), _iso(again), person,
                                           attribute, value, i, "again"))
@@ -175,6 +180,8 @@ def stream(seed: int) -> tuple[list[Statement], list[Probe]]:
                     old = told
             histories[person, attribute] = history
         for key, (ways, _, pool) in STABLE.items():
+            if person == me:
+                continue
             value = rng.choice(pool)
             said.append(Statement(rng.choice(ways).format(s=person, v=value), _iso(start + span * rng.random()),
                                   person, key, value, -1, "stable"))
@@ -194,15 +201,19 @@ def stream(seed: int) -> tuple[list[Statement], list[Probe]]:
             last = max(s.version for _, s in mine)
             current = {i for i, s in mine if s.version == last}
             stale = {i for i, s in mine if s.version < last}
-            for phrasing in SAID[attribute]["current"]:
+            asked = [FIRST[attribute][1]] if person == me else SAID[attribute]["current"]
+            for phrasing in asked:
                 probes.append(Probe(phrasing.format(s=person), "current", person, attribute, current, stale))
             final = next(s for i, s in mine if s.version == last and s.role == "version")
             earlier = [s for _, s in mine if s.version == last - 1 and s.role == "version"]
             if final.value is not None and earlier and earlier[0].value is not None:
                 before = {i for i, s in mine if s.version == last - 1}
-                probes.append(Probe(rng.choice(SAID[attribute]["before"]).format(s=person, v=final.value), "before",
+                ways = [FIRST[attribute][2]] if person == me else SAID[attribute]["before"]
+                probes.append(Probe(rng.choice(ways).format(s=person, v=final.value), "before",
                                     person, attribute, before))
         for key, (_, question, _) in STABLE.items():
+            if person == me:
+                continue
             wanted = {i for i, s in enumerate(said) if s.person == person and s.attribute == key}
             probes.append(Probe(question.format(s=person), "stable", person, key, wanted))
     return said, probes
@@ -251,6 +262,7 @@ async def run(seed: int, host: str, model: str) -> dict[str, Any]:
             "counts": counts, "search_ms_p50": round(statistics.median(searched_ms), 1)}
 
 
+FIRST: dict[str, tuple[str, str, str]] = {}  # --wording alt: the user's own facts, in the first person
 SHOW_MISSES = False  # --show-misses: print each question answered wrong, with its top 3
 
 
@@ -290,6 +302,11 @@ async def amain(args: argparse.Namespace) -> None:
     locomo.DATED = True
     global SHOW_MISSES  # noqa: PLW0603
     SHOW_MISSES = args.show_misses
+    if args.wording == "alt":
+        from bench import knowledge_update_alt as alt  # noqa: PLC0415
+
+        globals().update(PEOPLE=alt.PEOPLE, OTHERS=alt.OTHERS, VALUES=alt.VALUES, SAID=alt.SAID, STABLE=alt.STABLE,
+                         CHATTER=alt.CHATTER, FIRST=alt.FIRST)
     if args.print_stream:
         said, probes = stream(args.seeds[0])
         for statement in said:
@@ -322,6 +339,8 @@ def main() -> None:
     parser.add_argument("--seeds", type=int, nargs="+", default=[1, 2, 3])
     parser.add_argument("--model", default="all-minilm")
     parser.add_argument("--ollama-host", default=None, help="an Ollama-compatible server (default: the bench's own)")
+    parser.add_argument("--wording", choices=("dev", "alt"), default="dev",
+                        help="alt: knowledge_update_alt.py's people, values and wording (a robustness check)")
     parser.add_argument("--show-misses", action="store_true", help="print each question answered wrong")
     parser.add_argument("--print-stream", action="store_true", help="print the first seed's stream and questions")
     anyio.run(amain, parser.parse_args())

@@ -19,7 +19,7 @@ from ollama_mcp import audit, caller
 from ollama_mcp.domain import Memory, SearchFilters, SearchHit, Superseded, WriteRecord, utc_now
 from ollama_mcp.errors import InvalidInputError
 from ollama_mcp.statements.chains import Chains, Link, Review, Statement, settle
-from ollama_mcp.statements.reading import asked_of, asks_about_the_past
+from ollama_mcp.statements.reading import ANY_SPEAKER, asked_of, asks_about_the_past
 from ollama_mcp.storage.protocols import Storage
 
 # Candidates a search ranks for a question about someone's attribute: the statement of exactly
@@ -173,14 +173,25 @@ def pool(top_k: int, query: str) -> int:
 
 def _focused(hits: list[SearchHit], query: str, statements: Sequence[Statement]) -> list[SearchHit]:
     """``hits`` with those among the first ``FOCUS`` that state the asked attribute of the asked
-    subject moved first, in their order (the rest follow in theirs)."""
+    subject moved first, in their order (the rest follow in theirs): only an attribute that has
+    changed (two values or more) or one that never does (``stable:``), where ranking by words and
+    meaning alone is known to put the wrong statement first; any other question keeps its order."""
     subjects, attributes = asked_of(query)
     if not subjects or not attributes:
         return hits
     claims = {s.seq: s.claims for s in statements}
+    anyone = ANY_SPEAKER in subjects
+    values: dict[tuple[str, str], set[str]] = {}
+    for statement in statements:
+        for c in statement.claims:
+            if c.attribute is not None:
+                values.setdefault((c.subject, c.attribute), set()).update(v for v in (c.value, *c.ends) if v)
+    changing = {slot for slot, said in values.items() if len(said) > 1 or slot[1].startswith("stable:")}
 
     def on_point(hit: SearchHit) -> bool:
-        return any(c.subject in subjects and c.attribute in attributes for c in claims.get(hit.memory.seq, ()))
+        return any((c.subject in subjects or (anyone and c.subject.startswith("speaker:")))
+                   and c.attribute in attributes and (c.subject, c.attribute) in changing
+                   for c in claims.get(hit.memory.seq, ()))
 
     head = hits[:FOCUS]
     return [h for h in head if on_point(h)] + [h for h in head if not on_point(h)] + hits[FOCUS:]

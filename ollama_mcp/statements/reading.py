@@ -127,6 +127,7 @@ CONNECTORS = frozenset(("and", "of", "&", "de", "du", "la", "le", "von", "van", 
 _SENTENCES = re.compile(r"(?<=[.!?])\s+|\n+|;\s*")
 _LETTER = "A-Za-zÀ-ÖØ-öø-ÿ0-9"
 _TOKENS = re.compile(f"[{_LETTER}][{_LETTER}'’+#.\\-&]*[{_LETTER}+#]|[{_LETTER}]|[,:]")
+CUE_REACH = 6  # words between a value and the cue that names its attribute, at most
 MAX_SENTENCES = 12  # a long memory (a pasted document) is not read for claims past its start
 MAX_CHARS = 4000
 
@@ -260,6 +261,8 @@ def _names(tokens: list[_Token]) -> list[tuple[int, int, str]]:
             else:
                 break
         text = " ".join(t.low for t in tokens[i:j]).removesuffix("'s")
+        if not _known_kind(text):
+            text = text.rstrip("+#.-&'")
         if text not in SKIPPED_NAMES and text not in MONTHS and text not in WEEKDAYS \
                 and text.removesuffix("s") not in WEEKDAYS:
             names.append((i, j, text))
@@ -333,7 +336,8 @@ def _known_kind(value: str) -> str | None:
 def _attribute(tokens: list[_Token], at: int, value: str) -> tuple[str | None, str]:
     """The attribute a value at token ``at`` is said of, and the word that says so."""
     if value in WEEKDAYS:
-        events = [t for t in tokens if t.low.removesuffix("s") in EVENTS or t.low in EVENTS]
+        events = [t for t in tokens if (t.low.removesuffix("s") in EVENTS or t.low in EVENTS)
+                  and abs(t.at - at) <= CUE_REACH + 2]
         if events:
             nearest = min(events, key=lambda t: abs(t.at - at))
             event = nearest.low if nearest.low in EVENTS else nearest.low.removesuffix("s")
@@ -345,11 +349,11 @@ def _attribute(tokens: list[_Token], at: int, value: str) -> tuple[str | None, s
         for kind, stems in CUES.items():
             if any(t.low == s or (s.endswith("*") and t.low.startswith(s[:-1])) for s in stems):
                 distance = abs(t.at - at)
-                if best is None or distance < best[0]:
+                if distance <= CUE_REACH and (best is None or distance < best[0]):
                     best = (distance, kind, t.text)
     for a, b in zip(tokens, tokens[1:], strict=False):
         phrased = PHRASES.get((a.low, b.low))
-        if phrased is not None and (best is None or abs(b.at - at) < best[0]):
+        if phrased is not None and abs(b.at - at) <= CUE_REACH and (best is None or abs(b.at - at) < best[0]):
             best = (abs(b.at - at), phrased, f"{a.text} {b.text}")
     if known is not None and (best is None or best[1] not in (known, "work")):
         return known, value
@@ -397,16 +401,19 @@ def asks_about_the_past(query: str) -> bool:
     return bool(_PAST.search(query))
 
 
-def asked_of(query: str, speaker: str = "user") -> tuple[set[str], set[str]]:
+ANY_SPEAKER = "speaker:*"  # a question in the first person, or about "the user": whoever speaks in the store
+
+
+def asked_of(query: str) -> tuple[set[str], set[str]]:
     """Whom a question asks about and which of their attributes ("Where does Maren live now?":
-    ``maren``, ``residence``; "What day is our standup?": the speaker, ``schedule:standup``; "Where
-    was Maren born?": ``stable:birthplace``): a search puts the statements of exactly that first.
-    Empty sets when it names no one or nothing of them."""
+    ``maren``, ``residence``; "What day is our standup?": ``ANY_SPEAKER``, ``schedule:standup``;
+    "Where was Maren born?": ``stable:birthplace``): a search puts the statements of exactly that
+    first. Empty sets when it names no one or nothing of them."""
     tokens = [_Token(t, t.casefold().replace("’", "'"), i) for i, t in enumerate(_TOKENS.findall(query))]
     subjects = {text for _, _, text in _names(tokens)}
     subjects |= {speaker_subject(s) for s in list(subjects)}
-    if any(t.low in FIRST_PERSON for t in tokens):
-        subjects.add(speaker_subject(speaker))
+    if any(t.low in FIRST_PERSON or t.low in ("user", "user's") for t in tokens):
+        subjects.add(ANY_SPEAKER)
     attributes: set[str] = set()
     for t in tokens:
         attributes.update(kind for kind, stems in CUES.items()
