@@ -18,7 +18,7 @@ from dataclasses import dataclass, replace
 from ollama_mcp import audit, caller
 from ollama_mcp.domain import Memory, SearchFilters, SearchHit, Superseded, WriteRecord, utc_now
 from ollama_mcp.errors import InvalidInputError
-from ollama_mcp.statements.chains import Chains, Link, Review, Statement, settle
+from ollama_mcp.statements.chains import Chains, Link, Review, Statement, kinds_of, settle
 from ollama_mcp.statements.reading import ANY_SPEAKER, asked_of, asks_about_the_past
 from ollama_mcp.storage.protocols import Storage
 
@@ -62,8 +62,8 @@ class Superseding:
             [h.memory.seq for h in hits], scope, filters.until)
         if not statements:
             return hits[:top_k]
-        hits = _focused(hits, query, statements)
-        chains = settle(statements, reviews)
+        chains = await self._settled(statements, reviews)
+        hits = _focused(hits, query, chains)
         if not chains.superseded:
             return hits[:top_k]
         history = everything or asks_about_the_past(query)
@@ -105,7 +105,7 @@ class Superseding:
         if not seqs:
             return 0
         statements, reviews = await self._store.statements_about(list(seqs))
-        chains = settle(statements, reviews)
+        chains = await self._settled(statements, reviews)
         new = set(seqs)
         links = [link for link in chains.links if link.newer in new or link.older in new]
         if not links:
@@ -121,6 +121,12 @@ class Superseding:
         ])
         return len(links)
 
+    async def _settled(self, statements: Sequence[Statement], reviews: Sequence[Review]) -> Chains:
+        """``chains.settle`` with the kinds of the values no cue placed, as the store knows them."""
+        loose = sorted({v for s in statements for c in s.claims if c.attribute is None
+                        for v in (c.value, *c.ends) if v})
+        return settle(statements, reviews, await self._store.value_kinds(loose) if loose else None)
+
     async def review(self, older_id: str, newer_id: str, verdict: str) -> Supersession:
         """The user's word on ``newer_id`` superseding ``older_id``: ``undo`` (the older still holds)
         or ``confirm`` (off the review list). Refused, changing nothing, when the newer one does
@@ -130,7 +136,7 @@ class Superseding:
         older = await self._store.get_memory(older_id)
         newer = await self._store.get_memory(newer_id)
         statements, reviews = await self._store.statements_about([older.seq, newer.seq])
-        chains = settle(statements, [r for r in reviews if (r.older, r.newer) != (older.seq, newer.seq)])
+        chains = await self._settled(statements, [r for r in reviews if (r.older, r.newer) != (older.seq, newer.seq)])
         link = next((k for k in chains.links if (k.older, k.newer) == (older.seq, newer.seq)), None)
         if link is None:
             raise InvalidInputError(
@@ -146,9 +152,10 @@ class Superseding:
     async def listed(self, limit: int = 50) -> tuple[list[Supersession], list[Supersession]]:
         """(open conflicts and unsure supersessions to review, the recent supersessions): newest first."""
         statements, reviews = await self._store.all_statements(REVIEWED)
-        chains = settle(statements, reviews)
+        kinds = kinds_of(statements)
+        chains = settle(statements, reviews, kinds)
         undone = {(r.older, r.newer) for r in reviews if r.verdict == "undone"}
-        undone_links = _undone_links(statements, reviews)
+        undone_links = _undone_links(statements, reviews, kinds)
         open_ = {(k.older, k.newer) for k in chains.open_conflicts()}
         links = sorted([*chains.links, *undone_links], key=lambda k: (k.newer, k.older), reverse=True)
         memories = await self._store.memories_by_seq({s for k in links for s in (k.older, k.newer)})
@@ -171,7 +178,7 @@ def pool(top_k: int, query: str) -> int:
     return max(top_k, FOCUS) if subjects and attributes else top_k
 
 
-def _focused(hits: list[SearchHit], query: str, statements: Sequence[Statement]) -> list[SearchHit]:
+def _focused(hits: list[SearchHit], query: str, chains: Chains) -> list[SearchHit]:
     """``hits`` with those among the first ``FOCUS`` that state the asked attribute of the asked
     subject moved first, in their order (the rest follow in theirs): only an attribute that has
     changed (two values or more) or one that never does (``stable:``), where ranking by words and
@@ -179,30 +186,25 @@ def _focused(hits: list[SearchHit], query: str, statements: Sequence[Statement])
     subjects, attributes = asked_of(query)
     if not subjects or not attributes:
         return hits
-    claims = {s.seq: s.claims for s in statements}
     anyone = ANY_SPEAKER in subjects
-    values: dict[tuple[str, str], set[str]] = {}
-    for statement in statements:
-        for c in statement.claims:
-            if c.attribute is not None:
-                values.setdefault((c.subject, c.attribute), set()).update(v for v in (c.value, *c.ends) if v)
-    changing = {slot for slot, said in values.items() if len(said) > 1 or slot[1].startswith("stable:")}
 
     def on_point(hit: SearchHit) -> bool:
-        return any((c.subject in subjects or (anyone and c.subject.startswith("speaker:")))
-                   and c.attribute in attributes and (c.subject, c.attribute) in changing
-                   for c in claims.get(hit.memory.seq, ()))
+        return any((subject in subjects or (anyone and subject.startswith("speaker:"))) and attribute in attributes
+                   and (len(chains.values.get((subject, attribute), ())) > 1 or attribute.startswith("stable:"))
+                   for subject, attribute in chains.slots_of.get(hit.memory.seq, ()))
 
     head = hits[:FOCUS]
     return [h for h in head if on_point(h)] + [h for h in head if not on_point(h)] + hits[FOCUS:]
 
 
-def _undone_links(statements: Sequence[Statement], reviews: Sequence[Review]) -> list[Link]:
+def _undone_links(
+    statements: Sequence[Statement], reviews: Sequence[Review], kinds: dict[str, set[str]],
+) -> list[Link]:
     """The supersessions the user undid, as they were before (so the list can show them)."""
     undone = [r for r in reviews if r.verdict == "undone"]
     if not undone:
         return []
-    before = settle(statements, [r for r in reviews if r.verdict != "undone"])
+    before = settle(statements, [r for r in reviews if r.verdict != "undone"], kinds)
     pairs = {(r.older, r.newer) for r in undone}
     return [k for k in before.links if (k.older, k.newer) in pairs]
 

@@ -19,7 +19,7 @@ still wins the ranking, and the pair is listed for review with a low confidence.
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 
@@ -94,6 +94,9 @@ class Chains:
     head: dict[int, int] = field(default_factory=dict)  # a superseded seq → the seq now holding its slot
     before: dict[int, list[int]] = field(default_factory=dict)  # seq → the seqs it displaced, newest first
     confirmed: set[tuple[int, int]] = field(default_factory=set)
+    # What each statement speaks of, placed: seq → its (subject, attribute) slots; and each slot's values.
+    slots_of: dict[int, set[tuple[str, str]]] = field(default_factory=dict)
+    values: dict[tuple[str, str], set[str]] = field(default_factory=dict)
 
     def open_conflicts(self) -> list[Link]:
         """The supersessions a user should look at: conflicts and unsure ones not yet confirmed."""
@@ -101,8 +104,13 @@ class Chains:
                 and (link.older, link.newer) not in self.confirmed]
 
 
-def settle(statements: Sequence[Statement], reviews: Sequence[Review] = ()) -> Chains:
-    """The chains of every slot among ``statements`` (all those of the subjects in question)."""
+def settle(
+    statements: Sequence[Statement], reviews: Sequence[Review] = (), kinds: Mapping[str, set[str]] | None = None,
+) -> Chains:
+    """The chains of every slot among ``statements`` (all those of the subjects in question).
+    ``kinds``: the attributes each value is said of anywhere in the store ("utrecht" →
+    {residence}), which places a claim whose own words name no attribute ("bought a house in
+    Utrecht") when its subject holds that value under no attribute yet."""
     undone = {(r.older, r.newer) for r in reviews if r.verdict == "undone"}
     pinned = {older for older, _ in undone}
     chains = Chains(confirmed={(r.older, r.newer) for r in reviews if r.verdict == "confirmed"})
@@ -110,7 +118,11 @@ def settle(statements: Sequence[Statement], reviews: Sequence[Review] = ()) -> C
     loose: list[tuple[Statement, Claim]] = []
     for statement in statements:
         for claim in statement.claims:
-            if claim.additive or (claim.attribute or "").startswith("stable:"):
+            if claim.attribute is not None and claim.attribute.startswith("stable:"):
+                chains.slots_of.setdefault(statement.seq, set()).add((claim.subject, claim.attribute))
+                chains.values.setdefault((claim.subject, claim.attribute), set()).add(claim.value or "")
+                continue
+            if claim.additive:
                 continue
             if claim.attribute is None:
                 loose.append((statement, claim))
@@ -124,11 +136,17 @@ def settle(statements: Sequence[Statement], reviews: Sequence[Review] = ()) -> C
             if claim.value is not None:
                 held[subject, claim.value].add(attribute)
     for statement, claim in loose:
-        places = set().union(*(held.get((claim.subject, v), set()) for v in (claim.value, *claim.ends) if v))
+        said = [v for v in (claim.value, *claim.ends) if v]
+        places = set().union(*(held.get((claim.subject, v), set()) for v in said))
+        if not places and kinds:  # a value new to its subject: the kind it has elsewhere in the store
+            places = set().union(*(kinds.get(v, set()) for v in said))
         if len(places) == 1:
             slots[claim.subject, places.pop()].append((statement, claim, BY_VALUE))
     per_memory: dict[int, list[bool]] = defaultdict(list)  # seq → superseded in each of its slots
     for (subject, attribute), members in slots.items():
+        for statement, claim, _ in members:
+            chains.slots_of.setdefault(statement.seq, set()).add((subject, attribute))
+            chains.values.setdefault((subject, attribute), set()).update(v for v in (claim.value, *claim.ends) if v)
         _settle_slot(subject, attribute, [m for m in members if m[0].seq not in pinned], undone, chains, per_memory)
     # A memory is superseded when every slot it speaks of has moved on.
     for seq, flags in per_memory.items():
@@ -136,6 +154,18 @@ def settle(statements: Sequence[Statement], reviews: Sequence[Review] = ()) -> C
             chains.superseded.pop(seq, None)
             chains.head.pop(seq, None)
     return chains
+
+
+def kinds_of(statements: Sequence[Statement]) -> dict[str, set[str]]:
+    """The attributes each value is said of among ``statements`` (named by a cue; stable ones aside)."""
+    kinds: dict[str, set[str]] = defaultdict(set)
+    for statement in statements:
+        for claim in statement.claims:
+            if claim.attribute is not None and not claim.attribute.startswith("stable:"):
+                for value in (claim.value, *claim.ends):
+                    if value:
+                        kinds[value].add(claim.attribute)
+    return kinds
 
 
 def _settle_slot(

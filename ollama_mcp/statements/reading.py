@@ -31,8 +31,8 @@ from dataclasses import asdict, dataclass
 # Kinds of attribute that hold one value at a time, by the words that name them (a word matches
 # when it starts with a stem written here with a trailing "*", else when it is the word).
 CUES: dict[str, tuple[str, ...]] = {
-    "residence": ("live", "lives", "living", "lived", "city", "town", "reside*", "moved", "moving", "move", "moves",
-                  "relocat*", "based", "flat", "apartment", "home", "settl*", "neighbourhood", "neighborhood",
+    "residence": ("live", "lives", "living", "lived", "city", "town", "house", "reside*", "moved", "moving", "move",
+                  "moves", "relocat*", "based", "flat", "apartment", "home", "settl*", "neighbourhood", "neighborhood",
                   "address", "rent*"),
     "work": ("work", "works", "working", "worked", "job", "jobs", "employ*", "hired", "hire", "joined",
              "join", "joins", "company", "firm", "colleague*", "coworker*", "boss", "office", "badge", "promot*",
@@ -231,14 +231,14 @@ def _sentence_claims(sentence: str, speaker: str | None) -> list[Claim]:
         else:
             claims.append(Claim(subject, attribute, value, (), additive, explicit, cue))
     # "X, not Y": the ended value belongs to the stated one's claim (a correction), not a claim of its own.
-    stated = [c for c in claims if c.value is not None]
-    if len(stated) == 1:
-        ended = tuple(v for c in claims if c.value is None for v in c.ends)
-        corrected = [c for c in claims if c.value is None and c.attribute in (None, stated[0].attribute)]
-        if ended and len(corrected) == len([c for c in claims if c.value is None]):
-            only = stated[0]
-            attribute = only.attribute or next((c.attribute for c in corrected if c.attribute), None)
-            return [Claim(subject, attribute, only.value, ended, False, True, only.cue or "correction")]
+    stated = [c for c in claims if c.value is not None and not (c.attribute or "").startswith("stable:")]
+    ended_claims = [c for c in claims if c.value is None]
+    if len(stated) == 1 and ended_claims:
+        only = stated[0]
+        attribute = only.attribute or next((c.attribute for c in ended_claims if c.attribute), None)
+        ended = tuple(v for c in ended_claims for v in c.ends)
+        rest = [c for c in claims if c is not only and c not in ended_claims]
+        return [*rest, Claim(subject, attribute, only.value, ended, False, True, only.cue or "correction")]
     return claims
 
 

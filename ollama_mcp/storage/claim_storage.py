@@ -19,6 +19,9 @@ class ClaimStorage(Protocol):
         """Every current statement about the subjects the memories ``seqs`` name (only in
         ``conversation_ids``, and about a time before ``until``, when given), and their reviews."""
 
+    async def value_kinds(self, values: Sequence[str]) -> dict[str, set[str]]:
+        """The attributes each of ``values`` is said of anywhere in the store."""
+
     async def all_statements(self, limit: int) -> tuple[list[Statement], list[Review]]:
         """The ``limit`` newest statements of the store that claim something, and their reviews."""
 

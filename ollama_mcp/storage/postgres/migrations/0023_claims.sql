@@ -3,9 +3,9 @@
 ALTER TABLE memories ADD COLUMN claims text;
 CREATE INDEX memories_claims_unread ON memories (seq) WHERE claims IS NULL;
 CREATE TABLE memory_claims (
-    subject    text NOT NULL,
+    key        text NOT NULL,     -- 's:' and a subject the memory speaks of, 'v:' and a value it names
     memory_seq bigint NOT NULL REFERENCES memories (seq) ON DELETE CASCADE,
-    PRIMARY KEY (subject, memory_seq)
+    PRIMARY KEY (key, memory_seq)
 );
 CREATE INDEX memory_claims_memory ON memory_claims (memory_seq);
 CREATE FUNCTION memory_claims_kept() RETURNS trigger LANGUAGE plpgsql AS $$
@@ -14,8 +14,14 @@ BEGIN
         DELETE FROM memory_claims WHERE memory_seq = OLD.seq;
     END IF;
     IF NEW.claims IS NOT NULL AND NEW.claims <> '' THEN
-        INSERT INTO memory_claims (subject, memory_seq)
-            SELECT DISTINCT c ->> 'subject', NEW.seq FROM jsonb_array_elements(NEW.claims::jsonb) AS c
+        INSERT INTO memory_claims (key, memory_seq)
+            SELECT DISTINCT k, NEW.seq FROM (
+                SELECT 's:' || (c ->> 'subject') FROM jsonb_array_elements(NEW.claims::jsonb) AS c
+                UNION SELECT 'v:' || (c ->> 'value') FROM jsonb_array_elements(NEW.claims::jsonb) AS c
+                    WHERE c ->> 'value' IS NOT NULL
+                UNION SELECT 'v:' || e FROM jsonb_array_elements(NEW.claims::jsonb) AS c,
+                    jsonb_array_elements_text(c -> 'ends') AS e
+            ) AS keys (k)
             ON CONFLICT DO NOTHING;
     END IF;
     RETURN NULL;
