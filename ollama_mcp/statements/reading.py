@@ -121,9 +121,13 @@ while who whoever why will with would wow yeah yes yesterday yet you your yours 
 went came made saw met watched finished started moved just cannot correction small precise heads sadly
 luckily anyway btw ps
 """.split())
+NOT_LABELS = frozenset(("correction", "update", "note", "fix", "edit", "reminder", "todo", "summary", "question",
+                        "answer", "q", "a", "user", "assistant", "system", "warning", "important", "tip", "heads"))
 SKIPPED_NAMES = frozenset(("i", "i'm", "i've", "i'd", "i'll", "ok", "okay", "tv", "ai", "eu", "us", "uk"))
 CONNECTORS = frozenset(("and", "of", "&", "de", "du", "la", "le", "von", "van", "der", "del", "da", "di"))
 
+_BRACKETED = re.compile(r"\[[^\]]{0,300}\]")
+_LABEL = re.compile(r"\s*([A-Z][\w'’-]{1,40}(?: [A-Z][\w'’-]{1,40})?):\s")
 _SENTENCES = re.compile(r"(?<=[.!?])\s+|\n+|;\s*")
 _LETTER = "A-Za-zÀ-ÖØ-öø-ÿ0-9"
 _TOKENS = re.compile(f"[{_LETTER}][{_LETTER}'’+#.\\-&]*[{_LETTER}+#]|[{_LETTER}]|[,:]")
@@ -149,7 +153,11 @@ def claims_of(text: str, speaker: str | None) -> list[Claim]:
     """The claims of a memory's text, ``speaker`` being who says "I" and "we" in it (None: a
     text whose first person is nobody's, such as an assistant's turn: then only named subjects)."""
     claims: list[Claim] = []
-    for sentence in _SENTENCES.split(text[:MAX_CHARS])[:MAX_SENTENCES]:
+    text = _BRACKETED.sub(" ", text[:MAX_CHARS])  # "[1:56 pm on 8 May, 2023]", "[shares a photo]": asides
+    labelled = _LABEL.match(text)  # a transcript's "Caroline: I moved ...": Caroline speaks
+    if labelled and not set(labelled.group(1).casefold().split()) & (COMMON | NOT_LABELS):
+        speaker, text = labelled.group(1), text[labelled.end():]
+    for sentence in _SENTENCES.split(text)[:MAX_SENTENCES]:
         sentence = sentence.strip()
         if not sentence or sentence.endswith("?"):
             continue
