@@ -184,13 +184,17 @@ def _focused(hits: list[SearchHit], query: str, chains: Chains) -> list[SearchHi
     changed (two values or more) or one that never does (``stable:``), where ranking by words and
     meaning alone is known to put the wrong statement first; any other question keeps its order."""
     subjects, attributes = asked_of(query)
+    # A value the question names says what it asks about: "what did they use before Cassandra?"
+    attributes |= {attribute for (subject, attribute), said in chains.values.items()
+                   if subject in subjects and said & subjects}
     if not subjects or not attributes:
         return hits
     anyone = ANY_SPEAKER in subjects
 
     def on_point(hit: SearchHit) -> bool:
         return any((subject in subjects or (anyone and subject.startswith("speaker:"))) and attribute in attributes
-                   and (len(chains.values.get((subject, attribute), ())) > 1 or attribute.startswith("stable:"))
+                   and ((subject, attribute) in chains.changed or len(chains.values.get((subject, attribute), ())) > 1
+                        or attribute.startswith("stable:"))
                    for subject, attribute in chains.slots_of.get(hit.memory.seq, ()))
 
     head = hits[:FOCUS]

@@ -97,6 +97,7 @@ class Chains:
     # What each statement speaks of, placed: seq → its (subject, attribute) slots; and each slot's values.
     slots_of: dict[int, set[tuple[str, str]]] = field(default_factory=dict)
     values: dict[tuple[str, str], set[str]] = field(default_factory=dict)
+    changed: set[tuple[str, str]] = field(default_factory=set)  # the slots where something was superseded
 
     def open_conflicts(self) -> list[Link]:
         """The supersessions a user should look at: conflicts and unsure ones not yet confirmed."""
@@ -203,6 +204,7 @@ def _settle_slot(
             link = Link(old.seq, statement.seq, subject, attribute, old_claim.value, claim.value, claim.cue,
                         confidence, conflict)
             chains.links.append(link)
+            chains.changed.add((subject, attribute))
             if old.seq not in chains.superseded:
                 chains.superseded[old.seq] = link
             chains.before.setdefault(statement.seq, []).insert(0, old.seq)

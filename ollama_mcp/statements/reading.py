@@ -41,7 +41,7 @@ CUES: dict[str, tuple[str, ...]] = {
                "campus", "enrolled"),
     "partner": ("dating", "married", "marry", "partner", "girlfriend", "boyfriend", "wife", "husband",
                 "fiance", "fiancee", "engaged", "relationship"),
-    "database": ("database*", "db", "dbs", "datastore"),
+    "database": ("database*", "db", "dbs", "datastore", "data"),
     "car": ("car", "drives", "drive", "driving"),
     "editor": ("editor", "ide"),
     "language": ("language",),
@@ -71,7 +71,7 @@ UNSURE = ("if", "might", "maybe", "perhaps", "could", "would", "should", "planni
 ADDITIVE = ("also", "too", "another", "second", "additionally", "both", "plus", "besides")
 # Words that end the value named after them ("left Oslo", "no longer uses MySQL", "used to live in").
 ENDS = ("left", "leave", "leaving", "leaves", "quit", "quits", "dropped", "drop", "cancelled", "canceled",
-        "cancel", "stopped", "ditched", "abandoned", "retired", "sold", "former", "formerly", "previously",
+        "cancel", "stopped", "rid", "ditched", "abandoned", "retired", "sold", "former", "formerly", "previously",
         "ex")
 # Words that mark a sentence as telling a change (explicit), not only a value.
 CHANGES = ("moved", "moving", "relocated", "switched", "switching", "migrated", "migrating", "joined",
@@ -131,6 +131,7 @@ _LABEL = re.compile(r"\s*([A-Z][\w'’-]{1,40}(?: [A-Z][\w'’-]{1,40})?):\s")
 _SENTENCES = re.compile(r"(?<=[.!?])\s+|\n+|;\s*")
 _LETTER = "A-Za-zÀ-ÖØ-öø-ÿ0-9"
 _TOKENS = re.compile(f"[{_LETTER}][{_LETTER}'’+#.\\-&]*[{_LETTER}+#]|[{_LETTER}]|[,:]")
+NO_CLAIM = "\x00"  # a value that states nothing: a day said with no event ("spent Friday debugging")
 CUE_REACH = 6  # words between a value and the cue that names its attribute, at most
 MAX_SENTENCES = 12  # a long memory (a pasted document) is not read for claims past its start
 MAX_CHARS = 4000
@@ -234,6 +235,8 @@ def _sentence_claims(sentence: str, speaker: str | None) -> list[Claim]:
             claims.append(Claim(subject, f"stable:{near[0]}", value, cue=near[0]))
             continue
         attribute, cue = _attribute(tokens, at, value)
+        if attribute == NO_CLAIM:
+            continue
         if value in ends:
             claims.append(Claim(subject, attribute, None, (value,), False, True, cue or "no longer"))
         else:
@@ -350,7 +353,7 @@ def _attribute(tokens: list[_Token], at: int, value: str) -> tuple[str | None, s
             nearest = min(events, key=lambda t: abs(t.at - at))
             event = nearest.low if nearest.low in EVENTS else nearest.low.removesuffix("s")
             return f"schedule:{event.replace('-', '')}", nearest.text
-        return None, ""
+        return NO_CLAIM, ""
     known = _known_kind(value)
     best: tuple[int, str, str] | None = None
     for t in tokens:
