@@ -155,7 +155,7 @@ class LaterServices:
             ),
             context, Retention(store, early.conversations, early.memories, retention_days=settings.retention_days),
             work,
-            Archive(store, indexer, page_chars=settings.response_chars, summaries=chatting), agent,
+            Archive(store, indexer, early.superseding, page_chars=settings.response_chars, summaries=chatting), agent,
         )
 
 
@@ -310,6 +310,10 @@ async def open_app(
                 ))
                 tasks.start_soon(lambda: supervise(
                     "reading the times earlier memories name", indexer.times_step,
+                    max_delay=settings.backfill_max_delay, initial_delay=START_GRACE_SECONDS,
+                ))
+                tasks.start_soon(lambda: supervise(
+                    "reading what earlier memories state", superseding.claims_step,
                     max_delay=settings.backfill_max_delay, initial_delay=START_GRACE_SECONDS,
                 ))
                 tasks.start_soon(lambda: supervise(

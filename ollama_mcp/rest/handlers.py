@@ -170,6 +170,7 @@ async def recall(call: Call) -> tuple[int, BaseModel]:
     await call.app.conversations.get(target)  # a conversation that is not the caller's: 404
     request = search_request(
         body.query, target, body.k, body.threshold, kinds=body.kinds, everywhere=body.scope == "all",
+        include_superseded=body.include_superseded,
     )
     outcome = await call.app.recall.search(request)
     return 200, Recalled(hits=[RecallHit.of(h) for h in outcome.hits], mode=outcome.mode, notice=outcome.notice)

@@ -97,6 +97,9 @@ class RecallIn(Body):
     kinds: list[Literal["note", "message", "summary", "fact"]] | None = Field(
         default=None, description="Only these kinds of memory; default every kind."
     )
+    include_superseded: bool = Field(
+        default=False, description="Also replaced versions, and each changed fact's earlier statements after it."
+    )
 
 
 class SemanticRecallIn(Body):
@@ -257,16 +260,24 @@ class RecallHit(BaseModel):
     also_in: list[RecallPlace] | None = None  # the same fact said elsewhere, shown once here (ALSO_SHOWN)
     also_more: int | None = None  # how many more places said it
     via: str | None = None  # a turn found through the turn before it: that turn's words
+    # A changed fact: the memory that superseded this one, why, and the one that holds now.
+    superseded_by: str | None = None
+    superseded_because: str | None = None
+    current_memory_id: str | None = None
 
     @classmethod
     def of(cls, h: SearchHit) -> RecallHit:
         m = h.memory
+        changed = h.superseded
         return cls(
             memory_id=m.id, conversation_id=m.conversation_id, kind=m.kind, content=m.content,
             similarity=h.similarity, occurred_at=m.occurred_at, project=h.project,
             also_in=[RecallPlace(memory_id=o.id, conversation_id=o.conversation_id, kind=o.kind,
                                  occurred_at=o.occurred_at) for o in h.also[:ALSO_SHOWN]] or None,
             also_more=len(h.also) - ALSO_SHOWN if len(h.also) > ALSO_SHOWN else None, via=h.via,
+            superseded_by=None if changed is None else changed.by.id,
+            superseded_because=None if changed is None else changed.grounds,
+            current_memory_id=None if changed is None else changed.current.id,
         )
 
 

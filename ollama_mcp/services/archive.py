@@ -16,6 +16,7 @@ from ollama_mcp.errors import ConversationNotFoundError, ImportBrokeOff, Invalid
 from ollama_mcp.services import export
 from ollama_mcp.services.indexer import Indexer
 from ollama_mcp.services.passages import MIN_SHARE, page_bounds
+from ollama_mcp.services.superseding import Superseding
 from ollama_mcp.storage.protocols import Storage
 
 if TYPE_CHECKING:  # the readers of other tools' histories load when something is imported, not with
@@ -57,8 +58,11 @@ def cut_notice(turns: int) -> str:
 class Archive:
     """Export and import over a store; new memories are handed to the indexer to embed."""
 
-    def __init__(self, store: Storage, indexer: Indexer, *, page_chars: int, summaries: bool) -> None:
+    def __init__(
+        self, store: Storage, indexer: Indexer, superseding: Superseding, *, page_chars: int, summaries: bool,
+    ) -> None:
         self._store = store
+        self._superseding = superseding
         self._indexer = indexer
         self._page_chars = page_chars  # about how many characters a page of an export holds
         self._summaries = summaries  # a chat model is configured to write summaries
@@ -90,8 +94,10 @@ class Archive:
                 if len(memory.content) > allowance:
                     record["content_chars"] = len(memory.content)  # content shows its start only
             return Export(conversation.id, "json", number, pages, None, data)
+        changed = await self._superseding.superseded_among(memories)
         return Export(
-            conversation.id, "markdown", number, pages, export.markdown(conversation, shown, number, pages), None
+            conversation.id, "markdown", number, pages, export.markdown(conversation, shown, number, pages, changed),
+            None,
         )
 
     async def snapshots(self, conversation_id: str | None = None) -> list[tuple[Conversation, list[Memory]]]:
@@ -119,7 +125,8 @@ class Archive:
         found = await self.snapshots(conversation_id)
         if fmt == "json":
             return export.dumps(export.document_of(found)) + "\n", len(found)
-        return "\n---\n\n".join(export.markdown(c, m, 1, 1) for c, m in found), len(found)
+        changed = await self._superseding.superseded_among([m for _, memories in found for m in memories])
+        return "\n---\n\n".join(export.markdown(c, m, 1, 1, changed) for c, m in found), len(found)
 
     async def import_source(
         self, source: Source, *, since: str | None = None, dry_run: bool = False,

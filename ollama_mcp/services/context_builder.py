@@ -107,9 +107,11 @@ class ContextBuilder:
             # Turns are recalled too now: not those the context already holds as recent turns. A
             # fact said there and elsewhere too (a note of "remember: ..."), folded into one hit,
             # is recalled by its other place.
+            # A statement a later one superseded stays out: the chat model reads lines, not marks,
+            # and the current statement already stands where it ranked (services/superseding.py).
             held = {m.id for m in recent}
             found = [
-                place for hit in outcome.hits
+                place for hit in outcome.hits if hit.superseded is None
                 if (place := next((m for m in (hit.memory, *hit.also) if m.id not in held), None)) is not None
             ][: request.recall_k]
             recalled, used = fit(found, DATA_NOTICE, used, budget)

@@ -8,11 +8,11 @@ and are recomputed after an import, in the background.
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
-from ollama_mcp.domain import Conversation, Memory, utc_now
+from ollama_mcp.domain import Conversation, Memory, Superseded, utc_now
 from ollama_mcp.errors import InvalidInputError
 from ollama_mcp.inputs import fields
 from ollama_mcp.services.passages import passage
@@ -67,8 +67,13 @@ def document(conversations: list[dict[str, Any]], exported_at: str) -> dict[str,
     return {"format": FORMAT, "version": VERSION, "exported_at": exported_at, "conversations": conversations}
 
 
-def markdown(conversation: Conversation, memories: Sequence[Memory], page: int, pages: int) -> str:
-    """One page of a conversation as Markdown: header, summaries, notes and transcript."""
+def markdown(
+    conversation: Conversation, memories: Sequence[Memory], page: int, pages: int,
+    changed: Mapping[str, Superseded] | None = None,
+) -> str:
+    """One page of a conversation as Markdown: header, summaries, notes and transcript; a
+    statement a later one superseded (``changed``, by memory id) says by which, when and why."""
+    changed = changed or {}
     lines = [f"# {conversation.name or 'Conversation'}", ""]
     facts = [
         f"id: {conversation.id}", f"status: {conversation.status}", f"started: {_when(conversation.created_at)}",
@@ -93,6 +98,8 @@ def markdown(conversation: Conversation, memories: Sequence[Memory], page: int, 
                 extra.append("tags: " + ", ".join(m.tags))
             if m.superseded_by:
                 extra.append(f"replaced by {m.superseded_by}")
+            if m.id in changed:
+                extra.append(_changed(changed[m.id]))
             suffix = f" ({'; '.join(extra)})" if extra else ""
             kind = "" if m.kind == "note" else f"[{m.kind}] "
             lines.append(f"- {_when(m.occurred_at)} {kind}{_one_line(m.content)}{suffix} `{m.id}`")
@@ -104,9 +111,17 @@ def markdown(conversation: Conversation, memories: Sequence[Memory], page: int, 
             if m.actor:
                 who += f" ({m.actor})"
             lines += [f"**{who}** · {_when(m.occurred_at)}", "", m.content, ""]
+            if m.id in changed:
+                lines += [f"_{_changed(changed[m.id])}_", ""]
     if pages > 1:
         lines.append(f"_Page {page} of {pages}._" + (f" Next: page {page + 1}." if page < pages else ""))
     return "\n".join(lines).rstrip() + "\n"
+
+
+def _changed(superseded: Superseded) -> str:
+    """A superseded statement's line of history: the newer statement's id and time, and why."""
+    newer = superseded.by
+    return f"superseded on {_when(newer.occurred_at)} by `{newer.id}`: {superseded.grounds}"
 
 
 def clipped(memory: Memory, allowance: int) -> Memory:

@@ -25,7 +25,11 @@ from ollama_mcp.storage.protocols import Storage
 # Candidates a search ranks for a question about someone's attribute: the statement of exactly
 # that is moved first from among them, whatever top_k is (so rank 1 does not depend on it).
 FOCUS = 30
-REVIEWED = 5_000  # statements the review lists read (the newest): a bounded read of a large store
+REVIEWED = 5_000
+# Memories stored before claims were kept are read this many at a time in the background, with a
+# pause for the calls someone waits for (a sentence reads in ~50 µs: 100k memories in a minute or two).
+CLAIMS_BATCH = 200
+CLAIMS_PAUSE_SECONDS = 0.05  # statements the review lists read (the newest): a bounded read of a large store
 
 
 @dataclass(frozen=True)
@@ -98,6 +102,33 @@ class Superseding:
                     if older in memories:
                         put(by_seq.get(older) or SearchHit(memories[older], hit.score, None, ("newer",)))
         return arranged[:top_k]
+
+    async def superseded_among(self, memories: Sequence[Memory]) -> dict[str, Superseded]:
+        """Which of ``memories`` a later statement superseded (by memory id): what an export shows."""
+        if not memories:
+            return {}
+        statements, reviews = await self._store.statements_about([m.seq for m in memories])
+        chains = await self._settled(statements, reviews)
+        wanted = {m.seq for m in memories} & set(chains.superseded)
+        if not wanted:
+            return {}
+        newer = await self._store.memories_by_seq(
+            {chains.superseded[s].newer for s in wanted} | {chains.head[s] for s in wanted if s in chains.head})
+        by_seq = {m.seq: m for m in memories}
+        out: dict[str, Superseded] = {}
+        for seq in wanted:
+            link = chains.superseded[seq]
+            if link.newer in newer:
+                current = newer.get(chains.head.get(seq, link.newer), newer[link.newer])
+                out[by_seq[seq].id] = Superseded(newer[link.newer], current, link.grounds, link.confidence,
+                                                 link.conflict)
+        return out
+
+    async def claims_step(self) -> float | None:
+        """One round of reading the claims of memories stored before they were kept with the row
+        (a store made before #82); None when none are left, for good."""
+        read = await self._store.read_claims(CLAIMS_BATCH)
+        return CLAIMS_PAUSE_SECONDS if read == CLAIMS_BATCH else None
 
     async def written(self, seqs: Sequence[int]) -> int:
         """Record in the write audit (door ``background``) the supersessions the memories ``seqs``

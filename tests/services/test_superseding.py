@@ -9,17 +9,21 @@ from __future__ import annotations
 from typing import Any
 
 import anyio
+import httpx2
 import pytest
 from mcp import Client
 
 from ollama_mcp.app import open_app
 from ollama_mcp.config import Settings
+from ollama_mcp.inputs.context import context_request
 from ollama_mcp.inputs.conversations import new_conversation
-from ollama_mcp.inputs.memories import notes_to_import
+from ollama_mcp.inputs.memories import note, notes_to_import
 from ollama_mcp.inputs.search import search_request
-from tests.conftest import Database, connect
+from ollama_mcp.rest.models import PREFIX
+from tests.conftest import Database, connect, eventually
 from tests.support.cli import run
 from tests.support.fake_ollama import FakeOllama
+from tests.support.http import serving
 from tests.support.mcp_client import call
 
 pytestmark = pytest.mark.anyio
@@ -206,3 +210,56 @@ async def test_ten_thousand_versions_of_one_attribute_answer_with_the_newest(set
         assert len(found.hits) == 10
         assert {h.superseded.current.content for h in found.hits[1:] if h.superseded} == {newest}
         assert all(h.superseded is not None for h in found.hits[1:])
+
+
+async def test_a_store_from_before_reads_what_its_memories_state_in_the_background(
+    settings: Settings, db: Database,
+) -> None:
+    async with connect(settings) as client:
+        await _note(client, "Maren lives in Berlin.", "2024-01-10T09:00:00Z")
+        lisbon = await _note(client, "Maren moved to Lisbon.", "2025-03-02T09:00:00Z")
+    db.rows("UPDATE memories SET claims = NULL")  # as a store made before claims were kept
+    assert db.count("SELECT count(*) FROM memory_claims") == 0
+    async with open_app(settings) as app:
+        async def marked() -> bool:
+            found = await app.recall.search(search_request("Where does Maren live?", None, 5, everywhere=True))
+            return [h.memory.id for h in found.hits][:1] == [lisbon] and any(h.superseded for h in found.hits)
+
+        await eventually(marked)
+    assert db.count("SELECT count(*) FROM memories WHERE claims IS NULL") == 0
+
+
+async def test_rest_recall_marks_the_stale_statement_and_build_context_leaves_it_out(settings: Settings) -> None:
+    async with open_app(settings, background=False) as app:
+        await app.memories.store(note("Our team uses MySQL for billing.", occurred_at="2024-01-10T09:00:00Z"))
+        switched = await app.memories.store(
+            note("We migrated our database to PostgreSQL.", occurred_at="2025-01-10T09:00:00Z"))
+        chat = await app.conversations.start(new_conversation("today"))
+        built = await app.context.build(context_request(chat.id, 2000, 10, 5, query="which database does our team use"))
+        recalled = [m.content for m in built.recalled]
+        assert "We migrated our database to PostgreSQL." in recalled
+        assert "Our team uses MySQL for billing." not in recalled
+    async with serving(settings) as url, httpx2.AsyncClient(timeout=30) as http:
+        base = url.removesuffix("/mcp") + PREFIX + f"/conversations/{chat.id}/recall"
+        found = (await http.post(base, json={"query": "database MySQL PostgreSQL", "scope": "all", "k": 5})).json()
+    hits = {h["content"]: h for h in found["hits"]}
+    assert found["hits"][0]["memory_id"] == switched.memory.id
+    stale = hits["Our team uses MySQL for billing."]
+    assert stale["superseded_by"] == switched.memory.id == stale["current_memory_id"]
+    assert "database" in stale["superseded_because"]
+
+
+async def test_the_markdown_export_shows_each_superseded_statement_with_its_successor_and_time(
+    settings: Settings, db: Database, fake_ollama: FakeOllama,
+) -> None:
+    async with connect(settings) as client:
+        await _note(client, "Maren lives in Berlin.", "2024-01-10T09:00:00Z")
+        lisbon = await _note(client, "Maren moved to Lisbon.", "2025-03-02T09:00:00Z")
+        page = await call(client, "export_conversation", conversation_id=(await call(
+            client, "list_conversations"))["conversations"][0]["conversation_id"], format="markdown")
+    exported = run(db, fake_ollama, "export", "--format", "markdown")
+    assert exported.returncode == 0, exported.stderr
+    for text in (exported.stdout, page["markdown"]):
+        line = next(x for x in text.splitlines() if "Maren lives in Berlin." in x)
+        assert f"superseded on 2025-03-02 09:00 by `{lisbon}`: maren's residence is 'lisbon'" in line, line
+        assert "superseded" not in next(x for x in text.splitlines() if "Maren moved to Lisbon." in x)
