@@ -300,6 +300,7 @@ def pooled(runs: list[dict[str, Any]]) -> dict[str, float]:
 
 async def amain(args: argparse.Namespace) -> None:
     locomo.DATED = True
+    locomo.CODE = args.code
     global SHOW_MISSES  # noqa: PLW0603
     SHOW_MISSES = args.show_misses
     if args.wording == "alt":
@@ -341,6 +342,8 @@ def main() -> None:
     parser.add_argument("--ollama-host", default=None, help="an Ollama-compatible server (default: the bench's own)")
     parser.add_argument("--wording", choices=("dev", "alt"), default="dev",
                         help="alt: knowledge_update_alt.py's people, values and wording (a robustness check)")
+    parser.add_argument("--code", type=Path, default=None, metavar="DIR",
+                        help="run that tree's server (a checkout of an earlier commit: the baseline)")
     parser.add_argument("--show-misses", action="store_true", help="print each question answered wrong")
     parser.add_argument("--print-stream", action="store_true", help="print the first seed's stream and questions")
     anyio.run(amain, parser.parse_args())

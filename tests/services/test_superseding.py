@@ -6,6 +6,8 @@ both backends, with the fake Ollama (no chat model)."""
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
 from typing import Any
 
 import anyio
@@ -21,6 +23,7 @@ from ollama_mcp.inputs.memories import note, notes_to_import
 from ollama_mcp.inputs.search import search_request
 from ollama_mcp.rest.models import PREFIX
 from tests.conftest import Database, connect, eventually
+from tests.support.chats import chatgpt_conversation
 from tests.support.cli import run
 from tests.support.fake_ollama import FakeOllama
 from tests.support.http import serving
@@ -263,3 +266,21 @@ async def test_the_markdown_export_shows_each_superseded_statement_with_its_succ
         line = next(x for x in text.splitlines() if "Maren lives in Berlin." in x)
         assert f"superseded on 2025-03-02 09:00 by `{lisbon}`: maren's residence is 'lisbon'" in line, line
         assert "superseded" not in next(x for x in text.splitlines() if "Maren moved to Lisbon." in x)
+
+
+async def test_an_old_chat_imported_after_a_newer_fact_never_supersedes_it(
+    tmp_path: Path, settings: Settings, db: Database, fake_ollama: FakeOllama,
+) -> None:
+    async with connect(settings) as client:
+        lisbon = await _note(client, "Maren moved to Lisbon.", "2025-06-01T09:00:00Z")
+    chat = chatgpt_conversation()
+    chat["mapping"]["q2"]["message"]["content"]["parts"] = ["By the way, Maren lives in Berlin."]  # said in 2023
+    export = tmp_path / "conversations.json"
+    export.write_text(json.dumps([chat]))
+    imported = run(db, fake_ollama, "import", str(export))
+    assert imported.returncode == 0, imported.stderr
+    async with connect(settings) as client:
+        results = await _search(client, "Where does Maren live?")
+        assert results[0]["memory_id"] == lisbon and results[0].get("superseded_by") is None
+        old = _by_text(results)["By the way, Maren lives in Berlin."]
+        assert old["kind"] == "message" and old["superseded_by"] == lisbon
