@@ -18,7 +18,7 @@ from dataclasses import dataclass, replace
 from ollama_mcp import audit, caller
 from ollama_mcp.domain import Memory, SearchFilters, SearchHit, Superseded, WriteRecord, utc_now
 from ollama_mcp.errors import InvalidInputError
-from ollama_mcp.statements.chains import Chains, Link, Review, Statement, kinds_of, settle
+from ollama_mcp.statements.chains import Chains, Link, Review, Statement, settle
 from ollama_mcp.statements.reading import ANY_SPEAKER, asked_of, asks_about_the_past
 from ollama_mcp.storage.protocols import Storage
 
@@ -66,7 +66,7 @@ class Superseding:
             [h.memory.seq for h in hits], scope, filters.until)
         if not statements:
             return hits[:top_k]
-        chains = await self._settled(statements, reviews)
+        chains = settle(statements, reviews)
         hits = _focused(hits, query, chains)
         if not chains.superseded:
             return hits[:top_k]
@@ -108,7 +108,7 @@ class Superseding:
         if not memories:
             return {}
         statements, reviews = await self._store.statements_about([m.seq for m in memories])
-        chains = await self._settled(statements, reviews)
+        chains = settle(statements, reviews)
         wanted = {m.seq for m in memories} & set(chains.superseded)
         if not wanted:
             return {}
@@ -136,7 +136,7 @@ class Superseding:
         if not seqs:
             return 0
         statements, reviews = await self._store.statements_about(list(seqs))
-        chains = await self._settled(statements, reviews)
+        chains = settle(statements, reviews)
         new = set(seqs)
         links = [link for link in chains.links if link.newer in new or link.older in new]
         if not links:
@@ -152,12 +152,6 @@ class Superseding:
         ])
         return len(links)
 
-    async def _settled(self, statements: Sequence[Statement], reviews: Sequence[Review]) -> Chains:
-        """``chains.settle`` with the kinds of the values no cue placed, as the store knows them."""
-        loose = sorted({v for s in statements for c in s.claims if c.attribute is None
-                        for v in (c.value, *c.ends) if v})
-        return settle(statements, reviews, await self._store.value_kinds(loose) if loose else None)
-
     async def review(self, older_id: str, newer_id: str, verdict: str) -> Supersession:
         """The user's word on ``newer_id`` superseding ``older_id``: ``undo`` (the older still holds)
         or ``confirm`` (off the review list). Refused, changing nothing, when the newer one does
@@ -167,7 +161,7 @@ class Superseding:
         older = await self._store.get_memory(older_id)
         newer = await self._store.get_memory(newer_id)
         statements, reviews = await self._store.statements_about([older.seq, newer.seq])
-        chains = await self._settled(statements, [r for r in reviews if (r.older, r.newer) != (older.seq, newer.seq)])
+        chains = settle(statements, [r for r in reviews if (r.older, r.newer) != (older.seq, newer.seq)])
         link = next((k for k in chains.links if (k.older, k.newer) == (older.seq, newer.seq)), None)
         if link is None:
             raise InvalidInputError(
@@ -183,10 +177,9 @@ class Superseding:
     async def listed(self, limit: int = 50) -> tuple[list[Supersession], list[Supersession]]:
         """(open conflicts and unsure supersessions to review, the recent supersessions): newest first."""
         statements, reviews = await self._store.all_statements(REVIEWED)
-        kinds = kinds_of(statements)
-        chains = settle(statements, reviews, kinds)
+        chains = settle(statements, reviews)
         undone = {(r.older, r.newer) for r in reviews if r.verdict == "undone"}
-        undone_links = _undone_links(statements, reviews, kinds)
+        undone_links = _undone_links(statements, reviews)
         open_ = {(k.older, k.newer) for k in chains.open_conflicts()}
         links = sorted([*chains.links, *undone_links], key=lambda k: (k.newer, k.older), reverse=True)
         memories = await self._store.memories_by_seq({s for k in links for s in (k.older, k.newer)})
@@ -232,14 +225,12 @@ def _focused(hits: list[SearchHit], query: str, chains: Chains) -> list[SearchHi
     return [h for h in head if on_point(h)] + [h for h in head if not on_point(h)] + hits[FOCUS:]
 
 
-def _undone_links(
-    statements: Sequence[Statement], reviews: Sequence[Review], kinds: dict[str, set[str]],
-) -> list[Link]:
+def _undone_links(statements: Sequence[Statement], reviews: Sequence[Review]) -> list[Link]:
     """The supersessions the user undid, as they were before (so the list can show them)."""
     undone = [r for r in reviews if r.verdict == "undone"]
     if not undone:
         return []
-    before = settle(statements, [r for r in reviews if r.verdict != "undone"], kinds)
+    before = settle(statements, [r for r in reviews if r.verdict != "undone"])
     pairs = {(r.older, r.newer) for r in undone}
     return [k for k in before.links if (k.older, k.newer) in pairs]
 

@@ -19,7 +19,7 @@ still wins the ranking, and the pair is listed for review with a low confidence.
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 
@@ -105,44 +105,24 @@ class Chains:
                 and (link.older, link.newer) not in self.confirmed]
 
 
-def settle(
-    statements: Sequence[Statement], reviews: Sequence[Review] = (), kinds: Mapping[str, set[str]] | None = None,
-) -> Chains:
-    """The chains of every slot among ``statements`` (all those of the subjects in question).
-    ``kinds``: the attributes each value is said of anywhere in the store ("utrecht" →
-    {residence}), which places a claim whose own words name no attribute ("bought a house in
-    Utrecht") when its subject holds that value under no attribute yet."""
+def settle(statements: Sequence[Statement], reviews: Sequence[Review] = ()) -> Chains:
+    """The chains of every slot among ``statements`` (all those of the slots in question). A claim
+    the store placed by its value when it was written (``Claim.placed``) counts as less sure; one
+    nothing placed counts for nothing."""
     undone = {(r.older, r.newer) for r in reviews if r.verdict == "undone"}
     pinned = {older for older, _ in undone}
     chains = Chains(confirmed={(r.older, r.newer) for r in reviews if r.verdict == "confirmed"})
     slots: dict[tuple[str, str], list[tuple[Statement, Claim, float]]] = defaultdict(list)
-    loose: list[tuple[Statement, Claim]] = []
     for statement in statements:
         for claim in statement.claims:
-            if claim.attribute is not None and claim.attribute.startswith("stable:"):
+            if claim.attribute is None:
+                continue
+            if claim.attribute.startswith("stable:"):
                 chains.slots_of.setdefault(statement.seq, set()).add((claim.subject, claim.attribute))
                 chains.values.setdefault((claim.subject, claim.attribute), set()).add(claim.value or "")
                 continue
-            if claim.additive:
-                continue
-            if claim.attribute is None:
-                loose.append((statement, claim))
-            else:
-                slots[claim.subject, claim.attribute].append((statement, claim, NAMED))
-    # A claim with no attribute joins the one slot of its subject that holds its value (or the
-    # value it ends): "Maren is in Oslo, not Lisbon." where only residence ever held Lisbon.
-    held: dict[tuple[str, str], set[str]] = defaultdict(set)
-    for (subject, attribute), members in slots.items():
-        for _, claim, _ in members:
-            if claim.value is not None:
-                held[subject, claim.value].add(attribute)
-    for statement, claim in loose:
-        said = [v for v in (claim.value, *claim.ends) if v]
-        places = set().union(*(held.get((claim.subject, v), set()) for v in said))
-        if not places and kinds:  # a value new to its subject: the kind it has elsewhere in the store
-            places = set().union(*(kinds.get(v, set()) for v in said))
-        if len(places) == 1:
-            slots[claim.subject, places.pop()].append((statement, claim, BY_VALUE))
+            if not claim.additive:
+                slots[claim.subject, claim.attribute].append((statement, claim, BY_VALUE if claim.placed else NAMED))
     per_memory: dict[int, list[bool]] = defaultdict(list)  # seq → superseded in each of its slots
     for (subject, attribute), members in slots.items():
         for statement, claim, _ in members:
@@ -155,18 +135,6 @@ def settle(
             chains.superseded.pop(seq, None)
             chains.head.pop(seq, None)
     return chains
-
-
-def kinds_of(statements: Sequence[Statement]) -> dict[str, set[str]]:
-    """The attributes each value is said of among ``statements`` (named by a cue; stable ones aside)."""
-    kinds: dict[str, set[str]] = defaultdict(set)
-    for statement in statements:
-        for claim in statement.claims:
-            if claim.attribute is not None and not claim.attribute.startswith("stable:"):
-                for value in (claim.value, *claim.ends):
-                    if value:
-                        kinds[value].add(claim.attribute)
-    return kinds
 
 
 def _settle_slot(

@@ -90,6 +90,14 @@ KNOWN: dict[str, tuple[str, ...]] = {
     "cloud": ("aws", "gcp", "azure", "heroku", "digitalocean", "hetzner", "vercel", "netlify", "fly.io",
               "cloudflare", "linode", "ovh"),
 }
+NOW = frozenset(("now", "currently", "still", "these", "nowadays", "anymore", "longer"))
+PAST = frozenset("""
+went met had saw got took made bought came did was were said told found left spent wrote ate drove flew ran
+sent gave heard thought brought sold built paid won lost began knew felt kept held led read sat stood taught
+caught fought sang swam threw wore woke became chose forgot gone seen done been
+""".split())
+NOT_PAST = frozenset(("based", "need", "feed", "seed", "speed", "indeed", "united", "red", "bed", "shed",
+                      "married", "engaged", "interested", "excited", "tired", "used", "supposed", "employed"))
 WEEKDAYS = ("monday", "tuesday", "wednesday", "thursday", "friday", "saturday", "sunday")
 MONTHS = ("january", "february", "march", "april", "may", "june", "july", "august", "september", "october",
           "november", "december")
@@ -148,6 +156,10 @@ class Claim:
     additive: bool = False  # one more value, not another one ("also", "a second")
     explicit: bool = False  # told as a change ("moved", "now", "correction", "no longer")
     cue: str = ""  # the word the attribute was read from (the reason a search shows)
+    # No cue named the attribute: may the store place it by its value (``placing``)? Not a story
+    # told in the past ("I met Anna in Paris"), only what holds ("Maren enjoys life in Oslo").
+    placeable: bool = False
+    placed: bool = False  # the store placed it by its value, when it was written (less sure)
 
 
 def claims_of(text: str, speaker: str | None) -> list[Claim]:
@@ -183,7 +195,8 @@ def claims_from_json(text: str | None) -> list[Claim]:
     for c in raw if isinstance(raw, list) else []:
         if isinstance(c, dict) and isinstance(c.get("subject"), str):
             out.append(Claim(c["subject"], c.get("attribute"), c.get("value"), tuple(c.get("ends") or ()),
-                             bool(c.get("additive")), bool(c.get("explicit")), str(c.get("cue") or "")))
+                             bool(c.get("additive")), bool(c.get("explicit")), str(c.get("cue") or ""),
+                             bool(c.get("placeable")), bool(c.get("placed"))))
     return out
 
 
@@ -224,6 +237,7 @@ def _sentence_claims(sentence: str, speaker: str | None) -> list[Claim]:
     stable = [(t.at, kind) for t in tokens for kind, stems in STABLE.items()
               if t.low in stems and (t.low != "from" or _copula_before(words, t.at))]
     explicit = any(w in CHANGES for w in words) or "not" in words
+    placeable = not _told_in_the_past(words) or any(w in NOW for w in words)
     additive = any(w in ADDITIVE for w in words) or "as well" in " ".join(words)
     ends = _ended(words, values)
     claims: list[Claim] = []
@@ -238,9 +252,11 @@ def _sentence_claims(sentence: str, speaker: str | None) -> list[Claim]:
         if attribute == NO_CLAIM:
             continue
         if value in ends:
-            claims.append(Claim(subject, attribute, None, (value,), False, True, cue or "no longer"))
+            # An end is placeable in any tense: "Maren left Oslo" says what no longer holds.
+            claims.append(Claim(subject, attribute, None, (value,), False, True, cue or "no longer", attribute is None))
         else:
-            claims.append(Claim(subject, attribute, value, (), additive, explicit, cue))
+            placed = placeable and attribute is None
+            claims.append(Claim(subject, attribute, value, (), additive, explicit, cue, placed))
     # "X, not Y": the ended value belongs to the stated one's claim (a correction), not a claim of its own.
     stated = [c for c in claims if c.value is not None and not (c.attribute or "").startswith("stable:")]
     ended_claims = [c for c in claims if c.value is None]
@@ -308,6 +324,11 @@ def _subject_and_values(
         elif not vocative:
             values.append((start, text))
     return subject, values
+
+
+def _told_in_the_past(words: list[str]) -> bool:
+    """A sentence in the simple past ("went", "met", "visited"): a story, not what holds."""
+    return any(w in PAST or (w.endswith("ed") and len(w) > 4 and w not in NOT_PAST) for w in words)
 
 
 def _copula_before(words: list[str], at: int) -> bool:
@@ -388,16 +409,16 @@ def _possessive_frame(tokens: list[_Token], at: int) -> tuple[str | None, str]:
     return None, ""
 
 
-def kept_claims(kind: str, role: str | None, actor: str | None, content: str) -> str:
-    """The claims a memory's row keeps (``claims_json``): a note's "I" is the user's, a turn's its
-    speaker's (the actor a chat names, else the user); an assistant's turn states only what it
-    says of someone named; summaries, facts (``fact_rules`` supersedes those), tool results and
-    system turns state nothing here."""
+def claims_read(kind: str, role: str | None, actor: str | None, content: str) -> list[Claim]:
+    """What a memory claims: a note's "I" is the user's, a turn's its speaker's (the actor a chat
+    names, else the user); an assistant's turn states only what it says of someone named;
+    summaries, facts (``fact_rules`` supersedes those), tool results and system turns state
+    nothing here."""
     if kind == "note":
-        return claims_json(claims_of(content, actor or "user"))
+        return claims_of(content, actor or "user")
     if kind != "message" or role not in ("user", "assistant"):
-        return ""
-    return claims_json(claims_of(content, (actor or "user") if role == "user" else None))
+        return []
+    return claims_of(content, (actor or "user") if role == "user" else None)
 
 
 _PAST = re.compile(

@@ -16,11 +16,9 @@ class ClaimStorage(Protocol):
     async def statements_about(
         self, seqs: Sequence[int], conversation_ids: Sequence[str] | None = None, until: str | None = None,
     ) -> tuple[list[Statement], list[Review]]:
-        """Every current statement about the subjects the memories ``seqs`` name (only in
-        ``conversation_ids``, and about a time before ``until``, when given), and their reviews."""
-
-    async def value_kinds(self, values: Sequence[str]) -> dict[str, set[str]]:
-        """The attributes each of ``values`` is said of anywhere in the store."""
+        """Every current statement of the slots (a subject's attribute) the memories ``seqs`` speak
+        of (only in ``conversation_ids``, and about a time before ``until``, when given), and their
+        reviews."""
 
     async def all_statements(self, limit: int) -> tuple[list[Statement], list[Review]]:
         """The ``limit`` newest statements of the store that claim something, and their reviews."""

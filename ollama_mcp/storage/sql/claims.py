@@ -9,15 +9,15 @@ from typing import Any
 
 from ollama_mcp.domain import WriteRecord
 from ollama_mcp.errors import MemoryNotFoundError
-from ollama_mcp.statements.chains import Review, Statement, kinds_of
-from ollama_mcp.statements.reading import claims_from_json, kept_claims
+from ollama_mcp.statements.chains import Review, Statement
+from ollama_mcp.statements.reading import claims_from_json, claims_read
 from ollama_mcp.storage.sql.parts import SqlParts
+from ollama_mcp.storage.sql.placing import placed_json
 from ollama_mcp.storage.sql.rows import execute, fetchone
 
 # A memory's claims are read if it is current (not an edited version's old text) and its text kept.
 _CURRENT = "m.superseded_by IS NULL AND m.claims IS NOT NULL AND m.claims <> ''"
-SUBJECT_MEMBERS = 20_000  # statements read about the subjects of one search at most (newest kept)
-KIND_READS = 2_000  # statements read to tell the kind of the values a search met
+SUBJECT_MEMBERS = 20_000  # statements read for the slots of one search at most (newest kept)
 
 
 class ClaimStore(SqlParts):
@@ -26,9 +26,9 @@ class ClaimStore(SqlParts):
     async def statements_about(
         self, seqs: Sequence[int], conversation_ids: Sequence[str] | None = None, until: str | None = None,
     ) -> tuple[list[Statement], list[Review]]:
-        """Every current statement about the subjects the memories ``seqs`` name (only in
-        ``conversation_ids``, and only those about a time before ``until``, when given), and the
-        reviews among them."""
+        """Every current statement of the slots (a subject's attribute) the memories ``seqs`` speak
+        of (only in ``conversation_ids``, and only those about a time before ``until``, when
+        given), and the reviews among them."""
         if not seqs:
             return [], []
         d = self._dialect
@@ -44,31 +44,12 @@ class ClaimStore(SqlParts):
             d.sql(
                 "SELECT m.seq, m.id, m.occurred_at, m.claims FROM memories m WHERE m.seq IN ("
                 " SELECT c.memory_seq FROM memory_claims c WHERE c.key IN ("
-                f"  SELECT s.key FROM memory_claims s WHERE {d.in_list('s.memory_seq')} AND s.key LIKE 's:%'))"
+                f"  SELECT s.key FROM memory_claims s WHERE {d.in_list('s.memory_seq')} AND s.key LIKE 'a:%'))"
                 f" AND {' AND '.join(where)} ORDER BY m.occurred_at DESC, m.seq DESC LIMIT {SUBJECT_MEMBERS}"
             ),
             params, "read the statements about the subjects found",
         )
         return await self._statements(rows)
-
-    async def value_kinds(self, values: Sequence[str]) -> dict[str, set[str]]:
-        """The attributes each of ``values`` is said of anywhere in the store (``chains.kinds_of``;
-        the newest ``KIND_READS`` statements naming them)."""
-        if not values:
-            return {}
-        d = self._dialect
-        rows = await self._fetchall(
-            d.sql(
-                "SELECT m.seq, m.id, m.occurred_at, m.claims FROM memories m WHERE m.seq IN ("
-                f" SELECT c.memory_seq FROM memory_claims c WHERE {d.in_list('c.key')}) AND {_CURRENT}"
-                f" ORDER BY m.seq DESC LIMIT {KIND_READS}"
-            ),
-            (d.listed([f"v:{v}" for v in values]),), "read what else names the same values",
-        )
-        wanted = set(values)
-        statements = [Statement(int(seq), str(id_), str(at), tuple(claims_from_json(claims)))
-                      for seq, id_, at, claims in rows]
-        return {v: k for v, k in kinds_of(statements).items() if v in wanted}
 
     async def all_statements(self, limit: int) -> tuple[list[Statement], list[Review]]:
         """The ``limit`` newest statements of the store that claim something, and their reviews."""
@@ -131,9 +112,10 @@ class ClaimStore(SqlParts):
         if rows:
             async with self._transaction("keep the claims memories state") as conn:
                 for seq, kind, role, actor, content in rows:
+                    kept = await placed_json(conn, self._dialect, claims_read(kind, role, actor, content))
                     await execute(
                         conn, self._dialect, "UPDATE memories SET claims = ? WHERE seq = ? AND claims IS NULL",
-                        (kept_claims(kind, role, actor, content), seq),
+                        (kept, seq),
                     )
         return len(rows)
 

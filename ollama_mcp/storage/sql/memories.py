@@ -10,11 +10,11 @@ from typing import Any
 
 from ollama_mcp.domain import EmbeddingRow, Memory, SearchFilters, utc_now
 from ollama_mcp.errors import ConversationClosedError, InvalidInputError, MemoryNotFoundError, MemorySupersededError
-from ollama_mcp.statements.reading import kept_claims
 from ollama_mcp.storage.memory_rules import CONTEXT_NEIGHBOURS, SOURCE_ID, compose_context, note_digest, own_context
 from ollama_mcp.storage.sql.dialect import Dialect
 from ollama_mcp.storage.sql.fragments import MOMENT_COLUMNS, moment_from_row, neighbour_columns
 from ollama_mcp.storage.sql.parts import SqlParts
+from ollama_mcp.storage.sql.placing import claims_to_keep
 from ollama_mcp.storage.sql.rows import (
     context_column,
     context_followers,
@@ -76,7 +76,7 @@ class MemoryStore(SqlParts):
         d = self._dialect
         written: list[EmbeddingRow] = []
         async with self._transaction("import memories") as conn:
-            rows: list[tuple[Memory, bytes | None, str | None]] = []
+            rows: list[tuple[Memory, bytes | None, str | None, str]] = []
             seen: dict[str, set[bytes]] = {}
             recent: dict[str, list[str]] = {}
             for memory in memories:
@@ -97,7 +97,7 @@ class MemoryStore(SqlParts):
                     if not own_context(memory):
                         context = compose_context(recent[conv], memory.content)
                         recent[conv] = [*recent[conv], memory.content][-CONTEXT_NEIGHBOURS:]
-                rows.append((memory, digest, context))
+                rows.append((memory, digest, context, await claims_to_keep(conn, d, memory)))
             await d.execute_many(
                 conn,
                 d.sql(
@@ -107,17 +107,17 @@ class MemoryStore(SqlParts):
                 ),
                 [(m.id, m.conversation_id, m.kind, m.content, digest, context,
                   d.tags(m.tags), d.json(m.metadata),
-                  m.created_at, m.occurred_at, times_named(m.content, m.occurred_at),
-                  kept_claims(m.kind, m.role, m.actor, m.content)) for m, digest, context in rows],
+                  m.created_at, m.occurred_at, times_named(m.content, m.occurred_at), claims)
+                 for m, digest, context, claims in rows],
             )
-            ids = d.listed([m.id for m, _, _ in rows])
+            ids = d.listed([m.id for m, _, _, _ in rows])
             seqs = {
                 row[0]: int(row[1])
                 for row in await fetchall(conn, d, f"SELECT id, seq FROM memories WHERE {d.in_list('id')}", (ids,))
             }
-            await d.keep_tags(conn, [(seqs[m.id], tag) for m, _, _ in rows for tag in m.tags])
+            await d.keep_tags(conn, [(seqs[m.id], tag) for m, _, _, _ in rows for tag in m.tags])
             given = {m.id: v for m, v in zip(memories, vectors, strict=True) if v is not None}
-            written = [replace(given[m.id], memory_seq=seqs[m.id]) for m, _, _ in rows if m.id in given]
+            written = [replace(given[m.id], memory_seq=seqs[m.id]) for m, _, _, _ in rows if m.id in given]
             await self._insert_vectors(conn, written)
         await self._vectors_stored(written)
         return len(rows)

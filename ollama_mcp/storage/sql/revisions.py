@@ -6,13 +6,14 @@ of what was said before, oldest first."""
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
 from ollama_mcp.domain import Memory
 from ollama_mcp.errors import ConversationClosedError, InvalidInputError
-from ollama_mcp.statements.reading import kept_claims
 from ollama_mcp.storage.memory_rules import compose_context, content_hash, is_redacted
 from ollama_mcp.storage.sql.parts import SqlParts
+from ollama_mcp.storage.sql.placing import claims_to_keep
 from ollama_mcp.storage.sql.rows import (
     context_assignment,
     context_followers,
@@ -67,7 +68,7 @@ class RevisionStore(SqlParts):
                 conn, d, f"UPDATE memories SET content = ?{set_context}, spoken_of = ?, claims = ?, metadata = ?"
                 " WHERE seq = ?",
                 (content, *context_param, times_named(content, old.occurred_at),
-                 kept_claims(old.kind, old.role, old.actor, content),
+                 await claims_to_keep(conn, d, replace(old, content=content)),
                  d.json(metadata), old.seq),
             )
             await execute(conn, d, "DELETE FROM memory_embeddings WHERE memory_seq = ?", (old.seq,))

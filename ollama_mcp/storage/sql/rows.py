@@ -9,7 +9,6 @@ from typing import Any
 
 from ollama_mcp.domain import CompactAt, Conversation, JobKind, Memory, MemoryKind, SearchFilters
 from ollama_mcp.errors import ConversationNotFoundError, MemoryNotFoundError
-from ollama_mcp.statements.reading import kept_claims
 from ollama_mcp.storage.fact_rules import fact_source
 from ollama_mcp.storage.memory_rules import (
     CONTEXT_NEIGHBOURS,
@@ -20,6 +19,7 @@ from ollama_mcp.storage.memory_rules import (
     redacted_text,
 )
 from ollama_mcp.storage.sql.dialect import Dialect
+from ollama_mcp.storage.sql.placing import claims_to_keep
 from ollama_mcp.when import times_named
 
 
@@ -129,7 +129,7 @@ async def insert_memory_row(conn: Any, d: Dialect, memory: Memory, *, context_be
         f" VALUES (?, ?{d.KEY_VALUE}, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, {SOURCE_SEQ})"
         f" ON CONFLICT ({d.NOTE_ONCE}) WHERE kind = 'note' AND superseded_by IS NULL DO NOTHING"
         " RETURNING seq",
-        memory_params(d, memory, context),
+        memory_params(d, memory, context, await claims_to_keep(conn, d, memory)),
     )
     if not rows:
         return None
@@ -151,14 +151,14 @@ def context_assignment(d: Dialect, context: str) -> tuple[str, tuple[str, ...]]:
     return (", context = ?", (context,)) if d.stores_context else ("", ())
 
 
-def memory_params(d: Dialect, memory: Memory, context: str | int | None) -> tuple[Any, ...]:
+def memory_params(d: Dialect, memory: Memory, context: str | int | None, claims: str) -> tuple[Any, ...]:
     """A memory's values in the order of the INSERT above (``context``: ``context_column``'s)."""
     return (
         memory.id, memory.conversation_id, memory.kind, memory.role, memory.actor,
         d.json(list(memory.tool_calls)) if memory.tool_calls else None, memory.tool_call_id,
         memory.content, note_digest(memory), context, d.tags(memory.tags), d.json(memory.metadata),
         memory.created_at, memory.superseded_by, memory.occurred_at, times_named(memory.content, memory.occurred_at),
-        kept_claims(memory.kind, memory.role, memory.actor, memory.content), fact_source(memory),
+        claims, fact_source(memory),
     )
 
 

@@ -10,10 +10,10 @@ import anyio
 
 from ollama_mcp.domain import CompactAt, Conversation, Memory, MemoryKind, Participant
 from ollama_mcp.errors import ConversationClosedError, ConversationNotFoundError
-from ollama_mcp.statements.reading import kept_claims
 from ollama_mcp.storage.fact_rules import fact_source
 from ollama_mcp.storage.memory_rules import CONTEXT_NEIGHBOURS, compose_context, is_retry, note_digest, own_context
 from ollama_mcp.storage.sql.parts import SqlParts
+from ollama_mcp.storage.sql.placing import claims_to_keep
 from ollama_mcp.storage.sql.rows import (
     SOURCE_SEQ,
     compact_if_due,
@@ -213,7 +213,7 @@ class TranscriptStore(SqlParts):
                     m.id, c.id, m.kind, m.role, m.actor, d.json(list(m.tool_calls)) if m.tool_calls else None,
                     m.tool_call_id, m.content, note_digest(m), context,
                     d.tags(m.tags), d.json(m.metadata),
-                    m.created_at, m.superseded_by, m.occurred_at, kept_claims(m.kind, m.role, m.actor, m.content),
+                    m.created_at, m.superseded_by, m.occurred_at, await claims_to_keep(conn, d, m),
                     fact_source(m),
                 ))
             added = await d.execute_many(

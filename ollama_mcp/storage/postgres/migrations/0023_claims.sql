@@ -3,9 +3,10 @@
 ALTER TABLE memories ADD COLUMN claims text;
 CREATE INDEX memories_claims_unread ON memories (seq) WHERE claims IS NULL;
 CREATE TABLE memory_claims (
-    key        text NOT NULL,     -- 's:' and a subject the memory speaks of, 'v:' and a value it names
+    key        text NOT NULL,  -- 'a:<subject>|<attribute>', 'sv:<subject>|<value>', 'va:<value>'
+    attribute  text NOT NULL,
     memory_seq bigint NOT NULL REFERENCES memories (seq) ON DELETE CASCADE,
-    PRIMARY KEY (key, memory_seq)
+    PRIMARY KEY (key, attribute, memory_seq)
 );
 CREATE INDEX memory_claims_memory ON memory_claims (memory_seq);
 CREATE FUNCTION memory_claims_kept() RETURNS trigger LANGUAGE plpgsql AS $$
@@ -14,14 +15,19 @@ BEGIN
         DELETE FROM memory_claims WHERE memory_seq = OLD.seq;
     END IF;
     IF NEW.claims IS NOT NULL AND NEW.claims <> '' THEN
-        INSERT INTO memory_claims (key, memory_seq)
-            SELECT DISTINCT k, NEW.seq FROM (
-                SELECT 's:' || (c ->> 'subject') FROM jsonb_array_elements(NEW.claims::jsonb) AS c
-                UNION SELECT 'v:' || (c ->> 'value') FROM jsonb_array_elements(NEW.claims::jsonb) AS c
-                    WHERE c ->> 'value' IS NOT NULL
-                UNION SELECT 'v:' || e FROM jsonb_array_elements(NEW.claims::jsonb) AS c,
-                    jsonb_array_elements_text(c -> 'ends') AS e
-            ) AS keys (k)
+        INSERT INTO memory_claims (key, attribute, memory_seq)
+            SELECT DISTINCT k, a, NEW.seq FROM (
+                SELECT 'a:' || (c ->> 'subject') || '|' || (c ->> 'attribute'), c ->> 'attribute'
+                    FROM jsonb_array_elements(NEW.claims::jsonb) AS c WHERE c ->> 'attribute' IS NOT NULL
+                UNION SELECT 'sv:' || (c ->> 'subject') || '|' || v, c ->> 'attribute'
+                    FROM jsonb_array_elements(NEW.claims::jsonb) AS c,
+                        LATERAL (SELECT c ->> 'value' UNION ALL SELECT jsonb_array_elements_text(c -> 'ends')) AS s (v)
+                    WHERE c ->> 'attribute' IS NOT NULL AND v IS NOT NULL
+                UNION SELECT 'va:' || v, c ->> 'attribute'
+                    FROM jsonb_array_elements(NEW.claims::jsonb) AS c,
+                        LATERAL (SELECT c ->> 'value' UNION ALL SELECT jsonb_array_elements_text(c -> 'ends')) AS s (v)
+                    WHERE c ->> 'attribute' IS NOT NULL AND c ->> 'attribute' NOT LIKE 'stable:%' AND v IS NOT NULL
+            ) AS keys (k, a)
             ON CONFLICT DO NOTHING;
     END IF;
     RETURN NULL;
