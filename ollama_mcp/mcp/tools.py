@@ -63,7 +63,9 @@ TopK = int  # 1-100: a bad one is refused saying so
 Threshold = float | None  # minimum cosine similarity, 0-1: a bad one is refused saying so
 # Every kind is searched unless narrowed to one: notes, recorded and imported turns, summaries, facts.
 Kind = Literal["note", "message", "summary", "fact"] | None
-Superseded = Annotated[bool, Field(description="Also replaced versions and changed facts' history.")]
+# Earlier versions, and each changed fact's earlier statements after it: the name says it, and the
+# tools list pays for every description (tests/test_packaging.py's budget).
+Superseded = bool
 Query = Annotated[str, Field(description='"*" lists them newest first.')]
 Project = Annotated[str | None, Field(description="Folder name or path.")]
 
@@ -97,7 +99,7 @@ async def store_memory(
     embedding: Annotated[list[float] | None, Field(description="From the server's model.")] = None,
     occurred_at: Annotated[str | None, Field(description="ISO 8601.")] = None,
 ) -> Annotated[CallToolResult, MemoryStored]:
-    """Save a fact, decision or preference; the same text again returns the existing memory."""
+    """Save a fact, decision or preference; storing it again returns the first."""
     async with tool_call(ctx, conversation_id, "write") as app:
         given = note(
             content, conversation_id, tags, metadata, embedding, occurred_at, max_chars=app.settings.max_content_chars
@@ -239,7 +241,7 @@ async def export_conversation(
     format: Literal["markdown", "json"] = "markdown",
     page: int = 1,
 ) -> Annotated[CallToolResult, ConversationExport]:
-    """A conversation: summary, memories (every version) and messages."""
+    """A conversation: summary, memories (all versions) and messages."""
     async with tool_call(ctx, conversation_id) as app:
         target = checked_conversation_id("conversation_id", conversation_id) or await app.current.id()
         if target is None:

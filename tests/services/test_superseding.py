@@ -46,7 +46,7 @@ def _by_text(results: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
     return {r["content"]: r for r in results}
 
 
-async def test_a_move_puts_the_new_city_first_and_marks_the_old_statement_with_the_new_one(
+async def test_a_move_puts_the_new_city_first_and_marks_the_old_statement_with_it(
     settings: Settings,
 ) -> None:
     async with connect(settings) as client:
@@ -120,7 +120,7 @@ async def test_a_correction_supersedes_the_value_it_names(settings: Settings) ->
         assert _by_text(results)["Our standup is on Monday."]["superseded_by"] == fixed
 
 
-async def test_a_question_about_the_past_finds_the_value_before_and_top_k_never_changes_rank_1(
+async def test_a_question_about_the_past_finds_the_value_before_and_top_k_keeps_rank_1(
     settings: Settings,
 ) -> None:
     async with connect(settings) as client:
