@@ -18,8 +18,9 @@ How the parts are found, without a language model:
 - the **attribute** is the nearest cue word of a kind that holds one value (``CUES``: "lives",
   "moved", "flat" → residence; "works", "job", "badge" → work; "standup", "class" → a schedule of
   that event when the value is a day), else the kind of a known value, else the noun of a
-  possessive frame ("my editor is Neovim" → ``editor``), else none: ``chains`` may still place
-  such a claim by its value ("Maren is in Oslo, not Lisbon." joins the slot that holds Lisbon).
+  possessive frame ("my editor is Neovim" → ``editor``), else none: the write may still place
+  such a claim by its value (``storage/sql/placing.py``: "Maren is in Oslo, not Lisbon." joins
+  the slot that holds Lisbon), if it says what holds (``placeable``), not a story in the past.
 """
 
 from __future__ import annotations
