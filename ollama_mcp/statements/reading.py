@@ -135,6 +135,9 @@ NOT_LABELS = frozenset(("correction", "update", "note", "fix", "edit", "reminder
 SKIPPED_NAMES = frozenset(("i", "i'm", "i've", "i'd", "i'll", "ok", "okay", "tv", "ai", "eu", "us", "uk"))
 CONNECTORS = frozenset(("and", "of", "&", "de", "du", "la", "le", "von", "van", "der", "del", "da", "di"))
 
+# Words that name an attribute or an event: "Standup is Monday." starts with one, not with a name.
+_CUE_WORDS = frozenset([s for stems in CUES.values() for s in stems if not s.endswith("*")] + list(EVENTS)
+                       + [s for stems in STABLE.values() for s in stems])
 _BRACKETED = re.compile(r"\[[^\]]{0,300}\]")
 _LABEL = re.compile(r"\s*([A-Z][\w'’-]{1,40}(?: [A-Z][\w'’-]{1,40})?):\s")
 _SENTENCES = re.compile(r"(?<=[.!?])\s+|\n+|;\s*")
@@ -251,7 +254,11 @@ def _sentence_claims(sentence: str, speaker: str | None) -> list[Claim]:
             continue
         attribute, cue = _attribute(tokens, at, value)
         if attribute == NO_CLAIM:
-            continue
+            # A day with no event is a time ("see you on Monday"), unless it is what something is
+            # ("actually it's Tuesday now"): then the write may place it by the kind of its value.
+            if not (placeable and _said_to_be(words, at)):
+                continue
+            attribute = None
         if value in ends:
             # An end is placeable in any tense: "Maren left Oslo" says what no longer holds.
             claims.append(Claim(subject, attribute, None, (value,), False, True, cue or "no longer", attribute is None))
@@ -306,7 +313,8 @@ def _capitalised(tokens: list[_Token], i: int) -> bool:
     if not upper:
         return False
     clause_start = i == 0 or tokens[i - 1].text in (",", ":")
-    return not (clause_start and tokens[i].low.removesuffix("'s") in COMMON)
+    word = tokens[i].low.removesuffix("'s")
+    return not (clause_start and (word in COMMON or word in _CUE_WORDS))
 
 
 def _subject_and_values(
@@ -330,6 +338,12 @@ def _subject_and_values(
 def _told_in_the_past(words: list[str]) -> bool:
     """A sentence in the simple past ("went", "met", "visited"): a story, not what holds."""
     return any(w in PAST or (w.endswith("ed") and len(w) > 4 and w not in NOT_PAST) for w in words)
+
+
+def _said_to_be(words: list[str], at: int) -> bool:
+    """"it's Tuesday", "is on Tuesday": the word at ``at`` is what something is."""
+    before = [w for w in words[max(0, at - 2):at] if w != "on"]
+    return bool(before) and (before[-1] in ("is", "are", "'s") or before[-1].endswith("'s"))
 
 
 def _copula_before(words: list[str], at: int) -> bool:

@@ -284,3 +284,21 @@ async def test_an_old_chat_imported_after_a_newer_fact_never_supersedes_it(
         assert results[0]["memory_id"] == lisbon and results[0].get("superseded_by") is None
         old = _by_text(results)["By the way, Maren lives in Berlin."]
         assert old["kind"] == "message" and old["superseded_by"] == lisbon
+
+
+@pytest.mark.parametrize(("before", "after", "question", "current"), [
+    ("I live in Berlin.", "We moved to Lisbon.", "Where do I live?", "We moved to Lisbon."),
+    ("Our database is MySQL.", "We migrated to PostgreSQL.", "Which database do we use?", "We migrated to PostgreSQL."),
+    ("Standup is Monday.", "Actually it's Tuesday now.", "What day is standup?", "Actually it's Tuesday now."),
+])
+async def test_the_users_own_changes_told_in_the_first_person_supersede_the_old_note(
+    settings: Settings, before: str, after: str, question: str, current: str,
+) -> None:
+    async with connect(settings) as client:
+        await _note(client, "Remind me to water the plants on Friday.", "2024-01-01T09:00:00Z")
+        old = await _note(client, before, "2024-01-10T09:00:00Z")
+        new = await _note(client, after, "2025-01-10T09:00:00Z")
+        results = await _search(client, question)
+        assert results[0]["content"] == current
+        assert _by_text(results)[before]["superseded_by"] == new
+        assert old != new

@@ -15,7 +15,7 @@ from dataclasses import replace
 from typing import Any
 
 from ollama_mcp.domain import Memory
-from ollama_mcp.statements.reading import Claim, claims_json, claims_read
+from ollama_mcp.statements.reading import WEEKDAYS, Claim, claims_json, claims_read
 from ollama_mcp.storage.sql.dialect import Dialect
 
 
@@ -37,6 +37,10 @@ async def _placed(conn: Any, d: Dialect, claim: Claim) -> Claim:
             if not a.startswith("stable:")}
     if not held and claim.placeable:
         held = {a for a in await _attributes(conn, d, [f"va:{v}" for v in said]) if not a.startswith("stable:")}
+    if not held and claim.placeable and said and all(v in WEEKDAYS for v in said):
+        # "Actually it's Tuesday now": a day joins the one recurring event its subject has a day for.
+        days = await _attributes(conn, d, [f"sv:{claim.subject}|{day}" for day in WEEKDAYS])
+        held = {a for a in days if a.startswith("schedule:")}
     if len(held) != 1:
         return claim
     return replace(claim, attribute=held.pop(), placed=True)
