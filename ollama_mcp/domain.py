@@ -16,8 +16,9 @@ SearchMode = Literal["hybrid", "keyword", "list"]  # list: no query words, the f
 # The agent's tools whose results only repeat what memory holds: their recorded tool turns are
 # not recalled (each would hold again, wrapped, the memories that are hits themselves).
 MEMORY_READING_TOOLS = frozenset({"search_memories", "search_all_conversations", "list_conversations"})
-# "newer": the current statement of what a hit found said, put where that stale hit ranked.
-MatchReason = Literal["exact", "words", "nearby words", "meaning", "nearby meaning", "time", "newer"]
+# "newer": the current statement of what a hit found said, put where that stale hit ranked;
+# "earlier": a statement a hit superseded, put right after it (a question about the past).
+MatchReason = Literal["exact", "words", "nearby words", "meaning", "nearby meaning", "time", "newer", "earlier"]
 Role = Literal["user", "assistant", "system", "tool"]
 SummaryStatus = Literal["none", "given", "pending", "done", "failed"]
 JobKind = Literal["summarize", "compact", "relate", "facts"]

@@ -99,8 +99,8 @@ class Superseding:
             put(hit)
             if history:
                 for older in chains.before.get(seq, ()):
-                    if older in memories:
-                        put(by_seq.get(older) or SearchHit(memories[older], hit.score, None, ("newer",)))
+                    if older in memories and (allowed is None or memories[older].kind in allowed):
+                        put(by_seq.get(older) or SearchHit(memories[older], hit.score, None, ("earlier",)))
         return arranged[:top_k]
 
     async def superseded_among(self, memories: Sequence[Memory]) -> dict[str, Superseded]:
