@@ -16,11 +16,12 @@ import pytest
 
 from ollama_mcp.app import App, open_app
 from ollama_mcp.config import Settings
-from ollama_mcp.domain import Scope
+from ollama_mcp.domain import Scope, SearchFilters
 from ollama_mcp.inputs.conversations import new_conversation
 from ollama_mcp.inputs.memories import note as new_note
 from ollama_mcp.inputs.memories import note_change, notes_to_import
 from ollama_mcp.inputs.search import search_request
+from ollama_mcp.storage.ranker import QueryVector
 from ollama_mcp.storage.ranking import SearchTuning, query_terms
 from ollama_mcp.storage.sqlite import keywords as store_keywords
 from ollama_mcp.storage.sqlite.db import connect_reader, migrations
@@ -315,18 +316,28 @@ async def test_a_search_while_the_keyword_index_is_rebuilt_ranks_from_fts5_inste
 
 
 async def test_a_keyword_index_load_waits_for_a_running_search_to_finish(
-    app: App, db_path: Path, fake_ollama: FakeOllama, monkeypatch: pytest.MonkeyPatch
+    app: App, db_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setattr(store_keywords, "_SNAPSHOT_TERMS", 3)  # dozens of parts, each a chance to give way
     rng = random.Random(12)
     conv = await app.conversations.start(new_conversation("one"))
     await app.memories.import_notes(notes_to_import(conv.id, [sentence(rng) for _ in range(120)]))
-    keywords = sqlite_ranker(app).keywords
-    fake_ollama.delay = 0.4  # the search's query embedding: the search runs that long
+    ranker = sqlite_ranker(app)
+    keywords = ranker.keywords
     done: list[str] = []
 
+    # The ranker's search itself (what the index gives way to), its query vector 0.4 s on its way
+    # as Ollama's would be: Recall's reading of changed facts after the ranking is no part of it.
     async def search() -> None:
-        await app.recall.search(search_request("harbour crane", conv.id))
+        vector = QueryVector()
+
+        async def embedded() -> None:
+            await anyio.sleep(0.4)
+            vector.set(None)
+
+        async with anyio.create_task_group() as embedding:
+            embedding.start_soon(embedded)
+            await ranker.search("harbour crane", vector, SearchFilters(conversation_id=conv.id), conv.key, 5, None)
         done.append("search")
 
     async def load() -> None:
