@@ -37,7 +37,7 @@ CUES: dict[str, tuple[str, ...]] = {
                   "address", "rent*"),
     "work": ("work", "works", "working", "worked", "job", "jobs", "employ*", "hired", "hire", "joined",
              "join", "joins", "company", "firm", "colleague*", "coworker*", "boss", "office", "badge", "promot*",
-             "position", "intern", "internship", "onboard*", "career", "salary", "startup", "contract"),
+             "position", "intern", "internship", "onboard*", "career", "salary", "startup", "contract", "offer"),
     "school": ("school", "university", "college", "studies", "studying", "student", "degree", "major",
                "campus", "enrolled"),
     "partner": ("dating", "married", "marry", "partner", "girlfriend", "boyfriend", "wife", "husband",
@@ -55,7 +55,7 @@ EVENTS = ("standup", "stand-up", "meeting", "meetings", "sync", "retro", "retros
 # Facts that do not change: a value said with one of them is nobody's current value of anything.
 # Kept as ``stable:<kind>`` claims: never superseded, but a question about them finds them first.
 STABLE: dict[str, tuple[str, ...]] = {
-    "birthplace": ("born", "birth", "birthplace", "grew", "hometown", "native", "raised", "from"),
+    "birthplace": ("born", "birth", "birthplace", "grew", "grow", "hometown", "native", "raised", "from"),
     "birthday": ("birthday",),
     "nationality": ("nationality", "citizen", "citizenship"),
     "allergy": ("allergic", "allergy", "allergies", "intolerant", "intolerance"),
@@ -72,8 +72,8 @@ UNSURE = ("if", "might", "maybe", "perhaps", "could", "would", "should", "planni
 ADDITIVE = ("also", "too", "another", "second", "additionally", "both", "plus", "besides")
 # Words that end the value named after them ("left Oslo", "no longer uses MySQL", "used to live in").
 ENDS = ("left", "leave", "leaving", "leaves", "quit", "quits", "dropped", "drop", "cancelled", "canceled",
-        "cancel", "stopped", "rid", "ditched", "abandoned", "retired", "sold", "former", "formerly", "previously",
-        "ex")
+        "cancel", "stopped", "rid", "laid", "resigned", "fired", "ditched", "abandoned", "retired", "sold", "former",
+        "formerly", "previously", "ex")
 # Words that mark a sentence as telling a change (explicit), not only a value.
 CHANGES = ("moved", "moving", "relocated", "switched", "switching", "migrated", "migrating", "joined",
            "started", "starting", "new", "now", "changed", "transferred", "correction", "actually", "anymore",
@@ -362,7 +362,7 @@ def _ended(words: list[str], values: list[tuple[int, str]]) -> set[str]:
         if (w == "longer" and i and words[i - 1] == "no") or (w == "used" and i + 1 < len(words)
                                                                and words[i + 1] == "to"):
             ended.update(after)
-        elif w in ENDS or (w == "not" and i + 1 < len(words) and words[i + 1] != "only"):
+        elif w in ENDS or ((w == "not" or w.endswith("n't")) and i + 1 < len(words) and words[i + 1] != "only"):
             ended.update(nearest[:1])
         elif (w == "instead" and words[i + 1: i + 2] == ["of"]) or (w == "rather" and words[i + 1: i + 2] == ["than"]):
             ended.update(nearest[:1])
@@ -465,7 +465,8 @@ def asked_of(query: str) -> tuple[set[str], set[str]]:
     for t in tokens:
         attributes.update(kind for kind, stems in CUES.items()
                           if any(t.low == s or (s.endswith("*") and t.low.startswith(s[:-1])) for s in stems))
-        attributes.update(f"stable:{kind}" for kind, stems in STABLE.items() if t.low in stems and t.low != "from")
+        attributes.update(f"stable:{kind}" for kind, stems in STABLE.items() if t.low in stems
+                          and (t.low != "from" or t.at == len(tokens) - 1))  # "Where is Maren from?"
         if t.low in EVENTS or t.low.removesuffix("s") in EVENTS:
             event = t.low if t.low in EVENTS else t.low.removesuffix("s")
             attributes.add(f"schedule:{event.replace('-', '')}")
