@@ -302,3 +302,19 @@ async def test_the_users_own_changes_told_in_the_first_person_supersede_the_old_
         assert results[0]["content"] == current
         assert _by_text(results)[before]["superseded_by"] == new
         assert old != new
+
+
+async def test_an_end_told_with_a_contraction_or_a_layoff_leaves_the_attribute_with_no_value(
+    settings: Settings,
+) -> None:
+    async with connect(settings) as client:
+        await _note(client, "Maren lives in Oslo.", "2024-01-10T09:00:00Z")
+        moved_out = await _note(client, "Maren doesn't live in Oslo anymore.", "2025-01-10T09:00:00Z")
+        await _note(client, "Maren works at Halcyon Freight.", "2024-01-10T09:00:00Z")
+        laid_off = await _note(client, "Maren was laid off from Halcyon Freight.", "2025-02-10T09:00:00Z")
+        born = await _note(client, "Maren is originally from Porto.", "2023-01-10T09:00:00Z")
+        results = _by_text(await _search(client, "Maren Oslo Halcyon Freight"))
+        assert results["Maren lives in Oslo."]["superseded_by"] == moved_out
+        assert results["Maren works at Halcyon Freight."]["superseded_by"] == laid_off
+        first = (await _search(client, "Where is Maren from?"))[0]
+        assert first["memory_id"] == born and first.get("superseded_by") is None
