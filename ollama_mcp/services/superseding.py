@@ -115,14 +115,7 @@ class Superseding:
         newer = await self._store.memories_by_seq(
             {chains.superseded[s].newer for s in wanted} | {chains.head[s] for s in wanted if s in chains.head})
         by_seq = {m.seq: m for m in memories}
-        out: dict[str, Superseded] = {}
-        for seq in wanted:
-            link = chains.superseded[seq]
-            if link.newer in newer:
-                current = newer.get(chains.head.get(seq, link.newer), newer[link.newer])
-                out[by_seq[seq].id] = Superseded(newer[link.newer], current, link.grounds, link.confidence,
-                                                 link.conflict)
-        return out
+        return {by_seq[seq].id: why for seq in wanted if (why := _why(seq, chains, newer)) is not None}
 
     async def claims_step(self) -> float | None:
         """One round of reading the claims of memories stored before they were kept with the row
@@ -207,10 +200,10 @@ def _focused(hits: list[SearchHit], query: str, chains: Chains) -> list[SearchHi
     subject moved first, in their order (the rest follow in theirs): only an attribute that has
     changed (two values or more) or one that never does (``stable:``), where ranking by words and
     meaning alone is known to put the wrong statement first; any other question keeps its order."""
-    subjects, attributes = asked_of(query)
+    subjects, asked = asked_of(query)
     # A value the question names says what it asks about: "what did they use before Cassandra?"
-    attributes |= {attribute for (subject, attribute), said in chains.values.items()
-                   if subject in subjects and said & subjects}
+    attributes = asked | {attribute for (subject, attribute), said in chains.values.items()
+                          if subject in subjects and said & subjects}
     if not subjects or not attributes:
         return hits
     anyone = ANY_SPEAKER in subjects
@@ -236,9 +229,15 @@ def _undone_links(statements: Sequence[Statement], reviews: Sequence[Review]) ->
 
 
 def _marked(hit: SearchHit, chains: Chains, memories: dict[int, Memory]) -> SearchHit:
-    link = chains.superseded.get(hit.memory.seq)
+    why = _why(hit.memory.seq, chains, memories)
+    return hit if why is None else replace(hit, superseded=why)
+
+
+def _why(seq: int, chains: Chains, memories: dict[int, Memory]) -> Superseded | None:
+    """Why the statement ``seq`` no longer holds (None when it holds, or its successor is not at
+    hand): its successor, the statement holding the slot now, and the link's grounds."""
+    link = chains.superseded.get(seq)
     if link is None or link.newer not in memories:
-        return hit
-    current = memories.get(chains.head.get(hit.memory.seq, link.newer), memories[link.newer])
-    return replace(hit, superseded=Superseded(memories[link.newer], current, link.grounds, link.confidence,
-                                              link.conflict))
+        return None
+    current = memories.get(chains.head.get(seq, link.newer), memories[link.newer])
+    return Superseded(memories[link.newer], current, link.grounds, link.confidence, link.conflict)

@@ -25,6 +25,7 @@ How the parts are found, without a language model:
 
 from __future__ import annotations
 
+import functools
 import json
 import re
 from dataclasses import asdict, dataclass
@@ -451,11 +452,13 @@ def asks_about_the_past(query: str) -> bool:
 ANY_SPEAKER = "speaker:*"  # a question in the first person, or about "the user": whoever speaks in the store
 
 
-def asked_of(query: str) -> tuple[set[str], set[str]]:
+@functools.lru_cache(maxsize=512)
+def asked_of(query: str) -> tuple[frozenset[str], frozenset[str]]:
     """Whom a question asks about and which of their attributes ("Where does Maren live now?":
     ``maren``, ``residence``; "What day is our standup?": ``ANY_SPEAKER``, ``schedule:standup``;
     "Where was Maren born?": ``stable:birthplace``): a search puts the statements of exactly that
-    first. Empty sets when it names no one or nothing of them."""
+    first. Empty sets when it names no one or nothing of them. Read once a query (~0.1 ms): a
+    search asks it twice, for how many candidates to rank and for which to put first."""
     tokens = [_Token(t, t.casefold().replace("’", "'"), i) for i, t in enumerate(_TOKENS.findall(query))]
     subjects = {text for _, _, text in _names(tokens)}
     subjects |= {speaker_subject(s) for s in list(subjects)}
@@ -471,4 +474,4 @@ def asked_of(query: str) -> tuple[set[str], set[str]]:
             event = t.low if t.low in EVENTS else t.low.removesuffix("s")
             attributes.add(f"schedule:{event.replace('-', '')}")
     attributes.update(kind for (a, b), kind in PHRASES.items() if f"{a} {b}" in query.casefold())
-    return subjects, attributes
+    return frozenset(subjects), frozenset(attributes)

@@ -8,12 +8,11 @@ from collections.abc import Sequence
 from typing import Any
 
 from ollama_mcp.domain import WriteRecord
-from ollama_mcp.errors import MemoryNotFoundError
 from ollama_mcp.statements.chains import Review, Statement
 from ollama_mcp.statements.reading import claims_from_json, claims_read
 from ollama_mcp.storage.sql.parts import SqlParts
 from ollama_mcp.storage.sql.placing import placed_json
-from ollama_mcp.storage.sql.rows import execute, fetchone
+from ollama_mcp.storage.sql.rows import execute, memory_by_id
 
 # A memory's claims are read if it is current (not an edited version's old text) and its text kept.
 _CURRENT = "m.superseded_by IS NULL AND m.claims IS NOT NULL AND m.claims <> ''"
@@ -47,7 +46,7 @@ class ClaimStore(SqlParts):
                 f"  SELECT s.key FROM memory_claims s WHERE {d.in_list('s.memory_seq')} AND s.key LIKE 'a:%'))"
                 f" AND {' AND '.join(where)} ORDER BY m.occurred_at DESC, m.seq DESC LIMIT {SUBJECT_MEMBERS}"
             ),
-            params, "read the statements about the subjects found",
+            params, "read the statements of the slots the hits speak of",
         )
         return await self._statements(rows)
 
@@ -85,12 +84,7 @@ class ClaimStore(SqlParts):
         ``older_id``, replacing an earlier word on the same pair; their seqs.
         ``MemoryNotFoundError`` when either memory is gone."""
         async with self._transaction("keep the review of a supersession") as conn:
-            seqs: list[int] = []
-            for memory_id in (older_id, newer_id):
-                row = await fetchone(conn, self._dialect, "SELECT seq FROM memories WHERE id = ?", (memory_id,))
-                if row is None:
-                    raise MemoryNotFoundError(memory_id)
-                seqs.append(int(row[0]))
+            seqs = [(await memory_by_id(conn, self._dialect, memory_id)).seq for memory_id in (older_id, newer_id)]
             await execute(
                 conn, self._dialect,
                 "INSERT INTO supersession_reviews (older_seq, newer_seq, verdict, decided_at) VALUES (?, ?, ?, ?)"

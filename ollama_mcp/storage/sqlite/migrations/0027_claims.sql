@@ -1,9 +1,10 @@
 -- What each note and turn states about whom (#82, ollama_mcp/statements): its claims, read from
--- its words when it is written (``reading.kept_claims``; '' for none, NULL for a memory stored
--- before this schema, read later by the indexer's upkeep), and the subjects they name, kept here by
--- triggers so that a search reads every statement of the slots its hits speak of (a subject's
--- attribute) with one indexed read. Which statement is current is worked out from them when asked (``chains.settle``): nothing
--- derived is stored, so deleting a memory mends its chain.
+-- its words when it is written and placed then (``reading.claims_read``, storage/sql/placing.py;
+-- '' for none, NULL for a memory stored before this schema, read later in the background by
+-- ``Superseding.claims_step``), and the keys below, kept by triggers so that a search reads every
+-- statement of the slots its hits speak of (a subject's attribute) with one indexed read. Which
+-- statement is current is worked out from them when asked (``chains.settle``): nothing derived
+-- is stored, so deleting a memory mends its chain.
 ALTER TABLE memories ADD COLUMN claims TEXT;
 CREATE INDEX memories_claims_unread ON memories (seq) WHERE claims IS NULL;
 CREATE TABLE memory_claims (
