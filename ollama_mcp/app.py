@@ -28,6 +28,7 @@ from ollama_mcp.services.indexer import CATCH_UP_IDLE_SECONDS, Indexer
 from ollama_mcp.services.jobs import JobRunner
 from ollama_mcp.services.memories import Memories
 from ollama_mcp.services.recall import Recall
+from ollama_mcp.services.redacting import Redacting
 from ollama_mcp.services.relations import ConversationRelations
 from ollama_mcp.services.shares import ShareRegistry
 from ollama_mcp.services.superseding import Superseding
@@ -137,7 +138,7 @@ class LaterServices:
         )
         chars = settings.max_content_chars
         transcript = Transcript(
-            store, early.conversations, early.current, indexer, jobs, summarizing, early.superseding,
+            store, early.conversations, early.current, indexer, jobs, summarizing, early.superseding, early.redacting,
             max_content_chars=chars,
         )
         context = ContextBuilder(store, early.recall)
@@ -151,11 +152,12 @@ class LaterServices:
         )
         return Later(
             facts, summarizing, transcript, StreamedTurns(
-                store, indexer, jobs, summarizing, early.superseding, max_content_chars=chars,
+                store, indexer, jobs, summarizing, early.superseding, early.redacting, max_content_chars=chars,
             ),
             context, Retention(store, early.conversations, early.memories, retention_days=settings.retention_days),
             work,
-            Archive(store, indexer, early.superseding, page_chars=settings.response_chars, summaries=chatting), agent,
+            Archive(store, indexer, early.superseding, early.redacting, page_chars=settings.response_chars,
+                    summaries=chatting), agent,
         )
 
 
@@ -169,6 +171,7 @@ class Early:
     recall: Recall
     changes: Changes
     superseding: Superseding
+    redacting: Redacting
 
 
 @dataclass(frozen=True)
@@ -279,9 +282,11 @@ async def open_app(
             store, indexer, jobs, current, summaries=settings.chat_model is not None, facts=settings.facts
         )
         superseding = Superseding(store)
+        redacting = Redacting(settings.redact)
         early = Early(
-            current, conversations, Memories(store, indexer, conversations, superseding),
+            current, conversations, Memories(store, indexer, conversations, superseding, redacting),
             Recall(store, indexer, indexer.embedder, ranker, current, superseding), Changes(store), superseding,
+            redacting,
         )
         relations = ConversationRelations(
             store, indexer, jobs, related=settings.related_threshold, duplicate=settings.duplicate_threshold

@@ -15,6 +15,7 @@ from typing import Literal
 
 from ollama_mcp import caller
 from ollama_mcp.domain import WriteRecord, utc_now
+from ollama_mcp.redaction import Found, describe
 
 # Who, beside the door: ``caller.actor()``.
 Door = Literal["tool", "agent", "cli", "import", "retention", "ui", "hook", "rest", "background"]
@@ -39,14 +40,16 @@ def through(door: Door) -> Iterator[None]:
 
 @contextmanager
 def recording(
-    action: str, conversation_id: str | None = None, memory_id: str | None = None, *, arguments: object = None
+    action: str, conversation_id: str | None = None, memory_id: str | None = None, *, arguments: object = None,
+    redacted: Found = (),
 ) -> Iterator[None]:
     """The first write transaction inside inserts the record of this write (``memory_id``: the id
-    the write was given; ``arguments``: kept only as a digest), as part of itself."""
+    the write was given; ``arguments``: kept only as a digest, of the text as stored, so after its
+    secrets were replaced; ``redacted``: what was, by kind and count), as part of itself."""
     token = _pending.set(WriteRecord(
         at=utc_now(), door=current_door(), principal=caller.actor(), action=action, conversation_id=conversation_id,
         memory_id=memory_id,
-        arguments_digest=None if arguments is None else digest(arguments),
+        arguments_digest=None if arguments is None else digest(arguments), redacted=describe(redacted) or None,
     ))
     try:
         yield

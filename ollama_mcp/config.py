@@ -44,6 +44,7 @@ SETTINGS_READ = frozenset({
     "OLLAMA_MCP_AGENT_MAX_STEPS", "OLLAMA_MCP_AGENT_DEADLINE", "OLLAMA_MCP_COMPACT_TOKENS",
     "OLLAMA_MCP_COMPACT_MESSAGES", "OLLAMA_MCP_AGENT_CONTEXT_MESSAGES", "OLLAMA_MCP_AGENT_CONFIRM_TIMEOUT",
     "OLLAMA_MCP_RESPONSE_CHARS", "OLLAMA_MCP_CHAT_CALLS_PER_HOUR", "OLLAMA_MCP_ALLOWED_ORIGINS",
+    "OLLAMA_MCP_REDACT",
 })
 
 
@@ -115,6 +116,9 @@ class Settings:
     chat_timeout: float = 120.0
     # Facts are extracted from conversations whose metadata does not say (metadata.facts).
     facts: bool = False
+    # Secrets in every text written are replaced before it is stored (ollama_mcp/redaction.py);
+    # OLLAMA_MCP_REDACT=off keeps text verbatim, a conversation's metadata.redact_secrets=false its own.
+    redact: bool = True
     # Delete conversations untouched for this many days (None: keep forever).
     retention_days: float | None = None
     # Compaction defaults; a conversation's metadata may override them (compact_after_messages,
@@ -190,6 +194,7 @@ class Settings:
             log_level=_log_level(env.get("OLLAMA_MCP_LOG_LEVEL", "INFO")),
             chat_model=chat_model,
             facts=facts,
+            redact=_switch(env, "OLLAMA_MCP_REDACT", default=True),
             chat_timeout=_number(env, "OLLAMA_MCP_CHAT_TIMEOUT", 120.0, 1.0, 3600.0),
             retention_days=_number(env, "OLLAMA_MCP_RETENTION_DAYS", 0, 0, 365_000) or None,
             compact_messages=int(_number(env, "OLLAMA_MCP_COMPACT_MESSAGES", 50, 4, 100_000)),

@@ -238,6 +238,7 @@ class WriteRecord:
     memory_id: str | None = None
     arguments_digest: str | None = None
     principal: str | None = None
+    redacted: str | None = None  # the secrets the write's text had, by kind and count ("1 AWS access key")
 
 
 @dataclass(frozen=True)

@@ -18,7 +18,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING, TextIO
 
-from ollama_mcp import audit
+from ollama_mcp import audit, redaction
 from ollama_mcp.app import open_app
 from ollama_mcp.config import LOCAL_PRINCIPAL, Settings
 from ollama_mcp.domain import AccessToken, Shrunk, WriteRecord, counted, format_timestamp
@@ -127,6 +127,10 @@ def import_summary(report: ImportReport, calls_per_hour: int | None = None) -> s
     if report.restored:
         line += f"\nbrought back {counted(report.restored, 'conversation or turn', 'conversations and turns')}" \
                 " you had deleted (--restore-deleted)"
+    if report.redacted:
+        replaced = counted(sum(report.redacted.values()), "secret")
+        line += (f"\nreplaced {replaced} ({redaction.describe(dict(report.redacted))}) with placeholders before"
+                 " storing (OLLAMA_MCP_REDACT=off keeps text verbatim)")
     if report.summaries_queued:
         line += f"\nqueued {counted(report.summaries_queued, 'summary', 'summaries')}: the server writes them in the " \
                 "background"

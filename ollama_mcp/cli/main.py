@@ -231,7 +231,7 @@ def _maintenance(settings: Settings, args: argparse.Namespace) -> int:
     elif args.command == "audit":
         for record in anyio.run(admin.write_log, settings, args.since, max(1, args.limit)):
             print(f"{record.at}  {record.door:<9} {record.action:<20} {record.conversation_id or '-':<36}  "
-                  f"{record.memory_id or '-'}")
+                  f"{record.memory_id or '-'}" + (f"  redacted: {record.redacted}" if record.redacted else ""))
     elif args.command == "conflicts":
         reviewed, to_review, recent = anyio.run(
             admin.conflicts, settings, args.undo, args.confirm, max(1, args.limit))

@@ -27,7 +27,7 @@ from ollama_mcp.inputs.fields import (
 # checked as such; a key that looks like a misspelt setting is refused rather than ignored.
 CONVERSATION_SETTINGS = (
     "ttl_hours", "compact_after_messages", "compact_after_tokens", "compaction_strategy", "compact_summary_tokens",
-    "compaction", "retention", "facts", "memory_ttl_hours",
+    "compaction", "retention", "facts", "memory_ttl_hours", "redact_secrets",
 )
 # The design's camelCase compaction block, accepted as an alias of the snake_case keys.
 COMPACTION_ALIASES = {
@@ -107,6 +107,12 @@ def conversation_metadata(field: str, value: object) -> dict[str, Any]:
             "pass true to have the chat model extract facts from this conversation, false to never, or leave it"
             " out for the server's default (OLLAMA_MCP_FACTS)",
         )
+    if "redact_secrets" in meta and not isinstance(meta["redact_secrets"], bool):
+        raise InvalidInputError(
+            f"{field}.redact_secrets", f"is {meta['redact_secrets']!r}, not true or false",
+            "pass false to keep this conversation's text verbatim (secrets included), or leave it out to have "
+            "secrets replaced as everywhere (unless OLLAMA_MCP_REDACT=off)",
+        )
     if "retention" in meta and meta["retention"] not in RETENTION_MODES:
         raise InvalidInputError(
             f"{field}.retention", f"is {meta['retention']!r}",
@@ -130,6 +136,7 @@ class ConversationSettings:
     retention: str | None = None
     facts: bool | None = None
     memory_ttl_hours: float | None = None  # each memory is deleted this long after it was stored
+    redact_secrets: bool | None = None  # False: this conversation's text is kept verbatim
 
     @classmethod
     def of(cls, metadata: dict[str, Any]) -> ConversationSettings:
@@ -147,6 +154,7 @@ class ConversationSettings:
             retention=retention if retention in RETENTION_MODES else None,
             facts=facts if isinstance(facts, bool) else None,
             memory_ttl_hours=_positive(metadata.get("memory_ttl_hours")),
+            redact_secrets=metadata["redact_secrets"] if isinstance(metadata.get("redact_secrets"), bool) else None,
         )
 
 

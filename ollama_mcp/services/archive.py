@@ -4,6 +4,7 @@ histories brought in. The format itself is ``export``'s; other tools' are ``impo
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, Literal
@@ -16,6 +17,7 @@ from ollama_mcp.errors import ConversationNotFoundError, ImportBrokeOff, Invalid
 from ollama_mcp.services import export
 from ollama_mcp.services.indexer import Indexer
 from ollama_mcp.services.passages import MIN_SHARE, page_bounds
+from ollama_mcp.services.redacting import Redacting
 from ollama_mcp.services.superseding import Superseding
 from ollama_mcp.storage.protocols import Storage
 
@@ -45,6 +47,7 @@ class ImportReport:
     deleted_turns: int = 0
     restored: int = 0  # of those, brought back on purpose (--restore-deleted)
     cut_turns: int = 0  # turns longer than a memory may be, kept up to chats.MAX_TURN_CHARS
+    redacted: Counter[str] = field(default_factory=Counter)  # secrets replaced, by kind
 
 
 def cut_notice(turns: int) -> str:
@@ -59,9 +62,11 @@ class Archive:
     """Export and import over a store; new memories are handed to the indexer to embed."""
 
     def __init__(
-        self, store: Storage, indexer: Indexer, superseding: Superseding, *, page_chars: int, summaries: bool,
+        self, store: Storage, indexer: Indexer, superseding: Superseding, redacting: Redacting, *, page_chars: int,
+        summaries: bool,
     ) -> None:
         self._store = store
+        self._redacting = redacting
         self._superseding = superseding
         self._indexer = indexer
         self._page_chars = page_chars  # about how many characters a page of an export holds
@@ -203,8 +208,11 @@ class Archive:
                 if dry_run:
                     await self._count_new(report, record)
                     continue
+                memories, redacted = self._redacting.memories(record.conversation, record.memories)
+                record = replace(record, memories=memories)
+                report.redacted.update(dict(redacted))
                 with audit.recording("import", record.conversation.id,
-                                     arguments={"source": chat.source, "source_id": chat.source_id}):
+                                     arguments={"source": chat.source, "source_id": chat.source_id}, redacted=redacted):
                     created, added, queued = await self._store.import_conversation(
                         record.conversation, record.memories, None, summarize_at=now if summarize else None
                     )
@@ -261,7 +269,9 @@ class Archive:
         for done, record in enumerate(records, 1):
             if progress is not None:
                 progress(done - 1, len(records))
-            with audit.recording("import", record.conversation.id, arguments=record.memories):
+            memories, redacted = self._redacting.memories(record.conversation, record.memories)
+            record = replace(record, memories=memories)
+            with audit.recording("import", record.conversation.id, arguments=record.memories, redacted=redacted):
                 created, added, _ = await self._store.import_conversation(
                     record.conversation, record.memories, record.summarized_through_id
                 )

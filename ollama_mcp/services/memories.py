@@ -19,6 +19,7 @@ from ollama_mcp.ollama.embeddings import given_vector, to_blob
 from ollama_mcp.services.conversations import Conversations
 from ollama_mcp.services.indexer import Indexer
 from ollama_mcp.services.passages import page_of
+from ollama_mcp.services.redacting import Redacting
 from ollama_mcp.services.superseding import Superseding
 from ollama_mcp.storage.protocols import Storage
 
@@ -28,8 +29,10 @@ class Memories:
 
     def __init__(
         self, store: Storage, indexer: Indexer, conversations: Conversations, superseding: Superseding,
+        redacting: Redacting,
     ) -> None:
         self._store = store
+        self._redacting = redacting
         self._superseding = superseding
         self._indexer = indexer
         self._conversations = conversations
@@ -37,11 +40,14 @@ class Memories:
     async def store(self, note: Note, *, actor: str | None = None) -> StoredMemory:
         """Store a note; ``actor`` (set by our own code, never from a tool's input) says who wrote it."""
         vector = given_vector("embedding", note.embedding)
+        conversation = await self._conversations.for_writing(note.conversation_id)
+        # Its secrets go before Ollama, the index or the audit's digest see the text.
+        content = self._redacting.text(conversation, note.content)
+        given = [content.text, *note.given[1:]] if content.found and note.given else list(note.given)
         # Ollama embeds the text while it is written (see Indexer.embedding).
-        async with self._indexer.embedding(note.content) if vector is None else nullcontext() as ahead:
-            conversation = await self._conversations.for_writing(note.conversation_id)
+        async with self._indexer.embedding(content.text) if vector is None else nullcontext() as ahead:
             memory = Memory(
-                id=str(uuid.uuid4()), seq=0, conversation_id=conversation.id, kind="note", content=note.content,
+                id=str(uuid.uuid4()), seq=0, conversation_id=conversation.id, kind="note", content=content.text,
                 tags=note.tags, metadata=note.metadata, created_at=utc_now(), actor=actor,
                 occurred_at=note.occurred_at,
             )
@@ -54,7 +60,8 @@ class Memories:
                         f"pass a {expected}-dimensional vector from {model!r}, or omit it",
                     )
                 rows = [EmbeddingRow(0, "content", 0, model, to_blob(vector), len(vector))]
-            with audit.recording("store_memory", conversation.id, memory.id, arguments=list(note.given)):
+            with audit.recording("store_memory", conversation.id, memory.id, arguments=given,
+                                 redacted=content.found):
                 stored, duplicate = await self._store.insert_memory(memory, rows)
             if not duplicate:
                 await self._superseding.written([stored.seq])
@@ -73,7 +80,9 @@ class Memories:
         memories: list[Memory] = []
         rows: list[EmbeddingRow | None] = []
         model, expected = self._indexer.model, await self._indexer.expected_dimension()
-        for i, text in enumerate(notes.contents):
+        conversation = await self._store.get_conversation(notes.conversation_id)
+        contents, redacted = self._redacting.texts(conversation, notes.contents)
+        for i, text in enumerate(contents):
             memories.append(Memory(id=str(uuid.uuid4()), seq=0, conversation_id=notes.conversation_id, kind="note",
                                    content=text, tags=(), metadata={}, created_at=now))
             vector = None if notes.embeddings is None else given_vector(f"embeddings[{i}]", notes.embeddings[i])
@@ -85,7 +94,7 @@ class Memories:
                 rows.append(EmbeddingRow(0, "content", 0, model, to_blob(vector), len(vector)))
             else:
                 rows.append(None)
-        with audit.recording("import_memories", notes.conversation_id, arguments=list(notes.contents)):
+        with audit.recording("import_memories", notes.conversation_id, arguments=contents, redacted=redacted):
             added = await self._store.insert_memories(memories, rows)
         self._indexer.added(vectors=True)
         return added
@@ -94,18 +103,26 @@ class Memories:
         """Store a new version of a memory (unchanged fields carried over); the old one stays as
         history, marked superseded. Returns (old version, new version)."""
         now = utc_now()
+        content, given = change.content, list(change.given)
+        found: tuple[tuple[str, int], ...] = ()
+        if content is not None and self._redacting.enabled:
+            current = await self._store.get_memory(change.memory_id)
+            redacted = self._redacting.text(await self._store.get_conversation(current.conversation_id), content)
+            content, found = redacted.text, redacted.found
+            given[1:2] = [content] if found and given else given[1:2]
 
         def revise(old: Memory) -> Memory:
             return Memory(
                 id=str(uuid.uuid4()), seq=0, conversation_id=old.conversation_id, kind=old.kind,
-                content=old.content if change.content is None else change.content,
+                content=old.content if content is None else content,
                 tags=old.tags if change.tags is None else change.tags,
                 metadata=old.metadata if change.metadata is None else change.metadata, created_at=now,
                 # A correction does not move when the memory happened, nor change who wrote it.
                 actor=old.actor, occurred_at=old.occurred_at,
             )
 
-        with audit.recording("update_memory", None, change.memory_id, arguments=list(change.given)):
+        with audit.recording("update_memory", None, change.memory_id, arguments=given,
+                             redacted=found):
             old, new = await self._store.update_memory(change.memory_id, revise)
         await self._superseding.written([new.seq])
         # The old version keeps its vectors: searches mask it out unless include_superseded.

@@ -14,6 +14,7 @@ from ollama_mcp.errors import InvalidInputError, TurnClosedError
 from ollama_mcp.inputs.turns import parse_turn
 from ollama_mcp.services.indexer import Indexer
 from ollama_mcp.services.jobs import JobRunner
+from ollama_mcp.services.redacting import Redacting
 from ollama_mcp.services.summarizing import Summarizing
 from ollama_mcp.services.superseding import Superseding
 from ollama_mcp.services.turns import message_of
@@ -25,9 +26,10 @@ class StreamedTurns:
 
     def __init__(
         self, store: Storage, indexer: Indexer, jobs: JobRunner, summarizing: Summarizing, superseding: Superseding,
-        *, max_content_chars: int,
+        redacting: Redacting, *, max_content_chars: int,
     ) -> None:
         self._store = store
+        self._redacting = redacting
         self._superseding = superseding
         self._indexer = indexer
         self._jobs = jobs
@@ -65,9 +67,12 @@ class StreamedTurns:
             raise TurnClosedError(turn_id, opened.state)
         # The whole turn is known only now: checked as any turn, its text included.
         turn = parse_turn("", {**opened.fields, **extra, "content": opened.content}, self._max_content_chars)
-        message = replace(message_of(opened.conversation_id, turn, utc_now()), id=turn_id)
         conversation = await self._store.get_conversation(opened.conversation_id)
-        with audit.recording("commit_turn", opened.conversation_id, turn_id):
+        # The whole text only now: a secret sent in two chunks is one here.
+        [message], redacted = self._redacting.memories(
+            conversation, [replace(message_of(opened.conversation_id, turn, utc_now()), id=turn_id)]
+        )
+        with audit.recording("commit_turn", opened.conversation_id, turn_id, redacted=redacted):
             stored, compacting = await self._store.commit_turn(
                 turn_id, message, compact=self._summarizing.compact_at(conversation)
             )

@@ -18,10 +18,12 @@ from ollama_mcp.domain import Memory, Participant, Role, format_timestamp, utc_n
 from ollama_mcp.errors import InvalidInputError
 from ollama_mcp.inputs.context import HistoryRequest
 from ollama_mcp.inputs.turns import Turn, parse_turn
+from ollama_mcp.redaction import Found
 from ollama_mcp.services.conversations import Conversations
 from ollama_mcp.services.current import CurrentConversations
 from ollama_mcp.services.indexer import Indexer
 from ollama_mcp.services.jobs import JobRunner
+from ollama_mcp.services.redacting import Redacting
 from ollama_mcp.services.summarizing import Summarizing
 from ollama_mcp.services.superseding import Superseding
 from ollama_mcp.services.turns import RETRY_WINDOW, message_of
@@ -33,9 +35,11 @@ class Transcript:
 
     def __init__(
         self, store: Storage, conversations: Conversations, current: CurrentConversations, indexer: Indexer,
-        jobs: JobRunner, summarizing: Summarizing, superseding: Superseding, *, max_content_chars: int,
+        jobs: JobRunner, summarizing: Summarizing, superseding: Superseding, redacting: Redacting, *,
+        max_content_chars: int,
     ) -> None:
         self._store = store
+        self._redacting = redacting
         self._superseding = superseding
         self._conversations = conversations
         self._current = current
@@ -54,11 +58,11 @@ class Transcript:
         turn = parse_turn("", {"role": role, "content": content, "actor": actor}, self._max_content_chars)
         conversation = await self._store.get_conversation(conversation_id)
         # The agent's own tool calls, as its chat model made them: not a caller's input to check.
-        message = replace(
+        [message], redacted = self._redacting.memories(conversation, [replace(
             message_of(conversation.id, turn, utc_now()), tool_calls=tuple(tool_calls), tool_call_id=tool_call_id
-        )
-        said = [turn.role, turn.content, turn.actor]
-        with audit.recording("add_message", conversation.id, message.id, arguments=said):
+        )])
+        said = [turn.role, message.content, turn.actor]
+        with audit.recording("add_message", conversation.id, message.id, arguments=said, redacted=redacted):
             [stored], _, compacting = await self._store.insert_messages(
                 [message], None, compact=self._summarizing.compact_at(conversation)
             )
@@ -76,10 +80,12 @@ class Transcript:
         the background embeds them (a hook, which must return at once)."""
         conversation = await self._conversations.for_writing(conversation_id)
         now = utc_now()  # one created_at for the batch: how a retry is told from the end of a longer one
-        batch = [message_of(conversation.id, turn, now) for turn in turns]
+        # Secrets go before anything is written, embedded or digested (a retry is told by the text as stored).
+        batch, redacted = self._redacting.memories(conversation, [message_of(conversation.id, t, now) for t in turns])
         retry_since = format_timestamp(datetime.now(UTC) - RETRY_WINDOW)
-        arguments = [[t.role, t.content, t.actor, *([list(t.to)] if t.to else [])] for t in turns]
-        with audit.recording("add_messages", conversation.id, batch[0].id, arguments=arguments):
+        arguments = [[t.role, m.content, t.actor, *([list(t.to)] if t.to else [])]
+                     for t, m in zip(turns, batch, strict=True)]
+        with audit.recording("add_messages", conversation.id, batch[0].id, arguments=arguments, redacted=redacted):
             stored, retry, compacting = await self._store.insert_messages(
                 batch, retry_since, compact=self._summarizing.compact_at(conversation)
             )
@@ -109,7 +115,13 @@ class Transcript:
             if turn.kind != "message" or turn.role != "assistant":
                 raise InvalidInputError("turn_id", "names a turn that is not the assistant's",
                                         "regenerate an assistant turn; edit any turn with PUT")
-        with audit.recording("regenerate_turn" if regenerated else "edit_turn", None, turn_id):
+        redacted: Found = ()
+        if self._redacting.enabled:
+            turn = await self._store.get_memory(turn_id)
+            [content], redacted = self._redacting.texts(
+                await self._store.get_conversation(turn.conversation_id), [content]
+            )
+        with audit.recording("regenerate_turn" if regenerated else "edit_turn", None, turn_id, redacted=redacted):
             revised, gone, contexts = await self._store.revise_turn(
                 turn_id, content, "regenerated" if regenerated else "edited", utc_now(), produced
             )

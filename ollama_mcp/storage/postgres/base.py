@@ -309,8 +309,8 @@ class PgStoreBase(SqlParts):
             if record is not None:
                 await conn.execute(
                     "INSERT INTO write_audit (at, door, principal, action, conversation_id, memory_id,"
-                    " arguments_digest)"
-                    " VALUES (%s, %s, %s, %s, %s, %s, %s)",
+                    " arguments_digest, redacted)"
+                    " VALUES (%s, %s, %s, %s, %s, %s, %s, %s)",
                     (
                         record.at,
                         record.door,
@@ -319,6 +319,7 @@ class PgStoreBase(SqlParts):
                         record.conversation_id,
                         record.memory_id,
                         record.arguments_digest,
+                        record.redacted,
                     ),
                 )
             yield conn

@@ -216,7 +216,8 @@ class JobStore(SqlParts):
     async def write_records(self, since: str | None, limit: int) -> list[WriteRecord]:
         rows = await self._fetchall(
             self._dialect.sql(
-                "SELECT at, door, action, conversation_id, memory_id, arguments_digest, principal FROM write_audit"
+                "SELECT at, door, action, conversation_id, memory_id, arguments_digest, principal, redacted"
+                " FROM write_audit"
                 " WHERE CAST(? AS TEXT) IS NULL OR at >= ? ORDER BY id DESC LIMIT ?"
             ),
             (since, since, limit), "read the write audit",

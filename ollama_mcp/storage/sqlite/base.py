@@ -78,9 +78,9 @@ class StoreBase(SqlParts):
                     if record is not None:  # the write's audit row commits with it
                         await self._conn.execute(
                             "INSERT INTO write_audit (at, door, principal, action, conversation_id, memory_id,"
-                            " arguments_digest) VALUES (?, ?, ?, ?, ?, ?, ?)",
+                            " arguments_digest, redacted) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
                             (record.at, record.door, record.principal, record.action, record.conversation_id,
-                             record.memory_id, record.arguments_digest),
+                             record.memory_id, record.arguments_digest, record.redacted),
                         )
                     yield self._conn
                 except BaseException:
