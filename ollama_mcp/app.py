@@ -44,6 +44,7 @@ if TYPE_CHECKING:  # built on first use, their modules imported then (``LaterSer
     from ollama_mcp.services.facts import ConversationFacts
     from ollama_mcp.services.on_demand import WorkOnDemand
     from ollama_mcp.services.retention import Retention
+    from ollama_mcp.services.secret_sweep import SecretSweep
     from ollama_mcp.services.streamed_turns import StreamedTurns
     from ollama_mcp.services.summarizing import Summarizing
     from ollama_mcp.services.transcript import Transcript
@@ -71,6 +72,7 @@ class Later:
     work: WorkOnDemand
     archive: Archive
     agent: Agent
+    secret_sweep: SecretSweep
 
 
 class LaterServices:
@@ -116,6 +118,7 @@ class LaterServices:
         from ollama_mcp.services.facts import ConversationFacts, FactExtractor  # noqa: PLC0415
         from ollama_mcp.services.on_demand import WorkOnDemand  # noqa: PLC0415
         from ollama_mcp.services.retention import Retention  # noqa: PLC0415
+        from ollama_mcp.services.secret_sweep import SecretSweep  # noqa: PLC0415
         from ollama_mcp.services.streamed_turns import StreamedTurns  # noqa: PLC0415
         from ollama_mcp.services.summaries import Summarizer  # noqa: PLC0415
         from ollama_mcp.services.summarizing import Summarizing  # noqa: PLC0415
@@ -157,7 +160,7 @@ class LaterServices:
             context, Retention(store, early.conversations, early.memories, retention_days=settings.retention_days),
             work,
             Archive(store, indexer, early.superseding, early.redacting, page_chars=settings.response_chars,
-                    summaries=chatting), agent,
+                    summaries=chatting), agent, SecretSweep(store, indexer),
         )
 
 
@@ -243,6 +246,10 @@ class App:
     @property
     def archive(self) -> Archive:
         return self.later.get().archive
+
+    @property
+    def secret_sweep(self) -> SecretSweep:
+        return self.later.get().secret_sweep
 
     @property
     def agent(self) -> Agent:

@@ -92,6 +92,30 @@ def redact(text: str) -> Redacted:
     return Redacted("".join(out), tuple(sorted(counted.items())))
 
 
+def redact_json(value: Any) -> tuple[Any, Found]:
+    """``value`` (JSON: a tool call, a memory's metadata) with the secrets of every text in it
+    replaced, and how many of each kind were; ``value`` itself when none."""
+    founds: list[Found] = []
+    done = _leaves(value, founds)
+    return done, merged(*founds)
+
+
+def _leaves(value: Any, founds: list[Found]) -> Any:
+    if isinstance(value, str):
+        done = redact(value)
+        if not done.found:
+            return value
+        founds.append(done.found)
+        return done.text
+    if isinstance(value, dict):
+        items = {key: _leaves(item, founds) for key, item in value.items()}
+        return value if all(items[k] is value[k] for k in value) else items
+    if isinstance(value, list):
+        listed = [_leaves(item, founds) for item in value]
+        return value if all(a is b for a, b in zip(listed, value, strict=True)) else listed
+    return value
+
+
 def describe(found: Found | dict[str, int]) -> str:
     """``2 AWS access key, 1 password in a URL``: what the audit and the CLI say was redacted."""
     items = sorted(found.items()) if isinstance(found, dict) else found

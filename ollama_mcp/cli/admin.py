@@ -27,6 +27,7 @@ from ollama_mcp.inputs import fields
 from ollama_mcp.services import export, stores, tokens
 from ollama_mcp.services.archive import ImportReport, cut_notice
 from ollama_mcp.services.imports.sources import Source, open_source
+from ollama_mcp.services.secret_sweep import SweepReport
 from ollama_mcp.services.superseding import Supersession
 from ollama_mcp.services.transfer import AccessReport, CopyReport
 
@@ -287,6 +288,36 @@ async def conflicts(
                     fields.memory_id("OLDER", pair[0]), fields.memory_id("NEWER", pair[1]), verdict)
         open_, recent = await app.superseding.listed(limit)
         return done, open_, recent
+
+
+async def redact_store(settings: Settings, apply: bool) -> SweepReport:
+    """``redact --scan [--apply]``: the secrets already in the store, counted, and replaced when
+    ``apply`` (services/secret_sweep.py); a progress line on a terminal."""
+    _must_exist(settings, "scan")
+    progress = ProgressLine("scanning for secrets", 0)
+
+    def shown(done: int, newest: int) -> None:
+        progress.total = newest
+        progress.update(done)
+
+    try:
+        async with open_app(settings, background=False) as app:
+            return await app.secret_sweep.sweep(apply, progress=shown)
+    finally:
+        progress.close()
+
+
+def sweep_text(report: SweepReport) -> str:
+    """What ``redact`` prints: what was read, what held a secret (by kind), what was done."""
+    kinds = redaction.describe(dict(report.found))
+    held = (f"{counted(report.with_secrets, 'memory', 'memories')} and "
+            f"{counted(report.other_texts, 'conversation name or summary', 'conversation names or summaries')}")
+    if not report.found:
+        return f"scanned {counted(report.memories, 'memory', 'memories')}: no secrets found"
+    if not report.applied:
+        return (f"scanned {counted(report.memories, 'memory', 'memories')}: {held} hold secrets ({kinds}). "
+                "Run `ollama-mcp redact --scan --apply` to replace them.")
+    return f"replaced the secrets ({kinds}) of {held}; {report.purged}"
 
 
 def supersessions_text(to_review: Sequence[Supersession], recent: Sequence[Supersession]) -> str:

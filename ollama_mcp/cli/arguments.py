@@ -181,6 +181,18 @@ def parser() -> argparse.ArgumentParser:
     reviewer.add_argument("--undo", nargs=2, metavar=("OLDER", "NEWER"), help="the older statement still holds")
     reviewer.add_argument("--confirm", nargs=2, metavar=("OLDER", "NEWER"), help="the change is right")
     reviewer.add_argument("--limit", type=int, default=20, metavar="N", help="at most N of each list (default 20)")
+    redactor = commands.add_parser(
+        "redact",
+        help="find the secrets already in the store (API keys, tokens, passwords, private keys); --apply replaces them",
+        description="New text has its secrets replaced before it is stored (unless OLLAMA_MCP_REDACT=off). "
+        "--scan reads every memory, version, tool call, conversation name and summary already stored and counts "
+        "the secrets by kind; --apply replaces them in place with [redacted: <kind>], drops their vectors (the "
+        "server embeds the new text), updates the keyword index, and rewrites the database so the old text is "
+        "gone from its files (PostgreSQL: VACUUM FULL, which locks each table while it runs). A conversation "
+        "whose metadata says redact_secrets: false is left as it is. Example: ollama-mcp redact --scan --apply",
+    )
+    redactor.add_argument("--scan", action="store_true", help="read the whole store and count its secrets")
+    redactor.add_argument("--apply", action="store_true", help="replace what the scan finds (with --scan)")
     configurer = commands.add_parser(
         "config",
         help="print what an MCP client needs to start this server (absolute path and settings included)",

@@ -15,7 +15,7 @@ from ollama_mcp.cli.client_config import NAME as CLIENT_NAME
 from ollama_mcp.cli.client_config import remote, render, write
 from ollama_mcp.config import LOCAL_PRINCIPAL, Settings
 from ollama_mcp.domain import Check
-from ollama_mcp.errors import ConfigError, OllamaMcpError
+from ollama_mcp.errors import ConfigError, InvalidInputError, OllamaMcpError
 
 
 def main(argv: Sequence[str] | None = None) -> None:
@@ -232,6 +232,11 @@ def _maintenance(settings: Settings, args: argparse.Namespace) -> int:
         for record in anyio.run(admin.write_log, settings, args.since, max(1, args.limit)):
             print(f"{record.at}  {record.door:<9} {record.action:<20} {record.conversation_id or '-':<36}  "
                   f"{record.memory_id or '-'}" + (f"  redacted: {record.redacted}" if record.redacted else ""))
+    elif args.command == "redact":
+        if not args.scan:
+            raise InvalidInputError("--scan", "is missing", "run `ollama-mcp redact --scan` to count the secrets "
+                                    "already stored, and add --apply to replace them")
+        print(admin.sweep_text(anyio.run(admin.redact_store, settings, args.apply)))
     elif args.command == "conflicts":
         reviewed, to_review, recent = anyio.run(
             admin.conflicts, settings, args.undo, args.confirm, max(1, args.limit))

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
-from typing import Any
 
 from ollama_mcp import redaction
 from ollama_mcp.domain import Conversation, Memory
@@ -48,25 +47,9 @@ class Redacting:
         founds: list[tuple[tuple[str, int], ...]] = []
         for memory in memories:
             content = redaction.redact(memory.content)
-            calls = [_leaves(call, founds) for call in memory.tool_calls]
-            founds.append(content.found)
-            changed = content.found or any(a is not b for a, b in zip(calls, memory.tool_calls, strict=True))
+            calls, in_calls = redaction.redact_json(list(memory.tool_calls))
+            founds += [content.found, in_calls]
+            changed = content.found or in_calls
             out.append(replace(memory, content=content.text, tool_calls=tuple(calls)) if changed else memory)
         return out, redaction.merged(*founds)
 
-
-def _leaves(value: Any, founds: list[tuple[tuple[str, int], ...]]) -> Any:
-    """``value`` (a tool call: JSON) with the secrets of its texts replaced; ``value`` itself when none."""
-    if isinstance(value, str):
-        done = redaction.redact(value)
-        if not done.found:
-            return value
-        founds.append(done.found)
-        return done.text
-    if isinstance(value, dict):
-        items = {key: _leaves(item, founds) for key, item in value.items()}
-        return value if all(items[k] is value[k] for k in value) else items
-    if isinstance(value, list):
-        listed = [_leaves(item, founds) for item in value]
-        return value if all(a is b for a, b in zip(listed, value, strict=True)) else listed
-    return value

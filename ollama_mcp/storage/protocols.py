@@ -41,6 +41,7 @@ from ollama_mcp.domain import (
     WriteRecord,
 )
 from ollama_mcp.storage.claim_storage import ClaimStorage
+from ollama_mcp.storage.secret_storage import SecretStorage
 
 
 class ConversationStorage(Protocol):
@@ -492,8 +493,7 @@ class Storage(
     ClientStorage,
     TokenStorage,
     ShareStorage,
-    ClaimStorage,
-    StorageLife,
+    ClaimStorage, SecretStorage, StorageLife,
     Protocol,
 ):
     """Conversations, memories, transcript, jobs, audit and vector rows of one store: every part

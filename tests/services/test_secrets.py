@@ -19,10 +19,13 @@ from ollama_mcp import redaction
 from ollama_mcp.app import open_app
 from ollama_mcp.cli import admin
 from ollama_mcp.config import Settings
+from ollama_mcp.inputs.conversations import new_conversation
 from ollama_mcp.inputs.memories import note as new_note
+from ollama_mcp.inputs.turns import parse_turns
 from ollama_mcp.rest.models import PREFIX
-from tests.conftest import Database, connect
+from tests.conftest import Database, backfill, connect
 from tests.support.chats import chatgpt_conversation
+from tests.support.cli import run
 from tests.support.fake_ollama import FakeOllama
 from tests.support.http import SERVER, environment, serving
 from tests.support.mcp_client import call
@@ -190,3 +193,56 @@ async def test_a_conversation_that_opts_out_and_the_server_switch_keep_text_verb
     assert rows[other["memory_id"]] == "key [redacted: AWS access key]"
     assert sorted(rows.values()) == sorted([f"key {AWS}", "key [redacted: AWS access key]", f"again {GITHUB}"])
     assert rows[verbatim.memory.id] == f"again {GITHUB}"
+
+
+async def test_redact_scan_counts_an_older_stores_secrets_and_apply_removes_every_trace(
+    settings: Settings, db: Database, fake_ollama: FakeOllama
+) -> None:
+    older = replace(settings, redact=False)  # a store written before redaction existed
+    async with open_app(older, background=False) as app:
+        ops = await app.conversations.start(new_conversation(f"ops {AWS}"))
+        kept = await app.conversations.start(new_conversation("verbatim", metadata={"redact_secrets": False}))
+        await app.memories.store(new_note(f"The deploy key is {AWS}", conversation_id=ops.id))
+        await app.memories.store(new_note(f"my own key {GITHUB}", conversation_id=kept.id))
+        [said], _ = await app.transcript.add_messages(ops.id, parse_turns("messages", [
+            {"role": "user", "content": f"DB_PASSWORD={PASSWORD}"}]))
+        await app.transcript.revise_turn(said.id, "never mind")  # the old text stays in earlier_versions
+        await app.transcript.add_messages(ops.id, parse_turns("messages", [
+            {"role": "assistant", "content": "", "tool_calls": [{"id": "c1", "type": "function", "function": {
+                "name": "login", "arguments": json.dumps({"token": JWT})}}]}]))
+        await backfill(app)
+    assert db.keyword_matches("content", f'"{AWS}"') == 1
+
+    scanned = run(db, fake_ollama, "redact", "--scan")
+    assert scanned.returncode == 0, scanned.stderr
+    assert scanned.stdout.strip() == (
+        "scanned 4 memories: 3 memories and 1 conversation name or summary hold secrets (2 AWS access key, "
+        "1 JSON web token, 1 password). Run `ollama-mcp redact --scan --apply` to replace them.")
+    assert db.keyword_matches("content", f'"{AWS}"') == 1  # a scan changes nothing
+
+    applied = run(db, fake_ollama, "redact", "--scan", "--apply")
+    assert applied.returncode == 0, applied.stderr
+    assert applied.stdout.startswith("replaced the secrets (2 AWS access key, 1 JSON web token, 1 password) of "
+                                     "3 memories and 1 conversation name or summary;")
+    stored = json.dumps(db.rows("SELECT content, CAST(metadata AS TEXT), CAST(tool_calls AS TEXT) FROM memories"
+                                " WHERE conversation_id = ?", ops.id))
+    stored += json.dumps(db.rows("SELECT name FROM conversations"))
+    assert not any(secret in stored for secret in (AWS, PASSWORD, JWT))
+    assert "[redacted: password]" in stored and "[redacted: JSON web token]" in stored
+    assert db.keyword_matches("content", f'"{AWS}"') == 0
+    assert db.rows("SELECT content FROM memories WHERE conversation_id = ?", kept.id) == [(f"my own key {GITHUB}",)]
+    assert db.rows("SELECT door, action, redacted FROM write_audit WHERE action = 'redact' ORDER BY id") == [
+        ("cli", "redact", "1 AWS access key, 1 JSON web token, 1 password"), ("cli", "redact", "1 AWS access key")]
+    if db.backend == "sqlite":  # the old text is gone from the file, its free pages and its log included
+        files = [settings.db_path, settings.db_path.with_name(settings.db_path.name + "-wal")]
+        raw = b"".join(f.read_bytes() for f in files if f is not None and f.exists())
+        assert AWS.encode() not in raw and PASSWORD.encode() not in raw and GITHUB.encode() in raw
+    again = run(db, fake_ollama, "redact", "--scan")
+    assert again.stdout.strip() == "scanned 4 memories: no secrets found"
+
+    before = len(fake_ollama.embed_requests())
+    async with open_app(settings, background=False) as app:  # the vectors come back, of the new text
+        await backfill(app)
+    asked = json.dumps([r.body for r in fake_ollama.embed_requests()[before:]])
+    assert "[redacted: AWS access key]" in asked and AWS not in asked
+    assert db.count("SELECT count(*) FROM memory_embeddings") >= 4

@@ -224,6 +224,15 @@ class PgStoreBase(SqlParts):
         """Nothing to do: PostgreSQL's autovacuum makes the space of deleted rows reusable, and the
         server's administrator decides about giving it back (``VACUUM FULL``)."""
 
+    async def purge_removed_text(self) -> str:
+        """``VACUUM FULL`` of the tables rewritten: PostgreSQL keeps a row's old version until its
+        space is reused, and only a full vacuum rewrites the table (and its indexes) without it.
+        It holds each table's lock while it copies it."""
+        async with self._connection("vacuum the rewritten tables") as conn:
+            for table in ("memories", "conversations", "open_turns"):
+                await conn.execute(f"VACUUM FULL {table}")
+        return "ran VACUUM FULL on memories, conversations and open_turns: the old row versions are gone"
+
     @asynccontextmanager
     async def _connection(self, action: str) -> AsyncIterator[psycopg.AsyncConnection]:
         """A pooled connection (autocommit), with errors translated once; while the pool has

@@ -8,6 +8,7 @@ from ollama_mcp.storage.sql.conversations import ConversationStore
 from ollama_mcp.storage.sql.facts import FactStore
 from ollama_mcp.storage.sql.open_turns import OpenTurnStore
 from ollama_mcp.storage.sql.revisions import RevisionStore
+from ollama_mcp.storage.sql.secrets import SecretStore
 from ollama_mcp.storage.sql.shares import ShareStore
 from ollama_mcp.storage.sql.tokens import TokenStore
 from ollama_mcp.storage.sql.transcript import TranscriptStore
@@ -15,7 +16,7 @@ from ollama_mcp.storage.sql.transcript import TranscriptStore
 
 class SqlStore(
     ClientStore, ConversationStore, FactStore, TranscriptStore, OpenTurnStore, RevisionStore, TokenStore, ShareStore,
-    ChatCallStore, ClaimStore,
+    ChatCallStore, ClaimStore, SecretStore,
 ):
     """Clients, conversations, facts, transcripts and turns being streamed, access tokens, shares
     and the chat-model calls of background work, on either backend."""

@@ -195,6 +195,16 @@ class StoreBase(SqlParts):
         wal = db.wal_of(self.path)
         return Shrunk(before, db.bytes_on_disk(self.path), wal.stat().st_size if wal.exists() else 0)
 
+    async def purge_removed_text(self) -> str:
+        """Merge the keyword indexes (FTS5 keeps a deleted entry's words in its older segments
+        until then), then rewrite the file without its free pages (``shrink``)."""
+        async with self._transaction("merge the keyword indexes") as conn:
+            for table in ("memories_fts", "memory_contexts_fts"):
+                await conn.execute(f"INSERT INTO {table} ({table}) VALUES ('optimize')")
+        shrunk = await self.shrink()
+        return (f"merged the keyword index and rewrote {self.path} without its free pages "
+                f"({shrunk.before:,} -> {shrunk.after:,} bytes): the old texts are gone from the file")
+
     async def data_version(self) -> int:
         """Changes whenever another connection commits: lets caches notice other processes."""
         rows = await self._fetchall("PRAGMA data_version", (), "read the data version")
