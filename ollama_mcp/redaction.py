@@ -34,6 +34,10 @@ from functools import cache
 from typing import Any
 
 PLACEHOLDER = "[redacted: {}]"
+# A line longer than this is read in windows of it, each half over the last: some of the library's
+# patterns backtrack over a whole line (``sk-[A-Za-z0-9-_]*…``), which on a 200 KB line of one
+# repeated prefix took minutes. A secret up to WINDOW / 2 characters lies whole in some window.
+WINDOW = 2048
 _PLACED = re.compile(r"\[redacted: [^\]\n]{1,40}\]")
 # detect-secrets' secret types, as a sentence names them.
 KINDS = {
@@ -56,6 +60,11 @@ _PEM_START = re.compile(r"-----BEGIN [A-Z0-9 ]*PRIVATE KEY(?: BLOCK)?-----|---- 
 # A password in a URL the library's pattern refuses: it leaves out RFC 3986's sub-delimiters
 # (``!$&'()*+,;=``), which people's passwords have ("postgresql://app:Sup3r!@db/prod").
 _URL_PASSWORD = re.compile(r"\b[a-z][a-z0-9+.-]{1,20}://[^\s:/@]{1,64}:([^\s/@]{3,128})@[\w.-]+", re.IGNORECASE)
+# A line holds an assignment named as a secret only where one of these is (``_parts``' keywords).
+_KEYWORD = re.compile(r"pass|pwd|secret|key|token|auth|credential|contrase", re.IGNORECASE)
+# Library patterns that backtrack over a whole line of their prefix ("sk-sk-sk-…"), with a text
+# each can only match where it is: OpenAI's keys all carry "T3BlbkFJ" (base64 of "OpenAI").
+_NEEDS = {"OpenAIDetector": "T3BlbkFJ"}
 _PASSWORD_WORD = re.compile(r"pass|pwd|contrase", re.IGNORECASE)
 _SYMBOL = re.compile(r"[^A-Za-z0-9\s]")
 
@@ -135,8 +144,10 @@ def _spans(text: str) -> list[tuple[int, int, str]]:
     found: list[tuple[int, int, str]] = list(_private_keys(text))
     line_start = 0
     for line in text.split("\n"):
-        if len(line) >= 8:
-            found.extend((line_start + s, line_start + e, kind) for s, e, kind in _in_line(line))
+        for at in range(0, max(len(line) - WINDOW // 2, 1), WINDOW // 2) if len(line) > WINDOW else (0,):
+            part = line[at:at + WINDOW]
+            if len(part) >= 8:
+                found.extend((line_start + at + s, line_start + at + e, kind) for s, e, kind in _in_line(part))
         line_start += len(line) + 1
     if found and "[redacted: " in text:  # what an earlier redaction put there stays as it is
         placed = [m.span() for m in _PLACED.finditer(text)]
@@ -155,26 +166,39 @@ def _spans(text: str) -> list[tuple[int, int, str]]:
 def _private_keys(text: str) -> Iterator[tuple[int, int, str]]:
     if "PRIVATE KEY" not in text and "PuTTY-User-Key-File" not in text:
         return
-    for start in _PEM_START.finditer(text):
+    at = 0
+    while (start := _PEM_START.search(text, at)) is not None:
         end = _PEM_END.search(text, start.end())
-        yield start.start(), len(text) if end is None else end.end(), "private key"
+        if end is None:  # cut off: the key runs to the end of the text
+            yield start.start(), len(text), "private key"
+            return
+        yield start.start(), end.end(), "private key"
+        at = end.end()
 
 
 def _in_line(line: str) -> Iterator[tuple[int, int, str]]:
     parts = _parts()
     for plugin, patterns in parts.detectors:
         kind = KINDS.get(plugin.secret_type, plugin.secret_type)
+        needed = _NEEDS.get(type(plugin).__name__)
+        if needed is not None and needed not in line:
+            continue
         for pattern in patterns:
+            covered = 0  # a match inside the last one widened is that one again ("AKIAAKIA…")
             for match in pattern.finditer(line):
+                if match.start() < covered:
+                    continue
                 value_start, value_end = _value_span(match)
                 start, end = _widened(line, value_start, value_end)
+                covered = end
                 if end - start >= 8 and not parts.filtered(line[start:end], line):
                     yield start, end, kind
-    for pattern, loose in ((parts.assignment, False), (parts.spaced, True)):
-        for match in pattern.finditer(line):
+    if _KEYWORD.search(line):  # the assignment pattern is the costliest: only where a name can be
+        for match in parts.assignment.finditer(line):
             start, end = match.span("value")
             value = match.group("value")
             quoted = start > 0 and line[start - 1] in "'\"`" and end < len(line) and line[end] == line[start - 1]
+            loose = match.group("sep").isspace()
             if parts.filtered(value, line) or not parts.secret_like(value, quoted, loose):
                 continue
             yield start, end, "password" if _PASSWORD_WORD.search(match.group("name")) else "secret"
@@ -217,7 +241,6 @@ def _widened(line: str, start: int, end: int) -> tuple[int, int]:
 class _Parts:
     detectors: tuple[tuple[Any, tuple[re.Pattern[str], ...]], ...]
     assignment: re.Pattern[str]
-    spaced: re.Pattern[str]
     filters: tuple[Any, ...]
     line_filter: Any
     entropy: Any
@@ -262,13 +285,14 @@ def _parts() -> _Parts:
         prefix_regex=r"(?P<name>[A-Za-z0-9_.-]{0,40}?", secret_keyword_regex=rf"(?:{keywords})[A-Za-z0-9_]{{0,20}})",
         secret_regex=r"(?P<value>[^\s'\"`,;{}()<>]{6,})",
     )
-    # ``=`` and ``:`` assign; the library's ``key value`` form (a space) reads prose ("the token
-    # expired") as an assignment, so a value after a space must be long and random (``spaced``).
-    spaced = re.compile(assignment.pattern, re.IGNORECASE)
-    assignment = re.compile(assignment.pattern.replace("(?:=|:|:=|=>| +|::)", "(?:=|:|:=|=>|::)"), re.IGNORECASE)
+    # The library's ``key value`` form (a space) reads prose ("the token expired") as an assignment,
+    # so a value after a space must be long and random (``secret_like``'s ``loose``).
+    separator = "(?:=|:|:=|=>| +|::)"
+    assert separator in assignment.pattern, "detect-secrets changed build_assignment_regex"
+    assignment = re.compile(assignment.pattern.replace(separator, "(?P<sep>=|:|:=|=>| +|::)"), re.IGNORECASE)
     base64 = Base64HighEntropyString()
     return _Parts(
-        detectors=tuple(detectors), assignment=assignment, spaced=spaced,
+        detectors=tuple(detectors), assignment=assignment,
         filters=(heuristic.is_templated_secret, heuristic.is_prefixed_with_dollar_sign, heuristic.is_potential_uuid,
                  heuristic.is_sequential_string, heuristic.is_not_alphanumeric_string),
         line_filter=heuristic.is_indirect_reference, entropy=base64.calculate_shannon_entropy,

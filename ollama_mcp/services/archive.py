@@ -208,7 +208,7 @@ class Archive:
                 if dry_run:
                     await self._count_new(report, record)
                     continue
-                memories, redacted = self._redacting.memories(record.conversation, record.memories)
+                memories, redacted = await self._redacting.memories(record.conversation, record.memories)
                 record = replace(record, memories=memories)
                 report.redacted.update(dict(redacted))
                 with audit.recording("import", record.conversation.id,
@@ -269,7 +269,7 @@ class Archive:
         for done, record in enumerate(records, 1):
             if progress is not None:
                 progress(done - 1, len(records))
-            memories, redacted = self._redacting.memories(record.conversation, record.memories)
+            memories, redacted = await self._redacting.memories(record.conversation, record.memories)
             record = replace(record, memories=memories)
             with audit.recording("import", record.conversation.id, arguments=record.memories, redacted=redacted):
                 created, added, _ = await self._store.import_conversation(

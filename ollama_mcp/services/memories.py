@@ -42,7 +42,7 @@ class Memories:
         vector = given_vector("embedding", note.embedding)
         conversation = await self._conversations.for_writing(note.conversation_id)
         # Its secrets go before Ollama, the index or the audit's digest see the text.
-        content = self._redacting.text(conversation, note.content)
+        content = await self._redacting.text(conversation, note.content)
         given = [content.text, *note.given[1:]] if content.found and note.given else list(note.given)
         # Ollama embeds the text while it is written (see Indexer.embedding).
         async with self._indexer.embedding(content.text) if vector is None else nullcontext() as ahead:
@@ -81,7 +81,7 @@ class Memories:
         rows: list[EmbeddingRow | None] = []
         model, expected = self._indexer.model, await self._indexer.expected_dimension()
         conversation = await self._store.get_conversation(notes.conversation_id)
-        contents, redacted = self._redacting.texts(conversation, notes.contents)
+        contents, redacted = await self._redacting.texts(conversation, notes.contents)
         for i, text in enumerate(contents):
             memories.append(Memory(id=str(uuid.uuid4()), seq=0, conversation_id=notes.conversation_id, kind="note",
                                    content=text, tags=(), metadata={}, created_at=now))
@@ -107,7 +107,7 @@ class Memories:
         found: tuple[tuple[str, int], ...] = ()
         if content is not None and self._redacting.enabled:
             current = await self._store.get_memory(change.memory_id)
-            redacted = self._redacting.text(await self._store.get_conversation(current.conversation_id), content)
+            redacted = await self._redacting.text(await self._store.get_conversation(current.conversation_id), content)
             content, found = redacted.text, redacted.found
             given[1:2] = [content] if found and given else given[1:2]
 

@@ -69,7 +69,7 @@ class StreamedTurns:
         turn = parse_turn("", {**opened.fields, **extra, "content": opened.content}, self._max_content_chars)
         conversation = await self._store.get_conversation(opened.conversation_id)
         # The whole text only now: a secret sent in two chunks is one here.
-        [message], redacted = self._redacting.memories(
+        [message], redacted = await self._redacting.memories(
             conversation, [replace(message_of(opened.conversation_id, turn, utc_now()), id=turn_id)]
         )
         with audit.recording("commit_turn", opened.conversation_id, turn_id, redacted=redacted):

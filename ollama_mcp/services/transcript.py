@@ -58,7 +58,7 @@ class Transcript:
         turn = parse_turn("", {"role": role, "content": content, "actor": actor}, self._max_content_chars)
         conversation = await self._store.get_conversation(conversation_id)
         # The agent's own tool calls, as its chat model made them: not a caller's input to check.
-        [message], redacted = self._redacting.memories(conversation, [replace(
+        [message], redacted = await self._redacting.memories(conversation, [replace(
             message_of(conversation.id, turn, utc_now()), tool_calls=tuple(tool_calls), tool_call_id=tool_call_id
         )])
         said = [turn.role, message.content, turn.actor]
@@ -81,7 +81,8 @@ class Transcript:
         conversation = await self._conversations.for_writing(conversation_id)
         now = utc_now()  # one created_at for the batch: how a retry is told from the end of a longer one
         # Secrets go before anything is written, embedded or digested (a retry is told by the text as stored).
-        batch, redacted = self._redacting.memories(conversation, [message_of(conversation.id, t, now) for t in turns])
+        batch, redacted = await self._redacting.memories(
+            conversation, [message_of(conversation.id, t, now) for t in turns])
         retry_since = format_timestamp(datetime.now(UTC) - RETRY_WINDOW)
         arguments = [[t.role, m.content, t.actor, *([list(t.to)] if t.to else [])]
                      for t, m in zip(turns, batch, strict=True)]
@@ -118,7 +119,7 @@ class Transcript:
         redacted: Found = ()
         if self._redacting.enabled:
             turn = await self._store.get_memory(turn_id)
-            [content], redacted = self._redacting.texts(
+            [content], redacted = await self._redacting.texts(
                 await self._store.get_conversation(turn.conversation_id), [content]
             )
         with audit.recording("regenerate_turn" if regenerated else "edit_turn", None, turn_id, redacted=redacted):
