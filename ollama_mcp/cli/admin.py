@@ -11,7 +11,7 @@ import shutil
 import sys
 import tempfile
 import time
-from collections.abc import AsyncIterator, Callable, Iterator, Sequence
+from collections.abc import AsyncIterator, Callable, Iterator, Mapping, Sequence
 from contextlib import asynccontextmanager, contextmanager
 from dataclasses import replace
 from datetime import UTC, datetime, timedelta
@@ -26,6 +26,7 @@ from ollama_mcp.errors import InvalidInputError, OllamaMcpError, StorageError
 from ollama_mcp.inputs import fields
 from ollama_mcp.services import export, stores, tokens
 from ollama_mcp.services.archive import ImportReport, cut_notice
+from ollama_mcp.services.imports.formats import FORMAT_NAMES, HISTORY_FOLDERS
 from ollama_mcp.services.imports.sources import Source, open_source
 from ollama_mcp.services.secret_sweep import SweepReport
 from ollama_mcp.services.superseding import Supersession
@@ -71,6 +72,29 @@ async def export_store(settings: Settings, conversation_id: str | None, fmt: str
     given = fields.conversation_id("conversation_id", conversation_id)
     async with open_app(settings, background=False) as app:
         return await app.archive.export_text(given, fmt)
+
+
+def import_source_of(
+    file: str | None, history: str | None, fmt: str | None, env: Mapping[str, str]
+) -> tuple[str, str | None]:
+    """What ``import`` reads, and in which format: FILE, or with ``--claude-code`` (``--codex``,
+    ``--gemini``) and no FILE, that client's own session folder for this user."""
+    if history is None:
+        if file is None:
+            raise InvalidInputError("FILE", "is missing", "pass the file or folder to import, or --claude-code, "
+                                    "--codex or --gemini to import that client's history from where it keeps it")
+        return file, fmt
+    if fmt not in (None, history):
+        raise InvalidInputError("--format", f"is {fmt} but --{history} was given", "pass one of them")
+    if file is not None:
+        return file, history
+    variable, home_folder, sessions = HISTORY_FOLDERS[history]
+    base = Path(env[variable]) if env.get(variable) else Path(env.get("HOME") or Path.home()) / home_folder
+    folder = base / sessions
+    if not folder.is_dir():
+        raise InvalidInputError(f"--{history}", f"found no {FORMAT_NAMES[history]} at {folder}",
+                                f"pass the folder they are in as FILE (or set {variable})")
+    return str(folder), history
 
 
 async def import_file(

@@ -77,17 +77,26 @@ def parser() -> argparse.ArgumentParser:
     exporter.add_argument("--force", action="store_true", help="replace FILE if it exists")
     importer = commands.add_parser(
         "import",
-        help="bring in ChatGPT, Claude.ai, Claude Code or memory-server history, or an export of ours",
+        help="bring in ChatGPT, Claude.ai, Claude Code, Codex, Gemini CLI or memory-server history, or an export",
         description="Imports a ChatGPT data export (the .zip or its conversations.json), a Claude.ai "
-        "export's conversations.json, Claude Code sessions (a .jsonl file or the projects folder), the "
-        "MCP memory server's memory.jsonl, or a file written by `ollama-mcp export`; the format is told "
-        "from the content. Each chat becomes a conversation with its title, its turns with their "
+        "export's conversations.json, Claude Code sessions (a .jsonl file or the projects folder, with "
+        "Claude Code's own MEMORY.md files, read-only), Codex or Gemini CLI sessions (a file or their "
+        "folder), the MCP memory server's memory.jsonl, or a file written by `ollama-mcp export`; the "
+        "format is told from the content. --claude-code, --codex and --gemini find their sessions "
+        "themselves (~/.claude/projects, ~/.codex/sessions, ~/.gemini/tmp). Each chat becomes a "
+        "conversation with its title, its turns with their "
         "original times. Ids come from the source's, so importing twice changes nothing and a newer "
         "export adds only what is new. A conversation or line that cannot be read is skipped and named "
         "with the reason. "
         "Vectors and summaries are computed afterwards by the server (or now: `ollama-mcp reembed`).",
     )
-    importer.add_argument("file", metavar="FILE", help="the file or folder, or - for standard input")
+    importer.add_argument("file", metavar="FILE", nargs="?",
+                          help="the file or folder, or - for standard input (none with --claude-code and the like)")
+    found = importer.add_mutually_exclusive_group()
+    for client, where in (("claude-code", "~/.claude/projects"), ("codex", "~/.codex/sessions"),
+                          ("gemini", "~/.gemini/tmp")):
+        found.add_argument(f"--{client}", dest="history", action="store_const", const=client,
+                           help=f"every session of this user's {client} history ({where}); run it again any time")
     importer.add_argument("--format", choices=FORMATS, help="the format, when telling it from the content is wrong")
     importer.add_argument("--dry-run", action="store_true", help="count what would be added; write nothing")
     importer.add_argument("--since", metavar="DATE", help="leave out turns before DATE (such as 2024-01-31)")

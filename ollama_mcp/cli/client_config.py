@@ -22,13 +22,15 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
+import tomlkit
+
 from ollama_mcp.cli.client_files import Written, config_file, merge_hooks, merge_server
 from ollama_mcp.cli.hook_payload import EVENTS as HOOK_EVENTS
 from ollama_mcp.config import Settings
 from ollama_mcp.errors import ConfigError
 from ollama_mcp.services import tokens
 
-CLIENTS = ("claude-desktop", "claude-code", "cursor", "vscode", "claude-code-hooks")
+CLIENTS = ("claude-desktop", "claude-code", "cursor", "vscode", "claude-code-hooks", "codex", "gemini")
 HOOK_TIMEOUT_S = 30
 NAME = "ollama-mcp"
 
@@ -41,11 +43,15 @@ _WHERE = {
     "claude-code": "Run this once (user scope: every project):",
     "claude-code-hooks": "Merge into ~/.claude/settings.json (every project) or .claude/settings.json (one "
     "project), so Claude Code records its sessions and starts each with the project's memory:",
+    "codex": "Add to ~/.codex/config.toml (or let --write merge it), then start Codex:",
+    "gemini": "Add to ~/.gemini/settings.json (every project) or .gemini/settings.json (one project), then "
+    "restart Gemini CLI:",
 }
 _WHERE_REMOTE = {
     "claude-code": "Run this once (user scope: every project); the shell puts the token in:",
     "cursor": "Add to ~/.cursor/mcp.json, then reload Cursor (it reads ${env:NAME} from its environment):",
     "vscode": "Add to your user mcp.json ('MCP: Open User Configuration'):",
+    "gemini": "Add to ~/.gemini/settings.json (Gemini CLI reads $NAME from its environment):",
 }
 
 
@@ -122,7 +128,12 @@ def render(
     if client == "claude-code-hooks":
         return json.dumps({"hooks": hook_groups(variables)}, indent=2) + "\n", [_WHERE[client], *notes]
     section, entry = _section(client), stdio_entry(client, variables)
-    return json.dumps({section: {NAME: entry}}, indent=2) + "\n", [_WHERE[client], *notes]
+    return _block(client, {section: {NAME: entry}}), [_WHERE[client], *notes]
+
+
+def _block(client: str, block: dict[str, Any]) -> str:
+    """A config block as ``client``'s file holds it: TOML for Codex, else JSON."""
+    return tomlkit.dumps(block) if client == "codex" else json.dumps(block, indent=2) + "\n"
 
 
 def write(
@@ -156,7 +167,14 @@ def remote_entry(client: str, served: Remote, token: str | None) -> dict[str, An
             "Claude Desktop adds a remote server under Settings > Connectors, not in its config file; run "
             "ollama-mcp on this machine instead (config --client claude-desktop, without --url)."
         )
-    entry: dict[str, Any] = {"url": served.url}
+    if client == "codex":  # streamable HTTP; the token by the variable's name, or as a header
+        entry: dict[str, Any] = {"url": served.url}
+        if served.token_env is not None:  # Codex reads the variable itself: the token stays out of the file
+            entry["bearer_token_env_var"] = served.token_env
+        elif token is not None:
+            entry["http_headers"] = {"Authorization": f"Bearer {token}"}
+        return entry
+    entry = {"httpUrl": served.url} if client == "gemini" else {"url": served.url}
     if client in ("vscode", "claude-code"):
         entry = {"type": "http", **entry}
     if token is not None:
@@ -191,6 +209,8 @@ def _render_remote(client: str, served: Remote) -> tuple[str, list[str]]:
             line += f' --header "Authorization: Bearer {reference}"'
         return line + "\n", notes
     reference = served.reference(shell=False)
+    if client in ("gemini", "codex") and served.token_env is not None:
+        reference = f"${served.token_env}"  # Gemini CLI expands $NAME in settings.json; Codex reads the variable
     if client == "vscode" and served.token_file is not None:
         reference = "${input:ollama-mcp-token}"  # VS Code asks once and keeps it in its secret storage
     entry = remote_entry(client, served, reference)
@@ -198,14 +218,15 @@ def _render_remote(client: str, served: Remote) -> tuple[str, list[str]]:
     if reference == "${input:ollama-mcp-token}":
         block["inputs"] = [{"type": "promptString", "id": "ollama-mcp-token", "password": True,
                             "description": f"The ollama-mcp token in {served.token_file}"}]
-    if served.token_file is not None and client == "cursor":
-        entry["headers"] = {"Authorization": "Bearer <the token in " + str(served.token_file) + ">"}
-        notes.append("Cursor reads no file: put the token in place of <...>, or let --write do it.")
-    return json.dumps(block, indent=2) + "\n", notes
+    if served.token_file is not None and client in ("cursor", "gemini", "codex"):
+        header = {"Authorization": "Bearer <the token in " + str(served.token_file) + ">"}
+        entry["http_headers" if client == "codex" else "headers"] = header
+        notes.append("It reads no file: put the token in place of <...>, or let --write do it.")
+    return _block(client, block), notes
 
 
 def _section(client: str) -> str:
-    return "servers" if client == "vscode" else "mcpServers"
+    return {"vscode": "servers", "codex": "mcp_servers"}.get(client, "mcpServers")
 
 
 def server_command() -> tuple[str, list[str]]:

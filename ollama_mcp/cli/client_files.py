@@ -1,8 +1,10 @@
 """``ollama-mcp config --client NAME --write``: the server merged into the client's own config
 file, where that client reads it (``config_file``), keeping every other server and setting.
+Codex's is TOML (``~/.codex/config.toml``), read and written with tomlkit, which keeps the user's
+comments, order and formatting; every other client's is JSON.
 
-A file that is not a JSON object, or that cannot be written, is refused with its path and the
-fix, and nothing is written. An entry of the same name that differs is refused too, unless the
+A file that is not a JSON object (or not TOML), or that cannot be written, is refused with its
+path and the fix, and nothing is written. An entry of the same name that differs is refused too, unless the
 user asks to replace it. Writing the same entry again changes nothing, not even the file's time.
 Before a file is changed, a copy is kept beside it (``*.bak-<time>``). The new text replaces the
 old in one rename, with the old file's permissions, so a crash leaves one or the other.
@@ -20,6 +22,9 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
+
+import tomlkit
+import tomlkit.exceptions
 
 from ollama_mcp.errors import ConfigError
 
@@ -46,18 +51,24 @@ def config_file(client: str, env: Mapping[str, str], system: str = sys.platform)
         "cursor": home / ".cursor" / "mcp.json",
         "vscode": support / "Code" / "User" / "mcp.json",  # the user profile's
         "claude-code-hooks": home / ".claude" / "settings.json",
+        "codex": Path(env.get("CODEX_HOME") or home / ".codex") / "config.toml",
+        "gemini": home / ".gemini" / "settings.json",  # the user scope (`gemini mcp add --scope user`)
     }
     return files[client]
 
 
 def merge_server(path: Path, section: str, name: str, entry: dict[str, Any], *, replace: bool) -> Written:
-    """``entry`` as server ``name`` in ``section`` (``mcpServers``, or VS Code's ``servers``)."""
-    data = _read(path)
+    """``entry`` as server ``name`` in ``section`` (``mcpServers``, VS Code's ``servers``, Codex's
+    ``mcp_servers`` table)."""
+    toml = path.suffix == ".toml"
+    data: Any = _read_toml(path) if toml else _read(path)
     servers = data.setdefault(section, {})
     if not isinstance(servers, dict):
-        raise ConfigError(f"{path}: {section!r} is not a JSON object; fix it by hand, then run this again. "
-                          "Nothing was written.")
+        raise ConfigError(f"{path}: {section!r} is not a {'table' if toml else 'JSON object'}; fix it by hand, then "
+                          "run this again. Nothing was written.")
     old = servers.get(name)
+    if toml and old is not None:
+        old = old.unwrap() if hasattr(old, "unwrap") else old
     if old == entry:
         return Written(path, False, None)
     if old is not None and not replace:
@@ -66,7 +77,7 @@ def merge_server(path: Path, section: str, name: str, entry: dict[str, Any], *, 
             f"overwrite it (a copy of the file is kept), or --name to add this one beside it. Nothing was written."
         )
     servers[name] = entry
-    return _write(path, data)
+    return _write(path, tomlkit.dumps(data) if toml else json.dumps(data, indent=2, ensure_ascii=False) + "\n")
 
 
 def merge_hooks(path: Path, hooks: dict[str, list[dict[str, Any]]], *, replace: bool) -> Written:
@@ -93,7 +104,9 @@ def merge_hooks(path: Path, hooks: dict[str, list[dict[str, Any]]], *, replace: 
             )
         present[event] = [g for g in listed if not _is_ours(g)] + groups
         changed = True
-    return _write(path, data) if changed else Written(path, False, None)
+    if not changed:
+        return Written(path, False, None)
+    return _write(path, json.dumps(data, indent=2, ensure_ascii=False) + "\n")
 
 
 def _is_ours(group: object) -> bool:
@@ -125,7 +138,23 @@ def _read(path: Path) -> dict[str, Any]:
     return data
 
 
-def _write(path: Path, data: dict[str, Any]) -> Written:
+def _read_toml(path: Path) -> tomlkit.TOMLDocument:
+    """The file's TOML document (an empty one when it does not exist yet)."""
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        return tomlkit.document()
+    except OSError as exc:
+        raise ConfigError(f"{path} cannot be read ({exc.strerror}); nothing was written.") from None
+    try:
+        return tomlkit.parse(text)
+    except tomlkit.exceptions.ParseError as exc:
+        raise ConfigError(
+            f"{path} is not valid TOML ({exc}); fix it (or move it away), then run this again. Nothing was written."
+        ) from None
+
+
+def _write(path: Path, text: str) -> Written:
     existed = path.exists()
     # Read-only by its mode too: root may write anything, but a file its owner marked read-only
     # was marked so on purpose.
@@ -142,7 +171,7 @@ def _write(path: Path, data: dict[str, Any]) -> Written:
         handle, temporary = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
         try:
             with os.fdopen(handle, "w", encoding="utf-8") as out:
-                out.write(json.dumps(data, indent=2, ensure_ascii=False) + "\n")
+                out.write(text)
                 out.flush()
                 os.fsync(out.fileno())
             if existed:

@@ -202,14 +202,15 @@ def _maintenance(settings: Settings, args: argparse.Namespace) -> int:
             files.write_private(target, text)
             print(f"exported {count:,} conversation(s) to {target}", file=sys.stderr)
     elif args.command == "import":
+        source, fmt = admin.import_source_of(args.file, args.history, args.format, os.environ)
         imported = anyio.run(
-            admin.import_file, settings, args.file, args.format, args.since, args.dry_run, args.summarize,
+            admin.import_file, settings, source, fmt, args.since, args.dry_run, args.summarize,
             args.restore_deleted,
         )
         print(admin.import_summary(imported, settings.chat_calls_per_hour))
         # Everything in it was skipped (broken, or of no format imported): not a success.
         if imported.skipped and not (imported.turns or imported.new_conversations or imported.deleted_turns):
-            print(f"{args.file}: nothing in it could be imported; see what was skipped above", file=sys.stderr)
+            print(f"{source}: nothing in it could be imported; see what was skipped above", file=sys.stderr)
             return 1
     elif args.command == "reembed":
         done, model = anyio.run(admin.reembed, settings, args.model, args.force)

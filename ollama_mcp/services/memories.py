@@ -16,6 +16,7 @@ from ollama_mcp.domain import EmbeddingRow, Memory, MemoryPage, StoredMemory, ut
 from ollama_mcp.errors import InvalidInputError, MemoryNotFoundError
 from ollama_mcp.inputs.memories import Note, NoteChange, NotesToImport
 from ollama_mcp.ollama.embeddings import given_vector, to_blob
+from ollama_mcp.redaction import Redacted
 from ollama_mcp.services.conversations import Conversations
 from ollama_mcp.services.indexer import Indexer
 from ollama_mcp.services.passages import page_of
@@ -40,12 +41,15 @@ class Memories:
     async def store(self, note: Note, *, actor: str | None = None) -> StoredMemory:
         """Store a note; ``actor`` (set by our own code, never from a tool's input) says who wrote it."""
         vector = given_vector("embedding", note.embedding)
-        conversation = await self._conversations.for_writing(note.conversation_id)
-        # Its secrets go before Ollama, the index or the audit's digest see the text.
-        content = await self._redacting.text(conversation, note.content)
-        given = [content.text, *note.given[1:]] if content.found and note.given else list(note.given)
+        # Its secrets go before Ollama, the index or the audit's digest see the text (a conversation
+        # that keeps its text verbatim is known only below: its text is embedded again then).
+        content = await self._redacting.text(None, note.content)
         # Ollama embeds the text while it is written (see Indexer.embedding).
         async with self._indexer.embedding(content.text) if vector is None else nullcontext() as ahead:
+            conversation = await self._conversations.for_writing(note.conversation_id)
+            if not self._redacting.applies(conversation):
+                content = Redacted(note.content)
+            given = [content.text, *note.given[1:]] if content.found and note.given else list(note.given)
             memory = Memory(
                 id=str(uuid.uuid4()), seq=0, conversation_id=conversation.id, kind="note", content=content.text,
                 tags=note.tags, metadata=note.metadata, created_at=utc_now(), actor=actor,

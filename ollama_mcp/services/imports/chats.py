@@ -21,7 +21,7 @@ from ollama_mcp.domain import Conversation, Memory, MemoryKind, format_timestamp
 from ollama_mcp.services.export import ConversationRecord
 from ollama_mcp.storage.memory_rules import SOURCE_ID
 
-Source = Literal["chatgpt", "claude.ai", "claude-code", "memory-server"]
+Source = Literal["chatgpt", "claude.ai", "claude-code", "memory-server", "codex", "gemini"]
 Role = Literal["user", "assistant", "system", "tool"]
 # Ids of ours are UUIDv5 of the source's ids under this namespace: the same source id, the same id.
 NAMESPACE = uuid.UUID("6f0c7a52-8d1e-4c3b-9f8a-2b7e5d1c4a90")

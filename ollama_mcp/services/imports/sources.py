@@ -20,9 +20,9 @@ from typing import IO, Any
 
 from ollama_mcp import json_depth
 from ollama_mcp.errors import InvalidInputError
-from ollama_mcp.services.imports import chatgpt, claude_ai, claude_code, memory_server
+from ollama_mcp.services.imports import chatgpt, claude_ai, claude_code, claude_memory, codex, gemini, memory_server
 from ollama_mcp.services.imports.chats import MAX_TURN_CHARS, Chat, Skipped
-from ollama_mcp.services.imports.formats import EXPECTED, FORMATS
+from ollama_mcp.services.imports.formats import EXPECTED, FORMAT_NAMES, FORMATS
 from ollama_mcp.services.imports.long_strings import CHUNK_BYTES, ClippedStrings
 
 FIELD = "FILE"
@@ -72,9 +72,9 @@ def open_source(path: Path, fmt: str | None = None, *, field: str = FIELD, shown
         raise InvalidInputError("--format", f"is {fmt!r}", f"pass one of {', '.join(FORMATS)}")
     at = _At(field, shown or (str(path) if path.is_dir() else path.name))
     if path.is_dir():
-        if fmt not in (None, "claude-code"):
-            raise refusal(at, "is a folder", "pass a file, or a Claude Code projects folder")
-        return _claude_code_folder(path, at)
+        if fmt not in (None, *SESSION_FOLDERS):
+            raise refusal(at, "is a folder", "pass a file, or a folder of Claude Code, Codex or Gemini CLI sessions")
+        return _session_folder(path, at, fmt)
     try:
         handle = path.open("rb", buffering=1 << 20)
     except OSError as exc:
@@ -131,14 +131,20 @@ def _stream(at: _At, raw: IO[bytes], size: int, position: Callable[[], int], fmt
             return Source(kind, memory_server.graph(name, _lines(raw)), size, position)
         if kind == "claude-code":
             return Source(kind, claude_code.session(name, _lines(raw)), size, position)
+        if kind == "codex":
+            return Source(kind, codex.session(name, _lines(raw)), size, position)
+        if kind == "gemini" and (suffix == ".jsonl" or not isinstance(entry.get("messages"), list)):
+            return Source(kind, gemini.session(name, _lines(raw)), size, position)
     if suffix == ".jsonl":
-        raise refusal(at, "is not a Claude Code session or a memory.jsonl")
+        raise refusal(at, "is not a Claude Code, Codex or Gemini CLI session, or a memory.jsonl")
     try:
         document = json_depth.loads(io.TextIOWrapper(raw, encoding="utf-8-sig").read())
     except json_depth.TooDeep as exc:
         raise refusal(at, f"is {exc}") from None
     except (json.JSONDecodeError, UnicodeDecodeError) as exc:
         raise refusal(at, f"is not valid JSON ({exc})") from None
+    if isinstance(document, dict) and fmt in (None, "gemini") and _line_format(document) == "gemini":
+        return Source("gemini", gemini.session(name, [json.dumps(document)]), size, position)
     ours = isinstance(document, dict) and document.get("format") == "ollama-mcp-export"
     if fmt not in (None, "ollama-mcp") or not ours:
         raise refusal(at, "is a JSON object of no format ollama-mcp imports")
@@ -214,6 +220,10 @@ def _list_format(first: object) -> str:
 def _line_format(entry: dict[str, Any]) -> str | None:
     if entry.get("type") in ("entity", "relation"):
         return "memory-server"
+    if "sessionId" in entry and "projectHash" in entry:
+        return "gemini"
+    if entry.get("type") in ("session_meta", "response_item", "turn_context", "event_msg") and "payload" in entry:
+        return "codex"
     if "sessionId" in entry or entry.get("type") in ("user", "assistant", "summary", "system"):
         return "claude-code"
     return None
@@ -263,20 +273,49 @@ def _zip(handle: IO[bytes], size: int, fmt: str | None, at: _At) -> Source:
     return _stream(_At(at.field, f"{at.shown}:{member}"), stream, info.file_size, stream.tell, fmt, ".json")
 
 
-def _claude_code_folder(folder: Path, at: _At) -> Source:
-    files = sorted(folder.rglob("*.jsonl"))
+# Which files of a folder are sessions, for each client that keeps them in folders.
+SESSION_FOLDERS = {"claude-code": "*.jsonl", "codex": "rollout-*.jsonl", "gemini": "session-*.json*"}
+
+
+def _session_folder(folder: Path, at: _At, fmt: str | None) -> Source:
+    """Every session in ``folder`` (and below), read one file at a time: a Claude Code projects
+    folder, Codex's sessions folder or Gemini CLI's tmp folder (``fmt``, or what its files show)."""
+    kind = fmt or next((k for k in ("codex", "gemini") if _first(folder.rglob(SESSION_FOLDERS[k]))), "claude-code")
+    files = sorted(f for f in folder.rglob(SESSION_FOLDERS[kind]) if f.is_file() and f.suffix in (".json", ".jsonl"))
     if not files:
-        raise refusal(at, "holds no .jsonl session files", "pass Claude Code's projects folder")
+        raise refusal(at, f"holds no {FORMAT_NAMES[kind]} files", f"pass the folder {FORMAT_NAMES[kind]} are in")
     sizes = [f.stat().st_size for f in files]
     done = [0]
 
     def sessions() -> Iterator[Chat | Skipped]:
         for file, size in zip(files, sizes, strict=True):
+            name = str(file.relative_to(folder))
             with file.open("rb") as raw:
-                yield from claude_code.session(str(file.relative_to(folder)), _lines(raw))
+                if kind == "codex":
+                    yield from codex.session(name, _lines(raw))
+                elif kind == "gemini":
+                    yield from gemini.session(name, _lines(raw), _project_root(file))
+                else:
+                    yield from claude_code.session(name, _lines(raw))
             done[0] += size
+        if kind == "claude-code":  # its own memory files, read-only (claude_memory)
+            yield from claude_memory.notes(folder)
 
-    return Source("claude-code", sessions(), sum(sizes), lambda: done[0])
+    return Source(kind, sessions(), sum(sizes), lambda: done[0])
+
+
+def _first(paths: Iterator[Path]) -> Path | None:
+    return next(paths, None)
+
+
+def _project_root(session_file: Path) -> str | None:
+    """The project a Gemini CLI session is of: ``<project>/.project_root`` beside its ``chats``."""
+    marker = session_file.parent.parent / ".project_root"
+    try:
+        text = marker.read_text(encoding="utf-8").strip()
+    except (OSError, UnicodeDecodeError):
+        return None
+    return text if text.startswith("/") or (len(text) > 2 and text[1] == ":") else None
 
 
 def _lines(raw: IO[bytes]) -> Iterator[str | json_depth.TooLarge]:
