@@ -433,6 +433,7 @@ class StoreSummary:
     chat_calls: tuple[int, str | None] = (0, None)  # background chat calls in the last hour, and the oldest's time
     chat_jobs_open: int = 0  # jobs that call the chat model, queued or running (services/chat_budget.py)
     pending_context: int = 0  # memories without their in-context vector of the model (searched by a stand-in)
+    sessions: frozenset[str] = frozenset()  # the client sessions conversations name (metadata.session_id)
 
 
 @dataclass(frozen=True)

@@ -152,6 +152,9 @@ def import_summary(report: ImportReport, calls_per_hour: int | None = None) -> s
     if report.restored:
         line += f"\nbrought back {counted(report.restored, 'conversation or turn', 'conversations and turns')}" \
                 " you had deleted (--restore-deleted)"
+    if report.recorded_live:
+        line += (f"\nleft out {counted(report.recorded_live, 'session')} the Claude Code hooks recorded as "
+                 "they happened (already in memory)")
     if report.redacted:
         replaced = counted(sum(report.redacted.values()), "secret")
         line += (f"\nreplaced {replaced} ({redaction.describe(dict(report.redacted))}) with placeholders before"

@@ -214,6 +214,11 @@ def parser() -> argparse.ArgumentParser:
                             help="merge it into the client's own config file (a copy of the file is kept)")
     configurer.add_argument("--replace", action="store_true", help="with --write: overwrite an entry of that name")
     configurer.add_argument("--name", default=CLIENT_NAME, help=f"the server's name there (default: {CLIENT_NAME})")
+    configurer.add_argument(
+        "--cleanup-period-days", type=int, metavar="DAYS",
+        help="with --write and --client claude-code or claude-code-hooks: set Claude Code's cleanupPeriodDays "
+        "(how long it keeps session transcripts; 30 unless set) in its settings.json, backed up first",
+    )
     configurer.add_argument("--url", help="a shared server's MCP URL (serve --http) instead of this installation")
     configurer.add_argument("--token-env", metavar="VAR", help="with --url: the variable holding your token")
     configurer.add_argument("--token-file", metavar="FILE", help="with --url: the file holding your token")

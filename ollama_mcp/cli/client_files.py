@@ -109,6 +109,16 @@ def merge_hooks(path: Path, hooks: dict[str, list[dict[str, Any]]], *, replace: 
     return _write(path, json.dumps(data, indent=2, ensure_ascii=False) + "\n")
 
 
+def merge_setting(path: Path, key: str, value: object) -> Written:
+    """One top-level setting of a JSON settings file (Claude Code's ``cleanupPeriodDays``), the
+    rest kept; refused as ``merge_server`` refuses, nothing written."""
+    data = _read(path)
+    if data.get(key) == value:
+        return Written(path, False, None)
+    data[key] = value
+    return _write(path, json.dumps(data, indent=2, ensure_ascii=False) + "\n")
+
+
 def _is_ours(group: object) -> bool:
     if not isinstance(group, dict):
         return False

@@ -25,6 +25,7 @@ which does not block either; exit 2 would).
 from __future__ import annotations
 
 import json
+import os
 from contextlib import nullcontext
 from dataclasses import replace
 from pathlib import Path
@@ -40,6 +41,7 @@ from ollama_mcp.errors import InvalidInputError
 from ollama_mcp.inputs.context import HistoryRequest
 from ollama_mcp.inputs.conversations import new_conversation
 from ollama_mcp.inputs.turns import parse_turns
+from ollama_mcp.services import claude_history
 
 if TYPE_CHECKING:
     from ollama_mcp.app import App
@@ -109,10 +111,12 @@ async def _dispatch(app: App, call: HookCall) -> str:
         conversation = await _session_conversation(app, call, create=True)
         assert conversation is not None
         context = await earlier_sessions(app, call.project, conversation.id)
-        if not context:
-            return ""
-        output = {"hookSpecificOutput": {"hookEventName": "SessionStart", "additionalContext": context}}
-        return json.dumps(output, ensure_ascii=False) + "\n"
+        # Transcripts Claude Code is about to delete that are not in memory: said to the user.
+        notice = await claude_history.expiring_notice(app.store, os.environ)
+        output: dict[str, object] = {} if notice is None else {"systemMessage": f"ollama-mcp: {notice}"}
+        if context:
+            output["hookSpecificOutput"] = {"hookEventName": "SessionStart", "additionalContext": context}
+        return json.dumps(output, ensure_ascii=False) + "\n" if output else ""
     if call.event == "SessionEnd":
         conversation = await _session_conversation(app, call, create=False)
         if conversation is not None:

@@ -13,6 +13,7 @@ from collections.abc import Sequence
 from ollama_mcp.cli.arguments import parser
 from ollama_mcp.cli.client_config import NAME as CLIENT_NAME
 from ollama_mcp.cli.client_config import remote, render, write
+from ollama_mcp.cli.client_files import merge_setting
 from ollama_mcp.config import LOCAL_PRINCIPAL, Settings
 from ollama_mcp.domain import Check
 from ollama_mcp.errors import ConfigError, InvalidInputError, OllamaMcpError
@@ -63,6 +64,12 @@ def main(argv: Sequence[str] | None = None) -> None:
 def _config(settings: Settings, args: argparse.Namespace) -> None:
     """Print the client's block, or (``--write``) merge it into the client's config file."""
     served = remote(args.url, args.token_env, args.token_file)
+    claude = args.client in ("claude-code", "claude-code-hooks")
+    if args.cleanup_period_days is not None and not (args.write and claude):
+        raise ConfigError("--cleanup-period-days goes with --write and --client claude-code or claude-code-hooks.")
+    if args.cleanup_period_days is not None and not 1 <= args.cleanup_period_days <= 36_500:
+        raise ConfigError(f"--cleanup-period-days {args.cleanup_period_days}: pass a number of days from 1 to 36500 "
+                          "(365 keeps a year of transcripts).")
     if not args.write:
         if args.replace or args.name != CLIENT_NAME:
             raise ConfigError("--replace and --name go with --write.")
@@ -79,6 +86,24 @@ def _config(settings: Settings, args: argparse.Namespace) -> None:
     else:
         kept = f" (the previous file is kept as {written.backup.name})" if written.backup else ""
         print(f"wrote {args.name!r} into {written.path}{kept}. Restart the client to use it.")
+    if claude:
+        _claude_transcripts(settings, args.cleanup_period_days)
+
+
+def _claude_transcripts(settings: Settings, keep_days: int | None) -> None:
+    """After Claude Code was configured: its setting raised when the user asked, then what its
+    transcripts hold and how long they have (``services.claude_history``)."""
+    from ollama_mcp.services import claude_history  # noqa: PLC0415  (kept off the serve path)
+
+    if keep_days is not None:
+        path = claude_history.claude_home(os.environ) / "settings.json"
+        changed = merge_setting(path, "cleanupPeriodDays", keep_days)
+        kept = f" (the previous file is kept as {changed.backup.name})" if changed.backup else ""
+        print(f"set cleanupPeriodDays to {keep_days} in {path}{kept}" if changed.changed
+              else f"{path} already sets cleanupPeriodDays to {keep_days}")
+    said = claude_history.survey(settings, os.environ)
+    if said is not None:
+        print(said[1], file=sys.stderr)
 
 
 def _hook(event: str | None) -> int:

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any, Literal
 import anyio
 
 from ollama_mcp import audit
-from ollama_mcp.domain import Conversation, Export, Memory, counted, utc_now
+from ollama_mcp.domain import Conversation, ConversationQuery, Export, Memory, counted, utc_now
 from ollama_mcp.errors import ConversationNotFoundError, ImportBrokeOff, InvalidInputError, OllamaMcpError
 from ollama_mcp.services import export
 from ollama_mcp.services.indexer import Indexer
@@ -48,6 +48,7 @@ class ImportReport:
     restored: int = 0  # of those, brought back on purpose (--restore-deleted)
     cut_turns: int = 0  # turns longer than a memory may be, kept up to chats.MAX_TURN_CHARS
     redacted: Counter[str] = field(default_factory=Counter)  # secrets replaced, by kind
+    recorded_live: int = 0  # sessions left out: the hooks recorded them as they happened
 
 
 def cut_notice(turns: int) -> str:
@@ -203,6 +204,9 @@ class Archive:
                 record = await self._without_deleted(record_of(chat, now), report, restore_deleted, dry_run)
                 if record is None:
                     continue
+                if await self._recorded_live(record.conversation.id, chat.metadata.get("session_id")):
+                    report.recorded_live += 1  # the hooks kept this session as it happened: once is enough
+                    continue
                 report.turns += len(record.memories)
                 report.cut_turns += sum(was_cut(m.content) for m in record.memories)
                 if dry_run:
@@ -249,6 +253,13 @@ class Archive:
             return None
         report.deleted_turns += len(gone)
         return replace(record, memories=[m for m in record.memories if m.id not in gone])
+
+    async def _recorded_live(self, conversation_id: str, session_id: object) -> bool:
+        """Whether another conversation (the hooks') already holds the session ``session_id``."""
+        if not isinstance(session_id, str):
+            return False
+        query = ConversationQuery(metadata=(("session_id", session_id),), limit=5)
+        return any(c.id != conversation_id for c in await self._store.list_conversations(query))
 
     async def _count_new(self, report: ImportReport, record: export.ConversationRecord) -> None:
         """A dry run's count: whether ``record``'s conversation and which of its memories are new."""

@@ -86,6 +86,8 @@ def summarize(url: str, model: str) -> PgSummary:
                 chat_calls=(0, None) if _one(conn, "SELECT to_regclass('chat_calls') IS NULL")
                 else tuple(conn.execute(POSTGRES.sql(CALLS_SINCE), (hour_ago(),)).fetchone() or (0, None)),
                 chat_jobs_open=int(_one(conn, CHAT_JOBS_OPEN)),
+                sessions=frozenset(row[0] for row in conn.execute(
+                    "SELECT metadata->>'session_id' FROM conversations WHERE metadata ? 'session_id'").fetchall()),
             )
             indexes = conn.execute(
                 "SELECT replace(substring(pg_get_expr(i.indpred, i.indrelid) FROM 'model = ''(.*?)''::text'), '''''',"

@@ -40,6 +40,9 @@ def summarize(path: Path, model: str) -> StoreSummary:
                 ).fetchall() if version >= 2 else [],
                 chat_calls=tuple(conn.execute(CALLS_SINCE, (hour_ago(),)).fetchone()) if version >= 14 else (0, None),
                 chat_jobs_open=conn.execute(CHAT_JOBS_OPEN).fetchone()[0] if version >= 9 else 0,
+                sessions=frozenset(row[0] for row in conn.execute(
+                    "SELECT json_extract(metadata, '$.session_id') FROM conversations"
+                    " WHERE json_extract(metadata, '$.session_id') IS NOT NULL")),
             )
     except sqlite3.Error as exc:
         raise _unreadable(path, exc, "read the database") from exc
