@@ -15,6 +15,13 @@ background takes to embed everything the import left pending (both vectors of ev
 nobody asking meanwhile (#56 item 4: "how long the backlog of a 5,000-turn import takes"):
 
     python bench/import_scale.py --conversations 250 --turns 20 --drain
+
+``--claude-code N`` instead writes a Claude Code projects folder of N sessions of about
+``--session-kb`` each (as Claude Code's are: most of their bytes the files its tools read back,
+which the import keeps as 300-character tool turns), and runs ``ollama-mcp import --claude-code``
+on it, as a user would (#83: 5,000 sessions, 2 GB, memory bounded):
+
+    python bench/import_scale.py --claude-code 5000 --session-kb 400
 """
 
 from __future__ import annotations
@@ -127,6 +134,33 @@ def generate_huge(path: Path, megabytes: int) -> None:
         out.write(tail.encode())
 
 
+def generate_claude_code(home: Path, sessions: int, session_kb: int) -> None:
+    """``sessions`` transcripts under ``home/.claude/projects``, in 50 projects, each about ``session_kb``."""
+    rng = random.Random(7)
+    exchanges = 10
+    read_back = max(session_kb * 1024 // exchanges - 600, 100)
+    for s in range(sessions):
+        folder = home / ".claude" / "projects" / f"-home-dana-project{s % 50}"
+        folder.mkdir(parents=True, exist_ok=True)
+        sid = f"{s:08d}-0000-4000-8000-{s:012d}"
+        lines = []
+        for e in range(exchanges):
+            base = {"sessionId": sid, "cwd": f"/home/dana/project{s % 50}",
+                    "timestamp": f"2026-10-{1 + e:02d}T10:00:00Z"}
+            text = " ".join(rng.choice(WORDS) for _ in range(20))
+            lines.append({**base, "type": "user", "uuid": f"{sid}-{e}-q", "message": {"role": "user", "content": text}})
+            lines.append({**base, "type": "assistant", "uuid": f"{sid}-{e}-t", "message": {
+                "role": "assistant", "content": [
+                {"type": "text", "text": "Let me read it."},
+                {"type": "tool_use", "id": f"t{e}", "name": "Read", "input": {"file_path": f"/src/f{e}.py"}}]}})
+            body = (" ".join(rng.choice(WORDS) for _ in range(40)) + "\n") * (read_back // 300 + 1)
+            lines.append({**base, "type": "user", "uuid": f"{sid}-{e}-r", "message": {"role": "user", "content": [
+                {"type": "tool_result", "tool_use_id": f"t{e}", "content": body[:read_back]}]}})
+            lines.append({**base, "type": "assistant", "uuid": f"{sid}-{e}-a",
+                          "message": {"role": "assistant", "content": text.capitalize() + "."}})
+        (folder / f"{sid}.jsonl").write_text("\n".join(json.dumps(line) for line in lines) + "\n")
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--conversations", type=int, default=10_000)
@@ -137,10 +171,14 @@ def main() -> int:
     parser.add_argument("--model", default="all-minilm", help="the embedding model --drain serves")
     parser.add_argument("--huge-turn", type=int, metavar="MB",
                         help="instead: one conversation whose one turn is this many MB")
+    parser.add_argument("--claude-code", type=int, metavar="N", help="instead: a Claude Code folder of N sessions")
+    parser.add_argument("--session-kb", type=int, default=400, help="with --claude-code: each session's size")
     args = parser.parse_args()
     script = Path(sys.executable).parent / "ollama-mcp"
     with tempfile.TemporaryDirectory(prefix="import-scale-") as folder:
         export = Path(folder) / "conversations.json"
+        if args.claude_code:
+            return claude_code_run(script, Path(folder), args.claude_code, args.session_kb)
         if args.huge_turn:
             generate_huge(export, args.huge_turn)
         else:
@@ -171,6 +209,29 @@ def main() -> int:
                   f"all embedded in {seconds:.1f} s from the server's start ({pending / seconds:.1f} memories/s); "
                   f"the model alone on the same texts (in process, batches of 32): {floor:.1f} s, "
                   f"ratio {seconds / floor:.2f}")
+    return 0
+
+
+def claude_code_run(script: Path, folder: Path, sessions: int, session_kb: int) -> int:
+    started = time.monotonic()
+    generate_claude_code(folder, sessions, session_kb)
+    size = sum(f.stat().st_size for f in (folder / ".claude" / "projects").rglob("*.jsonl"))
+    print(f"generated {sessions:,} sessions, {size / 1e9:.2f} GB, in {time.monotonic() - started:.0f} s")
+    env = {"PATH": os.environ["PATH"], "HOME": str(folder), "OLLAMA_MCP_DB": str(folder / "memory.db"),
+           "OLLAMA_HOST": "http://127.0.0.1:9"}
+    started = time.monotonic()
+    proc = subprocess.Popen([str(script), "import", "--claude-code"], env=env, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, cwd="/")
+    _, status, usage = os.wait4(proc.pid, 0)
+    elapsed = time.monotonic() - started
+    out, err = proc.stdout.read(), proc.stderr.read()  # type: ignore[union-attr]
+    if status != 0:
+        print(err, file=sys.stderr)
+        return 1
+    print(out.strip())
+    print(f"import --claude-code of {sessions:,} sessions, {size / 1e9:.2f} GB: {elapsed:.1f} s "
+          f"({size / 1e6 / elapsed:.0f} MB/s), peak RSS {usage.ru_maxrss / 1024:.0f} MB, "
+          f"store {(folder / 'memory.db').stat().st_size / 1e6:.0f} MB")
     return 0
 
 

@@ -93,10 +93,19 @@ class StreamedTurns:
             return await self._store.get_memory(turn_id)
 
     async def abort(self, turn_id: str) -> OpenTurn:
-        """Stop a turn being written: it is kept, marked aborted, and never becomes a message."""
+        """Stop a turn being written: it is kept, marked aborted, and never becomes a message; its
+        text is kept as a commit would have kept it (its secrets replaced)."""
         opened = await self._store.get_open_turn(turn_id)
         with audit.recording("abort_turn", opened.conversation_id, turn_id):
-            return await self._store.abort_turn(turn_id, utc_now())
+            aborted = await self._store.abort_turn(turn_id, utc_now())
+        # Its text is whole only now that no chunk can come.
+        conversation = await self._store.get_conversation(opened.conversation_id)
+        kept = await self._redacting.text(conversation, aborted.content)
+        if not kept.found:
+            return aborted
+        with audit.recording("redact", opened.conversation_id, turn_id, redacted=kept.found):
+            await self._store.rewrite_other_texts([("open_turns", turn_id, "content", kept.text)])
+        return replace(aborted, content=kept.text)
 
     async def open_turns(self, conversation_id: str) -> list[OpenTurn]:
         return await self._store.open_turns(conversation_id)

@@ -246,3 +246,22 @@ async def test_redact_scan_counts_an_older_stores_secrets_and_apply_removes_ever
     asked = json.dumps([r.body for r in fake_ollama.embed_requests()[before:]])
     assert "[redacted: AWS access key]" in asked and AWS not in asked
     assert db.count("SELECT count(*) FROM memory_embeddings") >= 4
+
+
+async def test_an_aborted_streamed_turn_keeps_its_text_without_the_secret(
+    settings: Settings, db: Database
+) -> None:
+    _, token = await admin.create_token(settings, "alice-laptop", "local")
+    async with serving(settings) as url, httpx2.AsyncClient(
+            headers={"Authorization": f"Bearer {token}"}, timeout=30) as http:
+        base = url.removesuffix("/mcp") + PREFIX
+        conv = (await http.post(f"{base}/conversations", json={})).json()["id"]
+        opened = (await http.post(f"{base}/conversations/{conv}/turns",
+                                  json={"role": "assistant", "content": "", "status": "open"})).json()["id"]
+        for chunk in (f"use {GITHUB[:12]}", f"{GITHUB[12:]} to push"):
+            await http.patch(f"{base}/turns/{opened}", json={"append": chunk})
+        aborted = (await http.post(f"{base}/turns/{opened}/abort")).json()
+    assert aborted["content"] == "use [redacted: GitHub token] to push"
+    assert db.rows("SELECT content FROM open_turns") == [("use [redacted: GitHub token] to push",)]
+    assert db.rows("SELECT action, redacted FROM write_audit WHERE redacted IS NOT NULL") == [
+        ("redact", "1 GitHub token")]
