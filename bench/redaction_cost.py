@@ -3,7 +3,9 @@
 1. False positives: every turn of the dev LoCoMo conversations (ordinary chat, no secrets) through
    ``redaction.redact``: how many it changes, and what it took them for. And, as a control, a set
    of secrets of each kind, each in a sentence: how many it finds.
-2. In process (labelled so): ``redact`` per LoCoMo turn, median and p95 µs, and per KB.
+2. In process (labelled so): ``redact`` per LoCoMo turn, median and p95 µs, and per KB; and each
+   hostile 200 KB text (one repeated token prefix, which made some patterns backtrack over the
+   whole line), the slowest of them.
 3. Through MCP, the product as shipped: the real ``ollama-mcp`` over stdio with all-MiniLM-L6-v2
    behind Ollama's API (``bench/embed_server.py``, its own process, threads pinned), storing LoCoMo
    turns with ``store_memory``, redaction on (the default) and off (``OLLAMA_MCP_REDACT=off``),
@@ -81,6 +83,25 @@ def in_process(texts: list[str]) -> dict[str, Any]:
             "us_per_kb": round(sum(took) / chars * 1000, 1), "mean_chars": round(chars / len(texts))}
 
 
+def hostile() -> dict[str, Any]:
+    """``redact`` of 200 KB texts built to make detectors backtrack or widen over the whole line."""
+    import base64  # noqa: PLC0415
+
+    cases = {
+        "one word": "a" * 200_000, "prose": "lorem ipsum dolor sit amet " * 7_400,
+        "base64": base64.b64encode(bytes(range(256)) * 586).decode()[:200_000],
+        "password=": "password=" * 22_000, "api_key: ": "api_key: " * 22_000, "http://a:": "http://a:" * 22_000,
+        "AKIA": "AKIA" * 50_000, "sk-": "sk-" * 66_000, "eyJ.": "eyJ." * 50_000, "ghp_": "ghp_" * 50_000,
+        "xoxb-1-": "xoxb-1-" * 28_000, "PEM headers": "-----BEGIN PRIVATE KEY-----\n" * 7_000,
+    }
+    took = {}
+    for name, text in cases.items():
+        started = time.perf_counter()
+        redaction.redact(text)
+        took[name] = round((time.perf_counter() - started) * 1000, 1)
+    return {"ms": took, "slowest_ms": max(took.values())}
+
+
 def through_mcp(host: str, texts: list[str], rounds: int, stores: int) -> dict[str, Any]:
     results: dict[str, list[float]] = {"on": [], "off": []}
     medians: dict[str, list[float]] = {"on": [], "off": []}
@@ -113,7 +134,8 @@ def main() -> None:
     parser.add_argument("--no-mcp", action="store_true", help="only the false positives and the in-process cost")
     args = parser.parse_args()
     texts = [t for t in turns() if t.strip()]
-    report: dict[str, Any] = {"false_positives": false_positives(texts), "in_process": in_process(texts)}
+    report: dict[str, Any] = {"false_positives": false_positives(texts), "in_process": in_process(texts),
+                              "hostile_200kb": hostile()}
     if not args.no_mcp:
         proc, host = start_minilm()
         try:

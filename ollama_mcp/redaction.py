@@ -2,8 +2,8 @@
 
 What is a secret is Yelp's ``detect-secrets`` (a maintained detector, its plugins and heuristic
 filters), not a list of our own: every plugin's patterns, found anywhere in a text (chat is not a
-file of one kind, so every line is read as prose and as configuration at once). Three things it
-cannot know of chat are added here, each named:
+file of one kind, so every line is read as prose and as configuration at once). What it cannot
+know of chat is added here, each named:
 
 - a private key is the whole PEM block, from the header the library finds to its END line (or
   the end of the text, when a message was cut);
@@ -13,6 +13,8 @@ cannot know of chat are added here, each named:
   plain word (a digit and a letter, or a symbol), or long and as random as the library's entropy
   plugins require; its filters (templates, ``$VARIABLES``, ``get_secret()``, UUIDs, sequences)
   leave it alone;
+- a password in a URL with one of RFC 3986's sub-delimiters (``!$&'()*+,;=``), which the
+  library's pattern leaves out and people's passwords have;
 - the tokens of services detect-secrets 1.5 does not know yet (Anthropic, OpenAI project keys,
   Google API keys, Hugging Face, GitHub fine-grained tokens), as detectors of its own kind.
 
@@ -21,7 +23,9 @@ on quoted strings alone (a quoted git SHA or base64 image would go): an entropy 
 counts inside an assignment named as a secret.
 
 A secret becomes ``[redacted: <what it was>]``, so a model reading it knows something was there.
-No I/O; the detector loads on first use (its import takes about 0.1 s).
+No I/O; the detector loads on first use (its import takes about 0.1 s). Hostile text stays
+bounded: long lines are read in windows (``WINDOW``), and the costliest patterns run only where
+the text they need is (``_KEYWORD``, ``_NEEDS``): under 0.35 s for any 200 KB case tried.
 """
 
 from __future__ import annotations
