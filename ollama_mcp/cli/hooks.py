@@ -111,8 +111,8 @@ async def _dispatch(app: App, call: HookCall) -> str:
         conversation = await _session_conversation(app, call, create=True)
         assert conversation is not None
         context = await earlier_sessions(app, call.project, conversation.id)
-        # Transcripts Claude Code is about to delete that are not in memory: said to the user.
-        notice = await claude_history.expiring_notice(app.store, os.environ)
+        # Transcripts not in memory, at the first session and while some are about to go: said to the user.
+        notice = await claude_history.session_start_notice(app.store, os.environ)
         output: dict[str, object] = {} if notice is None else {"systemMessage": f"ollama-mcp: {notice}"}
         if context:
             output["hookSpecificOutput"] = {"hookEventName": "SessionStart", "additionalContext": context}

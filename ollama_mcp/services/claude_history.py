@@ -22,7 +22,7 @@ from pathlib import Path
 from time import time
 
 from ollama_mcp.config import Settings
-from ollama_mcp.domain import counted
+from ollama_mcp.domain import ConversationQuery, counted
 from ollama_mcp.errors import OllamaMcpError
 from ollama_mcp.storage import backends
 from ollama_mcp.storage.protocols import Storage
@@ -122,11 +122,22 @@ async def known_sessions(store: Storage) -> set[str]:
     return {str(meta["session_id"]) for _, meta in await store.conversations_with_setting("session_id")}
 
 
-async def expiring_notice(store: Storage, env: Mapping[str, str]) -> str | None:
-    """For a SessionStart hook: what to tell the user when transcripts not in memory are about to
-    be deleted (None when none are). Only old files are looked up, so a start stays quick."""
+async def session_start_notice(store: Storage, env: Mapping[str, str]) -> str | None:
+    """For a SessionStart hook: what to tell the user about transcripts not in memory, at the
+    first session the hooks record in this store, and at every start while some of them are about
+    to be deleted (None otherwise, and when all are in memory). The store is asked only then, so a
+    start stays quick."""
     found = transcripts(env)
-    if found is None or not any(found.days_left(s) <= SOON_DAYS for s in found.ages):
+    if found is None:
         return None
-    ok, said = found.report(await known_sessions(store))
-    return None if ok else said
+    expiring = any(found.days_left(s) <= SOON_DAYS for s in found.ages)
+    if not expiring and not await _first_session(store):
+        return None
+    missing = found.missing(await known_sessions(store))
+    return found.report(set(found.ages) - set(missing))[1] if missing else None
+
+
+async def _first_session(store: Storage) -> bool:
+    """Whether the session starting now is the first one the hooks record in this store."""
+    query = ConversationQuery(metadata=(("client", "claude-code"),), limit=2)
+    return len(await store.list_conversations(query)) <= 1

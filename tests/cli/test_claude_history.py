@@ -128,8 +128,27 @@ def test_session_start_tells_the_user_of_transcripts_about_to_go_until_they_are_
     said = start()
     assert "1 of them deleted within 7 days" in str(said["systemMessage"])
     assert "ollama-mcp import --claude-code" in str(said["systemMessage"])
+    assert "1 of them deleted within 7 days" in str(start()["systemMessage"])  # again, while it is about to go
     run(db, fake_ollama, "import", "--claude-code", HOME=str(home))
     assert "systemMessage" not in start()
+
+
+def test_the_first_session_start_says_what_is_not_in_memory_and_later_ones_stay_quiet(
+    tmp_path: Path, db: Database, fake_ollama: FakeOllama
+) -> None:
+    home = tmp_path / "home"
+    _session(home / ".claude" / "projects" / "-home-dana-proxy", "d1111111-0000-4000-8000-000000000001",
+             "/home/dana/proxy", ["Which port?", "8443."], 3)  # far from Claude Code's 30 days
+    env = {"PATH": os.environ["PATH"], "HOME": str(home), "OLLAMA_MCP_DB": db.url, "OLLAMA_HOST": fake_ollama.url}
+    said = []
+    for session in ("e0000000-0000-4000-8000-000000000001", "e0000000-0000-4000-8000-000000000002"):
+        payload = json.dumps({"session_id": session, "transcript_path": "/x.jsonl", "cwd": "/home/dana/proxy",
+                              "hook_event_name": "SessionStart", "source": "startup"})
+        done = subprocess.run([str(SCRIPT), "hook", "SessionStart"], input=payload, env=env, capture_output=True,
+                              text=True, timeout=60, cwd="/")
+        said.append(json.loads(done.stdout).get("systemMessage") if done.stdout.strip() else None)
+    assert "1 session is not in memory yet: run `ollama-mcp import --claude-code`" in str(said[0])
+    assert said[1] is None
 
 
 def test_cleanup_period_days_is_raised_only_when_asked_never_into_a_broken_file(
