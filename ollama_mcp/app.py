@@ -286,7 +286,8 @@ async def open_app(
         jobs = JobRunner(store, lease=settings.job_lease, max_delay=settings.job_max_delay, budget=budget)
         current = CurrentConversations(store)
         conversations = Conversations(
-            store, indexer, jobs, current, summaries=settings.chat_model is not None, facts=settings.facts
+            store, indexer, jobs, current, summaries=settings.chat_model is not None, facts=settings.facts,
+            redact=settings.redact,
         )
         superseding = Superseding(store)
         redacting = Redacting(settings.redact)

@@ -13,7 +13,7 @@ import uuid
 from contextlib import suppress
 from datetime import UTC, datetime, timedelta
 
-from ollama_mcp import audit
+from ollama_mcp import audit, redaction
 from ollama_mcp.domain import (
     Conversation,
     ConversationQuery,
@@ -36,9 +36,10 @@ class Conversations:
 
     def __init__(
         self, store: Storage, indexer: Indexer, jobs: JobRunner, current: CurrentConversations, *,
-        summaries: bool = False, facts: bool = False,
+        summaries: bool = False, facts: bool = False, redact: bool = True,
     ) -> None:
         self._store = store
+        self._redact = redact  # a name's secrets are replaced as a memory's are (services/redacting.py)
         self._indexer = indexer
         self._jobs = jobs
         self._current = current
@@ -75,10 +76,16 @@ class Conversations:
         now = datetime.now(UTC)
         expires_at = None if new.ttl_hours is None else format_timestamp(now + timedelta(hours=new.ttl_hours))
         new_id = new.id or str(uuid.uuid4())
+        name = new.name
+        found: redaction.Found = ()
+        if name and self._redact and new.settings.redact_secrets is not False:
+            named = redaction.redact(name)
+            name, found = named.text, named.found
+        given = [name, *new.given[1:]] if found and new.given else list(new.given)
         try:
-            with audit.recording("init_conversation", new_id, arguments=list(new.given)):
+            with audit.recording("init_conversation", new_id, arguments=given, redacted=found):
                 conversation = await self._store.create_conversation(
-                    new_id, new.name, meta, anonymous=False, created_at=format_timestamp(now), expires_at=expires_at,
+                    new_id, name, meta, anonymous=False, created_at=format_timestamp(now), expires_at=expires_at,
                     follows=new.follows,
                 )
         except ConversationNotFoundError as exc:

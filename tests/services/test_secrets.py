@@ -265,3 +265,11 @@ async def test_an_aborted_streamed_turn_keeps_its_text_without_the_secret(
     assert db.rows("SELECT content FROM open_turns") == [("use [redacted: GitHub token] to push",)]
     assert db.rows("SELECT action, redacted FROM write_audit WHERE redacted IS NOT NULL") == [
         ("redact", "1 GitHub token")]
+
+
+async def test_a_conversation_name_with_a_secret_is_stored_without_it(settings: Settings, db: Database) -> None:
+    async with connect(settings) as client:
+        named = await call(client, "init_conversation", name=f"deploy with {AWS}")
+    assert db.rows("SELECT name FROM conversations WHERE id = ?", named["conversation_id"]) == [
+        ("deploy with [redacted: AWS access key]",)]
+    assert db.rows("SELECT action, redacted FROM write_audit") == [("init_conversation", "1 AWS access key")]
