@@ -153,7 +153,7 @@ def import_summary(report: ImportReport, calls_per_hour: int | None = None) -> s
         line += f"\nbrought back {counted(report.restored, 'conversation or turn', 'conversations and turns')}" \
                 " you had deleted (--restore-deleted)"
     if report.recorded_live:
-        line += (f"\nleft out {counted(report.recorded_live, 'session')} the Claude Code hooks recorded as "
+        line += (f"\nleft out {counted(report.recorded_live, 'session')} the hooks recorded as "
                  "they happened (already in memory)")
     if report.redacted:
         replaced = counted(sum(report.redacted.values()), "secret")

@@ -25,12 +25,13 @@ from urllib.parse import urlsplit
 import tomlkit
 
 from ollama_mcp.cli.client_files import Written, config_file, merge_hooks, merge_server
-from ollama_mcp.cli.hook_payload import EVENTS as HOOK_EVENTS
+from ollama_mcp.cli.hook_payload import HOOK_CLIENTS
 from ollama_mcp.config import Settings
 from ollama_mcp.errors import ConfigError
 from ollama_mcp.services import tokens
 
-CLIENTS = ("claude-desktop", "claude-code", "cursor", "vscode", "claude-code-hooks", "codex", "gemini")
+CLIENTS = ("claude-desktop", "claude-code", "cursor", "vscode", "claude-code-hooks", "codex", "codex-hooks", "gemini")
+HOOKS = {"claude-code-hooks": "claude-code", "codex-hooks": "codex"}  # a client's hooks, and whose they are
 HOOK_TIMEOUT_S = 30
 NAME = "ollama-mcp"
 
@@ -44,6 +45,8 @@ _WHERE = {
     "claude-code-hooks": "Merge into ~/.claude/settings.json (every project) or .claude/settings.json (one "
     "project), so Claude Code records its sessions and starts each with the project's memory:",
     "codex": "Add to ~/.codex/config.toml (or let --write merge it), then start Codex:",
+    "codex-hooks": "Merge into ~/.codex/hooks.json (or let --write do it), then trust the hooks once in Codex "
+    "(/hooks), so Codex records its sessions and starts each with the project's memory:",
     "gemini": "Add to ~/.gemini/settings.json (every project) or .gemini/settings.json (one project), then "
     "restart Gemini CLI:",
 }
@@ -125,8 +128,8 @@ def render(
         options = [word for key, value in variables.items() for word in ("-e", f"{key}={value}")]
         words = ["claude", "mcp", "add", "--scope", "user", NAME, *options, "--", command, *args]
         return " ".join(shlex.quote(word) for word in words) + "\n", [_WHERE[client], *notes]
-    if client == "claude-code-hooks":
-        return json.dumps({"hooks": hook_groups(variables)}, indent=2) + "\n", [_WHERE[client], *notes]
+    if client in HOOKS:
+        return json.dumps({"hooks": hook_groups(variables, HOOKS[client])}, indent=2) + "\n", [_WHERE[client], *notes]
     section, entry = _section(client), stdio_entry(client, variables)
     return _block(client, {section: {NAME: entry}}), [_WHERE[client], *notes]
 
@@ -141,11 +144,11 @@ def write(
 ) -> tuple[Written, list[str]]:
     """Merge this server (or the hooks) into ``client``'s own config file; notes for stderr."""
     path = config_file(client, env)
-    if client == "claude-code-hooks":
+    if client in HOOKS:
         if served is not None:
             raise ConfigError("--url is for a client's servers; the hooks record into the store this shell names.")
         variables, notes = server_env(settings, env)
-        return merge_hooks(path, hook_groups(variables), replace=replace), notes
+        return merge_hooks(path, hook_groups(variables, HOOKS[client]), replace=replace), notes
     if served is not None:
         return merge_server(path, _section(client), name, remote_entry(client, served, served.token(env)),
                             replace=replace), []
@@ -182,23 +185,25 @@ def remote_entry(client: str, served: Remote, token: str | None) -> dict[str, An
     return entry
 
 
-def hook_groups(variables: dict[str, str]) -> dict[str, list[dict[str, Any]]]:
-    """Claude Code's ``hooks``: ``ollama-mcp hook EVENT`` on each event. Claude Code runs the
-    command through a shell: assignments before it set its environment (only the value is
-    quoted: a quoted ``KEY=value`` would be taken for the command's name)."""
+def hook_groups(variables: dict[str, str], client: str = "claude-code") -> dict[str, list[dict[str, Any]]]:
+    """Claude Code's (or Codex's: the same shape) ``hooks``: ``ollama-mcp hook EVENT`` on each
+    event the client has. It runs the command through a shell: assignments before it set its
+    environment (only the value is quoted: a quoted ``KEY=value`` would be taken for the command's
+    name)."""
     command, args = server_command()
     prefix = [f"{key}={shlex.quote(value)}" for key, value in variables.items()]
+    named = [] if client == "claude-code" else ["--client", client]
     return {
         event: [{"hooks": [{
             "type": "command", "timeout": HOOK_TIMEOUT_S,
-            "command": " ".join([*prefix, *(shlex.quote(word) for word in [command, *args, "hook", event])]),
+            "command": " ".join([*prefix, *(shlex.quote(word) for word in [command, *args, "hook", *named, event])]),
         }]}]
-        for event in HOOK_EVENTS
+        for event in HOOK_CLIENTS[client]
     }
 
 
 def _render_remote(client: str, served: Remote) -> tuple[str, list[str]]:
-    if client == "claude-code-hooks":
+    if client in HOOKS:
         raise ConfigError("--url is for a client's servers; the hooks record into the store this shell names.")
     notes = [_WHERE_REMOTE.get(client, _WHERE.get(client, ""))]
     if client == "claude-code":

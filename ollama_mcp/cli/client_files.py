@@ -52,6 +52,7 @@ def config_file(client: str, env: Mapping[str, str], system: str = sys.platform)
         "vscode": support / "Code" / "User" / "mcp.json",  # the user profile's
         "claude-code-hooks": home / ".claude" / "settings.json",
         "codex": Path(env.get("CODEX_HOME") or home / ".codex") / "config.toml",
+        "codex-hooks": Path(env.get("CODEX_HOME") or home / ".codex") / "hooks.json",
         "gemini": home / ".gemini" / "settings.json",  # the user scope (`gemini mcp add --scope user`)
     }
     return files[client]

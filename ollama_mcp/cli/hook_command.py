@@ -14,7 +14,7 @@ from __future__ import annotations
 import logging
 import sys
 
-from ollama_mcp.cli.hook_payload import EVENTS, HookCall, HookError, event_name, parse
+from ollama_mcp.cli.hook_payload import EVENTS, HOOK_CLIENTS, HookCall, HookError, event_name, parse
 from ollama_mcp.cli.hook_spool import SPOOLED, folder_for, put, start_drainer
 from ollama_mcp.config import Settings
 from ollama_mcp.errors import OllamaMcpError
@@ -27,6 +27,9 @@ def command(argv: list[str]) -> int | None:
     hook's (``--help``, a typo'd option): the full command line then says what they mean."""
     if argv == [DRAIN]:
         return drain()
+    client = "claude-code"
+    if argv[:1] == ["--client"] and len(argv) >= 2 and argv[1] in HOOK_CLIENTS:
+        client, argv = argv[1], argv[2:]
     if len(argv) > 1 or (argv and argv[0].startswith("-")):
         return None
     # Errors only: the editor's stderr is not a log.
@@ -36,10 +39,12 @@ def command(argv: list[str]) -> int | None:
         settings = Settings.from_env()
     except OllamaMcpError as exc:  # said by the hook, which exits 0: a hook must not block the editor
         settings = exc
-    return main(argv[0] if argv else None, settings, sys.stdin.buffer.read())
+    return main(argv[0] if argv else None, settings, sys.stdin.buffer.read(), client)
 
 
-def main(given_event: str | None, settings: Settings | OllamaMcpError, stdin: bytes) -> int:
+def main(
+    given_event: str | None, settings: Settings | OllamaMcpError, stdin: bytes, client: str = "claude-code"
+) -> int:
     """The hook for the payload ``stdin``: the exit status; stdout only as the hook protocol reads it."""
     event = event_name(given_event)
     if given_event is not None and event is None:
@@ -47,7 +52,7 @@ def main(given_event: str | None, settings: Settings | OllamaMcpError, stdin: by
               f"{', '.join(EVENTS)}", file=sys.stderr)
         return 1  # a mistake in the settings file, not in a payload: Claude Code shows it, and does not block
     try:
-        call = parse(event, stdin)
+        call = parse(event, stdin, client)
         if isinstance(settings, OllamaMcpError):
             raise settings
         if call.event in SPOOLED:

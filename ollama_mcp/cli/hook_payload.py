@@ -16,6 +16,9 @@ from ollama_mcp import json_depth
 from ollama_mcp.services.projects import project_of
 
 EVENTS = ("SessionStart", "UserPromptSubmit", "Stop", "SessionEnd")
+# The clients whose hooks send this payload: Claude Code, and Codex, whose hooks send the same
+# fields (session_id, cwd, prompt, last_assistant_message) and have no SessionEnd.
+HOOK_CLIENTS = {"claude-code": EVENTS, "codex": ("SessionStart", "UserPromptSubmit", "Stop")}
 TRANSCRIPT_TAIL_BYTES = 2_000_000  # the latest turn is at the end of the transcript file
 
 
@@ -32,6 +35,7 @@ class HookCall:
     project: str  # the session's repository (services.projects): which earlier sessions are this project's
     prompt: str | None = None  # UserPromptSubmit
     reply: str | None = None  # Stop: the assistant's reply to record, when there is one
+    client: str = "claude-code"  # whose hook it is (HOOK_CLIENTS): its conversation says so
 
     @property
     def turn(self) -> tuple[str, str] | None:
@@ -52,7 +56,7 @@ def event_name(given: str | None) -> str | None:
     return next((event for event in EVENTS if event.lower() == folded), None)
 
 
-def parse(event: str | None, raw: bytes) -> HookCall:
+def parse(event: str | None, raw: bytes, client: str = "claude-code") -> HookCall:
     """The hook's stdin JSON as a HookCall; ``event`` (from the command line) wins over the
     payload's ``hook_event_name``. Raises HookError naming the field that is wrong."""
     try:
@@ -72,7 +76,7 @@ def parse(event: str | None, raw: bytes) -> HookCall:
     project = project_of(_text(payload, "cwd") or os.getcwd())  # the repository, worktrees included
     prompt = _text(payload, "prompt") if named == "UserPromptSubmit" else None
     reply = last_reply(payload) if named == "Stop" else None
-    return HookCall(named, session_id, project, prompt, reply)
+    return HookCall(named, session_id, project, prompt, reply, client)
 
 
 def _text(payload: Mapping[str, Any], key: str) -> str | None:

@@ -112,7 +112,7 @@ async def _dispatch(app: App, call: HookCall) -> str:
         assert conversation is not None
         context = await earlier_sessions(app, call.project, conversation.id)
         # Transcripts not in memory, at the first session and while some are about to go: said to the user.
-        notice = await claude_history.session_start_notice(app.store, os.environ)
+        notice = None if call.client != CLIENT else await claude_history.session_start_notice(app.store, os.environ)
         output: dict[str, object] = {} if notice is None else {"systemMessage": f"ollama-mcp: {notice}"}
         if context:
             output["hookSpecificOutput"] = {"hookEventName": "SessionStart", "additionalContext": context}
@@ -156,7 +156,7 @@ async def _session_conversation(app: App, call: HookCall, *, create: bool) -> Co
     if not create:
         return None
     name = Path(call.project).name or call.project
-    metadata = {"client": CLIENT, "session_id": call.session_id, "project": call.project}
+    metadata = {"client": call.client, "session_id": call.session_id, "project": call.project}
     ended = await app.conversations.listed(replace(query, status="completed", limit=1))
     return await app.conversations.start(new_conversation(name, metadata, ended[0].id if ended else None))
 

@@ -107,7 +107,7 @@ def test_a_session_the_hooks_recorded_is_not_imported_a_second_time(
         subprocess.run([str(SCRIPT), *args], input=sent, env=env, capture_output=True, text=True, timeout=60,
                        check=True, cwd="/")
     done = run(db, fake_ollama, "import", "--claude-code", HOME=str(home))
-    assert "left out 1 session the Claude Code hooks recorded as they happened" in done.stdout
+    assert "left out 1 session the hooks recorded as they happened" in done.stdout
     assert rows(db, "SELECT count(*) FROM memories WHERE content = 'Rotate the TLS cert'") == [(1,)]
 
 

@@ -17,6 +17,7 @@ import pytest
 from tests.conftest import Database
 from tests.support.cli import rows, run
 from tests.support.fake_ollama import FakeOllama
+from tests.support.fake_responses import ANSWER, FakeResponses
 from tests.support.http import SERVER
 from tests.support.installs import ROOT, need_node_tool
 
@@ -172,3 +173,41 @@ def test_config_prints_what_codex_and_gemini_read(client: str, db: Database) -> 
         assert "~/.codex/config.toml" in done.stderr
     else:
         assert json.loads(done.stdout)["mcpServers"]["ollama-mcp"]["env"] == {"OLLAMA_MCP_DB": db.url}
+
+
+def _codex(home: Path, project: Path, prompt: str, *more: str) -> subprocess.CompletedProcess[str]:
+    """One real ``codex exec`` session in ``project``, its model the offline stand-in."""
+    return subprocess.run([str(CODEX), "exec", *more, "--skip-git-repo-check", prompt], capture_output=True,
+                          text=True, timeout=120, cwd=project, env={"PATH": os.environ["PATH"], "HOME": str(home)})
+
+
+def test_codex_sessions_are_recorded_by_its_hooks_and_the_others_imported_once(
+    tmp_path: Path, db: Database, fake_ollama: FakeOllama
+) -> None:
+    need_node_tool(CODEX, "@openai/codex")
+    model = FakeResponses()
+    home, project = tmp_path / "home", tmp_path / "proxy"
+    project.mkdir()
+    try:
+        model.codex_config(home / ".codex")
+        env = {"PATH": os.environ["PATH"], "HOME": str(home), "OLLAMA_MCP_DB": db.url, "OLLAMA_HOST": fake_ollama.url}
+        written = subprocess.run([str(SERVER), "config", "--client", "codex-hooks", "--write"], env=env, cwd="/",
+                                 capture_output=True, text=True, timeout=60)
+        assert written.returncode == 0, written.stderr
+        # Codex runs hooks only once trusted (in its /hooks review); this flag stands in for that review.
+        live = _codex(home, project, "Which port does the staging proxy listen on?", "--dangerously-bypass-hook-trust")
+        assert live.returncode == 0 and ANSWER in live.stdout, live.stderr
+        subprocess.run([str(SERVER), "hook", "--drain"], env=env, cwd="/", capture_output=True, timeout=60, check=True)
+        [(conversation, meta)] = rows(db, "SELECT id, metadata FROM conversations")
+        assert {k: _as_json(meta)[k] for k in ("client", "project")} == {"client": "codex", "project": str(project)}
+        assert _messages(db) == [("user", "Which port does the staging proxy listen on?"), ("assistant", ANSWER)]
+
+        (home / ".codex" / "hooks.json").unlink()  # a session the hooks did not see
+        quiet = _codex(home, project, "And the metrics exporter?")
+        assert quiet.returncode == 0, quiet.stderr
+        done = run(db, fake_ollama, "import", "--codex", HOME=str(home))
+        assert "codex: imported 1 new conversation(s) and 2 new turns" in done.stdout, done.stdout + done.stderr
+        assert "left out 1 session the hooks recorded as they happened" in done.stdout
+        assert _messages(db)[2:] == [("user", "And the metrics exporter?"), ("assistant", ANSWER)]
+    finally:
+        model.stop()
