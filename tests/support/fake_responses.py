@@ -28,7 +28,7 @@ class FakeResponses:
             def do_POST(self) -> None:  # noqa: N802
                 size = int(self.headers.get("content-length") or 0)
                 fake.requests.append(json.loads(self.rfile.read(size) or b"{}"))
-                events = [
+                events: list[dict[str, Any]] = [
                     {"type": "response.created", "response": {"id": "resp_1"}},
                     {"type": "response.output_item.done", "output_index": 0, "item": {
                         "type": "message", "role": "assistant", "id": "msg_1",
