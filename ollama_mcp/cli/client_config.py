@@ -25,13 +25,16 @@ from urllib.parse import urlsplit
 import tomlkit
 
 from ollama_mcp.cli.client_files import Written, config_file, merge_hooks, merge_server
-from ollama_mcp.cli.hook_payload import HOOK_CLIENTS
+from ollama_mcp.cli.hook_payload import CLIENT_EVENT_NAMES, HOOK_CLIENTS
 from ollama_mcp.config import Settings
 from ollama_mcp.errors import ConfigError
 from ollama_mcp.services import tokens
 
-CLIENTS = ("claude-desktop", "claude-code", "cursor", "vscode", "claude-code-hooks", "codex", "codex-hooks", "gemini")
-HOOKS = {"claude-code-hooks": "claude-code", "codex-hooks": "codex"}  # a client's hooks, and whose they are
+CLIENTS = (
+    "claude-desktop", "claude-code", "cursor", "vscode", "claude-code-hooks", "codex", "codex-hooks", "gemini",
+    "gemini-hooks",
+)
+HOOKS = {"claude-code-hooks": "claude-code", "codex-hooks": "codex", "gemini-hooks": "gemini"}  # and whose
 HOOK_TIMEOUT_S = 30
 NAME = "ollama-mcp"
 
@@ -49,6 +52,8 @@ _WHERE = {
     "(/hooks), so Codex records its sessions and starts each with the project's memory:",
     "gemini": "Add to ~/.gemini/settings.json (every project) or .gemini/settings.json (one project), then "
     "restart Gemini CLI:",
+    "gemini-hooks": "Merge into ~/.gemini/settings.json (or let --write do it), then restart Gemini CLI, so it "
+    "records its sessions and starts each with the project's memory:",
 }
 _WHERE_REMOTE = {
     "claude-code": "Run this once (user scope: every project); the shell puts the token in:",
@@ -193,9 +198,11 @@ def hook_groups(variables: dict[str, str], client: str = "claude-code") -> dict[
     command, args = server_command()
     prefix = [f"{key}={shlex.quote(value)}" for key, value in variables.items()]
     named = [] if client == "claude-code" else ["--client", client]
+    their_names = CLIENT_EVENT_NAMES.get(client, {})
+    timeout = HOOK_TIMEOUT_S * 1000 if client == "gemini" else HOOK_TIMEOUT_S  # Gemini CLI counts milliseconds
     return {
-        event: [{"hooks": [{
-            "type": "command", "timeout": HOOK_TIMEOUT_S,
+        their_names.get(event, event): [{"hooks": [{
+            "type": "command", "timeout": timeout,
             "command": " ".join([*prefix, *(shlex.quote(word) for word in [command, *args, "hook", *named, event])]),
         }]}]
         for event in HOOK_CLIENTS[client]

@@ -54,6 +54,7 @@ def config_file(client: str, env: Mapping[str, str], system: str = sys.platform)
         "codex": Path(env.get("CODEX_HOME") or home / ".codex") / "config.toml",
         "codex-hooks": Path(env.get("CODEX_HOME") or home / ".codex") / "hooks.json",
         "gemini": home / ".gemini" / "settings.json",  # the user scope (`gemini mcp add --scope user`)
+        "gemini-hooks": home / ".gemini" / "settings.json",
     }
     return files[client]
 

@@ -16,9 +16,11 @@ from ollama_mcp import json_depth
 from ollama_mcp.services.projects import project_of
 
 EVENTS = ("SessionStart", "UserPromptSubmit", "Stop", "SessionEnd")
-# The clients whose hooks send this payload: Claude Code, and Codex, whose hooks send the same
-# fields (session_id, cwd, prompt, last_assistant_message) and have no SessionEnd.
-HOOK_CLIENTS = {"claude-code": EVENTS, "codex": ("SessionStart", "UserPromptSubmit", "Stop")}
+# The clients whose hooks send this payload (session_id, cwd, prompt, and the reply), and the
+# events of ours each has: Codex's hooks send Claude Code's fields and have no SessionEnd; Gemini
+# CLI's name two events otherwise (``CLIENT_EVENT_NAMES``) and send the reply as prompt_response.
+HOOK_CLIENTS = {"claude-code": EVENTS, "codex": ("SessionStart", "UserPromptSubmit", "Stop"), "gemini": EVENTS}
+CLIENT_EVENT_NAMES = {"gemini": {"UserPromptSubmit": "BeforeAgent", "Stop": "AfterAgent"}}
 TRANSCRIPT_TAIL_BYTES = 2_000_000  # the latest turn is at the end of the transcript file
 
 
@@ -89,9 +91,10 @@ def _text(payload: Mapping[str, Any], key: str) -> str | None:
 def last_reply(payload: Mapping[str, Any]) -> str | None:
     """The assistant's reply the Stop hook is about: ``last_assistant_message`` when Claude Code
     sends it, else the text of the assistant entries after the last prompt in the transcript."""
-    given = payload.get("last_assistant_message")
-    if isinstance(given, str) and given.strip():
-        return given
+    for key in ("last_assistant_message", "prompt_response"):  # Claude Code's and Codex's; Gemini CLI's
+        given = payload.get(key)
+        if isinstance(given, str) and given.strip():
+            return given
     path = payload.get("transcript_path")
     if not isinstance(path, str) or not path:
         return None

@@ -16,8 +16,8 @@ import pytest
 
 from tests.conftest import Database
 from tests.support.cli import rows, run
+from tests.support.cli_models import ANSWER, FakeGemini, FakeResponses
 from tests.support.fake_ollama import FakeOllama
-from tests.support.fake_responses import ANSWER, FakeResponses
 from tests.support.http import SERVER
 from tests.support.installs import ROOT, need_node_tool
 
@@ -207,6 +207,48 @@ def test_codex_sessions_are_recorded_by_its_hooks_and_the_others_imported_once(
         assert quiet.returncode == 0, quiet.stderr
         done = run(db, fake_ollama, "import", "--codex", HOME=str(home))
         assert "codex: imported 1 new conversation(s) and 2 new turns" in done.stdout, done.stdout + done.stderr
+        assert "left out 1 session the hooks recorded as they happened" in done.stdout
+        assert _messages(db)[2:] == [("user", "And the metrics exporter?"), ("assistant", ANSWER)]
+    finally:
+        model.stop()
+
+
+def test_gemini_cli_sessions_are_recorded_by_its_hooks_and_imported_once(
+    tmp_path: Path, db: Database, fake_ollama: FakeOllama
+) -> None:
+    need_node_tool(GEMINI, "@google/gemini-cli")
+    model = FakeGemini()
+    home, project = tmp_path / "home", tmp_path / "proxy"
+    (home / ".gemini").mkdir(parents=True)
+    project.mkdir()
+    (home / ".gemini" / "settings.json").write_text(json.dumps(
+        {"security": {"folderTrust": {"enabled": False}, "auth": {"selectedType": "gemini-api-key"}}}))
+    env = {"PATH": os.environ["PATH"], "HOME": str(home), "OLLAMA_MCP_DB": db.url, "OLLAMA_HOST": fake_ollama.url}
+
+    def gemini(prompt: str) -> None:  # one real session, its model the offline stand-in
+        done = subprocess.run([str(GEMINI), "-m", "gemini-2.5-flash", "-p", prompt], capture_output=True, text=True,
+                              timeout=120, cwd=project, env={"PATH": os.environ["PATH"], "HOME": str(home),
+                                                             **model.env()})
+        assert done.returncode == 0 and ANSWER in done.stdout, done.stdout + done.stderr
+
+    try:
+        written = subprocess.run([str(SERVER), "config", "--client", "gemini-hooks", "--write"], env=env, cwd="/",
+                                 capture_output=True, text=True, timeout=60)
+        assert written.returncode == 0, written.stderr
+        hooks = json.loads((home / ".gemini" / "settings.json").read_text())["hooks"]
+        assert set(hooks) == {"SessionStart", "BeforeAgent", "AfterAgent", "SessionEnd"}
+        gemini("Which port does the staging proxy listen on?")
+        subprocess.run([str(SERVER), "hook", "--drain"], env=env, cwd="/", capture_output=True, timeout=60, check=True)
+        [(meta, status)] = rows(db, "SELECT metadata, status FROM conversations")
+        assert (_as_json(meta)["client"], _as_json(meta)["project"], status) == ("gemini", str(project), "completed")
+        assert _messages(db) == [("user", "Which port does the staging proxy listen on?"), ("assistant", ANSWER)]
+
+        settings = json.loads((home / ".gemini" / "settings.json").read_text())
+        del settings["hooks"]  # a session the hooks do not see
+        (home / ".gemini" / "settings.json").write_text(json.dumps(settings))
+        gemini("And the metrics exporter?")
+        done = run(db, fake_ollama, "import", "--gemini", HOME=str(home))
+        assert "gemini: imported 1 new conversation(s) and 2 new turns" in done.stdout, done.stdout + done.stderr
         assert "left out 1 session the hooks recorded as they happened" in done.stdout
         assert _messages(db)[2:] == [("user", "And the metrics exporter?"), ("assistant", ANSWER)]
     finally:

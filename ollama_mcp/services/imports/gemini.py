@@ -8,7 +8,8 @@ A ``.jsonl`` file is a log: its first line the session's metadata (``sessionId``
 record of an id wins), ``{"$set": {...}}`` updates of the metadata (``messages`` among them replaces
 them all) and ``{"$rewindTo": id}`` (the user rewound: that message and the ones after it go). A
 ``.json`` file is the whole record at once, its ``messages`` a list. A message of type ``user``
-or ``gemini`` is a turn (its ``content`` a text or parts with ``text``); a gemini message's
+or ``gemini`` is a turn (its ``content`` a text or parts with ``text``; the user messages Gemini
+CLI itself ignores, ``NOT_SAID``, are left out); a gemini message's
 ``toolCalls`` become short tool turns (what was called with what, what came back); ``info``,
 ``error`` and ``warning`` messages (the CLI's own notices) and thoughts are left out.
 """
@@ -24,6 +25,9 @@ from ollama_mcp.services.imports.chats import TOOL_CHARS, Chat, Role, Skipped, T
 from ollama_mcp.services.projects import project_of
 
 ROLES: dict[str, Role] = {"user": "user", "gemini": "assistant"}
+# A user message Gemini CLI itself does not count as one (``isIgnoredUserContent``): the context it
+# puts first, what its hooks add, and its own commands (``/help``, ``?``).
+NOT_SAID = ("<session_context>", "<hook_context>", "/", "?")
 
 
 def session(name: str, lines: Iterable[str | json_depth.Refused], project_root: str | None = None) -> Iterator[
@@ -106,6 +110,8 @@ def _turns(message: dict[str, Any]) -> list[Turn]:
         return []
     message_id, at = str(message["id"]), iso(message.get("timestamp"))
     text = _text_of(message.get("content")).strip()
+    if role == "user" and text.startswith(NOT_SAID):
+        return []
     turns = [Turn(message_id, role, clipped(text), at)] if text else []
     for i, call in enumerate(message.get("toolCalls") or []):
         if not isinstance(call, dict):
