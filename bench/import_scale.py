@@ -185,20 +185,14 @@ def main() -> int:
             generate(export, args.conversations, args.turns)
         db = args.postgres_url or str(Path(folder) / "memory.db")
         env = {"PATH": os.environ["PATH"], "HOME": folder, "OLLAMA_MCP_DB": db, "OLLAMA_HOST": "http://127.0.0.1:9"}
-        started = time.monotonic()
-        proc = subprocess.Popen([str(script), "import", str(export)], env=env, stdout=subprocess.PIPE,
-                                stderr=subprocess.PIPE, text=True, cwd="/")
-        _, status, usage = os.wait4(proc.pid, 0)
-        elapsed = time.monotonic() - started
-        out, err = proc.stdout.read(), proc.stderr.read()  # type: ignore[union-attr]
-        if status != 0:
-            print(err, file=sys.stderr)
+        timed = timed_import(script, [str(export)], env)
+        if timed is None:
             return 1
+        elapsed, peak_mb = timed
         size = export.stat().st_size
-        print(out.strip())
         what = (f"one turn of {args.huge_turn:,} MB" if args.huge_turn else
                 f"{args.conversations:,} conversations, {args.conversations * args.turns:,} turns")
-        print(f"{what}, file {size / 1e6:.0f} MB: {elapsed:.2f} s, peak RSS {usage.ru_maxrss / 1024:.0f} MB")
+        print(f"{what}, file {size / 1e6:.0f} MB: {elapsed:.2f} s, peak RSS {peak_mb:.0f} MB")
         if args.drain:
             import anyio  # noqa: PLC0415
 
@@ -212,6 +206,22 @@ def main() -> int:
     return 0
 
 
+def timed_import(script: Path, args: list[str], env: dict[str, str]) -> tuple[float, float] | None:
+    """``ollama-mcp import ARGS`` as a user runs it, its output printed: its wall time and peak RSS
+    in MB (from ``wait4``'s rusage); None (its stderr printed) when it failed."""
+    started = time.monotonic()
+    proc = subprocess.Popen([str(script), "import", *args], env=env, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, cwd="/")
+    _, status, usage = os.wait4(proc.pid, 0)
+    elapsed = time.monotonic() - started
+    out, err = proc.stdout.read(), proc.stderr.read()  # type: ignore[union-attr]
+    if status != 0:
+        print(err, file=sys.stderr)
+        return None
+    print(out.strip())
+    return elapsed, usage.ru_maxrss / 1024
+
+
 def claude_code_run(script: Path, folder: Path, sessions: int, session_kb: int) -> int:
     started = time.monotonic()
     generate_claude_code(folder, sessions, session_kb)
@@ -219,18 +229,12 @@ def claude_code_run(script: Path, folder: Path, sessions: int, session_kb: int) 
     print(f"generated {sessions:,} sessions, {size / 1e9:.2f} GB, in {time.monotonic() - started:.0f} s")
     env = {"PATH": os.environ["PATH"], "HOME": str(folder), "OLLAMA_MCP_DB": str(folder / "memory.db"),
            "OLLAMA_HOST": "http://127.0.0.1:9"}
-    started = time.monotonic()
-    proc = subprocess.Popen([str(script), "import", "--claude-code"], env=env, stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True, cwd="/")
-    _, status, usage = os.wait4(proc.pid, 0)
-    elapsed = time.monotonic() - started
-    out, err = proc.stdout.read(), proc.stderr.read()  # type: ignore[union-attr]
-    if status != 0:
-        print(err, file=sys.stderr)
+    timed = timed_import(script, ["--claude-code"], env)
+    if timed is None:
         return 1
-    print(out.strip())
+    elapsed, peak_mb = timed
     print(f"import --claude-code of {sessions:,} sessions, {size / 1e9:.2f} GB: {elapsed:.1f} s "
-          f"({size / 1e6 / elapsed:.0f} MB/s), peak RSS {usage.ru_maxrss / 1024:.0f} MB, "
+          f"({size / 1e6 / elapsed:.0f} MB/s), peak RSS {peak_mb:.0f} MB, "
           f"store {(folder / 'memory.db').stat().st_size / 1e6:.0f} MB")
     return 0
 

@@ -40,6 +40,7 @@ from ollama_mcp.storage.ranking import SearchTuning
 if TYPE_CHECKING:  # built on first use, their modules imported then (``LaterServices``)
     from ollama_mcp.services.agent import Agent
     from ollama_mcp.services.archive import Archive
+    from ollama_mcp.services.claude_history import SessionNotices
     from ollama_mcp.services.context_builder import ContextBuilder
     from ollama_mcp.services.facts import ConversationFacts
     from ollama_mcp.services.on_demand import WorkOnDemand
@@ -73,6 +74,7 @@ class Later:
     archive: Archive
     agent: Agent
     secret_sweep: SecretSweep
+    session_notices: SessionNotices
 
 
 class LaterServices:
@@ -114,6 +116,7 @@ class LaterServices:
         from ollama_mcp.services.agent import Agent  # noqa: PLC0415
         from ollama_mcp.services.archive import Archive  # noqa: PLC0415
         from ollama_mcp.services.chat_budget import BudgetedChat  # noqa: PLC0415
+        from ollama_mcp.services.claude_history import SessionNotices  # noqa: PLC0415
         from ollama_mcp.services.context_builder import ContextBuilder  # noqa: PLC0415
         from ollama_mcp.services.facts import ConversationFacts, FactExtractor  # noqa: PLC0415
         from ollama_mcp.services.on_demand import WorkOnDemand  # noqa: PLC0415
@@ -160,7 +163,7 @@ class LaterServices:
             context, Retention(store, early.conversations, early.memories, retention_days=settings.retention_days),
             work,
             Archive(store, indexer, early.superseding, early.redacting, page_chars=settings.response_chars,
-                    summaries=chatting), agent, SecretSweep(store, indexer),
+                    summaries=chatting), agent, SecretSweep(store, indexer), SessionNotices(store),
         )
 
 
@@ -252,6 +255,10 @@ class App:
         return self.later.get().secret_sweep
 
     @property
+    def session_notices(self) -> SessionNotices:
+        return self.later.get().session_notices
+
+    @property
     def agent(self) -> Agent:
         return self.later.get().agent
 
@@ -285,12 +292,11 @@ async def open_app(
         budget = ChatBudget(store, settings.chat_calls_per_hour)
         jobs = JobRunner(store, lease=settings.job_lease, max_delay=settings.job_max_delay, budget=budget)
         current = CurrentConversations(store)
+        redacting = Redacting(settings.redact)
         conversations = Conversations(
-            store, indexer, jobs, current, summaries=settings.chat_model is not None, facts=settings.facts,
-            redact=settings.redact,
+            store, indexer, jobs, current, redacting, summaries=settings.chat_model is not None, facts=settings.facts,
         )
         superseding = Superseding(store)
-        redacting = Redacting(settings.redact)
         early = Early(
             current, conversations, Memories(store, indexer, conversations, superseding, redacting),
             Recall(store, indexer, indexer.embedder, ranker, current, superseding), Changes(store), superseding,

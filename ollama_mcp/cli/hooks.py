@@ -41,7 +41,6 @@ from ollama_mcp.errors import InvalidInputError
 from ollama_mcp.inputs.context import HistoryRequest
 from ollama_mcp.inputs.conversations import new_conversation
 from ollama_mcp.inputs.turns import parse_turns
-from ollama_mcp.services import claude_history
 
 if TYPE_CHECKING:
     from ollama_mcp.app import App
@@ -112,7 +111,7 @@ async def _dispatch(app: App, call: HookCall) -> str:
         assert conversation is not None
         context = await earlier_sessions(app, call.project, conversation.id)
         # Transcripts not in memory, at the first session and while some are about to go: said to the user.
-        notice = None if call.client != CLIENT else await claude_history.session_start_notice(app.store, os.environ)
+        notice = None if call.client != CLIENT else await app.session_notices.at_start(os.environ)
         output: dict[str, object] = {} if notice is None else {"systemMessage": f"ollama-mcp: {notice}"}
         if context:
             output["hookSpecificOutput"] = {"hookEventName": "SessionStart", "additionalContext": context}

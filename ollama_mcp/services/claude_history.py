@@ -117,27 +117,26 @@ def survey(settings: Settings, env: Mapping[str, str]) -> tuple[bool, str] | Non
     return found.report(set(summary.sessions) if summary is not None else set())
 
 
-async def known_sessions(store: Storage) -> set[str]:
-    """The sessions the store holds a conversation of (imported, or recorded by the hooks)."""
-    return {str(meta["session_id"]) for _, meta in await store.conversations_with_setting("session_id")}
+class SessionNotices:
+    """What the SessionStart hook tells the user of Claude Code's transcripts, from the store."""
 
+    def __init__(self, store: Storage) -> None:
+        self._store = store
 
-async def session_start_notice(store: Storage, env: Mapping[str, str]) -> str | None:
-    """For a SessionStart hook: what to tell the user about transcripts not in memory, at the
-    first session the hooks record in this store, and at every start while some of them are about
-    to be deleted (None otherwise, and when all are in memory). The store is asked only then, so a
-    start stays quick."""
-    found = transcripts(env)
-    if found is None:
-        return None
-    expiring = any(found.days_left(s) <= SOON_DAYS for s in found.ages)
-    if not expiring and not await _first_session(store):
-        return None
-    missing = found.missing(await known_sessions(store))
-    return found.report(set(found.ages) - set(missing))[1] if missing else None
+    async def at_start(self, env: Mapping[str, str]) -> str | None:
+        """What to tell the user about transcripts not in memory, at the first session the hooks
+        record in this store and at every start while some of them are about to be deleted (None
+        otherwise, and when all are in memory). The store is asked only then, so a start stays quick."""
+        found = transcripts(env)
+        if found is None:
+            return None
+        expiring = any(found.days_left(s) <= SOON_DAYS for s in found.ages)
+        if not expiring and not await self._first_session():
+            return None
+        known = {str(meta["session_id"]) for _, meta in await self._store.conversations_with_setting("session_id")}
+        return found.report(known)[1] if found.missing(known) else None
 
-
-async def _first_session(store: Storage) -> bool:
-    """Whether the session starting now is the first one the hooks record in this store."""
-    query = ConversationQuery(metadata=(("client", "claude-code"),), limit=2)
-    return len(await store.list_conversations(query)) <= 1
+    async def _first_session(self) -> bool:
+        """Whether the session starting now is the first one the hooks record in this store."""
+        query = ConversationQuery(metadata=(("client", "claude-code"),), limit=2)
+        return len(await self._store.list_conversations(query)) <= 1

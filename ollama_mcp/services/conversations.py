@@ -28,6 +28,7 @@ from ollama_mcp.inputs.conversations import NewConversation, facts_wanted
 from ollama_mcp.services.current import CurrentConversations
 from ollama_mcp.services.indexer import Indexer
 from ollama_mcp.services.jobs import JobRunner
+from ollama_mcp.services.redacting import Redacting
 from ollama_mcp.storage.protocols import Storage
 
 
@@ -35,11 +36,11 @@ class Conversations:
     """The conversations of one store and which one a call means."""
 
     def __init__(
-        self, store: Storage, indexer: Indexer, jobs: JobRunner, current: CurrentConversations, *,
-        summaries: bool = False, facts: bool = False, redact: bool = True,
+        self, store: Storage, indexer: Indexer, jobs: JobRunner, current: CurrentConversations, redacting: Redacting,
+        *, summaries: bool = False, facts: bool = False,
     ) -> None:
         self._store = store
-        self._redact = redact  # a name's secrets are replaced as a memory's are (services/redacting.py)
+        self._redacting = redacting  # a name's secrets are replaced as a memory's are
         self._indexer = indexer
         self._jobs = jobs
         self._current = current
@@ -78,7 +79,7 @@ class Conversations:
         new_id = new.id or str(uuid.uuid4())
         name = new.name
         found: redaction.Found = ()
-        if name and self._redact and new.settings.redact_secrets is not False:
+        if name and self._redacting.applies_to(new.settings):
             named = redaction.redact(name)
             name, found = named.text, named.found
         given = [name, *new.given[1:]] if found and new.given else list(new.given)

@@ -8,7 +8,6 @@ its folder is checked), and ``doctor`` asks Ollama to describe the model and emb
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping
 from datetime import UTC, datetime
 
 from ollama_mcp.config import Settings
@@ -23,13 +22,13 @@ from ollama_mcp.storage import backends
 MIN_FREE_BYTES = 50 * 2**20  # below this a new store (and its WAL) soon fills the disk
 
 
-async def run_checks(settings: Settings, env: Mapping[str, str] | None = None) -> list[Check]:
+async def run_checks(settings: Settings) -> list[Check]:
     """The store's checks (its backend's), then Ollama's and the chat models', then Claude Code's
-    transcripts (``env``: where its folder is; this process's environment by default)."""
+    transcripts (where this process's environment says its folder is)."""
     database, summary = backends.health(settings)
     unread = [Check("settings", False, said, blocking=False) for said in settings.unread]
     budget = [] if summary is None or settings.chat_model is None else [_budget(settings, summary)]
-    history = claude_history.transcripts(os.environ if env is None else env)
+    history = claude_history.transcripts(os.environ)
     transcripts = [] if history is None else [
         Check("claude-code", *history.report(set(summary.sessions) if summary else set()), blocking=False)]
     return [*unread, *database, *budget, *await _ollama(settings, summary), *transcripts]

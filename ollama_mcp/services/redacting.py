@@ -34,9 +34,11 @@ class Redacting:
 
     def applies(self, conversation: Conversation | None) -> bool:
         """Whether text written into ``conversation`` (None: one not yet known) is redacted."""
-        if not self.enabled:
-            return False
-        return conversation is None or ConversationSettings.of(conversation.metadata).redact_secrets is not False
+        return self.applies_to(None if conversation is None else ConversationSettings.of(conversation.metadata))
+
+    def applies_to(self, settings: ConversationSettings | None) -> bool:
+        """Whether text written into a conversation of these settings (None: not yet known) is redacted."""
+        return self.enabled and (settings is None or settings.redact_secrets is not False)
 
     async def text(self, conversation: Conversation | None, text: str) -> Redacted:
         if not self.applies(conversation):

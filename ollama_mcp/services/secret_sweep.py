@@ -19,8 +19,8 @@ from dataclasses import dataclass, field, replace
 from ollama_mcp import audit, redaction
 from ollama_mcp.domain import Memory
 from ollama_mcp.errors import ConversationNotFoundError
-from ollama_mcp.inputs.conversations import ConversationSettings
 from ollama_mcp.services.indexer import Indexer
+from ollama_mcp.services.redacting import Redacting
 from ollama_mcp.storage.protocols import Storage
 from ollama_mcp.storage.secret_storage import OtherText
 
@@ -41,12 +41,13 @@ class SecretSweep:
     def __init__(self, store: Storage, indexer: Indexer) -> None:
         self._store = store
         self._indexer = indexer
-        self._verbatim: dict[str, bool] = {}
+        self._verbatim: dict[str, bool] = {}  # the sweep's answers of ``_kept_verbatim``, by conversation
 
     async def sweep(self, apply: bool, progress: Callable[[int, int], None] | None = None) -> SweepReport:
         """Count the secrets of the whole store, and replace them when ``apply``. ``progress(seq,
         newest)``: called after each batch, with how far through the store's seqs it is."""
         report = SweepReport(applied=apply)
+        self._verbatim = {}  # a conversation's opt-out may have changed since the last sweep
         newest = await self._store.newest_seq()
         after = 0
         while batch := await self._store.memories_after(after, BATCH):
@@ -103,6 +104,6 @@ class SecretSweep:
                 conversation = await self._store.get_conversation(conversation_id)
             except ConversationNotFoundError:
                 self._verbatim[conversation_id] = False
-            else:
-                self._verbatim[conversation_id] = ConversationSettings.of(conversation.metadata).redact_secrets is False
+            else:  # the command is explicit: OLLAMA_MCP_REDACT=off does not stop it, an opt-out does
+                self._verbatim[conversation_id] = not Redacting(enabled=True).applies(conversation)
         return self._verbatim[conversation_id]

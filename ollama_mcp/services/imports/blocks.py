@@ -6,10 +6,9 @@ its type."""
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
-from ollama_mcp.services.imports.chats import TOOL_CHARS, Role, Turn, clipped
+from ollama_mcp.services.imports.chats import TOOL_CHARS, Role, Turn, clipped, one_line
 
 LEFT_OUT = {"thinking", "redacted_thinking"}
 
@@ -45,6 +44,4 @@ def _short(value: object) -> str:
     """A tool's input or result on one line: its text, or its JSON."""
     if isinstance(value, list):  # a result's blocks
         value = " ".join(b.get("text", "") if isinstance(b, dict) else str(b) for b in value)
-    if not isinstance(value, str):
-        value = json.dumps(value, ensure_ascii=False, default=str)
-    return " ".join(value.split())
+    return one_line(value)

@@ -11,12 +11,14 @@ current one. A turn's ``occurred_at`` is its original time; ``created_at`` is wh
 
 from __future__ import annotations
 
+import json
 import uuid
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any, Literal
 
+from ollama_mcp import json_depth
 from ollama_mcp.domain import Conversation, Memory, MemoryKind, format_timestamp, headline
 from ollama_mcp.services.export import ConversationRecord
 from ollama_mcp.storage.memory_rules import SOURCE_ID
@@ -59,6 +61,33 @@ class Chat:
 class Skipped:
     where: str  # "conversation 12 (id abc)", "line 40"
     reason: str
+
+
+def json_lines(name: str, lines: Iterable[str | json_depth.Refused]) -> Iterator[tuple[int, Any] | Skipped]:
+    """Each non-empty line of the JSON lines file ``name``, parsed, with its number (counted as the
+    file counts them: a reader's ids may depend on it); a line that is not JSON, or that the reading
+    refused (nested too deep, too long), as a Skipped naming it (``where``). What every reader of a
+    ``.jsonl`` format reads its lines with."""
+    for number, line in enumerate(lines, 1):
+        if isinstance(line, str) and not line.strip():
+            continue
+        try:
+            yield number, json_depth.loads(line)
+        except json_depth.Refused as exc:
+            yield Skipped(where(name, number), f"is {exc}")
+        except json.JSONDecodeError as exc:
+            yield Skipped(where(name, number), f"is not JSON ({exc.msg})")
+
+
+def one_line(value: object) -> str:
+    """A tool's input or result on one line: its text, else its JSON."""
+    text = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False, default=str)
+    return " ".join(text.split())
+
+
+def where(name: str, number: int) -> str:
+    """How a skipped line is named: ``<name> line 12``."""
+    return f"{name} line {number}"
 
 
 class Malformed(Exception):

@@ -11,13 +11,12 @@ and counted; the rest of the session is read.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterable, Iterator
 from typing import Any
 
 from ollama_mcp import json_depth
 from ollama_mcp.services.imports.blocks import turns_of_blocks
-from ollama_mcp.services.imports.chats import Chat, Role, Skipped, Turn, clipped, iso
+from ollama_mcp.services.imports.chats import Chat, Role, Skipped, Turn, clipped, iso, json_lines, where
 from ollama_mcp.services.projects import project_of
 
 ROLES: dict[str, Role] = {"user": "user", "assistant": "assistant"}
@@ -29,19 +28,13 @@ def session(name: str, lines: Iterable[str | json_depth.Refused]) -> Iterator[Ch
     session_id = cwd = title = None
     started: str | None = None
     turns: list[Turn] = []
-    for number, line in enumerate(lines, 1):
-        if isinstance(line, str) and not line.strip():
+    for read in json_lines(name, lines):
+        if isinstance(read, Skipped):
+            yield read
             continue
-        try:
-            entry = json_depth.loads(line)
-        except json_depth.Refused as exc:
-            yield Skipped(f"{name} line {number}", f"is {exc}")
-            continue
-        except json.JSONDecodeError as exc:
-            yield Skipped(f"{name} line {number}", f"is not JSON ({exc.msg})")
-            continue
+        number, entry = read
         if not isinstance(entry, dict):
-            yield Skipped(f"{name} line {number}", "is not a JSON object")
+            yield Skipped(where(name, number), "is not a JSON object")
             continue
         if entry.get("type") == "summary" and isinstance(entry.get("summary"), str):
             title = entry["summary"]

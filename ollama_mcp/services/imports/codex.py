@@ -19,7 +19,7 @@ from collections.abc import Iterable, Iterator
 from typing import Any
 
 from ollama_mcp import json_depth
-from ollama_mcp.services.imports.chats import TOOL_CHARS, Chat, Role, Skipped, Turn, clipped, iso
+from ollama_mcp.services.imports.chats import TOOL_CHARS, Chat, Role, Skipped, Turn, clipped, iso, json_lines, one_line
 from ollama_mcp.services.projects import project_of
 
 # What Codex says to the model as the user before the user says anything.
@@ -34,17 +34,11 @@ def session(name: str, lines: Iterable[str | json_depth.Refused]) -> Iterator[Ch
     the file names no session)."""
     session_id = cwd = started = None
     turns: list[Turn] = []
-    for number, line in enumerate(lines, 1):
-        if isinstance(line, str) and not line.strip():
+    for read in json_lines(name, lines):
+        if isinstance(read, Skipped):
+            yield read
             continue
-        try:
-            entry = json_depth.loads(line)
-        except json_depth.Refused as exc:
-            yield Skipped(f"{name} line {number}", f"is {exc}")
-            continue
-        except json.JSONDecodeError as exc:
-            yield Skipped(f"{name} line {number}", f"is not JSON ({exc.msg})")
-            continue
+        number, entry = read
         payload = entry.get("payload") if isinstance(entry, dict) else None
         if not isinstance(payload, dict):
             continue
@@ -98,9 +92,7 @@ def _output(value: object) -> object:
 def _short(value: object) -> str:
     if isinstance(value, dict) and isinstance(value.get("content"), str):  # an output with its metadata
         value = value["content"]
-    if not isinstance(value, str):
-        value = json.dumps(value, ensure_ascii=False, default=str)
-    return " ".join(value.split())
+    return one_line(value)
 
 
 def _text(value: object) -> str | None:

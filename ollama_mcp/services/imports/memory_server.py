@@ -9,11 +9,10 @@ new note, and importing the file again adds nothing."""
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterable, Iterator
 
 from ollama_mcp import json_depth
-from ollama_mcp.services.imports.chats import Chat, Skipped, Turn, clipped
+from ollama_mcp.services.imports.chats import Chat, Skipped, Turn, clipped, json_lines
 
 SOURCE_ID = "memory.jsonl"
 TITLE = "Memories from the MCP memory server"
@@ -21,18 +20,12 @@ TITLE = "Memories from the MCP memory server"
 
 def graph(name: str, lines: Iterable[str | json_depth.Refused]) -> Iterator[Chat | Skipped]:
     notes: dict[str, Turn] = {}
-    for number, line in enumerate(lines, 1):
-        if isinstance(line, str) and not line.strip():
+    for read in json_lines(name, lines):
+        if isinstance(read, Skipped):
+            yield read
             continue
+        number, entry = read
         where = f"{name} line {number}"
-        try:
-            entry = json_depth.loads(line)
-        except json_depth.Refused as exc:
-            yield Skipped(where, f"is {exc}")
-            continue
-        except json.JSONDecodeError as exc:
-            yield Skipped(where, f"is not JSON ({exc.msg})")
-            continue
         kind = entry.get("type") if isinstance(entry, dict) else None
         if kind == "entity":
             entity, entity_type, observations = entry.get("name"), entry.get("entityType"), entry.get("observations")

@@ -144,7 +144,7 @@ def _stream(at: _At, raw: IO[bytes], size: int, position: Callable[[], int], fmt
     except (json.JSONDecodeError, UnicodeDecodeError) as exc:
         raise refusal(at, f"is not valid JSON ({exc})") from None
     if isinstance(document, dict) and fmt in (None, "gemini") and _line_format(document) == "gemini":
-        return Source("gemini", gemini.session(name, [json.dumps(document)]), size, position)
+        return Source("gemini", gemini.record(document), size, position)
     ours = isinstance(document, dict) and document.get("format") == "ollama-mcp-export"
     if fmt not in (None, "ollama-mcp") or not ours:
         raise refusal(at, "is a JSON object of no format ollama-mcp imports")
@@ -280,7 +280,7 @@ SESSION_FOLDERS = {"claude-code": "*.jsonl", "codex": "rollout-*.jsonl", "gemini
 def _session_folder(folder: Path, at: _At, fmt: str | None) -> Source:
     """Every session in ``folder`` (and below), read one file at a time: a Claude Code projects
     folder, Codex's sessions folder or Gemini CLI's tmp folder (``fmt``, or what its files show)."""
-    kind = fmt or next((k for k in ("codex", "gemini") if _first(folder.rglob(SESSION_FOLDERS[k]))), "claude-code")
+    kind = fmt or next((k for k in ("codex", "gemini") if next(folder.rglob(SESSION_FOLDERS[k]), None)), "claude-code")
     files = sorted(f for f in folder.rglob(SESSION_FOLDERS[kind]) if f.is_file() and f.suffix in (".json", ".jsonl"))
     if not files:
         raise refusal(at, f"holds no {FORMAT_NAMES[kind]} files", f"pass the folder {FORMAT_NAMES[kind]} are in")
@@ -293,6 +293,8 @@ def _session_folder(folder: Path, at: _At, fmt: str | None) -> Source:
             with file.open("rb") as raw:
                 if kind == "codex":
                     yield from codex.session(name, _lines(raw))
+                elif kind == "gemini" and file.suffix == ".json":  # a session of Gemini CLI before 0.4x, whole
+                    yield from _gemini_record(name, raw, _project_root(file))
                 elif kind == "gemini":
                     yield from gemini.session(name, _lines(raw), _project_root(file))
                 else:
@@ -304,8 +306,15 @@ def _session_folder(folder: Path, at: _At, fmt: str | None) -> Source:
     return Source(kind, sessions(), sum(sizes), lambda: done[0])
 
 
-def _first(paths: Iterator[Path]) -> Path | None:
-    return next(paths, None)
+def _gemini_record(name: str, raw: IO[bytes], project_root: str | None) -> Iterator[Chat | Skipped]:
+    """A ``.json`` session of Gemini CLI, read whole as Gemini CLI reads it."""
+    try:
+        document = json_depth.loads(io.TextIOWrapper(raw, encoding="utf-8-sig").read())
+    except (json_depth.Refused, json.JSONDecodeError, UnicodeDecodeError) as exc:
+        yield Skipped(name, f"is not a Gemini CLI session ({exc})")
+        return
+    if isinstance(document, dict):
+        yield from gemini.record(document, project_root)
 
 
 def _project_root(session_file: Path) -> str | None:
