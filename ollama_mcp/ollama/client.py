@@ -22,6 +22,7 @@ from ollama_mcp.errors import (
     OllamaUnreachableError,
 )
 from ollama_mcp.ollama.json_http import BrokenReply, JsonHttp, StatusError, parse_host, usable_for
+from ollama_mcp.ollama.tool_text import calls_in_text
 
 if TYPE_CHECKING:
     import ollama
@@ -64,6 +65,14 @@ class ToolCall:
 class ChatReply:
     content: str
     tool_calls: tuple[ToolCall, ...] = field(default_factory=tuple)
+    cut: bool = False  # the model was stopped by num_predict: the text ends mid-way
+
+
+# Every chat call decodes greedily (temperature 0) with no repeat penalty: Ollama's usual 1.1
+# penalizes the braces and quotes a tool call or a JSON reply repeats, and Qwen2.5-Coder 1.5B then
+# called no tool at all (0 of 5; 5 of 5 without it, #84). What ends a model that loops is
+# ``num_predict``, which each caller sets to what its reply can need.
+SAMPLING = {"temperature": 0.0, "repeat_penalty": 1.0}
 
 
 class OllamaClient:
@@ -158,13 +167,17 @@ class OllamaClient:
         *,
         tools: Sequence[Mapping[str, Any]] | None = None,
         schema: Mapping[str, Any] | None = None,
-        temperature: float = 0.0,
         num_ctx: int | None = None,
+        num_predict: int | None = None,
     ) -> ChatReply:
-        """One non-streamed chat turn; ``schema`` constrains the reply to JSON of that shape."""
-        options: dict[str, Any] = {"temperature": temperature}
+        """One non-streamed chat turn; ``schema`` constrains the reply to JSON of that shape, and
+        ``num_predict`` caps the tokens it may take (``cut`` says it was stopped there). Offered
+        ``tools``, a reply whose whole text is a call to one of them is that call (``tool_text``)."""
+        options: dict[str, Any] = dict(SAMPLING)
         if num_ctx:
             options["num_ctx"] = num_ctx  # Ollama's default context cuts long prompts silently
+        if num_predict:
+            options["num_predict"] = num_predict
         async with self._translate(model, "chat"):
             client = await self._client()
             response = await client.chat(
@@ -176,7 +189,10 @@ class OllamaClient:
                 ToolCall(str(call.function.name), dict(call.function.arguments or {}))
                 for call in (message.tool_calls or ())
             )
-        return ChatReply(message.content or "", calls)
+        content = message.content or ""
+        if tools and not calls and (written := calls_in_text(content)):
+            calls, content = tuple(ToolCall(name, arguments) for name, arguments in written), ""
+        return ChatReply(content, calls, cut=response.done_reason == "length")
 
     async def show(self, model: str) -> ModelInfo:
         async with self._translate(model, "describe the model"):

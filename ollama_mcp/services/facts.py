@@ -30,6 +30,7 @@ from ollama_mcp import audit
 from ollama_mcp.domain import Conversation, Job, Memory, utc_now
 from ollama_mcp.errors import ChatOutputError, ConversationNotFoundError, OllamaMcpError
 from ollama_mcp.inputs.conversations import facts_wanted
+from ollama_mcp.ollama.cut_json import completed
 from ollama_mcp.services.chat_budget import BudgetedChat
 from ollama_mcp.services.indexer import Indexer
 from ollama_mcp.services.jobs import JobRunner
@@ -43,6 +44,9 @@ log = logging.getLogger(__name__)
 MIN_CONFIDENCE = 0.5  # facts the model is less sure of are not kept
 MAX_PART_CHARS = 300  # a subject, predicate or object longer than this is not a fact but a passage
 SEGMENT_CHARS = 12_000  # conversation per request: smaller than a summary's, the reply lists every fact
+# What one reply may take: about 40 tokens a fact. The cap ends a model that loops on its list;
+# the facts it finished before the cut are kept (``cut_json``).
+FACTS_TOKENS = 1000
 SEGMENTS_PER_BATCH = 4  # requests whose facts are stored together (progress survives a crash)
 
 FACTS_SCHEMA = {
@@ -66,6 +70,8 @@ FACTS_SCHEMA = {
     },
     "required": ["facts"],
 }
+
+_FACT_FIELDS = ("subject", "predicate", "object", "confidence", "exclusive", "source")
 
 _INSTRUCTIONS = (
     "You extract lasting facts from a conversation so that they can be remembered later: who people are, "
@@ -103,20 +109,27 @@ class FactExtractor:
         reply = await self.client.chat(
             self.model,
             [{"role": "system", "content": _INSTRUCTIONS}, {"role": "user", "content": lines}],
-            schema=FACTS_SCHEMA, num_ctx=CONTEXT_TOKENS,
+            schema=FACTS_SCHEMA, num_ctx=CONTEXT_TOKENS, num_predict=FACTS_TOKENS,
         )
-        return parse(reply.content, items, self.model)
+        return parse(reply.content, items, self.model, cut=reply.cut)
 
 
-def parse(raw: str, items: Sequence[Memory], model: str) -> list[ExtractedFact]:
+def parse(raw: str, items: Sequence[Memory], model: str, *, cut: bool = False) -> list[ExtractedFact]:
     """The reply's facts, checked against FACTS_SCHEMA: a reply of another shape is a
     ``ChatOutputError`` (the job retries it, nothing is stored); a fact naming a line that is not
-    there cannot be attributed and is left out."""
+    there cannot be attributed and is left out. A reply ``cut`` at its token cap gives the facts
+    it finished; the one it was writing is left out."""
     try:
-        data = json.loads(raw)
+        data = completed(raw) if cut else json.loads(raw)
     except ValueError:
         raise ChatOutputError(f"Chat model {model!r} did not reply with JSON for the facts.") from None
     found = data.get("facts") if isinstance(data, dict) else None
+    if cut:  # the fact it was writing is left out; if that was its first, it said nothing yet
+        found = [item for item in found if _whole(item)] if isinstance(found, list) else []
+        if not found:
+            raise ChatOutputError(
+                f"Chat model {model!r} was stopped at {FACTS_TOKENS} tokens (num_predict) before it listed a fact."
+            )
     if not isinstance(found, list):
         raise ChatOutputError(f"Chat model {model!r} replied without a list of facts.")
     facts = []
@@ -138,6 +151,10 @@ def parse(raw: str, items: Sequence[Memory], model: str) -> list[ExtractedFact]:
         facts.append(ExtractedFact(subject, predicate, obj, min(max(float(confidence), 0.0), 1.0), exclusive,
                                    items[source - 1]))
     return facts
+
+
+def _whole(item: object) -> bool:
+    return isinstance(item, dict) and all(key in item for key in _FACT_FIELDS)
 
 
 # -- redaction ------------------------------------------------------------------------------------

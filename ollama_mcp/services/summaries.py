@@ -12,6 +12,7 @@ from collections.abc import Sequence
 
 from ollama_mcp.domain import Memory
 from ollama_mcp.errors import ChatOutputError
+from ollama_mcp.ollama.cut_json import completed
 from ollama_mcp.services.chat_budget import BudgetedChat
 
 # Characters of conversation sent per request: about 5,000 tokens, which leaves room for the
@@ -20,6 +21,10 @@ from ollama_mcp.services.chat_budget import BudgetedChat
 SEGMENT_CHARS = 20_000
 ITEM_CHARS = 4_000  # one very long memory must not crowd out the rest of its segment
 CONTEXT_TOKENS = 8192
+# What a summary's reply may take: three sentences and their points need about 300 tokens. A small
+# model can go on (a list that never ends) until the chat timeout; the cap ends it, and what it had
+# finished is kept (``cut_json``). At 7.7 tokens/s (a 1.5B model on one core) 600 take 78 s.
+SUMMARY_TOKENS = 600
 
 SUMMARY_SCHEMA = {
     "type": "object",
@@ -73,9 +78,9 @@ class Summarizer:
         reply = await self.client.chat(
             self.model,
             [{"role": "system", "content": _INSTRUCTIONS}, {"role": "user", "content": prompt}],
-            schema=SUMMARY_SCHEMA, num_ctx=CONTEXT_TOKENS,
+            schema=SUMMARY_SCHEMA, num_ctx=CONTEXT_TOKENS, num_predict=SUMMARY_TOKENS,
         )
-        return render(parse(reply.content, self.model))
+        return render(parse(reply.content, self.model, cut=reply.cut))
 
 
 def segments(items: Sequence[Memory]) -> list[str]:
@@ -110,14 +115,25 @@ def describe(item: Memory) -> str:
     return f"[{item.created_at[:16].replace('T', ' ')}] {who}: {text}"
 
 
-def parse(raw: str, model: str) -> dict[str, object]:
-    """The reply's JSON, checked against SUMMARY_SCHEMA."""
-    try:
-        data = json.loads(raw)
-    except ValueError:
-        raise ChatOutputError(
-            f"Chat model {model!r} did not reply with JSON for the summary."
-        ) from None
+def parse(raw: str, model: str, *, cut: bool = False) -> dict[str, object]:
+    """The reply's JSON, checked against SUMMARY_SCHEMA. A reply ``cut`` at its token cap keeps
+    what it finished, if its summary is among it."""
+    if cut:
+        data = completed(raw)
+        if not isinstance(data, dict) or not isinstance(data.get("summary"), str) or not data["summary"].strip():
+            raise ChatOutputError(
+                f"Chat model {model!r} was stopped at {SUMMARY_TOKENS} tokens (num_predict) before its summary "
+                "was written; a larger model, or a shorter conversation, is needed."
+            )
+        data.setdefault("key_points", [])
+        data.setdefault("decisions", [])
+    else:
+        try:
+            data = json.loads(raw)
+        except ValueError:
+            raise ChatOutputError(
+                f"Chat model {model!r} did not reply with JSON for the summary."
+            ) from None
     if not isinstance(data, dict) or not isinstance(data.get("summary"), str) or not data["summary"].strip():
         raise ChatOutputError(f"Chat model {model!r} replied without a summary.")
     for key in ("key_points", "decisions"):

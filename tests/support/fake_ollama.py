@@ -59,8 +59,8 @@ class FakeOllama:
         self.fail: tuple[int, str] | None = None  # (status, error text) for every request
         self.hang_up = 0  # close this many embed requests' connections without an answer
         # Scripted chat replies, used in order: a message dict ({"role": "assistant", "content": ...,
-        # "tool_calls": [...]}), optionally with "_delay" (seconds to wait first) or "_status"
-        # ((code, error text) to fail with). With none queued: a JSON summary when a format is
+        # "tool_calls": [...]}), optionally with "_delay" (seconds to wait first), "_status"
+        # ((code, error text) to fail with) or "_done_reason" ("length": cut by num_predict). With none queued: a JSON summary when a format is
         # asked for, else "ok".
         self.chat_replies: list[dict[str, Any]] = []
         self.chat_delay = 0.0
@@ -207,10 +207,11 @@ class FakeOllama:
             return status, {"error": text}
         if body.get("tools") and "tools" not in spec.capabilities:
             return 400, {"error": f"registry.ollama.ai/library/{name} does not support tools"}
+        done_reason = scripted.pop("_done_reason", "stop") if scripted else "stop"
         message = scripted or {"role": "assistant", "content": _default_reply(body)}
         return 200, {
             "model": name, "created_at": "2025-07-07T20:32:53.844124Z", "message": message,
-            "done": True, "done_reason": "stop", "total_duration": 1, "prompt_eval_count": 1, "eval_count": 1,
+            "done": True, "done_reason": done_reason, "total_duration": 1, "prompt_eval_count": 1, "eval_count": 1,
         }
 
 
