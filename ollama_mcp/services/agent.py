@@ -61,6 +61,11 @@ Progress = Callable[[float, float, str], Awaitable[None]]
 CONTEXT_TOKENS = 6000  # what build_context may hand the model: room for tools and the answer in 8k
 CHAT_CONTEXT = 8192
 RESULT_CHARS = 4000  # a tool result fed back to the model is clipped to this
+# What one reply may take: a tool call or a brief answer need far less. The cap ends a small model
+# that loops before the deadline does (at 7.7 tokens/s, a 1.5B model on one core, 300 take 39 s).
+ANSWER_TOKENS = 300
+# The answer to give when memory does not hold one; the search results and the prompt say it so.
+NOTHING_HELD = "Memory holds nothing on this."
 TRANSCRIPT_RESULT_CHARS = 1000  # and kept in the conversation's transcript clipped to this
 
 
@@ -85,6 +90,7 @@ class Run:
     not_done: dict[str, list[str]] = field(default_factory=dict)  # why refused -> the tools, for the caller
     steps_said: list[_Said] = field(default_factory=list)  # the tool calls and results, for the transcript
     steps: int = 0
+    calls_made: set[str] = field(default_factory=set)  # each tool call run, by name and arguments
 
 
 class ToolFailure(Exception):
@@ -206,7 +212,8 @@ class Agent:
                 await progress(run.steps - 1, total, f"step {run.steps}: asking {self.model}")
             last_step = run.steps > self.max_steps
             reply = await self.client.chat(
-                self.model or "", messages, tools=None if last_step else schemas, num_ctx=CHAT_CONTEXT
+                self.model or "", messages, tools=None if last_step else schemas, num_ctx=CHAT_CONTEXT,
+                num_predict=ANSWER_TOKENS,
             )
             if not reply.tool_calls or last_step:
                 decision = "step_limit" if last_step and self.max_steps else "answered"
@@ -248,6 +255,12 @@ class Agent:
         tool = TOOLS.get(call.name)
         if tool is None:
             raise ToolFailure("unknown_tool", f"there is no tool {call.name!r}; use one of {self._names()}.")
+        made = f"{call.name} {json.dumps(call.arguments, sort_keys=True, default=str)}"
+        if made in run.calls_made:  # a small model asks the same again instead of answering
+            raise ToolFailure("refused", (
+                f"{call.name} was already called with these arguments; its result is above. Answer from it now, "
+                f'or say "{NOTHING_HELD}"'
+            ))
         if tool not in self.tools:
             raise ToolFailure("not_allowed", f"the tool {call.name!r} is turned off by the user's configuration.")
         args = call.arguments if isinstance(call.arguments, Mapping) else {}
@@ -284,7 +297,9 @@ class Agent:
                 )
         try:
             with audit.through("agent"):
-                return await tool.run(self, args, run)
+                result = await tool.run(self, args, run)
+            run.calls_made.add(made)
+            return result
         except InvalidInputError as exc:
             raise ToolFailure("invalid_arguments", str(exc)) from exc
 
@@ -353,8 +368,9 @@ class Agent:
             recalled = [h.memory for h in (await self.recall.search(everywhere)).hits]
         lines = [
             "You are a local memory agent. You answer the user's question from their stored memories, "
-            "using the tools below when the memories given are not enough. Answer briefly and say when "
-            "the memories do not contain the answer. Never invent memories.",
+            "using the tools below when the memories given are not enough. Answer briefly, from the "
+            f'memories only. When they do not contain the answer, reply "{NOTHING_HELD}" and nothing '
+            "else. Never invent memories.",
             f"Current date and time: {now_text()}.",
             "Tools: " + "; ".join(f"{t.name} ({t.description})" for t in self._offered(run)) + ".",
         ]

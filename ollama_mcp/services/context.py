@@ -57,9 +57,19 @@ def recall_line(memory: Memory, *, conversation: bool = False) -> str:
     where = f' conversation="{memory.conversation_id}"' if conversation else ""
     by = ' written_by="agent"' if written_by_agent(memory) else ""
     return (
-        f'<memory id="{memory.id}"{where} date="{memory.occurred_at[:10]}" kind="{memory.kind}"{by}>'
+        f'<memory id="{memory.id}"{where} date="{memory.occurred_at[:10]}" kind="{memory.kind}"{_speaker(memory)}{by}>'
         f"{content}</memory>"
     )
+
+
+def _speaker(memory: Memory) -> str:
+    """Who said a turn: without it a model reading "I moved to Paris" cannot tell whose move it
+    was (in a chat of two people, each turn says "I")."""
+    if memory.kind != "message":
+        return ""
+    who = memory.actor or memory.role or ""
+    who = "".join(c for c in who if c not in '"<>&\n')[:60]
+    return f' speaker="{who}"' if who else ""
 
 
 def sees(names: frozenset[str], message: Memory) -> bool:

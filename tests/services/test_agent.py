@@ -112,13 +112,13 @@ async def test_asked_to_summarize_now_the_agent_queues_the_summary_which_the_bac
 async def test_the_step_limit_holds_against_endless_tool_calling(
     settings: Settings, db: Database, fake_ollama: FakeOllama
 ) -> None:
-    fake_ollama.enqueue_chat(*[tool_call("get_current_time") for _ in range(10)])
+    fake_ollama.enqueue_chat(*[tool_call("search_all_conversations", query=f"loop {n}") for n in range(10)])
     fake_ollama.enqueue_chat("Done looping.")  # never reached: the 4th request is the forced final answer
     async with human(replace(settings, agent_max_steps=3), None) as (client, _):
         answer = await call(client, "ask_agent", query="loop forever")
     requests = [r.body for r in fake_ollama.chat_requests()]
     assert len(requests) == 4 and all(r.get("tools") for r in requests[:3]) and not requests[3].get("tools")
-    assert answer["steps"] == 4 and answer["tools_used"] == ["get_current_time"] * 3
+    assert answer["steps"] == 4 and answer["tools_used"] == ["search_all_conversations"] * 3
     assert "limit of 3 tool steps" in answer["note"]
     assert [row[3] for row in audit(db)] == ["ran", "ran", "ran", "step_limit"]
 

@@ -1,0 +1,165 @@
+"""What a real small model (Qwen2.5-Coder 1.5B and 0.5B behind Ollama's API, bench/README.md #84)
+does that the scripted fake never did, answered: replies that run on, cut by their token cap;
+tool calls written as text; the same search asked again; turns whose speaker the model could not
+see. Each reply below is one a small model gives, scripted through the fake Ollama; both backends."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+
+from ollama_mcp.app import App
+from ollama_mcp.config import Settings
+from ollama_mcp.inputs.conversations import new_conversation
+from ollama_mcp.inputs.turns import parse_turns
+from tests.conftest import Database
+from tests.services.test_facts import ended_with_facts, fact, fact_rows, facts_jobs, run_jobs
+from tests.support.agent import human, tool_call
+from tests.support.fake_ollama import FakeOllama
+from tests.support.mcp_client import call
+
+pytestmark = pytest.mark.anyio
+
+
+def options(fake_ollama: FakeOllama) -> list[dict[str, Any]]:
+    return [r.body.get("options") or {} for r in fake_ollama.chat_requests()]
+
+
+async def test_every_chat_call_caps_its_reply_and_turns_the_repeat_penalty_off(
+    app: App, settings: Settings, fake_ollama: FakeOllama
+) -> None:
+    await ended_with_facts(app, fake_ollama, json.dumps({"facts": []}), "I moved to Boston")
+    conv = await app.conversations.start(new_conversation("trip"))
+    await app.transcript.add_messages(conv.id, parse_turns("messages", [{"role": "user", "content": "Lisbon in May"}]))
+    await app.conversations.end(conv.id)
+    await run_jobs(app)
+    async with human(settings, None) as (client, _):
+        await call(client, "ask_agent", query="where did I go?")
+    facts, summary, agent = options(fake_ollama)
+    assert facts["num_predict"] == 1000 and summary["num_predict"] == 600 and agent["num_predict"] == 300
+    assert all(o["repeat_penalty"] == 1.0 and o["temperature"] == 0.0 for o in (facts, summary, agent))
+
+
+async def test_a_facts_reply_cut_at_its_cap_keeps_the_facts_it_finished(
+    app: App, db: Database, fake_ollama: FakeOllama
+) -> None:
+    whole = json.dumps({"facts": [fact("Caroline", "moved to", "Boston", 1, exclusive=True),
+                                  fact("Caroline", "adopted", "a beagle", 2)]})
+    cut = whole[: whole.index('"a beagle"') + 4]  # stopped inside the second fact
+    await ended_with_facts(app, fake_ollama, "", "I moved to Boston", "I adopted a beagle")
+    assert facts_jobs(db)[0][0] == "queued"  # (the empty reply: not JSON)
+    fake_ollama.enqueue_chat({"role": "assistant", "content": cut, "_done_reason": "length"})
+    db.rows("UPDATE jobs SET run_after = '2000-01-01' WHERE kind = 'facts'")
+    await run_jobs(app)
+    assert [state for state, _ in facts_jobs(db)] == ["done"]
+    assert [content for content, _, _, _ in fact_rows(db)] == ["Caroline moved to Boston"]
+
+
+async def test_a_facts_reply_cut_before_any_fact_says_the_cap_and_stores_nothing(
+    app: App, db: Database, fake_ollama: FakeOllama
+) -> None:
+    cut = {"role": "assistant", "content": '{"facts": [{"subject": "Caroline", "predi', "_done_reason": "length"}
+    await ended_with_facts(app, fake_ollama, "", "I moved to Boston")
+    fake_ollama.enqueue_chat(cut)
+    db.rows("UPDATE jobs SET run_after = '2000-01-01' WHERE kind = 'facts'")
+    await run_jobs(app)
+    state, reason = facts_jobs(db)[0]
+    assert state == "queued" and reason == (
+        "Chat model 'qwen2.5:3b' was stopped at 1000 tokens (num_predict) before it listed a fact."
+    )
+    assert fact_rows(db) == []
+
+
+async def test_a_summary_cut_at_its_cap_keeps_its_summary_or_says_the_cap(
+    app: App, db: Database, fake_ollama: FakeOllama
+) -> None:
+    summary = '{"summary": "Caroline moved to Boston.", "key_points": ["Boston", "a be'
+    fake_ollama.enqueue_chat({"role": "assistant", "content": '{"summary": "Caroline mo', "_done_reason": "length"},
+                             {"role": "assistant", "content": summary, "_done_reason": "length"})
+    conv = await app.conversations.start(new_conversation("move"))
+    await app.transcript.add_messages(conv.id, parse_turns("messages", [{"role": "user", "content": "I moved"}]))
+    await app.conversations.end(conv.id)
+    await run_jobs(app)
+    [(state, reason)] = db.rows("SELECT state, last_error FROM jobs WHERE kind = 'summarize'")
+    assert state == "queued" and reason == (
+        "Chat model 'qwen2.5:3b' was stopped at 600 tokens (num_predict) before its summary was written; "
+        "a larger model, or a shorter conversation, is needed."
+    )
+    assert db.count("SELECT count(*) FROM memories WHERE kind = 'summary'") == 0
+    db.rows("UPDATE jobs SET run_after = '2000-01-01' WHERE kind = 'summarize'")
+    await run_jobs(app)
+    assert db.rows("SELECT content FROM memories WHERE kind = 'summary'") == [
+        ("Caroline moved to Boston.\n\nKey points:\n- Boston",)]
+
+
+@pytest.mark.parametrize("written", [
+    '{"name": "search_all_conversations", "arguments": {"query": "database"}}',
+    '```json\n{"name": "search_all_conversations", "arguments": {"query": "database"}}\n```',
+    '<tool_call>\n{"name": "search_all_conversations", "parameters": {"query": "database"}}\n</tool_call>',
+])
+async def test_a_tool_call_written_as_text_is_run_as_the_call_it_names(
+    settings: Settings, db: Database, fake_ollama: FakeOllama, written: str
+) -> None:
+    fake_ollama.enqueue_chat({"role": "assistant", "content": written}, "You chose PostgreSQL.")
+    async with human(settings, None) as (client, _):
+        await call(client, "store_memory", content="We chose PostgreSQL for the database")
+        answer = await call(client, "ask_agent", query="which database?")
+    assert answer["response"] == "You chose PostgreSQL." and answer["tools_used"][-1] == "search_all_conversations"
+    fed = fake_ollama.chat_requests()[-1].body["messages"][-1]
+    assert fed["role"] == "tool" and "We chose PostgreSQL" in fed["content"]
+
+
+async def test_an_answer_that_only_contains_json_stays_the_answer(
+    settings: Settings, fake_ollama: FakeOllama
+) -> None:
+    said = 'Your config was {"name": "prod", "port": 5432}.'
+    fake_ollama.enqueue_chat(said)
+    async with human(settings, None) as (client, _):
+        answer = await call(client, "ask_agent", query="what was my config?")
+    assert answer["response"] == said and len(fake_ollama.chat_requests()) == 1
+
+
+async def test_the_same_search_asked_again_is_not_run_again_and_the_model_is_told_to_answer(
+    settings: Settings, db: Database, fake_ollama: FakeOllama
+) -> None:
+    again = tool_call("search_all_conversations", query="database")
+    fake_ollama.enqueue_chat(again, again, again, "Memory holds nothing on this.")
+    async with human(settings, None) as (client, _):
+        answer = await call(client, "ask_agent", query="which database?")
+    assert answer["response"] == "Memory holds nothing on this."
+    decisions = db.rows("SELECT tool, decision FROM agent_audit WHERE tool = 'search_all_conversations' ORDER BY id")
+    assert [d for _, d in decisions][-3:] == ["ran", "refused", "refused"]
+    fed = fake_ollama.chat_requests()[-1].body["messages"][-1]["content"]
+    assert fed == ("Error: search_all_conversations was already called with these arguments; its result is above. "
+                   'Answer from it now, or say "Memory holds nothing on this."')
+
+
+async def test_a_recalled_turn_tells_the_model_who_said_it(
+    settings: Settings, fake_ollama: FakeOllama
+) -> None:
+    fake_ollama.enqueue_chat("Caroline did.")
+    async with human(settings, None) as (client, _):
+        conv = (await call(client, "init_conversation", name="chat"))["conversation_id"]
+        await call(client, "add_messages", conversation_id=conv, messages=[
+            {"role": "user", "content": "I moved to Boston in May", "actor": 'Caroline "C"'},
+            {"role": "assistant", "content": "How is Boston?"}])
+        await call(client, "init_conversation", name="asking")
+        await call(client, "ask_agent", query="who moved to Boston?", scope="all")
+    said = json.dumps(fake_ollama.chat_requests()[-1].body["messages"])
+    assert 'kind=\\"message\\" speaker=\\"Caroline C\\">I moved to Boston in May' in said
+    assert 'speaker=\\"assistant\\">How is Boston?' in said
+
+
+async def test_search_results_give_the_model_the_words_for_nothing_held(
+    settings: Settings, fake_ollama: FakeOllama
+) -> None:
+    fake_ollama.enqueue_chat(tool_call("search_all_conversations", query="the moon"), "Memory holds nothing on this.")
+    async with human(settings, None) as (client, _):
+        await call(client, "store_memory", content="The standup moved to Tuesday")
+        await call(client, "ask_agent", query="did I go to the moon?")
+    requests = fake_ollama.chat_requests()
+    assert 'reply "Memory holds nothing on this." and nothing else' in requests[0].body["messages"][0]["content"]
+    assert requests[-1].body["messages"][-1]["content"].count(
+        'if none of them answers the question, reply "Memory holds nothing on this."') == 1
