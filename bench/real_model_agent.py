@@ -79,6 +79,7 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
     for sample in samples:
         with tempfile.TemporaryDirectory() as folder:
             env = {"PATH": "/usr/bin:/bin", "HOME": folder, "OLLAMA_HOST": args.host,
+                   "PYTHONPATH": str(ROOT),  # the server of this checkout (a worktree measures its own commit)
                    "OLLAMA_MCP_DB": str(Path(folder) / "memory.db"), "OLLAMA_MCP_EMBED_MODEL": "all-minilm",
                    "OLLAMA_MCP_CHAT_MODEL": args.model, "OLLAMA_MCP_CHAT_CALLS_PER_HOUR": "0",
                    "OLLAMA_MCP_LOG_LEVEL": "WARNING"}
@@ -100,10 +101,11 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
                         "sample": sample.sample_id, "category": category, "question": question.text,
                         "answer": answer, "said": said, "error": bool(result.is_error),
                         "searched": any(t.startswith("search") for t in reply.get("tools_used") or []),
+                        "searches": sum(t.startswith("search") for t in reply.get("tools_used") or []),
                         "tools": reply.get("tools_used") or [], "note": reply.get("note"),
                         "f1": f1(said, answer), "abstained": bool(ABSTAINED.search(said)), "seconds": round(took, 1),
                     })
-                    print(json.dumps(rows[-1])[:400], file=sys.stderr, flush=True)
+                    print(json.dumps(rows[-1]), file=sys.stderr, flush=True)
     answerable = [r for r in rows if r["category"] != 5]
     adversarial_rows = [r for r in rows if r["category"] == 5]
     return {
