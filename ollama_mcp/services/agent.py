@@ -35,10 +35,9 @@ from ollama_mcp.domain import AgentAnswer, AuditRow, Memory, utc_now
 from ollama_mcp.errors import InvalidInputError, NotFoundError, OllamaMcpError
 from ollama_mcp.inputs import fields
 from ollama_mcp.inputs.context import AgentQuestion, ContextRequest
-from ollama_mcp.inputs.search import search_request
 from ollama_mcp.ollama.client import OllamaClient, ToolCall
 from ollama_mcp.services.agent_tools import TOOLS, AgentTool, now_text
-from ollama_mcp.services.context import AGENT_ACTOR_PREFIX, as_chat_message, recall_block
+from ollama_mcp.services.context import AGENT_ACTOR_PREFIX, AGENT_CALL_PREFIX, as_chat_message
 from ollama_mcp.services.context_builder import ContextBuilder
 from ollama_mcp.services.conversations import Conversations
 from ollama_mcp.services.memories import Memories
@@ -171,7 +170,7 @@ class Agent:
             try:
                 answer, note = await self._loop(messages, run, confirm, progress)
             except OllamaMcpError:
-                if run.tools_used:  # tools already ran: their audit rows must not be lost
+                if run.steps_said:  # the model's tools already ran: their audit rows must not be lost
                     await self._write_audit(run)
                 raise
         if scope.cancelled_caught:
@@ -225,7 +224,7 @@ class Agent:
                 return answer or "The local agent gave no answer.", note
             calls = [{"function": {"name": c.name, "arguments": c.arguments}} for c in reply.tool_calls]
             messages.append({"role": "assistant", "content": reply.content, "tool_calls": calls})
-            ids = [f"{run.request_id[:8]}-{run.steps}-{n}" for n in range(len(calls))]
+            ids = [f"{AGENT_CALL_PREFIX}{run.request_id[:8]}-{run.steps}-{n}" for n in range(len(calls))]
             run.steps_said.append(_Said(
                 "assistant", reply.content.strip() or f"(calls {', '.join(c.name for c in reply.tool_calls)})",
                 f"{AGENT_ACTOR_PREFIX}{self.model}", tuple({**c, "id": i} for c, i in zip(calls, ids, strict=True)),
@@ -349,26 +348,24 @@ class Agent:
             ), outside)
 
     async def _opening(self, question: str, run: Run) -> list[dict[str, Any]]:
-        """System prompt (role, tools, time, recalled memories as data), then the conversation."""
-        history: list[dict[str, str]] = []
-        recalled = []
-        conversation_id = run.conversation_id
-        if conversation_id is not None:
+        """System prompt (role, tools, time), the conversation so far, the question, and the agent's
+        first search for it with its results, as if the model had called the search tool itself.
+
+        Small local models do not search on their own: Qwen2.5-Coder 1.5B called no tool for any of
+        20 answerable questions, with the memories recalled into the system prompt, which it then
+        mostly did not use (bench/README.md, #84). Made for it as a tool call, the search is one
+        the model has read the results of, in the place its own would be; it may search again."""
+        history: list[dict[str, Any]] = []
+        if run.conversation_id is not None:
             built = await self.context.build(ContextRequest(
-                conversation_id, CONTEXT_TOKENS, self.context_messages, query=question,
-                recall_everywhere=not run.confined,
+                run.conversation_id, CONTEXT_TOKENS, self.context_messages, recall_k=0,
             ))
-            # The recalled memories go into the system prompt (as data); the rest is the conversation.
             history = ([{"role": "system", "content": built.summary}] if built.summary else []) + [
                 _for_ollama(m) for m in built.recent  # (build_context left orphan tool turns out)
             ]
-            recalled = built.recalled
-        else:
-            everywhere = search_request(question, top_k=5, everywhere=True)
-            recalled = [h.memory for h in (await self.recall.search(everywhere)).hits]
         lines = [
             "You are a local memory agent. You answer the user's question from their stored memories, "
-            "using the tools below when the memories given are not enough. Answer briefly, from the "
+            "using the tools below when the memories found are not enough. Answer briefly, from the "
             f'memories only. When they do not contain the answer, reply "{NOTHING_HELD}" and nothing '
             "else. Never invent memories.",
             f"Current date and time: {now_text()}.",
@@ -376,9 +373,29 @@ class Agent:
         ]
         if self.instructions:
             lines.append(f"Instructions from the person who runs this server: {self.instructions}")
-        if recalled:
-            lines.append(recall_block(recalled))
-        return [{"role": "system", "content": "\n\n".join(lines)}, *history, {"role": "user", "content": question}]
+        messages = [{"role": "system", "content": "\n\n".join(lines)}, *history, {"role": "user", "content": question}]
+        search = "search_memories" if run.confined else "search_all_conversations"
+        if TOOLS[search] in self._offered(run):
+            await self._first_search(search, question, messages, run)
+        return messages
+
+    async def _first_search(self, search: str, question: str, messages: list[dict[str, Any]], run: Run) -> None:
+        """The question searched for the model: a tool call and its result, audited as step 0. Not
+        kept in the transcript: every run makes its own, and a copy of five memories in each would
+        be found by the next search beside the memories themselves."""
+        started = time.monotonic()
+        call = ToolCall(search, {"query": question})
+        try:
+            result = await self._run_tool(call, run, None)
+        except ToolFailure as failure:  # (a question too long to search: the model goes on without)
+            run.audit.append(self._row(run, 0, search, audit.digest(call.arguments), "low", failure.decision,
+                                       str(failure), started))
+            return
+        run.tools_used.append(search)
+        run.audit.append(self._row(run, 0, search, audit.digest(call.arguments), "low", "ran", "ok", started))
+        messages.append({"role": "assistant", "content": "", "tool_calls": [
+            {"function": {"name": search, "arguments": call.arguments}}]})
+        messages.append({"role": "tool", "content": result[:RESULT_CHARS], "tool_name": search})
 
     async def _write_audit(self, run: Run) -> None:
         conversation = await self.conversation(run)

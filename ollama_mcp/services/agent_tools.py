@@ -17,7 +17,7 @@ from ollama_mcp.inputs.context import work_request
 from ollama_mcp.inputs.conversations import conversation_query
 from ollama_mcp.inputs.memories import note
 from ollama_mcp.inputs.search import search_request
-from ollama_mcp.services.context import AGENT_ACTOR_PREFIX, recall_line
+from ollama_mcp.services.context import AGENT_ACTOR_PREFIX, agent_step, recall_line
 from ollama_mcp.services.passages import fit
 
 if TYPE_CHECKING:
@@ -61,16 +61,15 @@ def _params(required: Sequence[str] = (), **props: tuple[str, str]) -> dict[str,
 
 async def _search(agent: Agent, args: Mapping[str, Any], run: Run, *, everywhere: bool) -> str:
     everywhere = everywhere or run.conversation_id is None
-    request = search_request(
-        args.get("query"), run.conversation_id, _clamp(args.get("top_k", 5), 1, 20), everywhere=everywhere,
-    )
+    top_k = _clamp(args.get("top_k", 5), 1, 20)
+    # Asked for more: earlier runs' tool steps are dropped from what the model reads (agent_step).
+    request = search_request(args.get("query"), run.conversation_id, min(top_k * 2, 20), everywhere=everywhere)
     outcome = await agent.recall.search(request)
-    shown = fit(
-        [h.memory.content for h in outcome.hits], request.query, SEARCH_RESULT_CHARS, [h.closest for h in outcome.hits]
-    )
+    hits = [h for h in outcome.hits if not agent_step(h.memory)][:top_k]
+    shown = fit([h.memory.content for h in hits], request.query, SEARCH_RESULT_CHARS, [h.closest for h in hits])
     lines = [
         recall_line(replace(h.memory, content=s.text), conversation=everywhere)
-        for h, s in zip(outcome.hits, shown, strict=False)
+        for h, s in zip(hits, shown, strict=False)
     ]
     found = "\n".join([RESULTS_NOTICE, *lines]) if lines else "No memory matched."
     return found + (f"\n({outcome.notice})" if outcome.notice else "")

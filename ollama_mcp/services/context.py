@@ -83,6 +83,17 @@ def written_by_agent(memory: Memory) -> bool:
     return (memory.actor or "").startswith(AGENT_ACTOR_PREFIX)
 
 
+AGENT_CALL_PREFIX = "agent-"  # the ids of an agent run's tool calls
+
+
+def agent_step(memory: Memory) -> bool:
+    """A tool step of an ask_agent run kept in its transcript: the model's call, or the result
+    (search results quote other memories; a write's result is an id). Not a memory to recall."""
+    if memory.role == "tool":
+        return (memory.tool_call_id or "").startswith(AGENT_CALL_PREFIX)
+    return memory.role == "assistant" and bool(memory.tool_calls) and written_by_agent(memory)
+
+
 def recall_block(memories: Sequence[Memory], notice: str = DATA_NOTICE) -> str:
     return notice + "\n" + "\n".join(recall_line(m) for m in memories)
 

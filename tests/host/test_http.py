@@ -310,7 +310,7 @@ async def test_the_agent_over_http_acts_for_its_principal_and_asks_before_deleti
         fake_ollama.enqueue_chat(tool_call("delete_memory", memory_id=secret), "Deleted.")
         answer = await call(alice, "ask_agent", query="forget the vault code")
         assert asked == [f"The local agent wants to delete the memory {secret}. Allow it?"]
-        assert answer["tools_used"] == ["delete_memory"]
+        assert answer["tools_used"] == ["search_all_conversations", "delete_memory"]  # (the first, made for the model)
         # The note is gone; the agent's exchanges are turns of alice's now, and none holds the code.
         alices = (await call(alice, "search_all_conversations", query="vault code"))["results"]
         assert secret not in {hit["memory_id"] for hit in alices} and not [h for h in alices if "4711" in h["content"]]
@@ -328,7 +328,7 @@ async def test_a_stateless_server_refuses_the_agents_deletions_rather_than_run_t
         kept = (await call(mcp, "store_memory", content="Still here after the agent"))["memory_id"]
         fake_ollama.enqueue_chat(tool_call("delete_memory", memory_id=kept), "Not deleted.")
         answer = await call(mcp, "ask_agent", query="delete it")
-        assert answer["tools_used"] == []
+        assert answer["tools_used"] == ["search_all_conversations"]  # (made for the model; its delete refused)
         assert "cannot ask for it" in fake_ollama.chat_requests()[-1].body["messages"][-1]["content"]
         found = await call(mcp, "search_all_conversations", query="still here", kind="note")
         assert [hit["memory_id"] for hit in found["results"]] == [kept]

@@ -163,3 +163,17 @@ async def test_search_results_give_the_model_the_words_for_nothing_held(
     assert 'reply "Memory holds nothing on this." and nothing else' in requests[0].body["messages"][0]["content"]
     assert requests[-1].body["messages"][-1]["content"].count(
         'if none of them answers the question, reply "Memory holds nothing on this."') == 1
+
+
+async def test_an_earlier_runs_tool_steps_are_never_search_results_for_the_agent(
+    settings: Settings, fake_ollama: FakeOllama
+) -> None:
+    fake_ollama.enqueue_chat(tool_call("get_current_time"), "It is late in the evening.", "Still late.")
+    async with human(settings, None) as (client, _):
+        conv = (await call(client, "init_conversation", name="time"))["conversation_id"]
+        for _ in range(2):
+            await call(client, "ask_agent", query="what time is it?", conversation_id=conv)
+    found = fake_ollama.chat_requests()[-1].body["messages"][-1]
+    assert found["tool_name"] == "search_memories"
+    assert "It is late in the evening." in found["content"] and "what time is it?" in found["content"]
+    assert "(calls get_current_time)" not in found["content"] and 'speaker="get_current_time"' not in found["content"]

@@ -60,8 +60,8 @@ class FakeOllama:
         self.hang_up = 0  # close this many embed requests' connections without an answer
         # Scripted chat replies, used in order: a message dict ({"role": "assistant", "content": ...,
         # "tool_calls": [...]}), optionally with "_delay" (seconds to wait first), "_status"
-        # ((code, error text) to fail with) or "_done_reason" ("length": cut by num_predict). With none queued: a JSON summary when a format is
-        # asked for, else "ok".
+        # ((code, error text) to fail with) or "_done_reason" ("length": cut by num_predict). With
+        # none queued: a JSON summary when a format is asked for, else "ok".
         self.chat_replies: list[dict[str, Any]] = []
         self.chat_delay = 0.0
         self.port = 0
