@@ -26,6 +26,7 @@ import string
 import sys
 import tempfile
 import time
+import urllib.request
 from collections import Counter
 from pathlib import Path
 from typing import Any
@@ -90,16 +91,22 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
                     min(args.per_category, sum(q.category == c for q in sample.questions)))]
                 adversarial = [q for q in sample.questions if q.category == 5]
                 chosen += rng.sample(adversarial, min(args.adversarial, len(adversarial)))
+                asking = await driver.init("asking") if args.mode == "context" else None
                 for question in chosen:
                     started = time.monotonic()
-                    result = await driver.client.call_tool("ask_agent", {"query": question.text, "scope": "all"})  # type: ignore[attr-defined]
+                    if asking is not None:
+                        reply, error = await _context_then_answer(driver, args, asking, question.text), False
+                    else:
+                        result = await driver.client.call_tool("ask_agent", {"query": question.text, "scope": "all"})  # type: ignore[attr-defined]
+                        reply, error = result.structured_content or {}, bool(result.is_error)
+                        if error:
+                            reply = {"response": result.content[0].text if result.content else ""}  # type: ignore[union-attr]
                     took = time.monotonic() - started
-                    reply = result.structured_content or {}
-                    said = str(reply.get("response") or (result.content[0].text if result.content else ""))  # type: ignore[union-attr]
+                    said = str(reply.get("response") or "")
                     category, answer = gold[(sample.sample_id, question.text)]
                     rows.append({
                         "sample": sample.sample_id, "category": category, "question": question.text,
-                        "answer": answer, "said": said, "error": bool(result.is_error),
+                        "answer": answer, "said": said, "error": error,
                         "searched": any(t.startswith("search") for t in reply.get("tools_used") or []),
                         "searches": sum(t.startswith("search") for t in reply.get("tools_used") or []),
                         "tools": reply.get("tools_used") or [], "note": reply.get("note"),
@@ -109,7 +116,7 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
     answerable = [r for r in rows if r["category"] != 5]
     adversarial_rows = [r for r in rows if r["category"] == 5]
     return {
-        "model": args.model, "questions": len(rows),
+        "model": args.model, "mode": args.mode, "questions": len(rows),
         "answerable": {"n": len(answerable), "searched": _share(answerable, "searched"),
                        "f1": round(statistics.mean(r["f1"] for r in answerable), 3) if answerable else None},
         "adversarial": {"n": len(adversarial_rows), "abstained": _share(adversarial_rows, "abstained"),
@@ -118,6 +125,22 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
         "seconds_median": statistics.median(r["seconds"] for r in rows) if rows else None,
         "rows": rows,
     }
+
+
+async def _context_then_answer(driver: Any, args: argparse.Namespace, asking: str, question: str) -> dict[str, Any]:
+    """build_context (the MCP prompt: recalled memories from every conversation) and one call of the
+    model with it, the options the product sends, no tools: what the agent's loop is measured against."""
+    built = await driver.client.get_prompt("build_context", {"conversation_id": asking, "query": question})
+    context = [{"role": m.role, "content": m.content.text} for m in built.messages]
+    messages = [{"role": "system", "content": (
+        "Answer the user's question briefly, from the memories below only. When they do not contain the answer, "
+        'reply "Memory holds nothing on this." and nothing else.')}, *context, {"role": "user", "content": question}]
+    body = {"model": args.model, "messages": messages, "stream": False,
+            "options": {"temperature": 0.0, "repeat_penalty": 1.0, "num_predict": 300, "num_ctx": 8192}}
+    request = urllib.request.Request(f"{args.host}/api/chat", json.dumps(body).encode(),
+                                     {"content-type": "application/json"})
+    reply = await anyio.to_thread.run_sync(lambda: json.load(urllib.request.urlopen(request, timeout=600)))
+    return {"response": reply["message"]["content"], "tools_used": [], "note": None}
 
 
 def _share(rows: list[dict[str, Any]], key: str) -> float | None:
@@ -132,6 +155,8 @@ def main() -> None:
     parser.add_argument("--per-category", type=int, default=5, help="questions of each category 1-4")
     parser.add_argument("--adversarial", type=int, default=10, help="category-5 questions")
     parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--mode", choices=("agent", "context"), default="agent",
+                        help="agent: ask_agent; context: the build_context prompt and one model call, no tools")
     parser.add_argument("--json", type=Path, help="write every question's row here too")
     args = parser.parse_args()
     report = anyio.run(run, args)
