@@ -36,6 +36,7 @@ from ollama_mcp.errors import InvalidInputError, NotFoundError, OllamaMcpError
 from ollama_mcp.inputs import fields
 from ollama_mcp.inputs.context import AgentQuestion, ContextRequest
 from ollama_mcp.ollama.client import OllamaClient, ToolCall
+from ollama_mcp.ollama.cut_json import completed
 from ollama_mcp.services.agent_tools import TOOLS, AgentTool, now_text
 from ollama_mcp.services.context import AGENT_ACTOR_PREFIX, AGENT_CALL_PREFIX, as_chat_message
 from ollama_mcp.services.context_builder import ContextBuilder
@@ -63,8 +64,21 @@ RESULT_CHARS = 4000  # a tool result fed back to the model is clipped to this
 # What one reply may take: a tool call or a brief answer need far less. The cap ends a small model
 # that loops before the deadline does (at 7.7 tokens/s, a 1.5B model on one core, 300 take 39 s).
 ANSWER_TOKENS = 300
-# The answer to give when memory does not hold one; the search results and the prompt say it so.
+# The answer, in the product's words, when the model says memory does not hold one.
 NOTHING_HELD = "Memory holds nothing on this."
+# The model's answer, settled: whether the memories state it, and the answer alone. Asked after
+# the model answered in its own words (small models ramble, and told to say a fixed sentence when
+# memory holds nothing, Qwen2.5-Coder 1.5B said it for every question: bench/README.md, #84).
+FINAL_SCHEMA = {
+    "type": "object",
+    "properties": {"in_memory": {"type": "boolean"}, "answer": {"type": "string"}},
+    "required": ["in_memory", "answer"],
+}
+FINAL_QUESTION = (
+    "Reply JSON: in_memory (true when the memories found state the answer to my question, false when they do "
+    "not), answer (the answer alone, briefly)."
+)
+FINAL_TOKENS = 200
 TRANSCRIPT_RESULT_CHARS = 1000  # and kept in the conversation's transcript clipped to this
 
 
@@ -220,7 +234,8 @@ class Agent:
                 note = None
                 if decision == "step_limit":
                     note = f"The agent reached its limit of {self.max_steps} tool steps (OLLAMA_MCP_AGENT_MAX_STEPS)."
-                answer = reply.content.strip() or _last_assistant_text(messages).strip()
+                draft = reply.content.strip() or _last_assistant_text(messages).strip()
+                answer = await self._settled(messages, draft) if draft else ""
                 return answer or "The local agent gave no answer.", note
             calls = [{"function": {"name": c.name, "arguments": c.arguments}} for c in reply.tool_calls]
             messages.append({"role": "assistant", "content": reply.content, "tool_calls": calls})
@@ -249,6 +264,23 @@ class Agent:
                 ))
                 messages.append({"role": "tool", "content": result[:RESULT_CHARS], "tool_name": call.name})
                 run.steps_said.append(_Said("tool", _clip(result, TRANSCRIPT_RESULT_CHARS), call.name, (), call_id))
+
+    async def _settled(self, messages: list[dict[str, Any]], draft: str) -> str:
+        """The answer the model drafted, settled by one more call under FINAL_SCHEMA: the answer
+        alone, or NOTHING_HELD when the model says the memories do not state it. A reply that is
+        not the JSON asked for leaves the draft as the answer."""
+        reply = await self.client.chat(
+            self.model or "", [*messages, {"role": "assistant", "content": draft},
+                               {"role": "user", "content": FINAL_QUESTION}],
+            schema=FINAL_SCHEMA, num_ctx=CHAT_CONTEXT, num_predict=FINAL_TOKENS,
+        )
+        data = completed(reply.content)
+        if not isinstance(data, dict) or not isinstance(data.get("in_memory"), bool):
+            return draft
+        if not data["in_memory"]:
+            return NOTHING_HELD
+        said = data.get("answer")
+        return said.strip() if isinstance(said, str) and said.strip() else draft
 
     async def _run_tool(self, call: ToolCall, run: Run, confirm: Confirm | None) -> str:
         tool = TOOLS.get(call.name)
@@ -365,9 +397,8 @@ class Agent:
             ]
         lines = [
             "You are a local memory agent. You answer the user's question from their stored memories, "
-            "using the tools below when the memories found are not enough. Answer briefly, from the "
-            f'memories only. When they do not contain the answer, reply "{NOTHING_HELD}" and nothing '
-            "else. Never invent memories.",
+            "using the tools below when the memories found are not enough. Answer briefly and say when "
+            "the memories do not contain the answer. Never invent memories.",
             f"Current date and time: {now_text()}.",
             "Tools: " + "; ".join(f"{t.name} ({t.description})" for t in self._offered(run)) + ".",
         ]

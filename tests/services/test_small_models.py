@@ -1,7 +1,8 @@
 """What a real small model (Qwen2.5-Coder 1.5B and 0.5B behind Ollama's API, bench/README.md #84)
 does that the scripted fake never did, answered: replies that run on, cut by their token cap;
 tool calls written as text; the same search asked again; turns whose speaker the model could not
-see. Each reply below is one a small model gives, scripted through the fake Ollama; both backends."""
+see; answers that ramble, or that memory does not hold. Each reply below is one a small model
+gives, scripted through the fake Ollama; both backends."""
 
 from __future__ import annotations
 
@@ -152,17 +153,41 @@ async def test_a_recalled_turn_tells_the_model_who_said_it(
     assert 'speaker=\\"assistant\\">How is Boston?' in said
 
 
-async def test_search_results_give_the_model_the_words_for_nothing_held(
+def settle(in_memory: bool, answer: str) -> dict[str, Any]:
+    return {"role": "assistant", "content": json.dumps({"in_memory": in_memory, "answer": answer}), "_settle": True}
+
+
+async def test_a_rambling_answer_is_settled_to_the_answer_alone(settings: Settings, fake_ollama: FakeOllama) -> None:
+    draft = "To answer this question, I searched the memories. The relevant memory says her pets are Luna and Oliver."
+    fake_ollama.enqueue_chat(draft, settle(True, "Luna and Oliver"))
+    async with human(settings, None) as (client, _):
+        answer = await call(client, "ask_agent", query="what are her pets called?")
+    assert answer["response"] == "Luna and Oliver"
+    [settling] = [r.body for r in fake_ollama.settle_requests()]
+    assert settling["messages"][-2:] == [{"role": "assistant", "content": draft}, {"role": "user", "content": (
+        "Reply JSON: in_memory (true when the memories found state the answer to my question, false when they do "
+        "not), answer (the answer alone, briefly).")}]
+    assert settling["options"]["num_predict"] == 200 and not settling.get("tools")
+
+
+async def test_an_answer_the_model_says_memory_does_not_hold_is_said_so_plainly(
     settings: Settings, fake_ollama: FakeOllama
 ) -> None:
-    fake_ollama.enqueue_chat(tool_call("search_all_conversations", query="the moon"), "Memory holds nothing on this.")
+    fake_ollama.enqueue_chat("You went to the moon in 1969.", settle(False, "the moon in 1969"))
     async with human(settings, None) as (client, _):
         await call(client, "store_memory", content="The standup moved to Tuesday")
-        await call(client, "ask_agent", query="did I go to the moon?")
-    requests = fake_ollama.chat_requests()
-    assert 'reply "Memory holds nothing on this." and nothing else' in requests[0].body["messages"][0]["content"]
-    assert requests[-1].body["messages"][-1]["content"].count(
-        'if none of them answers the question, reply "Memory holds nothing on this."') == 1
+        answer = await call(client, "ask_agent", query="when did I go to the moon?")
+    assert answer["response"] == "Memory holds nothing on this."
+
+
+@pytest.mark.parametrize("settling", ["not json", '{"answer": "no flag"}', '{"in_memory": true, "answer": ""}'])
+async def test_a_settling_reply_without_the_flag_or_an_answer_leaves_the_models_own(
+    settings: Settings, fake_ollama: FakeOllama, settling: str
+) -> None:
+    fake_ollama.enqueue_chat("The standup is on Tuesday.", {"role": "assistant", "content": settling, "_settle": True})
+    async with human(settings, None) as (client, _):
+        answer = await call(client, "ask_agent", query="when is the standup?")
+    assert answer["response"] == "The standup is on Tuesday."
 
 
 async def test_an_earlier_runs_tool_steps_are_never_search_results_for_the_agent(

@@ -61,7 +61,8 @@ class FakeOllama:
         # Scripted chat replies, used in order: a message dict ({"role": "assistant", "content": ...,
         # "tool_calls": [...]}), optionally with "_delay" (seconds to wait first), "_status"
         # ((code, error text) to fail with) or "_done_reason" ("length": cut by num_predict). With
-        # none queued: a JSON summary when a format is asked for, else "ok".
+        # none queued: a JSON summary when a format is asked for, else "ok". ask_agent's settling
+        # call echoes the model's answer unless the reply queued first is marked "_settle": True.
         self.chat_replies: list[dict[str, Any]] = []
         self.chat_delay = 0.0
         self.port = 0
@@ -108,8 +109,14 @@ class FakeOllama:
             return [r for r in self.requests if r.path == "/api/embed"]
 
     def chat_requests(self) -> list[Request]:
+        """The chat requests, less ask_agent's settling calls (``settle_requests``)."""
         with self._lock:
-            return [r for r in self.requests if r.path == "/api/chat"]
+            return [r for r in self.requests if r.path == "/api/chat" and not _settling(r.body)]
+
+    def settle_requests(self) -> list[Request]:
+        """ask_agent's last call of a run, which settles the model's answer (agent.FINAL_SCHEMA)."""
+        with self._lock:
+            return [r for r in self.requests if r.path == "/api/chat" and _settling(r.body)]
 
     def enqueue_chat(self, *replies: dict[str, Any] | str) -> None:
         """Queue replies: a string is an assistant message with that content."""
@@ -197,8 +204,11 @@ class FakeOllama:
             return 404, {"error": f"model '{name}' not found"}
         if "completion" not in spec.capabilities:
             return 400, {"error": f'"{name}" does not support chat'}
-        with self._lock:
-            scripted = dict(self.chat_replies.pop(0)) if self.chat_replies else None
+        with self._lock:  # a settling call takes a scripted reply only when it is marked for one
+            wanted = self.chat_replies and (not _settling(body) or self.chat_replies[0].get("_settle"))
+            scripted = dict(self.chat_replies.pop(0)) if wanted else None
+            if scripted is not None:
+                scripted.pop("_settle", None)
         delay = self.chat_delay if scripted is None else scripted.pop("_delay", self.chat_delay)
         if delay:
             time.sleep(delay)
@@ -215,13 +225,21 @@ class FakeOllama:
         }
 
 
+def _settling(body: dict[str, Any]) -> bool:
+    return isinstance(body.get("format"), dict) and "in_memory" in body["format"].get("properties", {})
+
+
 def _default_reply(body: dict[str, Any]) -> str:
     """Without a script: a summary in the requested JSON shape that repeats the conversation's
-    words (so tests can find it by them), no facts when facts are asked for, or plain "ok"."""
+    words (so tests can find it by them), no facts when facts are asked for, ask_agent's draft as
+    its settled answer, or plain "ok"."""
     if not body.get("format"):
         return "ok"
     if isinstance(body["format"], dict) and "facts" in body["format"].get("properties", {}):
         return json.dumps({"facts": []})
+    if _settling(body):
+        drafted = [m for m in body["messages"] if m.get("role") == "assistant"]  # ask_agent's answer, settled
+        return json.dumps({"in_memory": True, "answer": drafted[-1]["content"] if drafted else ""})
     text = str(body["messages"][-1]["content"]) if body.get("messages") else ""
     found = _WORD.findall(text)  # its first and last 30 words: the start of a long transcript too
     words = " ".join(found if len(found) <= 60 else found[:30] + found[-30:])
