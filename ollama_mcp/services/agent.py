@@ -235,6 +235,7 @@ class Agent:
                 if decision == "step_limit":
                     note = f"The agent reached its limit of {self.max_steps} tool steps (OLLAMA_MCP_AGENT_MAX_STEPS)."
                 draft = reply.content.strip() or _last_assistant_text(messages).strip()
+                messages.append({"role": "assistant", "content": draft})  # what the deadline returns, if it comes now
                 answer = await self._settled(messages, draft) if draft else ""
                 return answer or "The local agent gave no answer.", note
             calls = [{"function": {"name": c.name, "arguments": c.arguments}} for c in reply.tool_calls]
@@ -266,14 +267,17 @@ class Agent:
                 run.steps_said.append(_Said("tool", _clip(result, TRANSCRIPT_RESULT_CHARS), call.name, (), call_id))
 
     async def _settled(self, messages: list[dict[str, Any]], draft: str) -> str:
-        """The answer the model drafted, settled by one more call under FINAL_SCHEMA: the answer
-        alone, or NOTHING_HELD when the model says the memories do not state it. A reply that is
-        not the JSON asked for leaves the draft as the answer."""
-        reply = await self.client.chat(
-            self.model or "", [*messages, {"role": "assistant", "content": draft},
-                               {"role": "user", "content": FINAL_QUESTION}],
-            schema=FINAL_SCHEMA, num_ctx=CHAT_CONTEXT, num_predict=FINAL_TOKENS,
-        )
+        """The answer the model drafted (the last of ``messages``), settled by one more call under
+        FINAL_SCHEMA: the answer alone, or NOTHING_HELD when the model says the memories do not
+        state it. A reply that is not the JSON asked for, or a call that fails, leaves the draft."""
+        try:
+            reply = await self.client.chat(
+                self.model or "", [*messages, {"role": "user", "content": FINAL_QUESTION}],
+                schema=FINAL_SCHEMA, num_ctx=CHAT_CONTEXT, num_predict=FINAL_TOKENS,
+            )
+        except OllamaMcpError as exc:  # the model answered; only the settling failed
+            log.warning("ask_agent kept the model's own answer: settling it failed (%s)", exc)
+            return draft
         data = completed(reply.content)
         if not isinstance(data, dict) or not isinstance(data.get("in_memory"), bool):
             return draft

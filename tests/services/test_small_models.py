@@ -7,6 +7,7 @@ gives, scripted through the fake Ollama; both backends."""
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from typing import Any
 
 import pytest
@@ -202,3 +203,16 @@ async def test_an_earlier_runs_tool_steps_are_never_search_results_for_the_agent
     assert found["tool_name"] == "search_memories"
     assert "It is late in the evening." in found["content"] and "what time is it?" in found["content"]
     assert "(calls get_current_time)" not in found["content"] and 'speaker="get_current_time"' not in found["content"]
+
+
+@pytest.mark.parametrize("settling", [
+    {"_delay": 3, "role": "assistant", "content": '{"in_memory": true, "answer": "late"}', "_settle": True},
+    {"_status": (500, "model runner crashed"), "_settle": True},
+])
+async def test_a_settling_call_that_times_out_or_fails_leaves_the_models_answer(
+    settings: Settings, fake_ollama: FakeOllama, settling: dict[str, Any]
+) -> None:
+    fake_ollama.enqueue_chat("The standup is on Tuesday.", settling)
+    async with human(replace(settings, agent_deadline=1.0, chat_timeout=10), None) as (client, _):
+        answer = await call(client, "ask_agent", query="when is the standup?")
+    assert answer["response"] == "The standup is on Tuesday."
