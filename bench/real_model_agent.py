@@ -91,10 +91,12 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
                     min(args.per_category, sum(q.category == c for q in sample.questions)))]
                 adversarial = [q for q in sample.questions if q.category == 5]
                 chosen += rng.sample(adversarial, min(args.adversarial, len(adversarial)))
-                asking = await driver.init("asking") if args.mode == "context" else None
-                for question in chosen:
+                for number, question in enumerate(chosen, start=1):
+                    # Each question in a new conversation, as a user asks in a new chat (asked in
+                    # one, each would see the earlier questions and answers as its history)...
+                    asking = await driver.init(f"question {number}")
                     started = time.monotonic()
-                    if asking is not None:
+                    if args.mode == "context":
                         reply, error = await _context_then_answer(driver, args, asking, question.text), False
                     else:
                         result = await driver.client.call_tool("ask_agent", {"query": question.text, "scope": "all"})  # type: ignore[attr-defined]
@@ -102,6 +104,8 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
                         if error:
                             reply = {"response": result.content[0].text if result.content else ""}  # type: ignore[union-attr]
                     took = time.monotonic() - started
+                    # and gone after it: the question and answer it records would be found by the next.
+                    await driver.client.call_tool("delete_conversation", {"conversation_id": asking})  # type: ignore[attr-defined]
                     said = str(reply.get("response") or "")
                     category, answer = gold[(sample.sample_id, question.text)]
                     rows.append({
