@@ -33,56 +33,12 @@ from ollama_mcp.services.transfer import copy_store
 from ollama_mcp.storage.backends import open_backend
 from ollama_mcp.storage.sqlite.store import Store
 from tests.conftest import Database, connect, eventually, sqlite_store_at
+from tests.support.facts import ended_with_facts, fact, fact_rows, facts_jobs, reply, run_jobs
 from tests.support.fake_ollama import FakeOllama
 from tests.support.mcp_client import call, error
 from tests.support.view import view
 
 pytestmark = pytest.mark.anyio
-
-
-def fact(subject: str, predicate: str, obj: str, source: int, *, confidence: float = 0.9,
-         exclusive: bool = False) -> dict[str, Any]:
-    return {"subject": subject, "predicate": predicate, "object": obj, "confidence": confidence,
-            "exclusive": exclusive, "source": source}
-
-
-def reply(*facts: dict[str, Any]) -> str:
-    return json.dumps({"facts": list(facts)})
-
-
-def meta(value: Any) -> dict[str, Any]:
-    return json.loads(value) if isinstance(value, str) else dict(value)
-
-
-def fact_rows(db: Database) -> list[tuple[str, dict[str, Any], Any, str | None]]:
-    """(content, metadata, source_seq, superseded_by) of every fact, oldest first."""
-    found = db.rows(
-        "SELECT content, metadata, source_seq, superseded_by FROM memories WHERE kind = 'fact' ORDER BY seq"
-    )
-    return [(content, meta(m), source, superseded) for content, m, source, superseded in found]
-
-
-def facts_jobs(db: Database) -> list[tuple[str, str | None]]:
-    return db.rows("SELECT state, last_error FROM jobs WHERE kind = 'facts' ORDER BY id")
-
-
-async def run_jobs(app: App) -> None:
-    while await app.jobs.run_once():
-        pass
-
-
-async def ended_with_facts(app: App, fake_ollama: FakeOllama, script: str, *turns: str) -> tuple[str, list[str]]:
-    """A conversation that asks for facts, its turns recorded and ended with a given summary (so
-    the only chat request is the facts job's, answered by ``script``); the jobs run."""
-    conv = await app.conversations.start(new_conversation("move", {"facts": True}))
-    stored, _ = await app.transcript.add_messages(conv.id, parse_turns("messages", [
-        {"role": "user" if i % 2 == 0 else "assistant", "content": text, "actor": "caroline" if i % 2 == 0 else None}
-        for i, text in enumerate(turns)
-    ]))
-    fake_ollama.enqueue_chat(script)
-    await app.conversations.end(conv.id, summary="Caroline talked about her move.")
-    await run_jobs(app)
-    return conv.id, [m.id for m in stored]
 
 
 async def test_a_conversation_asking_for_facts_has_them_extracted_at_its_end_beside_their_source(

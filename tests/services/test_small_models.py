@@ -17,8 +17,8 @@ from ollama_mcp.config import Settings
 from ollama_mcp.inputs.conversations import new_conversation
 from ollama_mcp.inputs.turns import parse_turns
 from tests.conftest import Database
-from tests.services.test_facts import ended_with_facts, fact, fact_rows, facts_jobs, run_jobs
 from tests.support.agent import human, tool_call
+from tests.support.facts import ended_with_facts, fact, fact_rows, facts_jobs, run_jobs
 from tests.support.fake_ollama import FakeOllama
 from tests.support.mcp_client import call
 
@@ -123,7 +123,7 @@ async def test_an_answer_that_only_contains_json_stays_the_answer(
     assert answer["response"] == said and len(fake_ollama.chat_requests()) == 1
 
 
-async def test_the_same_search_asked_again_is_not_run_again_and_the_model_is_told_to_answer(
+async def test_the_same_search_asked_again_is_refused_and_the_model_told_to_answer(
     settings: Settings, db: Database, fake_ollama: FakeOllama
 ) -> None:
     again = tool_call("search_all_conversations", query="database")
