@@ -66,6 +66,6 @@ async def test_a_real_model_summarizes_extracts_facts_and_answers_from_memory(tm
         await call(client, "init_conversation", name="asking")
         answer = await call(client, "ask_agent", query="Where did Caroline move to?", scope="all")
     # The summary was written (valid under its schema, within its token cap) and says where she moved.
-    assert len(summaries["hits"]) == 1 and "Boston" in summaries["hits"][0]["content"], summaries
-    assert facts["hits"], facts  # at least one fact extracted from the chat
+    assert len(summaries["results"]) == 1 and "Boston" in summaries["results"][0]["content"], summaries
+    assert facts["results"], facts  # at least one fact extracted from the chat
     assert answer["tools_used"][0] == "search_all_conversations" and "Boston" in answer["response"], answer
