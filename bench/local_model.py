@@ -258,7 +258,8 @@ def serve(cache: Path, model: str, port: int, threads: int, context: int) -> Non
                               str(template(cache, gguf)), "--no-webui"], env=env,
                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     embed = subprocess.Popen([sys.executable, str(ROOT / "bench" / "embed_server.py"), "--port", str(embed_port),
-                              "--cache", ""], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+                              "--cache", ""], env={**os.environ, "OMP_NUM_THREADS": "1"},  # pinned, as every bench's
+                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
         _wait(f"http://127.0.0.1:{llama_port}/health", 300)
         _wait(f"http://127.0.0.1:{embed_port}/api/tags", 300)

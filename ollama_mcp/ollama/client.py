@@ -172,7 +172,8 @@ class OllamaClient:
     ) -> ChatReply:
         """One non-streamed chat turn; ``schema`` constrains the reply to JSON of that shape, and
         ``num_predict`` caps the tokens it may take (``cut`` says it was stopped there). Offered
-        ``tools``, a reply whose whole text is a call to one of them is that call (``tool_text``)."""
+        ``tools``, a reply whose whole text is a tool call is that call (``tool_text``; a name
+        that is no tool is the caller's to refuse)."""
         options: dict[str, Any] = dict(SAMPLING)
         if num_ctx:
             options["num_ctx"] = num_ctx  # Ollama's default context cuts long prompts silently

@@ -420,14 +420,14 @@ class Agent:
         be found by the next search beside the memories themselves."""
         started = time.monotonic()
         call = ToolCall(search, {"query": question})
+        digest = audit.digest(call.arguments)
         try:
             result = await self._run_tool(call, run, None)
         except ToolFailure as failure:  # (a question too long to search: the model goes on without)
-            run.audit.append(self._row(run, 0, search, audit.digest(call.arguments), "low", failure.decision,
-                                       str(failure), started))
+            run.audit.append(self._row(run, 0, search, digest, "low", failure.decision, str(failure), started))
             return
         run.tools_used.append(search)
-        run.audit.append(self._row(run, 0, search, audit.digest(call.arguments), "low", "ran", "ok", started))
+        run.audit.append(self._row(run, 0, search, digest, "low", "ran", "ok", started))
         messages.append({"role": "assistant", "content": "", "tool_calls": [
             {"function": {"name": search, "arguments": call.arguments}}]})
         messages.append({"role": "tool", "content": result[:RESULT_CHARS], "tool_name": search})

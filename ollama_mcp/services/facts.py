@@ -49,6 +49,7 @@ SEGMENT_CHARS = 12_000  # conversation per request: smaller than a summary's, th
 FACTS_TOKENS = 1000
 SEGMENTS_PER_BATCH = 4  # requests whose facts are stored together (progress survives a crash)
 
+_FACT_FIELDS = ("subject", "predicate", "object", "confidence", "exclusive", "source")  # each one required
 FACTS_SCHEMA = {
     "type": "object",
     "properties": {
@@ -64,14 +65,12 @@ FACTS_SCHEMA = {
                     "exclusive": {"type": "boolean"},
                     "source": {"type": "integer"},
                 },
-                "required": ["subject", "predicate", "object", "confidence", "exclusive", "source"],
+                "required": list(_FACT_FIELDS),
             },
         },
     },
     "required": ["facts"],
 }
-
-_FACT_FIELDS = ("subject", "predicate", "object", "confidence", "exclusive", "source")
 
 _INSTRUCTIONS = (
     "You extract lasting facts from a conversation so that they can be remembered later: who people are, "

@@ -118,23 +118,16 @@ def describe(item: Memory) -> str:
 def parse(raw: str, model: str, *, cut: bool = False) -> dict[str, object]:
     """The reply's JSON, checked against SUMMARY_SCHEMA. A reply ``cut`` at its token cap keeps
     what it finished, if its summary is among it."""
-    if cut:
-        data = completed(raw)
-        if not isinstance(data, dict) or not isinstance(data.get("summary"), str) or not data["summary"].strip():
+    try:
+        data = completed(raw) if cut else json.loads(raw)
+    except ValueError:
+        raise ChatOutputError(f"Chat model {model!r} did not reply with JSON for the summary.") from None
+    if not isinstance(data, dict) or not isinstance(data.get("summary"), str) or not data["summary"].strip():
+        if cut:
             raise ChatOutputError(
                 f"Chat model {model!r} was stopped at {SUMMARY_TOKENS} tokens (num_predict) before its summary "
                 "was written; a larger model, or a shorter conversation, is needed."
             )
-        data.setdefault("key_points", [])
-        data.setdefault("decisions", [])
-    else:
-        try:
-            data = json.loads(raw)
-        except ValueError:
-            raise ChatOutputError(
-                f"Chat model {model!r} did not reply with JSON for the summary."
-            ) from None
-    if not isinstance(data, dict) or not isinstance(data.get("summary"), str) or not data["summary"].strip():
         raise ChatOutputError(f"Chat model {model!r} replied without a summary.")
     for key in ("key_points", "decisions"):
         value = data.get(key, [])
