@@ -71,7 +71,9 @@ class ChatReply:
 # Every chat call decodes greedily (temperature 0) with no repeat penalty: Ollama's usual 1.1
 # penalizes the braces and quotes a tool call or a JSON reply repeats, and Qwen2.5-Coder 1.5B then
 # called no tool at all (0 of 5; 5 of 5 without it, #84). What ends a model that loops is
-# ``num_predict``, which each caller sets to what its reply can need.
+# ``num_predict``, which each caller sets to what its reply can need. A list under a schema may ask
+# for a penalty (``repeat_penalty``): there the grammar holds the JSON's shape, and without one a
+# greedy 1.5B lists one fact again and again until its cap (#84).
 SAMPLING = {"temperature": 0.0, "repeat_penalty": 1.0}
 
 
@@ -169,9 +171,11 @@ class OllamaClient:
         schema: Mapping[str, Any] | None = None,
         num_ctx: int | None = None,
         num_predict: int | None = None,
+        repeat_penalty: float | None = None,
     ) -> ChatReply:
         """One non-streamed chat turn; ``schema`` constrains the reply to JSON of that shape, and
-        ``num_predict`` caps the tokens it may take (``cut`` says it was stopped there). Offered
+        ``num_predict`` caps the tokens it may take (``cut`` says it was stopped there);
+        ``repeat_penalty`` replaces SAMPLING's 1.0 (for a schema's reply, never with tools). Offered
         ``tools``, a reply whose whole text is a tool call is that call (``tool_text``; a name
         that is no tool is the caller's to refuse)."""
         options: dict[str, Any] = dict(SAMPLING)
@@ -179,6 +183,8 @@ class OllamaClient:
             options["num_ctx"] = num_ctx  # Ollama's default context cuts long prompts silently
         if num_predict:
             options["num_predict"] = num_predict
+        if repeat_penalty:
+            options["repeat_penalty"] = repeat_penalty
         async with self._translate(model, "chat"):
             client = await self._client()
             response = await client.chat(

@@ -164,11 +164,12 @@ class BudgetedChat:
 
     async def chat(
         self, model: str, messages: Sequence[Mapping[str, Any]], *, schema: Mapping[str, Any] | None = None,
-        num_ctx: int | None = None, num_predict: int | None = None,
+        num_ctx: int | None = None, num_predict: int | None = None, repeat_penalty: float | None = None,
     ) -> ChatReply:
         call = await self._budget.spend(self._kind)
         try:
-            return await self._client.chat(model, messages, schema=schema, num_ctx=num_ctx, num_predict=num_predict)
+            return await self._client.chat(model, messages, schema=schema, num_ctx=num_ctx, num_predict=num_predict,
+                                           repeat_penalty=repeat_penalty)
         except (OllamaUnreachableError, OllamaModelError):
             await self._budget.give_back(call)
             raise

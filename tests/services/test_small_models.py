@@ -29,7 +29,7 @@ def options(fake_ollama: FakeOllama) -> list[dict[str, Any]]:
     return [r.body.get("options") or {} for r in fake_ollama.chat_requests()]
 
 
-async def test_every_chat_call_caps_its_reply_and_turns_the_repeat_penalty_off(
+async def test_every_chat_call_caps_its_reply_and_only_the_facts_list_is_penalized_for_repeats(
     app: App, settings: Settings, fake_ollama: FakeOllama
 ) -> None:
     await ended_with_facts(app, fake_ollama, json.dumps({"facts": []}), "I moved to Boston")
@@ -41,7 +41,25 @@ async def test_every_chat_call_caps_its_reply_and_turns_the_repeat_penalty_off(
         await call(client, "ask_agent", query="where did I go?")
     facts, summary, agent = options(fake_ollama)
     assert facts["num_predict"] == 1000 and summary["num_predict"] == 600 and agent["num_predict"] == 300
-    assert all(o["repeat_penalty"] == 1.0 and o["temperature"] == 0.0 for o in (facts, summary, agent))
+    assert all(o["temperature"] == 0.0 for o in (facts, summary, agent))
+    assert (facts["repeat_penalty"], summary["repeat_penalty"], agent["repeat_penalty"]) == (1.1, 1.0, 1.0)
+
+
+async def test_a_fact_the_model_repeats_in_one_reply_is_stored_once(
+    app: App, db: Database, fake_ollama: FakeOllama
+) -> None:
+    looped = [fact("Melanie", "ran", "a charity race", 1)] * 9 + [fact("melanie", "Ran", "a  charity race", 1)]
+    await ended_with_facts(app, fake_ollama, json.dumps({"facts": [*looped, fact("Melanie", "has", "two kids", 2)]}),
+                           "I ran a charity race", "my two kids cheered")
+    assert [content for content, _, _, _ in fact_rows(db)] == ["Melanie ran a charity race", "Melanie has two kids"]
+
+
+async def test_the_facts_request_shows_the_model_no_value_it_could_copy(
+    app: App, fake_ollama: FakeOllama
+) -> None:
+    await ended_with_facts(app, fake_ollama, json.dumps({"facts": []}), "I moved to Boston")
+    system = fake_ollama.chat_requests()[0].body["messages"][0]["content"]
+    assert "such as" not in system and "{" not in system and "lives in" not in system
 
 
 async def test_a_facts_reply_cut_at_its_cap_keeps_the_facts_it_finished(
