@@ -36,7 +36,6 @@ from ollama_mcp.errors import InvalidInputError, NotFoundError, OllamaMcpError
 from ollama_mcp.inputs import fields
 from ollama_mcp.inputs.context import AgentQuestion, ContextRequest
 from ollama_mcp.ollama.client import OllamaClient, ToolCall
-from ollama_mcp.ollama.cut_json import completed
 from ollama_mcp.services.agent_tools import TOOLS, AgentTool, now_text
 from ollama_mcp.services.context import AGENT_ACTOR_PREFIX, AGENT_CALL_PREFIX, as_chat_message
 from ollama_mcp.services.context_builder import ContextBuilder
@@ -44,6 +43,7 @@ from ollama_mcp.services.conversations import Conversations
 from ollama_mcp.services.memories import Memories
 from ollama_mcp.services.on_demand import WorkOnDemand
 from ollama_mcp.services.recall import Recall
+from ollama_mcp.services.settling import NOTHING_HELD, settled
 from ollama_mcp.services.transcript import Transcript
 from ollama_mcp.storage.protocols import Storage
 
@@ -64,21 +64,6 @@ RESULT_CHARS = 4000  # a tool result fed back to the model is clipped to this
 # What one reply may take: a tool call or a brief answer need far less. The cap ends a small model
 # that loops before the deadline does (at 7.7 tokens/s, a 1.5B model on one core, 300 take 39 s).
 ANSWER_TOKENS = 300
-# The answer, in the product's words, when the model says memory does not hold one.
-NOTHING_HELD = "Memory holds nothing on this."
-# The model's answer, settled: whether the memories state it, and the answer alone. Asked after
-# the model answered in its own words (small models ramble, and told to say a fixed sentence when
-# memory holds nothing, Qwen2.5-Coder 1.5B said it for every question: bench/README.md, #84).
-FINAL_SCHEMA = {
-    "type": "object",
-    "properties": {"in_memory": {"type": "boolean"}, "answer": {"type": "string"}},
-    "required": ["in_memory", "answer"],
-}
-FINAL_QUESTION = (
-    "Reply JSON: in_memory (true when the memories found state the answer to my question, false when they do "
-    "not), answer (the answer alone, briefly)."
-)
-FINAL_TOKENS = 200
 TRANSCRIPT_RESULT_CHARS = 1000  # and kept in the conversation's transcript clipped to this
 
 
@@ -98,12 +83,14 @@ class Run:
     request_id: str
     conversation_id: str | None
     confined: bool  # nothing outside conversation_id: no other conversation is read or touched
+    question: str = ""
     audit: list[AuditRow] = field(default_factory=list)
     tools_used: list[str] = field(default_factory=list)
     not_done: dict[str, list[str]] = field(default_factory=dict)  # why refused -> the tools, for the caller
     steps_said: list[_Said] = field(default_factory=list)  # the tool calls and results, for the transcript
     steps: int = 0
     calls_made: set[str] = field(default_factory=set)  # each tool call run, by name and arguments
+    found: list[Memory] = field(default_factory=list)  # the memories its searches showed the model
 
 
 class ToolFailure(Exception):
@@ -176,7 +163,7 @@ class Agent:
             raise InvalidInputError(
                 "scope", "is 'conversation' but there is no current conversation", "pass conversation_id or scope 'all'"
             )
-        run = Run(str(uuid.uuid4()), target.id if target else None, confined)
+        run = Run(str(uuid.uuid4()), target.id if target else None, confined, question)
         messages = await self._opening(question, run)
         answer, note = "", None
         started = time.monotonic()
@@ -236,7 +223,10 @@ class Agent:
                     note = f"The agent reached its limit of {self.max_steps} tool steps (OLLAMA_MCP_AGENT_MAX_STEPS)."
                 draft = reply.content.strip() or _last_assistant_text(messages).strip()
                 messages.append({"role": "assistant", "content": draft})  # what the deadline returns, if it comes now
-                answer = await self._settled(messages, draft) if draft else ""
+                answer = await settled(
+                    self.client, self.model or "", messages, run.question, run.found, tools_used=run.tools_used,
+                    num_ctx=CHAT_CONTEXT,
+                ) if draft else ""
                 return answer or "The local agent gave no answer.", note
             calls = [{"function": {"name": c.name, "arguments": c.arguments}} for c in reply.tool_calls]
             messages.append({"role": "assistant", "content": reply.content, "tool_calls": calls})
@@ -265,26 +255,6 @@ class Agent:
                 ))
                 messages.append({"role": "tool", "content": result[:RESULT_CHARS], "tool_name": call.name})
                 run.steps_said.append(_Said("tool", _clip(result, TRANSCRIPT_RESULT_CHARS), call.name, (), call_id))
-
-    async def _settled(self, messages: list[dict[str, Any]], draft: str) -> str:
-        """The answer the model drafted (the last of ``messages``), settled by one more call under
-        FINAL_SCHEMA: the answer alone, or NOTHING_HELD when the model says the memories do not
-        state it. A reply that is not the JSON asked for, or a call that fails, leaves the draft."""
-        try:
-            reply = await self.client.chat(
-                self.model or "", [*messages, {"role": "user", "content": FINAL_QUESTION}],
-                schema=FINAL_SCHEMA, num_ctx=CHAT_CONTEXT, num_predict=FINAL_TOKENS,
-            )
-        except OllamaMcpError as exc:  # the model answered; only the settling failed
-            log.warning("ask_agent kept the model's own answer: settling it failed (%s)", exc)
-            return draft
-        data = completed(reply.content)
-        if not isinstance(data, dict) or not isinstance(data.get("in_memory"), bool):
-            return draft
-        if not data["in_memory"]:
-            return NOTHING_HELD
-        said = data.get("answer")
-        return said.strip() if isinstance(said, str) and said.strip() else draft
 
     async def _run_tool(self, call: ToolCall, run: Run, confirm: Confirm | None) -> str:
         tool = TOOLS.get(call.name)

@@ -66,10 +66,9 @@ async def _search(agent: Agent, args: Mapping[str, Any], run: Run, *, everywhere
     outcome = await agent.recall.search(request)
     hits = [h for h in outcome.hits if not agent_step(h.memory)][:top_k]
     shown = fit([h.memory.content for h in hits], request.query, SEARCH_RESULT_CHARS, [h.closest for h in hits])
-    lines = [
-        recall_line(replace(h.memory, content=s.text), conversation=everywhere)
-        for h, s in zip(hits, shown, strict=False)
-    ]
+    seen = [replace(h.memory, content=s.text) for h, s in zip(hits, shown, strict=False)]
+    run.found.extend(seen)  # what the answer may rest on (attribution)
+    lines = [recall_line(memory, conversation=everywhere) for memory in seen]
     found = "\n".join([RESULTS_NOTICE, *lines]) if lines else "No memory matched."
     return found + (f"\n({outcome.notice})" if outcome.notice else "")
 

@@ -322,6 +322,7 @@ async def test_history_from_earlier_questions_in_the_conversation_reaches_the_mo
     fake_ollama.enqueue_chat("Your sister is Ana.", "She lives in Porto.")
     async with human(settings, None) as (client, _):
         conv = (await call(client, "init_conversation"))["conversation_id"]
+        await call(client, "store_memory", content="My sister Ana lives in Porto")
         await call(client, "ask_agent", query="who is my sister?")
         second = await call(client, "ask_agent", query="where does she live?", conversation_id=conv)
     assert second["conversation_id"] == conv
@@ -461,13 +462,13 @@ async def test_the_agents_context_size_and_the_operators_instructions_are_config
     tuned = replace(settings, agent_context_messages=2, agent_system_prompt="Answer in French.")
     async with human(tuned, None) as (client, _):
         conv = (await call(client, "init_conversation"))["conversation_id"]
-        for question in ("first?", "second?", "third?"):
+        for question in ("say one", "say two", "say three"):
             await call(client, "ask_agent", query=question, conversation_id=conv)
         await call(client, "ask_agent", query="fourth?", conversation_id=conv)
     messages = fake_ollama.chat_requests()[-1].body["messages"]
     assert messages[0]["content"].endswith("Instructions from the person who runs this server: Answer in French.")
     # the last 2 messages of the conversation (the third exchange), the new question, its search
-    assert [m.get("content") for m in messages[1:]][:3] == ["third?", "three", "fourth?"]
+    assert [m.get("content") for m in messages[1:]][:3] == ["say three", "three", "fourth?"]
     assert [m["role"] for m in messages[4:]] == ["assistant", "tool"]
 
 

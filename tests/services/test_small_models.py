@@ -137,6 +137,7 @@ async def test_an_answer_that_only_contains_json_stays_the_answer(
     said = 'Your config was {"name": "prod", "port": 5432}.'
     fake_ollama.enqueue_chat(said)
     async with human(settings, None) as (client, _):
+        await call(client, "store_memory", content='The prod config: {"name": "prod", "port": 5432}')
         answer = await call(client, "ask_agent", query="what was my config?")
     assert answer["response"] == said and len(fake_ollama.chat_requests()) == 1
 
@@ -180,6 +181,7 @@ async def test_a_rambling_answer_is_settled_to_the_answer_alone(settings: Settin
     draft = "To answer this question, I searched the memories. The relevant memory says her pets are Luna and Oliver."
     fake_ollama.enqueue_chat(draft, settle(True, "Luna and Oliver"))
     async with human(settings, None) as (client, _):
+        await call(client, "store_memory", content="Her pets are Luna and Oliver")
         answer = await call(client, "ask_agent", query="what are her pets called?")
     assert answer["response"] == "Luna and Oliver"
     [settling] = [r.body for r in fake_ollama.settle_requests()]
@@ -205,6 +207,7 @@ async def test_a_settling_reply_without_the_flag_or_an_answer_leaves_the_models_
 ) -> None:
     fake_ollama.enqueue_chat("The standup is on Tuesday.", {"role": "assistant", "content": settling, "_settle": True})
     async with human(settings, None) as (client, _):
+        await call(client, "store_memory", content="The standup moved to Tuesday")
         answer = await call(client, "ask_agent", query="when is the standup?")
     assert answer["response"] == "The standup is on Tuesday."
 
@@ -232,5 +235,67 @@ async def test_a_settling_call_that_times_out_or_fails_leaves_the_models_answer(
 ) -> None:
     fake_ollama.enqueue_chat("The standup is on Tuesday.", settling)
     async with human(replace(settings, agent_deadline=1.0, chat_timeout=10), None) as (client, _):
+        await call(client, "store_memory", content="The standup moved to Tuesday")
         answer = await call(client, "ask_agent", query="when is the standup?")
     assert answer["response"] == "The standup is on Tuesday."
+
+
+async def test_an_answer_no_memory_read_states_becomes_memory_holds_nothing(
+    settings: Settings, fake_ollama: FakeOllama
+) -> None:
+    fake_ollama.enqueue_chat("You felt triumphant.", settle(True, "triumphant"))
+    async with human(settings, None) as (client, _):
+        await call(client, "store_memory", content="The standup moved to Tuesday")
+        answer = await call(client, "ask_agent", query="how did I feel after the race?")
+    assert answer["response"] == "Memory holds nothing on this."
+
+
+@pytest.mark.parametrize("said", ["2", "Yes", "Twice, on 2023-07-06."])
+async def test_a_yes_no_or_number_answer_is_the_models_to_work_out_and_stands(
+    settings: Settings, fake_ollama: FakeOllama, said: str
+) -> None:
+    fake_ollama.enqueue_chat(said, settle(True, said))
+    async with human(settings, None) as (client, _):
+        await call(client, "store_memory", content="We went to the beach twice this summer")
+        answer = await call(client, "ask_agent", query="how many times did we go to the beach?")
+    assert answer["response"] == said
+
+
+async def chat_of_two(client: Any) -> None:
+    conv = (await call(client, "init_conversation", name="chat"))["conversation_id"]
+    await call(client, "add_messages", conversation_id=conv, messages=[
+        {"role": "user", "content": "I play the clarinet in a band", "actor": "Melanie"},
+        {"role": "user", "content": "I love painting sunsets", "actor": "Caroline"}])
+    await call(client, "init_conversation", name="asking")
+
+
+async def test_an_answer_about_one_person_from_anothers_turn_says_whose_words_were_found(
+    settings: Settings, db: Database, fake_ollama: FakeOllama
+) -> None:
+    fake_ollama.enqueue_chat("Caroline plays the clarinet.", settle(True, "the clarinet"))
+    async with human(settings, None) as (client, _):
+        await chat_of_two(client)
+        answer = await call(client, "ask_agent", query="What instrument does Caroline play?", scope="all")
+    assert answer["response"] == "Memory holds nothing on this. What was found are Melanie's words, not Caroline's."
+    [(kept,)] = db.rows("SELECT content FROM memories WHERE role = 'assistant' AND actor = 'agent:qwen2.5:3b'")
+    assert kept == answer["response"]
+
+
+async def test_an_answer_resting_on_the_asked_persons_own_turn_stands(
+    settings: Settings, fake_ollama: FakeOllama
+) -> None:
+    fake_ollama.enqueue_chat("Melanie plays the clarinet.", settle(True, "the clarinet"))
+    async with human(settings, None) as (client, _):
+        await chat_of_two(client)
+        answer = await call(client, "ask_agent", query="What instrument does Melanie play?", scope="all")
+    assert answer["response"] == "the clarinet"
+
+
+async def test_an_answer_that_names_another_person_than_the_one_asked_about_says_so(
+    settings: Settings, fake_ollama: FakeOllama
+) -> None:
+    fake_ollama.enqueue_chat("Melanie paints sunsets; Caroline plays in a band.", settle(True, "Melanie, in a band"))
+    async with human(settings, None) as (client, _):
+        await chat_of_two(client)
+        answer = await call(client, "ask_agent", query="Where does Caroline play?", scope="all")
+    assert answer["response"] == "Memory holds nothing on this. What was found is about Melanie, not Caroline."

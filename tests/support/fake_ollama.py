@@ -114,7 +114,7 @@ class FakeOllama:
             return [r for r in self.requests if r.path == "/api/chat" and not _settling(r.body)]
 
     def settle_requests(self) -> list[Request]:
-        """ask_agent's last call of a run, which settles the model's answer (agent.FINAL_SCHEMA)."""
+        """ask_agent's last call of a run, which settles the model's answer (settling.FINAL_SCHEMA)."""
         with self._lock:
             return [r for r in self.requests if r.path == "/api/chat" and _settling(r.body)]
 
