@@ -164,11 +164,11 @@ class Agent:
                 "scope", "is 'conversation' but there is no current conversation", "pass conversation_id or scope 'all'"
             )
         run = Run(str(uuid.uuid4()), target.id if target else None, confined, question)
-        messages = await self._opening(question, run)
-        answer, note = "", None
+        answer, note, messages = "", None, []
         started = time.monotonic()
         with anyio.move_on_after(self.deadline) as scope:
-            try:
+            try:  # the search made for the model counts against the deadline too
+                messages = await self._opening(question, run)
                 answer, note = await self._loop(messages, run, confirm, progress)
             except OllamaMcpError:
                 if run.steps_said:  # the model's tools already ran: their audit rows must not be lost

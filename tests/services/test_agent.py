@@ -332,6 +332,19 @@ async def test_history_from_earlier_questions_in_the_conversation_reaches_the_mo
     assert messages[-3] == {"role": "user", "content": "where does she live?"}  # (then the search made for it)
 
 
+async def test_the_deadline_counts_the_search_made_for_the_model_too(
+    settings: Settings, fake_ollama: FakeOllama
+) -> None:
+    async with human(replace(settings, agent_deadline=1.0, chat_timeout=10), None) as (client, _):
+        await call(client, "store_memory", content="The standup moved to Tuesday")
+        fake_ollama.delay_per_text = 4.0  # the question's embedding, as on a loaded CPU
+        started = time.monotonic()
+        answer = await call(client, "ask_agent", query="when is the standup?")
+        elapsed = time.monotonic() - started
+    assert elapsed < 3, elapsed
+    assert answer["note"].startswith("Stopped after 1 s") and answer["response"] == "The local agent did not finish in time."
+
+
 async def test_the_deadline_returns_in_time_with_a_note(
     settings: Settings, db: Database, fake_ollama: FakeOllama
 ) -> None:
