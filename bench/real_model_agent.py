@@ -73,7 +73,8 @@ def answers(path: Path) -> dict[tuple[str, str], tuple[int, str]]:
 
 async def run(args: argparse.Namespace) -> dict[str, Any]:
     locomo.PATH = "chats"
-    samples = locomo.load(locomo.DEFAULT_DATA)[: args.samples]
+    samples = locomo.load(locomo.DEFAULT_DATA)
+    samples = [s for s in samples if s.sample_id == args.sample] if args.sample else samples[: args.samples]
     gold = answers(locomo.DEFAULT_DATA)
     rng = random.Random(args.seed)
     rows: list[dict[str, Any]] = []
@@ -156,6 +157,7 @@ def main() -> None:
     parser.add_argument("--host", required=True, help="the Ollama API serving the chat model and all-minilm")
     parser.add_argument("--model", default="qwen2.5-coder:1.5b")
     parser.add_argument("--samples", type=int, default=1, help="dev conversations asked (each in its own store)")
+    parser.add_argument("--sample", help="the one dev conversation asked, by id (conv-41): one the design never saw")
     parser.add_argument("--per-category", type=int, default=5, help="questions of each category 1-4")
     parser.add_argument("--adversarial", type=int, default=10, help="category-5 questions")
     parser.add_argument("--seed", type=int, default=1)
