@@ -342,7 +342,8 @@ async def test_the_deadline_counts_the_search_made_for_the_model_too(
         answer = await call(client, "ask_agent", query="when is the standup?")
         elapsed = time.monotonic() - started
     assert elapsed < 3, elapsed
-    assert answer["note"].startswith("Stopped after 1 s") and answer["response"] == "The local agent did not finish in time."
+    assert answer["note"].startswith("Stopped after 1 s")
+    assert answer["response"] == "The local agent did not finish in time."
 
 
 async def test_the_deadline_returns_in_time_with_a_note(

@@ -299,3 +299,13 @@ async def test_an_answer_that_names_another_person_than_the_one_asked_about_says
         await chat_of_two(client)
         answer = await call(client, "ask_agent", query="Where does Caroline play?", scope="all")
     assert answer["response"] == "Memory holds nothing on this. What was found is about Melanie, not Caroline."
+
+
+async def test_a_long_conversations_facts_are_asked_for_in_segments_a_small_model_reads_whole(
+    app: App, fake_ollama: FakeOllama
+) -> None:
+    turns = [f"Day {n}: " + "we walked by the river and talked about the garden " * 9 for n in range(12)]  # 6,300
+    await ended_with_facts(app, fake_ollama, json.dumps({"facts": []}), *turns)
+    asked = [r.body["messages"][-1]["content"] for r in fake_ollama.chat_requests() if r.body.get("format")]
+    assert len(asked) == 2 and all(len(text) < 4200 for text in asked)  # (4,000 and the lines' numbers)
+    assert "Day 0:" in asked[0] and "Day 11:" in asked[1]
