@@ -8,7 +8,8 @@ answer alone. The 1.5B says they do for most questions they do not answer; two c
 words alone, never another model call, then turn such an answer into NOTHING_HELD:
 
 - **Grounded**: the answer's own words (those the question does not already hold; not yes, no or
-  a number, which a model works out rather than copies) must mostly be in what the model read:
+  a number, which a model works out rather than copies) must mostly (READ_SHARE) be in what the
+  model read:
   its instructions, the conversation, the question and every tool result. "triumphed", said of
   a feeling no memory names, is not.
 - **Whose word**: in a conversation of several people each turn says "I". Asked "What instrument
@@ -48,7 +49,10 @@ FINAL_QUESTION = (
 )
 FINAL_TOKENS = 200
 SEARCHES = frozenset({"search_memories", "search_all_conversations"})
-READ_SHARE = 1 / 3  # of the answer's own words, somewhere in what the model read
+# Of the answer's own words, somewhere in what the model read. Decided on conv-26's answers (the
+# 1.5B's, two runs): at 1/3, 21-24 of 30 adversarial questions abstained; at 0.7, 25-27, at the
+# cost of paraphrased answers (F1 0.205 -> 0.184). Checked on conv-41, which it never saw.
+READ_SHARE = 0.7
 RESTING_SHARE = 0.5  # of the answer's own words, in the one memory it rests on
 _WORD = re.compile(r"[a-z0-9]+")
 _COMMON = frozenset(
