@@ -126,7 +126,8 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
                        "f1": round(statistics.mean(r["f1"] for r in answerable), 3) if answerable else None},
         "adversarial": {"n": len(adversarial_rows), "abstained": _share(adversarial_rows, "abstained"),
                         "searched": _share(adversarial_rows, "searched")},
-        "errors": sum(r["error"] for r in rows), "cut_by_deadline": sum(bool(r["note"]) for r in rows),
+        "errors": sum(r["error"] for r in rows),
+        "cut_by_deadline": sum("Stopped after" in (r["note"] or "") for r in rows),
         "seconds_median": statistics.median(r["seconds"] for r in rows) if rows else None,
         "rows": rows,
     }

@@ -223,11 +223,10 @@ class Agent:
                     note = f"The agent reached its limit of {self.max_steps} tool steps (OLLAMA_MCP_AGENT_MAX_STEPS)."
                 draft = reply.content.strip() or _last_assistant_text(messages).strip()
                 messages.append({"role": "assistant", "content": draft})  # what the deadline returns, if it comes now
-                answer = await settled(
-                    self.client, self.model or "", messages, run.question, run.found, tools_used=run.tools_used,
-                    num_ctx=CHAT_CONTEXT,
-                ) if draft else ""
-                return answer or "The local agent gave no answer.", note
+                answer, why = await settled(
+                    self.client, self.model or "", messages, run.question, run.found, num_ctx=CHAT_CONTEXT,
+                ) if draft else ("", None)
+                return answer or "The local agent gave no answer.", " ".join(filter(None, [note, why])) or None
             calls = [{"function": {"name": c.name, "arguments": c.arguments}} for c in reply.tool_calls]
             messages.append({"role": "assistant", "content": reply.content, "tool_calls": calls})
             ids = [f"{AGENT_CALL_PREFIX}{run.request_id[:8]}-{run.steps}-{n}" for n in range(len(calls))]

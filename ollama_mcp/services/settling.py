@@ -64,13 +64,14 @@ _COMMON = frozenset(
 
 async def settled(
     client: OllamaClient, model: str, messages: Sequence[dict[str, Any]], question: str, found: Sequence[Memory],
-    *, tools_used: Sequence[str], num_ctx: int,
-) -> str:
+    *, num_ctx: int,
+) -> tuple[str, str | None]:
     """The answer the model drafted (the last of ``messages``), settled by one more call under
-    FINAL_SCHEMA and checked against what it read (``on_record``) when all it read of its tools
-    were searches: an answer drawn from another tool's result (the time, the conversations) is
-    the model's reading of it. A reply that is not the JSON asked for, or a call that fails,
-    leaves the draft, checked the same way."""
+    FINAL_SCHEMA and checked against what it read (``on_record``) when all the tools it called
+    were searches: an answer drawn from another tool's result (the time, the conversations, a
+    refusal) is the model's reading of it. A reply that is not the JSON asked for, or a call that fails,
+    leaves the draft, checked the same way. With the answer, when it is not the model's: what
+    the model had answered, for the answer's note (the user sees why, and what was set aside)."""
     draft = str(messages[-1].get("content") or "")
     answer = draft
     try:
@@ -82,15 +83,24 @@ async def settled(
         if isinstance(data, dict) and isinstance(data.get("in_memory"), bool):
             said = data.get("answer")
             if not data["in_memory"]:
-                answer = NOTHING_HELD
-            elif isinstance(said, str) and said.strip():
+                return NOTHING_HELD, f'The model answered "{_clip(draft)}", then said the memories do not state it.'
+            if isinstance(said, str) and said.strip():
                 answer = said.strip()
     except OllamaMcpError as exc:  # the model answered; only the settling failed
         log.warning("ask_agent kept the model's own answer: settling it failed (%s)", exc)
-    if not set(tools_used) <= SEARCHES:
-        return answer
+    called = {call["function"]["name"] for m in messages for call in m.get("tool_calls") or ()}
+    if not called <= SEARCHES:
+        return answer, None
     read = [str(m.get("content") or "") for m in messages[:-1] if m["role"] != "assistant"]
-    return on_record(question, answer, read, found)
+    checked = on_record(question, answer, read, found)
+    if checked == answer:
+        return answer, None
+    return checked, f'The model answered "{_clip(answer)}", which the memories it read do not state.'
+
+
+def _clip(text: str, limit: int = 200) -> str:
+    text = " ".join(text.split())
+    return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
 def on_record(question: str, answer: str, read: Sequence[str], found: Sequence[Memory]) -> str:

@@ -371,8 +371,7 @@ async def test_unknown_tools_and_bad_arguments_are_fed_back_and_the_loop_goes_on
     )
     async with human(settings, None) as (client, _):
         answer = await call(client, "ask_agent", query="find it")
-    assert answer["steps"] == 4  # and its own words for nothing, in the product's:
-    assert answer["response"] == "Memory holds nothing on this."
+    assert answer["response"] == "Sorry, I found nothing." and answer["steps"] == 4
     fed = [r.body["messages"][-1]["content"] for r in fake_ollama.chat_requests()[1:]]
     assert fed[0].startswith("Error: there is no tool 'rm_rf'")
     assert "missing query; unknown q" in fed[1]

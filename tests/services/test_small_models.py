@@ -199,6 +199,8 @@ async def test_an_answer_the_model_says_memory_does_not_hold_is_said_so_plainly(
         await call(client, "store_memory", content="The standup moved to Tuesday")
         answer = await call(client, "ask_agent", query="when did I go to the moon?")
     assert answer["response"] == "Memory holds nothing on this."
+    assert answer["note"] == (
+        'The model answered "You went to the moon in 1969.", then said the memories do not state it.')
 
 
 @pytest.mark.parametrize("settling", ["not json", '{"answer": "no flag"}', '{"in_memory": true, "answer": ""}'])
@@ -248,6 +250,7 @@ async def test_an_answer_no_memory_read_states_becomes_memory_holds_nothing(
         await call(client, "store_memory", content="The standup moved to Tuesday")
         answer = await call(client, "ask_agent", query="how did I feel after the race?")
     assert answer["response"] == "Memory holds nothing on this."
+    assert answer["note"] == 'The model answered "triumphant", which the memories it read do not state.'
 
 
 @pytest.mark.parametrize("said", ["2", "Yes", "Twice, on 2023-07-06."])
