@@ -96,9 +96,10 @@ def test_the_inspector_cli_asks_the_agent_ends_deletes_and_is_refused_a_bad_argu
     db_path: Path, fake_ollama: FakeOllama
 ) -> None:
     conv, stored = _stored(db_path, fake_ollama)
-    # The fake chat model answers "ok" without calling tools: one step, question and answer saved.
+    # The fake chat model answers from the memory without calling tools: one step, question and answer saved.
+    fake_ollama.enqueue_chat("It stored this.")
     asked = tool(db_path, fake_ollama, "ask_agent", query="what did the Inspector store?", conversation_id=conv)
-    assert (asked["response"], asked["steps"], asked["conversation_id"]) == ("ok", 1, conv)
+    assert (asked["response"], asked["steps"], asked["conversation_id"]) == ("It stored this.", 1, conv)
     ended = tool(db_path, fake_ollama, "end_conversation", conversation_id=conv)
     assert ended["status"] == "completed" and ended["summary_status"] == "pending"
     assert tool(db_path, fake_ollama, "delete_memory", memory_id=stored["memory_id"])["deleted"] is True

@@ -462,8 +462,8 @@ async def test_a_long_conversation_is_read_in_batches_whose_facts_stay_when_a_la
     app: App, db: Database, fake_ollama: FakeOllama
 ) -> None:
     conv = await app.conversations.start(new_conversation("long", {"facts": True}))
-    notes = [(await app.memories.store(new_note(f"note {i} " + f"word{i} " * 700, conv.id))).memory for i in range(10)]
-    # Two notes a request (each is clipped to 4,000 characters), four requests a batch: 4 + 1 requests.
+    notes = [(await app.memories.store(new_note(f"note {i} " + f"word{i} " * 300, conv.id))).memory for i in range(10)]
+    # Two notes a request (1,800 characters each, a request 4,000), four requests a batch: 4 + 1 requests.
     fake_ollama.enqueue_chat(*[reply(fact(f"note {2 * r}", "is", f"number {2 * r}", 1)) for r in range(4)])
     fake_ollama.enqueue_chat({"_status": (500, "model runner crashed")})
     with pytest.raises(OllamaMcpError, match="failed to chat .*HTTP 500.*It will be retried"):
