@@ -9,9 +9,8 @@ words alone, never another model call, then turn such an answer into NOTHING_HEL
 
 - **Grounded**: the answer's own words (those the question does not already hold; not yes, no or
   a number, which a model works out rather than copies) must mostly (READ_SHARE) be in what the
-  model read:
-  its instructions, the conversation, the question and every tool result. "triumphed", said of
-  a feeling no memory names, is not.
+  model read: its instructions, the conversation, the question and every tool result.
+  "triumphed", said of a feeling no memory names, is not.
 - **Whose word**: in a conversation of several people each turn says "I". Asked "What instrument
   does Caroline play?", a small model answers "clarinet" from Melanie's "I play the clarinet"
   (every one of LoCoMo's adversarial questions is of this kind). An answer about the one speaker
@@ -31,6 +30,7 @@ from typing import Any
 
 from ollama_mcp.domain import Memory
 from ollama_mcp.errors import OllamaMcpError
+from ollama_mcp.folds import words
 from ollama_mcp.ollama.client import OllamaClient
 from ollama_mcp.ollama.cut_json import completed
 
@@ -51,10 +51,10 @@ FINAL_TOKENS = 200
 SEARCHES = frozenset({"search_memories", "search_all_conversations"})
 # Of the answer's own words, somewhere in what the model read. Decided on conv-26's answers (the
 # 1.5B's, two runs): at 1/3, 21-24 of 30 adversarial questions abstained; at 0.7, 25-27, at the
-# cost of paraphrased answers (F1 0.205 -> 0.184). Checked on conv-41, which it never saw.
+# cost of paraphrased answers (F1 0.205 -> 0.184). Live through MCP: 24 of 30 on conv-26, and 8 of
+# 12 on conv-41, which the choice never saw (bench/README.md).
 READ_SHARE = 0.7
 RESTING_SHARE = 0.5  # of the answer's own words, in the one memory it rests on
-_WORD = re.compile(r"[a-z0-9]+")
 _COMMON = frozenset(
     "a an the and or but of to in on at by for with about as from into is are was were be been being has have "
     "had do does did it its this that these those he she they them his her their i me my we our you your who "
@@ -139,5 +139,6 @@ def _named(text: str, speakers: set[str]) -> set[str]:
 
 
 def _words(text: str) -> set[str]:
-    """Its words, lower case, a plural's s dropped (so "bowls" finds "bowl")."""
-    return {w[:-1] if len(w) > 3 and w.endswith("s") else w for w in _WORD.findall(text.lower())} - _COMMON
+    """Its words as a search's folding reads them (``folds.words``), a plural's s dropped (so
+    "bowls" finds "bowl"), the most common left out."""
+    return {w[:-1] if len(w) > 3 and w.endswith("s") else w for w in words(text).split()} - _COMMON

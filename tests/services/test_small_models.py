@@ -264,21 +264,27 @@ async def test_a_yes_no_or_number_answer_is_the_models_to_work_out_and_stands(
     assert answer["response"] == said
 
 
-async def chat_of_two(client: Any) -> None:
-    conv = (await call(client, "init_conversation", name="chat"))["conversation_id"]
-    await call(client, "add_messages", conversation_id=conv, messages=[
-        {"role": "user", "content": "I play the clarinet in a band", "actor": "Melanie"},
-        {"role": "user", "content": "I love painting sunsets", "actor": "Caroline"}])
-    await call(client, "init_conversation", name="asking")
+async def asked_after_a_chat_of_two(
+    settings: Settings, fake_ollama: FakeOllama, question: str, draft: str, settled: str
+) -> dict[str, Any]:
+    """``question`` asked of every conversation after Melanie and Caroline talked (Melanie plays the
+    clarinet, Caroline paints sunsets); the model answers ``draft`` and settles it to ``settled``."""
+    fake_ollama.enqueue_chat(draft, settle(True, settled))
+    async with human(settings, None) as (client, _):
+        conv = (await call(client, "init_conversation", name="chat"))["conversation_id"]
+        await call(client, "add_messages", conversation_id=conv, messages=[
+            {"role": "user", "content": "I play the clarinet in a band", "actor": "Melanie"},
+            {"role": "user", "content": "I love painting sunsets", "actor": "Caroline"}])
+        await call(client, "init_conversation", name="asking")
+        answer: dict[str, Any] = await call(client, "ask_agent", query=question, scope="all")
+    return answer
 
 
 async def test_an_answer_about_one_person_from_anothers_turn_says_whose_words_were_found(
     settings: Settings, db: Database, fake_ollama: FakeOllama
 ) -> None:
-    fake_ollama.enqueue_chat("Caroline plays the clarinet.", settle(True, "the clarinet"))
-    async with human(settings, None) as (client, _):
-        await chat_of_two(client)
-        answer = await call(client, "ask_agent", query="What instrument does Caroline play?", scope="all")
+    answer = await asked_after_a_chat_of_two(
+        settings, fake_ollama, "What instrument does Caroline play?", "Caroline plays the clarinet.", "the clarinet")
     assert answer["response"] == "Memory holds nothing on this. What was found are Melanie's words, not Caroline's."
     [(kept,)] = db.rows("SELECT content FROM memories WHERE role = 'assistant' AND actor = 'agent:qwen2.5:3b'")
     assert kept == answer["response"]
@@ -287,20 +293,17 @@ async def test_an_answer_about_one_person_from_anothers_turn_says_whose_words_we
 async def test_an_answer_resting_on_the_asked_persons_own_turn_stands(
     settings: Settings, fake_ollama: FakeOllama
 ) -> None:
-    fake_ollama.enqueue_chat("Melanie plays the clarinet.", settle(True, "the clarinet"))
-    async with human(settings, None) as (client, _):
-        await chat_of_two(client)
-        answer = await call(client, "ask_agent", query="What instrument does Melanie play?", scope="all")
+    answer = await asked_after_a_chat_of_two(
+        settings, fake_ollama, "What instrument does Melanie play?", "Melanie plays the clarinet.", "the clarinet")
     assert answer["response"] == "the clarinet"
 
 
 async def test_an_answer_that_names_another_person_than_the_one_asked_about_says_so(
     settings: Settings, fake_ollama: FakeOllama
 ) -> None:
-    fake_ollama.enqueue_chat("Melanie paints sunsets; Caroline plays in a band.", settle(True, "Melanie, in a band"))
-    async with human(settings, None) as (client, _):
-        await chat_of_two(client)
-        answer = await call(client, "ask_agent", query="Where does Caroline play?", scope="all")
+    answer = await asked_after_a_chat_of_two(
+        settings, fake_ollama, "Where does Caroline play?", "Melanie paints sunsets; Caroline plays in a band.",
+        "Melanie, in a band")
     assert answer["response"] == "Memory holds nothing on this. What was found is about Melanie, not Caroline."
 
 
