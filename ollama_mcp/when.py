@@ -134,7 +134,8 @@ _PART_OF_MONTH = (
     r"|\b(?:the\s+)?(?P<week>first|second|third|fourth|last|1st|2nd|3rd|4th)\s+week\s+of)"
     r"\s*(?:the\s+)?(?:month\s+of\s+)?$"
 )
-_WEEKS = {"first": 1, "1st": 1, "second": 2, "2nd": 2, "third": 3, "3rd": 3, "fourth": 4, "4th": 4}
+# A month's weeks and a year's quarters, counted in words.
+_ORDINALS = {"first": 1, "1st": 1, "second": 2, "2nd": 2, "third": 3, "3rd": 3, "fourth": 4, "4th": 4}
 
 
 class _Grammar:
@@ -334,7 +335,6 @@ def _absolute(kind: str, match: re.Match[str], reference: datetime) -> tuple[dat
 # from January of the year that names it (0), three months long. A winter is named by the year of
 # its January ("winter 2023" is December 2022 to February 2023), the part most of it falls in.
 _SEASONS = {"spring": 2, "summer": 5, "fall": 8, "autumn": 8, "winter": -1}
-_QUARTERS = {"first": 1, "1st": 1, "second": 2, "2nd": 2, "third": 3, "3rd": 3, "fourth": 4, "4th": 4}
 _PARTS_OF_YEAR = ("season", "quarter", "part_of_year")
 
 
@@ -343,7 +343,7 @@ def _part_of_year(kind: str, match: re.Match[str]) -> tuple[int, int]:
     if kind == "season":
         return _SEASONS[match["season"].lower()], 3
     if kind == "quarter":
-        return 3 * (int(match["quarter"]) if match["quarter"] else _QUARTERS[match["nth"].lower()]) - 3, 3
+        return 3 * (int(match["quarter"]) if match["quarter"] else _ORDINALS[match["nth"].lower()]) - 3, 3
     return (0 if match["early"] else 4 if match["mid"] else 8), 4  # early, mid- or late in the year
 
 
@@ -391,7 +391,7 @@ def _part_of_month(match: re.Match[str], first: datetime) -> tuple[datetime, dat
     elif match["week"].lower() == "last":
         begin, end = days - 6, days
     else:
-        n = _WEEKS[match["week"].lower()]
+        n = _ORDINALS[match["week"].lower()]
         begin, end = 7 * n - 6, 7 * n
     return first.replace(day=begin), first.replace(day=end) + timedelta(days=1)
 
