@@ -94,6 +94,16 @@ _INSTRUCTIONS = (
 # session); under the schema's grammar a penalty cannot break the JSON's shape, and with Ollama's
 # usual 1.1 it listed 15 different facts where it had listed one 15 times (#84).
 FACTS_REPEAT_PENALTY = 1.1
+# An empty list from a small model is not its last word. Greedy decoding is on a knife's edge
+# between ``[`` and ``[]``: the 1.5B listed eight facts for a LoCoMo session asked alone and none
+# when a summary shared the server's batch, and each 10-session run had one session (a different
+# one) with no fact (#84). A segment that gave none is asked once more with the instructions
+# restated after its lines, naming who speaks; a second empty list stands.
+_AGAIN = (
+    "Those are {count} lines of a conversation. List every fact they tell about {who}: who they are, their "
+    "family and friends, what they like, have, did, plan or decided, and when. Each fact has subject, predicate, "
+    "object, confidence, exclusive and source, as the instructions say."
+)
 
 
 @dataclass(frozen=True)
@@ -114,15 +124,26 @@ class FactExtractor:
         self.model = model
 
     async def extract(self, items: Sequence[Memory]) -> list[ExtractedFact]:
-        """The facts ``items`` (one segment, oldest first) state, as the model replied them."""
+        """The facts ``items`` (one segment, oldest first) state, as the model replied them; a
+        segment it lists none for is asked once more (``_AGAIN``)."""
         lines = "\n".join(f"[{n}] {describe(item)}" for n, item in enumerate(items, start=1))
+        return await self._ask(items, lines) or await self._ask(items, f"{lines}\n\n{again(items)}")
+
+    async def _ask(self, items: Sequence[Memory], text: str) -> list[ExtractedFact]:
         reply = await self.client.chat(
             self.model,
-            [{"role": "system", "content": _INSTRUCTIONS}, {"role": "user", "content": lines}],
+            [{"role": "system", "content": _INSTRUCTIONS}, {"role": "user", "content": text}],
             schema=FACTS_SCHEMA, num_ctx=CONTEXT_TOKENS, num_predict=FACTS_TOKENS,
             repeat_penalty=FACTS_REPEAT_PENALTY,
         )
         return parse(reply.content, items, self.model, cut=reply.cut)
+
+
+def again(items: Sequence[Memory]) -> str:
+    """The instructions restated after a segment's lines, naming who speaks in it (``_AGAIN``)."""
+    names = list(dict.fromkeys(item.actor for item in items if item.actor))
+    who = " and ".join([", ".join(names[:-1]), names[-1]] if len(names) > 1 else names) or "the people in it"
+    return _AGAIN.format(count=len(items), who=who)
 
 
 def parse(raw: str, items: Sequence[Memory], model: str, *, cut: bool = False) -> list[ExtractedFact]:

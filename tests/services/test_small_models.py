@@ -18,7 +18,7 @@ from ollama_mcp.inputs.conversations import new_conversation
 from ollama_mcp.inputs.turns import parse_turns
 from tests.conftest import Database
 from tests.support.agent import human, tool_call
-from tests.support.facts import ended_with_facts, fact, fact_rows, facts_jobs, run_jobs
+from tests.support.facts import ended_with_facts, fact, fact_rows, facts_jobs, reply, run_jobs
 from tests.support.fake_ollama import FakeOllama
 from tests.support.mcp_client import call
 
@@ -32,7 +32,7 @@ def options(fake_ollama: FakeOllama) -> list[dict[str, Any]]:
 async def test_every_chat_call_caps_its_reply_and_only_the_facts_list_is_penalized_for_repeats(
     app: App, settings: Settings, fake_ollama: FakeOllama
 ) -> None:
-    await ended_with_facts(app, fake_ollama, json.dumps({"facts": []}), "I moved to Boston")
+    await ended_with_facts(app, fake_ollama, reply(fact("Caroline", "moved to", "Boston", 1)), "I moved to Boston")
     conv = await app.conversations.start(new_conversation("trip"))
     await app.transcript.add_messages(conv.id, parse_turns("messages", [{"role": "user", "content": "Lisbon in May"}]))
     await app.conversations.end(conv.id)
@@ -311,7 +311,27 @@ async def test_a_long_conversations_facts_are_asked_for_in_segments_a_small_mode
     app: App, fake_ollama: FakeOllama
 ) -> None:
     turns = [f"Day {n}: " + "we walked by the river and talked about the garden " * 9 for n in range(12)]  # 6,300
-    await ended_with_facts(app, fake_ollama, json.dumps({"facts": []}), *turns)
+    await ended_with_facts(app, fake_ollama, reply(fact("Caroline", "walked by", "the river", 1)), *turns)
     asked = [r.body["messages"][-1]["content"] for r in fake_ollama.chat_requests() if r.body.get("format")]
-    assert len(asked) == 2 and all(len(text) < 4200 for text in asked)  # (4,000 and the lines' numbers)
-    assert "Day 0:" in asked[0] and "Day 11:" in asked[1]
+    assert len(asked) == 3 and all(len(text) < 4200 for text in asked[:2])  # (4,000 and the lines' numbers)
+    assert "Day 0:" in asked[0] and "Day 11:" in asked[1] and asked[2].startswith(asked[1])
+
+
+async def test_a_segment_the_model_lists_no_fact_for_is_asked_once_more_naming_its_speakers(
+    app: App, db: Database, fake_ollama: FakeOllama
+) -> None:
+    await ended_with_facts(app, fake_ollama, (reply(), reply(fact("Caroline", "moved to", "Boston", 1))),
+                           "I moved to Boston", "since when?")
+    first, second = (r.body["messages"][-1]["content"] for r in fake_ollama.chat_requests())
+    restated = "\n\nThose are 2 lines of a conversation. List every fact they tell about caroline:"
+    assert second.startswith(first + restated)
+    assert [content for content, _, _, _ in fact_rows(db)] == ["Caroline moved to Boston"]
+    assert [state for state, _ in facts_jobs(db)] == ["done"]
+
+
+async def test_a_segment_listed_empty_twice_stores_no_fact_and_is_not_asked_a_third_time(
+    app: App, db: Database, fake_ollama: FakeOllama
+) -> None:
+    await ended_with_facts(app, fake_ollama, (reply(), reply()), "ok", "bye")
+    assert len(fake_ollama.chat_requests()) == 2 and fact_rows(db) == []
+    assert facts_jobs(db) == [("done", None)]

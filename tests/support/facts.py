@@ -44,15 +44,18 @@ async def run_jobs(app: App) -> None:
         pass
 
 
-async def ended_with_facts(app: App, fake_ollama: FakeOllama, script: str, *turns: str) -> tuple[str, list[str]]:
+async def ended_with_facts(
+    app: App, fake_ollama: FakeOllama, script: str | tuple[str, ...], *turns: str
+) -> tuple[str, list[str]]:
     """A conversation that asks for facts, its turns recorded and ended with a given summary (so
-    the only chat request is the facts job's, answered by ``script``); the jobs run."""
+    the only chat requests are the facts job's, answered by ``script``: one reply or several, in
+    order); the jobs run."""
     conv = await app.conversations.start(new_conversation("move", {"facts": True}))
     stored, _ = await app.transcript.add_messages(conv.id, parse_turns("messages", [
         {"role": "user" if i % 2 == 0 else "assistant", "content": text, "actor": "caroline" if i % 2 == 0 else None}
         for i, text in enumerate(turns)
     ]))
-    fake_ollama.enqueue_chat(script)
+    fake_ollama.enqueue_chat(*((script,) if isinstance(script, str) else script))
     await app.conversations.end(conv.id, summary="Caroline talked about her move.")
     await run_jobs(app)
     return conv.id, [m.id for m in stored]
