@@ -9,8 +9,9 @@ session, against what LoCoMo ships for it:
 - summary: the share of the gold session summary's sentences present in ours, JSON validity (a job
   that failed on the model's reply), its length, the seconds until it was stored;
 - facts: recall (the share of LoCoMo's observations present among our facts) and precision (the
-  share of our facts present among the observations), and whether any fact was found at all in
-  a session whose observations hold some.
+  share of our facts present among the observations), whether any fact was found at all in a
+  session whose observations hold some, and how many segments the model was asked twice (the
+  facts calls the server counted, ``chat_calls``, less one a segment).
 
 A sentence is present when its key words are (at least half of its content words, stemmed, in
 one sentence of the other side) or when a sentence of the other side is MiniLM-close to it
@@ -110,6 +111,8 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
                 conv = (await call("init_conversation", name=f"session {number}", metadata={"facts": True}))[
                     "conversation_id"]
                 await call("add_messages", conversation_id=conv, messages=locomo.messages(sessions[number]))
+                with sqlite3.connect(f"file:{db}?mode=ro", uri=True) as con:
+                    calls_before = con.execute("SELECT coalesce(max(id), 0) FROM chat_calls").fetchone()[0]
                 started = time.monotonic()
                 await call("end_conversation", conversation_id=conv)
                 jobs = await _settled(db, conv, args.wait)
@@ -119,6 +122,8 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
                         "SELECT content FROM memories WHERE conversation_id = ? AND kind = 'summary'", (conv,))]
                     facts = [c for (c,) in con.execute(
                         "SELECT content FROM memories WHERE conversation_id = ? AND kind = 'fact'", (conv,))]
+                    facts_calls = con.execute("SELECT count(*) FROM chat_calls WHERE kind = 'facts' AND id > ?",
+                                              (calls_before,)).fetchone()[0]
                 ours = sentences(summary[0]) if summary else []
                 wanted = sentences(summaries.get(number, ""))
                 got = present(args.host, wanted, ours)
@@ -130,6 +135,8 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
                     "summary_chars": len(summary[0]) if summary else 0,
                     "summary_recall": round(sum(got) / len(got), 3) if got else None,
                     "observations": len(observations), "facts": len(facts),
+                    # one call a segment, and one more for each segment the model listed no fact for
+                    "facts_segments": segments(sessions[number]), "facts_calls": facts_calls,
                     "fact_recall": round(sum(recalled) / len(recalled), 3) if recalled else None,
                     "fact_precision": round(sum(precise) / len(precise), 3) if precise else None,
                     "summary": summary[0] if summary else None, "fact_texts": facts,
@@ -137,6 +144,17 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
                 print(json.dumps({k: v for k, v in rows[-1].items() if k not in ("summary", "fact_texts")}),
                       file=sys.stderr, flush=True)
     return {"model": args.model, "sample": args.sample, "sessions": len(rows), **_totals(rows), "rows": rows}
+
+
+def segments(turns: list[locomo.Turn]) -> int:
+    """How many requests the facts job makes of a session's turns, each asked once."""
+    from ollama_mcp.domain import Memory  # noqa: PLC0415
+    from ollama_mcp.services.facts import SEGMENT_CHARS  # noqa: PLC0415
+    from ollama_mcp.services.summaries import groups  # noqa: PLC0415
+
+    items = [Memory(id=str(n), seq=n, conversation_id="", kind="message", content=t.text, tags=(), metadata={},
+                    created_at=t.occurred_at, role="user", actor=t.speaker) for n, t in enumerate(turns, 1)]
+    return len(groups(items, SEGMENT_CHARS))
 
 
 async def _settled(db: Path, conv: str, wait: float) -> dict[str, Any]:
@@ -165,6 +183,7 @@ def _totals(rows: list[dict[str, Any]]) -> dict[str, Any]:
         "summary_recall": mean("summary_recall"), "fact_recall": mean("fact_recall"),
         "fact_precision": mean("fact_precision"),
         "sessions_with_observations_and_no_fact": [r["session"] for r in rows if r["observations"] and not r["facts"]],
+        "segments_asked_again": sum(r["facts_calls"] - r["facts_segments"] for r in rows),
         "sessions_whose_jobs_did_not_finish": failed,
         "summary_chars_median": statistics.median(r["summary_chars"] for r in rows) if rows else None,
         "seconds_median": statistics.median(r["seconds"] for r in rows) if rows else None,

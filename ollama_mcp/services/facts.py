@@ -127,7 +127,11 @@ class FactExtractor:
         """The facts ``items`` (one segment, oldest first) state, as the model replied them; a
         segment it lists none for is asked once more (``_AGAIN``)."""
         lines = "\n".join(f"[{n}] {describe(item)}" for n, item in enumerate(items, start=1))
-        return await self._ask(items, lines) or await self._ask(items, f"{lines}\n\n{again(items)}")
+        facts = await self._ask(items, lines)
+        if facts:
+            return facts
+        log.info("facts: %s listed none in %d lines; asking once more", self.model, len(items))
+        return await self._ask(items, f"{lines}\n\n{again(items)}")
 
     async def _ask(self, items: Sequence[Memory], text: str) -> list[ExtractedFact]:
         reply = await self.client.chat(
