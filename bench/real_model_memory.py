@@ -158,17 +158,18 @@ def segments(turns: list[locomo.Turn]) -> int:
 
 
 async def _settled(db: Path, conv: str, wait: float) -> dict[str, Any]:
-    """The conversation's summary and facts jobs once none is queued or running (or ``wait`` passed):
-    each one's state, attempts and last error."""
+    """The conversation's summary and facts jobs once each has ended or waits to be tried again
+    (or ``wait`` passed): each one's state, attempts and last error. One job waiting for its retry
+    does not end the wait for the other still running."""
     deadline = time.monotonic() + wait
     while True:
         with sqlite3.connect(f"file:{db}?mode=ro", uri=True) as con:
             jobs = {kind: {"state": state, "attempts": attempts, "error": error} for kind, state, attempts, error in
                     con.execute("SELECT kind, state, attempts, last_error FROM jobs WHERE conversation_id = ? "
                                 "AND kind IN ('summarize', 'facts') ORDER BY id", (conv,))}
-        done = len(jobs) == 2 and all(j["state"] in ("done", "failed") for j in jobs.values())
-        retried = any(j["state"] == "queued" and j["attempts"] for j in jobs.values())
-        if done or retried or time.monotonic() > deadline:
+        ended = len(jobs) == 2 and all(
+            j["state"] in ("done", "failed") or (j["state"] == "queued" and j["attempts"]) for j in jobs.values())
+        if ended or time.monotonic() > deadline:
             return jobs
         await anyio.sleep(1)
 
