@@ -205,6 +205,7 @@ class Agent:
     ) -> tuple[str, str | None]:
         schemas = [self._schema(tool) for tool in self._offered(run)]
         total = self.max_steps + 1
+        repeated = False  # the model's last calls were all calls already run: it is asked to answer
         while True:
             run.steps += 1
             started = time.monotonic()
@@ -212,10 +213,10 @@ class Agent:
                 await progress(run.steps - 1, total, f"step {run.steps}: asking {self.model}")
             last_step = run.steps > self.max_steps
             reply = await self.client.chat(
-                self.model or "", messages, tools=None if last_step else schemas, num_ctx=CHAT_CONTEXT,
+                self.model or "", messages, tools=None if last_step or repeated else schemas, num_ctx=CHAT_CONTEXT,
                 num_predict=ANSWER_TOKENS,
             )
-            if not reply.tool_calls or last_step:
+            if not reply.tool_calls or last_step or repeated:
                 decision = "step_limit" if last_step and self.max_steps else "answered"
                 run.audit.append(self._row(run, run.steps, None, None, None, decision, "ok", started))
                 note = None
@@ -227,6 +228,10 @@ class Agent:
                     self.client, self.model or "", messages, run.question, run.found, num_ctx=CHAT_CONTEXT,
                 ) if draft else ("", None)
                 return answer or "The local agent gave no answer.", " ".join(filter(None, [note, why])) or None
+            # A small model that only asks again what it already asked has found what it will find
+            # (the 0.5B wrote the search made for it again until its cap, 77 of 80 questions, #84):
+            # the next request offers no tools, so it answers from what the calls returned.
+            repeated = all(_made(call) in run.calls_made for call in reply.tool_calls)
             calls = [{"function": {"name": c.name, "arguments": c.arguments}} for c in reply.tool_calls]
             messages.append({"role": "assistant", "content": reply.content, "tool_calls": calls})
             ids = [f"{AGENT_CALL_PREFIX}{run.request_id[:8]}-{run.steps}-{n}" for n in range(len(calls))]
@@ -259,7 +264,7 @@ class Agent:
         tool = TOOLS.get(call.name)
         if tool is None:
             raise ToolFailure("unknown_tool", f"there is no tool {call.name!r}; use one of {self._names()}.")
-        made = f"{call.name} {json.dumps(call.arguments, sort_keys=True, default=str)}"
+        made = _made(call)
         if made in run.calls_made:  # a small model asks the same again instead of answering
             raise ToolFailure("refused", (
                 f"{call.name} was already called with these arguments; its result is above. Answer from it now, "
@@ -428,6 +433,11 @@ class Agent:
 
 def _clip(text: str, limit: int) -> str:
     return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def _made(call: ToolCall) -> str:
+    """A call by its tool and arguments: the same twice is one call (``Run.calls_made``)."""
+    return f"{call.name} {json.dumps(call.arguments, sort_keys=True, default=str)}"
 
 
 def _last_assistant_text(messages: Sequence[Mapping[str, Any]]) -> str:

@@ -142,19 +142,37 @@ async def test_an_answer_that_only_contains_json_stays_the_answer(
     assert answer["response"] == said and len(fake_ollama.chat_requests()) == 1
 
 
-async def test_the_same_search_asked_again_is_refused_and_the_model_told_to_answer(
+async def test_the_same_search_asked_again_is_refused_and_the_model_asked_to_answer_without_tools(
     settings: Settings, db: Database, fake_ollama: FakeOllama
 ) -> None:
     again = tool_call("search_all_conversations", query="database")
-    fake_ollama.enqueue_chat(again, again, again, "Memory holds nothing on this.")
+    fake_ollama.enqueue_chat(again, again, "Memory holds nothing on this.")
     async with human(settings, None) as (client, _):
         answer = await call(client, "ask_agent", query="which database?")
     assert answer["response"] == "Memory holds nothing on this."
     decisions = db.rows("SELECT tool, decision FROM agent_audit WHERE tool = 'search_all_conversations' ORDER BY id")
-    assert [d for _, d in decisions][-3:] == ["ran", "refused", "refused"]
-    fed = fake_ollama.chat_requests()[-1].body["messages"][-1]["content"]
-    assert fed == ("Error: search_all_conversations was already called with these arguments; its result is above. "
-                   'Answer from it now, or say "Memory holds nothing on this."')
+    assert [d for _, d in decisions] == ["ran", "ran", "refused"]  # (the search made for it, then the model's)
+    asked = fake_ollama.chat_requests()
+    assert [bool(r.body.get("tools")) for r in asked] == [True, True, False]
+    assert asked[-1].body["messages"][-1]["content"] == (
+        "Error: search_all_conversations was already called with these arguments; its result is above. "
+        'Answer from it now, or say "Memory holds nothing on this."')
+
+
+async def test_a_model_writing_the_search_made_for_it_until_its_cap_is_asked_to_answer(
+    settings: Settings, db: Database, fake_ollama: FakeOllama
+) -> None:
+    made = '{"name": "search_all_conversations", "arguments": {"query": "which database?"}}'
+    looped = f"{made} {made}\n{made} " + made[:30]  # as the 0.5B writes it, cut at its token cap
+    fake_ollama.enqueue_chat({"role": "assistant", "content": looped, "_done_reason": "length"},
+                             "You chose PostgreSQL.")
+    async with human(settings, None) as (client, _):
+        await call(client, "store_memory", content="We chose PostgreSQL for the database")
+        answer = await call(client, "ask_agent", query="which database?")
+    assert answer["response"] == "You chose PostgreSQL." and answer["note"] is None
+    decisions = db.rows("SELECT decision FROM agent_audit WHERE tool = 'search_all_conversations' ORDER BY id")
+    assert [d for (d,) in decisions] == ["ran", "refused", "refused", "refused"]
+    assert [bool(r.body.get("tools")) for r in fake_ollama.chat_requests()] == [True, False]
 
 
 async def test_a_recalled_turn_tells_the_model_who_said_it(
