@@ -36,6 +36,7 @@ from ollama_mcp.errors import InvalidInputError, NotFoundError, OllamaMcpError
 from ollama_mcp.inputs import fields
 from ollama_mcp.inputs.context import AgentQuestion, ContextRequest
 from ollama_mcp.ollama.client import OllamaClient, ToolCall
+from ollama_mcp.ollama.tool_text import calls_in_text
 from ollama_mcp.services.agent_tools import TOOLS, AgentTool, now_text
 from ollama_mcp.services.context import AGENT_ACTOR_PREFIX, AGENT_CALL_PREFIX, as_chat_message
 from ollama_mcp.services.context_builder import ContextBuilder
@@ -223,10 +224,13 @@ class Agent:
                 if decision == "step_limit":
                     note = f"The agent reached its limit of {self.max_steps} tool steps (OLLAMA_MCP_AGENT_MAX_STEPS)."
                 draft = reply.content.strip() or _last_assistant_text(messages).strip()
-                messages.append({"role": "assistant", "content": draft})  # what the deadline returns, if it comes now
+                if calls_in_text(draft) is not None:  # asked to answer, the 0.5B writes its call again
+                    draft = ""  # the settling call answers from what was found
+                else:
+                    messages.append({"role": "assistant", "content": draft})  # what the deadline returns
                 answer, why = await settled(
                     self.client, self.model or "", messages, run.question, run.found, num_ctx=CHAT_CONTEXT,
-                ) if draft else ("", None)
+                ) if draft or run.found else ("", None)
                 return answer or "The local agent gave no answer.", " ".join(filter(None, [note, why])) or None
             # A small model that only asks again what it already asked has found what it will find
             # (the 0.5B wrote the search made for it again until its cap, 77 of 80 questions, #84):

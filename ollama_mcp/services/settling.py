@@ -71,8 +71,10 @@ async def settled(
     were searches: an answer drawn from another tool's result (the time, the conversations, a
     refusal) is the model's reading of it. A reply that is not the JSON asked for, or a call that fails,
     leaves the draft, checked the same way. With the answer, when it is not the model's: what
-    the model had answered, for the answer's note (the user sees why, and what was set aside)."""
-    draft = str(messages[-1].get("content") or "")
+    the model had answered, for the answer's note (the user sees why, and what was set aside).
+    With no draft (``messages`` ending in what the tools returned: the model wrote calls where an
+    answer was asked), the settling call's answer is the answer, checked the same way."""
+    draft = str(messages[-1].get("content") or "") if messages[-1].get("role") == "assistant" else ""
     answer = draft
     try:
         reply = await client.chat(
@@ -83,15 +85,17 @@ async def settled(
         if isinstance(data, dict) and isinstance(data.get("in_memory"), bool):
             said = data.get("answer")
             if not data["in_memory"]:
+                if not draft:
+                    return NOTHING_HELD, "The model said the memories do not state the answer."
                 return NOTHING_HELD, f'The model answered "{_clip(draft)}", then said the memories do not state it.'
             if isinstance(said, str) and said.strip():
                 answer = said.strip()
     except OllamaMcpError as exc:  # the model answered; only the settling failed
         log.warning("ask_agent kept the model's own answer: settling it failed (%s)", exc)
     called = {call["function"]["name"] for m in messages for call in m.get("tool_calls") or ()}
-    if not called <= SEARCHES:
+    if not answer or not called <= SEARCHES:
         return answer, None
-    read = [str(m.get("content") or "") for m in messages[:-1] if m["role"] != "assistant"]
+    read = [str(m.get("content") or "") for m in messages if m["role"] != "assistant"]
     checked = on_record(question, answer, read, found)
     if checked == answer:
         return answer, None

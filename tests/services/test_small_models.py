@@ -175,6 +175,20 @@ async def test_a_model_writing_the_search_made_for_it_until_its_cap_is_asked_to_
     assert [bool(r.body.get("tools")) for r in fake_ollama.chat_requests()] == [True, False]
 
 
+async def test_a_call_written_where_an_answer_was_asked_leaves_the_answer_to_the_settling_call(
+    settings: Settings, fake_ollama: FakeOllama
+) -> None:
+    made = '{"name": "search_all_conversations", "arguments": {"query": "which database?"}}'
+    fake_ollama.enqueue_chat(made, f"{made} {made}", settle(True, "PostgreSQL"))
+    async with human(settings, None) as (client, _):
+        await call(client, "store_memory", content="We chose PostgreSQL for the database")
+        answer = await call(client, "ask_agent", query="which database?")
+    assert answer["response"] == "PostgreSQL" and answer["note"] is None
+    [settling] = [r.body for r in fake_ollama.settle_requests()]
+    assert [m["role"] for m in settling["messages"][-2:]] == ["tool", "user"]
+    assert not any(m["role"] == "assistant" and m.get("content") for m in settling["messages"])  # no draft
+
+
 async def test_a_recalled_turn_tells_the_model_who_said_it(
     settings: Settings, fake_ollama: FakeOllama
 ) -> None:
